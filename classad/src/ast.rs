@@ -1,0 +1,528 @@
+//! Expression trees and ClassAds.
+
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+
+use crate::builtins::Builtin;
+use crate::value::Value;
+
+/// An attribute name: keeps its original spelling, compares and hashes
+/// case-insensitively (ASCII, as HTCondor's `strcasecmp`). The hash is
+/// computed once, when the name is made, so lookups never hash text.
+#[derive(Clone, Debug)]
+pub struct AttrName {
+    text: Arc<str>,
+    hash: u64,
+    special: Special,
+}
+
+/// Names that the scope rules treat specially.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Special {
+    None,
+    /// `self`: the current ad.
+    SelfAd,
+    /// `my`: the current ad (in strict semantics, only inside a match).
+    My,
+    /// `target`: the other ad in a match (resolved through the match context).
+    Target,
+    /// `other`: alias of `target` in a match context.
+    Other,
+    /// `ad`: alias of `my` in a match context.
+    Ad,
+    /// `parent`: the lexically enclosing ad.
+    Parent,
+    /// `toplevel`, `root`: the outermost ad.
+    Root,
+    /// `CurrentTime`: old ClassAds' alias of `time()`.
+    CurrentTime,
+}
+
+impl Special {
+    pub(crate) fn bit(self) -> u16 {
+        match self {
+            Special::None => 0,
+            Special::SelfAd => 128,
+            Special::My => 1,
+            Special::Target => 2,
+            Special::Other => 4,
+            Special::Ad => 8,
+            Special::Parent => 16,
+            Special::Root => 32,
+            Special::CurrentTime => 64,
+        }
+    }
+}
+
+fn name_hash(s: &str) -> u64 {
+    // FNV-1a over the ASCII-lowercased bytes, then a final mix.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= b.to_ascii_lowercase() as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^ (h >> 29)
+}
+
+impl AttrName {
+    /// Makes a name from its text.
+    pub fn new(text: &str) -> AttrName {
+        let special = match text.to_ascii_lowercase().as_str() {
+            "my" => Special::My,
+            "self" => Special::SelfAd,
+            "target" => Special::Target,
+            "other" => Special::Other,
+            "ad" => Special::Ad,
+            "parent" => Special::Parent,
+            "toplevel" | "root" => Special::Root,
+            "currenttime" => Special::CurrentTime,
+            _ => Special::None,
+        };
+        AttrName { text: text.into(), hash: name_hash(text), special }
+    }
+
+    /// The name as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub(crate) fn special(&self) -> Special {
+        self.special
+    }
+
+    /// True when the name needs quoting (`'odd name'`) to be read back.
+    pub fn needs_quotes(&self) -> bool {
+        let mut chars = self.text.chars();
+        match chars.next() {
+            Some(c) if c.is_ascii_alphabetic() || c == '_' => {}
+            _ => return true,
+        }
+        if !self.text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return true;
+        }
+        crate::lexer::is_reserved_word(&self.text)
+    }
+}
+
+impl PartialEq for AttrName {
+    fn eq(&self, other: &AttrName) -> bool {
+        self.hash == other.hash && self.text.eq_ignore_ascii_case(&other.text)
+    }
+}
+impl Eq for AttrName {}
+
+impl Hash for AttrName {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl From<&str> for AttrName {
+    fn from(s: &str) -> AttrName {
+        AttrName::new(s)
+    }
+}
+
+impl std::fmt::Display for AttrName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// A hasher that passes a precomputed `u64` through.
+#[derive(Default)]
+pub(crate) struct PassThrough(u64);
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only reached for keys that are not `AttrName`; fold them in.
+        for b in bytes {
+            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type AttrMap = IndexMap<AttrName, Expr, BuildHasherDefault<PassThrough>>;
+
+/// A ClassAd: an ordered set of attributes, each bound to an expression.
+/// Names are case-insensitive; the first spelling seen is kept.
+#[derive(Clone, Debug, Default)]
+pub struct ClassAd {
+    attrs: AttrMap,
+    /// Bits of [`Special`] names defined here, so that scope resolution of
+    /// `MY`, `TARGET` and friends skips a probe when the ad has none.
+    specials: u16,
+}
+
+impl ClassAd {
+    /// An empty ad.
+    pub fn new() -> ClassAd {
+        ClassAd::default()
+    }
+
+    /// Binds `name` to `expr`, replacing any earlier binding of the same
+    /// name (case-insensitively) but keeping the first spelling and position.
+    pub fn insert(&mut self, name: impl Into<AttrName>, expr: Expr) {
+        let name = name.into();
+        self.specials |= name.special.bit();
+        if let Some(slot) = self.attrs.get_mut(&name) {
+            *slot = expr;
+        } else {
+            self.attrs.insert(name, expr);
+        }
+    }
+
+    /// Binds `name` to a literal value.
+    pub fn insert_value(&mut self, name: impl Into<AttrName>, value: impl Into<Value>) {
+        self.insert(name, Expr::Lit(value.into()));
+    }
+
+    /// Parses `expr` as a ClassAd expression and binds `name` to it.
+    pub fn insert_expr(&mut self, name: &str, expr: &str) -> Result<(), crate::ParseError> {
+        let e = crate::parse_expr(expr)?;
+        self.insert(name, e);
+        Ok(())
+    }
+
+    /// The expression bound to `name`, if any.
+    pub fn get(&self, name: &str) -> Option<&Expr> {
+        self.attrs.get(&AttrName::new(name))
+    }
+
+    /// The expression bound to `name`, if any, with a prepared name.
+    #[inline]
+    pub fn lookup(&self, name: &AttrName) -> Option<&Expr> {
+        self.attrs.get(name)
+    }
+
+    /// The position of `name` in this ad.
+    #[inline]
+    pub(crate) fn index_of(&self, name: &AttrName) -> Option<usize> {
+        self.attrs.get_index_of(name)
+    }
+
+    /// The attribute at position `i`.
+    #[inline]
+    pub(crate) fn get_index(&self, i: usize) -> Option<(&AttrName, &Expr)> {
+        self.attrs.get_index(i)
+    }
+
+    /// The name as spelled in this ad and its expression.
+    pub fn get_entry(&self, name: &str) -> Option<(&AttrName, &Expr)> {
+        self.attrs.get_key_value(&AttrName::new(name))
+    }
+
+    /// Removes `name`, returning its expression. Keeps the others' order.
+    pub fn remove(&mut self, name: &str) -> Option<Expr> {
+        self.attrs.shift_remove(&AttrName::new(name))
+    }
+
+    /// True when `name` is bound.
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// The number of attributes.
+    pub fn len(&self) -> usize {
+        self.attrs.len()
+    }
+
+    /// True when there are no attributes.
+    pub fn is_empty(&self) -> bool {
+        self.attrs.is_empty()
+    }
+
+    /// The attributes in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&AttrName, &Expr)> {
+        self.attrs.iter()
+    }
+
+    /// Copies every attribute of `other` into this ad (later wins).
+    pub fn update(&mut self, other: &ClassAd) {
+        for (k, v) in other.iter() {
+            self.insert(k.clone(), v.clone());
+        }
+    }
+
+    #[inline]
+    pub(crate) fn has_special(&self, s: Special) -> bool {
+        self.specials & s.bit() != 0
+    }
+
+    /// Evaluates attribute `name` with this ad as the only scope.
+    pub fn eval_attr(&self, name: &str) -> Value {
+        crate::eval::Evaluator::new().eval_attr(self, None, name)
+    }
+
+    /// Evaluates `expr` with this ad as MY and no TARGET.
+    pub fn eval(&self, expr: &Expr) -> Value {
+        crate::eval::Evaluator::new().eval(expr, Some(self), None)
+    }
+}
+
+impl PartialEq for ClassAd {
+    /// Same attribute names (case-insensitively) bound to equal expressions,
+    /// in any order.
+    fn eq(&self, other: &ClassAd) -> bool {
+        self.len() == other.len()
+            && self.iter().all(|(k, v)| other.lookup(k).is_some_and(|o| o == v))
+    }
+}
+
+/// Unary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    /// `-x`
+    Neg,
+    /// `+x`
+    Plus,
+    /// `!x`
+    Not,
+    /// `~x`
+    BitNot,
+}
+
+/// Binary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    /// `||`
+    Or,
+    /// `&&`
+    And,
+    /// `|`
+    BitOr,
+    /// `^`
+    BitXor,
+    /// `&`
+    BitAnd,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `=?=` or `is`
+    Is,
+    /// `=!=` or `isnt`
+    Isnt,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `<<`
+    Shl,
+    /// `>>` (arithmetic)
+    Shr,
+    /// `>>>` (logical)
+    UShr,
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+    /// `%`
+    Mod,
+}
+
+impl BinOp {
+    /// The operator as HTCondor's unparser prints it.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Or => "||",
+            BinOp::And => "&&",
+            BinOp::BitOr => "|",
+            BinOp::BitXor => "^",
+            BinOp::BitAnd => "&",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Is => "is",
+            BinOp::Isnt => "isnt",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+            BinOp::UShr => ">>>",
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Mod => "%",
+        }
+    }
+
+    /// Binding strength: higher binds tighter.
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::Or => 1,
+            BinOp::And => 2,
+            BinOp::BitOr => 3,
+            BinOp::BitXor => 4,
+            BinOp::BitAnd => 5,
+            BinOp::Eq | BinOp::Ne | BinOp::Is | BinOp::Isnt => 6,
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => 7,
+            BinOp::Shl | BinOp::Shr | BinOp::UShr => 8,
+            BinOp::Add | BinOp::Sub => 9,
+            BinOp::Mul | BinOp::Div | BinOp::Mod => 10,
+        }
+    }
+}
+
+/// A function call: its name as written and the built-in it resolves to
+/// (resolved once, at parse time; `None` for an unknown name, which
+/// evaluates to error as in HTCondor).
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// The name as written.
+    pub name: Box<str>,
+    /// The resolved built-in.
+    pub func: Option<Builtin>,
+    /// The arguments, unevaluated.
+    pub args: Vec<Expr>,
+}
+
+/// A ClassAd expression.
+#[derive(Clone, Debug)]
+pub enum Expr {
+    /// A literal scalar: undefined, error, boolean, integer, real or string.
+    Lit(Value),
+    /// An attribute reference `name`, or `.name` when `absolute`.
+    Attr {
+        /// The attribute.
+        name: AttrName,
+        /// `.name`: look up from the outermost scope.
+        absolute: bool,
+    },
+    /// `base.name`.
+    Select(Box<Expr>, AttrName),
+    /// `base[index]`.
+    Index(Box<Expr>, Box<Expr>),
+    /// A unary operation.
+    Unary(UnOp, Box<Expr>),
+    /// A binary operation.
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `c ? a : b`.
+    Cond(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `a ?: b`: `b` when `a` is undefined.
+    Elvis(Box<Expr>, Box<Expr>),
+    /// `( e )`, kept so that unparse prints what was written.
+    Paren(Box<Expr>),
+    /// `name(args...)`.
+    Call(Box<Call>),
+    /// `{ a, b, ... }`.
+    List(Vec<Expr>),
+    /// `[ a = 1; ... ]`.
+    Record(Arc<ClassAd>),
+}
+
+impl Expr {
+    /// A reference to attribute `name`.
+    pub fn attr(name: &str) -> Expr {
+        Expr::Attr { name: AttrName::new(name), absolute: false }
+    }
+
+    /// The expression without its outer parentheses.
+    pub fn unparen(&self) -> &Expr {
+        let mut e = self;
+        while let Expr::Paren(inner) = e {
+            e = inner;
+        }
+        e
+    }
+
+    /// The literal value, if this is a literal.
+    pub fn as_literal(&self) -> Option<&Value> {
+        match self {
+            Expr::Lit(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl PartialEq for Expr {
+    /// Structural equality; parentheses are syntax only and are ignored.
+    fn eq(&self, other: &Expr) -> bool {
+        use Expr::*;
+        match (self.unparen(), other.unparen()) {
+            (Lit(a), Lit(b)) => a == b,
+            (Attr { name: a, absolute: x }, Attr { name: b, absolute: y }) => {
+                x == y && a.as_str() == b.as_str()
+            }
+            (Select(a, n), Select(b, m)) => n.as_str() == m.as_str() && a == b,
+            (Index(a, i), Index(b, j)) => a == b && i == j,
+            (Unary(o, a), Unary(p, b)) => o == p && a == b,
+            (Binary(o, a, c), Binary(p, b, d)) => o == p && a == b && c == d,
+            (Cond(a, b, c), Cond(d, e, f)) => a == d && b == e && c == f,
+            (Elvis(a, b), Elvis(c, d)) => a == c && b == d,
+            (Call(a), Call(b)) => a.name.eq_ignore_ascii_case(&b.name) && a.args == b.args,
+            (List(a), List(b)) => a == b,
+            (Record(a), Record(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl From<Value> for Expr {
+    fn from(v: Value) -> Expr {
+        match v {
+            Value::List(items) => Expr::List(items.iter().cloned().map(Expr::from).collect()),
+            Value::Ad(ad) => Expr::Record(ad),
+            v => Expr::Lit(v),
+        }
+    }
+}
+
+impl Drop for Expr {
+    fn drop(&mut self) {
+        // Deep trees are bounded by the parser, but trees can be built by
+        // hand too: take children out iteratively so drop never recurses deeply.
+        fn take_children(e: &mut Expr, out: &mut Vec<Expr>) {
+            let dummy = || Expr::Lit(Value::Undefined);
+            match e {
+                Expr::Select(b, _) | Expr::Unary(_, b) | Expr::Paren(b) => {
+                    out.push(std::mem::replace(&mut **b, dummy()))
+                }
+                Expr::Index(a, b) | Expr::Binary(_, a, b) | Expr::Elvis(a, b) => {
+                    out.push(std::mem::replace(&mut **a, dummy()));
+                    out.push(std::mem::replace(&mut **b, dummy()));
+                }
+                Expr::Cond(a, b, c) => {
+                    out.push(std::mem::replace(&mut **a, dummy()));
+                    out.push(std::mem::replace(&mut **b, dummy()));
+                    out.push(std::mem::replace(&mut **c, dummy()));
+                }
+                Expr::Call(c) => out.append(&mut c.args),
+                Expr::List(items) => out.append(items),
+                Expr::Record(ad) => {
+                    if let Some(ad) = Arc::get_mut(ad) {
+                        out.extend(std::mem::take(&mut ad.attrs).into_values());
+                    }
+                }
+                _ => {}
+            }
+        }
+        match self {
+            Expr::Lit(_) | Expr::Attr { .. } => {}
+            _ => {
+                let mut stack = Vec::new();
+                take_children(self, &mut stack);
+                while let Some(mut e) = stack.pop() {
+                    take_children(&mut e, &mut stack);
+                }
+            }
+        }
+    }
+}

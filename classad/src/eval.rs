@@ -1,0 +1,741 @@
+//! Evaluation with HTCondor's semantics.
+//!
+//! Scoping follows HTCondor's `MatchClassAd`: when an expression is
+//! evaluated with a MY ad and a TARGET ad, `MY`/`TARGET` (and `other`, `ad`)
+//! resolve through a match context; a plain name is looked up in the
+//! current ad, then in its enclosing ads, and, in HTCondor's default
+//! (non-strict) semantics, in the other ad of the match.
+
+use std::sync::Arc;
+
+use crate::ast::{AttrName, BinOp, ClassAd, Expr, Special, UnOp};
+use crate::builtins::{Builtin, FnEnv, Rng, SpecialFn};
+use crate::value::Value;
+
+/// How deeply attribute references may nest during one evaluation; deeper
+/// chains evaluate to error (HTCondor bounds this too).
+pub const MAX_ATTR_DEPTH: u32 = 1000;
+
+/// Evaluation options.
+#[derive(Clone, Debug, Default)]
+pub struct EvalOptions {
+    /// Pure new-ClassAd semantics (`STRICT_CLASSAD_EVALUATION = true`): no
+    /// fallback from MY to TARGET for plain names, and `MY` only inside a match.
+    pub strict: bool,
+    /// The clock for `time()` and `CurrentTime`, in seconds since the epoch;
+    /// `None` reads the system clock.
+    pub now: Option<i64>,
+    /// The seed for `random()`; `None` seeds from the clock.
+    pub seed: Option<u64>,
+}
+
+/// Evaluates expressions. Holds reusable scratch space, so one evaluator
+/// used for many evaluations does not allocate per evaluation.
+pub struct Evaluator {
+    opts: EvalOptions,
+    rng: Rng,
+    scratch: Scratch,
+}
+
+#[derive(Default)]
+struct Scratch {
+    frames: Vec<FrameData>,
+    in_progress: Vec<(usize, u32)>,
+    ad_parents: Vec<(usize, u32)>,
+}
+
+/// A nested ad entered during evaluation, with its lexical parent.
+struct FrameData {
+    ad: Arc<ClassAd>,
+    parent: u32,
+}
+
+impl Default for Evaluator {
+    fn default() -> Self {
+        Evaluator::new()
+    }
+}
+
+static EMPTY: std::sync::LazyLock<ClassAd> = std::sync::LazyLock::new(ClassAd::new);
+
+impl Evaluator {
+    /// An evaluator with HTCondor's default semantics.
+    pub fn new() -> Evaluator {
+        Evaluator::with_options(EvalOptions::default())
+    }
+
+    /// An evaluator with the given options.
+    pub fn with_options(opts: EvalOptions) -> Evaluator {
+        let rng = match opts.seed {
+            Some(s) => Rng::seeded(s),
+            None => Rng::from_time(),
+        };
+        Evaluator { opts, rng, scratch: Scratch::default() }
+    }
+
+    /// The options.
+    pub fn options(&self) -> &EvalOptions {
+        &self.opts
+    }
+
+    /// Sets the clock used by `time()` (a virtual clock in tests).
+    pub fn set_now(&mut self, now: Option<i64>) {
+        self.opts.now = now;
+    }
+
+    /// Evaluates `expr` with `my` as the current ad (an empty ad when
+    /// `None`) and `target` as the other ad of a match, if any.
+    pub fn eval(&mut self, expr: &Expr, my: Option<&ClassAd>, target: Option<&ClassAd>) -> Value {
+        let now = self.opts.now;
+        let mut cx = Cx {
+            my: my.unwrap_or(&EMPTY),
+            target,
+            strict: self.opts.strict,
+            now,
+            rng: &mut self.rng,
+            s: &mut self.scratch,
+            depth: 0,
+        };
+        cx.s.frames.clear();
+        cx.s.in_progress.clear();
+        cx.s.ad_parents.clear();
+        cx.eval(expr, MY)
+    }
+
+    /// Evaluates attribute `name` of `ad` (undefined when absent), with
+    /// `target` as the other ad of a match, if any.
+    pub fn eval_attr(&mut self, ad: &ClassAd, target: Option<&ClassAd>, name: &str) -> Value {
+        let e = Expr::Attr { name: AttrName::new(name), absolute: false };
+        self.eval(&e, Some(ad), target)
+    }
+}
+
+/// The system clock, in seconds since the epoch.
+pub fn system_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Frame ids: 0 is MY, 1 is TARGET, 2.. are nested ads entered.
+const MY: u32 = 0;
+const TARGET: u32 = 1;
+const NO_PARENT: u32 = u32::MAX;
+
+/// Where a name led.
+enum Found<'a> {
+    /// An attribute: its ad, its index there, and the frame it lives in.
+    Attr(AdRef<'a>, usize, u32),
+    /// A whole ad (`MY`, `TARGET`, `parent` ...).
+    Frame(u32),
+    /// `CurrentTime`.
+    Time,
+    /// Nothing.
+    Undef,
+}
+
+#[derive(Clone)]
+enum AdRef<'a> {
+    Borrowed(&'a ClassAd),
+    Owned(Arc<ClassAd>),
+}
+
+impl AdRef<'_> {
+    fn get(&self) -> &ClassAd {
+        match self {
+            AdRef::Borrowed(a) => a,
+            AdRef::Owned(a) => a,
+        }
+    }
+}
+
+struct Cx<'a, 'r> {
+    my: &'a ClassAd,
+    target: Option<&'a ClassAd>,
+    strict: bool,
+    /// The virtual clock, if any; the system clock is read only when needed.
+    now: Option<i64>,
+    rng: &'r mut Rng,
+    s: &'r mut Scratch,
+    depth: u32,
+}
+
+impl<'a> Cx<'a, '_> {
+    fn frame_ad(&self, f: u32) -> AdRef<'a> {
+        match f {
+            MY => AdRef::Borrowed(self.my),
+            TARGET => AdRef::Borrowed(self.target.unwrap_or(&EMPTY)),
+            n => AdRef::Owned(self.s.frames[(n - 2) as usize].ad.clone()),
+        }
+    }
+
+    fn frame_parent(&self, f: u32) -> Option<u32> {
+        match f {
+            MY | TARGET => None,
+            n => match self.s.frames[(n - 2) as usize].parent {
+                NO_PARENT => None,
+                p => Some(p),
+            },
+        }
+    }
+
+    /// The frame for nested ad `ad`, entered from its lexical parent.
+    fn enter_ad(&mut self, ad: &Arc<ClassAd>) -> u32 {
+        let key = Arc::as_ptr(ad) as usize;
+        let parent = self
+            .s
+            .ad_parents
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == key)
+            .map(|(_, p)| *p)
+            .unwrap_or(NO_PARENT);
+        if let Some(i) =
+            self.s.frames.iter().position(|f| Arc::ptr_eq(&f.ad, ad) && f.parent == parent)
+        {
+            return i as u32 + 2;
+        }
+        self.s.frames.push(FrameData { ad: ad.clone(), parent });
+        self.s.frames.len() as u32 + 1
+    }
+
+    /// The top frame of `f`'s lexical chain.
+    fn top_of(&self, mut f: u32) -> u32 {
+        while let Some(p) = self.frame_parent(f) {
+            f = p;
+        }
+        f
+    }
+
+    /// HTCondor's `LookupInScope`, starting at frame `start`.
+    fn lookup_in_scope(&self, name: &AttrName, start: u32) -> Found<'a> {
+        let special = name.special();
+        let mut cur = start;
+        loop {
+            let ad = self.frame_ad(cur);
+            let a = ad.get();
+            if special == Special::None || a.has_special(special) {
+                if let Some(i) = a.index_of(name) {
+                    return Found::Attr(ad, i, cur);
+                }
+            }
+            let sup = self.frame_parent(cur);
+            match special {
+                Special::None => {}
+                Special::SelfAd => return Found::Frame(cur),
+                Special::My if !self.strict => return Found::Frame(cur),
+                Special::Parent => return sup.map_or(Found::Undef, Found::Frame),
+                Special::Root => {
+                    // In a match the root is the match ad itself, which
+                    // holds nothing a user can name.
+                    return if self.target.is_some() {
+                        Found::Undef
+                    } else {
+                        Found::Frame(self.top_of(cur))
+                    };
+                }
+                Special::CurrentTime => return Found::Time,
+                Special::My | Special::Target | Special::Other | Special::Ad => {
+                    // Resolved by the match context above the top-level ads.
+                    if sup.is_none() {
+                        if self.target.is_none() || cur > TARGET {
+                            return Found::Undef;
+                        }
+                        let own = matches!(special, Special::My | Special::Ad);
+                        return Found::Frame(if own { cur } else { 1 - cur });
+                    }
+                }
+            }
+            match sup {
+                Some(p) => cur = p,
+                None => return Found::Undef,
+            }
+        }
+    }
+
+    /// Resolves a plain (or absolute) name as an attribute reference does.
+    fn resolve(&self, name: &AttrName, absolute: bool, frame: u32) -> Found<'a> {
+        if absolute {
+            if self.target.is_some() {
+                return Found::Undef;
+            }
+            return self.lookup_in_scope(name, self.top_of(frame));
+        }
+        let found = self.lookup_in_scope(name, frame);
+        if matches!(found, Found::Undef) && !self.strict && self.target.is_some() && frame <= TARGET
+        {
+            // HTCondor's alternate scope: a name not found in MY is looked
+            // up in TARGET (and the reverse).
+            return self.lookup_in_scope(name, 1 - frame);
+        }
+        found
+    }
+
+    fn eval_found(&mut self, found: Found<'a>) -> Value {
+        match found {
+            Found::Attr(ad, i, frame) => {
+                let Some((_, e)) = ad.get().get_index(i) else { return Value::Undefined };
+                self.eval_attr_expr(e, frame)
+            }
+            Found::Frame(f) => self.frame_value(f),
+            Found::Time => Value::Int(self.now.unwrap_or_else(system_now)),
+            Found::Undef => Value::Undefined,
+        }
+    }
+
+    /// Evaluates an attribute's expression in its own frame, guarding
+    /// against cycles (undefined, as HTCondor 25 gives) and deep chains (error).
+    fn eval_attr_expr(&mut self, e: &Expr, frame: u32) -> Value {
+        if let Expr::Lit(v) = e {
+            return v.clone();
+        }
+        let key = (e as *const Expr as usize, frame);
+        if self.s.in_progress.contains(&key) {
+            return Value::Undefined;
+        }
+        if self.depth >= MAX_ATTR_DEPTH {
+            return Value::Error;
+        }
+        self.depth += 1;
+        self.s.in_progress.push(key);
+        let v = stacker::maybe_grow(128 * 1024, 2 * 1024 * 1024, || self.eval(e, frame));
+        self.s.in_progress.pop();
+        self.depth -= 1;
+        v
+    }
+
+    fn frame_value(&self, f: u32) -> Value {
+        match self.frame_ad(f) {
+            AdRef::Owned(a) => Value::Ad(a),
+            AdRef::Borrowed(a) => Value::Ad(Arc::new(a.clone())),
+        }
+    }
+
+    /// Evaluates `e` with `frame` as the current ad.
+    #[inline]
+    fn eval(&mut self, e: &Expr, frame: u32) -> Value {
+        match e {
+            Expr::Lit(v) => v.clone(),
+            Expr::Attr { name, absolute } => {
+                let found = self.resolve(name, *absolute, frame);
+                self.eval_found(found)
+            }
+            _ => stacker::maybe_grow(64 * 1024, 1024 * 1024, || self.eval_compound(e, frame)),
+        }
+    }
+
+    fn eval_compound(&mut self, e: &Expr, frame: u32) -> Value {
+        match e {
+            Expr::Lit(_) | Expr::Attr { .. } => self.eval(e, frame),
+            Expr::Paren(x) => self.eval(x, frame),
+            Expr::Binary(op, l, r) => self.binary(*op, l, r, frame),
+            Expr::Select(base, name) => self.select(base, name, frame),
+            Expr::Unary(op, x) => {
+                let v = self.eval(x, frame);
+                unary(*op, v)
+            }
+            Expr::Cond(c, a, b) => {
+                let cv = self.eval(c, frame);
+                match cv {
+                    Value::Undefined => Value::Undefined,
+                    v => match v.as_bool() {
+                        Some(true) => self.eval(a, frame),
+                        Some(false) => self.eval(b, frame),
+                        None => Value::Error,
+                    },
+                }
+            }
+            Expr::Elvis(a, b) => match self.eval(a, frame) {
+                Value::Undefined => self.eval(b, frame),
+                v => v,
+            },
+            Expr::Index(base, idx) => self.index(base, idx, frame),
+            Expr::Call(call) => self.call(call, frame),
+            Expr::List(items) => Value::list(items.iter().map(|x| self.eval(x, frame)).collect()),
+            Expr::Record(ad) => {
+                let key = Arc::as_ptr(ad) as usize;
+                if !self.s.ad_parents.iter().any(|&(k, p)| k == key && p == frame) {
+                    self.s.ad_parents.push((key, frame));
+                }
+                Value::Ad(ad.clone())
+            }
+        }
+    }
+
+    fn binary(&mut self, op: BinOp, l: &Expr, r: &Expr, frame: u32) -> Value {
+        match op {
+            BinOp::And => {
+                let lv = self.eval(l, frame);
+                match lv {
+                    Value::Error => Value::Error,
+                    Value::Undefined => match self.eval(r, frame) {
+                        Value::Error => Value::Error,
+                        Value::Undefined => Value::Undefined,
+                        rv => match rv.as_bool() {
+                            Some(false) => Value::Bool(false),
+                            Some(true) => Value::Undefined,
+                            None => Value::Error,
+                        },
+                    },
+                    lv => match lv.as_bool() {
+                        Some(false) => Value::Bool(false),
+                        Some(true) => logical_value(self.eval(r, frame)),
+                        None => Value::Error,
+                    },
+                }
+            }
+            BinOp::Or => {
+                let lv = self.eval(l, frame);
+                match lv {
+                    Value::Error => Value::Error,
+                    Value::Undefined => match self.eval(r, frame) {
+                        Value::Error => Value::Error,
+                        Value::Undefined => Value::Undefined,
+                        rv => match rv.as_bool() {
+                            Some(true) => Value::Bool(true),
+                            Some(false) => Value::Undefined,
+                            None => Value::Error,
+                        },
+                    },
+                    lv => match lv.as_bool() {
+                        Some(true) => Value::Bool(true),
+                        Some(false) => logical_value(self.eval(r, frame)),
+                        None => Value::Error,
+                    },
+                }
+            }
+            _ => {
+                let lv = self.eval(l, frame);
+                let rv = self.eval(r, frame);
+                binary_op(op, &lv, &rv)
+            }
+        }
+    }
+
+    /// The frame a select's base names, or the value it evaluates to.
+    fn scope_of(&mut self, base: &Expr, frame: u32) -> Result<u32, Value> {
+        let v = match base {
+            Expr::Attr { name, absolute } => match self.resolve(name, *absolute, frame) {
+                Found::Frame(f) => return Ok(f),
+                found => self.eval_found(found),
+            },
+            Expr::Paren(x) => return self.scope_of(x, frame),
+            _ => self.eval(base, frame),
+        };
+        match v {
+            Value::Ad(ad) => Ok(self.enter_ad(&ad)),
+            v => Err(v),
+        }
+    }
+
+    fn select(&mut self, base: &Expr, name: &AttrName, frame: u32) -> Value {
+        match self.scope_of(base, frame) {
+            Ok(f) => {
+                let found = self.lookup_in_scope(name, f);
+                self.eval_found(found)
+            }
+            Err(Value::List(items)) => {
+                // `{[b=1],[b=2]}.b` selects from each element.
+                let out = items
+                    .iter()
+                    .map(|item| match item {
+                        Value::Ad(ad) => {
+                            let f = self.enter_ad(ad);
+                            let found = self.lookup_in_scope(name, f);
+                            self.eval_found(found)
+                        }
+                        Value::Undefined => Value::Undefined,
+                        _ => Value::Error,
+                    })
+                    .collect();
+                Value::list(out)
+            }
+            Err(Value::Undefined) => Value::Undefined,
+            Err(_) => Value::Error,
+        }
+    }
+
+    fn index(&mut self, base: &Expr, idx: &Expr, frame: u32) -> Value {
+        let bv = match self.scope_of(base, frame) {
+            Ok(f) => Ok(f),
+            Err(v) => Err(v),
+        };
+        let iv = self.eval(idx, frame);
+        match (bv, iv) {
+            (_, Value::Error) | (Err(Value::Error), _) => Value::Error,
+            (_, Value::Undefined) | (Err(Value::Undefined), _) => Value::Undefined,
+            (Err(Value::List(items)), Value::Int(i)) => {
+                if i < 0 {
+                    Value::Error
+                } else {
+                    items.get(i as usize).cloned().unwrap_or(Value::Error)
+                }
+            }
+            (Ok(f), Value::Str(s)) => {
+                let found = self.lookup_in_scope(&AttrName::new(&s), f);
+                self.eval_found(found)
+            }
+            _ => Value::Error,
+        }
+    }
+
+    fn call(&mut self, call: &crate::ast::Call, frame: u32) -> Value {
+        match call.func {
+            None => Value::Error,
+            Some(Builtin::Strict(f)) => {
+                let args: Vec<Value> = call.args.iter().map(|a| self.eval(a, frame)).collect();
+                let mut env = FnEnv { now: self.now.unwrap_or_else(system_now), rng: self.rng };
+                f(&args, &mut env)
+            }
+            Some(Builtin::Special(s)) => self.special(s, &call.args, frame),
+        }
+    }
+
+    fn special(&mut self, s: SpecialFn, args: &[Expr], frame: u32) -> Value {
+        match s {
+            SpecialFn::IfThenElse => {
+                let [c, a, b] = args else { return Value::Error };
+                match self.eval(c, frame) {
+                    Value::Undefined => Value::Undefined,
+                    v => match v.as_bool() {
+                        Some(true) => self.eval(a, frame),
+                        Some(false) => self.eval(b, frame),
+                        None => Value::Error,
+                    },
+                }
+            }
+            SpecialFn::Eval => {
+                let [x] = args else { return Value::Error };
+                match self.eval(x, frame) {
+                    Value::Str(text) => match crate::parse_expr(&text) {
+                        Ok(e) => {
+                            if self.depth >= MAX_ATTR_DEPTH {
+                                return Value::Error;
+                            }
+                            self.depth += 1;
+                            let v = stacker::maybe_grow(128 * 1024, 2 * 1024 * 1024, || {
+                                self.eval(&e, frame)
+                            });
+                            self.depth -= 1;
+                            v
+                        }
+                        Err(_) => Value::Error,
+                    },
+                    Value::Undefined => Value::Undefined,
+                    _ => Value::Error,
+                }
+            }
+            SpecialFn::Unparse => {
+                let [x] = args else { return Value::Error };
+                let target = match x.unparen() {
+                    Expr::Attr { name, absolute } => Some(self.resolve(name, *absolute, frame)),
+                    Expr::Select(base, name) => match self.scope_of(base, frame) {
+                        Ok(f) => Some(self.lookup_in_scope(name, f)),
+                        Err(_) => None,
+                    },
+                    _ => None,
+                };
+                match target {
+                    Some(Found::Attr(ad, i, _)) => match ad.get().get_index(i) {
+                        Some((_, e)) => Value::string(e.to_string()),
+                        None => Value::string(""),
+                    },
+                    Some(_) => Value::string(""),
+                    None => Value::string(x.to_string()),
+                }
+            }
+        }
+    }
+}
+
+/// The value of the right operand of `&&`/`||` once the left did not decide.
+fn logical_value(v: Value) -> Value {
+    match v {
+        Value::Undefined => Value::Undefined,
+        Value::Error => Value::Error,
+        v => v.as_bool().map_or(Value::Error, Value::Bool),
+    }
+}
+
+/// A unary operator on a value.
+pub fn unary(op: UnOp, v: Value) -> Value {
+    match (op, v) {
+        (_, Value::Undefined) => Value::Undefined,
+        (UnOp::Not, v) => match v.as_bool() {
+            Some(b) => Value::Bool(!b),
+            None => Value::Error,
+        },
+        (UnOp::Neg, Value::Int(i)) => Value::Int(i.wrapping_neg()),
+        (UnOp::Neg, Value::Real(r)) => Value::Real(-r),
+        (UnOp::Plus, v @ (Value::Int(_) | Value::Real(_))) => v,
+        (UnOp::BitNot, Value::Int(i)) => Value::Int(!i),
+        (UnOp::BitNot, Value::Bool(b)) => Value::Bool(!b),
+        _ => Value::Error,
+    }
+}
+
+/// Numeric operand: booleans promote to integers in binary arithmetic.
+enum Num {
+    I(i64),
+    R(f64),
+}
+
+fn num(v: &Value) -> Option<Num> {
+    match v {
+        Value::Int(i) => Some(Num::I(*i)),
+        Value::Real(r) => Some(Num::R(*r)),
+        Value::Bool(b) => Some(Num::I(*b as i64)),
+        _ => None,
+    }
+}
+
+/// A real result: only `+inf` becomes error, as in HTCondor.
+fn real_result(r: f64) -> Value {
+    if r == f64::INFINITY { Value::Error } else { Value::Real(r) }
+}
+
+/// A (non-logical) binary operator on two values, with HTCondor's rules.
+pub fn binary_op(op: BinOp, l: &Value, r: &Value) -> Value {
+    match op {
+        BinOp::Is => return strict_eq(l, r),
+        BinOp::Isnt => {
+            return match strict_eq(l, r) {
+                Value::Bool(b) => Value::Bool(!b),
+                v => v,
+            };
+        }
+        BinOp::And | BinOp::Or => {
+            // Reached only for already-evaluated operands (e.g. from builtins).
+            return match (l.as_bool(), r.as_bool()) {
+                (Some(a), Some(b)) => Value::Bool(if op == BinOp::And { a && b } else { a || b }),
+                _ => Value::Error,
+            };
+        }
+        _ => {}
+    }
+    if l.is_error() || r.is_error() {
+        return Value::Error;
+    }
+    if l.is_undefined() || r.is_undefined() {
+        return Value::Undefined;
+    }
+    match op {
+        BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => compare(op, l, r),
+        BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => {
+            let (Some(a), Some(b)) = (num(l), num(r)) else { return Value::Error };
+            match (a, b) {
+                (Num::I(a), Num::I(b)) => match op {
+                    BinOp::Add => Value::Int(a.wrapping_add(b)),
+                    BinOp::Sub => Value::Int(a.wrapping_sub(b)),
+                    BinOp::Mul => Value::Int(a.wrapping_mul(b)),
+                    BinOp::Div if b == 0 => Value::Error,
+                    BinOp::Div => Value::Int(a.wrapping_div(b)),
+                    BinOp::Mod if b == 0 => Value::Error,
+                    _ => Value::Int(a.wrapping_rem(b)),
+                },
+                (a, b) => {
+                    let a = match a {
+                        Num::I(i) => i as f64,
+                        Num::R(r) => r,
+                    };
+                    let b = match b {
+                        Num::I(i) => i as f64,
+                        Num::R(r) => r,
+                    };
+                    match op {
+                        BinOp::Add => real_result(a + b),
+                        BinOp::Sub => real_result(a - b),
+                        BinOp::Mul => real_result(a * b),
+                        BinOp::Div => real_result(a / b),
+                        _ => Value::Error,
+                    }
+                }
+            }
+        }
+        BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => match (l, r) {
+            (Value::Int(a), Value::Int(b)) => Value::Int(match op {
+                BinOp::BitAnd => a & b,
+                BinOp::BitOr => a | b,
+                _ => a ^ b,
+            }),
+            (Value::Bool(a), Value::Bool(b)) => Value::Bool(match op {
+                BinOp::BitAnd => a & b,
+                BinOp::BitOr => a | b,
+                _ => a ^ b,
+            }),
+            _ => Value::Error,
+        },
+        BinOp::Shl | BinOp::Shr | BinOp::UShr => match (l, r) {
+            (Value::Int(a), Value::Int(b)) => {
+                let s = (*b & 63) as u32;
+                Value::Int(match op {
+                    BinOp::Shl => a.wrapping_shl(s),
+                    BinOp::Shr => a.wrapping_shr(s),
+                    _ => ((*a as u64) >> s) as i64,
+                })
+            }
+            _ => Value::Error,
+        },
+        _ => Value::Error,
+    }
+}
+
+/// `==`, `!=`, `<`, `<=`, `>`, `>=` on two defined, non-error values:
+/// numbers by value, strings case-insensitively, anything else is error.
+pub fn compare(op: BinOp, l: &Value, r: &Value) -> Value {
+    use std::cmp::Ordering;
+    let ord: Option<Ordering> = match (l, r) {
+        (Value::Str(a), Value::Str(b)) => Some(cmp_ignore_case(a, b)),
+        (Value::Bool(a), Value::Bool(b)) => Some(a.cmp(b)),
+        _ => match (num(l), num(r)) {
+            (Some(Num::I(a)), Some(Num::I(b))) => Some(a.cmp(&b)),
+            (Some(a), Some(b)) => {
+                let a = match a {
+                    Num::I(i) => i as f64,
+                    Num::R(r) => r,
+                };
+                let b = match b {
+                    Num::I(i) => i as f64,
+                    Num::R(r) => r,
+                };
+                // NaN: every comparison is false but `!=`.
+                match a.partial_cmp(&b) {
+                    Some(o) => Some(o),
+                    None => return Value::Bool(op == BinOp::Ne),
+                }
+            }
+            _ => return Value::Error,
+        },
+    };
+    let Some(o) = ord else { return Value::Error };
+    Value::Bool(match op {
+        BinOp::Eq => o == Ordering::Equal,
+        BinOp::Ne => o != Ordering::Equal,
+        BinOp::Lt => o == Ordering::Less,
+        BinOp::Le => o != Ordering::Greater,
+        BinOp::Gt => o == Ordering::Greater,
+        _ => o != Ordering::Less,
+    })
+}
+
+/// ASCII case-insensitive ordering, as `strcasecmp`.
+pub fn cmp_ignore_case(a: &str, b: &str) -> std::cmp::Ordering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (x.to_ascii_lowercase(), y.to_ascii_lowercase());
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+/// `=?=`: same type and same value, strings case-sensitively; never
+/// undefined. Lists and ads cannot be compared (error).
+pub fn strict_eq(l: &Value, r: &Value) -> Value {
+    match (l, r) {
+        (Value::List(_), Value::List(_)) | (Value::Ad(_), Value::Ad(_)) => Value::Error,
+        _ => Value::Bool(l.identical(r)),
+    }
+}

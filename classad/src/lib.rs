@@ -1,0 +1,18 @@
+//! HTCondor's ClassAd language and configuration language.
+#![warn(missing_docs)]
+
+pub mod ast;
+pub mod builtins;
+pub mod eval;
+pub mod json;
+pub mod lexer;
+pub mod matching;
+pub mod parser;
+pub mod unparse;
+pub mod value;
+
+pub use ast::{AttrName, BinOp, ClassAd, Expr, UnOp};
+pub use eval::{EvalOptions, Evaluator};
+pub use matching::{rank, symmetric_match};
+pub use parser::{ParseError, parse_ad, parse_expr, parse_old_ad};
+pub use value::Value;

@@ -1,0 +1,238 @@
+//! Printing expressions, ads and values back in canonical ClassAd syntax,
+//! as HTCondor's unparser does. Every printed form parses back to an equal
+//! expression: parentheses are inserted where a hand-built tree needs them,
+//! and reals print with as many digits as it takes to read back exactly.
+
+use crate::ast::{AttrName, ClassAd, Expr, UnOp};
+use crate::value::{Value, format_e15, write_quoted};
+
+/// Precedence of the ternary operator and of binary, unary, postfix and primary forms.
+const P_TERNARY: u8 = 0;
+const P_UNARY: u8 = 11;
+const P_POSTFIX: u8 = 12;
+const P_PRIMARY: u8 = 13;
+
+fn prec(e: &Expr) -> u8 {
+    match e {
+        Expr::Cond(..) | Expr::Elvis(..) => P_TERNARY,
+        Expr::Binary(op, ..) => op.precedence(),
+        Expr::Unary(..) => P_UNARY,
+        // A negative number literal reads back as a folded unary minus.
+        Expr::Lit(Value::Int(i)) if *i < 0 => P_UNARY,
+        Expr::Lit(Value::Real(r)) if r.is_sign_negative() && !r.is_nan() => P_UNARY,
+        Expr::Select(..) | Expr::Index(..) => P_POSTFIX,
+        _ => P_PRIMARY,
+    }
+}
+
+/// A real as the unparser prints it: `%.15E` like HTCondor when that reads
+/// back exactly, else with one more digit so that nothing is lost.
+pub fn format_real_exact(r: f64) -> String {
+    if !r.is_finite() || r == 0.0 {
+        return crate::value::format_real(r);
+    }
+    let s = format_e15(r);
+    if s.parse::<f64>().ok() == Some(r) {
+        return s;
+    }
+    let s = format!("{r:.16E}");
+    let (mant, exp) = s.split_once('E').unwrap_or((&s, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    format!("{mant}E{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+}
+
+/// Appends the canonical text of a value.
+pub fn value_to(out: &mut String, v: &Value) {
+    match v {
+        Value::Undefined => out.push_str("undefined"),
+        Value::Error => out.push_str("error"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Int(i) => out.push_str(&i.to_string()),
+        Value::Real(r) => out.push_str(&format_real_exact(*r)),
+        Value::Str(s) => write_quoted(out, s),
+        Value::List(items) => {
+            out.push_str("{ ");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                value_to(out, item);
+            }
+            out.push_str(" }");
+        }
+        Value::Ad(ad) => ad_to(out, ad),
+    }
+}
+
+/// Appends an attribute name, quoted when it needs to be.
+pub fn name_to(out: &mut String, name: &AttrName) {
+    if name.needs_quotes() {
+        out.push('\'');
+        for b in name.as_str().bytes() {
+            match b {
+                b'\'' => out.push_str("\\'"),
+                b'\\' => out.push_str("\\\\"),
+                b'\n' => out.push_str("\\n"),
+                b'\t' => out.push_str("\\t"),
+                0x20..=0x7e => out.push(b as char),
+                _ => out.push_str(&format!("\\{b:03o}")),
+            }
+        }
+        out.push('\'');
+    } else {
+        out.push_str(name.as_str());
+    }
+}
+
+/// Appends a ClassAd in new syntax on one line: `[ a = 1; b = 2 ]`.
+pub fn ad_to(out: &mut String, ad: &ClassAd) {
+    out.push_str("[ ");
+    for (i, (k, v)) in ad.iter().enumerate() {
+        if i > 0 {
+            out.push_str("; ");
+        }
+        name_to(out, k);
+        out.push_str(" = ");
+        expr_to(out, v);
+    }
+    out.push_str(" ]");
+}
+
+/// Appends a ClassAd in old syntax: `Name = Expr`, one per line.
+pub fn old_ad_to(out: &mut String, ad: &ClassAd) {
+    for (k, v) in ad.iter() {
+        name_to(out, k);
+        out.push_str(" = ");
+        expr_to(out, v);
+        out.push('\n');
+    }
+}
+
+/// Appends the canonical text of an expression.
+pub fn expr_to(out: &mut String, e: &Expr) {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, || expr_prec(out, e, P_TERNARY))
+}
+
+fn expr_prec(out: &mut String, e: &Expr, need: u8) {
+    if prec(e) < need {
+        out.push('(');
+        expr_to(out, e);
+        out.push(')');
+        return;
+    }
+    match e {
+        Expr::Lit(v) => value_to(out, v),
+        Expr::Attr { name, absolute } => {
+            if *absolute {
+                out.push('.');
+            }
+            name_to(out, name);
+        }
+        Expr::Select(base, name) => {
+            expr_sub(out, base, P_POSTFIX);
+            out.push('.');
+            name_to(out, name);
+        }
+        Expr::Index(base, idx) => {
+            expr_sub(out, base, P_POSTFIX);
+            out.push('[');
+            expr_to(out, idx);
+            out.push(']');
+        }
+        Expr::Unary(op, x) => {
+            out.push_str(match op {
+                UnOp::Neg => " -",
+                UnOp::Plus => " +",
+                UnOp::Not => " !",
+                UnOp::BitNot => " ~",
+            });
+            // `-3` would read back as a negative literal, `--x` as `-(-x)`:
+            // a number (or a negative literal) under `-`/`+` gets parentheses.
+            let numeric = matches!(x.as_ref(), Expr::Lit(Value::Int(_) | Value::Real(_)));
+            if numeric && matches!(op, UnOp::Neg | UnOp::Plus) {
+                out.push('(');
+                expr_to(out, x);
+                out.push(')');
+            } else {
+                expr_sub(out, x, P_UNARY);
+            }
+        }
+        Expr::Binary(op, l, r) => {
+            let p = op.precedence();
+            expr_sub(out, l, p);
+            out.push(' ');
+            out.push_str(op.symbol());
+            out.push(' ');
+            expr_sub(out, r, p + 1);
+        }
+        Expr::Cond(c, a, b) => {
+            expr_sub(out, c, 1);
+            out.push_str(" ? ");
+            expr_to(out, a);
+            out.push_str(" : ");
+            expr_to(out, b);
+        }
+        Expr::Elvis(a, b) => {
+            expr_sub(out, a, 1);
+            out.push_str(" ?: ");
+            expr_to(out, b);
+        }
+        Expr::Paren(x) => {
+            out.push('(');
+            expr_to(out, x);
+            out.push(')');
+        }
+        Expr::Call(c) => {
+            out.push_str(&c.name);
+            out.push('(');
+            for (i, a) in c.args.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                expr_to(out, a);
+            }
+            out.push(')');
+        }
+        Expr::List(items) => {
+            out.push_str("{ ");
+            for (i, a) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                expr_to(out, a);
+            }
+            out.push_str(" }");
+        }
+        Expr::Record(ad) => ad_to(out, ad),
+    }
+}
+
+fn expr_sub(out: &mut String, e: &Expr, need: u8) {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, || expr_prec(out, e, need))
+}
+
+impl std::fmt::Display for Expr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut s = String::new();
+        expr_to(&mut s, self);
+        f.write_str(&s)
+    }
+}
+
+impl std::fmt::Display for ClassAd {
+    /// New syntax on one line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut s = String::new();
+        ad_to(&mut s, self);
+        f.write_str(&s)
+    }
+}
+
+impl ClassAd {
+    /// The ad in old syntax (`Name = Expr` per line), as `condor_q -long` prints.
+    pub fn to_old_syntax(&self) -> String {
+        let mut s = String::new();
+        old_ad_to(&mut s, self);
+        s
+    }
+}

@@ -1,0 +1,3 @@
+//! The `andes` subcommands.
+
+pub mod classad;
