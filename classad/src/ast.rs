@@ -63,7 +63,13 @@ fn name_hash(s: &str) -> u64 {
         h ^= b.to_ascii_lowercase() as u64;
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    h ^ (h >> 29)
+    // murmur3's fmix64: every input bit reaches the high bits, which the
+    // hash table uses for its control bytes.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 impl AttrName {

@@ -95,6 +95,7 @@ impl Evaluator {
             rng: &mut self.rng,
             s: &mut self.scratch,
             depth: 0,
+            nest: 0,
         };
         cx.s.frames.clear();
         cx.s.in_progress.clear();
@@ -158,7 +159,10 @@ struct Cx<'a, 'r> {
     now: Option<i64>,
     rng: &'r mut Rng,
     s: &'r mut Scratch,
+    /// Attribute-reference nesting (bounded by `MAX_ATTR_DEPTH`).
     depth: u32,
+    /// Expression nesting, for stack checks.
+    nest: u32,
 }
 
 impl<'a> Cx<'a, '_> {
@@ -215,10 +219,10 @@ impl<'a> Cx<'a, '_> {
         loop {
             let ad = self.frame_ad(cur);
             let a = ad.get();
-            if special == Special::None || a.has_special(special) {
-                if let Some(i) = a.index_of(name) {
-                    return Found::Attr(ad, i, cur);
-                }
+            if (special == Special::None || a.has_special(special))
+                && let Some(i) = a.index_of(name)
+            {
+                return Found::Attr(ad, i, cur);
             }
             let sup = self.frame_parent(cur);
             match special {
@@ -299,7 +303,7 @@ impl<'a> Cx<'a, '_> {
         }
         self.depth += 1;
         self.s.in_progress.push(key);
-        let v = stacker::maybe_grow(128 * 1024, 2 * 1024 * 1024, || self.eval(e, frame));
+        let v = stacker::maybe_grow(256 * 1024, 2 * 1024 * 1024, || self.eval(e, frame));
         self.s.in_progress.pop();
         self.depth -= 1;
         v
@@ -321,7 +325,20 @@ impl<'a> Cx<'a, '_> {
                 let found = self.resolve(name, *absolute, frame);
                 self.eval_found(found)
             }
-            _ => stacker::maybe_grow(64 * 1024, 1024 * 1024, || self.eval_compound(e, frame)),
+            _ => {
+                // Checking the stack costs a few nanoseconds; nesting is
+                // checked every 16 levels, with a red zone that covers them.
+                self.nest += 1;
+                let v = if self.nest.is_multiple_of(16) {
+                    stacker::maybe_grow(256 * 1024, 2 * 1024 * 1024, || {
+                        self.eval_compound(e, frame)
+                    })
+                } else {
+                    self.eval_compound(e, frame)
+                };
+                self.nest -= 1;
+                v
+            }
         }
     }
 
@@ -457,10 +474,7 @@ impl<'a> Cx<'a, '_> {
     }
 
     fn index(&mut self, base: &Expr, idx: &Expr, frame: u32) -> Value {
-        let bv = match self.scope_of(base, frame) {
-            Ok(f) => Ok(f),
-            Err(v) => Err(v),
-        };
+        let bv = self.scope_of(base, frame);
         let iv = self.eval(idx, frame);
         match (bv, iv) {
             (_, Value::Error) | (Err(Value::Error), _) => Value::Error,

@@ -3,6 +3,7 @@
 
 pub mod ast;
 pub mod builtins;
+pub mod config;
 pub mod eval;
 pub mod json;
 pub mod lexer;

@@ -351,10 +351,10 @@ impl<'s> Parser<'s> {
                         break Err(err);
                     }
                     // HTCondor accepts `a..b`.
-                    if self.tok == Tok::Punct(".") {
-                        if let Err(err) = self.advance() {
-                            break Err(err);
-                        }
+                    if self.tok == Tok::Punct(".")
+                        && let Err(err) = self.advance()
+                    {
+                        break Err(err);
                     }
                     let name = match &self.tok {
                         Tok::Ident(s) if !crate::lexer::is_reserved_word(s) => AttrName::new(s),

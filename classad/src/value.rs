@@ -140,7 +140,9 @@ impl Value {
 /// Converts a real to an integer as HTCondor does (C cast semantics on
 /// x86-64: out-of-range and NaN give `i64::MIN`).
 pub fn real_to_int(r: f64) -> i64 {
-    if r.is_nan() || r >= 9.223_372_036_854_775_808e18 || r < -9.223_372_036_854_775_808e18 {
+    // 2^63 is exactly representable; every finite real in [-2^63, 2^63) fits.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if r.is_nan() || !(-LIMIT..LIMIT).contains(&r) {
         i64::MIN
     } else {
         r as i64

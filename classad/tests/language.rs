@@ -97,7 +97,8 @@ fn scoping_follows_htcondor() {
 
 #[test]
 fn time_uses_the_virtual_clock() {
-    let mut ev = Evaluator::with_options(EvalOptions { now: Some(1_700_000_000), ..Default::default() });
+    let mut ev =
+        Evaluator::with_options(EvalOptions { now: Some(1_700_000_000), ..Default::default() });
     let e = parse_expr("time() - CurrentTime + time()").unwrap();
     assert_eq!(ev.eval(&e, None, None), Value::Int(1_700_000_000));
 }

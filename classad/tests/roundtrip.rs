@@ -20,7 +20,9 @@ fn name() -> impl Strategy<Value = String> {
 fn leaf() -> impl Strategy<Value = Expr> {
     prop_oneof![
         any::<i64>().prop_map(|i| Expr::Lit(Value::Int(i))),
-        any::<f64>().prop_filter("finite", |r| r.is_finite()).prop_map(|r| Expr::Lit(Value::Real(r))),
+        any::<f64>()
+            .prop_filter("finite", |r| r.is_finite())
+            .prop_map(|r| Expr::Lit(Value::Real(r))),
         any::<bool>().prop_map(|b| Expr::Lit(Value::Bool(b))),
         Just(Expr::Lit(Value::Undefined)),
         Just(Expr::Lit(Value::Error)),
@@ -60,18 +62,33 @@ fn binop() -> impl Strategy<Value = BinOp> {
 fn expr() -> impl Strategy<Value = Expr> {
     leaf().prop_recursive(6, 64, 4, |inner| {
         prop_oneof![
-            (prop::sample::select(vec![UnOp::Neg, UnOp::Plus, UnOp::Not, UnOp::BitNot]), inner.clone())
+            (
+                prop::sample::select(vec![UnOp::Neg, UnOp::Plus, UnOp::Not, UnOp::BitNot]),
+                inner.clone()
+            )
                 .prop_map(|(op, e)| Expr::Unary(op, Box::new(e))),
-            (binop(), inner.clone(), inner.clone())
-                .prop_map(|(op, l, r)| Expr::Binary(op, Box::new(l), Box::new(r))),
-            (inner.clone(), inner.clone(), inner.clone())
-                .prop_map(|(c, a, b)| Expr::Cond(Box::new(c), Box::new(a), Box::new(b))),
+            (binop(), inner.clone(), inner.clone()).prop_map(|(op, l, r)| Expr::Binary(
+                op,
+                Box::new(l),
+                Box::new(r)
+            )),
+            (inner.clone(), inner.clone(), inner.clone()).prop_map(|(c, a, b)| Expr::Cond(
+                Box::new(c),
+                Box::new(a),
+                Box::new(b)
+            )),
             (inner.clone(), inner.clone()).prop_map(|(a, b)| Expr::Elvis(Box::new(a), Box::new(b))),
             (inner.clone(), name()).prop_map(|(b, n)| Expr::Select(Box::new(b), AttrName::new(&n))),
             (inner.clone(), inner.clone()).prop_map(|(b, i)| Expr::Index(Box::new(b), Box::new(i))),
             inner.clone().prop_map(|e| Expr::Paren(Box::new(e))),
             (
-                prop::sample::select(vec!["strcat", "member", "ifThenElse", "nosuchfunction", "size"]),
+                prop::sample::select(vec![
+                    "strcat",
+                    "member",
+                    "ifThenElse",
+                    "nosuchfunction",
+                    "size"
+                ]),
                 prop::collection::vec(inner.clone(), 0..4)
             )
                 .prop_map(|(n, args)| Expr::Call(Box::new(Call {
