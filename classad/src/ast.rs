@@ -1,9 +1,7 @@
 //! Expression trees and ClassAds.
 
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-
-use indexmap::IndexMap;
 
 use crate::builtins::Builtin;
 use crate::value::Value;
@@ -56,7 +54,7 @@ impl Special {
     }
 }
 
-fn name_hash(s: &str) -> u64 {
+pub(crate) fn name_hash(s: &str) -> u64 {
     // FNV-1a over the ASCII-lowercased bytes, then a final mix.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in s.bytes() {
@@ -86,7 +84,14 @@ impl AttrName {
             "currenttime" => Special::CurrentTime,
             _ => Special::None,
         };
-        AttrName { text: text.into(), hash: name_hash(text), special }
+        let hash = name_hash(text);
+        AttrName { text: crate::table::intern(text, hash), hash, special }
+    }
+
+    /// The name's case-insensitive hash.
+    #[inline]
+    pub(crate) fn hash_value(&self) -> u64 {
+        self.hash
     }
 
     /// The name as written.
@@ -113,8 +118,10 @@ impl AttrName {
 }
 
 impl PartialEq for AttrName {
+    #[inline]
     fn eq(&self, other: &AttrName) -> bool {
-        self.hash == other.hash && self.text.eq_ignore_ascii_case(&other.text)
+        self.hash == other.hash
+            && (Arc::ptr_eq(&self.text, &other.text) || self.text.eq_ignore_ascii_case(&other.text))
     }
 }
 impl Eq for AttrName {}
@@ -155,19 +162,20 @@ impl Hasher for PassThrough {
     }
 }
 
-type AttrMap = IndexMap<AttrName, Expr, BuildHasherDefault<PassThrough>>;
-
 /// A ClassAd: an ordered set of attributes, each bound to an expression.
 /// Names are case-insensitive; the first spelling seen is kept.
 #[derive(Clone, Debug, Default)]
 pub struct ClassAd {
-    attrs: AttrMap,
+    attrs: crate::table::Table,
     /// Bits of [`Special`] names defined here, so that scope resolution of
     /// `MY`, `TARGET` and friends skips a probe when the ad has none.
     specials: u16,
 }
 
 impl ClassAd {
+    /// An empty ad, as a constant.
+    pub const EMPTY: ClassAd = ClassAd { attrs: crate::table::Table::EMPTY, specials: 0 };
+
     /// An empty ad.
     pub fn new() -> ClassAd {
         ClassAd::default()
@@ -181,7 +189,7 @@ impl ClassAd {
         if let Some(slot) = self.attrs.get_mut(&name) {
             *slot = expr;
         } else {
-            self.attrs.insert(name, expr);
+            self.attrs.push(name, expr);
         }
     }
 
@@ -199,7 +207,7 @@ impl ClassAd {
 
     /// The expression bound to `name`, if any.
     pub fn get(&self, name: &str) -> Option<&Expr> {
-        self.attrs.get(&AttrName::new(name))
+        self.lookup(&AttrName::new(name))
     }
 
     /// The expression bound to `name`, if any, with a prepared name.
@@ -211,7 +219,7 @@ impl ClassAd {
     /// The position of `name` in this ad.
     #[inline]
     pub(crate) fn index_of(&self, name: &AttrName) -> Option<usize> {
-        self.attrs.get_index_of(name)
+        self.attrs.position(name)
     }
 
     /// The attribute at position `i`.
@@ -222,12 +230,13 @@ impl ClassAd {
 
     /// The name as spelled in this ad and its expression.
     pub fn get_entry(&self, name: &str) -> Option<(&AttrName, &Expr)> {
-        self.attrs.get_key_value(&AttrName::new(name))
+        let i = self.attrs.position(&AttrName::new(name))?;
+        self.attrs.get_index(i)
     }
 
     /// Removes `name`, returning its expression. Keeps the others' order.
     pub fn remove(&mut self, name: &str) -> Option<Expr> {
-        self.attrs.shift_remove(&AttrName::new(name))
+        self.attrs.remove(&AttrName::new(name))
     }
 
     /// True when `name` is bound.
@@ -242,7 +251,7 @@ impl ClassAd {
 
     /// True when there are no attributes.
     pub fn is_empty(&self) -> bool {
-        self.attrs.is_empty()
+        self.attrs.len() == 0
     }
 
     /// The attributes in order.
@@ -514,7 +523,7 @@ impl Drop for Expr {
                 Expr::List(items) => out.append(items),
                 Expr::Record(ad) => {
                     if let Some(ad) = Arc::get_mut(ad) {
-                        out.extend(std::mem::take(&mut ad.attrs).into_values());
+                        out.extend(ad.attrs.take_exprs());
                     }
                 }
                 _ => {}

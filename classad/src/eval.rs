@@ -56,7 +56,7 @@ impl Default for Evaluator {
     }
 }
 
-static EMPTY: std::sync::LazyLock<ClassAd> = std::sync::LazyLock::new(ClassAd::new);
+static EMPTY: ClassAd = ClassAd::EMPTY;
 
 impl Evaluator {
     /// An evaluator with HTCondor's default semantics.
@@ -316,38 +316,143 @@ impl<'a> Cx<'a, '_> {
         }
     }
 
+    /// A top-level ad (MY or TARGET frame).
+    #[inline]
+    fn top(&self, f: u32) -> &'a ClassAd {
+        if f == MY { self.my } else { self.target.unwrap_or(&EMPTY) }
+    }
+
+    /// The frame a scope name (`TARGET`, `MY`, ...) names when written in
+    /// top-level frame `frame` whose ad does not define that name itself:
+    /// the common case, decided without walking scopes.
+    #[inline]
+    fn scope_frame_fast(&self, scope: &AttrName, frame: u32) -> Option<u32> {
+        if frame > TARGET {
+            return None;
+        }
+        let special = scope.special();
+        let f = match special {
+            Special::Target | Special::Other if self.target.is_some() => 1 - frame,
+            Special::My if !self.strict || self.target.is_some() => frame,
+            Special::Ad if self.target.is_some() => frame,
+            Special::SelfAd => frame,
+            _ => return None,
+        };
+        if self.top(frame).has_special(special) { None } else { Some(f) }
+    }
+
+    /// Finds a plain name written in top-level frame `frame`: that ad,
+    /// then (default semantics, in a match) the other one.
+    #[inline]
+    fn lookup_plain_top(&self, name: &AttrName, frame: u32) -> Option<(&'a Expr, u32)> {
+        if let Some(e) = self.top(frame).lookup(name) {
+            return Some((e, frame));
+        }
+        if !self.strict && self.target.is_some() {
+            let other = 1 - frame;
+            if let Some(e) = self.top(other).lookup(name) {
+                return Some((e, other));
+            }
+        }
+        None
+    }
+
+    /// The common attribute references, resolved without walking scopes:
+    /// `Some(found)` when the fast path applies (`found` is `None` for a
+    /// missing attribute), `None` when the general path must decide.
+    #[inline]
+    fn fast_ref(&self, e: &Expr, frame: u32) -> Option<Option<(&'a Expr, u32)>> {
+        match e {
+            Expr::Attr { name, absolute: false }
+                if frame <= TARGET && name.special() == Special::None =>
+            {
+                Some(self.lookup_plain_top(name, frame))
+            }
+            Expr::Select(base, name) if name.special() == Special::None => {
+                let Expr::Attr { name: scope, absolute: false } = &**base else { return None };
+                let f = self.scope_frame_fast(scope, frame)?;
+                Some(self.top(f).lookup(name).map(|e| (e, f)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Evaluates `e` as an operand: a literal (in the expression or in a
+    /// top-level ad) is borrowed, not cloned.
+    #[inline]
+    fn operand<'x>(&mut self, e: &'x Expr, frame: u32) -> Opnd<'x>
+    where
+        'a: 'x,
+    {
+        match e {
+            Expr::Lit(v) => Opnd::R(v),
+            Expr::Paren(x) => self.operand(x, frame),
+            // Comparisons and arithmetic nest shallowly in practice: skip
+            // the stack check of the general path.
+            Expr::Binary(op, l, r) if !matches!(op, BinOp::And | BinOp::Or) => {
+                Opnd::O(self.guarded(|cx| {
+                    let lv = cx.operand(l, frame);
+                    let rv = cx.operand(r, frame);
+                    binary_op(*op, lv.get(), rv.get())
+                }))
+            }
+            _ => match self.fast_ref(e, frame) {
+                Some(Some((Expr::Lit(v), _))) => Opnd::R(v),
+                Some(Some((found, f))) => Opnd::O(self.eval_attr_expr(found, f)),
+                Some(None) => Opnd::O(Value::Undefined),
+                None => Opnd::O(self.eval(e, frame)),
+            },
+        }
+    }
+
     /// Evaluates `e` with `frame` as the current ad.
     #[inline]
     fn eval(&mut self, e: &Expr, frame: u32) -> Value {
         match e {
             Expr::Lit(v) => v.clone(),
+            Expr::Attr { name, absolute: false }
+                if frame <= TARGET && name.special() == Special::None =>
+            {
+                match self.lookup_plain_top(name, frame) {
+                    Some((e, f)) => self.eval_attr_expr(e, f),
+                    None => Value::Undefined,
+                }
+            }
             Expr::Attr { name, absolute } => {
                 let found = self.resolve(name, *absolute, frame);
                 self.eval_found(found)
             }
-            _ => {
-                // Checking the stack costs a few nanoseconds; nesting is
-                // checked every 16 levels, with a red zone that covers them.
-                self.nest += 1;
-                let v = if self.nest.is_multiple_of(16) {
-                    stacker::maybe_grow(256 * 1024, 2 * 1024 * 1024, || {
-                        self.eval_compound(e, frame)
-                    })
-                } else {
-                    self.eval_compound(e, frame)
-                };
-                self.nest -= 1;
-                v
-            }
+            _ => self.guarded(|cx| cx.eval_compound(e, frame)),
         }
     }
 
-    fn eval_compound(&mut self, e: &Expr, frame: u32) -> Value {
+    /// Runs one level of nested evaluation. Checking the stack costs a few
+    /// nanoseconds, so it is checked every 16 levels, with a red zone that
+    /// covers them; deeper recursion continues on a heap-allocated stack.
+    #[inline]
+    fn guarded<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        self.nest += 1;
+        let v = if self.nest.is_multiple_of(16) {
+            stacker::maybe_grow(256 * 1024, 2 * 1024 * 1024, || f(self))
+        } else {
+            f(self)
+        };
+        self.nest -= 1;
+        v
+    }
+
+    fn eval_compound(&mut self, mut e: &Expr, frame: u32) -> Value {
+        while let Expr::Paren(x) = e {
+            e = x;
+        }
         match e {
-            Expr::Lit(_) | Expr::Attr { .. } => self.eval(e, frame),
-            Expr::Paren(x) => self.eval(x, frame),
+            Expr::Lit(_) | Expr::Attr { .. } | Expr::Paren(_) => self.eval(e, frame),
             Expr::Binary(op, l, r) => self.binary(*op, l, r, frame),
-            Expr::Select(base, name) => self.select(base, name, frame),
+            Expr::Select(base, name) => match self.fast_ref(e, frame) {
+                Some(Some((found, f))) => self.eval_attr_expr(found, f),
+                Some(None) => Value::Undefined,
+                None => self.select(base, name, frame),
+            },
             Expr::Unary(op, x) => {
                 let v = self.eval(x, frame);
                 unary(*op, v)
@@ -383,10 +488,10 @@ impl<'a> Cx<'a, '_> {
     fn binary(&mut self, op: BinOp, l: &Expr, r: &Expr, frame: u32) -> Value {
         match op {
             BinOp::And => {
-                let lv = self.eval(l, frame);
-                match lv {
+                let lv = self.operand(l, frame);
+                match lv.get() {
                     Value::Error => Value::Error,
-                    Value::Undefined => match self.eval(r, frame) {
+                    Value::Undefined => match self.operand(r, frame).get() {
                         Value::Error => Value::Error,
                         Value::Undefined => Value::Undefined,
                         rv => match rv.as_bool() {
@@ -397,16 +502,16 @@ impl<'a> Cx<'a, '_> {
                     },
                     lv => match lv.as_bool() {
                         Some(false) => Value::Bool(false),
-                        Some(true) => logical_value(self.eval(r, frame)),
+                        Some(true) => logical_value(self.operand(r, frame).get()),
                         None => Value::Error,
                     },
                 }
             }
             BinOp::Or => {
-                let lv = self.eval(l, frame);
-                match lv {
+                let lv = self.operand(l, frame);
+                match lv.get() {
                     Value::Error => Value::Error,
-                    Value::Undefined => match self.eval(r, frame) {
+                    Value::Undefined => match self.operand(r, frame).get() {
                         Value::Error => Value::Error,
                         Value::Undefined => Value::Undefined,
                         rv => match rv.as_bool() {
@@ -417,15 +522,15 @@ impl<'a> Cx<'a, '_> {
                     },
                     lv => match lv.as_bool() {
                         Some(true) => Value::Bool(true),
-                        Some(false) => logical_value(self.eval(r, frame)),
+                        Some(false) => logical_value(self.operand(r, frame).get()),
                         None => Value::Error,
                     },
                 }
             }
             _ => {
-                let lv = self.eval(l, frame);
-                let rv = self.eval(r, frame);
-                binary_op(op, &lv, &rv)
+                let lv = self.operand(l, frame);
+                let rv = self.operand(r, frame);
+                binary_op(op, lv.get(), rv.get())
             }
         }
     }
@@ -564,11 +669,28 @@ impl<'a> Cx<'a, '_> {
 }
 
 /// The value of the right operand of `&&`/`||` once the left did not decide.
-fn logical_value(v: Value) -> Value {
+#[inline]
+fn logical_value(v: &Value) -> Value {
     match v {
         Value::Undefined => Value::Undefined,
         Value::Error => Value::Error,
         v => v.as_bool().map_or(Value::Error, Value::Bool),
+    }
+}
+
+/// An evaluated operand: borrowed when it is a literal, owned otherwise.
+enum Opnd<'x> {
+    R(&'x Value),
+    O(Value),
+}
+
+impl Opnd<'_> {
+    #[inline]
+    fn get(&self) -> &Value {
+        match self {
+            Opnd::R(v) => v,
+            Opnd::O(v) => v,
+        }
     }
 }
 
@@ -610,7 +732,30 @@ fn real_result(r: f64) -> Value {
 }
 
 /// A (non-logical) binary operator on two values, with HTCondor's rules.
+#[inline]
 pub fn binary_op(op: BinOp, l: &Value, r: &Value) -> Value {
+    // The matchmaking common cases first: integers, and interned strings.
+    match (l, r) {
+        (Value::Int(a), Value::Int(b)) => match op {
+            BinOp::Eq => return Value::Bool(a == b),
+            BinOp::Ne => return Value::Bool(a != b),
+            BinOp::Lt => return Value::Bool(a < b),
+            BinOp::Le => return Value::Bool(a <= b),
+            BinOp::Gt => return Value::Bool(a > b),
+            BinOp::Ge => return Value::Bool(a >= b),
+            _ => {}
+        },
+        (Value::Str(a), Value::Str(b)) if Arc::ptr_eq(a, b) => match op {
+            BinOp::Eq | BinOp::Le | BinOp::Ge | BinOp::Is => return Value::Bool(true),
+            BinOp::Ne | BinOp::Lt | BinOp::Gt | BinOp::Isnt => return Value::Bool(false),
+            _ => {}
+        },
+        _ => {}
+    }
+    binary_op_slow(op, l, r)
+}
+
+fn binary_op_slow(op: BinOp, l: &Value, r: &Value) -> Value {
     match op {
         BinOp::Is => return strict_eq(l, r),
         BinOp::Isnt => {
@@ -700,6 +845,9 @@ pub fn binary_op(op: BinOp, l: &Value, r: &Value) -> Value {
 pub fn compare(op: BinOp, l: &Value, r: &Value) -> Value {
     use std::cmp::Ordering;
     let ord: Option<Ordering> = match (l, r) {
+        (Value::Str(a), Value::Str(b)) if matches!(op, BinOp::Eq | BinOp::Ne) => {
+            return Value::Bool(a.eq_ignore_ascii_case(b) == (op == BinOp::Eq));
+        }
         (Value::Str(a), Value::Str(b)) => Some(cmp_ignore_case(a, b)),
         (Value::Bool(a), Value::Bool(b)) => Some(a.cmp(b)),
         _ => match (num(l), num(r)) {

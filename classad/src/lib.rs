@@ -9,6 +9,7 @@ pub mod json;
 pub mod lexer;
 pub mod matching;
 pub mod parser;
+mod table;
 pub mod unparse;
 pub mod value;
 

@@ -409,12 +409,15 @@ impl<'s> Parser<'s> {
             Tok::Str(s) => {
                 self.advance()?;
                 // Adjacent string literals concatenate.
+                if !matches!(self.tok, Tok::Str(_)) {
+                    return Ok(Expr::Lit(Value::Str(crate::table::intern_value(&s))));
+                }
                 let mut s = s.into_owned();
                 while let Tok::Str(more) = &self.tok {
                     s.push_str(more);
                     self.advance()?;
                 }
-                Ok(Expr::Lit(Value::Str(s.into())))
+                Ok(Expr::Lit(Value::Str(crate::table::intern_value(&s))))
             }
             Tok::Ident(word) => {
                 let lit = match word.to_ascii_lowercase().as_str() {

@@ -142,11 +142,7 @@ impl Value {
 pub fn real_to_int(r: f64) -> i64 {
     // 2^63 is exactly representable; every finite real in [-2^63, 2^63) fits.
     const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-    if r.is_nan() || !(-LIMIT..LIMIT).contains(&r) {
-        i64::MIN
-    } else {
-        r as i64
-    }
+    if r.is_nan() || !(-LIMIT..LIMIT).contains(&r) { i64::MIN } else { r as i64 }
 }
 
 /// Formats a real the way HTCondor's unparser does: `%.15E`, with `0.0`,
