@@ -73,16 +73,24 @@ pub(crate) fn name_hash(s: &str) -> u64 {
 impl AttrName {
     /// Makes a name from its text.
     pub fn new(text: &str) -> AttrName {
-        let special = match text.to_ascii_lowercase().as_str() {
-            "my" => Special::My,
-            "self" => Special::SelfAd,
-            "target" => Special::Target,
-            "other" => Special::Other,
-            "ad" => Special::Ad,
-            "parent" => Special::Parent,
-            "toplevel" | "root" => Special::Root,
-            "currenttime" => Special::CurrentTime,
-            _ => Special::None,
+        const NAMES: [(&str, Special); 9] = [
+            ("my", Special::My),
+            ("self", Special::SelfAd),
+            ("target", Special::Target),
+            ("other", Special::Other),
+            ("ad", Special::Ad),
+            ("parent", Special::Parent),
+            ("toplevel", Special::Root),
+            ("root", Special::Root),
+            ("currenttime", Special::CurrentTime),
+        ];
+        let special = if text.len() <= 11 {
+            NAMES
+                .iter()
+                .find(|(n, _)| n.len() == text.len() && n.eq_ignore_ascii_case(text))
+                .map_or(Special::None, |(_, s)| *s)
+        } else {
+            Special::None
         };
         let hash = name_hash(text);
         AttrName { text: crate::table::intern(text, hash), hash, special }

@@ -57,11 +57,43 @@ pub struct LexError {
 
 /// Words that cannot be attribute names without quotes.
 pub fn is_reserved_word(s: &str) -> bool {
-    ["true", "false", "undefined", "error", "is", "isnt"].iter().any(|w| w.eq_ignore_ascii_case(s))
+    keyword(s).is_some()
 }
 
-/// The lexer. It reads on demand; `newline_is_token` makes it stop at line
-/// ends (for old-syntax ads, one attribute per line).
+/// The reserved words, recognised case-insensitively without allocating.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keyword {
+    /// `true`
+    True,
+    /// `false`
+    False,
+    /// `undefined`
+    Undefined,
+    /// `error`
+    Error,
+    /// `is`
+    Is,
+    /// `isnt`
+    Isnt,
+}
+
+/// The keyword `s` spells, if any.
+#[inline]
+pub fn keyword(s: &str) -> Option<Keyword> {
+    let (k, word) = match s.len() {
+        2 => (Keyword::Is, "is"),
+        4 if s.as_bytes()[0].eq_ignore_ascii_case(&b't') => (Keyword::True, "true"),
+        4 => (Keyword::Isnt, "isnt"),
+        5 if s.as_bytes()[0].eq_ignore_ascii_case(&b'f') => (Keyword::False, "false"),
+        5 => (Keyword::Error, "error"),
+        9 => (Keyword::Undefined, "undefined"),
+        _ => return None,
+    };
+    s.eq_ignore_ascii_case(word).then_some(k)
+}
+
+/// The lexer. It reads on demand; the parser asks it to stop at line ends
+/// for old-syntax ads (one attribute per line).
 pub struct Lexer<'s> {
     src: &'s str,
     bytes: &'s [u8],
@@ -69,12 +101,6 @@ pub struct Lexer<'s> {
     line: u32,
     line_start: usize,
 }
-
-const PUNCTS: [&str; 36] = [
-    ">>>=", "=?=", "=!=", ">>>", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "(", ")", "[",
-    "]", "{", "}", ",", ";", ".", "?", ":", "=", "<", ">", "+", "-", "*", "/", "%", "!", "~", "&",
-    "^", "|",
-];
 
 impl<'s> Lexer<'s> {
     /// A lexer over `src`.
@@ -184,26 +210,82 @@ impl<'s> Lexer<'s> {
             }
             b'"' => Tok::Str(self.quoted(b'"', pos)?),
             b'\'' => Tok::QuotedIdent(self.quoted(b'\'', pos)?),
-            _ => {
-                let rest = &self.bytes[self.i..];
-                match PUNCTS.iter().find(|p| rest.starts_with(p.as_bytes())) {
-                    // `>>>=` is not an operator; take `>>>` only.
-                    Some(&">>>=") => {
-                        self.i += 3;
-                        Tok::Punct(">>>")
-                    }
-                    Some(p) => {
-                        self.i += p.len();
-                        Tok::Punct(p)
-                    }
-                    None => {
-                        let ch = self.src[self.i..].chars().next().unwrap_or('?');
-                        return Err(LexError { pos, msg: format!("unexpected character `{ch}`") });
-                    }
+            _ => match self.punct(c) {
+                Some(p) => {
+                    self.i += p.len();
+                    Tok::Punct(p)
                 }
-            }
+                None => {
+                    let ch = self.src[self.i..].chars().next().unwrap_or('?');
+                    return Err(LexError { pos, msg: format!("unexpected character `{ch}`") });
+                }
+            },
         };
         Ok((tok, pos))
+    }
+
+    /// The operator or punctuation at the current position, longest first.
+    fn punct(&self, c: u8) -> Option<&'static str> {
+        let at = |k: usize| self.bytes.get(self.i + k).copied();
+        Some(match c {
+            b'(' => "(",
+            b')' => ")",
+            b'[' => "[",
+            b']' => "]",
+            b'{' => "{",
+            b'}' => "}",
+            b',' => ",",
+            b';' => ";",
+            b'.' => ".",
+            b'?' => "?",
+            b':' => ":",
+            b'+' => "+",
+            b'-' => "-",
+            b'*' => "*",
+            b'/' => "/",
+            b'%' => "%",
+            b'~' => "~",
+            b'^' => "^",
+            b'=' => match (at(1), at(2)) {
+                (Some(b'?'), Some(b'=')) => "=?=",
+                (Some(b'!'), Some(b'=')) => "=!=",
+                (Some(b'='), _) => "==",
+                _ => "=",
+            },
+            b'!' => {
+                if at(1) == Some(b'=') {
+                    "!="
+                } else {
+                    "!"
+                }
+            }
+            b'<' => match at(1) {
+                Some(b'<') => "<<",
+                Some(b'=') => "<=",
+                _ => "<",
+            },
+            b'>' => match (at(1), at(2)) {
+                (Some(b'>'), Some(b'>')) => ">>>",
+                (Some(b'>'), _) => ">>",
+                (Some(b'='), _) => ">=",
+                _ => ">",
+            },
+            b'&' => {
+                if at(1) == Some(b'&') {
+                    "&&"
+                } else {
+                    "&"
+                }
+            }
+            b'|' => {
+                if at(1) == Some(b'|') {
+                    "||"
+                } else {
+                    "|"
+                }
+            }
+            _ => return None,
+        })
     }
 
     fn number(&mut self, pos: Pos) -> Result<Tok<'s>, LexError> {

@@ -420,16 +420,17 @@ impl<'s> Parser<'s> {
                 Ok(Expr::Lit(Value::Str(crate::table::intern_value(&s))))
             }
             Tok::Ident(word) => {
-                let lit = match word.to_ascii_lowercase().as_str() {
-                    "true" => Some(Value::Bool(true)),
-                    "false" => Some(Value::Bool(false)),
-                    "undefined" => Some(Value::Undefined),
-                    "error" => Some(Value::Error),
-                    "is" | "isnt" => {
+                use crate::lexer::Keyword;
+                let lit = match crate::lexer::keyword(word) {
+                    Some(Keyword::True) => Some(Value::Bool(true)),
+                    Some(Keyword::False) => Some(Value::Bool(false)),
+                    Some(Keyword::Undefined) => Some(Value::Undefined),
+                    Some(Keyword::Error) => Some(Value::Error),
+                    Some(Keyword::Is | Keyword::Isnt) => {
                         self.tok = Tok::Ident(word);
                         return Err(self.error(format!("expected an expression, found `{word}`")));
                     }
-                    _ => None,
+                    None => None,
                 };
                 self.advance()?;
                 if let Some(v) = lit {
