@@ -149,6 +149,26 @@ impl Lexer<'_> {
     }
 }
 
+/// `real("INF")`, `real("-INF")` and `real("NaN")` are how infinities and
+/// NaN are written (and unparsed): they read back as the literal itself, so
+/// that every value round-trips through its text.
+fn special_real(name: &str, args: &[Expr]) -> Option<Value> {
+    if !name.eq_ignore_ascii_case("real") {
+        return None;
+    }
+    let [Expr::Lit(Value::Str(s))] = args else { return None };
+    let v = if s.eq_ignore_ascii_case("inf") {
+        f64::INFINITY
+    } else if s.eq_ignore_ascii_case("-inf") {
+        f64::NEG_INFINITY
+    } else if s.eq_ignore_ascii_case("nan") {
+        f64::NAN
+    } else {
+        return None;
+    };
+    Some(Value::Real(v))
+}
+
 struct Parser<'s> {
     lx: Lexer<'s>,
     tok: Tok<'s>,
@@ -439,6 +459,9 @@ impl<'s> Parser<'s> {
                 if self.tok == Tok::Punct("(") {
                     self.advance()?;
                     let args = self.items(")", "a function's arguments")?;
+                    if let Some(v) = special_real(word, &args) {
+                        return Ok(Expr::Lit(v));
+                    }
                     return Ok(Expr::Call(Box::new(Call {
                         name: word.into(),
                         func: builtins::lookup(word),

@@ -204,10 +204,12 @@ impl fmt::Display for Value {
 
 impl PartialEq for Value {
     /// Structural equality (for tests and round trips): reals compare by
-    /// bits so that NaN equals NaN and `-0.0` differs from `0.0`.
+    /// bits, so `-0.0` differs from `0.0`, and every NaN equals every NaN.
     fn eq(&self, other: &Value) -> bool {
         match (self, other) {
-            (Value::Real(a), Value::Real(b)) => a.to_bits() == b.to_bits(),
+            (Value::Real(a), Value::Real(b)) => {
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+            }
             (Value::List(a), Value::List(b)) => a == b,
             (Value::Ad(a), Value::Ad(b)) => a == b,
             _ => self.identical(other),

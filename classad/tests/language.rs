@@ -131,3 +131,17 @@ fn unknown_functions_are_errors_at_evaluation_not_parse() {
     assert_eq!(eval_in("nosuchfunction(1)", "[]", None), Value::Error);
     assert_eq!(eval_in("isError(sqrt(4))", "[]", None), Value::Bool(true));
 }
+
+#[test]
+fn infinities_and_nan_round_trip_through_their_text() {
+    for (text, v) in [("1e701", f64::INFINITY), ("-1e701", f64::NEG_INFINITY)] {
+        let e = parse_expr(text).unwrap();
+        assert_eq!(e, classad::Expr::Lit(Value::Real(v)));
+        assert_eq!(parse_expr(&e.to_string()).unwrap(), e, "{}", e);
+    }
+    let nan = classad::Expr::Lit(Value::Real(f64::NAN));
+    assert_eq!(nan.to_string(), "real(\"NaN\")");
+    assert_eq!(parse_expr(&nan.to_string()).unwrap(), nan);
+    // Other real() calls stay calls.
+    assert!(matches!(parse_expr("real(\"2.5\")").unwrap(), classad::Expr::Call(_)));
+}

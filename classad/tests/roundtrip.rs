@@ -20,8 +20,8 @@ fn name() -> impl Strategy<Value = String> {
 fn leaf() -> impl Strategy<Value = Expr> {
     prop_oneof![
         any::<i64>().prop_map(|i| Expr::Lit(Value::Int(i))),
-        any::<f64>()
-            .prop_filter("finite", |r| r.is_finite())
+        any::<f64>().prop_map(|r| Expr::Lit(Value::Real(r))),
+        prop::sample::select(vec![f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -0.0])
             .prop_map(|r| Expr::Lit(Value::Real(r))),
         any::<bool>().prop_map(|b| Expr::Lit(Value::Bool(b))),
         Just(Expr::Lit(Value::Undefined)),
