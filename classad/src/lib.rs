@@ -1,6 +1,7 @@
 //! HTCondor's ClassAd language and configuration language.
 #![warn(missing_docs)]
 
+pub mod argenv;
 pub mod ast;
 pub mod builtins;
 pub mod config;
