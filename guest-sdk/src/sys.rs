@@ -1,0 +1,90 @@
+//! The raw host functions: wit-bindgen's bindings to `wit/job.wit` on wasm32,
+//! stand-ins that behave as "not running under andes" elsewhere.
+//!
+//! Everything above this module is target-independent.
+
+/// How important a log line is; mirrors the WIT enum `log.level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RawLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+#[cfg(target_arch = "wasm32")]
+mod imp {
+    use super::RawLevel;
+
+    // The bindings are private: the crate's safe API is the public face.
+    #[allow(dead_code, missing_docs, clippy::all)]
+    mod bindings {
+        wit_bindgen::generate!({
+            path: "../wit",
+            world: "job",
+        });
+    }
+
+    use bindings::andes::job::{attributes, control, log};
+
+    pub(crate) fn vacate_requested() -> bool {
+        control::vacate_requested()
+    }
+
+    pub(crate) fn deadline() -> Option<u64> {
+        control::deadline()
+    }
+
+    pub(crate) fn get(name: &str) -> Option<String> {
+        attributes::get(name)
+    }
+
+    /// `Err(None)` is never returned here: the host is always there on wasm32.
+    pub(crate) fn set(name: &str, value: &str) -> Result<(), Option<String>> {
+        attributes::set(name, value).map_err(Some)
+    }
+
+    pub(crate) fn write(level: RawLevel, message: &str) {
+        let level = match level {
+            RawLevel::Debug => log::Level::Debug,
+            RawLevel::Info => log::Level::Info,
+            RawLevel::Warn => log::Level::Warn,
+            RawLevel::Error => log::Level::Error,
+        };
+        log::write(level, message);
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod imp {
+    use super::RawLevel;
+
+    pub(crate) fn vacate_requested() -> bool {
+        false
+    }
+
+    pub(crate) fn deadline() -> Option<u64> {
+        None
+    }
+
+    pub(crate) fn get(_name: &str) -> Option<String> {
+        None
+    }
+
+    /// `Err(None)`: there is no host to ask.
+    pub(crate) fn set(_name: &str, _value: &str) -> Result<(), Option<String>> {
+        Err(None)
+    }
+
+    pub(crate) fn write(level: RawLevel, message: &str) {
+        let level = match level {
+            RawLevel::Debug => "debug",
+            RawLevel::Info => "info",
+            RawLevel::Warn => "warn",
+            RawLevel::Error => "error",
+        };
+        eprintln!("[andes {level}] {message}");
+    }
+}
+
+pub(crate) use imp::*;
