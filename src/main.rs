@@ -19,12 +19,16 @@ enum Command {
     /// Evaluate ClassAd expressions and analyse matches.
     #[command(subcommand)]
     Classad(cmd::classad::ClassadCmd),
+    /// Run a Wasm module locally in the execute host's sandbox and say how it
+    /// ended, in HTCondor's terms (try a job before submitting it).
+    Run(cmd::run::RunArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Classad(c) => cmd::classad::run(c),
+        Command::Run(a) => cmd::run::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,3 +1,4 @@
 //! The `andes` subcommands.
 
 pub mod classad;
+pub mod run;

@@ -1,0 +1,320 @@
+//! The control surface the startd drives: suspend, resume, soft kill
+//! (vacate) and hard kill, and the usage a running job publishes.
+//!
+//! A job runs as a future. Suspending it means that future is no longer
+//! polled: the guest stops at its next fuel yield, keeps all its state and
+//! uses no CPU. A hard kill drops the future, which cancels the guest at
+//! once, even inside a blocking host call such as a sleep.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// Time as the starter sees it. Production uses [`SystemClock`]; tests use a
+/// virtual clock whose timers fire when the test advances it.
+pub trait Clock: Send + Sync + 'static {
+    /// The current instant.
+    fn now(&self) -> Instant;
+    /// Seconds since the Unix epoch (for deadlines shown to guests).
+    fn unix_now(&self) -> u64;
+    /// A future that completes at `deadline`.
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
+/// The real clock, with tokio timers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+    fn unix_now(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    }
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(tokio::time::sleep_until(deadline.into()))
+    }
+}
+
+/// Usage of a running or finished job, in HTCondor's terms.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Usage {
+    /// CPU time spent running the guest, in seconds (`RemoteUserCpu`).
+    pub remote_user_cpu: f64,
+    /// Wall-clock time since the job started, suspensions included
+    /// (`RemoteWallClockTime`), in seconds.
+    pub remote_wall_clock_time: f64,
+    /// Time spent suspended, in seconds (`CumulativeSuspensionTime`).
+    pub cumulative_suspension_time: f64,
+    /// Linear memory, in KiB (`ImageSize`).
+    pub image_size_kib: u64,
+    /// Bytes the sandbox holds, in KiB (`DiskUsage`).
+    pub disk_usage_kib: u64,
+    /// Fuel consumed (`WasmFuelConsumed`).
+    pub fuel_consumed: u64,
+}
+
+#[derive(Debug, Default)]
+struct CtlState {
+    suspended: bool,
+    suspended_since: Option<Instant>,
+    suspended_total: Duration,
+    vacate_deadline: Option<(Instant, u64)>,
+    waker: Option<Waker>,
+    started: Option<Instant>,
+}
+
+/// Shared between the starter running a job and whoever controls it.
+#[derive(Debug, Default)]
+pub struct Control {
+    state: Mutex<CtlState>,
+    changed: tokio::sync::Notify,
+    killed: AtomicBool,
+    vacate: AtomicBool,
+    running: AtomicBool,
+    /// CPU time in nanoseconds.
+    cpu_ns: AtomicU64,
+    pub(crate) memory_bytes: AtomicU64,
+    pub(crate) disk_bytes: AtomicU64,
+    pub(crate) fuel_consumed: AtomicU64,
+}
+
+impl Control {
+    /// A fresh control block.
+    pub fn new() -> Arc<Control> {
+        Arc::new(Control::default())
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, CtlState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Suspends the job: it stops at its next yield and stays stopped.
+    pub fn suspend(&self, clock: &dyn Clock) {
+        let mut s = self.state();
+        if !s.suspended {
+            s.suspended = true;
+            s.suspended_since = Some(clock.now());
+        }
+    }
+
+    /// Resumes a suspended job where it stopped.
+    pub fn resume(&self, clock: &dyn Clock) {
+        let mut s = self.state();
+        if s.suspended {
+            s.suspended = false;
+            if let Some(since) = s.suspended_since.take() {
+                s.suspended_total += clock.now().saturating_duration_since(since);
+            }
+            if let Some(w) = s.waker.take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// True while suspended.
+    pub fn is_suspended(&self) -> bool {
+        self.state().suspended
+    }
+
+    /// Asks the guest to vacate (soft kill); after `grace` it is hard-killed.
+    pub fn soft_kill(&self, clock: &dyn Clock, grace: Duration) {
+        let mut s = self.state();
+        if s.vacate_deadline.is_none() {
+            let deadline = clock.now() + grace;
+            s.vacate_deadline = Some((deadline, clock.unix_now() + grace.as_secs()));
+        }
+        self.vacate.store(true, Ordering::SeqCst);
+        // A suspended job must run to see the vacate.
+        if s.suspended {
+            s.suspended = false;
+            if let Some(since) = s.suspended_since.take() {
+                s.suspended_total += clock.now().saturating_duration_since(since);
+            }
+        }
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+        drop(s);
+        self.changed.notify_one();
+    }
+
+    /// Kills the job now.
+    pub fn hard_kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        if let Some(w) = self.state().waker.take() {
+            w.wake();
+        }
+        self.changed.notify_one();
+    }
+
+    /// Completes when a vacate or kill was requested since the last call.
+    pub(crate) async fn changed(&self) {
+        self.changed.notified().await
+    }
+
+    /// True once a hard kill was requested.
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::SeqCst)
+    }
+
+    /// True once a vacate was requested.
+    pub fn vacate_requested(&self) -> bool {
+        self.vacate.load(Ordering::SeqCst)
+    }
+
+    /// The vacate deadline as an instant and as Unix seconds.
+    pub fn vacate_deadline(&self) -> Option<(Instant, u64)> {
+        self.state().vacate_deadline
+    }
+
+    pub(crate) fn mark_running(&self) {
+        self.running.store(true, Ordering::SeqCst);
+    }
+
+    /// True once the guest's `_start` has been entered.
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn mark_started(&self, now: Instant) {
+        self.state().started = Some(now);
+    }
+
+    /// The job's usage so far.
+    pub fn usage(&self, clock: &dyn Clock) -> Usage {
+        let s = self.state();
+        let now = clock.now();
+        let mut suspended = s.suspended_total;
+        if let Some(since) = s.suspended_since {
+            suspended += now.saturating_duration_since(since);
+        }
+        Usage {
+            remote_user_cpu: self.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            remote_wall_clock_time: s
+                .started
+                .map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64()),
+            cumulative_suspension_time: suspended.as_secs_f64(),
+            image_size_kib: self.memory_bytes.load(Ordering::Relaxed).div_ceil(1024),
+            disk_usage_kib: self.disk_bytes.load(Ordering::Relaxed).div_ceil(1024),
+            fuel_consumed: self.fuel_consumed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// How a controlled run stopped before the guest finished.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Stopped {
+    Killed,
+}
+
+/// Drives the guest's future under a [`Control`]: not polled while
+/// suspended, dropped when killed, with the CPU time of each poll counted.
+pub(crate) struct Controlled<F> {
+    pub(crate) inner: Pin<Box<F>>,
+    pub(crate) ctl: Arc<Control>,
+}
+
+impl<F: Future> Future for Controlled<F> {
+    type Output = Result<F::Output, Stopped>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.ctl.is_killed() {
+            return Poll::Ready(Err(Stopped::Killed));
+        }
+        {
+            let mut s = self.ctl.state();
+            if s.suspended {
+                s.waker = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            s.waker = Some(cx.waker().clone());
+        }
+        let t0 = crate::cputime::thread_cpu_ns();
+        let r = self.inner.as_mut().poll(cx);
+        let spent = crate::cputime::thread_cpu_ns().saturating_sub(t0);
+        self.ctl.cpu_ns.fetch_add(spent, Ordering::Relaxed);
+        match r {
+            Poll::Ready(v) => Poll::Ready(Ok(v)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// A clock that moves only when told to: for tests of deadlines, grace
+/// periods and limits, which then take microseconds instead of minutes.
+#[derive(Debug)]
+pub struct VirtualClock {
+    base: Instant,
+    base_unix: u64,
+    state: Mutex<(Duration, Vec<(Instant, Waker)>)>,
+}
+
+impl VirtualClock {
+    /// A virtual clock at the real current time.
+    pub fn new() -> Arc<VirtualClock> {
+        Arc::new(VirtualClock {
+            base: Instant::now(),
+            base_unix: SystemClock.unix_now(),
+            state: Mutex::new((Duration::ZERO, Vec::new())),
+        })
+    }
+
+    /// Moves time forward, firing the timers that come due.
+    pub fn advance(&self, by: Duration) {
+        let due: Vec<Waker> = {
+            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            s.0 += by;
+            let now = self.base + s.0;
+            let (due, keep): (Vec<_>, Vec<_>) = s.1.drain(..).partition(|(d, _)| *d <= now);
+            s.1 = keep;
+            due.into_iter().map(|(_, w)| w).collect()
+        };
+        for w in due {
+            w.wake();
+        }
+    }
+}
+
+struct VirtualSleep {
+    clock: Arc<VirtualClock>,
+    deadline: Instant,
+}
+
+impl Future for VirtualSleep {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.clock.state.lock().unwrap_or_else(|e| e.into_inner());
+        if self.clock.base + s.0 >= self.deadline {
+            Poll::Ready(())
+        } else {
+            s.1.push((self.deadline, cx.waker().clone()));
+            Poll::Pending
+        }
+    }
+}
+
+impl Clock for Arc<VirtualClock> {
+    fn now(&self) -> Instant {
+        self.base + self.state.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+    fn unix_now(&self) -> u64 {
+        self.base_unix + self.state.lock().unwrap_or_else(|e| e.into_inner()).0.as_secs()
+    }
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(VirtualSleep { clock: self.clock_arc(), deadline })
+    }
+}
+
+impl VirtualClock {
+    fn clock_arc(self: &Arc<Self>) -> Arc<VirtualClock> {
+        self.clone()
+    }
+}

@@ -1,0 +1,204 @@
+//! One wasmtime engine per host, and the cache of compiled modules.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, Module, PoolingAllocationConfig};
+
+/// How the host's engine is set up.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// Jobs that may be instantiated at once (pooling allocator slots).
+    pub max_instances: u32,
+    /// The largest linear memory any job may have, in bytes (a job's own cap
+    /// is its `RequestMemory`).
+    pub max_memory_bytes: u64,
+    /// The wasm stack cap, in bytes.
+    pub max_wasm_stack: usize,
+    /// Fuel units between yields to the scheduler: smaller reacts faster to
+    /// suspend, larger costs less.
+    pub fuel_yield_interval: u64,
+    /// How often the engine's epoch ticks (kill and limit checks).
+    pub epoch_tick: Duration,
+    /// Where compiled modules are cached; `None` keeps them in memory only.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            max_instances: 1000,
+            max_memory_bytes: 4 << 30,
+            max_wasm_stack: 1 << 20,
+            fuel_yield_interval: 100_000,
+            epoch_tick: Duration::from_millis(5),
+            cache_dir: None,
+        }
+    }
+}
+
+/// The engine and the module cache shared by every job on a host.
+pub struct Host {
+    pub(crate) engine: Engine,
+    pub(crate) config: HostConfig,
+    engine_key: String,
+    modules: Mutex<HashMap<[u8; 32], Module>>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    compilations: std::sync::atomic::AtomicU64,
+}
+
+/// The SHA-256 of a module's bytes.
+pub fn module_digest(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Host {
+    /// A host with this configuration.
+    pub fn new(config: HostConfig) -> Result<Host> {
+        let mut cfg = Config::new();
+        cfg.strategy(wasmtime::Strategy::Cranelift);
+        cfg.async_support(true);
+        cfg.consume_fuel(true);
+        cfg.epoch_interruption(true);
+        cfg.max_wasm_stack(config.max_wasm_stack);
+        cfg.async_stack_size(config.max_wasm_stack + (1 << 20));
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_memories(config.max_instances)
+            .total_tables(config.max_instances)
+            .total_core_instances(config.max_instances)
+            .total_stacks(config.max_instances)
+            .max_memory_size(config.max_memory_bytes as usize);
+        cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&cfg).context("creating the wasm engine")?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut h);
+        config.max_wasm_stack.hash(&mut h);
+        let engine_key = format!("{:016x}", h.finish());
+        if let Some(dir) = &config.cache_dir {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating the module cache {}", dir.display()))?;
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ticker = {
+            let engine = engine.clone();
+            let stop = stop.clone();
+            let tick = config.epoch_tick;
+            std::thread::Builder::new()
+                .name("andes-epoch".into())
+                .spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::thread::sleep(tick);
+                        engine.increment_epoch();
+                    }
+                })
+                .context("starting the epoch ticker")?
+        };
+        Ok(Host {
+            engine,
+            config,
+            engine_key,
+            modules: Mutex::new(HashMap::new()),
+            ticker: Some(ticker),
+            stop,
+            compilations: Default::default(),
+        })
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    fn cache_path(&self, digest: &[u8; 32]) -> Option<PathBuf> {
+        self.config
+            .cache_dir
+            .as_ref()
+            .map(|d| d.join(format!("{}-{}.cwasm", hex(digest), self.engine_key)))
+    }
+
+    /// The compiled module for these bytes: from memory, else from the disk
+    /// cache, else compiled (and cached). An invalid module is an error
+    /// naming the problem.
+    pub fn module(&self, bytes: &[u8]) -> Result<Module> {
+        let digest = module_digest(bytes);
+        if let Some(m) = self.lock().get(&digest) {
+            return Ok(m.clone());
+        }
+        let path = self.cache_path(&digest);
+        if let Some(p) = &path
+            && p.exists()
+        {
+            // SAFETY: files in the cache directory are written only by
+            // `Module::serialize` below, under a name keyed by this engine's
+            // compatibility hash; wasmtime also checks the header.
+            if let Ok(m) = unsafe { Module::deserialize_file(&self.engine, p) } {
+                self.lock().insert(digest, m.clone());
+                return Ok(m);
+            }
+        }
+        let m = Module::new(&self.engine, bytes)?;
+        self.compilations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(p) = &path
+            && let Ok(data) = m.serialize()
+        {
+            write_atomically(p, &data);
+        }
+        self.lock().insert(digest, m.clone());
+        Ok(m)
+    }
+
+    /// How many modules this host has compiled (cache misses).
+    pub fn compilations(&self) -> u64 {
+        self.compilations.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Compiles without caching (to measure compilation).
+    pub fn compile_uncached(&self, bytes: &[u8]) -> Result<Module> {
+        Module::new(&self.engine, bytes)
+    }
+
+    /// True when the module with this digest is compiled in memory.
+    pub fn is_cached_in_memory(&self, digest: &[u8; 32]) -> bool {
+        self.lock().contains_key(digest)
+    }
+
+    /// Forgets the in-memory cache (the disk cache stays).
+    pub fn clear_memory_cache(&self) {
+        self.lock().clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Module>> {
+        self.modules.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn write_atomically(path: &Path, data: &[u8]) {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, data).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The host side of `wit/job.wit`: the `andes:job` interfaces as core-module
+//! imports for wasip1 guests, lowered with the component model's canonical
+//! ABI (module = interface name, field = function name). A test checks these
+//! names and signatures against the WIT itself.
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Result, anyhow, bail};
+use classad::{ClassAd, Expr};
+use wasmtime::{Caller, Linker, Memory};
+
+use crate::control::{Clock, Control};
+
+/// The interfaces' core module names.
+pub const CONTROL: &str = "andes:job/control@0.1.0";
+/// See [`CONTROL`].
+pub const ATTRIBUTES: &str = "andes:job/attributes@0.1.0";
+/// See [`CONTROL`].
+pub const LOG: &str = "andes:job/log@0.1.0";
+
+/// Longest attribute name or value text a guest may pass.
+pub const MAX_ATTR_TEXT: usize = 64 * 1024;
+/// Longest log line kept; longer lines are cut.
+pub const MAX_LOG_LINE: usize = 4096;
+/// Most log lines kept per job; later lines are counted, not kept.
+pub const MAX_LOG_LINES: usize = 10_000;
+
+/// Attributes a guest may set (besides names beginning with `Chirp`).
+pub const SETTABLE: &[&str] = &["Progress"];
+
+/// True when a guest may set attribute `name`.
+pub fn may_set(name: &str) -> bool {
+    SETTABLE.iter().any(|s| s.eq_ignore_ascii_case(name))
+        || (name.len() > 5 && name[..5].eq_ignore_ascii_case("chirp"))
+}
+
+/// A log line's level, as in the WIT's `level` enum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// `debug`
+    Debug,
+    /// `info`
+    Info,
+    /// `warn`
+    Warn,
+    /// `error`
+    Error,
+}
+
+/// The job's ad as the guest sees and changes it, with the log it writes.
+#[derive(Debug, Default)]
+pub struct JobIo {
+    /// The job ad, with the guest's updates applied.
+    pub ad: Mutex<ClassAd>,
+    /// Attributes the guest set, in order, not yet taken.
+    pub updates: Mutex<Vec<(String, Expr)>>,
+    /// Log lines written.
+    pub log: Mutex<Vec<(Level, String)>>,
+    /// Log lines dropped past [`MAX_LOG_LINES`].
+    pub log_dropped: std::sync::atomic::AtomicU64,
+}
+
+impl JobIo {
+    /// Takes the updates made since the last call.
+    pub fn take_updates(&self) -> Vec<(String, Expr)> {
+        std::mem::take(&mut *self.updates.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// What the imports need from the store's data.
+pub trait ImportState: Send + 'static {
+    /// The job's control block.
+    fn control(&self) -> &Control;
+    /// The clock.
+    fn clock(&self) -> &dyn Clock;
+    /// The job's ad and log.
+    fn io(&self) -> &Arc<JobIo>;
+}
+
+fn memory<T>(caller: &mut Caller<'_, T>) -> Result<Memory> {
+    caller
+        .get_export("memory")
+        .and_then(|e| e.into_memory())
+        .ok_or_else(|| anyhow!("the module exports no memory"))
+}
+
+fn read_string<T>(caller: &mut Caller<'_, T>, ptr: i32, len: i32) -> Result<String> {
+    let len = len as u32 as usize;
+    if len > MAX_ATTR_TEXT {
+        bail!("string of {len} bytes is longer than the {MAX_ATTR_TEXT} allowed");
+    }
+    let mem = memory(caller)?;
+    let mut buf = vec![0u8; len];
+    mem.read(&*caller, ptr as u32 as usize, &mut buf)
+        .map_err(|_| anyhow!("string at {ptr:#x}+{len} is outside the guest's memory"))?;
+    String::from_utf8(buf).map_err(|_| anyhow!("string at {ptr:#x} is not UTF-8"))
+}
+
+fn write_bytes<T>(caller: &mut Caller<'_, T>, at: i32, bytes: &[u8]) -> Result<()> {
+    let mem = memory(caller)?;
+    mem.write(&mut *caller, at as u32 as usize, bytes)
+        .map_err(|_| anyhow!("return area at {at:#x} is outside the guest's memory"))
+}
+
+/// Copies `s` into guest memory with the guest's `cabi_realloc`; returns (ptr, len).
+async fn alloc_string<T: Send>(caller: &mut Caller<'_, T>, s: &str) -> Result<(i32, i32)> {
+    let realloc = caller
+        .get_export("cabi_realloc")
+        .and_then(|e| e.into_func())
+        .ok_or_else(|| anyhow!("the module does not export `cabi_realloc`"))?
+        .typed::<(i32, i32, i32, i32), i32>(&*caller)?;
+    let len = i32::try_from(s.len()).map_err(|_| anyhow!("string too long"))?;
+    let ptr = realloc.call_async(&mut *caller, (0, 0, 1, len)).await?;
+    write_bytes(caller, ptr, s.as_bytes())?;
+    Ok((ptr, len))
+}
+
+/// Registers the `andes:job` imports.
+pub fn add_to_linker<T: ImportState>(linker: &mut Linker<T>) -> Result<()> {
+    linker.func_wrap(CONTROL, "vacate-requested", |caller: Caller<'_, T>| -> i32 {
+        caller.data().control().vacate_requested() as i32
+    })?;
+    linker.func_wrap(CONTROL, "deadline", |mut caller: Caller<'_, T>, ret: i32| -> Result<()> {
+        let mut area = [0u8; 16];
+        if let Some((_, unix)) = caller.data().control().vacate_deadline() {
+            area[0] = 1;
+            area[8..16].copy_from_slice(&unix.to_le_bytes());
+        }
+        write_bytes(&mut caller, ret, &area)
+    })?;
+    linker.func_wrap_async(
+        ATTRIBUTES,
+        "get",
+        |mut caller: Caller<'_, T>, (ptr, len, ret): (i32, i32, i32)| {
+            Box::new(async move {
+                let name = read_string(&mut caller, ptr, len)?;
+                let text = {
+                    let io = caller.data().io().clone();
+                    let ad = io.ad.lock().unwrap_or_else(|e| e.into_inner());
+                    ad.get(&name).map(|e| e.to_string())
+                };
+                let mut area = [0u8; 12];
+                if let Some(text) = text {
+                    let (p, l) = alloc_string(&mut caller, &text).await?;
+                    area[0] = 1;
+                    area[4..8].copy_from_slice(&p.to_le_bytes());
+                    area[8..12].copy_from_slice(&l.to_le_bytes());
+                }
+                write_bytes(&mut caller, ret, &area)
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        ATTRIBUTES,
+        "set",
+        |mut caller: Caller<'_, T>, (np, nl, vp, vl, ret): (i32, i32, i32, i32, i32)| {
+            Box::new(async move {
+                let name = read_string(&mut caller, np, nl)?;
+                let value = read_string(&mut caller, vp, vl)?;
+                let outcome = set_attr(caller.data().io(), &name, &value);
+                let mut area = [0u8; 12];
+                if let Err(msg) = outcome {
+                    let (p, l) = alloc_string(&mut caller, &msg).await?;
+                    area[0] = 1;
+                    area[4..8].copy_from_slice(&p.to_le_bytes());
+                    area[8..12].copy_from_slice(&l.to_le_bytes());
+                }
+                write_bytes(&mut caller, ret, &area)
+            })
+        },
+    )?;
+    linker.func_wrap(
+        LOG,
+        "write",
+        |mut caller: Caller<'_, T>, level: i32, ptr: i32, len: i32| -> Result<()> {
+            let level = match level {
+                0 => Level::Debug,
+                1 => Level::Info,
+                2 => Level::Warn,
+                3 => Level::Error,
+                n => bail!("log level {n} is not one of the WIT's levels"),
+            };
+            let len = (len as u32 as usize).min(MAX_LOG_LINE);
+            let mut msg = read_string(&mut caller, ptr, len as i32)
+                .or_else(|_| read_lossy(&mut caller, ptr, len))?;
+            msg.truncate(MAX_LOG_LINE);
+            let io = caller.data().io().clone();
+            let mut log = io.log.lock().unwrap_or_else(|e| e.into_inner());
+            if log.len() < MAX_LOG_LINES {
+                log.push((level, msg));
+            } else {
+                io.log_dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok(())
+        },
+    )?;
+    Ok(())
+}
+
+fn read_lossy<T>(caller: &mut Caller<'_, T>, ptr: i32, len: usize) -> Result<String> {
+    let mem = memory(caller)?;
+    let mut buf = vec![0u8; len];
+    mem.read(&*caller, ptr as u32 as usize, &mut buf)
+        .map_err(|_| anyhow!("log line at {ptr:#x} is outside the guest's memory"))?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// Applies a guest's `set`: only whitelisted names, only valid expressions.
+pub fn set_attr(io: &JobIo, name: &str, value: &str) -> Result<(), String> {
+    if !may_set(name) {
+        return Err(format!(
+            "attribute {name} may not be set by the job (allowed: Progress and names beginning \
+             with Chirp)"
+        ));
+    }
+    let e = classad::parse_expr(value)
+        .map_err(|e| format!("value of {name} is not a ClassAd expression: {e}"))?;
+    io.ad.lock().unwrap_or_else(|e| e.into_inner()).insert(name, e.clone());
+    io.updates.lock().unwrap_or_else(|e| e.into_inner()).push((name.to_string(), e));
+    Ok(())
+}

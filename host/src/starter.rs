@@ -1,0 +1,648 @@
+//! The starter: runs one job's module in its sandbox, under the limits its
+//! ad sets, and says how it ended in HTCondor's terms.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use classad::{ClassAd, Value};
+use wasi_common::WasiCtx;
+use wasmtime::{Linker, ResourceLimiter, Store, Trap, UpdateDeadline};
+
+use crate::control::{Clock, Control, Controlled, Stopped, Usage};
+use crate::engine::Host;
+use crate::imports::{self, ImportState, JobIo};
+use crate::sandbox::{Exceeded, Quota, QuotaDir, QuotaFile, disk_usage};
+
+/// HTCondor's HoldReasonCode for a job the starter could not start.
+pub const HOLD_FAILED_TO_START: i32 = 6;
+/// HTCondor's HoldReasonCode: the output file could not be opened.
+pub const HOLD_OPEN_OUTPUT: i32 = 7;
+/// HTCondor's HoldReasonCode: the input file could not be opened.
+pub const HOLD_OPEN_INPUT: i32 = 8;
+/// HTCondor's HoldReasonCode: an output file exceeded its size limit
+/// (`MaxTransferOutputSizeExceeded`).
+pub const HOLD_OUTPUT_TOO_BIG: i32 = 33;
+/// HTCondor's HoldReasonCode: memory usage exceeded the limit (`JobOutOfResources`).
+pub const HOLD_MEMORY: i32 = 34;
+/// HTCondor's HoldReasonCode: `allowed_execute_duration` was exceeded.
+pub const HOLD_EXECUTE_DURATION: i32 = 47;
+/// andes's HoldReasonCode: the job used all its fuel (`MaxFuel`).
+pub const HOLD_FUEL: i32 = 101;
+/// andes's HoldReasonCode: the sandbox outgrew `RequestDisk`.
+pub const HOLD_DISK: i32 = 102;
+
+/// The limits a job runs under. All are enforced by the runtime.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Linear memory cap, in bytes (`RequestMemory`, MiB in the ad).
+    pub memory_bytes: u64,
+    /// Wall-clock limit (`AllowedExecuteDuration`, seconds in the ad).
+    pub execute_duration: Option<Duration>,
+    /// Fuel limit (`MaxFuel`).
+    pub fuel: Option<u64>,
+    /// Bytes the sandbox may hold (`RequestDisk`, KiB in the ad).
+    pub disk_bytes: u64,
+    /// Bytes each of stdout and stderr may hold (`MaxOutputBytes`).
+    pub output_bytes: u64,
+    /// Files the job may have open at once.
+    pub max_open_files: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 128 << 20,
+            execute_duration: None,
+            fuel: None,
+            disk_bytes: 1 << 30,
+            output_bytes: 256 << 20,
+            max_open_files: 256,
+        }
+    }
+}
+
+fn ad_int(ad: &ClassAd, name: &str) -> Option<i64> {
+    match ad.eval_attr(name) {
+        Value::Int(i) => Some(i),
+        Value::Real(r) if r.is_finite() => Some(r as i64),
+        _ => None,
+    }
+}
+
+impl Limits {
+    /// The limits a job ad asks for, with defaults for what it leaves out.
+    pub fn from_ad(ad: &ClassAd) -> Limits {
+        let d = Limits::default();
+        Limits {
+            memory_bytes: ad_int(ad, "RequestMemory")
+                .filter(|m| *m > 0)
+                .map_or(d.memory_bytes, |m| (m as u64).saturating_mul(1 << 20)),
+            execute_duration: ad_int(ad, "AllowedExecuteDuration")
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(s as u64)),
+            fuel: ad_int(ad, "MaxFuel").filter(|f| *f > 0).map(|f| f as u64),
+            disk_bytes: ad_int(ad, "RequestDisk")
+                .filter(|k| *k > 0)
+                .map_or(d.disk_bytes, |k| (k as u64).saturating_mul(1024)),
+            output_bytes: ad_int(ad, "MaxOutputBytes")
+                .filter(|b| *b > 0)
+                .map_or(d.output_bytes, |b| b as u64),
+            max_open_files: d.max_open_files,
+        }
+    }
+}
+
+/// How a job ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ending {
+    /// `proc_exit(code)` or a return from `_start` (code 0).
+    Exited(i32),
+    /// A trap: the nearest Unix signal and the trap's name.
+    Trapped {
+        /// `ExitSignal`.
+        signal: i32,
+        /// `WasmTrap`.
+        trap: String,
+    },
+    /// The job must go on hold.
+    Held {
+        /// `HoldReasonCode`.
+        code: i32,
+        /// `HoldReasonSubCode`.
+        subcode: i32,
+        /// `HoldReason`.
+        reason: String,
+    },
+    /// Stopped by the startd: vacated (soft kill then, if needed, hard) or
+    /// hard-killed. The job goes back to the queue.
+    Evicted {
+        /// True when a vacate was requested first.
+        vacated: bool,
+    },
+}
+
+/// The result of running a job.
+#[derive(Clone, Debug)]
+pub struct JobResult {
+    /// How it ended.
+    pub ending: Ending,
+    /// Its usage.
+    pub usage: Usage,
+    /// Attributes the job set through the SDK, in order.
+    pub updates: Vec<(String, classad::Expr)>,
+    /// Log lines it wrote.
+    pub log: Vec<(imports::Level, String)>,
+}
+
+impl JobResult {
+    /// The job attributes this run sets, with HTCondor's names.
+    pub fn to_ad(&self) -> ClassAd {
+        let mut ad = ClassAd::new();
+        match &self.ending {
+            Ending::Exited(code) => {
+                ad.insert_value("ExitCode", *code as i64);
+                ad.insert_value("ExitBySignal", false);
+            }
+            Ending::Trapped { signal, trap } => {
+                ad.insert_value("ExitBySignal", true);
+                ad.insert_value("ExitSignal", *signal as i64);
+                ad.insert_value("WasmTrap", trap.as_str());
+            }
+            Ending::Held { code, subcode, reason } => {
+                ad.insert_value("HoldReasonCode", *code as i64);
+                ad.insert_value("HoldReasonSubCode", *subcode as i64);
+                ad.insert_value("HoldReason", reason.as_str());
+            }
+            Ending::Evicted { .. } => {}
+        }
+        let u = &self.usage;
+        ad.insert_value("RemoteUserCpu", u.remote_user_cpu);
+        ad.insert_value("RemoteWallClockTime", u.remote_wall_clock_time);
+        ad.insert_value("CumulativeSuspensionTime", u.cumulative_suspension_time);
+        ad.insert_value("ImageSize", u.image_size_kib as i64);
+        ad.insert_value("DiskUsage", u.disk_usage_kib as i64);
+        ad.insert_value("WasmFuelConsumed", u.fuel_consumed as i64);
+        ad
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct JobSpec {
+    /// The module's bytes.
+    pub module: Arc<[u8]>,
+    /// The job ad (Cmd, Arguments/Args, Environment/Env, In, Out, Err, limits).
+    pub ad: ClassAd,
+    /// The sandbox directory: the only directory the guest sees.
+    pub sandbox: PathBuf,
+    /// The limits (usually [`Limits::from_ad`]).
+    pub limits: Limits,
+    /// Give the job this process's stdin, stdout and stderr where the ad
+    /// names no `In`, `Out` or `Err` file (`andes run`).
+    pub inherit_stdio: bool,
+}
+
+struct Limiter {
+    max: u64,
+    refused: Option<u64>,
+    ctl: Arc<Control>,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(&mut self, _cur: usize, desired: usize, _max: Option<usize>) -> Result<bool> {
+        if desired as u64 > self.max {
+            self.refused = Some(desired as u64);
+            return Ok(false);
+        }
+        self.ctl.memory_bytes.store(desired as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(true)
+    }
+    fn table_growing(&mut self, _cur: usize, desired: usize, _max: Option<usize>) -> Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}
+
+struct JobState {
+    wasi: WasiCtx,
+    limiter: Limiter,
+    ctl: Arc<Control>,
+    clock: Arc<dyn Clock>,
+    io: Arc<JobIo>,
+}
+
+impl ImportState for JobState {
+    fn control(&self) -> &Control {
+        &self.ctl
+    }
+    fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+    fn io(&self) -> &Arc<JobIo> {
+        &self.io
+    }
+}
+
+/// The nearest Unix signal for a trap, and the trap's name.
+pub fn trap_signal(trap: Trap) -> (i32, &'static str) {
+    match trap {
+        Trap::UnreachableCodeReached => (4, "unreachable"),
+        Trap::MemoryOutOfBounds => (11, "memory_out_of_bounds"),
+        Trap::HeapMisaligned => (7, "heap_misaligned"),
+        Trap::StackOverflow => (11, "stack_overflow"),
+        Trap::TableOutOfBounds => (11, "table_out_of_bounds"),
+        Trap::IndirectCallToNull => (11, "indirect_call_to_null"),
+        Trap::NullReference => (11, "null_reference"),
+        Trap::ArrayOutOfBounds => (11, "array_out_of_bounds"),
+        Trap::BadSignature => (4, "bad_signature"),
+        Trap::IntegerOverflow => (8, "integer_overflow"),
+        Trap::IntegerDivisionByZero => (8, "integer_divide_by_zero"),
+        Trap::BadConversionToInteger => (8, "bad_conversion_to_integer"),
+        Trap::OutOfFuel => (9, "out_of_fuel"),
+        Trap::Interrupt => (9, "interrupt"),
+        _ => (4, "other"),
+    }
+}
+
+fn held(code: i32, subcode: i32, reason: impl Into<String>) -> Ending {
+    Ending::Held { code, subcode, reason: reason.into() }
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+}
+
+/// The job's argv: argv\[0\] is the executable's name, then `Arguments`
+/// (V2) or else `Args` (V1).
+pub fn job_argv(ad: &ClassAd) -> Result<Vec<String>, String> {
+    let cmd = match ad.eval_attr("Cmd") {
+        Value::Str(s) => s.to_string(),
+        _ => "job.wasm".into(),
+    };
+    let argv0 = Path::new(&cmd).file_name().map_or(cmd.clone(), |n| n.to_string_lossy().into());
+    let mut argv = vec![argv0];
+    match (ad.eval_attr("Arguments"), ad.eval_attr("Args")) {
+        (Value::Str(s), _) => {
+            argv.extend(classad::argenv::split_v2(&s).map_err(|e| format!("Arguments: {e}"))?)
+        }
+        (_, Value::Str(s)) => argv.extend(classad::argenv::split_v1_args(&s)),
+        _ => {}
+    }
+    Ok(argv)
+}
+
+/// The job's environment: `Environment` (V2) or else `Env` (V1); never the host's.
+pub fn job_env(ad: &ClassAd) -> Result<Vec<(String, String)>, String> {
+    match (ad.eval_attr("Environment"), ad.eval_attr("Env")) {
+        (Value::Str(s), _) => {
+            classad::argenv::parse_env_v2(&s).map_err(|e| format!("Environment: {e}"))
+        }
+        (_, Value::Str(s)) => classad::argenv::parse_env_v1(&s).map_err(|e| format!("Env: {e}")),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// A stream's file name in the sandbox, or `None` for `/dev/null` or unset.
+fn stream_path(ad: &ClassAd, attr: &str) -> Option<String> {
+    match ad.eval_attr(attr) {
+        Value::Str(s) if !s.is_empty() && &*s != "/dev/null" => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+fn errno_of(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(5)
+}
+
+enum Inner {
+    Setup(Ending),
+    Finished { result: Result<()>, refused: Option<u64>, fuel_left: u64 },
+}
+
+impl Host {
+    /// Runs a job to its end under `ctl`. Never panics on a bad module or ad:
+    /// every failure is an [`Ending`].
+    pub async fn run(&self, spec: JobSpec, ctl: Arc<Control>, clock: Arc<dyn Clock>) -> JobResult {
+        let io =
+            Arc::new(JobIo { ad: std::sync::Mutex::new(spec.ad.clone()), ..Default::default() });
+        let used = disk_usage(&spec.sandbox);
+        let quota = Quota::new(spec.limits.disk_bytes, used, spec.limits.max_open_files);
+        quota.set_control(ctl.clone());
+        ctl.disk_bytes.store(used, std::sync::atomic::Ordering::Relaxed);
+        ctl.mark_started(clock.now());
+        let fuel_budget = spec.limits.fuel.unwrap_or(u64::MAX / 2);
+        let fut = self.instantiate_and_run(
+            &spec,
+            ctl.clone(),
+            clock.clone(),
+            io.clone(),
+            quota.clone(),
+            fuel_budget,
+        );
+        let mut controlled = Box::pin(Controlled { inner: Box::pin(fut), ctl: ctl.clone() });
+        let exec_deadline = spec.limits.execute_duration.map(|d| clock.now() + d);
+        let mut exec_timer = match exec_deadline {
+            Some(d) => clock.sleep_until(d),
+            None => Box::pin(std::future::pending()),
+        };
+        let mut timed_out = false;
+        let outcome = loop {
+            let vacate = ctl.vacate_deadline().map(|(d, _)| d);
+            let mut vacate_timer = match vacate {
+                Some(d) => clock.sleep_until(d),
+                None => Box::pin(std::future::pending()),
+            };
+            tokio::select! {
+                r = &mut controlled => break r,
+                _ = &mut exec_timer, if !timed_out => {
+                    timed_out = true;
+                    ctl.hard_kill();
+                }
+                _ = &mut vacate_timer => ctl.hard_kill(),
+                _ = ctl.changed() => {}
+            }
+        };
+        let mut usage = ctl.usage(clock.as_ref());
+        usage.disk_usage_kib = quota.used.load(std::sync::atomic::Ordering::Relaxed).div_ceil(1024);
+        let ending = match outcome {
+            Err(Stopped::Killed) => self.killed_ending(&spec, &quota, timed_out, &ctl),
+            Ok(Inner::Setup(e)) => e,
+            Ok(Inner::Finished { result, refused, fuel_left }) => {
+                usage.fuel_consumed = fuel_budget.saturating_sub(fuel_left);
+                ctl.fuel_consumed.store(usage.fuel_consumed, std::sync::atomic::Ordering::Relaxed);
+                self.finished_ending(&spec, result, refused, &quota, timed_out, &ctl)
+            }
+        };
+        if usage.fuel_consumed == 0 {
+            usage.fuel_consumed = ctl.fuel_consumed.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        let log = std::mem::take(&mut *io.log.lock().unwrap_or_else(|e| e.into_inner()));
+        JobResult { ending, usage, updates: io.take_updates(), log }
+    }
+
+    fn killed_ending(
+        &self,
+        spec: &JobSpec,
+        quota: &Quota,
+        timed_out: bool,
+        ctl: &Control,
+    ) -> Ending {
+        match quota.exceeded() {
+            Some(Exceeded::Disk) => held(
+                HOLD_DISK,
+                28,
+                format!(
+                    "the job's sandbox outgrew its disk limit of {} (RequestDisk)",
+                    mib(spec.limits.disk_bytes)
+                ),
+            ),
+            Some(Exceeded::Output) => held(
+                HOLD_OUTPUT_TOO_BIG,
+                27,
+                format!(
+                    "an output stream of the job exceeded its limit of {}",
+                    mib(spec.limits.output_bytes)
+                ),
+            ),
+            None if timed_out => {
+                let d = spec.limits.execute_duration.unwrap_or_default().as_secs() as i64;
+                held(
+                    HOLD_EXECUTE_DURATION,
+                    0,
+                    format!("The job exceeded allowed execute duration of {}", interval(d)),
+                )
+            }
+            None => Ending::Evicted { vacated: ctl.vacate_requested() },
+        }
+    }
+
+    fn finished_ending(
+        &self,
+        spec: &JobSpec,
+        result: Result<()>,
+        refused: Option<u64>,
+        quota: &Quota,
+        timed_out: bool,
+        ctl: &Control,
+    ) -> Ending {
+        let memory_hold = |asked: u64| {
+            held(
+                HOLD_MEMORY,
+                0,
+                format!(
+                    "memory usage exceeded the job's limit: it asked for {} of linear memory, \
+                     RequestMemory allows {}",
+                    mib(asked),
+                    mib(spec.limits.memory_bytes)
+                ),
+            )
+        };
+        let e = match (result, refused) {
+            (Ok(()), None) => return Ending::Exited(0),
+            (Ok(()), Some(asked)) => return memory_hold(asked),
+            (Err(e), _) => e,
+        };
+        if quota.exceeded().is_some() || timed_out || ctl.is_killed() {
+            return self.killed_ending(spec, quota, timed_out, ctl);
+        }
+        // Asking for more memory than RequestMemory is a memory hold however
+        // the guest ends (as a cgroup's OOM kill would be), not a mystery trap.
+        if let Some(asked) = refused {
+            return memory_hold(asked);
+        }
+        if let Some(exit) = e.downcast_ref::<wasi_common::I32Exit>() {
+            return Ending::Exited(exit.0);
+        }
+        if let Some(trap) = e.downcast_ref::<Trap>() {
+            return match (trap, ()) {
+                (Trap::OutOfFuel, _) => held(
+                    HOLD_FUEL,
+                    0,
+                    format!(
+                        "the job used all its fuel (MaxFuel = {})",
+                        spec.limits.fuel.unwrap_or(0)
+                    ),
+                ),
+                (t, _) => {
+                    let (signal, name) = trap_signal(*t);
+                    Ending::Trapped { signal, trap: name.into() }
+                }
+            };
+        }
+        // An error raised by a host function on the guest's behalf (a bad
+        // pointer handed to an andes import, say): the guest's fault.
+        Ending::Trapped { signal: 4, trap: format!("host: {}", e.root_cause()) }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn instantiate_and_run(
+        &self,
+        spec: &JobSpec,
+        ctl: Arc<Control>,
+        clock: Arc<dyn Clock>,
+        io: Arc<JobIo>,
+        quota: Arc<Quota>,
+        fuel_budget: u64,
+    ) -> impl std::future::Future<Output = Inner> + Send + 'static {
+        let setup = self.setup(spec, ctl, clock, io, quota, fuel_budget);
+        async move {
+            let (mut store, linker, module) = match setup {
+                Ok(s) => s,
+                Err(ending) => return Inner::Setup(ending),
+            };
+            let instance = match linker.instantiate_async(&mut store, &module).await {
+                Ok(i) => i,
+                Err(e) => {
+                    return Inner::Setup(held(
+                        HOLD_FAILED_TO_START,
+                        0,
+                        format!("the module could not be instantiated: {e:#}"),
+                    ));
+                }
+            };
+            let Ok(start) = instance.get_typed_func::<(), ()>(&mut store, "_start") else {
+                return Inner::Setup(held(
+                    HOLD_FAILED_TO_START,
+                    0,
+                    "the module has no `_start` function (is it a wasm32-wasip1 command?)",
+                ));
+            };
+            store.data().ctl.mark_running();
+            let result = start.call_async(&mut store, ()).await;
+            let refused = store.data().limiter.refused;
+            let fuel_left = store.get_fuel().unwrap_or(0);
+            Inner::Finished { result, refused, fuel_left }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn setup(
+        &self,
+        spec: &JobSpec,
+        ctl: Arc<Control>,
+        clock: Arc<dyn Clock>,
+        io: Arc<JobIo>,
+        quota: Arc<Quota>,
+        fuel_budget: u64,
+    ) -> Result<(Store<JobState>, Linker<JobState>, wasmtime::Module), Ending> {
+        let module = self.module(&spec.module).map_err(|e| {
+            held(HOLD_FAILED_TO_START, 0, format!("the module is not valid WebAssembly: {e:#}"))
+        })?;
+        let bad_ad = |msg: String| held(HOLD_FAILED_TO_START, 0, msg);
+        let argv = job_argv(&spec.ad).map_err(bad_ad)?;
+        let env = job_env(&spec.ad).map_err(bad_ad)?;
+        let dir = cap_std::fs::Dir::open_ambient_dir(&spec.sandbox, cap_std::ambient_authority())
+            .map_err(|e| {
+            held(
+                14,
+                errno_of(&e),
+                format!("cannot open the sandbox {}: {e}", spec.sandbox.display()),
+            )
+        })?;
+        let mut b = wasi_common::tokio::WasiCtxBuilder::new();
+        if spec.inherit_stdio {
+            b.inherit_stdio();
+        }
+        for a in &argv {
+            b.arg(a).map_err(|e| bad_ad(format!("argument {a:?}: {e}")))?;
+        }
+        for (k, v) in &env {
+            b.env(k, v).map_err(|e| bad_ad(format!("environment {k}: {e}")))?;
+        }
+        if let Some(name) = stream_path(&spec.ad, "In") {
+            let f = dir.open(&name).map_err(|e| {
+                held(
+                    HOLD_OPEN_INPUT,
+                    errno_of(&e),
+                    format!("cannot open the job's input file {name}: {e}"),
+                )
+            })?;
+            b.stdin(Box::new(wasi_common::tokio::File::from_cap_std(f)));
+        }
+        for (attr, is_err) in [("Out", false), ("Err", true)] {
+            let Some(name) = stream_path(&spec.ad, attr) else { continue };
+            let f = dir.create(&name).map_err(|e| {
+                held(
+                    HOLD_OPEN_OUTPUT,
+                    errno_of(&e),
+                    format!("cannot create the job's output file {name}: {e}"),
+                )
+            })?;
+            let file = QuotaFile::new(
+                Box::new(wasi_common::tokio::File::from_cap_std(f)),
+                quota.clone(),
+                Some(spec.limits.output_bytes),
+                0,
+                false,
+            );
+            if is_err {
+                b.stderr(Box::new(file));
+            } else {
+                b.stdout(Box::new(file));
+            }
+        }
+        let wasi = b.build();
+        let sandbox = QuotaDir::new(Box::new(wasi_common::tokio::Dir::from_cap_std(dir)), quota);
+        wasi.push_preopened_dir(Box::new(sandbox), ".").map_err(|e| {
+            held(HOLD_FAILED_TO_START, 0, format!("cannot preopen the sandbox: {e}"))
+        })?;
+        let limiter = Limiter { max: spec.limits.memory_bytes, refused: None, ctl: ctl.clone() };
+        let mut store =
+            Store::new(&self.engine, JobState { wasi, limiter, ctl: ctl.clone(), clock, io });
+        store.limiter(|s| &mut s.limiter);
+        let internal =
+            |e: anyhow::Error| held(HOLD_FAILED_TO_START, 0, format!("host error: {e:#}"));
+        store.set_fuel(fuel_budget).map_err(internal)?;
+        store.fuel_async_yield_interval(Some(self.config.fuel_yield_interval)).map_err(internal)?;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |ctx| {
+            let data = ctx.data();
+            if let Ok(left) = ctx.get_fuel() {
+                data.ctl
+                    .fuel_consumed
+                    .store(fuel_budget.saturating_sub(left), std::sync::atomic::Ordering::Relaxed);
+            }
+            if data.ctl.is_killed() {
+                return Err(Trap::Interrupt.into());
+            }
+            Ok(UpdateDeadline::Continue(1))
+        });
+        let mut linker: Linker<JobState> = Linker::new(&self.engine);
+        wasi_common::tokio::add_to_linker(&mut linker, |s: &mut JobState| &mut s.wasi)
+            .map_err(internal)?;
+        imports::add_to_linker(&mut linker).map_err(internal)?;
+        // wasi-common refuses exit statuses of 126 and above; a job may exit
+        // with any status 0..=255, as HTCondor reports it.
+        linker.allow_shadowing(true);
+        for m in ["wasi_snapshot_preview1", "wasi_unstable"] {
+            linker
+                .func_wrap(m, "proc_exit", |code: i32| -> Result<()> {
+                    Err(wasi_common::I32Exit(code & 0xff).into())
+                })
+                .map_err(internal)?;
+        }
+        Ok((store, linker, module))
+    }
+}
+
+/// HTCondor's `interval()` format: `[D+]H:MM:SS`.
+fn interval(secs: i64) -> String {
+    let (d, h, m, s) = (secs / 86400, secs % 86400 / 3600, secs % 3600 / 60, secs % 60);
+    if d > 0 { format!("{d}+{h:02}:{m:02}:{s:02}") } else { format!("{h}:{m:02}:{s:02}") }
+}
+
+/// The core imports the host offers under the `andes:job` interfaces:
+/// (module, name, parameter types, result types), for checking against the WIT.
+pub fn andes_import_signatures(host: &Host) -> Vec<(String, String, Vec<String>, Vec<String>)> {
+    let wasi = wasi_common::tokio::WasiCtxBuilder::new().build();
+    let ctl = Control::new();
+    let limiter = Limiter { max: 0, refused: None, ctl: ctl.clone() };
+    let state = JobState {
+        wasi,
+        limiter,
+        ctl,
+        clock: Arc::new(crate::control::SystemClock),
+        io: Arc::new(JobIo::default()),
+    };
+    let mut store = Store::new(&host.engine, state);
+    let mut linker: Linker<JobState> = Linker::new(&host.engine);
+    if imports::add_to_linker(&mut linker).is_err() {
+        return Vec::new();
+    }
+    let items: Vec<_> = linker.iter(&mut store).collect();
+    items
+        .into_iter()
+        .filter_map(|(module, name, ext)| {
+            let f = ext.into_func()?;
+            let ty = f.ty(&store);
+            let t = |v: wasmtime::ValType| v.to_string();
+            Some((
+                module.to_string(),
+                name.to_string(),
+                ty.params().map(t).collect(),
+                ty.results().map(t).collect(),
+            ))
+        })
+        .collect()
+}

@@ -1,0 +1,443 @@
+//! The starter against real modules: the samples (built for wasm32-wasip1
+//! by `cargo xtask test`) and small WAT modules for exact traps.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use andes_host::starter::{
+    HOLD_DISK, HOLD_EXECUTE_DURATION, HOLD_FAILED_TO_START, HOLD_FUEL, HOLD_MEMORY,
+    HOLD_OPEN_INPUT, HOLD_OUTPUT_TOO_BIG,
+};
+use andes_host::{
+    Clock, Control, Ending, Host, HostConfig, JobResult, JobSpec, Limits, SystemClock, VirtualClock,
+};
+use classad::{ClassAd, Value, parse_ad};
+
+static HOST: LazyLock<Host> = LazyLock::new(|| {
+    Host::new(HostConfig { max_instances: 32, max_memory_bytes: 1 << 30, ..Default::default() })
+        .expect("host")
+});
+
+fn sample(name: &str) -> Arc<[u8]> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples/target/wasm32-wasip1/release")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&p)
+        .unwrap_or_else(|e| {
+            panic!("{}: {e}; build the samples first (`cargo xtask test` does)", p.display())
+        })
+        .into()
+}
+
+fn wat(text: &str) -> Arc<[u8]> {
+    wat::parse_str(text).expect("wat").into()
+}
+
+struct Sandbox(PathBuf);
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let p = std::env::temp_dir().join(format!("andes-starter-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Sandbox(p)
+    }
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.0.join(name)).unwrap_or_default()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn spec(module: Arc<[u8]>, ad: &str, sandbox: &Sandbox) -> JobSpec {
+    let ad = parse_ad(ad).unwrap();
+    JobSpec {
+        module,
+        limits: Limits::from_ad(&ad),
+        ad,
+        sandbox: sandbox.0.clone(),
+        inherit_stdio: false,
+    }
+}
+
+async fn run(spec: JobSpec) -> JobResult {
+    HOST.run(spec, Control::new(), Arc::new(SystemClock)).await
+}
+
+fn held(r: &JobResult) -> (i32, String) {
+    match &r.ending {
+        Ending::Held { code, reason, .. } => (*code, reason.clone()),
+        other => panic!("expected a hold, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_sees_its_args_env_stdin_and_writes_its_files() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.0.join("in.txt"), "one\ntwo\n").unwrap();
+    let r = run(spec(
+        sample("hello"),
+        r#"[ Cmd = "/home/alice/hello.wasm"; Arguments = "-n 'hello world' x";
+             Environment = "GREETING=bonjour OTHER=1"; In = "in.txt"; Out = "out.txt"; Err = "err.txt" ]"#,
+        &sb,
+    ))
+    .await;
+    assert_eq!(r.ending, Ending::Exited(0), "stderr: {}", sb.read("err.txt"));
+    assert_eq!(
+        sb.read("out.txt"),
+        "argv[0] = hello.wasm\nargv[1] = -n\nargv[2] = hello world\nargv[3] = x\n\
+         GREETING = bonjour\nstdin: ONE\nstdin: TWO\nwrote hello.out\n"
+    );
+    assert_eq!(sb.read("hello.out"), "bonjour, world\nargs: 4\nstdin lines: 2\n");
+    let ad = r.to_ad();
+    assert_eq!(ad.eval_attr("ExitCode"), Value::Int(0));
+    assert_eq!(ad.eval_attr("ExitBySignal"), Value::Bool(false));
+    assert!(matches!(ad.eval_attr("WasmFuelConsumed"), Value::Int(n) if n > 0));
+    assert!(matches!(ad.eval_attr("ImageSize"), Value::Int(n) if n > 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_environment_never_leaks_in() {
+    // SAFETY: set before any job reads the environment in this process.
+    unsafe { std::env::set_var("ANDES_HOST_SECRET", "leak") };
+    let sb = Sandbox::new();
+    let r = run(spec(sample("hello"), r#"[ Out = "out.txt"; Args = "a  b" ]"#, &sb)).await;
+    assert_eq!(r.ending, Ending::Exited(0));
+    let out = sb.read("out.txt");
+    assert!(out.contains("argv[1] = a\nargv[2] = b\n"), "{out}");
+    assert!(out.contains("GREETING = hello\n") && !out.contains("leak"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_come_back() {
+    for code in [0, 3, 85, 126, 255] {
+        let sb = Sandbox::new();
+        let r = run(spec(sample("exit_code"), &format!("[ Arguments = \"{code}\" ]"), &sb)).await;
+        assert_eq!(r.ending, Ending::Exited(code));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traps_map_to_the_nearest_unix_signal() {
+    let cases = [
+        (
+            "(module (memory (export \"memory\") 1) (func (export \"_start\") unreachable))",
+            4,
+            "unreachable",
+        ),
+        (
+            "(module (memory (export \"memory\") 1) (func (export \"_start\") \
+             (drop (i32.div_s (i32.const 1) (i32.const 0)))))",
+            8,
+            "integer_divide_by_zero",
+        ),
+        (
+            "(module (memory (export \"memory\") 1) (func (export \"_start\") \
+             (drop (i32.load (i32.const 1000000)))))",
+            11,
+            "memory_out_of_bounds",
+        ),
+    ];
+    for (text, signal, trap) in cases {
+        let sb = Sandbox::new();
+        let r = run(spec(wat(text), "[]", &sb)).await;
+        assert_eq!(r.ending, Ending::Trapped { signal, trap: trap.into() }, "{text}");
+        let ad = r.to_ad();
+        assert_eq!(ad.eval_attr("ExitBySignal"), Value::Bool(true));
+        assert_eq!(ad.eval_attr("ExitSignal"), Value::Int(signal as i64));
+        assert_eq!(ad.eval_attr("WasmTrap"), Value::string(trap));
+    }
+    // Unbounded recursion in a real program: the capped wasm stack overflows.
+    let sb = Sandbox::new();
+    let r = run(spec(sample("recurse"), "[]", &sb)).await;
+    assert_eq!(r.ending, Ending::Trapped { signal: 11, trap: "stack_overflow".into() });
+    let sb = Sandbox::new();
+    let r = run(spec(sample("trap_unreachable"), "[]", &sb)).await;
+    assert_eq!(r.ending, Ending::Trapped { signal: 4, trap: "unreachable".into() });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_that_cannot_start_is_held_with_code_6() {
+    let sb = Sandbox::new();
+    let r = run(spec(Arc::from(&b"\0asm\x01\0\0\0garbage"[..]), "[]", &sb)).await;
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_FAILED_TO_START);
+    assert!(reason.contains("not valid WebAssembly"), "{reason}");
+
+    let r = run(spec(
+        wat("(module (import \"env\" \"launch_missiles\" (func)) (func (export \"_start\")))"),
+        "[]",
+        &sb,
+    ))
+    .await;
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_FAILED_TO_START);
+    assert!(reason.contains("launch_missiles"), "{reason}");
+
+    let r = run(spec(wat("(module (func (export \"main\")))"), "[]", &sb)).await;
+    assert!(held(&r).1.contains("_start"));
+
+    let r = run(spec(sample("hello"), r#"[ In = "missing.txt" ]"#, &sb)).await;
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_OPEN_INPUT);
+    assert!(reason.contains("missing.txt"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_is_capped_at_request_memory() {
+    let sb = Sandbox::new();
+    let r = run(spec(sample("membomb"), "[ RequestMemory = 64 ]", &sb)).await;
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_MEMORY);
+    assert!(reason.contains("RequestMemory allows 64.0 MiB"), "{reason}");
+    assert!(r.usage.image_size_kib <= 64 * 1024, "{:?}", r.usage);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fuel_is_capped_at_max_fuel() {
+    let sb = Sandbox::new();
+    let r = run(spec(sample("spin"), "[ MaxFuel = 5000000 ]", &sb)).await;
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_FUEL);
+    assert!(reason.contains("MaxFuel = 5000000"), "{reason}");
+    assert!(r.usage.fuel_consumed >= 5_000_000 - 100_000, "{:?}", r.usage);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_and_disk_are_capped() {
+    let sb = Sandbox::new();
+    let r =
+        run(spec(sample("flood"), r#"[ Out = "out.txt"; MaxOutputBytes = 100000 ]"#, &sb)).await;
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_OUTPUT_TOO_BIG, "{reason}");
+    assert!(std::fs::metadata(sb.0.join("out.txt")).unwrap().len() <= 100_000);
+
+    let sb = Sandbox::new();
+    let r = run(spec(sample("flood"), r#"[ Out = "out.txt"; RequestDisk = 64 ]"#, &sb)).await;
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_DISK, "{reason}");
+    assert!(reason.contains("RequestDisk"), "{reason}");
+    assert!(std::fs::metadata(sb.0.join("out.txt")).unwrap().len() <= 64 * 1024);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_cannot_be_escaped() {
+    let sb = Sandbox::new();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("/etc/passwd", sb.0.join("outside_link")).unwrap();
+    let r = run(spec(sample("escape"), r#"[ Out = "out.txt" ]"#, &sb)).await;
+    let out = sb.read("out.txt");
+    assert_eq!(r.ending, Ending::Exited(0), "{out}");
+    assert!(!out.contains("escaped"), "{out}");
+    assert!(out.contains("../../etc/passwd: error") && out.contains("/etc/passwd: error"), "{out}");
+    // wasi-common answers an escape through `..` or a symlink with EPERM (63),
+    // and an absolute path, which no preopen matches, with ENOENT (44).
+    assert!(out.contains("../../etc/passwd: error PermissionDenied (errno 63)"), "{out}");
+    assert!(out.contains("/etc/passwd: error NotFound (errno 44)"), "{out}");
+    assert!(out.contains("outside_link: error PermissionDenied (errno 63)"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_files_are_capped() {
+    let sb = Sandbox::new();
+    let r = run(spec(sample("fdbomb"), r#"[ Out = "out.txt" ]"#, &sb)).await;
+    assert_eq!(r.ending, Ending::Exited(0));
+    let out = sb.read("out.txt");
+    let n: usize = out
+        .strip_prefix("opened ")
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(n <= Limits::default().max_open_files as usize, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wall_clock_limit_holds_with_code_47_on_a_virtual_clock() {
+    let sb = Sandbox::new();
+    let vc = VirtualClock::new();
+    let clock: Arc<dyn Clock> = Arc::new(vc.clone());
+    let ctl = Control::new();
+    let job = tokio::spawn({
+        let ctl = ctl.clone();
+        let clock = clock.clone();
+        let spec = spec(sample("spin"), "[ AllowedExecuteDuration = 3600 ]", &sb);
+        async move { HOST.run(spec, ctl, clock).await }
+    });
+    // Wait until the guest is really running, then let an hour pass.
+    while !ctl.is_running() {
+        tokio::task::yield_now().await;
+    }
+    vc.advance(Duration::from_secs(3599));
+    tokio::task::yield_now().await;
+    assert!(!job.is_finished());
+    vc.advance(Duration::from_secs(2));
+    let r = job.await.unwrap();
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_EXECUTE_DURATION);
+    assert_eq!(reason, "The job exceeded allowed execute duration of 1:00:00");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_stops_the_cpu_and_resume_continues_where_it_stopped() {
+    let sb = Sandbox::new();
+    let ctl = Control::new();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let job = tokio::spawn({
+        let (ctl, clock) = (ctl.clone(), clock.clone());
+        let spec = spec(sample("primes"), r#"[ Arguments = "3000000"; Out = "out.txt" ]"#, &sb);
+        async move { HOST.run(spec, ctl, clock).await }
+    });
+    while !ctl.is_running() {
+        tokio::task::yield_now().await;
+    }
+    ctl.suspend(clock.as_ref());
+    // Let the suspension take effect (the next fuel yield), then watch the
+    // job's CPU time stand still while the process stays idle.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let cpu0 = ctl.usage(clock.as_ref()).remote_user_cpu;
+    let proc0 = andes_host::cputime::process_cpu_ns();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cpu1 = ctl.usage(clock.as_ref()).remote_user_cpu;
+    let proc1 = andes_host::cputime::process_cpu_ns();
+    assert_eq!(cpu0, cpu1, "the suspended job's CPU time advanced");
+    assert!(!job.is_finished());
+    // Other tests share this process, so only bound the process's CPU loosely.
+    assert!(proc1 - proc0 < 600_000_000, "process used {} ns while suspended", proc1 - proc0);
+    ctl.resume(clock.as_ref());
+    let r = job.await.unwrap();
+    assert_eq!(r.ending, Ending::Exited(0));
+    assert_eq!(sb.read("out.txt").lines().last(), Some("primes below 3000000: 216816"));
+    assert!(r.usage.cumulative_suspension_time >= 0.3, "{:?}", r.usage);
+    assert!(r.updates.iter().any(|(k, _)| k == "Progress"), "{:?}", r.updates);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_kill_stops_a_tight_loop_and_a_blocked_sleep() {
+    for name in ["spin", "sleeper"] {
+        let sb = Sandbox::new();
+        let ctl = Control::new();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let job = tokio::spawn({
+            let (ctl, clock) = (ctl.clone(), clock.clone());
+            let spec = spec(sample(name), "[]", &sb);
+            async move { HOST.run(spec, ctl, clock).await }
+        });
+        while !ctl.is_running() {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let t = Instant::now();
+        ctl.hard_kill();
+        let r = job.await.unwrap();
+        assert_eq!(r.ending, Ending::Evicted { vacated: false }, "{name}");
+        assert!(t.elapsed() < Duration::from_secs(1), "{name}: kill took {:?}", t.elapsed());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vacate_lets_a_cooperative_job_save_its_work() {
+    let sb = Sandbox::new();
+    let ctl = Control::new();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let job = tokio::spawn({
+        let (ctl, clock) = (ctl.clone(), clock.clone());
+        let spec = spec(sample("vacate"), r#"[ Out = "out.txt" ]"#, &sb);
+        async move { HOST.run(spec, ctl, clock).await }
+    });
+    while !ctl.is_running() {
+        tokio::task::yield_now().await;
+    }
+    ctl.soft_kill(clock.as_ref(), Duration::from_secs(60));
+    let r = job.await.unwrap();
+    assert_eq!(r.ending, Ending::Exited(85), "{}", sb.read("out.txt"));
+    assert!(sb.read("partial.txt").contains("terms_done"), "{}", sb.read("partial.txt"));
+    assert!(!r.log.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vacate_grace_expiry_hard_kills_an_uncooperative_job() {
+    let sb = Sandbox::new();
+    let vc = VirtualClock::new();
+    let clock: Arc<dyn Clock> = Arc::new(vc.clone());
+    let ctl = Control::new();
+    let job = tokio::spawn({
+        let (ctl, clock) = (ctl.clone(), clock.clone());
+        let spec = spec(sample("spin"), "[]", &sb);
+        async move { HOST.run(spec, ctl, clock).await }
+    });
+    while !ctl.is_running() {
+        tokio::task::yield_now().await;
+    }
+    ctl.soft_kill(clock.as_ref(), Duration::from_secs(600));
+    assert!(ctl.vacate_requested());
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!job.is_finished());
+    vc.advance(Duration::from_secs(601));
+    let r = job.await.unwrap();
+    assert_eq!(r.ending, Ending::Evicted { vacated: true });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_job_does_not_disturb_a_good_one_beside_it() {
+    let bad_sb = Sandbox::new();
+    let ctl = Control::new();
+    let bad = tokio::spawn({
+        let ctl = ctl.clone();
+        let spec = spec(sample("spin"), "[]", &bad_sb);
+        async move { HOST.run(spec, ctl, Arc::new(SystemClock)).await }
+    });
+    let sb = Sandbox::new();
+    let r = run(spec(sample("hello"), r#"[ Arguments = "x"; Out = "out.txt" ]"#, &sb)).await;
+    assert_eq!(r.ending, Ending::Exited(0));
+    assert!(sb.read("out.txt").contains("argv[1] = x"));
+    let sb2 = Sandbox::new();
+    let r = run(spec(sample("membomb"), "[ RequestMemory = 32 ]", &sb2)).await;
+    assert_eq!(held(&r).0, HOLD_MEMORY);
+    assert!(!bad.is_finished());
+    ctl.hard_kill();
+    assert_eq!(bad.await.unwrap().ending, Ending::Evicted { vacated: false });
+}
+
+#[test]
+fn compiled_modules_are_cached_on_disk_by_digest() {
+    let dir = std::env::temp_dir().join(format!("andes-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = HostConfig { max_instances: 2, cache_dir: Some(dir.clone()), ..Default::default() };
+    let bytes = sample("hello");
+    let digest = andes_host::engine::module_digest(&bytes);
+    let host = Host::new(cfg.clone()).unwrap();
+    host.module(&bytes).unwrap();
+    assert_eq!(host.compilations(), 1);
+    host.module(&bytes).unwrap();
+    assert_eq!(host.compilations(), 1, "second load compiled again");
+    assert!(host.is_cached_in_memory(&digest));
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1);
+    // A new host (a restart) loads the compiled code from disk.
+    let host2 = Host::new(cfg).unwrap();
+    host2.module(&bytes).unwrap();
+    assert_eq!(host2.compilations(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn limits_come_from_the_job_ad() {
+    let ad: ClassAd = parse_ad(
+        "[ RequestMemory = 512; RequestDisk = 2048; AllowedExecuteDuration = 60; MaxFuel = 99 ]",
+    )
+    .unwrap();
+    let l = Limits::from_ad(&ad);
+    assert_eq!(l.memory_bytes, 512 << 20);
+    assert_eq!(l.disk_bytes, 2048 * 1024);
+    assert_eq!(l.execute_duration, Some(Duration::from_secs(60)));
+    assert_eq!(l.fuel, Some(99));
+}

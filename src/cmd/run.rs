@@ -1,0 +1,212 @@
+//! `andes run`: run one module locally, in exactly the execute host's
+//! sandbox, and say how it ended in HTCondor's terms. A user's way to try a
+//! job before submitting it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use andes_host::{Clock, Control, Ending, Host, HostConfig, JobSpec, Limits, SystemClock};
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use classad::ClassAd;
+
+/// Arguments of `andes run`.
+#[derive(Args)]
+pub struct RunArgs {
+    /// The module (wasm32-wasip1).
+    module: PathBuf,
+    /// The job's arguments (argv[0] is the module's file name).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+    /// Linear memory cap, like request_memory: `64M`, `1G`, or MiB.
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Fuel cap (MaxFuel): the job is held when it runs out.
+    #[arg(long, value_name = "N")]
+    fuel: Option<u64>,
+    /// Wall-clock cap (allowed_execute_duration): `10s`, `5m`, `2h`, or seconds.
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<String>,
+    /// Disk cap for the sandbox (request_disk): `100M`, `1G`, or KiB.
+    #[arg(long, value_name = "SIZE")]
+    disk: Option<String>,
+    /// The sandbox directory: the only directory the job sees (default: the
+    /// current directory).
+    #[arg(long, value_name = "D")]
+    dir: Option<PathBuf>,
+    /// An environment variable for the job (repeatable); the job sees no other.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Time a vacated job (first Ctrl-C) has before it is killed.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    grace: String,
+    /// Print, as the last line, a JSON object of the attributes the run set.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Parses `10s`, `5m`, `2h`, `1d` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration> {
+    let s = s.trim();
+    let (num, unit) =
+        s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
+    let n: f64 = num.parse().map_err(|_| anyhow!("`{s}` is not a duration (try 10s, 5m, 2h)"))?;
+    let secs = match unit.trim() {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        "d" => n * 86400.0,
+        u => bail!("unknown unit `{u}` in `{s}` (use ms, s, m, h or d)"),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        bail!("`{s}` is not a duration");
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses a size with HTCondor's units (K, M, G, T; optional B) into
+/// `unit`s (1024 for KiB, 1 << 20 for MiB); a bare number is already in `unit`s.
+pub fn parse_size(s: &str, unit: u64) -> Result<u64> {
+    let t = s.trim().to_ascii_uppercase();
+    let t = t.strip_suffix('B').unwrap_or(&t);
+    let (num, mult) = match t.chars().last() {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        Some('T') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, unit),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| anyhow!("`{s}` is not a size (try 64M or 2G)"))?;
+    if !n.is_finite() || n <= 0.0 {
+        bail!("`{s}` is not a positive size");
+    }
+    Ok(((n * mult as f64) / unit as f64).ceil() as u64)
+}
+
+fn job_ad(a: &RunArgs) -> Result<ClassAd> {
+    let mut ad = ClassAd::new();
+    ad.insert_value("Cmd", a.module.display().to_string());
+    ad.insert_value("Arguments", classad::argenv::join_v2(&a.args));
+    let mut env = Vec::new();
+    for e in &a.env {
+        let (k, v) = e.split_once('=').ok_or_else(|| anyhow!("--env {e}: expected NAME=VALUE"))?;
+        env.push(format!("{k}={v}"));
+    }
+    ad.insert_value("Environment", classad::argenv::join_v2(&env));
+    if let Some(m) = &a.memory {
+        ad.insert_value("RequestMemory", parse_size(m, 1 << 20)? as i64);
+    }
+    if let Some(d) = &a.disk {
+        ad.insert_value("RequestDisk", parse_size(d, 1 << 10)? as i64);
+    }
+    if let Some(f) = a.fuel {
+        ad.insert_value("MaxFuel", f as i64);
+    }
+    if let Some(t) = &a.timeout {
+        ad.insert_value("AllowedExecuteDuration", parse_duration(t)?.as_secs().max(1) as i64);
+    }
+    Ok(ad)
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("andes").join("modules"))
+}
+
+/// Runs `andes run`.
+pub fn run(a: RunArgs) -> Result<ExitCode> {
+    let module =
+        std::fs::read(&a.module).with_context(|| format!("reading {}", a.module.display()))?;
+    let ad = job_ad(&a)?;
+    let grace = parse_duration(&a.grace)?;
+    let sandbox = match &a.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    if !sandbox.is_dir() {
+        bail!("the sandbox {} is not a directory", sandbox.display());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let host =
+        Host::new(HostConfig { max_instances: 4, cache_dir: cache_dir(), ..Default::default() })?;
+    let spec = JobSpec {
+        module: module.into(),
+        limits: Limits::from_ad(&ad),
+        ad,
+        sandbox,
+        inherit_stdio: true,
+    };
+    let result = rt.block_on(async {
+        let ctl = Control::new();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let watcher = {
+            let (ctl, clock) = (ctl.clone(), clock.clone());
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!(
+                        "andes: vacating the job ({}s to finish; Ctrl-C again to kill it)",
+                        grace.as_secs()
+                    );
+                    ctl.soft_kill(clock.as_ref(), grace);
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        eprintln!("andes: killing the job");
+                        ctl.hard_kill();
+                    }
+                }
+            })
+        };
+        let r = host.run(spec, ctl, clock).await;
+        watcher.abort();
+        r
+    });
+    let ad = result.to_ad();
+    let (summary, code) = match &result.ending {
+        Ending::Exited(c) => (format!("job exited normally with return value {c}"), *c & 0xff),
+        Ending::Trapped { signal, trap } => {
+            (format!("job was killed by signal {signal} (wasm trap: {trap})"), 128 + signal)
+        }
+        Ending::Held { code, subcode, reason } => (
+            format!("job was held (HoldReasonCode {code}, HoldReasonSubCode {subcode}): {reason}"),
+            125,
+        ),
+        Ending::Evicted { vacated: true } => ("job was vacated".to_string(), 130),
+        Ending::Evicted { vacated: false } => ("job was killed".to_string(), 137),
+    };
+    for (level, line) in &result.log {
+        eprintln!("andes: job log [{level:?}]: {line}");
+    }
+    let u = &result.usage;
+    eprintln!("andes: {summary}");
+    eprintln!(
+        "andes: cpu {:.3}s, wall {:.3}s, memory {} KiB, fuel {}",
+        u.remote_user_cpu, u.remote_wall_clock_time, u.image_size_kib, u.fuel_consumed
+    );
+    if a.json {
+        let keep = [
+            "ExitCode",
+            "ExitBySignal",
+            "ExitSignal",
+            "WasmTrap",
+            "HoldReasonCode",
+            "HoldReasonSubCode",
+            "HoldReason",
+            "RemoteUserCpu",
+            "RemoteWallClockTime",
+            "ImageSize",
+            "WasmFuelConsumed",
+        ];
+        let mut out = serde_json::Map::new();
+        for k in keep {
+            if let Some(e) = ad.get(k) {
+                out.insert(k.to_string(), classad::json::expr_to_json(e));
+            }
+        }
+        println!("{}", serde_json::Value::Object(out));
+    }
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
