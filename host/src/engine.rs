@@ -47,10 +47,19 @@ pub struct Host {
     pub(crate) engine: Engine,
     pub(crate) config: HostConfig,
     engine_key: String,
-    modules: Mutex<HashMap<[u8; 32], Module>>,
+    modules: Mutex<HashMap<[u8; 32], Arc<Prepared>>>,
+    pub(crate) linker: wasmtime::Linker<crate::starter::JobState>,
     ticker: Option<std::thread::JoinHandle<()>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
     compilations: std::sync::atomic::AtomicU64,
+}
+
+/// A module compiled and linked against the host's imports once, so that
+/// each job only instantiates it.
+pub(crate) struct Prepared {
+    pub(crate) module: Module,
+    /// The pre-linked module, or why linking failed (an unknown import).
+    pub(crate) pre: Result<wasmtime::InstancePre<crate::starter::JobState>, String>,
 }
 
 /// The SHA-256 of a module's bytes.
@@ -103,7 +112,9 @@ impl Host {
                 })
                 .context("starting the epoch ticker")?
         };
+        let linker = crate::starter::make_linker(&engine)?;
         Ok(Host {
+            linker,
             engine,
             config,
             engine_key,
@@ -135,11 +146,25 @@ impl Host {
     /// cache, else compiled (and cached). An invalid module is an error
     /// naming the problem.
     pub fn module(&self, bytes: &[u8]) -> Result<Module> {
-        let digest = module_digest(bytes);
-        if let Some(m) = self.lock().get(&digest) {
-            return Ok(m.clone());
+        Ok(self.prepared(bytes, None)?.module.clone())
+    }
+
+    /// The module, compiled and pre-linked, keyed by its digest (computed
+    /// when not given).
+    pub(crate) fn prepared(&self, bytes: &[u8], digest: Option<[u8; 32]>) -> Result<Arc<Prepared>> {
+        let digest = digest.unwrap_or_else(|| module_digest(bytes));
+        if let Some(p) = self.lock().get(&digest) {
+            return Ok(p.clone());
         }
-        let path = self.cache_path(&digest);
+        let module = self.load_or_compile(bytes, &digest)?;
+        let pre = self.linker.instantiate_pre(&module).map_err(|e| format!("{e:#}"));
+        let p = Arc::new(Prepared { module, pre });
+        self.lock().insert(digest, p.clone());
+        Ok(p)
+    }
+
+    fn load_or_compile(&self, bytes: &[u8], digest: &[u8; 32]) -> Result<Module> {
+        let path = self.cache_path(digest);
         if let Some(p) = &path
             && p.exists()
         {
@@ -147,7 +172,6 @@ impl Host {
             // `Module::serialize` below, under a name keyed by this engine's
             // compatibility hash; wasmtime also checks the header.
             if let Ok(m) = unsafe { Module::deserialize_file(&self.engine, p) } {
-                self.lock().insert(digest, m.clone());
                 return Ok(m);
             }
         }
@@ -158,7 +182,6 @@ impl Host {
         {
             write_atomically(p, &data);
         }
-        self.lock().insert(digest, m.clone());
         Ok(m)
     }
 
@@ -182,7 +205,7 @@ impl Host {
         self.lock().clear();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Module>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Arc<Prepared>>> {
         self.modules.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -18,6 +18,7 @@
 //!     ad,
 //!     sandbox: "/tmp/job1".into(),
 //!     inherit_stdio: false,
+//!     digest: None,
 //! };
 //! let result = host.run(spec, Control::new(), Arc::new(SystemClock)).await;
 //! println!("{}", result.to_ad());

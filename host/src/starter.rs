@@ -182,6 +182,9 @@ pub struct JobSpec {
     /// Give the job this process's stdin, stdout and stderr where the ad
     /// names no `In`, `Out` or `Err` file (`andes run`).
     pub inherit_stdio: bool,
+    /// The module's SHA-256, when the caller knows it (modules are
+    /// content-addressed); computed otherwise.
+    pub digest: Option<[u8; 32]>,
 }
 
 struct Limiter {
@@ -204,7 +207,7 @@ impl ResourceLimiter for Limiter {
     }
 }
 
-struct JobState {
+pub(crate) struct JobState {
     wasi: WasiCtx,
     limiter: Limiter,
     ctl: Arc<Control>,
@@ -467,11 +470,21 @@ impl Host {
     ) -> impl std::future::Future<Output = Inner> + Send + 'static {
         let setup = self.setup(spec, ctl, clock, io, quota, fuel_budget);
         async move {
-            let (mut store, linker, module) = match setup {
+            let (mut store, prepared) = match setup {
                 Ok(s) => s,
                 Err(ending) => return Inner::Setup(ending),
             };
-            let instance = match linker.instantiate_async(&mut store, &module).await {
+            let pre = match &prepared.pre {
+                Ok(pre) => pre,
+                Err(e) => {
+                    return Inner::Setup(held(
+                        HOLD_FAILED_TO_START,
+                        0,
+                        format!("the module could not be linked: {e}"),
+                    ));
+                }
+            };
+            let instance = match pre.instantiate_async(&mut store).await {
                 Ok(i) => i,
                 Err(e) => {
                     return Inner::Setup(held(
@@ -505,8 +518,8 @@ impl Host {
         io: Arc<JobIo>,
         quota: Arc<Quota>,
         fuel_budget: u64,
-    ) -> Result<(Store<JobState>, Linker<JobState>, wasmtime::Module), Ending> {
-        let module = self.module(&spec.module).map_err(|e| {
+    ) -> Result<(Store<JobState>, Arc<crate::engine::Prepared>), Ending> {
+        let prepared = self.prepared(&spec.module, spec.digest).map_err(|e| {
             held(HOLD_FAILED_TO_START, 0, format!("the module is not valid WebAssembly: {e:#}"))
         })?;
         let bad_ad = |msg: String| held(HOLD_FAILED_TO_START, 0, msg);
@@ -588,22 +601,25 @@ impl Host {
             }
             Ok(UpdateDeadline::Continue(1))
         });
-        let mut linker: Linker<JobState> = Linker::new(&self.engine);
-        wasi_common::tokio::add_to_linker(&mut linker, |s: &mut JobState| &mut s.wasi)
-            .map_err(internal)?;
-        imports::add_to_linker(&mut linker).map_err(internal)?;
-        // wasi-common refuses exit statuses of 126 and above; a job may exit
-        // with any status 0..=255, as HTCondor reports it.
-        linker.allow_shadowing(true);
-        for m in ["wasi_snapshot_preview1", "wasi_unstable"] {
-            linker
-                .func_wrap(m, "proc_exit", |code: i32| -> Result<()> {
-                    Err(wasi_common::I32Exit(code & 0xff).into())
-                })
-                .map_err(internal)?;
-        }
-        Ok((store, linker, module))
+        Ok((store, prepared))
     }
+}
+
+/// The linker every job shares: WASI (wasi-common, async) and the
+/// `andes:job` imports.
+pub(crate) fn make_linker(engine: &wasmtime::Engine) -> Result<Linker<JobState>> {
+    let mut linker: Linker<JobState> = Linker::new(engine);
+    wasi_common::tokio::add_to_linker(&mut linker, |s: &mut JobState| &mut s.wasi)?;
+    imports::add_to_linker(&mut linker)?;
+    // wasi-common refuses exit statuses of 126 and above; a job may exit
+    // with any status 0..=255, as HTCondor reports it.
+    linker.allow_shadowing(true);
+    for m in ["wasi_snapshot_preview1", "wasi_unstable"] {
+        linker.func_wrap(m, "proc_exit", |code: i32| -> Result<()> {
+            Err(wasi_common::I32Exit(code & 0xff).into())
+        })?;
+    }
+    Ok(linker)
 }
 
 /// HTCondor's `interval()` format: `[D+]H:MM:SS`.

@@ -64,6 +64,7 @@ fn spec(module: Arc<[u8]>, ad: &str, sandbox: &Sandbox) -> JobSpec {
         ad,
         sandbox: sandbox.0.clone(),
         inherit_stdio: false,
+        digest: None,
     }
 }
 

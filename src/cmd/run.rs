@@ -140,6 +140,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         ad,
         sandbox,
         inherit_stdio: true,
+        digest: None,
     };
     let result = rt.block_on(async {
         let ctl = Control::new();
