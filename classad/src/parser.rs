@@ -83,8 +83,10 @@ pub fn parse_ads(text: &str) -> Result<Vec<ClassAd>, ParseError> {
 
 /// Parses one old-syntax ad (`Name = Expr` per line).
 pub fn parse_old_ad(text: &str) -> Result<ClassAd, ParseError> {
-    let mut ad = ClassAd::new();
-    for a in parse_old_ads(text)? {
+    let mut ads = parse_old_ads(text)?.into_iter();
+    let mut ad = ads.next().unwrap_or_default();
+    // Blank lines inside one ad are allowed here: later parts merge in.
+    for a in ads {
         ad.update(&a);
     }
     Ok(ad)
