@@ -1,0 +1,111 @@
+//! `andes run` as a user runs it: the job's own stdio, how it ended, the
+//! exit status, and the `--json` line scripts rely on.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+fn sample(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("samples/target/wasm32-wasip1/release")
+        .join(format!("{name}.wasm"));
+    assert!(p.exists(), "{}: build the samples first (`cargo xtask test` does)", p.display());
+    p
+}
+
+fn sandbox(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("andes-run-cli-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn last_json(stdout: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(stdout);
+    serde_json::from_str(text.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn a_job_runs_with_its_args_env_and_stdin_and_its_exit_code_is_ours() {
+    let dir = sandbox("hello");
+    let out = Command::cargo_bin("andes")
+        .unwrap()
+        .args(["run", "--json", "--env", "GREETING=hi", "--dir"])
+        .arg(&dir)
+        .arg(sample("hello"))
+        .args(["a", "b c"])
+        .write_stdin("x\n")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with(
+            "argv[0] = hello.wasm\nargv[1] = a\nargv[2] = b c\nGREETING = hi\nstdin: X\n"
+        ),
+        "{text}"
+    );
+    assert!(dir.join("hello.out").exists());
+    let j = last_json(&out.stdout);
+    assert_eq!(j["ExitCode"], 0);
+    assert_eq!(j["ExitBySignal"], false);
+    assert!(j["WasmFuelConsumed"].as_i64().unwrap() > 0);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("job exited normally with return value 0")
+    );
+
+    let out = Command::cargo_bin("andes")
+        .unwrap()
+        .args(["run", "--dir"])
+        .arg(&dir)
+        .arg(sample("exit_code"))
+        .arg("42")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(42));
+}
+
+#[test]
+fn limits_end_in_holds_with_their_codes() {
+    let dir = sandbox("limits");
+    let run = |args: &[&str], module: &str| {
+        Command::cargo_bin("andes")
+            .unwrap()
+            .args(["run", "--json", "--dir"])
+            .arg(&dir)
+            .args(args)
+            .arg(sample(module))
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--memory", "32M"], "membomb");
+    let j = last_json(&out.stdout);
+    assert_eq!(j["HoldReasonCode"], 34, "{j}");
+    assert!(j["HoldReason"].as_str().unwrap().contains("RequestMemory allows 32.0 MiB"));
+    assert_eq!(out.status.code(), Some(125));
+
+    let out = run(&["--fuel", "2000000"], "spin");
+    assert_eq!(last_json(&out.stdout)["HoldReasonCode"], 101);
+
+    let out = run(&[], "trap_unreachable");
+    let j = last_json(&out.stdout);
+    assert_eq!((j["ExitBySignal"].clone(), j["ExitSignal"].clone()), (true.into(), 4.into()));
+    assert_eq!(j["WasmTrap"], "unreachable");
+    assert_eq!(out.status.code(), Some(128 + 4));
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let out =
+        Command::cargo_bin("andes").unwrap().args(["run", "/nonexistent.wasm"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reading /nonexistent.wasm"));
+    let out = Command::cargo_bin("andes")
+        .unwrap()
+        .args(["run", "--memory", "lots"])
+        .arg(sample("hello"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`lots` is not a size"));
+}
