@@ -109,3 +109,36 @@ fn bad_input_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`lots` is not a size"));
 }
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_vacates_and_a_second_ctrl_c_kills() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = sandbox("ctrlc");
+    let bin = assert_cmd::cargo::cargo_bin("andes");
+    let mut child = std::process::Command::new(bin)
+        .args(["run", "--json", "--grace", "1h", "--dir"])
+        .arg(&dir)
+        .arg(sample("sleeper"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.starts_with("andes: running"), "{line}");
+    let pid = child.id().to_string();
+    let sigint = || std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    sigint();
+    line.clear();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("vacating the job"), "{line}");
+    sigint();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(rest.contains("killing the job") && rest.contains("job was vacated"), "{rest}");
+    assert_eq!(out.status.code(), Some(130));
+}

@@ -122,6 +122,7 @@ fn cache_dir() -> Option<PathBuf> {
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let module =
         std::fs::read(&a.module).with_context(|| format!("reading {}", a.module.display()))?;
+    let module_name = a.module.display().to_string();
     let ad = job_ad(&a)?;
     let grace = parse_duration(&a.grace)?;
     let sandbox = match &a.dir {
@@ -147,8 +148,14 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let watcher = {
             let (ctl, clock) = (ctl.clone(), clock.clone());
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
+            let module = module_name.clone();
+            let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+            let w = tokio::spawn(async move {
+                // Listening before the job starts, so Ctrl-C is never lost.
+                let mut first = std::pin::pin!(tokio::signal::ctrl_c());
+                let _ = futures_poll_once(first.as_mut()).await;
+                let _ = ready_tx.send(());
+                if first.await.is_ok() {
                     eprintln!(
                         "andes: vacating the job ({}s to finish; Ctrl-C again to kill it)",
                         grace.as_secs()
@@ -159,7 +166,10 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                         ctl.hard_kill();
                     }
                 }
-            })
+            });
+            let _ = ready_rx.await;
+            eprintln!("andes: running {module} (Ctrl-C vacates it, twice kills it)");
+            w
         };
         let r = host.run(spec, ctl, clock).await;
         watcher.abort();
@@ -210,4 +220,15 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         println!("{}", serde_json::Value::Object(out));
     }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// Polls a future once, so that a signal listener registers its handler
+/// before the job starts.
+async fn futures_poll_once<F: std::future::Future + Unpin>(f: F) -> Option<F::Output> {
+    let mut f = f;
+    std::future::poll_fn(|cx| match std::pin::Pin::new(&mut f).poll(cx) {
+        std::task::Poll::Ready(v) => std::task::Poll::Ready(Some(v)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await
 }
