@@ -224,6 +224,17 @@ impl ClassAd {
         self.attrs.get(name)
     }
 
+    /// Hints the CPU to start fetching what looking up `name` will read.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, name: &AttrName) {
+        self.attrs.prefetch_slot(name)
+    }
+
+    #[inline]
+    pub(crate) fn prefetch_entry(&self, name: &AttrName) {
+        self.attrs.prefetch_entry(name)
+    }
+
     /// The position of `name` in this ad.
     #[inline]
     pub(crate) fn index_of(&self, name: &AttrName) -> Option<usize> {

@@ -103,12 +103,77 @@ impl Evaluator {
         cx.eval(expr, MY)
     }
 
+    /// Evaluates `expr` with MY = `my` against each ad of `targets` in turn
+    /// (the negotiator's scan), calling `f` with each ad's index and value.
+    /// The values are exactly those of [`Evaluator::eval`]; the scan only
+    /// prefetches, for the ads ahead, what the expression's `TARGET.x`
+    /// references will read, so that a scan over many ads does not wait on
+    /// memory for each one.
+    pub fn scan<A: std::borrow::Borrow<ClassAd>>(
+        &mut self,
+        expr: &Expr,
+        my: &ClassAd,
+        targets: &[A],
+        mut f: impl FnMut(usize, Value),
+    ) {
+        const AHEAD: usize = 8;
+        let names = target_refs(expr);
+        for (i, t) in targets.iter().enumerate() {
+            if let Some(far) = targets.get(i + 2 * AHEAD) {
+                for n in &names {
+                    far.borrow().prefetch_slot(n);
+                }
+            }
+            if let Some(near) = targets.get(i + AHEAD) {
+                for n in &names {
+                    near.borrow().prefetch_entry(n);
+                }
+            }
+            let v = self.eval(expr, Some(my), Some(t.borrow()));
+            f(i, v);
+        }
+    }
+
     /// Evaluates attribute `name` of `ad` (undefined when absent), with
     /// `target` as the other ad of a match, if any.
     pub fn eval_attr(&mut self, ad: &ClassAd, target: Option<&ClassAd>, name: &str) -> Value {
         let e = Expr::Attr { name: AttrName::new(name), absolute: false };
         self.eval(&e, Some(ad), target)
     }
+}
+
+/// The names `expr` reads as `TARGET.name` (or `other.name`), at most 16.
+fn target_refs(expr: &Expr) -> Vec<AttrName> {
+    let mut out: Vec<AttrName> = Vec::new();
+    let mut stack = vec![expr];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expr::Select(base, name) => {
+                if let Expr::Attr { name: scope, absolute: false } = &**base
+                    && matches!(scope.special(), Special::Target | Special::Other)
+                    && out.len() < 16
+                    && !out.contains(name)
+                {
+                    out.push(name.clone());
+                }
+                stack.push(base);
+            }
+            Expr::Unary(_, x) | Expr::Paren(x) => stack.push(x),
+            Expr::Binary(_, a, b) | Expr::Elvis(a, b) | Expr::Index(a, b) => {
+                stack.push(a);
+                stack.push(b);
+            }
+            Expr::Cond(a, b, c) => {
+                stack.push(a);
+                stack.push(b);
+                stack.push(c);
+            }
+            Expr::Call(c) => stack.extend(c.args.iter()),
+            Expr::List(items) => stack.extend(items.iter()),
+            Expr::Lit(_) | Expr::Attr { .. } | Expr::Record(_) => {}
+        }
+    }
+    out
 }
 
 /// The system clock, in seconds since the epoch.

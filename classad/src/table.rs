@@ -84,6 +84,30 @@ impl Table {
         }
     }
 
+    /// Hints the CPU to fetch the index slot `name` would start probing at
+    /// (or, for a small table, its entries).
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, name: &AttrName) {
+        if self.index.is_empty() {
+            prefetch(self.entries.as_ptr());
+        } else {
+            let pos = name.hash_value() as usize & (self.index.len() - 1);
+            prefetch(self.index.as_ptr().wrapping_add(pos));
+        }
+    }
+
+    /// Hints the CPU to fetch the entry `name`'s first probed slot points
+    /// at (best once that slot is in cache).
+    #[inline]
+    pub(crate) fn prefetch_entry(&self, name: &AttrName) {
+        if let Some(&slot) =
+            self.index.get(name.hash_value() as usize & self.index.len().wrapping_sub(1))
+            && slot != 0
+        {
+            prefetch(self.entries.as_ptr().wrapping_add((slot as u32 - 1) as usize));
+        }
+    }
+
     pub(crate) fn get_index(&self, i: usize) -> Option<(&AttrName, &Expr)> {
         self.entries.get(i).map(|(k, v)| (k, v))
     }
@@ -181,4 +205,17 @@ pub(crate) fn intern(s: &str, hash: u64) -> Arc<str> {
 /// values repeated across many ads (`"X86_64"`, `"LINUX"`) are one copy.
 pub(crate) fn intern_value(s: &str) -> Arc<str> {
     if s.len() <= INTERN_VALUE_MAX_LEN { intern(s, crate::ast::name_hash(s)) } else { s.into() }
+}
+
+/// A prefetch hint; it never faults and has no effect on the program's meaning.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint to the cache; it reads nothing the
+    // program can observe and cannot fault, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p.cast::<i8>(), core::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
