@@ -145,3 +145,46 @@ fn infinities_and_nan_round_trip_through_their_text() {
     // Other real() calls stay calls.
     assert!(matches!(parse_expr("real(\"2.5\")").unwrap(), classad::Expr::Call(_)));
 }
+
+#[test]
+fn scan_gives_exactly_what_eval_gives() {
+    let job =
+        parse_ad("[ RequestMemory = 2048; RequestDisk = DiskUsage; DiskUsage = 10 ]").unwrap();
+    let mut machines = Vec::new();
+    for i in 0..200i64 {
+        let mut text = format!(
+            "[ Arch = \"{}\"; OpSys = \"LINUX\"; Memory = {}; Disk = {}; Name = \"slot{i}\"",
+            if i % 3 == 0 { "aarch64" } else { "X86_64" },
+            1024 * (i % 5),
+            i * 3
+        );
+        for k in 0..(i % 20) {
+            text.push_str(&format!("; Pad{k} = {k}"));
+        }
+        // Some ads redefine the scope names or miss attributes.
+        match i % 7 {
+            0 => text.push_str("; TARGET = [ Memory = 1 ]"),
+            1 => text.push_str("; Memory = undefined"),
+            2 => text.push_str("; Disk = TARGET.RequestDisk * 2"),
+            _ => {}
+        }
+        text.push(']');
+        machines.push(parse_ad(&text).unwrap());
+    }
+    let expr = parse_expr(
+        "(TARGET.Arch == \"X86_64\") && (TARGET.OpSys == \"LINUX\") && \
+         (TARGET.Memory >= MY.RequestMemory) && (TARGET.Disk >= MY.RequestDisk)",
+    )
+    .unwrap();
+    let mut ev = Evaluator::new();
+    let expected: Vec<Value> =
+        machines.iter().map(|m| ev.eval(&expr, Some(&job), Some(m))).collect();
+    let mut got = Vec::new();
+    ev.scan(&expr, &job, &machines, |i, v| got.push((i, v)));
+    assert_eq!(got.len(), machines.len());
+    for (i, v) in got {
+        assert_eq!(v, expected[i], "ad {i}");
+    }
+    assert!(expected.iter().any(|v| *v == Value::Bool(true)));
+    assert!(expected.iter().any(|v| *v == Value::Undefined));
+}
