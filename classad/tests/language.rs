@@ -185,6 +185,6 @@ fn scan_gives_exactly_what_eval_gives() {
     for (i, v) in got {
         assert_eq!(v, expected[i], "ad {i}");
     }
-    assert!(expected.iter().any(|v| *v == Value::Bool(true)));
-    assert!(expected.iter().any(|v| *v == Value::Undefined));
+    assert!(expected.contains(&Value::Bool(true)));
+    assert!(expected.contains(&Value::Undefined));
 }
