@@ -21,7 +21,9 @@ pub struct HostConfig {
     /// The wasm stack cap, in bytes.
     pub max_wasm_stack: usize,
     /// Fuel units between yields to the scheduler: smaller reacts faster to
-    /// suspend, larger costs less.
+    /// suspend, larger costs less. The default, 1,000,000, was chosen by
+    /// measurement (BENCHMARKS.md): about 1 % of compute time, and a suspend
+    /// still takes effect within 0.2 ms.
     pub fuel_yield_interval: u64,
     /// How often the engine's epoch ticks (kill and limit checks).
     pub epoch_tick: Duration,
@@ -35,7 +37,7 @@ impl Default for HostConfig {
             max_instances: 1000,
             max_memory_bytes: 4 << 30,
             max_wasm_stack: 1 << 20,
-            fuel_yield_interval: 100_000,
+            fuel_yield_interval: 1_000_000,
             epoch_tick: Duration::from_millis(5),
             cache_dir: None,
         }
