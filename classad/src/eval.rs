@@ -552,7 +552,10 @@ impl<'a> Cx<'a, '_> {
 
     fn binary(&mut self, op: BinOp, l: &Expr, r: &Expr, frame: u32) -> Value {
         match op {
-            BinOp::And => {
+            BinOp::And | BinOp::Or => {
+                // The left value that decides alone: false for `&&`, true
+                // for `||`. Undefined on the left still lets the right decide.
+                let decides = op == BinOp::Or;
                 let lv = self.operand(l, frame);
                 match lv.get() {
                     Value::Error => Value::Error,
@@ -560,34 +563,14 @@ impl<'a> Cx<'a, '_> {
                         Value::Error => Value::Error,
                         Value::Undefined => Value::Undefined,
                         rv => match rv.as_bool() {
-                            Some(false) => Value::Bool(false),
-                            Some(true) => Value::Undefined,
+                            Some(b) if b == decides => Value::Bool(decides),
+                            Some(_) => Value::Undefined,
                             None => Value::Error,
                         },
                     },
                     lv => match lv.as_bool() {
-                        Some(false) => Value::Bool(false),
-                        Some(true) => logical_value(self.operand(r, frame).get()),
-                        None => Value::Error,
-                    },
-                }
-            }
-            BinOp::Or => {
-                let lv = self.operand(l, frame);
-                match lv.get() {
-                    Value::Error => Value::Error,
-                    Value::Undefined => match self.operand(r, frame).get() {
-                        Value::Error => Value::Error,
-                        Value::Undefined => Value::Undefined,
-                        rv => match rv.as_bool() {
-                            Some(true) => Value::Bool(true),
-                            Some(false) => Value::Undefined,
-                            None => Value::Error,
-                        },
-                    },
-                    lv => match lv.as_bool() {
-                        Some(true) => Value::Bool(true),
-                        Some(false) => logical_value(self.operand(r, frame).get()),
+                        Some(b) if b == decides => Value::Bool(decides),
+                        Some(_) => logical_value(self.operand(r, frame).get()),
                         None => Value::Error,
                     },
                 }

@@ -71,6 +71,20 @@ struct CtlState {
     started: Option<Instant>,
 }
 
+impl CtlState {
+    /// Ends a suspension, accounting its time; false when not suspended.
+    fn unsuspend(&mut self, clock: &dyn Clock) -> bool {
+        if !self.suspended {
+            return false;
+        }
+        self.suspended = false;
+        if let Some(since) = self.suspended_since.take() {
+            self.suspended_total += clock.now().saturating_duration_since(since);
+        }
+        true
+    }
+}
+
 /// Shared between the starter running a job and whoever controls it.
 #[derive(Debug, Default)]
 pub struct Control {
@@ -108,14 +122,10 @@ impl Control {
     /// Resumes a suspended job where it stopped.
     pub fn resume(&self, clock: &dyn Clock) {
         let mut s = self.state();
-        if s.suspended {
-            s.suspended = false;
-            if let Some(since) = s.suspended_since.take() {
-                s.suspended_total += clock.now().saturating_duration_since(since);
-            }
-            if let Some(w) = s.waker.take() {
-                w.wake();
-            }
+        if s.unsuspend(clock)
+            && let Some(w) = s.waker.take()
+        {
+            w.wake();
         }
     }
 
@@ -133,12 +143,7 @@ impl Control {
         }
         self.vacate.store(true, Ordering::SeqCst);
         // A suspended job must run to see the vacate.
-        if s.suspended {
-            s.suspended = false;
-            if let Some(since) = s.suspended_since.take() {
-                s.suspended_total += clock.now().saturating_duration_since(since);
-            }
-        }
+        s.unsuspend(clock);
         if let Some(w) = s.waker.take() {
             w.wake();
         }

@@ -315,14 +315,14 @@ impl Host {
         ctl.disk_bytes.store(used, std::sync::atomic::Ordering::Relaxed);
         ctl.mark_started(clock.now());
         let fuel_budget = spec.limits.fuel.unwrap_or(u64::MAX / 2);
-        let fut = self.instantiate_and_run(
+        let fut = instantiate_and_run(self.setup(
             &spec,
             ctl.clone(),
             clock.clone(),
             io.clone(),
             quota.clone(),
             fuel_budget,
-        );
+        ));
         let mut controlled = Box::pin(Controlled { inner: Box::pin(fut), ctl: ctl.clone() });
         let exec_deadline = spec.limits.execute_duration.map(|d| clock.now() + d);
         let mut exec_timer = match exec_deadline {
@@ -458,57 +458,6 @@ impl Host {
         Ending::Trapped { signal: 4, trap: format!("host: {}", e.root_cause()) }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn instantiate_and_run(
-        &self,
-        spec: &JobSpec,
-        ctl: Arc<Control>,
-        clock: Arc<dyn Clock>,
-        io: Arc<JobIo>,
-        quota: Arc<Quota>,
-        fuel_budget: u64,
-    ) -> impl std::future::Future<Output = Inner> + Send + 'static {
-        let setup = self.setup(spec, ctl, clock, io, quota, fuel_budget);
-        async move {
-            let (mut store, prepared) = match setup {
-                Ok(s) => s,
-                Err(ending) => return Inner::Setup(ending),
-            };
-            let pre = match &prepared.pre {
-                Ok(pre) => pre,
-                Err(e) => {
-                    return Inner::Setup(held(
-                        HOLD_FAILED_TO_START,
-                        0,
-                        format!("the module could not be linked: {e}"),
-                    ));
-                }
-            };
-            let instance = match pre.instantiate_async(&mut store).await {
-                Ok(i) => i,
-                Err(e) => {
-                    return Inner::Setup(held(
-                        HOLD_FAILED_TO_START,
-                        0,
-                        format!("the module could not be instantiated: {e:#}"),
-                    ));
-                }
-            };
-            let Ok(start) = instance.get_typed_func::<(), ()>(&mut store, "_start") else {
-                return Inner::Setup(held(
-                    HOLD_FAILED_TO_START,
-                    0,
-                    "the module has no `_start` function (is it a wasm32-wasip1 command?)",
-                ));
-            };
-            store.data().ctl.mark_running();
-            let result = start.call_async(&mut store, ()).await;
-            let refused = store.data().limiter.refused;
-            let fuel_left = store.get_fuel().unwrap_or(0);
-            Inner::Finished { result, refused, fuel_left }
-        }
-    }
-
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     fn setup(
         &self,
@@ -603,6 +552,48 @@ impl Host {
         });
         Ok((store, prepared))
     }
+}
+
+/// Instantiates the prepared module and runs `_start`: the job's future.
+async fn instantiate_and_run(
+    setup: Result<(Store<JobState>, Arc<crate::engine::Prepared>), Ending>,
+) -> Inner {
+    let (mut store, prepared) = match setup {
+        Ok(s) => s,
+        Err(ending) => return Inner::Setup(ending),
+    };
+    let pre = match &prepared.pre {
+        Ok(pre) => pre,
+        Err(e) => {
+            return Inner::Setup(held(
+                HOLD_FAILED_TO_START,
+                0,
+                format!("the module could not be linked: {e}"),
+            ));
+        }
+    };
+    let instance = match pre.instantiate_async(&mut store).await {
+        Ok(i) => i,
+        Err(e) => {
+            return Inner::Setup(held(
+                HOLD_FAILED_TO_START,
+                0,
+                format!("the module could not be instantiated: {e:#}"),
+            ));
+        }
+    };
+    let Ok(start) = instance.get_typed_func::<(), ()>(&mut store, "_start") else {
+        return Inner::Setup(held(
+            HOLD_FAILED_TO_START,
+            0,
+            "the module has no `_start` function (is it a wasm32-wasip1 command?)",
+        ));
+    };
+    store.data().ctl.mark_running();
+    let result = start.call_async(&mut store, ()).await;
+    let refused = store.data().limiter.refused;
+    let fuel_left = store.get_fuel().unwrap_or(0);
+    Inner::Finished { result, refused, fuel_left }
 }
 
 /// The linker every job shares: WASI (wasi-common, async) and the
