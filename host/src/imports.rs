@@ -84,16 +84,39 @@ fn memory<T>(caller: &mut Caller<'_, T>) -> Result<Memory> {
         .ok_or_else(|| anyhow!("the module exports no memory"))
 }
 
-fn read_string<T>(caller: &mut Caller<'_, T>, ptr: i32, len: i32) -> Result<String> {
+/// Copies `len` bytes (at most `max`) out of guest memory.
+fn read_bytes<T>(caller: &mut Caller<'_, T>, ptr: i32, len: i32, max: usize) -> Result<Vec<u8>> {
     let len = len as u32 as usize;
-    if len > MAX_ATTR_TEXT {
-        bail!("string of {len} bytes is longer than the {MAX_ATTR_TEXT} allowed");
+    if len > max {
+        bail!("string of {len} bytes is longer than the {max} allowed");
     }
     let mem = memory(caller)?;
     let mut buf = vec![0u8; len];
     mem.read(&*caller, ptr as u32 as usize, &mut buf)
         .map_err(|_| anyhow!("string at {ptr:#x}+{len} is outside the guest's memory"))?;
-    String::from_utf8(buf).map_err(|_| anyhow!("string at {ptr:#x} is not UTF-8"))
+    Ok(buf)
+}
+
+fn read_string<T>(caller: &mut Caller<'_, T>, ptr: i32, len: i32) -> Result<String> {
+    String::from_utf8(read_bytes(caller, ptr, len, MAX_ATTR_TEXT)?)
+        .map_err(|_| anyhow!("string at {ptr:#x} is not UTF-8"))
+}
+
+/// Writes an `option<string>` / `result<_, string>` return area: `None` is
+/// the zero discriminant; `Some(s)` is copied into guest memory.
+async fn write_opt_string<T: Send>(
+    caller: &mut Caller<'_, T>,
+    ret: i32,
+    s: Option<&str>,
+) -> Result<()> {
+    let mut area = [0u8; 12];
+    if let Some(s) = s {
+        let (p, l) = alloc_string(caller, s).await?;
+        area[0] = 1;
+        area[4..8].copy_from_slice(&p.to_le_bytes());
+        area[8..12].copy_from_slice(&l.to_le_bytes());
+    }
+    write_bytes(caller, ret, &area)
 }
 
 fn write_bytes<T>(caller: &mut Caller<'_, T>, at: i32, bytes: &[u8]) -> Result<()> {
@@ -139,14 +162,7 @@ pub fn add_to_linker<T: ImportState>(linker: &mut Linker<T>) -> Result<()> {
                     let ad = io.ad.lock().unwrap_or_else(|e| e.into_inner());
                     ad.get(&name).map(|e| e.to_string())
                 };
-                let mut area = [0u8; 12];
-                if let Some(text) = text {
-                    let (p, l) = alloc_string(&mut caller, &text).await?;
-                    area[0] = 1;
-                    area[4..8].copy_from_slice(&p.to_le_bytes());
-                    area[8..12].copy_from_slice(&l.to_le_bytes());
-                }
-                write_bytes(&mut caller, ret, &area)
+                write_opt_string(&mut caller, ret, text.as_deref()).await
             })
         },
     )?;
@@ -158,14 +174,7 @@ pub fn add_to_linker<T: ImportState>(linker: &mut Linker<T>) -> Result<()> {
                 let name = read_string(&mut caller, np, nl)?;
                 let value = read_string(&mut caller, vp, vl)?;
                 let outcome = set_attr(caller.data().io(), &name, &value);
-                let mut area = [0u8; 12];
-                if let Err(msg) = outcome {
-                    let (p, l) = alloc_string(&mut caller, &msg).await?;
-                    area[0] = 1;
-                    area[4..8].copy_from_slice(&p.to_le_bytes());
-                    area[8..12].copy_from_slice(&l.to_le_bytes());
-                }
-                write_bytes(&mut caller, ret, &area)
+                write_opt_string(&mut caller, ret, outcome.err().as_deref()).await
             })
         },
     )?;
@@ -180,10 +189,16 @@ pub fn add_to_linker<T: ImportState>(linker: &mut Linker<T>) -> Result<()> {
                 3 => Level::Error,
                 n => bail!("log level {n} is not one of the WIT's levels"),
             };
-            let len = (len as u32 as usize).min(MAX_LOG_LINE);
-            let mut msg = read_string(&mut caller, ptr, len as i32)
-                .or_else(|_| read_lossy(&mut caller, ptr, len))?;
-            msg.truncate(MAX_LOG_LINE);
+            // Longer lines are cut, and invalid UTF-8 replaced; the cut falls
+            // on a character boundary, since replacement can grow the text.
+            let len = len.clamp(0, MAX_LOG_LINE as i32);
+            let bytes = read_bytes(&mut caller, ptr, len, MAX_LOG_LINE)?;
+            let mut msg = String::from_utf8_lossy(&bytes).into_owned();
+            let mut cut = msg.len().min(MAX_LOG_LINE);
+            while !msg.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            msg.truncate(cut);
             let io = caller.data().io().clone();
             let mut log = io.log.lock().unwrap_or_else(|e| e.into_inner());
             if log.len() < MAX_LOG_LINES {
@@ -195,14 +210,6 @@ pub fn add_to_linker<T: ImportState>(linker: &mut Linker<T>) -> Result<()> {
         },
     )?;
     Ok(())
-}
-
-fn read_lossy<T>(caller: &mut Caller<'_, T>, ptr: i32, len: usize) -> Result<String> {
-    let mem = memory(caller)?;
-    let mut buf = vec![0u8; len];
-    mem.read(&*caller, ptr as u32 as usize, &mut buf)
-        .map_err(|_| anyhow!("log line at {ptr:#x} is outside the guest's memory"))?;
-    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// Applies a guest's `set`: only whitelisted names, only valid expressions.

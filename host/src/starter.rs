@@ -438,20 +438,18 @@ impl Host {
             return Ending::Exited(exit.0);
         }
         if let Some(trap) = e.downcast_ref::<Trap>() {
-            return match (trap, ()) {
-                (Trap::OutOfFuel, _) => held(
+            if *trap == Trap::OutOfFuel {
+                return held(
                     HOLD_FUEL,
                     0,
                     format!(
                         "the job used all its fuel (MaxFuel = {})",
                         spec.limits.fuel.unwrap_or(0)
                     ),
-                ),
-                (t, _) => {
-                    let (signal, name) = trap_signal(*t);
-                    Ending::Trapped { signal, trap: name.into() }
-                }
-            };
+                );
+            }
+            let (signal, name) = trap_signal(*trap);
+            return Ending::Trapped { signal, trap: name.into() };
         }
         // An error raised by a host function on the guest's behalf (a bad
         // pointer handed to an andes import, say): the guest's fault.

@@ -442,3 +442,25 @@ fn limits_come_from_the_job_ad() {
     assert_eq!(l.execute_duration, Some(Duration::from_secs(60)));
     assert_eq!(l.fuel, Some(99));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_invalid_log_line_is_cut_not_a_host_panic() {
+    // 5000 bytes of 0xff: each becomes a 3-byte U+FFFD, so the text grows
+    // past the line cap and must be cut on a character boundary.
+    let sb = Sandbox::new();
+    let r = run(spec(
+        wat(r#"(module
+            (import "andes:job/log@0.1.0" "write" (func $write (param i32 i32 i32)))
+            (memory (export "memory") 1)
+            (data (i32.const 0) "\ff\ff\ff\ff\ff\ff\ff\ff\ff\ff\ff\ff\ff\ff\ff\ff")
+            (func (export "_start")
+                (memory.fill (i32.const 16) (i32.const 255) (i32.const 5000))
+                (call $write (i32.const 1) (i32.const 0) (i32.const 5000))))"#),
+        "[]",
+        &sb,
+    ))
+    .await;
+    assert_eq!(r.ending, Ending::Exited(0));
+    let (_, line) = &r.log[0];
+    assert!(line.len() <= andes_host::imports::MAX_LOG_LINE && line.starts_with('\u{fffd}'));
+}
