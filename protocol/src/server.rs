@@ -1,0 +1,276 @@
+//! axum integration: the authentication layer, the role layer and the extractors a
+//! handler uses to learn who is calling and read the verified body.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use andes_protocol::{Auth, Caller, Role, SignedJson, SystemClock, TrustFile, Verifier, VerifierConfig};
+//! use axum::{Router, routing::post};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Submit { cluster: u64 }
+//!
+//! async fn submit(caller: Caller, SignedJson(s): SignedJson<Submit>) -> String {
+//!     format!("{} submitted to {}", caller.identity, s.cluster)
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let trust = TrustFile::load("/etc/andes/trust".as_ref())?;
+//! let auth = Auth::new(Verifier::new(trust, VerifierConfig::default()), Arc::new(SystemClock));
+//! let app: Router = Router::new()
+//!     .route("/v1/jobs", post(submit))
+//!     .layer(andes_protocol::require(&[Role::User]))
+//!     .layer(auth.layer());
+//! # Ok(()) }
+//! ```
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::extract::{FromRequestParts, OriginalUri, Request};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::request::Parts;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde::de::DeserializeOwned;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::error::AuthError;
+use crate::trust::Role;
+use crate::verify::{Caller, Clock, Verifier};
+
+/// Default request body limit: 16 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 16 << 20;
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+struct AuthInner {
+    verifier: Verifier,
+    clock: Arc<dyn Clock>,
+    body_limit: usize,
+}
+
+/// The authentication of a daemon's HTTP API: a [`Verifier`], the clock it reads and
+/// the body size limit. Cheap to clone.
+#[derive(Clone)]
+pub struct Auth {
+    inner: Arc<AuthInner>,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("verifier", &self.inner.verifier)
+            .field("body_limit", &self.inner.body_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Auth {
+    /// Authentication with `verifier`, reading the time from `clock`, with the
+    /// default body limit ([`DEFAULT_BODY_LIMIT`]).
+    pub fn new(verifier: Verifier, clock: Arc<dyn Clock>) -> Self {
+        Self::with_body_limit(verifier, clock, DEFAULT_BODY_LIMIT)
+    }
+
+    /// Authentication with a body limit in bytes (larger bodies get 413).
+    pub fn with_body_limit(verifier: Verifier, clock: Arc<dyn Clock>, body_limit: usize) -> Self {
+        Auth { inner: Arc::new(AuthInner { verifier, clock, body_limit }) }
+    }
+
+    /// The verifier (to replace the trust file, or read its state).
+    pub fn verifier(&self) -> &Verifier {
+        &self.inner.verifier
+    }
+
+    /// The body limit, bytes.
+    pub fn body_limit(&self) -> usize {
+        self.inner.body_limit
+    }
+
+    /// The tower layer that authenticates every request of a router: refused requests
+    /// get their 401/413/503 answer; accepted ones reach the handler with [`Caller`]
+    /// and [`VerifiedBody`] in their extensions and the verified bytes as their body.
+    pub fn layer(&self) -> AuthLayer {
+        AuthLayer { auth: self.clone() }
+    }
+
+    /// Authenticates one request: the headers are checked first (an unsigned, unknown
+    /// or stale request is refused before its body is read), then the body is read
+    /// up to the limit and the signature and nonce are checked. Returns the request
+    /// with the caller and the body attached.
+    pub async fn authenticate(&self, req: Request) -> Result<Request, AuthError> {
+        let a = &*self.inner;
+        let pending = a.verifier.check_headers(req.headers(), a.clock.now())?;
+        let (mut parts, body) = req.into_parts();
+        let declared = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > a.body_limit as u64) {
+            return Err(AuthError::TooLarge { limit: a.body_limit });
+        }
+        let bytes = match Limited::new(body, a.body_limit).collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                return Err(AuthError::TooLarge { limit: a.body_limit });
+            }
+            Err(e) => return Err(AuthError::BodyRead(e.to_string())),
+        };
+        // Nested routers strip their prefix from the URI; the signature covers the
+        // path the client sent.
+        let uri = parts.extensions.get::<OriginalUri>().map_or(&parts.uri, |o| &o.0);
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+        let caller =
+            a.verifier.finish(pending, parts.method.as_str(), &path, &bytes, a.clock.now())?;
+        parts.extensions.insert(caller);
+        parts.extensions.insert(VerifiedBody(bytes.clone()));
+        Ok(Request::from_parts(parts, Body::from(bytes)))
+    }
+}
+
+/// The layer of [`Auth::layer`].
+#[derive(Clone, Debug)]
+pub struct AuthLayer {
+    auth: Auth,
+}
+
+impl<S> Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+    fn layer(&self, inner: S) -> AuthService<S> {
+        AuthService { inner, auth: self.auth.clone() }
+    }
+}
+
+/// The service of [`AuthLayer`].
+#[derive(Clone, Debug)]
+pub struct AuthService<S> {
+    inner: S,
+    auth: Auth,
+}
+
+impl<S> Service<Request> for AuthService<S>
+where
+    S: Service<Request, Error = Infallible> + Clone + Send + 'static,
+    S::Response: IntoResponse,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        // The clone that was made ready is the one called.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let auth = self.auth.clone();
+        Box::pin(async move {
+            match auth.authenticate(req).await {
+                Ok(req) => Ok(inner.call(req).await.into_response()),
+                Err(e) => Ok(e.into_response()),
+            }
+        })
+    }
+}
+
+/// A layer allowing only callers of the given roles (`admin` passes wherever `user`
+/// does); others get 403. Put it inside (before, in `.layer` order) [`Auth::layer`].
+pub fn require(roles: &[Role]) -> RequireLayer {
+    RequireLayer { roles: roles.into() }
+}
+
+/// The layer of [`require`].
+#[derive(Clone, Debug)]
+pub struct RequireLayer {
+    roles: Arc<[Role]>,
+}
+
+impl<S> Layer<S> for RequireLayer {
+    type Service = RequireService<S>;
+    fn layer(&self, inner: S) -> RequireService<S> {
+        RequireService { inner, roles: self.roles.clone() }
+    }
+}
+
+/// The service of [`RequireLayer`].
+#[derive(Clone, Debug)]
+pub struct RequireService<S> {
+    inner: S,
+    roles: Arc<[Role]>,
+}
+
+impl<S> Service<Request> for RequireService<S>
+where
+    S: Service<Request, Error = Infallible> + Clone + Send + 'static,
+    S::Response: IntoResponse,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let verdict = match req.extensions().get::<Caller>() {
+            None => Err(AuthError::NotAuthenticated),
+            Some(c) => c.require(&self.roles),
+        };
+        if let Err(e) = verdict {
+            return Box::pin(async move { Ok(e.into_response()) });
+        }
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(async move { Ok(inner.call(req).await.into_response()) })
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = AuthError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AuthError> {
+        parts.extensions.get::<Caller>().cloned().ok_or(AuthError::NotAuthenticated)
+    }
+}
+
+/// The verified body bytes of an authenticated request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequestParts<S> for VerifiedBody {
+    type Rejection = AuthError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AuthError> {
+        parts.extensions.get::<VerifiedBody>().cloned().ok_or(AuthError::NotAuthenticated)
+    }
+}
+
+/// The verified body of an authenticated request, decoded from JSON; malformed JSON is
+/// refused with 400 and serde's reason (with line and column).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for SignedJson<T> {
+    type Rejection = AuthError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AuthError> {
+        let body = parts.extensions.get::<VerifiedBody>().ok_or(AuthError::NotAuthenticated)?;
+        decode_json(&body.0).map(SignedJson)
+    }
+}
+
+/// Decodes a JSON body, with [`AuthError::BadJson`] (400) and a reason on failure.
+pub fn decode_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, AuthError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(AuthError::BadJson("the body is empty; expected a JSON document".into()));
+    }
+    serde_json::from_slice(body).map_err(|e| AuthError::BadJson(e.to_string()))
+}

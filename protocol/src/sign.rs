@@ -1,0 +1,316 @@
+//! The signed string and the headers that carry a request's signature.
+//!
+//! A request is signed over this text (lines joined by `\n`, no trailing newline):
+//!
+//! ```text
+//! andes-request-v1
+//! METHOD
+//! /path?query
+//! TIMESTAMP            (Unix seconds, decimal)
+//! NONCE                (base64 of >= 16 random bytes)
+//! SHA-256 of the body  (lower-case hex)
+//! PUBLIC KEY           (base64)
+//! ```
+//!
+//! and the four headers [`KEY`], [`TIMESTAMP`], [`NONCE`] and [`SIGNATURE`] carry the key,
+//! timestamp, nonce and the base64 ed25519 signature.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use rand_core::{OsRng, RngCore};
+use sha2::{Digest, Sha256};
+
+use crate::error::AuthError;
+use crate::key::{Keypair, PublicKey};
+
+/// The version tag that starts every signed string.
+pub const VERSION: &str = "andes-request-v1";
+/// `Andes-Key`: the signer's public key, base64.
+pub const KEY: HeaderName = HeaderName::from_static("andes-key");
+/// `Andes-Timestamp`: when the request was signed, Unix seconds.
+pub const TIMESTAMP: HeaderName = HeaderName::from_static("andes-timestamp");
+/// `Andes-Nonce`: random bytes, base64, never reused.
+pub const NONCE: HeaderName = HeaderName::from_static("andes-nonce");
+/// `Andes-Signature`: the ed25519 signature of the signed string, base64.
+pub const SIGNATURE: HeaderName = HeaderName::from_static("andes-signature");
+/// Bytes of nonce a client makes (128 bits).
+pub const NONCE_LEN: usize = 16;
+/// Shortest nonce accepted, bytes.
+pub const MIN_NONCE_LEN: usize = 16;
+/// Longest nonce accepted, bytes.
+pub const MAX_NONCE_LEN: usize = 64;
+
+/// The SHA-256 of a body.
+pub fn body_digest(body: &[u8]) -> [u8; 32] {
+    Sha256::digest(body).into()
+}
+
+/// The text a request's signature covers (see the module documentation).
+pub fn signing_string(
+    method: &str,
+    path_and_query: &str,
+    timestamp: i64,
+    nonce: &[u8],
+    body_sha256: &[u8; 32],
+    key: &PublicKey,
+) -> String {
+    let mut hex = String::with_capacity(64);
+    for b in body_sha256 {
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+    }
+    format!(
+        "{VERSION}\n{method}\n{path_and_query}\n{timestamp}\n{}\n{hex}\n{}",
+        B64.encode(nonce),
+        key.to_base64()
+    )
+}
+
+/// Checks that a method and a path can be signed unambiguously: no control characters
+/// or spaces (which HTTP does not allow there either).
+pub fn check_request_line(method: &str, path_and_query: &str) -> Result<(), AuthError> {
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(AuthError::MalformedRequest("the method is not an HTTP token".into()));
+    }
+    if !path_and_query.starts_with('/') || !path_and_query.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(AuthError::MalformedRequest(
+            "the path must start with `/` and hold only visible ASCII".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A request's signature headers, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedHeaders {
+    /// `Andes-Key`.
+    pub key: PublicKey,
+    /// `Andes-Timestamp`, Unix seconds.
+    pub timestamp: i64,
+    /// `Andes-Nonce`, decoded.
+    pub nonce: Vec<u8>,
+    /// `Andes-Signature`, decoded.
+    pub signature: [u8; 64],
+}
+
+impl SignedHeaders {
+    /// Signs a request with a fresh random nonce.
+    pub fn sign(
+        keypair: &Keypair,
+        method: &str,
+        path_and_query: &str,
+        body: &[u8],
+        timestamp: i64,
+    ) -> Self {
+        let mut nonce = vec![0u8; NONCE_LEN];
+        OsRng.fill_bytes(&mut nonce);
+        Self::sign_with_nonce(keypair, method, path_and_query, body, timestamp, nonce)
+    }
+
+    /// Signs a request with the given nonce (tests and fuzzing; real requests use
+    /// [`SignedHeaders::sign`]).
+    pub fn sign_with_nonce(
+        keypair: &Keypair,
+        method: &str,
+        path_and_query: &str,
+        body: &[u8],
+        timestamp: i64,
+        nonce: Vec<u8>,
+    ) -> Self {
+        let key = keypair.public();
+        let text =
+            signing_string(method, path_and_query, timestamp, &nonce, &body_digest(body), &key);
+        SignedHeaders { key, timestamp, nonce, signature: keypair.sign(text.as_bytes()) }
+    }
+
+    /// Sets the four headers on `headers`.
+    pub fn apply(&self, headers: &mut HeaderMap) {
+        let v = |s: String| HeaderValue::try_from(s).expect("base64 and digits are valid");
+        headers.insert(KEY, v(self.key.to_base64()));
+        headers.insert(TIMESTAMP, HeaderValue::from(self.timestamp));
+        headers.insert(NONCE, v(B64.encode(&self.nonce)));
+        headers.insert(SIGNATURE, v(B64.encode(self.signature)));
+    }
+
+    /// Parses the four headers. No `Andes-*` header at all is [`AuthError::Unsigned`];
+    /// a missing, repeated or malformed one is [`AuthError::MalformedHeader`].
+    pub fn from_headers(headers: &HeaderMap) -> Result<Self, AuthError> {
+        if [&KEY, &TIMESTAMP, &NONCE, &SIGNATURE].iter().all(|h| !headers.contains_key(*h)) {
+            return Err(AuthError::Unsigned);
+        }
+        let key = one(headers, &KEY, "Andes-Key", 64)?;
+        let key = PublicKey::from_base64(key).map_err(|e| AuthError::MalformedHeader {
+            header: "Andes-Key",
+            reason: e.to_string(),
+        })?;
+        let ts = one(headers, &TIMESTAMP, "Andes-Timestamp", 20)?;
+        let timestamp = if ts.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+            ts.parse::<i64>().ok()
+        } else {
+            None
+        }
+        .ok_or_else(|| AuthError::MalformedHeader {
+            header: "Andes-Timestamp",
+            reason: "expected Unix seconds (a decimal integer)".into(),
+        })?;
+        let nonce = one(headers, &NONCE, "Andes-Nonce", 4 * MAX_NONCE_LEN.div_ceil(3))?;
+        let nonce = B64
+            .decode(nonce)
+            .ok()
+            .filter(|n| (MIN_NONCE_LEN..=MAX_NONCE_LEN).contains(&n.len()))
+            .ok_or_else(|| AuthError::MalformedHeader {
+                header: "Andes-Nonce",
+                reason: format!("expected {MIN_NONCE_LEN} to {MAX_NONCE_LEN} bytes of base64"),
+            })?;
+        let sig = one(headers, &SIGNATURE, "Andes-Signature", 100)?;
+        let signature: [u8; 64] =
+            B64.decode(sig).ok().and_then(|s| s.try_into().ok()).ok_or_else(|| {
+                AuthError::MalformedHeader {
+                    header: "Andes-Signature",
+                    reason: "expected 64 bytes of base64".into(),
+                }
+            })?;
+        Ok(SignedHeaders { key, timestamp, nonce, signature })
+    }
+
+    /// Checks the signature against a request (not the key's trust, the time or
+    /// replay: see [`crate::Verifier`]).
+    pub fn signature_matches(&self, method: &str, path_and_query: &str, body: &[u8]) -> bool {
+        let text = signing_string(
+            method,
+            path_and_query,
+            self.timestamp,
+            &self.nonce,
+            &body_digest(body),
+            &self.key,
+        );
+        let sig = ed25519_dalek::Signature::from_bytes(&self.signature);
+        self.key.0.verify_strict(text.as_bytes(), &sig).is_ok()
+    }
+}
+
+fn one<'a>(
+    headers: &'a HeaderMap,
+    name: &HeaderName,
+    display: &'static str,
+    max_len: usize,
+) -> Result<&'a str, AuthError> {
+    let bad = |reason: &str| AuthError::MalformedHeader { header: display, reason: reason.into() };
+    let mut values = headers.get_all(name).iter();
+    let v = values.next().ok_or_else(|| bad("missing"))?;
+    if values.next().is_some() {
+        return Err(bad("given more than once"));
+    }
+    if v.len() > max_len {
+        return Err(bad("too long"));
+    }
+    v.to_str().map(str::trim).map_err(|_| bad("not ASCII text"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kp() -> Keypair {
+        Keypair::from_seed("alice", [1; 32]).unwrap()
+    }
+
+    #[test]
+    fn signing_string_is_exact() {
+        let k = kp();
+        let s = signing_string(
+            "POST",
+            "/jobs?x=1",
+            1_700_000_000,
+            &[0; 16],
+            &body_digest(b""),
+            &k.public(),
+        );
+        assert_eq!(
+            s,
+            format!(
+                "andes-request-v1\nPOST\n/jobs?x=1\n1700000000\nAAAAAAAAAAAAAAAAAAAAAA==\n\
+                 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n{}",
+                k.public()
+            )
+        );
+    }
+
+    #[test]
+    fn signature_covers_every_part() {
+        let k = kp();
+        let h = SignedHeaders::sign_with_nonce(&k, "POST", "/a?b=1", b"{}", 100, vec![7; 16]);
+        assert!(h.signature_matches("POST", "/a?b=1", b"{}"));
+        assert!(!h.signature_matches("GET", "/a?b=1", b"{}"));
+        assert!(!h.signature_matches("POST", "/a?b=2", b"{}"));
+        assert!(!h.signature_matches("POST", "/a?b=1", b"{ }"));
+        for tweak in 0..4 {
+            let mut t = h.clone();
+            match tweak {
+                0 => t.timestamp += 1,
+                1 => t.nonce[0] ^= 1,
+                2 => t.signature[5] ^= 1,
+                _ => t.key = Keypair::from_seed("x", [2; 32]).unwrap().public(),
+            }
+            assert!(!t.signature_matches("POST", "/a?b=1", b"{}"), "tweak {tweak}");
+        }
+    }
+
+    #[test]
+    fn headers_round_trip_and_fresh_nonces() {
+        let k = kp();
+        let a = SignedHeaders::sign(&k, "GET", "/", b"", -5);
+        let b = SignedHeaders::sign(&k, "GET", "/", b"", -5);
+        assert_ne!(a.nonce, b.nonce);
+        assert_eq!(a.nonce.len(), 16);
+        let mut m = HeaderMap::new();
+        a.apply(&mut m);
+        assert_eq!(SignedHeaders::from_headers(&m).unwrap(), a);
+    }
+
+    #[test]
+    fn header_errors() {
+        assert_eq!(SignedHeaders::from_headers(&HeaderMap::new()), Err(AuthError::Unsigned));
+        let k = kp();
+        let mut good = HeaderMap::new();
+        SignedHeaders::sign(&k, "GET", "/", b"", 1).apply(&mut good);
+        let cases: Vec<(HeaderName, &str, &str)> = vec![
+            (KEY, "AAAA", "Andes-Key"),
+            (TIMESTAMP, "12a", "Andes-Timestamp"),
+            (TIMESTAMP, "99999999999999999999", "Andes-Timestamp"),
+            (NONCE, "AAAA", "Andes-Nonce"),
+            (SIGNATURE, "AAAA", "Andes-Signature"),
+        ];
+        for (name, value, header) in cases {
+            let mut m = good.clone();
+            m.insert(name, HeaderValue::from_static(value));
+            match SignedHeaders::from_headers(&m) {
+                Err(AuthError::MalformedHeader { header: h, .. }) => assert_eq!(h, header),
+                other => panic!("{header}={value}: {other:?}"),
+            }
+        }
+        let mut m = good.clone();
+        m.remove(NONCE);
+        assert!(
+            SignedHeaders::from_headers(&m)
+                .unwrap_err()
+                .to_string()
+                .contains("Andes-Nonce header: missing")
+        );
+        let mut m = good.clone();
+        m.append(SIGNATURE, HeaderValue::from_static("x"));
+        assert!(
+            SignedHeaders::from_headers(&m).unwrap_err().to_string().contains("more than once")
+        );
+    }
+
+    #[test]
+    fn request_line_checks() {
+        assert!(check_request_line("GET", "/a?b").is_ok());
+        assert!(check_request_line("GET", "a").is_err());
+        assert!(check_request_line("GET", "/a\nb").is_err());
+        assert!(check_request_line("G T", "/").is_err());
+        assert!(check_request_line("", "/").is_err());
+    }
+}

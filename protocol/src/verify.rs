@@ -1,0 +1,453 @@
+//! The receiver's checks: known key, time window, signature, replay. Sans-IO: the time
+//! comes in as an argument (from a [`Clock`] in the server), so tests use virtual time.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use http::HeaderMap;
+use sha2::{Digest, Sha256};
+
+use crate::error::AuthError;
+use crate::key::PublicKey;
+use crate::sign::{SignedHeaders, check_request_line};
+use crate::trust::{Identity, Role, TrustFile};
+
+/// A source of the current time, Unix seconds.
+pub trait Clock: Send + Sync {
+    /// Now, Unix seconds.
+    fn now(&self) -> i64;
+}
+
+/// The system's wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> i64 {
+        match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+/// A clock that moves only when told to (tests, simulations).
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicI64);
+
+impl ManualClock {
+    /// A clock showing `now`.
+    pub fn new(now: i64) -> Self {
+        ManualClock(AtomicI64::new(now))
+    }
+
+    /// Sets the time.
+    pub fn set(&self, now: i64) {
+        self.0.store(now, Ordering::SeqCst);
+    }
+
+    /// Moves the time by `secs` (negative goes back).
+    pub fn advance(&self, secs: i64) {
+        self.0.fetch_add(secs, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> i64 {
+        (**self).now()
+    }
+}
+
+/// The verifier's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifierConfig {
+    /// How far a request's timestamp may be from the receiver's clock, either way,
+    /// seconds (default 300). Nonces are remembered this long past their timestamp.
+    pub max_skew: u64,
+    /// The most nonces remembered at once (default 524,288, some 50 MB). When full, new
+    /// requests get 503 with `Retry-After` until nonces expire: the verifier never
+    /// forgets a nonce still inside the window, so a replay is never let through.
+    pub nonce_cap: usize,
+}
+
+impl Default for VerifierConfig {
+    fn default() -> Self {
+        VerifierConfig { max_skew: 300, nonce_cap: 1 << 19 }
+    }
+}
+
+/// Who is calling: the verified key, its identity and role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The identity the trust file gives the key (for `user`, the `Owner`).
+    pub identity: String,
+    /// The identity's role.
+    pub role: Role,
+    /// The key that signed the request.
+    pub key: PublicKey,
+}
+
+impl Caller {
+    /// Passes if the caller's role is among `allowed` (`admin` passes wherever `user`
+    /// does), else [`AuthError::Forbidden`] (403).
+    pub fn require(&self, allowed: &[Role]) -> Result<(), AuthError> {
+        if self.role.is_allowed(allowed) {
+            Ok(())
+        } else {
+            Err(AuthError::Forbidden {
+                identity: self.identity.clone(),
+                role: self.role,
+                allowed: allowed.to_vec(),
+            })
+        }
+    }
+}
+
+/// A request whose headers passed [`Verifier::check_headers`]; its body is yet to be
+/// checked by [`Verifier::finish`].
+#[derive(Debug, Clone)]
+pub struct Pending {
+    headers: SignedHeaders,
+    identity: Identity,
+}
+
+impl Pending {
+    /// The parsed signature headers.
+    pub fn headers(&self) -> &SignedHeaders {
+        &self.headers
+    }
+
+    /// The identity the key belongs to.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+}
+
+/// Nonces seen within the window, each kept until its timestamp + the window.
+#[derive(Debug, Default)]
+struct NonceCache {
+    seen: HashSet<[u8; 16]>,
+    by_expiry: BTreeSet<(i64, [u8; 16])>,
+    /// The latest time the cache has been told; time never goes back inside it, so a
+    /// nonce purged by one request is never accepted by a slower one.
+    high_water: i64,
+}
+
+impl NonceCache {
+    fn purge(&mut self, now: i64) {
+        while let Some(&(expiry, id)) = self.by_expiry.first() {
+            if expiry >= now {
+                break;
+            }
+            self.by_expiry.pop_first();
+            self.seen.remove(&id);
+        }
+    }
+}
+
+/// Checks signed requests against a trust file: known key, timestamp within the
+/// window, valid signature, unused nonce. Shared between connections (`&self`).
+#[derive(Debug)]
+pub struct Verifier {
+    trust: RwLock<Arc<TrustFile>>,
+    config: VerifierConfig,
+    nonces: Mutex<NonceCache>,
+}
+
+impl Verifier {
+    /// A verifier trusting the keys of `trust`.
+    pub fn new(trust: TrustFile, config: VerifierConfig) -> Self {
+        Verifier {
+            trust: RwLock::new(Arc::new(trust)),
+            config,
+            nonces: Mutex::new(NonceCache { high_water: i64::MIN, ..NonceCache::default() }),
+        }
+    }
+
+    /// Replaces the trust file (for a reconfiguration); requests already past
+    /// [`Verifier::check_headers`] keep the identity they were given.
+    pub fn set_trust(&self, trust: TrustFile) {
+        *self.trust.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(trust);
+    }
+
+    /// The trust file in force.
+    pub fn trust(&self) -> Arc<TrustFile> {
+        self.trust.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> VerifierConfig {
+        self.config
+    }
+
+    /// How many nonces are remembered now.
+    pub fn nonces_held(&self) -> usize {
+        self.nonces.lock().unwrap_or_else(PoisonError::into_inner).seen.len()
+    }
+
+    /// First stage, before the body is read: the headers parse, the key is trusted
+    /// and the timestamp is inside the window. Cheap, so that an unsigned or stale
+    /// request is refused before its body is read.
+    pub fn check_headers(&self, headers: &HeaderMap, now: i64) -> Result<Pending, AuthError> {
+        let headers = SignedHeaders::from_headers(headers)?;
+        let identity = self
+            .trust()
+            .lookup(&headers.key)
+            .cloned()
+            .ok_or_else(|| AuthError::UnknownKey { key: headers.key.to_base64() })?;
+        self.check_time(headers.timestamp, now)?;
+        Ok(Pending { headers, identity })
+    }
+
+    fn check_time(&self, timestamp: i64, now: i64) -> Result<(), AuthError> {
+        if timestamp.abs_diff(now) > self.config.max_skew {
+            return Err(AuthError::Skewed { timestamp, now, max_skew: self.config.max_skew });
+        }
+        Ok(())
+    }
+
+    /// Second stage, with the body: the signature covers this method, path (with
+    /// query) and body, and the nonce is new. On success the nonce is remembered
+    /// until its timestamp + `max_skew`.
+    pub fn finish(
+        &self,
+        pending: Pending,
+        method: &str,
+        path_and_query: &str,
+        body: &[u8],
+        now: i64,
+    ) -> Result<Caller, AuthError> {
+        let Pending { headers, identity } = pending;
+        check_request_line(method, path_and_query)?;
+        if !headers.signature_matches(method, path_and_query, body) {
+            return Err(AuthError::BadSignature { identity: identity.name });
+        }
+        let id: [u8; 16] = {
+            let mut h = Sha256::new();
+            h.update(headers.key.as_bytes());
+            h.update(&headers.nonce);
+            let d = h.finalize();
+            let mut id = [0u8; 16];
+            id.copy_from_slice(&d[..16]);
+            id
+        };
+        let mut cache = self.nonces.lock().unwrap_or_else(PoisonError::into_inner);
+        // A clock stepped back by more than half the window is followed (requests
+        // signed by the stepped clock would be refused otherwise); smaller differences
+        // are concurrent requests reading the clock at slightly different moments.
+        if now < cache.high_water.saturating_sub_unsigned(self.config.max_skew / 2) {
+            cache.high_water = now;
+        }
+        let now = now.max(cache.high_water);
+        cache.high_water = now;
+        // Checked again under the lock: the body may have taken a while.
+        self.check_time(headers.timestamp, now)?;
+        cache.purge(now);
+        if cache.seen.contains(&id) {
+            return Err(AuthError::Replayed { window: self.config.max_skew });
+        }
+        if cache.seen.len() >= self.config.nonce_cap {
+            let oldest = cache.by_expiry.first().map_or(now, |&(e, _)| e);
+            return Err(AuthError::ReplayCacheFull {
+                held: cache.seen.len(),
+                retry_after: oldest.saturating_sub(now).unsigned_abs().saturating_add(1),
+            });
+        }
+        let expiry = headers.timestamp.saturating_add_unsigned(self.config.max_skew);
+        cache.seen.insert(id);
+        cache.by_expiry.insert((expiry, id));
+        Ok(Caller { identity: identity.name, role: identity.role, key: headers.key })
+    }
+
+    /// Both stages at once, for a request whose body is already in memory.
+    pub fn verify(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: i64,
+    ) -> Result<Caller, AuthError> {
+        let pending = self.check_headers(headers, now)?;
+        self.finish(pending, method, path_and_query, body, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::Keypair;
+
+    const T0: i64 = 1_700_000_000;
+
+    fn setup(cap: usize) -> (Verifier, Keypair, Keypair) {
+        let alice = Keypair::from_seed("alice", [1; 32]).unwrap();
+        let stranger = Keypair::from_seed("eve", [2; 32]).unwrap();
+        let trust =
+            TrustFile::parse(&format!("user alice ed25519 {}", alice.public()), "t").unwrap();
+        (Verifier::new(trust, VerifierConfig { max_skew: 300, nonce_cap: cap }), alice, stranger)
+    }
+
+    fn signed(kp: &Keypair, ts: i64, nonce: u8, body: &[u8]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        let mut n = vec![0u8; 16];
+        n[0] = nonce;
+        SignedHeaders::sign_with_nonce(kp, "POST", "/jobs", body, ts, n).apply(&mut m);
+        m
+    }
+
+    #[test]
+    fn accepts_a_good_request() {
+        let (v, alice, _) = setup(10);
+        let c = v.verify("POST", "/jobs", &signed(&alice, T0, 1, b"{}"), b"{}", T0).unwrap();
+        assert_eq!(c, Caller { identity: "alice".into(), role: Role::User, key: alice.public() });
+        assert_eq!(v.nonces_held(), 1);
+    }
+
+    #[test]
+    fn skew_both_ways() {
+        let (v, alice, _) = setup(10);
+        for (ts, ok) in [(T0 - 300, true), (T0 + 300, true), (T0 - 301, false), (T0 + 301, false)] {
+            let r = v.verify("POST", "/jobs", &signed(&alice, ts, (ts - T0) as u8, b""), b"", T0);
+            match (ok, r) {
+                (true, Ok(_)) => {}
+                (false, Err(AuthError::Skewed { timestamp, now: T0, max_skew: 300 })) => {
+                    assert_eq!(timestamp, ts)
+                }
+                (_, r) => panic!("ts {ts}: {r:?}"),
+            }
+        }
+        let e = v.verify("POST", "/jobs", &signed(&alice, T0 - 400, 9, b""), b"", T0).unwrap_err();
+        assert!(e.to_string().contains("400 s behind the server's clock"), "{e}");
+        let e = v.verify("POST", "/jobs", &signed(&alice, T0 + 400, 9, b""), b"", T0).unwrap_err();
+        assert!(e.to_string().contains("400 s ahead of the server's clock"), "{e}");
+        // Extreme timestamps do not overflow.
+        let e = v.verify("POST", "/jobs", &signed(&alice, i64::MIN, 9, b""), b"", i64::MAX);
+        assert!(matches!(e, Err(AuthError::Skewed { .. })));
+    }
+
+    #[test]
+    fn unknown_key_and_bad_signature() {
+        let (v, alice, eve) = setup(10);
+        let e = v.verify("POST", "/jobs", &signed(&eve, T0, 1, b""), b"", T0).unwrap_err();
+        assert_eq!(e, AuthError::UnknownKey { key: eve.public().to_base64() });
+        let h = signed(&alice, T0, 1, b"{}");
+        let e = v.verify("POST", "/jobs", &h, b"{\"x\":1}", T0).unwrap_err();
+        assert_eq!(e, AuthError::BadSignature { identity: "alice".into() });
+        let e = v.verify("POST", "/jobs/1", &h, b"{}", T0).unwrap_err();
+        assert!(matches!(e, AuthError::BadSignature { .. }));
+        let e = v.verify("PUT", "/jobs", &h, b"{}", T0).unwrap_err();
+        assert!(matches!(e, AuthError::BadSignature { .. }));
+        // Rejected requests leave no nonce behind, so the genuine one still passes.
+        assert_eq!(v.nonces_held(), 0);
+        v.verify("POST", "/jobs", &h, b"{}", T0).unwrap();
+    }
+
+    #[test]
+    fn replay_is_refused_until_the_window_passes_and_memory_goes() {
+        let (v, alice, _) = setup(10);
+        let h = signed(&alice, T0, 1, b"");
+        v.verify("POST", "/jobs", &h, b"", T0).unwrap();
+        for later in [0, 1, 299, 300] {
+            let e = v.verify("POST", "/jobs", &h, b"", T0 + later).unwrap_err();
+            assert_eq!(e, AuthError::Replayed { window: 300 }, "at +{later}");
+        }
+        // Past the window the timestamp itself is refused...
+        let e = v.verify("POST", "/jobs", &h, b"", T0 + 301).unwrap_err();
+        assert!(matches!(e, AuthError::Skewed { .. }));
+        // ... and the nonce is dropped at the next request.
+        assert_eq!(v.nonces_held(), 1);
+        v.verify("POST", "/jobs", &signed(&alice, T0 + 301, 2, b""), b"", T0 + 301).unwrap();
+        assert_eq!(v.nonces_held(), 1);
+    }
+
+    #[test]
+    fn a_request_from_the_future_is_remembered_long_enough() {
+        let (v, alice, _) = setup(10);
+        let h = signed(&alice, T0 + 300, 1, b"");
+        v.verify("POST", "/jobs", &h, b"", T0).unwrap();
+        // Still acceptable by time at T0 + 600, so still refused as a replay.
+        let e = v.verify("POST", "/jobs", &h, b"", T0 + 600).unwrap_err();
+        assert_eq!(e, AuthError::Replayed { window: 300 });
+    }
+
+    #[test]
+    fn clock_going_back_cannot_resurrect_a_purged_nonce() {
+        let (v, alice, _) = setup(10);
+        let h = signed(&alice, T0, 1, b"");
+        let pending = v.check_headers(&h, T0 + 300).unwrap();
+        v.verify("POST", "/jobs", &h, b"", T0).unwrap();
+        // Another request at T0 + 301 purges the nonce.
+        v.verify("POST", "/jobs", &signed(&alice, T0 + 301, 2, b""), b"", T0 + 301).unwrap();
+        // The slow replay whose headers passed at T0 + 300 is refused at finish.
+        let e = v.finish(pending, "POST", "/jobs", b"", T0 + 300).unwrap_err();
+        assert!(matches!(e, AuthError::Skewed { now, .. } if now == T0 + 301), "{e:?}");
+    }
+
+    #[test]
+    fn a_clock_stepped_back_is_followed() {
+        let (v, alice, _) = setup(10);
+        v.verify("POST", "/jobs", &signed(&alice, T0 + 3600, 1, b""), b"", T0 + 3600).unwrap();
+        // The clock is stepped back an hour: fresh requests are accepted at once.
+        v.verify("POST", "/jobs", &signed(&alice, T0, 2, b""), b"", T0).unwrap();
+        // The first request is still remembered.
+        let e = v.verify("POST", "/jobs", &signed(&alice, T0 + 3600, 1, b""), b"", T0 + 3600);
+        assert_eq!(e, Err(AuthError::Replayed { window: 300 }));
+    }
+
+    #[test]
+    fn cap_gives_503_then_recovers_as_nonces_expire() {
+        let (v, alice, _) = setup(3);
+        for i in 0..3u8 {
+            v.verify("POST", "/jobs", &signed(&alice, T0 + i64::from(i), i, b""), b"", T0).unwrap();
+        }
+        let e = v.verify("POST", "/jobs", &signed(&alice, T0, 9, b""), b"", T0 + 10).unwrap_err();
+        assert_eq!(e, AuthError::ReplayCacheFull { held: 3, retry_after: 291 });
+        assert_eq!(e.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(v.nonces_held(), 3);
+        // When the oldest expires, one more fits.
+        v.verify("POST", "/jobs", &signed(&alice, T0 + 301, 9, b""), b"", T0 + 301).unwrap();
+        assert_eq!(v.nonces_held(), 3);
+        let e = v.verify("POST", "/jobs", &signed(&alice, T0 + 301, 10, b""), b"", T0 + 301);
+        assert!(matches!(e, Err(AuthError::ReplayCacheFull { held: 3, retry_after: 1 })));
+        v.verify("POST", "/jobs", &signed(&alice, T0 + 303, 10, b""), b"", T0 + 303).unwrap();
+        // The first three expired; nonces 9 and 10 remain.
+        assert_eq!(v.nonces_held(), 2);
+    }
+
+    #[test]
+    fn trust_can_be_replaced() {
+        let (v, alice, eve) = setup(10);
+        v.set_trust(TrustFile::parse(&format!("admin eve ed25519 {}", eve.public()), "t").unwrap());
+        let c = v.verify("POST", "/jobs", &signed(&eve, T0, 1, b""), b"", T0).unwrap();
+        assert_eq!((c.identity.as_str(), c.role), ("eve", Role::Admin));
+        assert!(matches!(
+            v.verify("POST", "/jobs", &signed(&alice, T0, 2, b""), b"", T0),
+            Err(AuthError::UnknownKey { .. })
+        ));
+    }
+
+    #[test]
+    fn require_roles() {
+        let c = |role| Caller {
+            identity: "x".into(),
+            role,
+            key: Keypair::from_seed("k", [1; 32]).unwrap().public(),
+        };
+        assert!(c(Role::Admin).require(&[Role::User]).is_ok());
+        let e = c(Role::User).require(&[Role::Schedd, Role::Host]).unwrap_err();
+        assert_eq!(e.status(), http::StatusCode::FORBIDDEN);
+        assert_eq!(
+            e.to_string(),
+            "x (role user) may not use this route; it needs role schedd or host"
+        );
+    }
+}

@@ -1,0 +1,299 @@
+//! A real axum server on 127.0.0.1 and the real client: every acceptance and
+//! rejection, each with its status and reason.
+
+use std::sync::Arc;
+
+use andes_protocol::{
+    Auth, Caller, Client, ClientErrorKind, ErrorBody, Keypair, ManualClock, Response, Role,
+    SignedJson, TrustFile, VerifiedBody, Verifier, VerifierConfig, require,
+};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bytes::Bytes;
+use http::{HeaderValue, Method, StatusCode};
+use http_body_util::Full;
+use serde_json::{Value, json};
+
+const T0: i64 = 1_800_000_000;
+const LIMIT: usize = 1024;
+
+struct Pool {
+    base: String,
+    clock: Arc<ManualClock>,
+    alice: Arc<Keypair>,
+    schedd: Arc<Keypair>,
+    root: Arc<Keypair>,
+    eve: Arc<Keypair>,
+}
+
+impl Pool {
+    fn client(&self, kp: &Arc<Keypair>) -> Client {
+        Client::new(&self.base, kp.clone()).unwrap().with_clock(self.clock.clone())
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Submit {
+    cmd: String,
+    count: u32,
+}
+
+async fn submit(caller: Caller, SignedJson(s): SignedJson<Submit>) -> Json<Value> {
+    Json(json!({"owner": caller.identity, "role": caller.role, "cmd": s.cmd, "count": s.count}))
+}
+
+async fn whoami(caller: Caller, VerifiedBody(body): VerifiedBody) -> Json<Value> {
+    Json(json!({"identity": caller.identity, "role": caller.role, "body_len": body.len()}))
+}
+
+async fn start() -> Pool {
+    let kp = |name: &str, seed: u8| Arc::new(Keypair::from_seed(name, [seed; 32]).unwrap());
+    let (alice, schedd, root, eve) = (kp("alice", 1), kp("schedd", 2), kp("root", 3), kp("eve", 4));
+    let trust = TrustFile::parse(
+        &format!(
+            "user alice ed25519 {}\nschedd schedd@submit ed25519 {}\nadmin root ed25519 {}\n",
+            alice.public(),
+            schedd.public(),
+            root.public()
+        ),
+        "trust",
+    )
+    .unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let auth = Auth::with_body_limit(
+        Verifier::new(trust, VerifierConfig::default()),
+        clock.clone(),
+        LIMIT,
+    );
+    let users = Router::new()
+        .route("/v1/jobs", post(submit))
+        .route("/v1/queue", get(whoami))
+        .nest("/v1/nested", Router::new().route("/ping", get(whoami)))
+        .layer(require(&[Role::User]));
+    let schedds = Router::new().route("/v1/claims", post(whoami)).layer(require(&[Role::Schedd]));
+    let app = users.merge(schedds).layer(auth.layer());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Pool { base: format!("http://{addr}"), clock, alice, schedd, root, eve }
+}
+
+/// Asserts the status and that the `{"error": ...}` reason contains `want`.
+fn refused(r: &Response, status: StatusCode, want: &str) {
+    assert_eq!(r.status, status, "{:?}", String::from_utf8_lossy(&r.body));
+    let body: ErrorBody = r.json().unwrap();
+    assert!(body.error.contains(want), "reason {:?} lacks {want:?}", body.error);
+}
+
+#[tokio::test]
+async fn accepted_with_caller_and_body() {
+    let p = start().await;
+    let r = p
+        .client(&p.alice)
+        .post_json("/v1/jobs", &json!({"cmd": "hello.wasm", "count": 3}))
+        .await
+        .unwrap();
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(
+        r.json::<Value>().unwrap(),
+        json!({"owner": "alice", "role": "user", "cmd": "hello.wasm", "count": 3})
+    );
+    // A query is part of what is signed; nested routers see the full path.
+    let r = p.client(&p.alice).get("/v1/queue?constraint=Owner%3D%3D%22alice%22").await.unwrap();
+    assert_eq!(
+        r.json::<Value>().unwrap(),
+        json!({"identity": "alice", "role": "user", "body_len": 0})
+    );
+    let r = p.client(&p.alice).get("/v1/nested/ping").await.unwrap();
+    assert_eq!(r.status, StatusCode::OK);
+    // admin passes a user check; a schedd passes its own.
+    let r = p.client(&p.root).get("/v1/queue").await.unwrap();
+    assert_eq!(r.json::<Value>().unwrap()["role"], "admin");
+    let r = p.client(&p.schedd).post_json("/v1/claims", &json!({})).await.unwrap();
+    assert_eq!(r.json::<Value>().unwrap()["identity"], "schedd@submit");
+    // The typed call.
+    let v: Value = p
+        .client(&p.alice)
+        .call(Method::POST, "/v1/jobs", Some(&json!({"cmd": "a", "count": 1})))
+        .await
+        .unwrap();
+    assert_eq!(v["owner"], "alice");
+}
+
+#[tokio::test]
+async fn unsigned_is_401() {
+    let p = start().await;
+    let c = p.client(&p.alice);
+    let req = http::Request::builder()
+        .uri(format!("{}/v1/queue", p.base))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let r = c.send(req).await.unwrap();
+    refused(&r, StatusCode::UNAUTHORIZED, "not signed");
+}
+
+#[tokio::test]
+async fn tampered_body_path_or_key_is_401() {
+    let p = start().await;
+    let c = p.client(&p.alice);
+    let body = Bytes::from_static(br#"{"cmd":"a","count":1}"#);
+
+    let mut req = c.prepare(Method::POST, "/v1/jobs", body.clone()).unwrap();
+    *req.body_mut() = Full::new(Bytes::from_static(br#"{"cmd":"b","count":1}"#));
+    refused(&c.send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "bad signature from alice");
+
+    let mut req = c.prepare(Method::GET, "/v1/queue?x=1", Bytes::new()).unwrap();
+    *req.uri_mut() = format!("{}/v1/queue?x=2", p.base).parse().unwrap();
+    refused(&c.send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "bad signature");
+
+    // Signed by alice, claiming to be root.
+    let mut req = c.prepare(Method::POST, "/v1/jobs", body).unwrap();
+    req.headers_mut()
+        .insert("andes-key", HeaderValue::from_str(&p.root.public().to_base64()).unwrap());
+    refused(&c.send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "bad signature from root");
+
+    let mut req = c.prepare(Method::GET, "/v1/queue", Bytes::new()).unwrap();
+    req.headers_mut().insert("andes-signature", HeaderValue::from_static("bm90IGEgc2lnbmF0dXJl"));
+    refused(&c.send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "malformed Andes-Signature");
+}
+
+#[tokio::test]
+async fn unknown_key_is_401() {
+    let p = start().await;
+    let r = p.client(&p.eve).get("/v1/queue").await.unwrap();
+    refused(&r, StatusCode::UNAUTHORIZED, &format!("unknown key {}", p.eve.public()));
+}
+
+#[tokio::test]
+async fn expired_or_early_is_401() {
+    let p = start().await;
+    let late = Arc::new(ManualClock::new(T0 - 301));
+    let c = Client::new(&p.base, p.alice.clone()).unwrap().with_clock(late.clone());
+    refused(&c.get("/v1/queue").await.unwrap(), StatusCode::UNAUTHORIZED, "301 s behind");
+    late.set(T0 + 1000);
+    refused(&c.get("/v1/queue").await.unwrap(), StatusCode::UNAUTHORIZED, "1000 s ahead of");
+    late.set(T0 - 300);
+    assert_eq!(c.get("/v1/queue").await.unwrap().status, StatusCode::OK);
+    // The same request becomes stale as the server's clock moves on.
+    let req = p.client(&p.alice).prepare(Method::GET, "/v1/queue", Bytes::new()).unwrap();
+    p.clock.advance(301);
+    refused(&p.client(&p.alice).send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "behind");
+}
+
+#[tokio::test]
+async fn replay_is_401() {
+    let p = start().await;
+    let c = p.client(&p.alice);
+    let req = c
+        .prepare(Method::POST, "/v1/jobs", Bytes::from_static(br#"{"cmd":"a","count":1}"#))
+        .unwrap();
+    let again = req.clone();
+    assert_eq!(c.send(req).await.unwrap().status, StatusCode::OK);
+    refused(&c.send(again).await.unwrap(), StatusCode::UNAUTHORIZED, "replayed request");
+}
+
+#[tokio::test]
+async fn wrong_role_is_403() {
+    let p = start().await;
+    let r = p.client(&p.alice).post_json("/v1/claims", &json!({})).await.unwrap();
+    refused(
+        &r,
+        StatusCode::FORBIDDEN,
+        "alice (role user) may not use this route; it needs role schedd",
+    );
+    let r = p.client(&p.schedd).get("/v1/queue").await.unwrap();
+    refused(&r, StatusCode::FORBIDDEN, "role schedd");
+    // admin passes user checks only.
+    let r = p.client(&p.root).post_json("/v1/claims", &json!({})).await.unwrap();
+    refused(&r, StatusCode::FORBIDDEN, "role admin");
+}
+
+#[tokio::test]
+async fn too_large_is_413() {
+    let p = start().await;
+    let c = p.client(&p.alice);
+    let r = c.request(Method::POST, "/v1/jobs", Bytes::from(vec![b' '; LIMIT + 1])).await.unwrap();
+    refused(&r, StatusCode::PAYLOAD_TOO_LARGE, "larger than the limit of 1024 bytes");
+    let mut ok = br#"{"cmd":"a","count":1}"#.to_vec();
+    ok.resize(LIMIT, b' ');
+    assert_eq!(
+        c.request(Method::POST, "/v1/jobs", ok.into()).await.unwrap().status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn malformed_json_is_400() {
+    let p = start().await;
+    let c = p.client(&p.alice);
+    let r = c.request(Method::POST, "/v1/jobs", Bytes::from_static(b"{\"cmd\": 1}")).await.unwrap();
+    refused(
+        &r,
+        StatusCode::BAD_REQUEST,
+        "malformed JSON body: invalid type: integer `1`, expected a string at line 1 column 9",
+    );
+    let r = c.request(Method::POST, "/v1/jobs", Bytes::from_static(b"{\"cmd\":")).await.unwrap();
+    refused(&r, StatusCode::BAD_REQUEST, "malformed JSON body: EOF while parsing");
+    let r = c.request(Method::POST, "/v1/jobs", Bytes::new()).await.unwrap();
+    refused(&r, StatusCode::BAD_REQUEST, "the body is empty");
+    // The typed call carries the reason.
+    let e =
+        c.call::<_, Value>(Method::POST, "/v1/jobs", Some(&json!({"cmd": "x"}))).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("400 Bad Request: malformed JSON body: missing field `count`"), "{msg}");
+    assert!(msg.starts_with(&format!("POST {}/v1/jobs: ", p.base)), "{msg}");
+}
+
+#[tokio::test]
+async fn streamed_body_over_the_limit_is_413_without_content_length() {
+    let p = start().await;
+    let trust = TrustFile::parse(&format!("user alice ed25519 {}", p.alice.public()), "t").unwrap();
+    let auth =
+        Auth::with_body_limit(Verifier::new(trust, VerifierConfig::default()), p.clock.clone(), 10);
+    let mut req = axum::extract::Request::new(axum::body::Body::new(Endless));
+    *req.uri_mut() = "/x".parse().unwrap();
+    andes_protocol::SignedHeaders::sign(&p.alice, "GET", "/x", b"", T0).apply(req.headers_mut());
+    let e = auth.authenticate(req).await.unwrap_err();
+    assert_eq!(e, andes_protocol::AuthError::TooLarge { limit: 10 });
+}
+
+/// A body that never ends and declares no length.
+struct Endless;
+
+impl http_body::Body for Endless {
+    type Data = Bytes;
+    type Error = std::io::Error;
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        std::task::Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from_static(b"0123456789")))))
+    }
+}
+
+#[tokio::test]
+async fn connection_refused_names_the_daemon() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let kp = Arc::new(Keypair::from_seed("alice", [1; 32]).unwrap());
+    let e = Client::new(&format!("http://{addr}"), kp).unwrap().get("/v1/queue").await.unwrap_err();
+    assert!(matches!(e.kind, ClientErrorKind::Refused(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        format!("GET http://{addr}/v1/queue: connection refused: is the daemon running at {addr}?")
+    );
+}
+
+#[tokio::test]
+async fn bad_base_urls() {
+    let kp = Arc::new(Keypair::from_seed("alice", [1; 32]).unwrap());
+    for (url, want) in [
+        ("https://h:1", "https is not supported"),
+        ("h:1", "expected http://"),
+        ("http://", "http://: bad URL: not a URL"),
+    ] {
+        let e = Client::new(url, kp.clone()).unwrap_err();
+        assert!(e.to_string().contains(want), "{url}: {e}");
+    }
+}

@@ -1,0 +1,326 @@
+//! Running a parsed description: macros, queue statements, one ad per proc.
+
+use std::collections::HashMap;
+
+use classad::ClassAd;
+
+use crate::job::{JobBuilder, ModuleCache};
+use crate::macros::{Macros, Origin};
+use crate::parse::{self, ItemSource, MatchKind, QueueStatement, StatementKind};
+use crate::{Context, ErrorKind, SubmitDescription, SubmitError};
+
+/// The most jobs one description may make unless [`Context::max_jobs`] says
+/// otherwise.
+pub const DEFAULT_MAX_JOBS: usize = 100_000;
+
+/// The most bytes the job ads of one submission may take, printed, unless
+/// [`Context::max_ad_bytes`] says otherwise.
+pub const DEFAULT_MAX_AD_BYTES: usize = 256 << 20;
+
+/// Largest `queue ... from FILE` file read, in bytes.
+const MAX_ITEM_FILE: u64 = 16 << 20;
+
+/// A Wasm module some of the jobs run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Module {
+    /// The path as the job ad's `Cmd` spells it.
+    pub path: String,
+    /// `sha256:<hex>`, as in the job ad's `CmdDigest`.
+    pub digest: String,
+    /// The module's bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// The result of [`expand`]: the job ads, in proc order, and the modules they
+/// run (each once, in order of first use).
+#[derive(Clone, Debug)]
+pub struct Submission {
+    /// One job ad per proc.
+    pub jobs: Vec<ClassAd>,
+    /// The distinct modules named by the jobs' `Cmd`/`CmdDigest`.
+    pub modules: Vec<Module>,
+}
+
+/// Runs `desc` against `ctx`: applies its commands and macros in order, and
+/// makes one job ad per proc of every `queue` statement (all in the one
+/// cluster `ctx.cluster_id`, procs numbered from 0).
+pub fn expand(desc: &SubmitDescription, ctx: &Context<'_>) -> Result<Submission, SubmitError> {
+    let extra = parse::parse(&ctx.extra_lines.join("\n"), "<command line>")?;
+    if let Some(q) = extra.statements.iter().find(|s| matches!(s.kind, StatementKind::Queue(_))) {
+        return Err(SubmitError::new(
+            ErrorKind::Syntax,
+            "<command line>",
+            Some(q.line),
+            "a `queue` statement cannot be given with -a",
+        ));
+    }
+    let mut run = Run {
+        ctx,
+        macros: Macros::new(&ctx.env, ctx.seed),
+        attrs: Vec::new(),
+        jobs: Vec::new(),
+        modules: ModuleCache::default(),
+        sizes: HashMap::new(),
+        source: desc.source.clone(),
+        ad_bytes: 0,
+    };
+    let cluster = ctx.cluster_id.to_string();
+    for n in ["Cluster", "ClusterId"] {
+        run.macros.builtin(n, &cluster);
+    }
+    let mut queued = false;
+    for st in &desc.statements {
+        let origin = Origin { source: desc.source.clone(), line: Some(st.line) };
+        match &st.kind {
+            StatementKind::Queue(q) => {
+                for x in &extra.statements {
+                    let o = Origin { source: "<command line>".into(), line: Some(x.line) };
+                    run.apply(&x.kind, &o)?;
+                }
+                run.queue(q, &origin)?;
+                queued = true;
+            }
+            k => run.apply(k, &origin)?,
+        }
+    }
+    if !queued {
+        return Err(SubmitError::new(
+            ErrorKind::NoQueue,
+            &desc.source,
+            None,
+            "no `queue` statement: nothing to submit",
+        ));
+    }
+    Ok(Submission { jobs: run.jobs, modules: run.modules.into_modules() })
+}
+
+pub(crate) struct Run<'c, 'f> {
+    pub ctx: &'c Context<'f>,
+    pub macros: Macros,
+    /// `+Attr`/`MY.Attr` lines: name, raw value, origin (later wins).
+    pub attrs: Vec<(String, String, Origin)>,
+    pub jobs: Vec<ClassAd>,
+    pub modules: ModuleCache,
+    /// Sizes in KiB of input files, by path.
+    pub sizes: HashMap<String, u64>,
+    pub source: String,
+    /// Bytes of the job ads made so far, printed.
+    pub ad_bytes: usize,
+}
+
+impl Run<'_, '_> {
+    fn apply(&mut self, kind: &StatementKind, origin: &Origin) -> Result<(), SubmitError> {
+        match kind {
+            StatementKind::Assign { name, value } => self.macros.define(name, value, origin),
+            StatementKind::Attr { name, value } => {
+                self.attrs.retain(|(n, _, _)| !n.eq_ignore_ascii_case(name));
+                self.attrs.push((name.clone(), value.clone(), origin.clone()));
+                Ok(())
+            }
+            StatementKind::Queue(_) => Ok(()),
+        }
+    }
+
+    fn queue(&mut self, q: &QueueStatement, origin: &Origin) -> Result<(), SubmitError> {
+        let iwd = self.ctx.iwd.clone();
+        let qerr = |msg: String| origin.error(ErrorKind::Queue, msg);
+        let count: u64 = if q.count.trim().is_empty() {
+            1
+        } else {
+            let c = self.macros.expand(&q.count, &iwd, origin)?;
+            let c = c.trim();
+            match crate::job::eval_int(c) {
+                Some(n) if n >= 0 => n as u64,
+                _ => {
+                    return Err(qerr(format!(
+                        "bad queue statement: the count {c:?} is not a non-negative integer"
+                    )));
+                }
+            }
+        };
+        // The item rows.
+        let dir = self.job_iwd(origin)?;
+        let rows: Vec<String> = match &q.items {
+            ItemSource::None => Vec::new(),
+            ItemSource::In(items) => items.clone(),
+            ItemSource::FromRows(rows) => rows.clone(),
+            ItemSource::FromFile(f) => {
+                let name = self.macros.expand(f, &iwd, origin)?;
+                let path = resolve(&dir, name.trim());
+                let bytes = self.ctx.fs.read(&path, MAX_ITEM_FILE).map_err(|e| {
+                    qerr(format!("cannot read the item file {path:?} for `queue ... from`: {e}"))
+                })?;
+                String::from_utf8_lossy(&bytes)
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(str::to_string)
+                    .collect()
+            }
+            ItemSource::Matching { what, globs } => {
+                let mut found = Vec::new();
+                for g in globs {
+                    let g = self.macros.expand(g, &iwd, origin)?;
+                    for m in self.glob(&dir, &g, *what, origin)? {
+                        if !found.contains(&m) {
+                            found.push(m);
+                        }
+                    }
+                }
+                found
+            }
+        };
+        let has_items = !matches!(q.items, ItemSource::None);
+        let vars: Vec<String> =
+            if q.vars.is_empty() { vec!["Item".to_string()] } else { q.vars.clone() };
+        let nrows = if has_items { rows.len() as u64 } else { 1 };
+        let total = nrows.saturating_mul(count);
+        if total.saturating_add(self.jobs.len() as u64) > self.ctx.max_jobs as u64 {
+            return Err(origin.error(
+                ErrorKind::TooManyJobs,
+                format!(
+                    "the queue statement makes {total} jobs; at most {} are allowed in one submission",
+                    self.ctx.max_jobs
+                ),
+            ));
+        }
+        for r in 0..nrows as usize {
+            if has_items {
+                let row = rows.get(r).map(String::as_str).unwrap_or("");
+                let values = split_row(
+                    row,
+                    vars.len(),
+                    matches!(q.items, ItemSource::FromRows(_) | ItemSource::FromFile(_)),
+                );
+                for (v, val) in vars.iter().zip(values) {
+                    self.macros.builtin(v, &val);
+                }
+            }
+            self.macros.builtin("ItemIndex", &r.to_string());
+            self.macros.builtin("Row", &r.to_string());
+            for step in 0..count {
+                let proc = self.jobs.len();
+                self.macros.builtin("Step", &step.to_string());
+                for n in ["Process", "ProcId"] {
+                    self.macros.builtin(n, &proc.to_string());
+                }
+                let ad = JobBuilder::new(self, origin, proc as i64).build()?;
+                self.ad_bytes = self.ad_bytes.saturating_add(ad.to_string().len());
+                if self.ad_bytes > self.ctx.max_ad_bytes {
+                    return Err(origin.error(
+                        ErrorKind::TooManyJobs,
+                        format!(
+                            "the job ads would take more than {} KiB; make fewer or smaller jobs",
+                            self.ctx.max_ad_bytes >> 10
+                        ),
+                    ));
+                }
+                self.jobs.push(ad);
+            }
+        }
+        Ok(())
+    }
+
+    /// The job's initial directory (`Iwd`), as the ad writes it.
+    pub fn job_iwd(&mut self, origin: &Origin) -> Result<String, SubmitError> {
+        let base = self.ctx.iwd.clone();
+        for key in ["initialdir", "initial_dir", "iwd"] {
+            if self.macros.is_defined(key) {
+                let v = self.macros.get(key, &base, &origin.source)?.unwrap_or_default();
+                let v = v.trim();
+                if !v.is_empty() {
+                    return Ok(normalize(&resolve(&base, v)));
+                }
+            }
+        }
+        Ok(normalize(&base))
+    }
+
+    fn glob(
+        &self,
+        dir: &str,
+        pattern: &str,
+        what: MatchKind,
+        origin: &Origin,
+    ) -> Result<Vec<String>, SubmitError> {
+        let (sub, pat) = match pattern.rfind('/') {
+            Some(i) => (&pattern[..=i], &pattern[i + 1..]),
+            None => ("", pattern),
+        };
+        let p = glob::Pattern::new(pat).map_err(|e| {
+            origin.error(
+                ErrorKind::Queue,
+                format!("bad pattern {pattern:?} in `queue ... matching`: {e}"),
+            )
+        })?;
+        let base = resolve(dir, sub);
+        let mut out = Vec::new();
+        let opts = glob::MatchOptions { require_literal_leading_dot: true, ..Default::default() };
+        for (name, is_dir) in self.ctx.fs.read_dir(&base).unwrap_or_default() {
+            let ok = match what {
+                MatchKind::Any => true,
+                MatchKind::Files => !is_dir,
+                MatchKind::Dirs => is_dir,
+            };
+            if ok && p.matches_with(&name, opts) {
+                out.push(format!("{sub}{name}"));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// Splits an item row among `n` variables: fields are separated by commas
+/// and/or white space, and the last variable takes the rest of the row.
+/// With one variable the whole row (trimmed) is the value; `in` lists
+/// (`rows == false`) hold one value per item.
+fn split_row(row: &str, n: usize, rows: bool) -> Vec<String> {
+    if n <= 1 || !rows {
+        return vec![row.trim().to_string()];
+    }
+    let mut out = Vec::with_capacity(n);
+    let mut rest = row.trim();
+    for _ in 0..n - 1 {
+        let end = rest.find(|c: char| c == ',' || c.is_whitespace()).unwrap_or(rest.len());
+        out.push(rest[..end].to_string());
+        rest = rest[end..].trim_start_matches(|c: char| c == ',' || c.is_whitespace());
+    }
+    out.push(rest.trim().to_string());
+    out
+}
+
+/// `path` made absolute against `dir`.
+pub(crate) fn resolve(dir: &str, path: &str) -> String {
+    if path.starts_with('/') || dir.is_empty() {
+        path.to_string()
+    } else if path.is_empty() {
+        dir.to_string()
+    } else {
+        format!("{}/{}", dir.trim_end_matches('/'), path)
+    }
+}
+
+/// Removes `.` components, doubled and trailing slashes.
+pub(crate) fn normalize(p: &str) -> String {
+    let abs = p.starts_with('/');
+    let parts: Vec<&str> = p.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    let joined = parts.join("/");
+    if abs { format!("/{joined}") } else { joined }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_split_like_htcondor() {
+        assert_eq!(split_row("first, second value", 2, true), ["first", "second value"]);
+        assert_eq!(split_row("a b c", 2, true), ["a", "b c"]);
+        assert_eq!(split_row("a", 3, true), ["a", "", ""]);
+        assert_eq!(split_row(" x y ", 1, true), ["x y"]);
+        assert_eq!(normalize("/iwd/./sub//"), "/iwd/sub");
+        assert_eq!(resolve("/iwd", "a/b"), "/iwd/a/b");
+        assert_eq!(resolve("/iwd", "/abs"), "/abs");
+    }
+}
