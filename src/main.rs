@@ -1,10 +1,12 @@
 //! `andes`: the command users run. Each subcommand lives in `cmd/`.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod settings;
 
 /// andes: high-throughput computing for WebAssembly jobs.
 #[derive(Parser)]
@@ -22,13 +24,64 @@ enum Command {
     /// Run a Wasm module locally in the execute host's sandbox and say how it
     /// ended, in HTCondor's terms (try a job before submitting it).
     Run(cmd::run::RunArgs),
+    /// Make the key pair a user or daemon signs its requests with.
+    Keygen(cmd::keygen::KeygenArgs),
+    /// Run the schedd: the durable job queue and its signed HTTP API.
+    Schedd(cmd::schedd::ScheddArgs),
+    /// Submit jobs from a submit description file (condor_submit).
+    Submit(cmd::submit::SubmitArgs),
+    /// Show the job queue (condor_q).
+    Q(cmd::q::QArgs),
+    /// Show jobs that left the queue (condor_history).
+    History(cmd::q::HistoryArgs),
+    /// Put jobs on hold (condor_hold).
+    Hold(cmd::act::ActArgs),
+    /// Release held jobs (condor_release).
+    Release(cmd::act::ActArgs),
+    /// Remove jobs (condor_rm).
+    Rm(cmd::act::ActArgs),
+    /// Change an attribute of queued jobs (condor_qedit).
+    Qedit(cmd::act::QeditArgs),
+}
+
+/// The subcommands that take HTCondor's single-dash long options (`-nobatch`,
+/// `-af`, `-constraint`): for them `-word` means `--word`.
+const CONDOR_STYLE: &[&str] = &["submit", "q", "history", "hold", "release", "rm", "qedit"];
+
+fn condor_style_args(args: Vec<OsString>) -> Vec<OsString> {
+    let sub = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
+    if !CONDOR_STYLE.contains(&sub) {
+        return args;
+    }
+    args.into_iter()
+        .map(|a| match a.to_str() {
+            Some(s)
+                if s.len() > 2
+                    && s.starts_with('-')
+                    && !s.starts_with("--")
+                    && s[1..].chars().all(|c| c.is_ascii_alphabetic() || c == '-' || c == '_') =>
+            {
+                OsString::from(format!("-{s}"))
+            }
+            _ => a,
+        })
+        .collect()
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(condor_style_args(std::env::args_os().collect()));
     let result = match cli.command {
         Command::Classad(c) => cmd::classad::run(c),
         Command::Run(a) => cmd::run::run(a),
+        Command::Keygen(a) => cmd::keygen::run(a),
+        Command::Schedd(a) => cmd::schedd::run(a),
+        Command::Submit(a) => cmd::submit::run(a),
+        Command::Q(a) => cmd::q::run(a),
+        Command::History(a) => cmd::q::history(a),
+        Command::Hold(a) => cmd::act::run(cmd::act::Verb::Hold, a),
+        Command::Release(a) => cmd::act::run(cmd::act::Verb::Release, a),
+        Command::Rm(a) => cmd::act::run(cmd::act::Verb::Remove, a),
+        Command::Qedit(a) => cmd::act::qedit(a),
     };
     match result {
         Ok(code) => code,

@@ -1,4 +1,10 @@
 //! The `andes` subcommands.
 
+pub mod act;
 pub mod classad;
+pub mod client;
+pub mod keygen;
+pub mod q;
 pub mod run;
+pub mod schedd;
+pub mod submit;

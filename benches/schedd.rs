@@ -1,0 +1,177 @@
+//! The schedd over real HTTP, as a real process: single-job submits from 8
+//! concurrent clients, a `queue 100000` submit end to end (expansion, upload,
+//! commit), and condor_q's summary over a million queued jobs.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use andes_protocol::{Client, Keypair};
+use andes_scheduler::api::{SubmitReply, SubmitRequest, SummaryReply, SummaryRequest};
+use criterion::{Criterion, criterion_group, criterion_main};
+use http::Method;
+
+const MODULE: &[u8] = b"\0asm\x01\0\0\0";
+
+struct Schedd {
+    child: Child,
+    url: String,
+    dir: tempfile::TempDir,
+    kp: Arc<Keypair>,
+}
+
+impl Drop for Schedd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn andes() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_andes"))
+}
+
+fn start() -> Schedd {
+    let dir = tempfile::tempdir().unwrap();
+    let kp = Keypair::generate("alice").unwrap();
+    kp.save(&dir.path().join("keys"), false).unwrap();
+    std::fs::write(dir.path().join("trust"), format!("user alice {}\n", kp.public_line())).unwrap();
+    std::fs::write(dir.path().join("andes.config"), "SCHEDD_ADDRESS = 127.0.0.1:0\n").unwrap();
+    let child = andes()
+        .arg("schedd")
+        .env("ANDES_CONFIG_DIR", dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let f = dir.path().join("spool/.schedd_address");
+    let t = Instant::now();
+    while !f.exists() {
+        assert!(t.elapsed() < Duration::from_secs(30), "the schedd did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let url = format!("http://{}", std::fs::read_to_string(&f).unwrap().trim());
+    Schedd { child, url, dir, kp: Arc::new(kp) }
+}
+
+fn rss_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM")).map(str::to_string))
+        .unwrap_or_else(|| "peak RSS unknown on this OS".into())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn upload(rt: &tokio::runtime::Runtime, c: &Client) -> String {
+    let digest = andes_scheduler::queue::module_digest(MODULE);
+    rt.block_on(c.request(Method::PUT, &format!("/v1/modules/{digest}"), MODULE.into())).unwrap();
+    digest
+}
+
+fn concurrent_single_submits(c: &mut Criterion) {
+    let s = start();
+    let rt = runtime();
+    let client = Client::new(&s.url, s.kp.clone()).unwrap();
+    let digest = upload(&rt, &client);
+    let mut g = c.benchmark_group("schedd");
+    g.sample_size(10).measurement_time(Duration::from_secs(15));
+    // One iteration: 8 clients each submit 50 single-job clusters, one after
+    // another, each waiting for its durable acknowledgement (400 submits).
+    g.bench_function("submit_400_single_jobs_8_clients", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let mut tasks = Vec::new();
+                for _ in 0..8 {
+                    let c = Client::new(&s.url, s.kp.clone()).unwrap();
+                    let d = digest.clone();
+                    tasks.push(tokio::spawn(async move {
+                        for i in 0..50 {
+                            let req = SubmitRequest {
+                                cluster: None,
+                                cluster_ad: format!(
+                                    r#"[Cmd = "job.wasm"; CmdDigest = "{d}"; Args = "{i}"]"#
+                                ),
+                                procs: vec!["[]".into()],
+                            };
+                            let _: SubmitReply =
+                                c.call(Method::POST, "/v1/submit", Some(&req)).await.unwrap();
+                        }
+                    }));
+                }
+                for t in tasks {
+                    t.await.unwrap();
+                }
+            })
+        })
+    });
+    g.finish();
+}
+
+fn submit_file_100k(c: &mut Criterion) {
+    let s = start();
+    std::fs::write(s.dir.path().join("job.wasm"), MODULE).unwrap();
+    std::fs::write(
+        s.dir.path().join("big.sub"),
+        "executable = job.wasm\narguments = --seed $(Process)\noutput = out.$(Process)\n\
+         request_memory = 64\nqueue 100000\n",
+    )
+    .unwrap();
+    let mut g = c.benchmark_group("schedd");
+    g.sample_size(10).measurement_time(Duration::from_secs(30));
+    // `andes submit big.sub`, the command as a user runs it: expansion of 100,000
+    // jobs, upload, durable commit, acknowledgement.
+    g.bench_function("andes_submit_queue_100000", |b| {
+        b.iter(|| {
+            let out = andes()
+                .args(["submit", "big.sub"])
+                .current_dir(s.dir.path())
+                .env("ANDES_CONFIG_DIR", s.dir.path())
+                .env("USER", "alice")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        })
+    });
+    g.finish();
+}
+
+fn summary_1m(c: &mut Criterion) {
+    let s = start();
+    let rt = runtime();
+    let client = Client::new(&s.url, s.kp.clone()).unwrap().with_timeout(Duration::from_secs(600));
+    let digest = upload(&rt, &client);
+    for _ in 0..10 {
+        let req = SubmitRequest {
+            cluster: None,
+            cluster_ad: format!(
+                r#"[Cmd = "/home/alice/job.wasm"; CmdDigest = "{digest}"; RequestMemory = 64;
+                   Requirements = TARGET.HasWasm && TARGET.Memory >= RequestMemory]"#
+            ),
+            procs: (0..100_000).map(|i| format!(r#"[Args = "--seed {i}"]"#)).collect(),
+        };
+        let _: SubmitReply =
+            rt.block_on(client.call(Method::POST, "/v1/submit", Some(&req))).unwrap();
+    }
+    let mut g = c.benchmark_group("schedd");
+    g.sample_size(10);
+    g.bench_function("q_summary_1000000_jobs", |b| {
+        b.iter(|| {
+            let r: SummaryReply = rt
+                .block_on(client.call(
+                    Method::POST,
+                    "/v1/summary",
+                    Some(&SummaryRequest::default()),
+                ))
+                .unwrap();
+            assert_eq!(r.totals.jobs, 1_000_000);
+        })
+    });
+    g.finish();
+    eprintln!("schedd with 1,000,000 jobs: {}", rss_of(s.child.id()));
+}
+
+criterion_group!(benches, concurrent_single_submits, submit_file_100k, summary_1m);
+criterion_main!(benches);

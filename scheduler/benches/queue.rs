@@ -1,0 +1,84 @@
+//! Job queue benchmarks: a `queue 100000` cluster made durable, and condor_q's
+//! summary over a million queued jobs.
+
+use std::time::{Duration, Instant};
+
+use andes_scheduler::queue::{Actor, Queue, QueueConfig, Submit};
+use classad::ClassAd;
+use criterion::{Criterion, criterion_group, criterion_main};
+
+fn cluster_ad() -> ClassAd {
+    classad::parse_ad(
+        r#"[Cmd = "/home/alice/primes.wasm"; CmdDigest = "sha256:9f2c4b1e0d7a3c5b8e6f1a2d4c7b9e0f3a6d8c1b5e7f9a2c4d6b8e0f1a3c5d7e";
+        JobUniverse = 5; Iwd = "/home/alice/run"; Out = "out.$(Process)"; Err = "err";
+        RequestCpus = 1; RequestMemory = 64; RequestDisk = 1024; JobPrio = 0;
+        Requirements = TARGET.HasWasm && TARGET.Memory >= RequestMemory && TARGET.Disk >= RequestDisk;
+        Rank = 0.0; OnExitRemove = true; OnExitHold = false; PeriodicHold = false;
+        PeriodicRelease = false; PeriodicRemove = false; ShouldTransferFiles = "YES";
+        WhenToTransferOutput = "ON_EXIT"; TransferIn = false; JobNotification = 0;
+        MyType = "Job"; TargetType = "Machine"]"#,
+    )
+    .unwrap()
+}
+
+fn procs(n: usize) -> Vec<ClassAd> {
+    (0..n)
+        .map(|i| {
+            let mut p = ClassAd::new();
+            p.insert_value("Args", format!("--seed {i}"));
+            p.insert_value("Out", format!("out.{i}"));
+            p
+        })
+        .collect()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn submit_100k(c: &mut Criterion) {
+    let rt = runtime();
+    let mut g = c.benchmark_group("queue");
+    g.sample_size(10).measurement_time(Duration::from_secs(20));
+    g.bench_function("submit_cluster_100000_durable", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let dir = tempfile::tempdir().unwrap();
+                let q = Queue::open(QueueConfig::new(dir.path().join("q.db"), "bench")).unwrap();
+                let s = Submit { cluster: None, cluster_ad: cluster_ad(), procs: procs(100_000) };
+                let t = Instant::now();
+                rt.block_on(q.submit(&Actor::user("alice"), s, 1)).unwrap();
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+fn summary_1m(c: &mut Criterion) {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let q = Queue::open(QueueConfig::new(dir.path().join("q.db"), "bench")).unwrap();
+    for owner in 0..10 {
+        let s = Submit { cluster: None, cluster_ad: cluster_ad(), procs: procs(100_000) };
+        rt.block_on(q.submit(&Actor::user(&format!("user{owner}")), s, 1)).unwrap();
+    }
+    eprintln!("queue of {} jobs; {}", q.read().len(), rss());
+    let mut g = c.benchmark_group("queue");
+    g.sample_size(10);
+    g.bench_function("summary_1000000_jobs", |b| b.iter(|| q.read().summary(&[])));
+    g.finish();
+}
+
+/// The process's resident set, where the OS tells it cheaply.
+fn rss() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS")).map(str::to_string))
+        .unwrap_or_else(|| "RSS unknown on this OS".into())
+}
+
+criterion_group!(benches, submit_100k, summary_1m);
+criterion_main!(benches);

@@ -1,0 +1,140 @@
+//! The schedd's HTTP API: routes and JSON bodies, shared by the daemon and the
+//! `andes` command. ClassAds travel as text in new ClassAd syntax.
+//!
+//! | route | role | body → reply |
+//! | --- | --- | --- |
+//! | `GET /v1/modules/{digest}` | user | → 200 if stored, 404 if not |
+//! | `PUT /v1/modules/{digest}` | user | module bytes → 204 |
+//! | `POST /v1/cluster` | user | → [`NewClusterReply`] (a cluster id to expand with) |
+//! | `POST /v1/submit` | user | [`SubmitRequest`] → [`SubmitReply`] |
+//! | `POST /v1/query` | user | [`QueryRequest`] → [`QueryReply`] |
+//! | `POST /v1/summary` | user | [`SummaryRequest`] → [`SummaryReply`] |
+//! | `POST /v1/change` | user | [`ChangeRequest`] → [`ChangeReport`] |
+//! | `POST /v1/history` | user | [`HistoryRequest`] → [`QueryReply`] |
+//!
+//! Every request is signed (see `andes-protocol`); `admin` passes wherever `user`
+//! does. Errors are `{"error": "..."}` with 400 (bad request), 401 (not
+//! authenticated), 403 (not allowed), 404 (no such job or module), 413 (too large)
+//! or 500 (storage).
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::queue::{Change, ChangeReport, SummaryRow, Targets};
+
+/// `POST /v1/submit`: a cluster, factored into what its jobs share and what each
+/// has of its own. The module named by the cluster ad's `CmdDigest` must be stored
+/// first (`PUT /v1/modules/{digest}`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SubmitRequest {
+    /// The cluster id reserved with `POST /v1/cluster`, if the jobs were expanded
+    /// with it.
+    #[serde(default)]
+    pub cluster: Option<u32>,
+    /// The cluster ad.
+    pub cluster_ad: String,
+    /// One ad per job (often `[]`).
+    pub procs: Vec<String>,
+}
+
+/// A reserved cluster id.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NewClusterReply {
+    /// ClusterId to expand `$(Cluster)` with.
+    pub cluster: u32,
+}
+
+/// The reply to a submit, sent once the jobs are durable.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SubmitReply {
+    /// ClusterId.
+    pub cluster: u32,
+    /// How many jobs.
+    pub count: u32,
+}
+
+/// `POST /v1/query`: jobs in the queue.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct QueryRequest {
+    /// Which jobs (ids, owners, constraint); none: every job.
+    #[serde(default)]
+    pub targets: Targets,
+    /// Only these attributes (all when empty).
+    #[serde(default)]
+    pub projection: Vec<String>,
+    /// At most this many jobs.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// Job ads, as ClassAd text.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct QueryReply {
+    /// The ads.
+    pub ads: Vec<String>,
+}
+
+/// `POST /v1/summary`: condor_q's default summary.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SummaryRequest {
+    /// Only these owners' jobs (all when empty).
+    #[serde(default)]
+    pub owners: Vec<String>,
+}
+
+/// The summary rows and the queue's totals.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SummaryReply {
+    /// The schedd's name (SCHEDD_NAME).
+    #[serde(default)]
+    pub schedd: String,
+    /// One row per owner and batch.
+    pub rows: Vec<SummaryRow>,
+    /// Jobs in the whole queue, by status: idle, running, held, suspended, removed
+    /// (still leaving), completed (still leaving).
+    pub totals: Totals,
+}
+
+/// Counts of jobs by status.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// All jobs.
+    pub jobs: u64,
+    /// Completed.
+    pub completed: u64,
+    /// Removed.
+    pub removed: u64,
+    /// Idle.
+    pub idle: u64,
+    /// Running (and transferring output).
+    pub running: u64,
+    /// Held.
+    pub held: u64,
+    /// Suspended.
+    pub suspended: u64,
+}
+
+/// `POST /v1/change`: hold, release, remove or edit jobs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ChangeRequest {
+    /// Which jobs.
+    pub targets: Targets,
+    /// What to do.
+    pub change: Change,
+}
+
+/// `POST /v1/history`: jobs that left the queue, newest first.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct HistoryRequest {
+    /// Only those matching.
+    #[serde(default)]
+    pub constraint: Option<String>,
+    /// Only these owners' jobs.
+    #[serde(default)]
+    pub owners: Vec<String>,
+    /// At most this many.
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Only these attributes (all when empty).
+    #[serde(default)]
+    pub projection: Vec<String>,
+}

@@ -1,0 +1,126 @@
+//! Writes each job's event log (`log = FILE` in the submit file, `UserLog` in the
+//! job ad) from the queue's events, after each commit.
+//!
+//! A log that cannot be written is reported (tracing) and skipped: the queue change
+//! is already durable and stays; the job is never held for its log.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use classad::{ClassAd, Value};
+use jiff::Timestamp;
+
+use crate::queue::{EventKind, EventSink, QueueEvent};
+use crate::userlog::{self, EventJobId, FormatOptions, JobEvent, UserLog};
+
+/// The path of a job's event log: `UserLog`, relative to `Iwd` unless absolute.
+pub fn log_path(ad: &ClassAd) -> Option<PathBuf> {
+    let Value::Str(log) = ad.eval_attr("UserLog") else { return None };
+    if log.is_empty() {
+        return None;
+    }
+    let p = Path::new(&*log);
+    if p.is_absolute() {
+        return Some(p.to_path_buf());
+    }
+    match ad.eval_attr("Iwd") {
+        Value::Str(iwd) => Some(Path::new(&*iwd).join(p)),
+        _ => Some(p.to_path_buf()),
+    }
+}
+
+fn int(ad: &ClassAd, name: &str) -> Option<i64> {
+    match ad.eval_attr(name) {
+        Value::Int(i) => Some(i),
+        Value::Real(r) if r.is_finite() => Some(r as i64),
+        _ => None,
+    }
+}
+
+/// The user-log events for one queue event (a termination that requeues gives a
+/// 005 then nothing more; a hold gives 012; and so on).
+pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> {
+    use userlog::EventKind as U;
+    let ad = &e.ad;
+    match &e.kind {
+        EventKind::Submitted => vec![U::Submit(userlog::Submit {
+            submit_host: submit_host.to_string(),
+            ..Default::default()
+        })],
+        EventKind::Executing => vec![U::Execute(userlog::Execute {
+            execute_host: match ad.eval_attr("RemoteHost") {
+                Value::Str(s) => s.to_string(),
+                _ => String::new(),
+            },
+            slot_name: None,
+        })],
+        EventKind::Held(h) => vec![U::Held {
+            reason: Some(h.reason.clone()),
+            code: h.code as i32,
+            subcode: h.subcode as i32,
+        }],
+        EventKind::Released(r) => vec![U::Released(Some(r.clone()))],
+        EventKind::Removed(r) => vec![U::Aborted(Some(r.clone()))],
+        EventKind::Terminated => {
+            let ending = if ad.eval_attr("ExitBySignal") == Value::Bool(true) {
+                userlog::Ending::Abnormal {
+                    signal: int(ad, "ExitSignal").unwrap_or(0) as i32,
+                    core_file: None,
+                }
+            } else {
+                userlog::Ending::Normal { return_value: int(ad, "ExitCode").unwrap_or(0) as i32 }
+            };
+            let cpu = int(ad, "RemoteUserCpu").unwrap_or(0).max(0) as u64;
+            let usage = userlog::CpuUsage::from_secs(cpu, 0);
+            let mut out = Vec::new();
+            if let Some(kb) = int(ad, "ImageSize") {
+                out.push(U::ImageSize(userlog::ImageSize {
+                    image_size_kb: kb,
+                    memory_usage_mb: int(ad, "MemoryUsage"),
+                    resident_set_size_kb: int(ad, "ResidentSetSize"),
+                    ..Default::default()
+                }));
+            }
+            out.push(U::Terminated(userlog::Terminated {
+                ending,
+                run_remote_usage: usage,
+                run_local_usage: Default::default(),
+                total_remote_usage: usage,
+                total_local_usage: Default::default(),
+                sent_bytes: 0,
+                received_bytes: 0,
+                total_sent_bytes: 0,
+                total_received_bytes: 0,
+                resources: Vec::new(),
+            }));
+            out
+        }
+        EventKind::Requeued | EventKind::Edited(_) => Vec::new(),
+    }
+}
+
+/// A sink writing every job's events to its log, in UTC ISO dates, naming
+/// `submit_host` in submit events.
+pub fn sink_for(submit_host: String) -> EventSink {
+    Box::new(move |events: &[QueueEvent]| {
+        let mut logs: HashMap<PathBuf, Vec<JobEvent>> = HashMap::new();
+        for e in events {
+            let Some(path) = log_path(&e.ad) else { continue };
+            let time = Timestamp::from_second(e.time).unwrap_or(Timestamp::UNIX_EPOCH);
+            for kind in events_for(e, &submit_host) {
+                logs.entry(path.clone()).or_default().push(JobEvent::new(
+                    EventJobId::from(e.id),
+                    time,
+                    kind,
+                ));
+            }
+        }
+        for (path, evs) in logs {
+            let r = UserLog::open(&path, FormatOptions::utc())
+                .and_then(|mut log| evs.iter().try_for_each(|ev| log.append(ev)));
+            if let Err(err) = r {
+                tracing::warn!("job event log {}: {err}", path.display());
+            }
+        }
+    })
+}

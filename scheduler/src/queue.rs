@@ -1,0 +1,1419 @@
+//! The durable job queue.
+//!
+//! **Durability.** SQLite (bundled) in WAL mode with `synchronous = FULL`. Every
+//! change goes through one writer thread, which takes all the requests waiting at
+//! that moment, applies them in one transaction and commits once (group commit):
+//! a caller's future resolves only after the commit that holds its change is on
+//! disk. The in-memory queue is changed under the same write lock, held until the
+//! commit returns, so no reader ever sees a change that is not yet durable. If a
+//! commit fails, every caller of the batch gets the error and the in-memory queue
+//! is reloaded from the database, the source of truth.
+//!
+//! **Shape.** Like HTCondor's job queue, a cluster ad holds what its jobs share and
+//! each job (proc) ad holds only what is its own; a job's full ad is the cluster ad
+//! overlaid with its proc ad, plus `ProcId`, `JobStatus`, `EnteredCurrentStatus` and
+//! `GlobalJobId`, which are kept in fields rather than as attributes. A million
+//! queued jobs of a few clusters therefore cost little more than their keys.
+//!
+//! **Authority.** Every change names an [`Actor`]. The queue sets `Owner` from it
+//! on submit, refuses changes by a user to another user's jobs (an admin may change
+//! any job), and refuses `qedit` of protected attributes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use classad::{ClassAd, EvalOptions, Evaluator, Expr, Value};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::job::{JobId, JobSelector, JobStatus, hold_code};
+use crate::policy::{self, ExitDecision, HoldInfo, PeriodicAction};
+
+/// Attributes `qedit` may never change: HTCondor's immutable and protected job
+/// attributes, and those whose value only the schedd (or the job's run) decides.
+pub const PROTECTED_ATTRS: &[&str] = &[
+    "ClusterId",
+    "ProcId",
+    "Owner",
+    "User",
+    "JobStatus",
+    "QDate",
+    "GlobalJobId",
+    "MyType",
+    "TargetType",
+    "EnteredCurrentStatus",
+    "Cmd",
+    "CmdDigest",
+    "JobUniverse",
+    "NumJobStarts",
+    "NumShadowStarts",
+    "NumHolds",
+    "JobStartDate",
+    "JobCurrentStartDate",
+    "CompletionDate",
+    "HoldReason",
+    "HoldReasonCode",
+    "HoldReasonSubCode",
+    "ReleaseReason",
+    "RemoveReason",
+    "ExitCode",
+    "ExitBySignal",
+    "ExitSignal",
+    "RemoteWallClockTime",
+    "RemoteUserCpu",
+    "RemoteSysCpu",
+    "CumulativeSuspensionTime",
+];
+
+/// Who asks for a change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    /// The verified identity: the `Owner` of the jobs this actor submits.
+    pub name: String,
+    /// An admin may act on anyone's jobs.
+    pub admin: bool,
+}
+
+impl Actor {
+    /// A user.
+    pub fn user(name: &str) -> Actor {
+        Actor { name: name.to_string(), admin: false }
+    }
+    /// An administrator.
+    pub fn admin(name: &str) -> Actor {
+        Actor { name: name.to_string(), admin: true }
+    }
+    /// The schedd itself (policy, shadows): may act on any job.
+    pub fn schedd() -> Actor {
+        Actor::admin("schedd")
+    }
+}
+
+/// Why the queue refused a request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueueError {
+    /// A named job or cluster does not exist.
+    NotFound(String),
+    /// The actor may not do this (another owner's job, a protected attribute).
+    Forbidden(String),
+    /// The request itself is wrong (bad expression, empty submit, bad state).
+    Invalid(String),
+    /// The database failed; nothing of the request was kept.
+    Storage(String),
+}
+
+impl std::fmt::Display for QueueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueueError::NotFound(s) | QueueError::Forbidden(s) | QueueError::Invalid(s) => {
+                f.write_str(s)
+            }
+            QueueError::Storage(s) => write!(f, "job queue storage failed: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for QueueError {}
+
+impl From<rusqlite::Error> for QueueError {
+    fn from(e: rusqlite::Error) -> QueueError {
+        QueueError::Storage(e.to_string())
+    }
+}
+
+/// The jobs a request is about. Jobs selected by id or owner, narrowed by the
+/// constraint; with neither ids nor owners, every job matching the constraint (and
+/// with no constraint either, every job). For a user, anything but their own
+/// explicitly named jobs is refused, and a constraint only ever reaches their own.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Targets {
+    /// Jobs or clusters named by id.
+    #[serde(default)]
+    pub ids: Vec<JobSelector>,
+    /// Owners whose jobs are named.
+    #[serde(default)]
+    pub owners: Vec<String>,
+    /// A ClassAd constraint every selected job must satisfy.
+    #[serde(default)]
+    pub constraint: Option<String>,
+}
+
+/// A change to jobs already in the queue.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Change {
+    /// Put on hold (`andes hold`), with a reason.
+    Hold {
+        /// HoldReason.
+        reason: String,
+    },
+    /// Release from hold, with a reason.
+    Release {
+        /// ReleaseReason.
+        reason: String,
+    },
+    /// Remove, with a reason.
+    Remove {
+        /// RemoveReason.
+        reason: String,
+    },
+    /// Set an attribute to an expression (`andes qedit`).
+    Edit {
+        /// The attribute.
+        attr: String,
+        /// Its new expression, as text.
+        expr: String,
+    },
+}
+
+/// What a change did: the jobs changed, and those selected but left alone with why
+/// (a release of a job that is not held, say).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChangeReport {
+    /// Jobs changed.
+    pub changed: Vec<JobId>,
+    /// Jobs selected but not changed, each with the reason.
+    pub skipped: Vec<(JobId, String)>,
+}
+
+/// Something that happened to a job, for its event log and for whoever follows
+/// the queue (the router, the shadows). Emitted only after it is durable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueEvent {
+    /// The job.
+    pub id: JobId,
+    /// When.
+    pub time: i64,
+    /// What.
+    pub kind: EventKind,
+    /// The job's full ad after the event (for removals and completions, the ad
+    /// that went to history).
+    pub ad: Arc<ClassAd>,
+}
+
+/// The kinds of [`QueueEvent`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum EventKind {
+    /// Submitted.
+    Submitted,
+    /// Started running.
+    Executing,
+    /// Put on hold.
+    Held(HoldInfo),
+    /// Released from hold.
+    Released(String),
+    /// Removed (aborted).
+    Removed(String),
+    /// Ended and completed.
+    Terminated,
+    /// Ended and went back to idle (OnExitRemove false), or was evicted.
+    Requeued,
+    /// An attribute was edited.
+    Edited(String),
+}
+
+/// Receives events after each commit (the schedd writes event logs from here).
+pub type EventSink = Box<dyn Fn(&[QueueEvent]) + Send + Sync>;
+
+/// How the queue is set up.
+pub struct QueueConfig {
+    /// The SQLite database file.
+    pub path: PathBuf,
+    /// This schedd's name, the first part of `GlobalJobId`.
+    pub schedd_name: String,
+    /// History keeps at most this many jobs (oldest dropped first).
+    pub history_max_jobs: u64,
+    /// History drops jobs that left the queue more than this many seconds ago.
+    pub history_max_age: Option<i64>,
+    /// Called with the events of each commit, after the commit.
+    pub sink: Option<EventSink>,
+}
+
+impl QueueConfig {
+    /// Defaults for a database at `path`.
+    pub fn new(path: impl Into<PathBuf>, schedd_name: &str) -> QueueConfig {
+        QueueConfig {
+            path: path.into(),
+            schedd_name: schedd_name.to_string(),
+            history_max_jobs: 1_000_000,
+            history_max_age: None,
+            sink: None,
+        }
+    }
+}
+
+/// A cluster: what its jobs share.
+pub struct Cluster {
+    /// The cluster ad (ClusterId, Owner, QDate, Cmd, ... everything shared).
+    pub ad: Arc<ClassAd>,
+    /// Owner, from the verified identity.
+    pub owner: Arc<str>,
+    /// JobBatchName, if any.
+    pub batch: Option<Arc<str>>,
+    /// Procs ever submitted.
+    pub submitted: u32,
+    /// Procs that completed.
+    pub completed: u32,
+}
+
+/// A job: what is its own.
+pub struct Proc {
+    /// JobStatus.
+    pub status: JobStatus,
+    /// EnteredCurrentStatus.
+    pub entered: i64,
+    /// Attributes of this job that override or add to the cluster ad.
+    pub ad: ClassAd,
+}
+
+/// The in-memory queue, as readers see it.
+pub struct QueueState {
+    clusters: BTreeMap<u32, Cluster>,
+    jobs: BTreeMap<JobId, Proc>,
+    next_cluster: u32,
+    /// Cluster ids handed out by [`Queue::reserve_cluster`] and not yet used, with
+    /// the owner each was reserved for.
+    reserved: BTreeMap<u32, Arc<str>>,
+    schedd_name: Arc<str>,
+}
+
+/// Reservations kept at most; the oldest is dropped past this.
+const MAX_RESERVED: usize = 100_000;
+
+/// A job as readers see it.
+pub struct JobView<'a> {
+    /// Its id.
+    pub id: JobId,
+    /// Its cluster.
+    pub cluster: &'a Cluster,
+    /// Its own part.
+    pub proc: &'a Proc,
+    schedd: &'a str,
+}
+
+impl JobView<'_> {
+    /// The job's full ad.
+    pub fn ad(&self) -> ClassAd {
+        let mut ad = (*self.cluster.ad).clone();
+        ad.update(&self.proc.ad);
+        ad.insert_value("ProcId", self.id.proc as i64);
+        ad.insert_value("JobStatus", self.proc.status.code());
+        ad.insert_value("EnteredCurrentStatus", self.proc.entered);
+        let qdate = match self.cluster.ad.eval_attr("QDate") {
+            Value::Int(q) => q,
+            _ => 0,
+        };
+        ad.insert_value("GlobalJobId", format!("{}#{}#{}", self.schedd, self.id, qdate));
+        ad
+    }
+
+    /// The job's `Owner`.
+    pub fn owner(&self) -> &str {
+        &self.cluster.owner
+    }
+}
+
+impl QueueState {
+    /// The number of jobs in the queue.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// True when the queue is empty.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// The schedd's name (first part of GlobalJobId).
+    pub fn schedd_name(&self) -> &str {
+        &self.schedd_name
+    }
+
+    /// One job.
+    pub fn job(&self, id: JobId) -> Option<JobView<'_>> {
+        let proc = self.jobs.get(&id)?;
+        let cluster = self.clusters.get(&id.cluster)?;
+        Some(JobView { id, cluster, proc, schedd: &self.schedd_name })
+    }
+
+    /// Every job, in id order.
+    pub fn jobs(&self) -> impl Iterator<Item = JobView<'_>> {
+        self.jobs.iter().filter_map(|(id, proc)| {
+            let cluster = self.clusters.get(&id.cluster)?;
+            Some(JobView { id: *id, cluster, proc, schedd: &self.schedd_name })
+        })
+    }
+
+    /// The jobs of one cluster.
+    pub fn cluster_jobs(&self, cluster: u32) -> impl Iterator<Item = JobView<'_>> {
+        let c = self.clusters.get(&cluster);
+        self.jobs.range(JobId::new(cluster, 0)..=JobId::new(cluster, u32::MAX)).filter_map(
+            move |(id, proc)| {
+                Some(JobView { id: *id, cluster: c?, proc, schedd: &self.schedd_name })
+            },
+        )
+    }
+
+    /// A cluster.
+    pub fn cluster(&self, id: u32) -> Option<&Cluster> {
+        self.clusters.get(&id)
+    }
+
+    /// condor_q's summary: one row per (owner, batch), in the order first seen.
+    pub fn summary(&self, owners: &[String]) -> Vec<SummaryRow> {
+        let mut rows: Vec<SummaryRow> = Vec::new();
+        let mut index: HashMap<(Arc<str>, String), usize> = HashMap::new();
+        let mut last_cluster = None;
+        let mut row_i = 0;
+        for (id, proc) in &self.jobs {
+            if last_cluster != Some(id.cluster) {
+                last_cluster = Some(id.cluster);
+                let Some(c) = self.clusters.get(&id.cluster) else { continue };
+                if !owners.is_empty() && !owners.iter().any(|o| **o == *c.owner) {
+                    row_i = usize::MAX;
+                    continue;
+                }
+                let batch = match &c.batch {
+                    Some(b) => b.to_string(),
+                    None => format!("ID: {}", id.cluster),
+                };
+                let key = (c.owner.clone(), batch);
+                row_i = match index.get(&key) {
+                    Some(&i) => i,
+                    None => {
+                        rows.push(SummaryRow {
+                            owner: key.0.to_string(),
+                            batch: key.1.clone(),
+                            submitted: 0,
+                            ..SummaryRow::default()
+                        });
+                        index.insert(key, rows.len() - 1);
+                        rows.len() - 1
+                    }
+                };
+                let r = &mut rows[row_i];
+                r.done += c.completed as u64;
+                r.submitted = r.submitted.max(self.qdate(c));
+                r.ids.push((id.cluster, u32::MAX, 0));
+            }
+            if row_i == usize::MAX {
+                continue;
+            }
+            let r = &mut rows[row_i];
+            match proc.status {
+                JobStatus::Idle => r.idle += 1,
+                JobStatus::Running | JobStatus::TransferringOutput => r.run += 1,
+                JobStatus::Held => r.held += 1,
+                JobStatus::Suspended => r.suspended += 1,
+                JobStatus::Removed | JobStatus::Completed => {}
+            }
+            let span = r.ids.last_mut().expect("pushed above");
+            span.1 = span.1.min(id.proc);
+            span.2 = span.2.max(id.proc);
+        }
+        rows
+    }
+
+    fn qdate(&self, c: &Cluster) -> i64 {
+        match c.ad.eval_attr("QDate") {
+            Value::Int(q) => q,
+            _ => 0,
+        }
+    }
+}
+
+/// One row of condor_q's summary.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRow {
+    /// OWNER.
+    pub owner: String,
+    /// BATCH_NAME (`ID: <cluster>` when the job has no JobBatchName).
+    pub batch: String,
+    /// SUBMITTED: the latest QDate in the batch.
+    pub submitted: i64,
+    /// DONE.
+    pub done: u64,
+    /// RUN.
+    pub run: u64,
+    /// IDLE.
+    pub idle: u64,
+    /// HOLD.
+    pub held: u64,
+    /// Suspended jobs (counted in TOTAL).
+    pub suspended: u64,
+    /// JOB_IDS: (cluster, lowest proc, highest proc) of each cluster in the batch.
+    pub ids: Vec<(u32, u32, u32)>,
+}
+
+/// A submit: the cluster ad and one ad per job with only what differs.
+#[derive(Clone, Debug)]
+pub struct Submit {
+    /// A cluster id from [`Queue::reserve_cluster`], when the jobs were expanded
+    /// knowing it (`$(Cluster)`); `None` takes the next one.
+    pub cluster: Option<u32>,
+    /// What the jobs share.
+    pub cluster_ad: ClassAd,
+    /// What each job has of its own (may be empty ads).
+    pub procs: Vec<ClassAd>,
+}
+
+enum Op {
+    Submit(Actor, Submit),
+    Change(Actor, Targets, Change),
+    Started(JobId),
+    Exited(JobId, ClassAd),
+    Periodic,
+    StoreModule(String, Vec<u8>),
+}
+
+enum Reply {
+    Cluster(u32),
+    Report(ChangeReport),
+    Done,
+}
+
+struct Request {
+    op: Op,
+    now: i64,
+    reply: oneshot::Sender<Result<Reply, QueueError>>,
+}
+
+/// The job queue. Cheap to clone; all clones share one queue.
+#[derive(Clone)]
+pub struct Queue {
+    state: Arc<RwLock<QueueState>>,
+    tx: mpsc::SyncSender<Request>,
+    reader: Arc<std::sync::Mutex<Connection>>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS clusters (
+    id INTEGER PRIMARY KEY, ad TEXT NOT NULL,
+    submitted INTEGER NOT NULL, completed INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    cluster INTEGER NOT NULL, proc INTEGER NOT NULL,
+    status INTEGER NOT NULL, entered INTEGER NOT NULL, ad TEXT NOT NULL,
+    PRIMARY KEY (cluster, proc)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, cluster INTEGER NOT NULL, proc INTEGER NOT NULL,
+    owner TEXT NOT NULL, left_queue INTEGER NOT NULL, ad TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS modules (digest TEXT PRIMARY KEY, data BLOB NOT NULL);
+";
+
+fn open(path: &Path) -> Result<Connection, QueueError> {
+    let conn = Connection::open(path)
+        .map_err(|e| QueueError::Storage(format!("{}: {e}", path.display())))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    Ok(conn)
+}
+
+fn parse_stored(text: &str, what: &str) -> Result<ClassAd, QueueError> {
+    classad::parse_ad(text).map_err(|e| QueueError::Storage(format!("stored {what}: {e}")))
+}
+
+fn load(conn: &Connection, schedd_name: &str) -> Result<QueueState, QueueError> {
+    let mut st = QueueState {
+        clusters: BTreeMap::new(),
+        jobs: BTreeMap::new(),
+        next_cluster: 1,
+        reserved: BTreeMap::new(),
+        schedd_name: schedd_name.into(),
+    };
+    let next: Option<i64> = conn
+        .query_row("SELECT value FROM meta WHERE key = 'next_cluster'", [], |r| r.get(0))
+        .optional()?;
+    st.next_cluster = next.unwrap_or(1) as u32;
+    let mut stmt = conn.prepare("SELECT id, ad, submitted, completed FROM clusters")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let id: i64 = r.get(0)?;
+        let text: String = r.get(1)?;
+        let ad = parse_stored(&text, &format!("cluster {id}"))?;
+        let (owner, batch) = owner_and_batch(&ad);
+        st.clusters.insert(
+            id as u32,
+            Cluster {
+                ad: Arc::new(ad),
+                owner,
+                batch,
+                submitted: r.get::<_, i64>(2)? as u32,
+                completed: r.get::<_, i64>(3)? as u32,
+            },
+        );
+    }
+    let mut stmt = conn.prepare("SELECT cluster, proc, status, entered, ad FROM jobs")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let id = JobId::new(r.get::<_, i64>(0)? as u32, r.get::<_, i64>(1)? as u32);
+        let status = JobStatus::from_code(r.get(2)?)
+            .ok_or_else(|| QueueError::Storage(format!("job {id}: bad status")))?;
+        let text: String = r.get(4)?;
+        let ad = if text == "[]" { ClassAd::new() } else { parse_stored(&text, &id.to_string())? };
+        st.jobs.insert(id, Proc { status, entered: r.get(3)?, ad });
+    }
+    Ok(st)
+}
+
+fn owner_and_batch(ad: &ClassAd) -> (Arc<str>, Option<Arc<str>>) {
+    let owner = match ad.eval_attr("Owner") {
+        Value::Str(s) => s,
+        _ => Arc::from(""),
+    };
+    let batch = match ad.eval_attr("JobBatchName") {
+        Value::Str(s) if !s.is_empty() => Some(s),
+        _ => None,
+    };
+    (owner, batch)
+}
+
+impl Queue {
+    /// Opens (or creates) the queue at `config.path` and starts its writer thread.
+    pub fn open(config: QueueConfig) -> Result<Queue, QueueError> {
+        let conn = open(&config.path)?;
+        conn.execute_batch(SCHEMA)?;
+        let state = Arc::new(RwLock::new(load(&conn, &config.schedd_name)?));
+        let reader = Arc::new(std::sync::Mutex::new(open(&config.path)?));
+        let (tx, rx) = mpsc::sync_channel::<Request>(4096);
+        let writer = Writer { conn, state: state.clone(), config };
+        std::thread::Builder::new()
+            .name("andes-queue-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| QueueError::Storage(format!("cannot start the queue writer: {e}")))?;
+        Ok(Queue { state, tx, reader })
+    }
+
+    /// A read view of the queue. Hold it briefly: writers wait for it.
+    pub fn read(&self) -> RwLockReadGuard<'_, QueueState> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn call(&self, op: Op, now: i64) -> Result<Reply, QueueError> {
+        let (reply, rx) = oneshot::channel();
+        let tx = self.tx.clone();
+        // The channel is bounded: waiting for room must not block the runtime.
+        let req = Request { op, now, reply };
+        match tx.try_send(req) {
+            Ok(()) => {}
+            Err(mpsc::TrySendError::Full(req)) => {
+                tokio::task::spawn_blocking(move || tx.send(req).map_err(|_| ()))
+                    .await
+                    .map_err(|e| QueueError::Storage(e.to_string()))?
+                    .map_err(|_| QueueError::Storage("the queue writer has stopped".into()))?;
+            }
+            Err(mpsc::TrySendError::Disconnected(_)) => {
+                return Err(QueueError::Storage("the queue writer has stopped".into()));
+            }
+        }
+        rx.await.map_err(|_| QueueError::Storage("the queue writer has stopped".into()))?
+    }
+
+    /// Hands out a cluster id for `actor` to expand a submit description with
+    /// (`$(Cluster)`), as condor_submit asks the schedd for a new cluster first.
+    /// Held in memory only: an id reserved before a restart is refused after it
+    /// (the client expands and submits again). The id of a cluster that was
+    /// acknowledged is never handed out again.
+    pub fn reserve_cluster(&self, actor: &Actor) -> u32 {
+        let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let id = st.next_cluster;
+        st.next_cluster += 1;
+        st.reserved.insert(id, actor.name.as_str().into());
+        if st.reserved.len() > MAX_RESERVED {
+            st.reserved.pop_first();
+        }
+        id
+    }
+
+    /// Submits a cluster; returns its ClusterId once it is durable.
+    pub async fn submit(&self, actor: &Actor, submit: Submit, now: i64) -> Result<u32, QueueError> {
+        match self.call(Op::Submit(actor.clone(), submit), now).await? {
+            Reply::Cluster(c) => Ok(c),
+            _ => unreachable!("submit replies with a cluster"),
+        }
+    }
+
+    /// Holds, releases, removes or edits jobs.
+    pub async fn change(
+        &self,
+        actor: &Actor,
+        targets: Targets,
+        change: Change,
+        now: i64,
+    ) -> Result<ChangeReport, QueueError> {
+        match self.call(Op::Change(actor.clone(), targets, change), now).await? {
+            Reply::Report(r) => Ok(r),
+            _ => unreachable!("change replies with a report"),
+        }
+    }
+
+    /// A job started running (from its shadow).
+    pub async fn job_started(&self, id: JobId, now: i64) -> Result<(), QueueError> {
+        self.call(Op::Started(id), now).await.map(|_| ())
+    }
+
+    /// A job ended; `ending` carries ExitCode/ExitBySignal/ExitSignal and usage, or a
+    /// hold (HoldReasonCode, HoldReason, HoldReasonSubCode) from the execute side.
+    pub async fn job_exited(&self, id: JobId, ending: ClassAd, now: i64) -> Result<(), QueueError> {
+        self.call(Op::Exited(id, ending), now).await.map(|_| ())
+    }
+
+    /// Evaluates every job's periodic policy at `now` and applies what fires.
+    /// The schedd calls this every PERIODIC_EXPR_INTERVAL.
+    pub async fn periodic(&self, now: i64) -> Result<ChangeReport, QueueError> {
+        match self.call(Op::Periodic, now).await? {
+            Reply::Report(r) => Ok(r),
+            _ => unreachable!("periodic replies with a report"),
+        }
+    }
+
+    /// Stores a module under its digest (`sha256:<hex>`), durably. The digest is
+    /// checked against the bytes.
+    pub async fn store_module(&self, digest: &str, bytes: Vec<u8>) -> Result<(), QueueError> {
+        let actual = module_digest(&bytes);
+        if actual != digest {
+            return Err(QueueError::Invalid(format!(
+                "module digest mismatch: named {digest}, content is {actual}"
+            )));
+        }
+        if !bytes.starts_with(b"\0asm") {
+            return Err(QueueError::Invalid(format!("{digest} is not a Wasm module")));
+        }
+        self.call(Op::StoreModule(digest.to_string(), bytes), 0).await.map(|_| ())
+    }
+
+    /// True when the module with this digest is stored.
+    pub fn has_module(&self, digest: &str) -> Result<bool, QueueError> {
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(conn
+            .query_row("SELECT 1 FROM modules WHERE digest = ?1", [digest], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
+    /// The module with this digest.
+    pub fn module(&self, digest: &str) -> Result<Option<Vec<u8>>, QueueError> {
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(conn
+            .query_row("SELECT data FROM modules WHERE digest = ?1", [digest], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Jobs that left the queue, newest first: those matching `constraint`, at most
+    /// `limit`.
+    pub fn history(
+        &self,
+        constraint: Option<&str>,
+        owners: &[String],
+        limit: Option<usize>,
+    ) -> Result<Vec<ClassAd>, QueueError> {
+        let constraint = constraint.map(parse_constraint).transpose()?;
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let mut stmt = conn.prepare("SELECT owner, ad FROM history ORDER BY seq DESC")?;
+        let mut rows = stmt.query([])?;
+        let mut out = Vec::new();
+        let mut ev = Evaluator::new();
+        while let Some(r) = rows.next()? {
+            if limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+            let owner: String = r.get(0)?;
+            if !owners.is_empty() && !owners.contains(&owner) {
+                continue;
+            }
+            let text: String = r.get(1)?;
+            let ad = parse_stored(&text, "history ad")?;
+            if let Some(c) = &constraint
+                && !is_true(&ev.eval(c, Some(&ad), None))
+            {
+                continue;
+            }
+            out.push(ad);
+        }
+        Ok(out)
+    }
+}
+
+/// `sha256:<hex>` of a module.
+pub fn module_digest(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(bytes);
+    let mut s = String::with_capacity(71);
+    s.push_str("sha256:");
+    for b in d {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// Parses a constraint, with an error that names it.
+pub fn parse_constraint(text: &str) -> Result<Expr, QueueError> {
+    classad::parse_expr(text).map_err(|e| QueueError::Invalid(format!("constraint `{text}`: {e}")))
+}
+
+/// True when a constraint's value selects: true, or a non-zero number.
+pub fn is_true(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Int(i) => *i != 0,
+        Value::Real(r) => *r != 0.0,
+        _ => false,
+    }
+}
+
+struct Writer {
+    conn: Connection,
+    state: Arc<RwLock<QueueState>>,
+    config: QueueConfig,
+}
+
+/// What one batch leaves to do after its commit.
+#[derive(Default)]
+struct Batch {
+    events: Vec<QueueEvent>,
+}
+
+impl Writer {
+    fn run(mut self, rx: mpsc::Receiver<Request>) {
+        while let Ok(first) = rx.recv() {
+            let mut reqs = vec![first];
+            while reqs.len() < 4096 {
+                match rx.try_recv() {
+                    Ok(r) => reqs.push(r),
+                    Err(_) => break,
+                }
+            }
+            self.batch(reqs);
+        }
+    }
+
+    fn batch(&mut self, reqs: Vec<Request>) {
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let mut results = Vec::with_capacity(reqs.len());
+        let mut batch = Batch::default();
+        let outcome = (|| -> Result<(), QueueError> {
+            let tx = self.conn.transaction()?;
+            for req in &reqs {
+                let mut ctx = Ctx {
+                    tx: &tx,
+                    state: &mut state,
+                    now: req.now,
+                    batch: &mut batch,
+                    config: &self.config,
+                };
+                let r = ctx.apply(&req.op);
+                // A storage error inside an op fails the whole batch.
+                if let Err(QueueError::Storage(e)) = &r {
+                    return Err(QueueError::Storage(e.clone()));
+                }
+                results.push(r);
+            }
+            prune_history(&tx, &self.config, reqs.iter().map(|r| r.now).max().unwrap_or(0))?;
+            tx.commit()?;
+            Ok(())
+        })();
+        match outcome {
+            Ok(()) => {
+                drop(state);
+                if let Some(sink) = &self.config.sink
+                    && !batch.events.is_empty()
+                {
+                    sink(&batch.events);
+                }
+                for (req, r) in reqs.into_iter().zip(results) {
+                    let _ = req.reply.send(r);
+                }
+            }
+            Err(e) => {
+                tracing::error!("job queue commit failed: {e}; reloading from the database");
+                match load(&self.conn, &self.config.schedd_name) {
+                    Ok(fresh) => *state = fresh,
+                    Err(e2) => tracing::error!("reloading the job queue failed: {e2}"),
+                }
+                drop(state);
+                for req in reqs {
+                    let _ = req.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+fn prune_history(
+    tx: &rusqlite::Transaction<'_>,
+    config: &QueueConfig,
+    now: i64,
+) -> Result<(), QueueError> {
+    // Cheap when nothing is due: both deletes use the primary key.
+    tx.execute(
+        "DELETE FROM history WHERE seq <= (SELECT MAX(seq) FROM history) - ?1",
+        [config.history_max_jobs as i64],
+    )?;
+    if let Some(age) = config.history_max_age {
+        tx.execute("DELETE FROM history WHERE left_queue < ?1", [now - age])?;
+    }
+    Ok(())
+}
+
+struct Ctx<'a, 'b> {
+    tx: &'a rusqlite::Transaction<'b>,
+    state: &'a mut QueueState,
+    now: i64,
+    batch: &'a mut Batch,
+    config: &'a QueueConfig,
+}
+
+impl Ctx<'_, '_> {
+    fn apply(&mut self, op: &Op) -> Result<Reply, QueueError> {
+        match op {
+            Op::Submit(actor, s) => self.submit(actor, s).map(Reply::Cluster),
+            Op::Change(actor, targets, change) => {
+                let ids = self.select(actor, targets)?;
+                self.change(&ids, change, actor).map(Reply::Report)
+            }
+            Op::Started(id) => self.started(*id).map(|_| Reply::Done),
+            Op::Exited(id, ending) => self.exited(*id, ending).map(|_| Reply::Done),
+            Op::Periodic => self.periodic().map(Reply::Report),
+            Op::StoreModule(digest, bytes) => {
+                self.tx.execute(
+                    "INSERT OR IGNORE INTO modules (digest, data) VALUES (?1, ?2)",
+                    params![digest, bytes],
+                )?;
+                Ok(Reply::Done)
+            }
+        }
+    }
+
+    fn submit(&mut self, actor: &Actor, s: &Submit) -> Result<u32, QueueError> {
+        if s.procs.is_empty() {
+            return Err(QueueError::Invalid("a submit needs at least one job".into()));
+        }
+        if s.procs.len() > u32::MAX as usize / 2 {
+            return Err(QueueError::Invalid("too many jobs in one cluster".into()));
+        }
+        let cluster = match s.cluster {
+            None => {
+                let c = self.state.next_cluster;
+                self.state.next_cluster += 1;
+                c
+            }
+            Some(c) => match self.state.reserved.get(&c) {
+                Some(o) if **o == *actor.name => c,
+                Some(_) => {
+                    return Err(QueueError::Forbidden(format!(
+                        "cluster {c} was reserved by another user"
+                    )));
+                }
+                None => {
+                    return Err(QueueError::Invalid(format!(
+                        "cluster {c} is not reserved (the schedd may have restarted); submit again"
+                    )));
+                }
+            },
+        };
+        let mut ad = s.cluster_ad.clone();
+        let cluster_held = submitted_held(ad.get("JobStatus"));
+        for a in ["ProcId", "JobStatus", "EnteredCurrentStatus", "GlobalJobId"] {
+            ad.remove(a);
+        }
+        ad.insert_value("ClusterId", cluster as i64);
+        ad.insert_value("Owner", actor.name.as_str());
+        ad.insert_value("QDate", self.now);
+        if !ad.contains("MyType") {
+            ad.insert_value("MyType", "Job");
+        }
+        let mut procs = Vec::with_capacity(s.procs.len());
+        for (i, p) in s.procs.iter().enumerate() {
+            let mut p = p.clone();
+            // A job submitted with `hold = true` starts held; every other starts idle.
+            let held = match p.get("JobStatus") {
+                Some(e) => submitted_held(Some(e)),
+                None => cluster_held,
+            };
+            for a in [
+                "ClusterId",
+                "ProcId",
+                "Owner",
+                "QDate",
+                "JobStatus",
+                "GlobalJobId",
+                "EnteredCurrentStatus",
+            ] {
+                p.remove(a);
+            }
+            let status = if held { JobStatus::Held } else { JobStatus::Idle };
+            if held && !p.contains("HoldReasonCode") && !ad.contains("HoldReasonCode") {
+                p.insert_value("HoldReasonCode", hold_code::SUBMITTED_ON_HOLD);
+                p.insert_value("HoldReason", "submitted on hold at user's request");
+            }
+            procs.push((JobId::new(cluster, i as u32), status, p));
+        }
+        let (owner, batch) = owner_and_batch(&ad);
+        self.tx.execute(
+            "INSERT INTO clusters (id, ad, submitted, completed) VALUES (?1, ?2, ?3, 0)",
+            params![cluster as i64, ad.to_string(), procs.len() as i64],
+        )?;
+        {
+            let mut stmt = self.tx.prepare_cached(
+                "INSERT INTO jobs (cluster, proc, status, entered, ad) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for (id, status, p) in &procs {
+                stmt.execute(params![
+                    id.cluster as i64,
+                    id.proc as i64,
+                    status.code(),
+                    self.now,
+                    p.to_string()
+                ])?;
+            }
+        }
+        self.tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('next_cluster', ?1)
+             ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)",
+            [self.state.next_cluster as i64],
+        )?;
+        self.state.reserved.remove(&cluster);
+        let n = procs.len() as u32;
+        self.state.clusters.insert(
+            cluster,
+            Cluster { ad: Arc::new(ad), owner, batch, submitted: n, completed: 0 },
+        );
+        let want_events = self.config.sink.is_some();
+        for (id, status, p) in procs {
+            self.state.jobs.insert(id, Proc { status, entered: self.now, ad: p });
+            if want_events {
+                self.event(id, EventKind::Submitted);
+                if status == JobStatus::Held
+                    && let Some(v) = self.state.job(id)
+                {
+                    let info = hold_info_of(&v.ad());
+                    self.event(id, EventKind::Held(info));
+                }
+            }
+        }
+        Ok(cluster)
+    }
+
+    fn event(&mut self, id: JobId, kind: EventKind) {
+        if self.config.sink.is_none() {
+            return;
+        }
+        if let Some(v) = self.state.job(id) {
+            let ad = Arc::new(v.ad());
+            self.batch.events.push(QueueEvent { id, time: self.now, kind, ad });
+        }
+    }
+
+    /// The jobs `targets` names, checked against the actor's rights.
+    fn select(&self, actor: &Actor, t: &Targets) -> Result<Vec<JobId>, QueueError> {
+        let constraint = t.constraint.as_deref().map(parse_constraint).transpose()?;
+        if !actor.admin
+            && let Some(o) = t.owners.iter().find(|o| **o != actor.name)
+        {
+            return Err(QueueError::Forbidden(format!(
+                "{} may not act on the jobs of {o}",
+                actor.name
+            )));
+        }
+        let mut ids: Vec<JobId> = Vec::new();
+        for sel in &t.ids {
+            let before = ids.len();
+            match *sel {
+                JobSelector::Job(id) => {
+                    if self.state.jobs.contains_key(&id) {
+                        ids.push(id);
+                    }
+                }
+                JobSelector::Cluster(c) => ids.extend(self.state.cluster_jobs(c).map(|v| v.id)),
+            }
+            if ids.len() == before {
+                return Err(QueueError::NotFound(format!("job {sel} is not in the queue")));
+            }
+            for id in &ids[before..] {
+                let owner = self.state.job(*id).map(|v| v.owner().to_string()).unwrap_or_default();
+                if !actor.admin && owner != actor.name {
+                    return Err(QueueError::Forbidden(format!(
+                        "job {id} belongs to {owner}; {} may act only on their own jobs",
+                        actor.name
+                    )));
+                }
+            }
+        }
+        if !t.owners.is_empty() {
+            ids.extend(
+                self.state.jobs().filter(|v| t.owners.iter().any(|o| o == v.owner())).map(|v| v.id),
+            );
+        }
+        if t.ids.is_empty() && t.owners.is_empty() {
+            if constraint.is_none() {
+                return Err(QueueError::Invalid("name jobs by id, owner or constraint".into()));
+            }
+            ids.extend(
+                self.state.jobs().filter(|v| actor.admin || v.owner() == actor.name).map(|v| v.id),
+            );
+        }
+        ids.sort();
+        ids.dedup();
+        if let Some(c) = constraint {
+            let mut ev =
+                Evaluator::with_options(EvalOptions { now: Some(self.now), ..Default::default() });
+            ids.retain(|id| {
+                self.state.job(*id).is_some_and(|v| is_true(&ev.eval(&c, Some(&v.ad()), None)))
+            });
+        }
+        Ok(ids)
+    }
+
+    fn change(
+        &mut self,
+        ids: &[JobId],
+        change: &Change,
+        actor: &Actor,
+    ) -> Result<ChangeReport, QueueError> {
+        let mut report = ChangeReport::default();
+        if let Change::Edit { attr, expr } = change {
+            if PROTECTED_ATTRS.iter().any(|p| p.eq_ignore_ascii_case(attr)) {
+                return Err(QueueError::Forbidden(format!(
+                    "{attr} is protected and cannot be edited"
+                )));
+            }
+            if classad::AttrName::new(attr).needs_quotes() || attr.is_empty() {
+                return Err(QueueError::Invalid(format!("`{attr}` is not an attribute name")));
+            }
+            let e = classad::parse_expr(expr)
+                .map_err(|e| QueueError::Invalid(format!("value of {attr} `{expr}`: {e}")))?;
+            for &id in ids {
+                let Some(p) = self.state.jobs.get_mut(&id) else { continue };
+                p.ad.insert(attr.as_str(), e.clone());
+                self.persist(id)?;
+                self.event(id, EventKind::Edited(attr.clone()));
+                report.changed.push(id);
+            }
+            return Ok(report);
+        }
+        for &id in ids {
+            let Some(status) = self.state.jobs.get(&id).map(|p| p.status) else { continue };
+            let r = match change {
+                Change::Hold { reason } => {
+                    let reason = if reason.is_empty() {
+                        format!("via condor_hold (by user {})", actor.name)
+                    } else {
+                        reason.clone()
+                    };
+                    self.hold(id, HoldInfo { reason, code: hold_code::USER_REQUEST, subcode: 0 })
+                }
+                Change::Release { reason } => {
+                    let reason = if reason.is_empty() {
+                        format!("via condor_release (by user {})", actor.name)
+                    } else {
+                        reason.clone()
+                    };
+                    self.release(id, reason)
+                }
+                Change::Remove { reason } => {
+                    let reason = if reason.is_empty() {
+                        format!("via condor_rm (by user {})", actor.name)
+                    } else {
+                        reason.clone()
+                    };
+                    self.remove(id, reason)
+                }
+                Change::Edit { .. } => unreachable!("handled above"),
+            }?;
+            match r {
+                None => report.changed.push(id),
+                Some(why) => {
+                    report.skipped.push((id, format!("{why} (status {})", status.letter())))
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    fn set_status(&mut self, id: JobId, status: JobStatus) {
+        if let Some(p) = self.state.jobs.get_mut(&id) {
+            p.status = status;
+            p.entered = self.now;
+        }
+    }
+
+    fn hold(&mut self, id: JobId, info: HoldInfo) -> Result<Option<&'static str>, QueueError> {
+        let Some(p) = self.state.jobs.get_mut(&id) else { return Ok(Some("not in the queue")) };
+        if p.status == JobStatus::Held {
+            return Ok(Some("already held"));
+        }
+        if p.status.is_terminal() {
+            return Ok(Some("already leaving the queue"));
+        }
+        let holds = match p.ad.eval_attr("NumHolds") {
+            Value::Int(n) => n,
+            _ => 0,
+        };
+        p.ad.insert_value("NumHolds", holds + 1);
+        p.ad.insert_value("HoldReason", info.reason.as_str());
+        p.ad.insert_value("HoldReasonCode", info.code);
+        p.ad.insert_value("HoldReasonSubCode", info.subcode);
+        p.ad.remove("ReleaseReason");
+        self.set_status(id, JobStatus::Held);
+        self.persist(id)?;
+        self.event(id, EventKind::Held(info));
+        Ok(None)
+    }
+
+    fn release(&mut self, id: JobId, reason: String) -> Result<Option<&'static str>, QueueError> {
+        let Some(p) = self.state.jobs.get_mut(&id) else { return Ok(Some("not in the queue")) };
+        if p.status != JobStatus::Held {
+            return Ok(Some("not held"));
+        }
+        for (from, to) in [
+            ("HoldReason", "LastHoldReason"),
+            ("HoldReasonCode", "LastHoldReasonCode"),
+            ("HoldReasonSubCode", "LastHoldReasonSubCode"),
+        ] {
+            if let Some(e) = p.ad.remove(from) {
+                p.ad.insert(to, e);
+            }
+        }
+        p.ad.insert_value("ReleaseReason", reason.as_str());
+        self.set_status(id, JobStatus::Idle);
+        self.persist(id)?;
+        self.event(id, EventKind::Released(reason));
+        Ok(None)
+    }
+
+    fn remove(&mut self, id: JobId, reason: String) -> Result<Option<&'static str>, QueueError> {
+        let Some(p) = self.state.jobs.get_mut(&id) else { return Ok(Some("not in the queue")) };
+        if p.status == JobStatus::Removed {
+            return Ok(Some("already being removed"));
+        }
+        p.ad.insert_value("RemoveReason", reason.as_str());
+        let active = p.status.is_active();
+        self.set_status(id, JobStatus::Removed);
+        self.event(id, EventKind::Removed(reason));
+        if active {
+            // Its shadow reports the end (job_exited), then it leaves the queue.
+            self.persist(id)?;
+        } else {
+            self.leave(id)?;
+        }
+        Ok(None)
+    }
+
+    fn started(&mut self, id: JobId) -> Result<(), QueueError> {
+        let now = self.now;
+        let Some(p) = self.state.jobs.get_mut(&id) else {
+            return Err(QueueError::NotFound(format!("job {id} is not in the queue")));
+        };
+        if p.status != JobStatus::Idle {
+            return Err(QueueError::Invalid(format!(
+                "job {id} cannot start: status {}",
+                p.status.letter()
+            )));
+        }
+        let starts = match p.ad.eval_attr("NumJobStarts") {
+            Value::Int(n) => n,
+            _ => 0,
+        };
+        p.ad.insert_value("NumJobStarts", starts + 1);
+        p.ad.insert_value("NumShadowStarts", starts + 1);
+        if !p.ad.contains("JobStartDate") {
+            p.ad.insert_value("JobStartDate", now);
+        }
+        p.ad.insert_value("JobCurrentStartDate", now);
+        self.set_status(id, JobStatus::Running);
+        self.persist(id)?;
+        self.event(id, EventKind::Executing);
+        Ok(())
+    }
+
+    fn exited(&mut self, id: JobId, ending: &ClassAd) -> Result<(), QueueError> {
+        let Some(p) = self.state.jobs.get_mut(&id) else {
+            return Err(QueueError::NotFound(format!("job {id} is not in the queue")));
+        };
+        let was = p.status;
+        if !was.is_active() && was != JobStatus::Removed {
+            return Err(QueueError::Invalid(format!(
+                "job {id} is not running (status {})",
+                was.letter()
+            )));
+        }
+        p.ad.update(ending);
+        if was == JobStatus::Removed {
+            return self.leave(id);
+        }
+        if let Some(Value::Int(code)) =
+            ending.get("HoldReasonCode").and_then(|e| e.as_literal().cloned())
+        {
+            let info = HoldInfo {
+                code,
+                reason: match ending.eval_attr("HoldReason") {
+                    Value::Str(s) => s.to_string(),
+                    _ => "held by the execute host".into(),
+                },
+                subcode: match ending.eval_attr("HoldReasonSubCode") {
+                    Value::Int(s) => s,
+                    _ => 0,
+                },
+            };
+            // The job is no longer active: hold from Idle's point of view.
+            self.set_status(id, JobStatus::Idle);
+            self.hold(id, info)?;
+            return Ok(());
+        }
+        let ad = self.state.job(id).expect("present").ad();
+        match policy::on_exit(&ad, self.now) {
+            ExitDecision::Complete => {
+                if let Some(p) = self.state.jobs.get_mut(&id) {
+                    p.ad.insert_value("CompletionDate", self.now);
+                }
+                self.set_status(id, JobStatus::Completed);
+                self.event(id, EventKind::Terminated);
+                if let Some(c) = self.state.clusters.get_mut(&id.cluster) {
+                    c.completed += 1;
+                }
+                self.tx.execute(
+                    "UPDATE clusters SET completed = completed + 1 WHERE id = ?1",
+                    [id.cluster as i64],
+                )?;
+                self.leave(id)
+            }
+            ExitDecision::Hold(info) => {
+                self.event(id, EventKind::Terminated);
+                self.set_status(id, JobStatus::Idle);
+                self.hold(id, info).map(|_| ())
+            }
+            ExitDecision::Requeue => {
+                self.event(id, EventKind::Terminated);
+                self.set_status(id, JobStatus::Idle);
+                self.persist(id)?;
+                self.event(id, EventKind::Requeued);
+                Ok(())
+            }
+        }
+    }
+
+    fn periodic(&mut self) -> Result<ChangeReport, QueueError> {
+        let mut fired = Vec::new();
+        let mut last_cluster = None;
+        let mut cluster_has = false;
+        for v in self.state.jobs() {
+            if last_cluster != Some(v.id.cluster) {
+                last_cluster = Some(v.id.cluster);
+                cluster_has = policy::has_periodic(&v.cluster.ad);
+            }
+            if !cluster_has && !policy::has_periodic(&v.proc.ad) {
+                continue;
+            }
+            if let Some(a) = policy::periodic(&v.ad(), v.proc.status, self.now) {
+                fired.push((v.id, a));
+            }
+        }
+        let mut report = ChangeReport::default();
+        for (id, action) in fired {
+            let r = match action {
+                PeriodicAction::Hold(info) => self.hold(id, info)?,
+                PeriodicAction::Release(reason) => self.release(id, reason)?,
+                PeriodicAction::Remove(reason) => self.remove(id, reason)?,
+            };
+            match r {
+                None => report.changed.push(id),
+                Some(why) => report.skipped.push((id, why.to_string())),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Writes the job's own part to the database.
+    fn persist(&mut self, id: JobId) -> Result<(), QueueError> {
+        let Some(p) = self.state.jobs.get(&id) else { return Ok(()) };
+        self.tx
+            .prepare_cached(
+                "UPDATE jobs SET status = ?3, entered = ?4, ad = ?5 WHERE cluster = ?1 AND proc = ?2",
+            )?
+            .execute(params![
+                id.cluster as i64,
+                id.proc as i64,
+                p.status.code(),
+                p.entered,
+                p.ad.to_string()
+            ])?;
+        Ok(())
+    }
+
+    /// Moves a job from the queue to history; drops its cluster with its last job.
+    fn leave(&mut self, id: JobId) -> Result<(), QueueError> {
+        let Some(v) = self.state.job(id) else { return Ok(()) };
+        let ad = v.ad();
+        let owner = v.owner().to_string();
+        self.tx
+            .prepare_cached(
+                "INSERT INTO history (cluster, proc, owner, left_queue, ad) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![id.cluster as i64, id.proc as i64, owner, self.now, ad.to_string()])?;
+        self.tx
+            .prepare_cached("DELETE FROM jobs WHERE cluster = ?1 AND proc = ?2")?
+            .execute(params![id.cluster as i64, id.proc as i64])?;
+        self.state.jobs.remove(&id);
+        if self.state.cluster_jobs(id.cluster).next().is_none() {
+            self.state.clusters.remove(&id.cluster);
+            self.tx.execute("DELETE FROM clusters WHERE id = ?1", [id.cluster as i64])?;
+        }
+        Ok(())
+    }
+}
+
+/// True when a submitted `JobStatus` asks for the job to start held (`hold = true`).
+fn submitted_held(e: Option<&Expr>) -> bool {
+    matches!(e.and_then(|e| e.as_literal()), Some(Value::Int(5)))
+}
+
+fn hold_info_of(ad: &ClassAd) -> HoldInfo {
+    HoldInfo {
+        reason: match ad.eval_attr("HoldReason") {
+            Value::Str(s) => s.to_string(),
+            _ => String::new(),
+        },
+        code: match ad.eval_attr("HoldReasonCode") {
+            Value::Int(c) => c,
+            _ => 0,
+        },
+        subcode: match ad.eval_attr("HoldReasonSubCode") {
+            Value::Int(c) => c,
+            _ => 0,
+        },
+    }
+}
+
+/// Splits full job ads (as `andes submit` expands them) into the cluster ad, with
+/// every attribute all of them share (structurally equal expressions), and each
+/// job's own remainder.
+pub fn factor(ads: Vec<ClassAd>) -> Submit {
+    let Some(first) = ads.first() else {
+        return Submit { cluster: None, cluster_ad: ClassAd::new(), procs: Vec::new() };
+    };
+    let mut shared: Vec<(classad::AttrName, Expr)> =
+        first.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    for ad in &ads[1..] {
+        shared.retain(|(k, v)| ad.lookup(k).is_some_and(|e| e == v));
+    }
+    let mut cluster_ad = ClassAd::new();
+    for (k, v) in &shared {
+        cluster_ad.insert(k.clone(), v.clone());
+    }
+    let procs = ads
+        .iter()
+        .map(|ad| {
+            let mut p = ClassAd::new();
+            for (k, v) in ad.iter() {
+                if cluster_ad.lookup(k).is_none() {
+                    p.insert(k.clone(), v.clone());
+                }
+            }
+            p
+        })
+        .collect();
+    Submit { cluster: None, cluster_ad, procs }
+}

@@ -1,0 +1,313 @@
+//! The schedd daemon: the job queue behind the signed HTTP API of [`crate::api`],
+//! the periodic job policy, and the job event logs.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use andes_protocol::{ApiError, Auth, Caller, Clock, Role, SignedJson, VerifiedBody};
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use classad::{ClassAd, EvalOptions, Evaluator};
+
+use crate::api::{
+    ChangeRequest, HistoryRequest, NewClusterReply, QueryReply, QueryRequest, SubmitReply,
+    SubmitRequest, SummaryReply, SummaryRequest, Totals,
+};
+use crate::job::{JobId, JobSelector, JobStatus};
+use crate::queue::{
+    Actor, ChangeReport, Queue, QueueConfig, QueueError, Submit, is_true, parse_constraint,
+};
+
+/// The largest request the schedd reads: a cluster of a few hundred thousand jobs,
+/// or a module.
+pub const BODY_LIMIT: usize = 256 << 20;
+
+/// How a schedd is set up (the `andes schedd` command fills it from the
+/// configuration).
+pub struct ScheddConfig {
+    /// SCHEDD_NAME: the first part of every GlobalJobId.
+    pub name: String,
+    /// Where the queue database lives.
+    pub data_dir: PathBuf,
+    /// PERIODIC_EXPR_INTERVAL.
+    pub periodic_interval: Duration,
+    /// History retention: at most this many jobs.
+    pub history_max_jobs: u64,
+    /// History retention: at most this old, in seconds.
+    pub history_max_age: Option<i64>,
+    /// The address submit events name (`<127.0.0.1:9618>`).
+    pub submit_host: String,
+}
+
+/// A running schedd's shared state.
+#[derive(Clone)]
+pub struct Schedd {
+    /// The job queue.
+    pub queue: Queue,
+    clock: Arc<dyn Clock>,
+}
+
+impl Schedd {
+    /// Opens the queue in `config.data_dir` (created if missing).
+    pub fn open(config: &ScheddConfig, clock: Arc<dyn Clock>) -> Result<Schedd, QueueError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+            QueueError::Storage(format!("cannot create {}: {e}", config.data_dir.display()))
+        })?;
+        let mut qc = QueueConfig::new(config.data_dir.join("job_queue.db"), &config.name);
+        qc.history_max_jobs = config.history_max_jobs;
+        qc.history_max_age = config.history_max_age;
+        qc.sink = Some(crate::eventlog::sink_for(config.submit_host.clone()));
+        Ok(Schedd { queue: Queue::open(qc)?, clock })
+    }
+
+    /// The API, behind `auth` (signed requests) and a role check.
+    pub fn router(&self, auth: &Auth) -> Router {
+        Router::new()
+            .route("/v1/modules/{digest}", get(has_module).put(put_module))
+            .route("/v1/cluster", post(new_cluster))
+            .route("/v1/submit", post(submit))
+            .route("/v1/query", post(query))
+            .route("/v1/summary", post(summary))
+            .route("/v1/change", post(change))
+            .route("/v1/history", post(history))
+            .layer(andes_protocol::require(&[Role::User]))
+            .layer(auth.layer())
+            .with_state(self.clone())
+    }
+
+    /// Evaluates the periodic policy every `interval` (on the schedd's clock), for
+    /// as long as the returned task lives.
+    pub fn spawn_periodic(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(e) = me.queue.periodic(me.clock.now()).await {
+                    tracing::error!("periodic job policy: {e}");
+                }
+            }
+        })
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.now()
+    }
+}
+
+/// Serves `schedd` on `listener` until the future is dropped.
+pub async fn serve(
+    schedd: Schedd,
+    auth: Auth,
+    listener: tokio::net::TcpListener,
+) -> std::io::Result<()> {
+    let app = schedd.router(&auth);
+    axum::serve(listener, app).await
+}
+
+/// Binds `addr` (port 0 picks one) and reports the address bound.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpListener, SocketAddr)> {
+    let l = tokio::net::TcpListener::bind(addr).await?;
+    let a = l.local_addr()?;
+    Ok((l, a))
+}
+
+fn actor(c: &Caller) -> Actor {
+    Actor { name: c.identity.clone(), admin: c.role == Role::Admin }
+}
+
+fn api_error(e: QueueError) -> ApiError {
+    match e {
+        QueueError::NotFound(m) => ApiError::not_found(m),
+        QueueError::Forbidden(m) => ApiError::forbidden(m),
+        QueueError::Invalid(m) => ApiError::bad_request(m),
+        QueueError::Storage(_) => ApiError::internal(e.to_string()),
+    }
+}
+
+type ApiResult<T> = Result<axum::Json<T>, ApiError>;
+
+fn check_digest(digest: &str) -> Result<(), ApiError> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!("`{digest}` is not a module digest (sha256:<64 hex>)")))
+    }
+}
+
+async fn has_module(
+    State(s): State<Schedd>,
+    Path(digest): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    check_digest(&digest)?;
+    match s.queue.has_module(&digest).map_err(api_error)? {
+        true => Ok(StatusCode::OK),
+        false => Err(ApiError::not_found(format!("module {digest} is not stored"))),
+    }
+}
+
+async fn put_module(
+    State(s): State<Schedd>,
+    Path(digest): Path<String>,
+    VerifiedBody(body): VerifiedBody,
+) -> Result<StatusCode, ApiError> {
+    check_digest(&digest)?;
+    s.queue.store_module(&digest, body.to_vec()).await.map_err(api_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn new_cluster(State(s): State<Schedd>, caller: Caller) -> ApiResult<NewClusterReply> {
+    Ok(axum::Json(NewClusterReply { cluster: s.queue.reserve_cluster(&actor(&caller)) }))
+}
+
+fn parse_ad(text: &str, what: &str) -> Result<ClassAd, ApiError> {
+    classad::parse_ad(text).map_err(|e| ApiError::bad_request(format!("{what}: {e}")))
+}
+
+async fn submit(
+    State(s): State<Schedd>,
+    caller: Caller,
+    SignedJson(req): SignedJson<SubmitRequest>,
+) -> ApiResult<SubmitReply> {
+    let cluster_ad = parse_ad(&req.cluster_ad, "cluster ad")?;
+    let mut procs = Vec::with_capacity(req.procs.len());
+    for (i, p) in req.procs.iter().enumerate() {
+        procs.push(if p == "[]" { ClassAd::new() } else { parse_ad(p, &format!("job {i}"))? });
+    }
+    // Every module the jobs run must be stored: the cluster's, or each job's own.
+    let mut digests = std::collections::BTreeSet::new();
+    for ad in std::iter::once(&cluster_ad).chain(procs.iter()) {
+        if let Some(e) = ad.get("CmdDigest") {
+            match e.as_literal() {
+                Some(classad::Value::Str(d)) => digests.insert(d.to_string()),
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "CmdDigest = {e}: expected a string"
+                    )));
+                }
+            };
+        }
+    }
+    if digests.is_empty()
+        || procs.iter().any(|p| p.get("CmdDigest").is_none())
+            && cluster_ad.get("CmdDigest").is_none()
+    {
+        return Err(ApiError::bad_request("a job has no CmdDigest (its module's sha256)"));
+    }
+    for digest in &digests {
+        check_digest(digest)?;
+        if !s.queue.has_module(digest).map_err(api_error)? {
+            return Err(ApiError::bad_request(format!(
+                "module {digest} is not stored; PUT it to /v1/modules/{digest} first"
+            )));
+        }
+    }
+    let count = procs.len() as u32;
+    let cluster = s
+        .queue
+        .submit(&actor(&caller), Submit { cluster: req.cluster, cluster_ad, procs }, s.now())
+        .await
+        .map_err(api_error)?;
+    Ok(axum::Json(SubmitReply { cluster, count }))
+}
+
+fn project(ad: &ClassAd, projection: &[String]) -> String {
+    if projection.is_empty() {
+        return ad.to_string();
+    }
+    let mut out = ClassAd::new();
+    for p in projection {
+        if let Some((name, e)) = ad.get_entry(p) {
+            out.insert(name.clone(), e.clone());
+        }
+    }
+    out.to_string()
+}
+
+async fn query(
+    State(s): State<Schedd>,
+    SignedJson(req): SignedJson<QueryRequest>,
+) -> ApiResult<QueryReply> {
+    let constraint =
+        req.targets.constraint.as_deref().map(parse_constraint).transpose().map_err(api_error)?;
+    let mut ev = Evaluator::with_options(EvalOptions { now: Some(s.now()), ..Default::default() });
+    let st = s.queue.read();
+    let t = &req.targets;
+    let wanted = |id: JobId, owner: &str| {
+        (t.ids.is_empty() && t.owners.is_empty())
+            || t.ids.iter().any(|sel: &JobSelector| sel.selects(id))
+            || t.owners.iter().any(|o| o == owner)
+    };
+    let mut ads = Vec::new();
+    for v in st.jobs() {
+        if req.limit.is_some_and(|l| ads.len() >= l) {
+            break;
+        }
+        if !wanted(v.id, v.owner()) {
+            continue;
+        }
+        let ad = v.ad();
+        if let Some(c) = &constraint
+            && !is_true(&ev.eval(c, Some(&ad), None))
+        {
+            continue;
+        }
+        ads.push(project(&ad, &req.projection));
+    }
+    Ok(axum::Json(QueryReply { ads }))
+}
+
+async fn summary(
+    State(s): State<Schedd>,
+    SignedJson(req): SignedJson<SummaryRequest>,
+) -> ApiResult<SummaryReply> {
+    let st = s.queue.read();
+    let rows = st.summary(&req.owners);
+    let mut totals = Totals::default();
+    for v in st.jobs() {
+        totals.jobs += 1;
+        match v.proc.status {
+            JobStatus::Idle => totals.idle += 1,
+            JobStatus::Running | JobStatus::TransferringOutput => totals.running += 1,
+            JobStatus::Held => totals.held += 1,
+            JobStatus::Suspended => totals.suspended += 1,
+            JobStatus::Removed => totals.removed += 1,
+            JobStatus::Completed => totals.completed += 1,
+        }
+    }
+    Ok(axum::Json(SummaryReply { schedd: st.schedd_name().to_string(), rows, totals }))
+}
+
+async fn change(
+    State(s): State<Schedd>,
+    caller: Caller,
+    SignedJson(req): SignedJson<ChangeRequest>,
+) -> ApiResult<ChangeReport> {
+    let r = s
+        .queue
+        .change(&actor(&caller), req.targets, req.change, s.now())
+        .await
+        .map_err(api_error)?;
+    Ok(axum::Json(r))
+}
+
+async fn history(
+    State(s): State<Schedd>,
+    SignedJson(req): SignedJson<HistoryRequest>,
+) -> ApiResult<QueryReply> {
+    let q = s.queue.clone();
+    let ads = tokio::task::spawn_blocking(move || {
+        q.history(req.constraint.as_deref(), &req.owners, req.limit)
+            .map(|ads| ads.iter().map(|a| project(a, &req.projection)).collect())
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?
+    .map_err(api_error)?;
+    Ok(axum::Json(QueryReply { ads }))
+}

@@ -1,0 +1,382 @@
+//! The durable job queue: submits, changes, authority, policy, history, restart.
+
+use andes_scheduler::job::{JobId, JobSelector, JobStatus};
+use andes_scheduler::queue::{
+    Actor, Change, EventKind, Queue, QueueConfig, QueueError, QueueEvent, Submit, Targets, factor,
+};
+use classad::{ClassAd, Value};
+use std::sync::{Arc, Mutex};
+
+fn ad(text: &str) -> ClassAd {
+    classad::parse_ad(text).unwrap()
+}
+
+fn jobs(n: usize, extra: &str) -> Submit {
+    let ads = (0..n)
+        .map(|i| ad(&format!(r#"[Cmd = "job.wasm"; Args = "{i}"; RequestMemory = 64; {extra}]"#)))
+        .collect();
+    factor(ads)
+}
+
+fn open(dir: &tempfile::TempDir) -> Queue {
+    Queue::open(QueueConfig::new(dir.path().join("queue.db"), "schedd@test")).unwrap()
+}
+
+fn status(q: &Queue, id: JobId) -> Option<JobStatus> {
+    q.read().job(id).map(|v| v.proc.status)
+}
+
+fn ids(list: &[&str]) -> Targets {
+    Targets { ids: list.iter().map(|s| s.parse().unwrap()).collect(), ..Targets::default() }
+}
+
+#[tokio::test]
+async fn submit_sets_identity_and_survives_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let alice = Actor::user("alice");
+    {
+        let q = open(&dir);
+        let s = jobs(3, r#"Owner = "mallory""#);
+        // The cluster ad holds what the jobs share; each proc only its Args.
+        assert_eq!(s.procs[1].len(), 1);
+        let c = q.submit(&alice, s, 1000).await.unwrap();
+        assert_eq!(c, 1);
+        let c2 = q.submit(&alice, jobs(1, ""), 1001).await.unwrap();
+        assert_eq!(c2, 2);
+    }
+    let q = open(&dir);
+    {
+        let st = q.read();
+        assert_eq!(st.len(), 4);
+        let v = st.job(JobId::new(1, 2)).unwrap();
+        let a = v.ad();
+        assert_eq!(a.eval_attr("Owner"), Value::from("alice"), "Owner comes from the identity");
+        assert_eq!(a.eval_attr("ClusterId"), Value::Int(1));
+        assert_eq!(a.eval_attr("ProcId"), Value::Int(2));
+        assert_eq!(a.eval_attr("Args"), Value::from("2"));
+        assert_eq!(a.eval_attr("JobStatus"), Value::Int(1));
+        assert_eq!(a.eval_attr("QDate"), Value::Int(1000));
+        assert_eq!(a.eval_attr("EnteredCurrentStatus"), Value::Int(1000));
+        assert_eq!(a.eval_attr("GlobalJobId"), Value::from("schedd@test#1.2#1000"));
+    }
+    // Cluster ids keep counting after a restart.
+    assert_eq!(q.submit(&alice, jobs(1, ""), 1002).await.unwrap(), 3);
+}
+
+#[tokio::test]
+async fn concurrent_submits_share_commits_and_all_are_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let q = q.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for i in 0..25 {
+                let who = Actor::user(&format!("u{t}"));
+                got.push(q.submit(&who, jobs(1, ""), 10 + i).await.unwrap());
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort();
+    assert_eq!(all, (1..=200).collect::<Vec<u32>>());
+    drop(q);
+    let q = open(&dir);
+    assert_eq!(q.read().len(), 200);
+}
+
+#[tokio::test]
+async fn hold_release_remove_and_their_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let alice = Actor::user("alice");
+    q.submit(&alice, jobs(2, ""), 100).await.unwrap();
+    let r = q.change(&alice, ids(&["1.0"]), Change::Hold { reason: "wait".into() }, 200).await;
+    assert_eq!(r.unwrap().changed, vec![JobId::new(1, 0)]);
+    let a = q.read().job(JobId::new(1, 0)).unwrap().ad();
+    assert_eq!(a.eval_attr("JobStatus"), Value::Int(5));
+    assert_eq!(a.eval_attr("HoldReason"), Value::from("wait"));
+    assert_eq!(a.eval_attr("HoldReasonCode"), Value::Int(1));
+    assert_eq!(a.eval_attr("EnteredCurrentStatus"), Value::Int(200));
+    // Holding again is reported, not an error.
+    let r = q.change(&alice, ids(&["1"]), Change::Hold { reason: String::new() }, 201).await;
+    let r = r.unwrap();
+    assert_eq!(r.changed, vec![JobId::new(1, 1)]);
+    assert_eq!(r.skipped.len(), 1);
+    let r = q.change(&alice, ids(&["1.0"]), Change::Release { reason: String::new() }, 300).await;
+    assert_eq!(r.unwrap().changed.len(), 1);
+    let a = q.read().job(JobId::new(1, 0)).unwrap().ad();
+    assert_eq!(a.eval_attr("JobStatus"), Value::Int(1));
+    assert_eq!(a.eval_attr("HoldReason"), Value::Undefined);
+    assert_eq!(a.eval_attr("LastHoldReason"), Value::from("wait"));
+    assert_eq!(a.eval_attr("ReleaseReason"), Value::from("via condor_release (by user alice)"));
+    let r = q.change(&alice, ids(&["1.1"]), Change::Remove { reason: "done".into() }, 400).await;
+    assert_eq!(r.unwrap().changed.len(), 1);
+    assert_eq!(status(&q, JobId::new(1, 1)), None, "a removed idle job leaves the queue");
+    let h = q.history(None, &[], None).unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].eval_attr("JobStatus"), Value::Int(3));
+    assert_eq!(h[0].eval_attr("RemoveReason"), Value::from("done"));
+    // A missing job is a clear error.
+    let e = q.change(&alice, ids(&["9.9"]), Change::Hold { reason: String::new() }, 1).await;
+    assert!(matches!(e, Err(QueueError::NotFound(m)) if m.contains("9.9")));
+}
+
+#[tokio::test]
+async fn users_act_only_on_their_own_jobs_admins_on_any() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let (alice, bob) = (Actor::user("alice"), Actor::user("bob"));
+    q.submit(&alice, jobs(1, ""), 1).await.unwrap();
+    q.submit(&bob, jobs(1, ""), 1).await.unwrap();
+    let hold = || Change::Hold { reason: String::new() };
+    let e = q.change(&bob, ids(&["1.0"]), hold(), 2).await;
+    assert!(matches!(e, Err(QueueError::Forbidden(m)) if m.contains("belongs to alice")));
+    let e =
+        q.change(&bob, Targets { owners: vec!["alice".into()], ..Targets::default() }, hold(), 2);
+    assert!(matches!(e.await, Err(QueueError::Forbidden(_))));
+    // A constraint reaches only the caller's own jobs.
+    let all = Targets { constraint: Some("true".into()), ..Targets::default() };
+    let r = q.change(&bob, all.clone(), hold(), 2).await.unwrap();
+    assert_eq!(r.changed, vec![JobId::new(2, 0)]);
+    assert_eq!(status(&q, JobId::new(1, 0)), Some(JobStatus::Idle));
+    let edit = Change::Edit { attr: "Foo".into(), expr: "1".into() };
+    assert!(matches!(
+        q.change(&bob, ids(&["1"]), edit.clone(), 2).await,
+        Err(QueueError::Forbidden(_))
+    ));
+    let r = q.change(&Actor::admin("root"), all, hold(), 3).await.unwrap();
+    assert_eq!(r.changed, vec![JobId::new(1, 0)]);
+    assert_eq!(r.skipped.len(), 1, "bob's job was already held");
+}
+
+#[tokio::test]
+async fn qedit_sets_attributes_and_refuses_protected_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let alice = Actor::user("alice");
+    q.submit(&alice, jobs(2, ""), 1).await.unwrap();
+    let edit = |a: &str, e: &str| Change::Edit { attr: a.into(), expr: e.into() };
+    q.change(&alice, ids(&["1.1"]), edit("RequestMemory", "RequestMemory * 2"), 2).await.unwrap();
+    let a = q.read().job(JobId::new(1, 1)).unwrap().ad();
+    assert_eq!(a.get("RequestMemory").unwrap().to_string(), "RequestMemory * 2");
+    assert_eq!(
+        q.read().job(JobId::new(1, 0)).unwrap().ad().eval_attr("RequestMemory"),
+        Value::Int(64)
+    );
+    for p in ["ClusterId", "ProcId", "owner", "JobStatus", "QDate", "GlobalJobId"] {
+        let e = q.change(&alice, ids(&["1"]), edit(p, "1"), 2).await;
+        assert!(matches!(e, Err(QueueError::Forbidden(m)) if m.contains("protected")), "{p}");
+        let e = q.change(&Actor::admin("root"), ids(&["1"]), edit(p, "1"), 2).await;
+        assert!(matches!(e, Err(QueueError::Forbidden(_))), "{p} protected from admins too");
+    }
+    let e = q.change(&alice, ids(&["1"]), edit("Foo", "1 +"), 2).await;
+    assert!(matches!(e, Err(QueueError::Invalid(m)) if m.contains("Foo")));
+    // Edits survive a restart.
+    drop(q);
+    let q = open(&dir);
+    let a = q.read().job(JobId::new(1, 1)).unwrap().ad();
+    assert_eq!(a.get("RequestMemory").unwrap().to_string(), "RequestMemory * 2");
+}
+
+#[tokio::test]
+async fn exit_policy_completes_holds_or_requeues() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let alice = Actor::user("alice");
+    // max_retries = 2, as condor_submit expands it.
+    let retry = r#"JobMaxRetries = 2; OnExitRemove = (ExitBySignal == false && ExitCode == 0) || NumJobStarts > JobMaxRetries"#;
+    q.submit(&alice, jobs(1, retry), 1).await.unwrap();
+    let id = JobId::new(1, 0);
+    let exit = |code: i64| {
+        ad(&format!("[ExitCode = {code}; ExitBySignal = false; RemoteWallClockTime = 5.0]"))
+    };
+    for n in 1..=2 {
+        q.job_started(id, 10 * n).await.unwrap();
+        assert_eq!(status(&q, id), Some(JobStatus::Running));
+        q.job_exited(id, exit(1), 10 * n + 5).await.unwrap();
+        assert_eq!(status(&q, id), Some(JobStatus::Idle), "retry {n}");
+    }
+    q.job_started(id, 30).await.unwrap();
+    q.job_exited(id, exit(1), 35).await.unwrap();
+    assert_eq!(status(&q, id), None, "third failure: no retries left");
+    let h = q.history(Some("ClusterId == 1"), &[], None).unwrap();
+    assert_eq!(h[0].eval_attr("JobStatus"), Value::Int(4));
+    assert_eq!(h[0].eval_attr("NumJobStarts"), Value::Int(3));
+    assert_eq!(h[0].eval_attr("CompletionDate"), Value::Int(35));
+    assert_eq!(h[0].eval_attr("ExitCode"), Value::Int(1));
+
+    q.submit(&alice, jobs(1, r#"OnExitHold = ExitCode == 3; OnExitHoldReason = "three""#), 40)
+        .await
+        .unwrap();
+    let id = JobId::new(2, 0);
+    q.job_started(id, 41).await.unwrap();
+    q.job_exited(id, exit(3), 42).await.unwrap();
+    let a = q.read().job(id).unwrap().ad();
+    assert_eq!(a.eval_attr("JobStatus"), Value::Int(5));
+    assert_eq!(a.eval_attr("HoldReason"), Value::from("three"));
+    assert_eq!(a.eval_attr("HoldReasonCode"), Value::Int(3));
+
+    // A hold from the execute host (a memory limit, say) keeps its code.
+    q.change(&alice, ids(&["2.0"]), Change::Release { reason: String::new() }, 43).await.unwrap();
+    q.job_started(id, 44).await.unwrap();
+    q.job_exited(
+        id,
+        ad(r#"[HoldReasonCode = 34; HoldReason = "memory"; HoldReasonSubCode = 0]"#),
+        45,
+    )
+    .await
+    .unwrap();
+    let a = q.read().job(id).unwrap().ad();
+    assert_eq!(a.eval_attr("HoldReasonCode"), Value::Int(34));
+    assert_eq!(a.eval_attr("NumHolds"), Value::Int(2));
+    assert!(q.job_exited(id, exit(0), 46).await.is_err(), "a held job cannot exit");
+}
+
+#[tokio::test]
+async fn periodic_policy_runs_on_a_virtual_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let alice = Actor::user("alice");
+    let p = r#"PeriodicHold = JobStatus == 1 && (CurrentTime - EnteredCurrentStatus) > 3600;
+        PeriodicHoldReason = "idle too long"; PeriodicHoldSubCode = 42;
+        PeriodicRelease = (CurrentTime - EnteredCurrentStatus) > 60 && NumHolds < 2;
+        PeriodicRemove = NumHolds >= 2"#;
+    q.submit(&alice, jobs(2, p), 0).await.unwrap();
+    q.submit(&alice, jobs(1, ""), 0).await.unwrap();
+    assert!(q.periodic(3600).await.unwrap().changed.is_empty());
+    let r = q.periodic(3601).await.unwrap();
+    assert_eq!(r.changed, vec![JobId::new(1, 0), JobId::new(1, 1)]);
+    let a = q.read().job(JobId::new(1, 0)).unwrap().ad();
+    assert_eq!(a.eval_attr("HoldReason"), Value::from("idle too long"));
+    assert_eq!(a.eval_attr("HoldReasonSubCode"), Value::Int(42));
+    assert!(q.periodic(3661).await.unwrap().changed.is_empty());
+    assert_eq!(q.periodic(3662).await.unwrap().changed.len(), 2, "released");
+    assert_eq!(status(&q, JobId::new(1, 0)), Some(JobStatus::Idle));
+    q.periodic(3662 + 3601).await.unwrap();
+    assert_eq!(status(&q, JobId::new(1, 0)), Some(JobStatus::Held));
+    // NumHolds is now 2: the next pass removes instead of releasing.
+    q.periodic(3662 + 3601 + 61).await.unwrap();
+    assert_eq!(status(&q, JobId::new(1, 0)), None);
+    assert_eq!(status(&q, JobId::new(2, 0)), Some(JobStatus::Idle), "no policy, untouched");
+}
+
+#[tokio::test]
+async fn history_retention_and_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = QueueConfig::new(dir.path().join("q.db"), "s");
+    cfg.history_max_jobs = 3;
+    let q = Queue::open(cfg).unwrap();
+    let alice = Actor::user("alice");
+    q.submit(&alice, jobs(5, ""), 0).await.unwrap();
+    for p in 0..5 {
+        let t = Targets { ids: vec![JobSelector::Job(JobId::new(1, p))], ..Targets::default() };
+        q.change(&alice, t, Change::Remove { reason: String::new() }, 10 + p as i64).await.unwrap();
+    }
+    let h = q.history(None, &[], None).unwrap();
+    let procs: Vec<Value> = h.iter().map(|a| a.eval_attr("ProcId")).collect();
+    assert_eq!(procs, vec![Value::Int(4), Value::Int(3), Value::Int(2)], "newest first, 3 kept");
+    assert_eq!(q.history(None, &[], Some(1)).unwrap().len(), 1);
+    assert_eq!(q.history(Some("ProcId == 3"), &[], None).unwrap().len(), 1);
+    assert!(q.history(None, &["bob".into()], None).unwrap().is_empty());
+    assert!(matches!(q.history(Some("ProcId =="), &[], None), Err(QueueError::Invalid(_))));
+}
+
+#[tokio::test]
+async fn summary_groups_by_owner_and_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    q.submit(&Actor::user("alice"), jobs(3, r#"JobBatchName = "sweep""#), 5).await.unwrap();
+    q.submit(&Actor::user("alice"), jobs(2, r#"JobBatchName = "sweep""#), 6).await.unwrap();
+    q.submit(&Actor::user("bob"), jobs(1, ""), 7).await.unwrap();
+    q.change(&Actor::user("alice"), ids(&["2.1"]), Change::Hold { reason: String::new() }, 8)
+        .await
+        .unwrap();
+    let rows = q.read().summary(&[]);
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0].owner.as_str(), rows[0].batch.as_str()), ("alice", "sweep"));
+    assert_eq!((rows[0].idle, rows[0].held, rows[0].submitted), (4, 1, 6));
+    assert_eq!(rows[0].ids, vec![(1, 0, 2), (2, 0, 1)]);
+    assert_eq!((rows[1].owner.as_str(), rows[1].batch.as_str()), ("bob", "ID: 3"));
+    assert_eq!(q.read().summary(&["bob".into()]).len(), 1);
+}
+
+#[tokio::test]
+async fn events_follow_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen: Arc<Mutex<Vec<(JobId, String)>>> = Arc::default();
+    let s2 = seen.clone();
+    let mut cfg = QueueConfig::new(dir.path().join("q.db"), "s");
+    cfg.sink = Some(Box::new(move |evs: &[QueueEvent]| {
+        let mut s = s2.lock().unwrap();
+        for e in evs {
+            let k = match &e.kind {
+                EventKind::Submitted => "submit",
+                EventKind::Held(_) => "held",
+                EventKind::Released(_) => "released",
+                EventKind::Removed(_) => "removed",
+                _ => "other",
+            };
+            s.push((e.id, k.to_string()));
+        }
+    }));
+    let q = Queue::open(cfg).unwrap();
+    let alice = Actor::user("alice");
+    q.submit(&alice, jobs(1, "JobStatus = 5"), 0).await.unwrap();
+    let a = q.read().job(JobId::new(1, 0)).unwrap().ad();
+    assert_eq!(a.eval_attr("HoldReasonCode"), Value::Int(15), "submitted on hold");
+    q.change(&alice, ids(&["1"]), Change::Release { reason: String::new() }, 1).await.unwrap();
+    q.change(&alice, ids(&["1"]), Change::Remove { reason: String::new() }, 2).await.unwrap();
+    let id = JobId::new(1, 0);
+    let got = seen.lock().unwrap().clone();
+    let want: Vec<(JobId, String)> =
+        ["submit", "held", "released", "removed"].iter().map(|k| (id, k.to_string())).collect();
+    assert_eq!(got, want);
+}
+
+#[tokio::test]
+async fn modules_are_content_addressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let m = b"\0asm\x01\0\0\0".to_vec();
+    let d = andes_scheduler::queue::module_digest(&m);
+    assert!(!q.has_module(&d).unwrap());
+    q.store_module(&d, m.clone()).await.unwrap();
+    q.store_module(&d, m.clone()).await.unwrap();
+    assert!(q.has_module(&d).unwrap());
+    assert_eq!(q.module(&d).unwrap(), Some(m));
+    let bad = q.store_module(&d, b"\0asm\x01\0\0\0\0".to_vec()).await;
+    assert!(matches!(bad, Err(QueueError::Invalid(m)) if m.contains("mismatch")));
+    let not_wasm = b"#!/bin/sh".to_vec();
+    let d2 = andes_scheduler::queue::module_digest(&not_wasm);
+    assert!(matches!(q.store_module(&d2, not_wasm).await, Err(QueueError::Invalid(_))));
+}
+
+#[tokio::test]
+async fn reserved_clusters_belong_to_their_reserver() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let (alice, bob) = (Actor::user("alice"), Actor::user("bob"));
+    let c = q.reserve_cluster(&alice);
+    let mut s = jobs(1, "");
+    s.cluster = Some(c);
+    let e = q.submit(&bob, s.clone(), 1).await;
+    assert!(matches!(e, Err(QueueError::Forbidden(_))), "{e:?}");
+    assert_eq!(q.submit(&alice, s.clone(), 1).await.unwrap(), c);
+    let e = q.submit(&alice, s, 1).await;
+    assert!(matches!(e, Err(QueueError::Invalid(m)) if m.contains("not reserved")), "used once");
+    // A reservation does not survive a restart; acknowledged ids are never reused.
+    let c2 = q.reserve_cluster(&alice);
+    drop(q);
+    let q = open(&dir);
+    let mut s = jobs(1, "");
+    s.cluster = Some(c2);
+    assert!(q.submit(&alice, s, 2).await.is_err());
+    let c3 = q.submit(&alice, jobs(1, ""), 2).await.unwrap();
+    assert!(c3 > c, "the acknowledged cluster's id is not handed out again");
+}

@@ -1,0 +1,45 @@
+//! What the commands that talk to the schedd share: the signed client, a runtime,
+//! the clock, and how their errors read.
+
+use std::sync::Arc;
+
+use andes_protocol::{Client, Response};
+use anyhow::{Result, anyhow};
+
+use crate::settings::Settings;
+
+/// A signed connection to the schedd, with a runtime to drive it.
+pub struct Session {
+    /// The client.
+    pub client: Client,
+    /// The schedd's URL.
+    pub url: String,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Session {
+    /// Connects as the configured user to the configured schedd.
+    pub fn open() -> Result<Session> {
+        let s = Settings::load()?;
+        let keypair = Arc::new(s.keypair()?);
+        let url = s.schedd_url()?;
+        let client = Client::new(&url, keypair)?;
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        Ok(Session { client, url, rt })
+    }
+
+    /// Runs `f` to completion.
+    pub fn block_on<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.rt.block_on(f)
+    }
+}
+
+/// Seconds since the epoch.
+pub fn now() -> i64 {
+    classad::eval::system_now()
+}
+
+/// An error status as a message.
+pub fn status_error(r: &Response) -> anyhow::Error {
+    anyhow!("{}: {}", r.status, r.error_reason().unwrap_or_default())
+}

@@ -1,0 +1,425 @@
+//! `andes q` and `andes history`: condor_q's and condor_history's views of jobs.
+
+use std::process::ExitCode;
+
+use andes_scheduler::api::{
+    HistoryRequest, QueryReply, QueryRequest, SummaryReply, SummaryRequest, Targets, Totals,
+};
+use andes_scheduler::job::{JobSelector, JobStatus};
+use anyhow::{Result, anyhow};
+use clap::Args;
+use classad::{ClassAd, Value};
+
+use crate::cmd::client::{self, Session};
+
+/// How jobs are shown.
+#[derive(Args, Debug, Default)]
+pub struct Format {
+    /// Every attribute of each job, in old ClassAd syntax.
+    #[arg(long = "long", short = 'l')]
+    long: bool,
+    /// Every attribute of each job, as a JSON array of ads (HTCondor's form).
+    #[arg(long)]
+    json: bool,
+    /// Only these attributes' values, one job per line ("autoformat").
+    #[arg(long = "af", num_args = 1.., value_name = "ATTR")]
+    af: Vec<String>,
+}
+
+/// Arguments of `andes q`.
+#[derive(Args, Debug)]
+pub struct QArgs {
+    /// Job ids (`C` or `C.P`) or owners to show.
+    selection: Vec<String>,
+    /// One line per job instead of one per batch.
+    #[arg(long)]
+    nobatch: bool,
+    /// Held jobs, with their hold reasons.
+    #[arg(long)]
+    hold: bool,
+    /// Running jobs, with where they run.
+    #[arg(long)]
+    run: bool,
+    /// Only jobs for which this ClassAd expression is true.
+    #[arg(long, value_name = "EXPR")]
+    constraint: Option<String>,
+    #[command(flatten)]
+    format: Format,
+}
+
+/// Arguments of `andes history`.
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// Owners whose jobs to show.
+    owners: Vec<String>,
+    /// At most this many jobs (newest first).
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Only jobs for which this ClassAd expression is true.
+    #[arg(long, value_name = "EXPR")]
+    constraint: Option<String>,
+    #[command(flatten)]
+    format: Format,
+}
+
+/// Splits command-line words into job ids and owners.
+pub fn selection(words: &[String]) -> Result<Targets> {
+    let mut t = Targets::default();
+    for w in words {
+        if w.starts_with(|c: char| c.is_ascii_digit()) {
+            t.ids.push(w.parse::<JobSelector>().map_err(|e| anyhow!(e))?);
+        } else {
+            t.owners.push(w.clone());
+        }
+    }
+    Ok(t)
+}
+
+fn and(a: Option<String>, b: &str) -> Option<String> {
+    Some(match a {
+        Some(a) => format!("({a}) && ({b})"),
+        None => b.to_string(),
+    })
+}
+
+/// Runs `andes q`.
+pub fn run(args: QArgs) -> Result<ExitCode> {
+    let mut targets = selection(&args.selection)?;
+    targets.constraint = args.constraint.clone();
+    let session = Session::open()?;
+    let per_job = args.nobatch || args.hold || args.run || args.format.is_set();
+    if !per_job && targets.ids.is_empty() && targets.constraint.is_none() {
+        let req = SummaryRequest { owners: targets.owners.clone() };
+        let r: SummaryReply =
+            session.block_on(session.client.call(http::Method::POST, "/v1/summary", Some(&req)))?;
+        let addr = session.url.trim_start_matches("http://");
+        let now = short_date_year(client::now());
+        println!("\n-- Schedd: {} : <{addr}> @ {now}", r.schedd);
+        print!("{}", summary_table(&r, &targets.owners));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.hold {
+        targets.constraint = and(targets.constraint, "JobStatus == 5");
+    }
+    if args.run {
+        targets.constraint = and(targets.constraint, "JobStatus == 2 || JobStatus == 7");
+    }
+    let req = QueryRequest { targets, projection: args.format.af.clone(), limit: None };
+    let r: QueryReply =
+        session.block_on(session.client.call(http::Method::POST, "/v1/query", Some(&req)))?;
+    let ads = parse_ads(&r)?;
+    if args.format.is_set() {
+        print!("{}", args.format.render(&ads));
+    } else if args.hold {
+        print!("{}", hold_table(&ads));
+    } else if args.run {
+        print!("{}", run_table(&ads));
+    } else {
+        print!("{}", job_table(&ads));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `andes history`.
+pub fn history(args: HistoryArgs) -> Result<ExitCode> {
+    let session = Session::open()?;
+    let req = HistoryRequest {
+        constraint: args.constraint,
+        owners: args.owners,
+        limit: args.limit,
+        projection: args.format.af.clone(),
+    };
+    let r: QueryReply =
+        session.block_on(session.client.call(http::Method::POST, "/v1/history", Some(&req)))?;
+    let ads = parse_ads(&r)?;
+    if args.format.is_set() {
+        print!("{}", args.format.render(&ads));
+    } else {
+        print!("{}", history_table(&ads));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_ads(r: &QueryReply) -> Result<Vec<ClassAd>> {
+    r.ads
+        .iter()
+        .map(|t| classad::parse_ad(t).map_err(|e| anyhow!("the schedd sent a bad ad: {e}")))
+        .collect()
+}
+
+impl Format {
+    fn is_set(&self) -> bool {
+        self.long || self.json || !self.af.is_empty()
+    }
+
+    /// The ads as `-long`, `-json` or `-af` print them.
+    pub fn render(&self, ads: &[ClassAd]) -> String {
+        if self.json {
+            let v: Vec<serde_json::Value> = ads.iter().map(classad::json::ad_to_json).collect();
+            return serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+        }
+        if self.long {
+            return ads.iter().map(|a| a.to_old_syntax() + "\n").collect();
+        }
+        let mut out = String::new();
+        for ad in ads {
+            let cols: Vec<String> = self.af.iter().map(|a| af_value(&ad.eval_attr(a))).collect();
+            out.push_str(&cols.join(" "));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A value as `-af` prints it: strings bare, everything else as ClassAd text.
+fn af_value(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.to_string(),
+        other => {
+            let mut s = String::new();
+            classad::unparse::value_to(&mut s, other);
+            s
+        }
+    }
+}
+
+fn int(ad: &ClassAd, name: &str) -> i64 {
+    match ad.eval_attr(name) {
+        Value::Int(i) => i,
+        Value::Real(r) if r.is_finite() => r as i64,
+        _ => 0,
+    }
+}
+
+fn string(ad: &ClassAd, name: &str) -> String {
+    match ad.eval_attr(name) {
+        Value::Str(s) => s.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// `MM/DD HH:MM` in local time, as condor_q prints dates.
+pub fn short_date(t: i64) -> String {
+    match jiff::Timestamp::from_second(t) {
+        Ok(ts) => ts.to_zoned(jiff::tz::TimeZone::system()).strftime("%m/%d %H:%M").to_string(),
+        Err(_) => "??/?? ??:??".into(),
+    }
+}
+
+/// `MM/DD/YY HH:MM:SS` in local time, as condor_q's header prints the time.
+fn short_date_year(t: i64) -> String {
+    match jiff::Timestamp::from_second(t) {
+        Ok(ts) => {
+            ts.to_zoned(jiff::tz::TimeZone::system()).strftime("%m/%d/%y %H:%M:%S").to_string()
+        }
+        Err(_) => String::new(),
+    }
+}
+
+/// `D+HH:MM:SS`, as condor_q prints durations.
+pub fn duration(secs: i64) -> String {
+    let s = secs.max(0);
+    format!("{}+{:02}:{:02}:{:02}", s / 86400, s / 3600 % 24, s / 60 % 60, s % 60)
+}
+
+fn dash(n: u64) -> String {
+    if n == 0 { "_".into() } else { n.to_string() }
+}
+
+fn totals_line(label: &str, t: &Totals) -> String {
+    format!(
+        "Total for {label}: {} jobs; {} completed, {} removed, {} idle, {} running, {} held, {} suspended\n",
+        t.jobs, t.completed, t.removed, t.idle, t.running, t.held, t.suspended
+    )
+}
+
+fn summary_table(r: &SummaryReply, owners: &[String]) -> String {
+    let mut out = String::from(
+        "OWNER      BATCH_NAME       SUBMITTED   DONE   RUN    IDLE   HOLD  TOTAL JOB_IDS\n",
+    );
+    let mut query = Totals::default();
+    for row in &r.rows {
+        let total = row.run + row.idle + row.held + row.suspended;
+        query.jobs += total;
+        query.idle += row.idle;
+        query.running += row.run;
+        query.held += row.held;
+        query.suspended += row.suspended;
+        let ids = match (row.ids.first(), row.ids.last()) {
+            (Some(f), Some(l)) if row.ids.len() > 1 => {
+                format!("{}.{} ... {}.{}", f.0, f.1, l.0, l.2)
+            }
+            (Some(f), _) if f.1 == f.2 => format!("{}.{}", f.0, f.1),
+            (Some(f), _) => format!("{}.{}-{}", f.0, f.1, f.2),
+            _ => String::new(),
+        };
+        out.push_str(&format!(
+            "{:<10} {:<14} {:>11} {:>6} {:>5} {:>7} {:>6} {:>6} {}\n",
+            row.owner,
+            row.batch,
+            short_date(row.submitted),
+            dash(row.done),
+            dash(row.run),
+            dash(row.idle),
+            dash(row.held),
+            total,
+            ids
+        ));
+    }
+    out.push('\n');
+    out.push_str(&totals_line("query", &query));
+    if owners.is_empty() {
+        out.push_str(&totals_line("all users", &r.totals));
+    }
+    out
+}
+
+fn cmd_line(ad: &ClassAd) -> String {
+    let cmd = string(ad, "Cmd");
+    let name = cmd.rsplit(['/', '\\']).next().unwrap_or(&cmd).to_string();
+    let args = match ad.eval_attr("Arguments") {
+        Value::Str(s) if !s.is_empty() => s.to_string(),
+        _ => string(ad, "Args"),
+    };
+    if args.is_empty() { name } else { format!("{name} {args}") }
+}
+
+fn id(ad: &ClassAd) -> String {
+    format!("{}.{}", int(ad, "ClusterId"), int(ad, "ProcId"))
+}
+
+fn run_time(ad: &ClassAd) -> i64 {
+    let mut t = int(ad, "RemoteWallClockTime");
+    if matches!(JobStatus::from_code(int(ad, "JobStatus")), Some(JobStatus::Running)) {
+        let start = int(ad, "JobCurrentStartDate");
+        if start > 0 {
+            t += client::now() - start;
+        }
+    }
+    t
+}
+
+fn job_table(ads: &[ClassAd]) -> String {
+    let mut out = String::from(" ID        OWNER       SUBMITTED     RUN_TIME ST PRI SIZE CMD\n");
+    let mut t = Totals::default();
+    for ad in ads {
+        let st = JobStatus::from_code(int(ad, "JobStatus"));
+        count(&mut t, st);
+        out.push_str(&format!(
+            "{:>6}    {:<10} {:>11} {:>12} {:<2} {:<3} {:<4.1} {}\n",
+            id(ad),
+            string(ad, "Owner"),
+            short_date(int(ad, "QDate")),
+            duration(run_time(ad)),
+            st.map_or('?', JobStatus::letter),
+            int(ad, "JobPrio"),
+            int(ad, "ImageSize") as f64 / 1024.0,
+            cmd_line(ad)
+        ));
+    }
+    out.push('\n');
+    out.push_str(&totals_line("query", &t));
+    out
+}
+
+fn count(t: &mut Totals, st: Option<JobStatus>) {
+    t.jobs += 1;
+    match st {
+        Some(JobStatus::Idle) => t.idle += 1,
+        Some(JobStatus::Running | JobStatus::TransferringOutput) => t.running += 1,
+        Some(JobStatus::Held) => t.held += 1,
+        Some(JobStatus::Suspended) => t.suspended += 1,
+        Some(JobStatus::Removed) => t.removed += 1,
+        Some(JobStatus::Completed) => t.completed += 1,
+        None => {}
+    }
+}
+
+fn hold_table(ads: &[ClassAd]) -> String {
+    let mut out = String::from(" ID        OWNER          HELD_SINCE  HOLD_REASON\n");
+    let mut t = Totals::default();
+    for ad in ads {
+        count(&mut t, JobStatus::from_code(int(ad, "JobStatus")));
+        out.push_str(&format!(
+            "{:>6}    {:<14} {:<11} {} (code {}, subcode {})\n",
+            id(ad),
+            string(ad, "Owner"),
+            short_date(int(ad, "EnteredCurrentStatus")),
+            string(ad, "HoldReason"),
+            int(ad, "HoldReasonCode"),
+            int(ad, "HoldReasonSubCode")
+        ));
+    }
+    out.push('\n');
+    out.push_str(&totals_line("query", &t));
+    out
+}
+
+fn run_table(ads: &[ClassAd]) -> String {
+    let mut out = String::from(" ID        OWNER       SUBMITTED     RUN_TIME HOST(S)\n");
+    let mut t = Totals::default();
+    for ad in ads {
+        count(&mut t, JobStatus::from_code(int(ad, "JobStatus")));
+        out.push_str(&format!(
+            "{:>6}    {:<10} {:>11} {:>12} {}\n",
+            id(ad),
+            string(ad, "Owner"),
+            short_date(int(ad, "QDate")),
+            duration(run_time(ad)),
+            string(ad, "RemoteHost")
+        ));
+    }
+    out.push('\n');
+    out.push_str(&totals_line("query", &t));
+    out
+}
+
+fn history_table(ads: &[ClassAd]) -> String {
+    let mut out =
+        String::from(" ID        OWNER          SUBMITTED   RUN_TIME     ST COMPLETED   CMD\n");
+    for ad in ads {
+        let st = JobStatus::from_code(int(ad, "JobStatus"));
+        let done = int(ad, "CompletionDate");
+        out.push_str(&format!(
+            "{:>6}    {:<14} {:>11} {:>12} {:<2} {:<11} {}\n",
+            id(ad),
+            string(ad, "Owner"),
+            short_date(int(ad, "QDate")),
+            duration(int(ad, "RemoteWallClockTime")),
+            st.map_or('?', JobStatus::letter),
+            if done > 0 { short_date(done) } else { "???".into() },
+            cmd_line(ad)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_print_as_condor_q_does() {
+        assert_eq!(duration(0), "0+00:00:00");
+        assert_eq!(duration(90061), "1+01:01:01");
+        assert_eq!(duration(-5), "0+00:00:00");
+    }
+
+    #[test]
+    fn selection_splits_ids_and_owners() {
+        let t = selection(&["12".into(), "alice".into(), "3.4".into()]).unwrap();
+        assert_eq!(t.ids.len(), 2);
+        assert_eq!(t.owners, vec!["alice".to_string()]);
+        assert!(selection(&["1.x".into()]).is_err());
+    }
+
+    #[test]
+    fn af_prints_strings_bare() {
+        let ad = classad::parse_ad(r#"[a = "x y"; b = 2; c = {1, "z"}]"#).unwrap();
+        let f = Format {
+            af: vec!["a".into(), "b".into(), "c".into(), "d".into()],
+            ..Format::default()
+        };
+        assert_eq!(f.render(&[ad]), "x y 2 {1,\"z\"} undefined\n");
+    }
+}

@@ -1,0 +1,104 @@
+//! `andes submit`: expand a submit description into job ads and queue them at the
+//! schedd (or, with `--dump`, print them).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use andes_scheduler::api::{NewClusterReply, SubmitReply, SubmitRequest};
+use andes_scheduler::queue::factor;
+use andes_submit::{Context as SubmitContext, expand, parse};
+use anyhow::{Context, Result, anyhow};
+use clap::Args;
+
+use crate::cmd::client::{self, Session};
+use crate::settings::user_name;
+
+/// Arguments of `andes submit`.
+#[derive(Args, Debug)]
+pub struct SubmitArgs {
+    /// The submit description file (`-` for standard input).
+    file: PathBuf,
+    /// An extra submit command, applied before each `queue` statement (repeatable).
+    #[arg(short = 'a', long = "append", value_name = "'cmd = value'")]
+    append: Vec<String>,
+    /// Sets JobBatchName for every job.
+    #[arg(long = "batch-name", value_name = "NAME")]
+    batch_name: Option<String>,
+    /// Print the job ads instead of submitting them (no schedd needed).
+    #[arg(long)]
+    dump: bool,
+    /// With --dump: print JSON (HTCondor's form) instead of old ClassAd syntax.
+    #[arg(long, requires = "dump")]
+    json: bool,
+}
+
+fn read_description(file: &PathBuf) -> Result<(String, String)> {
+    if file.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+        return Ok((s, "<stdin>".into()));
+    }
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read the submit file {}", file.display()))?;
+    Ok((text, file.display().to_string()))
+}
+
+/// Runs `andes submit`.
+pub fn run(args: SubmitArgs) -> Result<ExitCode> {
+    let (text, source) = read_description(&args.file)?;
+    let desc = parse(&text, &source)?;
+    let iwd = std::env::current_dir()?.to_string_lossy().into_owned();
+    let now = client::now();
+    let context = |cluster: u32| {
+        let mut ctx = SubmitContext::new(cluster as i64, now, iwd.clone());
+        ctx.owner = user_name();
+        ctx.env = std::env::vars().collect();
+        ctx.extra_lines = args.append.clone();
+        ctx.batch_name = args.batch_name.clone();
+        ctx
+    };
+    if args.dump {
+        let out = expand(&desc, &context(1))?;
+        if args.json {
+            let ads: Vec<serde_json::Value> =
+                out.jobs.iter().map(classad::json::ad_to_json).collect();
+            println!("{}", serde_json::to_string_pretty(&ads)?);
+        } else {
+            let texts: Vec<String> = out.jobs.iter().map(|a| a.to_old_syntax()).collect();
+            print!("{}", texts.join("\n"));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let session = Session::open()?;
+    session.block_on(async {
+        let c = &session.client;
+        let NewClusterReply { cluster } =
+            c.call(http::Method::POST, "/v1/cluster", None::<&()>).await?;
+        let out = expand(&desc, &context(cluster))?;
+        for m in &out.modules {
+            let path = format!("/v1/modules/{}", m.digest);
+            let have = c.get(&path).await?;
+            if have.status == http::StatusCode::NOT_FOUND {
+                let r = c.request(http::Method::PUT, &path, m.bytes.clone().into()).await?;
+                if !r.status.is_success() {
+                    return Err(anyhow!(
+                        "uploading {} failed: {}",
+                        m.path,
+                        r.error_reason().unwrap_or_else(|| r.status.to_string())
+                    ));
+                }
+            } else if !have.status.is_success() {
+                return Err(client::status_error(&have));
+            }
+        }
+        let s = factor(out.jobs);
+        let req = SubmitRequest {
+            cluster: Some(cluster),
+            cluster_ad: s.cluster_ad.to_string(),
+            procs: s.procs.iter().map(|p| p.to_string()).collect(),
+        };
+        let reply: SubmitReply = c.call(http::Method::POST, "/v1/submit", Some(&req)).await?;
+        println!("{} job(s) submitted to cluster {}.", reply.count, reply.cluster);
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,148 @@
+//! The andes configuration every command and daemon reads, in HTCondor's
+//! configuration language.
+//!
+//! The file is `$ANDES_CONFIG` if set, else `andes.config` in the andes configuration
+//! directory (`$ANDES_CONFIG_DIR`, else the platform's, e.g. `~/.config/andes`) if it
+//! exists; built-in defaults fill the rest:
+//!
+//! | knob | default | meaning |
+//! | --- | --- | --- |
+//! | `LOCAL_DIR` | the configuration directory | where daemons keep state |
+//! | `SPOOL` | `$(LOCAL_DIR)/spool` | the schedd's queue database |
+//! | `TRUST_FILE` | `$(LOCAL_DIR)/trust` | the pool's keys, identities and roles |
+//! | `SCHEDD_NAME` | `andes@<host>` | first part of every GlobalJobId |
+//! | `SCHEDD_ADDRESS` | `127.0.0.1:9618` | where the schedd listens (port 0: any) |
+//! | `SCHEDD_ADDRESS_FILE` | `$(SPOOL)/.schedd_address` | the schedd writes its address here; commands read it first |
+//! | `PERIODIC_EXPR_INTERVAL` | `60` | seconds between periodic job policy passes |
+//! | `HISTORY_MAX_JOBS` | `1000000` | history keeps at most this many jobs |
+//! | `HISTORY_MAX_AGE` | (none) | …and none older than this many seconds |
+//! | `KEY_NAME` | your user name | the key (under `keys/`) commands sign with |
+//! | `EXECUTE` | `$(LOCAL_DIR)/execute` | the host makes each job's sandbox under it |
+//! | `HOST_ADDRESS` | `127.0.0.1:9619` | where `andes host` listens (port 0: any) |
+//! | `HOST_ADDRESS_FILE` | `$(LOCAL_DIR)/.host_address` | `andes host` writes its address here; commands read it first |
+//! | `MODULE_CACHE` | `$(LOCAL_DIR)/module_cache` | the host's compiled-module cache |
+//!
+//! `andes host` reads the same file on top of the startd's defaults and
+//! default policy (`andes_startd::default_config`): NUM_CPUS, SLOT_TYPE_N,
+//! START, ..., ENABLE_BACKFILL, BACKFILL_JOBS and `BACKFILL_JOB_<name>`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow};
+use classad::config::Config;
+
+/// The loaded configuration.
+pub struct Settings {
+    config: Config,
+}
+
+const DEFAULTS: &str = r#"
+SPOOL = $(LOCAL_DIR)/spool
+TRUST_FILE = $(LOCAL_DIR)/trust
+SCHEDD_ADDRESS = 127.0.0.1:9618
+SCHEDD_ADDRESS_FILE = $(SPOOL)/.schedd_address
+PERIODIC_EXPR_INTERVAL = 60
+HISTORY_MAX_JOBS = 1000000
+EXECUTE = $(LOCAL_DIR)/execute
+HOST_ADDRESS = 127.0.0.1:9619
+HOST_ADDRESS_FILE = $(LOCAL_DIR)/.host_address
+MODULE_CACHE = $(LOCAL_DIR)/module_cache
+"#;
+
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The current user's name, from the environment.
+pub fn user_name() -> Option<String> {
+    ["USER", "LOGNAME", "USERNAME"]
+        .into_iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find(|n| !n.is_empty())
+}
+
+impl Settings {
+    /// Loads the configuration.
+    pub fn load() -> Result<Settings> {
+        Settings::load_over(Config::with_env(std::env::vars()))
+    }
+
+    /// Loads the configuration on top of `base` (a daemon's own defaults).
+    pub fn load_over(base: Config) -> Result<Settings> {
+        let dir = andes_protocol::key::config_dir()?;
+        let mut config = base;
+        config.set("LOCAL_DIR", &dir.to_string_lossy())?;
+        config.set("SCHEDD_NAME", &format!("andes@{}", host_name()))?;
+        if let Some(u) = user_name() {
+            config.set("KEY_NAME", &u)?;
+        }
+        config.load_str(DEFAULTS, "<built-in defaults>")?;
+        let file = match std::env::var_os("ANDES_CONFIG") {
+            Some(f) if !f.is_empty() => Some(PathBuf::from(f)),
+            _ => Some(dir.join("andes.config")).filter(|p| p.exists()),
+        };
+        if let Some(f) = file {
+            config.load_file(&f).with_context(|| format!("reading {}", f.display()))?;
+        }
+        Ok(Settings { config })
+    }
+
+    /// The whole configuration table.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// A knob's expanded value.
+    pub fn get(&self, name: &str) -> Result<Option<String>> {
+        Ok(self.config.get(name)?.filter(|v| !v.is_empty()))
+    }
+
+    /// A knob that must have a value.
+    pub fn require(&self, name: &str) -> Result<String> {
+        self.get(name)?.ok_or_else(|| anyhow!("the configuration does not set {name}"))
+    }
+
+    /// A path knob.
+    pub fn path(&self, name: &str) -> Result<PathBuf> {
+        Ok(PathBuf::from(self.require(name)?))
+    }
+
+    /// An integer knob.
+    pub fn int(&self, name: &str) -> Result<Option<i64>> {
+        match self.get(name)? {
+            None => Ok(None),
+            Some(v) => {
+                v.trim().parse().map(Some).map_err(|_| anyhow!("{name} = {v}: expected an integer"))
+            }
+        }
+    }
+
+    /// The schedd's address for commands: its address file if the schedd wrote
+    /// one, else SCHEDD_ADDRESS.
+    pub fn schedd_url(&self) -> Result<String> {
+        if let Some(f) = self.get("SCHEDD_ADDRESS_FILE")?
+            && let Ok(a) = std::fs::read_to_string(&f)
+            && !a.trim().is_empty()
+        {
+            return Ok(format!("http://{}", a.trim()));
+        }
+        Ok(format!("http://{}", self.require("SCHEDD_ADDRESS")?))
+    }
+
+    /// The key pair commands sign with.
+    pub fn keypair(&self) -> Result<andes_protocol::Keypair> {
+        let name = self.get("KEY_NAME")?.ok_or_else(|| {
+            anyhow!(
+                "cannot tell your user name (USER is not set): set KEY_NAME in the configuration"
+            )
+        })?;
+        andes_protocol::Keypair::load_named(&name).map_err(|e| {
+            anyhow!("{e}\n  (make one with `andes keygen {name}` and add its line to the pool's trust file)")
+        })
+    }
+}

@@ -1,0 +1,231 @@
+//! The schedd as a real process, driven by the real commands over signed HTTP:
+//! keygen, submit, q, hold, release, rm, qedit, history, and every refusal.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Pool {
+    dir: tempfile::TempDir,
+    schedd: Child,
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let _ = self.schedd.kill();
+        let _ = self.schedd.wait();
+    }
+}
+
+fn andes() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_andes"))
+}
+
+impl Pool {
+    /// A config dir with keys for alice, bob, root (admin) and mallory (unknown to
+    /// the pool), a trust file and a running schedd on a free port.
+    fn start() -> Pool {
+        let dir = tempfile::tempdir().unwrap();
+        let mut trust = String::new();
+        for (who, role) in [("alice", "user"), ("bob", "user"), ("root", "admin"), ("mallory", "")]
+        {
+            let out =
+                andes().args(["keygen", who]).env("ANDES_CONFIG_DIR", dir.path()).output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            if !role.is_empty() {
+                let pubkey =
+                    std::fs::read_to_string(dir.path().join("keys").join(format!("{who}.pub")))
+                        .unwrap();
+                trust.push_str(&format!("{role} {who} {}\n", pubkey.trim()));
+            }
+        }
+        std::fs::write(dir.path().join("trust"), trust).unwrap();
+        std::fs::write(
+            dir.path().join("andes.config"),
+            "SCHEDD_ADDRESS = 127.0.0.1:0\nSCHEDD_NAME = schedd@test\n",
+        )
+        .unwrap();
+        let schedd = andes()
+            .arg("schedd")
+            .env("ANDES_CONFIG_DIR", dir.path())
+            .env_remove("ANDES_CONFIG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut pool = Pool { dir, schedd };
+        pool.wait_for_address();
+        pool
+    }
+
+    fn wait_for_address(&mut self) {
+        let f = self.dir.path().join("spool").join(".schedd_address");
+        let start = Instant::now();
+        while !f.exists() {
+            if let Some(st) = self.schedd.try_wait().unwrap() {
+                panic!("the schedd exited: {st}");
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "the schedd did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn run(&self, user: &str, args: &[&str]) -> Output {
+        andes()
+            .args(args)
+            .current_dir(self.path())
+            .env("ANDES_CONFIG_DIR", self.path())
+            .env_remove("ANDES_CONFIG")
+            .env("USER", user)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, user: &str, args: &[&str]) -> String {
+        let o = self.run(user, args);
+        assert!(
+            o.status.success(),
+            "{args:?} as {user}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    fn fails(&self, user: &str, args: &[&str]) -> String {
+        let o = self.run(user, args);
+        assert!(!o.status.success(), "{args:?} as {user} should fail");
+        String::from_utf8(o.stderr).unwrap()
+    }
+
+    fn write(&self, name: &str, content: &[u8]) -> PathBuf {
+        let p = self.path().join(name);
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+}
+
+const MODULE: &[u8] = b"\0asm\x01\0\0\0";
+
+#[test]
+fn submit_query_and_change_jobs_over_signed_http() {
+    let pool = Pool::start();
+    pool.write("job.wasm", MODULE);
+    pool.write(
+        "job.sub",
+        b"executable = job.wasm\narguments = --n $(Process)\nlog = job.log\n\
+          +Project = \"physics\"\nqueue 3\n",
+    );
+    assert_eq!(pool.ok("alice", &["submit", "job.sub"]), "3 job(s) submitted to cluster 1.\n");
+    assert_eq!(
+        pool.ok("bob", &["submit", "job.sub", "-a", "hold = true", "-batch-name", "sweep"]),
+        "3 job(s) submitted to cluster 2.\n"
+    );
+
+    let summary = pool.ok("alice", &["q"]);
+    assert!(summary.contains("OWNER") && summary.contains("JOB_IDS"), "{summary}");
+    assert!(
+        summary
+            .lines()
+            .any(|l| l.starts_with("alice") && l.contains("ID: 1") && l.ends_with("1.0-2"))
+    );
+    assert!(summary.lines().any(|l| l.starts_with("bob") && l.contains("sweep")));
+    assert!(summary.contains(
+        "Total for all users: 6 jobs; 0 completed, 0 removed, 3 idle, 0 running, 3 held"
+    ));
+
+    // The Owner is the verified identity, whatever the submit file says.
+    let af = pool.ok("alice", &["q", "-af", "ClusterId", "ProcId", "Owner", "Project", "Args"]);
+    assert_eq!(af.lines().next(), Some("1 0 alice physics --n 0"));
+    assert_eq!(af.lines().count(), 6);
+    let json = pool.ok("alice", &["q", "1.2", "-json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v[0]["ProcId"], 2);
+    assert!(pool.ok("alice", &["q", "-long", "1.0"]).contains("Owner = \"alice\""));
+    let nobatch = pool.ok("alice", &["q", "-nobatch", "alice"]);
+    assert!(nobatch.lines().any(|l| l.trim_start().starts_with("1.1") && l.contains(" I ")));
+
+    // Hold with a reason, see it, release.
+    assert_eq!(pool.ok("alice", &["hold", "1.0", "-reason", "wait for data"]), "Job 1.0 held\n");
+    let held = pool.ok("alice", &["q", "-hold", "alice"]);
+    assert!(held.contains("wait for data (code 1, subcode 0)"), "{held}");
+    pool.ok("alice", &["release", "1.0"]);
+    assert!(
+        pool.ok(
+            "alice",
+            &["q", "-af", "JobStatus", "-constraint", "ProcId == 0 && ClusterId == 1"]
+        )
+        .starts_with('1')
+    );
+
+    // Another owner's jobs are refused, with the reason; an admin may act.
+    let e = pool.fails("bob", &["hold", "1.0"]);
+    assert!(e.contains("403") && e.contains("belongs to alice"), "{e}");
+    let e = pool.fails("bob", &["rm", "alice"]);
+    assert!(e.contains("403"), "{e}");
+    let e = pool.fails("alice", &["qedit", "1.0", "Owner", "\"bob\""]);
+    assert!(e.contains("403") && e.contains("protected"), "{e}");
+    assert!(pool.ok("root", &["release", "bob"]).contains("Job 2.2 released"));
+
+    // qedit, by id and by constraint.
+    assert!(
+        pool.ok("alice", &["qedit", "1.1", "Project", "\"chemistry\""]).contains("for 1 matching")
+    );
+    assert!(
+        pool.ok("alice", &["qedit", "-constraint", "ProcId == 2", "Weight", "3"])
+            .contains("for 1 matching")
+    );
+    let af = pool.ok("alice", &["q", "1", "-af", "Project", "Weight"]);
+    assert_eq!(af, "physics undefined\nchemistry undefined\nphysics 3\n");
+
+    // Remove: jobs go to history, with the reason; the event log says so.
+    assert_eq!(pool.ok("alice", &["rm", "1", "-reason", "wrong input"]).lines().count(), 3);
+    let h =
+        pool.ok("alice", &["history", "-af", "ClusterId", "ProcId", "JobStatus", "RemoveReason"]);
+    assert!(h.lines().all(|l| l.starts_with("1 ") && l.ends_with(" 3 wrong input")), "{h}");
+    assert_eq!(pool.ok("alice", &["history", "-limit", "1", "-af", "ProcId"]), "2\n");
+    let log = std::fs::read_to_string(pool.path().join("job.log")).unwrap();
+    assert_eq!(log.matches("Job submitted from host").count(), 6, "{log}");
+    assert_eq!(log.matches("Job was held.").count(), 4, "{log}");
+    assert_eq!(log.matches("Job was aborted").count(), 3, "{log}");
+
+    // Bad input: a clear error naming what is wrong, and nothing changes.
+    pool.write("bad.sub", b"executable = job.wasm\nhold = maybe\nqueue\n");
+    let e = pool.fails("alice", &["submit", "bad.sub"]);
+    assert!(e.contains("bad.sub:2") || e.contains("hold"), "{e}");
+    pool.write("notwasm.sub", b"executable = job.sub\nqueue\n");
+    assert!(!pool.fails("alice", &["submit", "notwasm.sub"]).is_empty());
+    let e = pool.fails("alice", &["q", "-constraint", "ProcId =="]);
+    assert!(e.contains("400"), "{e}");
+    assert!(pool.ok("alice", &["q"]).contains("Total for all users: 3 jobs"));
+}
+
+#[test]
+fn unknown_keys_are_refused() {
+    let pool = Pool::start();
+    let e = pool.fails("mallory", &["q"]);
+    assert!(e.contains("401"), "{e}");
+    let e = pool.fails("nobody", &["q"]);
+    assert!(e.contains("andes keygen nobody"), "{e}");
+}
+
+#[test]
+fn dump_needs_no_schedd() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.wasm"), MODULE).unwrap();
+    std::fs::write(dir.path().join("job.sub"), "executable = job.wasm\nqueue 2\n").unwrap();
+    let out = andes()
+        .args(["submit", "--dump", "job.sub"])
+        .current_dir(dir.path())
+        .env("ANDES_CONFIG_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.matches("ProcId = ").count(), 2, "{text}");
+    assert!(text.contains("CmdDigest = \"sha256:"));
+}
