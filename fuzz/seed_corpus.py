@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora fuzz/corpus/{parse,eval,config} from the test data.
+"""Writes the seed corpora fuzz/corpus/{parse,eval,config,submit} from the test data.
 
 Run from anywhere: python3 fuzz/seed_corpus.py
 parse:  each `expr`, `my`, `target` of classad_public.jsonl and each `job`,
@@ -7,6 +7,7 @@ parse:  each `expr`, `my`, `target` of classad_public.jsonl and each `job`,
 eval:   flag byte (bit 0 = strict) + expr + NUL + my + NUL + target, for
         both flag values; matchmaking rows as `MY.Requirements` with the job
         as MY and the machine as TARGET.
+submit: each submit description of submit/tests/data/submit_public.jsonl.
 config: each file of classad/tests/data/config, plus CONFIG_SEEDS below
         (include paths are relative: the target resolves them against
         fuzz/include_root/ and skips inputs with both `include` and `/`).
@@ -67,7 +68,10 @@ def main():
         put("config", f.read_bytes())
     for text in CONFIG_SEEDS:
         put("config", text.encode())
-    for kind in ("parse", "eval", "config"):
+    submit_data = FUZZ.parent / "submit" / "tests" / "data" / "submit_public.jsonl"
+    for line in open(submit_data, encoding="utf-8"):
+        put("submit", json.loads(line)["submit"].encode())
+    for kind in ("parse", "eval", "config", "submit"):
         print(kind, len(list((FUZZ / "corpus" / kind).iterdir())), "files")
 
 
