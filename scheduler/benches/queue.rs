@@ -21,6 +21,12 @@ fn cluster_ad() -> ClassAd {
     .unwrap()
 }
 
+/// Full sizes under `cargo bench`; small ones when `cargo test` runs the
+/// benchmarks once as a smoke test.
+fn scale(full: usize) -> usize {
+    if std::env::args().any(|a| a == "--bench") { full } else { (full / 1000).max(1) }
+}
+
 fn procs(n: usize) -> Vec<ClassAd> {
     (0..n)
         .map(|i| {
@@ -46,7 +52,11 @@ fn submit_100k(c: &mut Criterion) {
             for _ in 0..iters {
                 let dir = tempfile::tempdir().unwrap();
                 let q = Queue::open(QueueConfig::new(dir.path().join("q.db"), "bench")).unwrap();
-                let s = Submit { cluster: None, cluster_ad: cluster_ad(), procs: procs(100_000) };
+                let s = Submit {
+                    cluster: None,
+                    cluster_ad: cluster_ad(),
+                    procs: procs(scale(100_000)),
+                };
                 let t = Instant::now();
                 rt.block_on(q.submit(&Actor::user("alice"), s, 1)).unwrap();
                 total += t.elapsed();
@@ -62,7 +72,7 @@ fn summary_1m(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let q = Queue::open(QueueConfig::new(dir.path().join("q.db"), "bench")).unwrap();
     for owner in 0..10 {
-        let s = Submit { cluster: None, cluster_ad: cluster_ad(), procs: procs(100_000) };
+        let s = Submit { cluster: None, cluster_ad: cluster_ad(), procs: procs(scale(100_000)) };
         rt.block_on(q.submit(&Actor::user(&format!("user{owner}")), s, 1)).unwrap();
     }
     eprintln!("queue of {} jobs; {}", q.read().len(), rss());
