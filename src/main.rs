@@ -42,11 +42,17 @@ enum Command {
     Rm(cmd::act::ActArgs),
     /// Change an attribute of queued jobs (condor_qedit).
     Qedit(cmd::act::QeditArgs),
+    /// Run the execute host daemon (condor_startd), or talk to it: `status`,
+    /// `off`, `set-attr`.
+    Host(cmd::host::HostArgs),
+    /// Vacate this host's slots (condor_vacate).
+    Vacate(cmd::vacate::VacateArgs),
 }
 
 /// The subcommands that take HTCondor's single-dash long options (`-nobatch`,
 /// `-af`, `-constraint`): for them `-word` means `--word`.
-const CONDOR_STYLE: &[&str] = &["submit", "q", "history", "hold", "release", "rm", "qedit"];
+const CONDOR_STYLE: &[&str] =
+    &["submit", "q", "history", "hold", "release", "rm", "qedit", "host", "vacate"];
 
 fn condor_style_args(args: Vec<OsString>) -> Vec<OsString> {
     let sub = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
@@ -82,6 +88,8 @@ fn main() -> ExitCode {
         Command::Release(a) => cmd::act::run(cmd::act::Verb::Release, a),
         Command::Rm(a) => cmd::act::run(cmd::act::Verb::Remove, a),
         Command::Qedit(a) => cmd::act::qedit(a),
+        Command::Host(a) => cmd::host::run(a),
+        Command::Vacate(a) => cmd::vacate::run(a),
     };
     match result {
         Ok(code) => code,

@@ -2,7 +2,7 @@
 //! keygen, submit, q, hold, release, rm, qedit, history, and every refusal.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 struct Pool {
@@ -17,29 +17,18 @@ impl Drop for Pool {
     }
 }
 
-fn andes() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_andes"))
-}
+mod common;
+use common::andes;
 
 impl Pool {
     /// A config dir with keys for alice, bob, root (admin) and mallory (unknown to
     /// the pool), a trust file and a running schedd on a free port.
     fn start() -> Pool {
         let dir = tempfile::tempdir().unwrap();
-        let mut trust = String::new();
-        for (who, role) in [("alice", "user"), ("bob", "user"), ("root", "admin"), ("mallory", "")]
-        {
-            let out =
-                andes().args(["keygen", who]).env("ANDES_CONFIG_DIR", dir.path()).output().unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            if !role.is_empty() {
-                let pubkey =
-                    std::fs::read_to_string(dir.path().join("keys").join(format!("{who}.pub")))
-                        .unwrap();
-                trust.push_str(&format!("{role} {who} {}\n", pubkey.trim()));
-            }
-        }
-        std::fs::write(dir.path().join("trust"), trust).unwrap();
+        common::keys_and_trust(
+            dir.path(),
+            &[("alice", "user"), ("bob", "user"), ("root", "admin"), ("mallory", "")],
+        );
         std::fs::write(
             dir.path().join("andes.config"),
             "SCHEDD_ADDRESS = 127.0.0.1:0\nSCHEDD_NAME = schedd@test\n",

@@ -1,9 +1,10 @@
 //! The andes execute host.
 //!
-//! Today this is the starter: it runs one job's Wasm module (wasm32-wasip1)
+//! The starter runs one job's Wasm module (wasm32-wasip1)
 //! under wasmtime, in a sandbox that sees only the job's own directory, with
 //! limits enforced by the runtime, and with the control surface the startd
-//! drives (suspend, resume, vacate, hard kill).
+//! drives (suspend, resume, vacate, hard kill). The [`daemon`] is `andes host`:
+//! it drives `andes-startd`'s policy state machine with real starters.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -28,6 +29,7 @@
 
 pub mod control;
 pub mod cputime;
+pub mod daemon;
 pub mod engine;
 pub mod imports;
 pub mod sandbox;
@@ -36,3 +38,6 @@ pub mod starter;
 pub use control::{Clock, Control, SystemClock, Usage, VirtualClock};
 pub use engine::{Host, HostConfig};
 pub use starter::{Ending, JobResult, JobSpec, Limits};
+
+/// The startd state machine the [`daemon`] drives.
+pub use andes_startd;

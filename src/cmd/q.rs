@@ -420,6 +420,6 @@ mod tests {
             af: vec!["a".into(), "b".into(), "c".into(), "d".into()],
             ..Format::default()
         };
-        assert_eq!(f.render(&[ad]), "x y 2 {1,\"z\"} undefined\n");
+        assert_eq!(f.render(&[ad]), "x y 2 { 1,\"z\" } undefined\n");
     }
 }

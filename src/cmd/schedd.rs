@@ -58,7 +58,7 @@ pub fn run(args: ScheddArgs) -> Result<ExitCode> {
             BODY_LIMIT,
         );
         if let Some(f) = &address_file {
-            write_atomically(f, &addr.to_string())
+            crate::settings::write_atomically(f, &addr.to_string())
                 .with_context(|| format!("writing SCHEDD_ADDRESS_FILE {f}"))?;
         }
         let jobs = schedd.queue.read().len();
@@ -78,12 +78,4 @@ pub fn run(args: ScheddArgs) -> Result<ExitCode> {
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes `text` to `path` through a temporary file and a rename, so a reader never
-/// sees half of it.
-fn write_atomically(path: &str, text: &str) -> std::io::Result<()> {
-    let tmp = format!("{path}.tmp{}", std::process::id());
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
 }

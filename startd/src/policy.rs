@@ -33,6 +33,13 @@ pub const BACKFILL_EXAMPLE: &str = include_str!("../config/backfill.config");
 /// policy and its supplement: load site files on top of it.
 pub fn default_config() -> Config {
     let mut cfg = Config::new();
+    load_defaults(&mut cfg);
+    cfg
+}
+
+/// Loads andes's defaults, the spec's default policy and its supplement into
+/// `cfg` (for a configuration made with an environment, say).
+pub fn load_defaults(cfg: &mut Config) {
     // The shipped texts are tested to load; an error here would be a build
     // defect, and the table is left as it was on error anyway.
     for (text, origin) in [
@@ -42,7 +49,6 @@ pub fn default_config() -> Config {
     ] {
         let _ = cfg.load_str(text, origin);
     }
-    cfg
 }
 
 /// A configuration problem, with the macro and where it was defined.

@@ -1,0 +1,882 @@
+//! The `andes host` daemon: a thin shell around `andes-startd`'s pure state
+//! machine that carries out its actions with real starters.
+//!
+//! [`Daemon`] owns the [`Startd`] and feeds it events at the time of its
+//! [`Clock`] (a [`crate::VirtualClock`] in tests): a [`Event::Tick`] at
+//! [`Startd::next_deadline`], fresh [`Measurements`] every UPDATE_INTERVAL,
+//! [`Event::StarterExited`] and [`Event::BackfillExited`] when a starter
+//! ends, [`Event::BenchmarkFinished`] after a benchmark, and the commands of
+//! the HTTP API ([`api`]). Each [`Action`] the machine returns is carried out
+//! at once:
+//!
+//! | action | what the daemon does |
+//! | --- | --- |
+//! | `StartJob` | runs the job with [`Host::run`] in a task, with its own [`Control`], in a fresh sandbox under EXECUTE |
+//! | `StartBackfill` | the same for the named backfill job (`BACKFILL_JOB_<name>`) |
+//! | `Suspend`, `Continue` | [`Control::suspend`], [`Control::resume`] |
+//! | `SoftKill` | [`Control::soft_kill`] with the grace the machine computed |
+//! | `HardKill`, `KillBackfill` | [`Control::hard_kill`] |
+//! | `AbandonStarter` | aborts the starter's task and removes its sandbox |
+//! | `Checkpoint` | answers `CheckpointFinished { ok: false }` at once: andes does not take checkpoints yet |
+//! | `RunBenchmarks` | runs two small Wasm loops ([`benchmark`]) and answers `BenchmarkFinished` |
+//! | `Publish` | keeps the ad for `andes host status` (there is no collector yet) |
+//! | `ShutdownComplete` | the daemon's [`Daemon::run`] returns once no starter is left |
+//! | claim notices | logged: claims from schedds come with the pool |
+//!
+//! A sandbox is `$(EXECUTE)/dir_<slot>_<n>`, created empty for each job and
+//! removed when its starter is gone.
+//!
+//! Claims: the machine already handles [`Event::ClaimRequested`] and
+//! [`Event::ClaimActivated`]; a schedd-facing route feeds them with
+//! [`Daemon::feed`] and hands over the job's module with
+//! [`Daemon::activate`].
+
+pub mod api;
+pub mod benchmark;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use andes_startd::{
+    Action, Event, MachineInfo, Measurements, Policy, PolicyError, ShutdownKind, SlotId, Startd,
+    StarterOutcome, VacateKind,
+};
+use classad::config::Config;
+use classad::{ClassAd, Expr, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::control::{Clock, Control};
+use crate::engine::Host;
+use crate::starter::{Ending, HOLD_FAILED_TO_START, JobResult, JobSpec, Limits};
+
+/// The wasmtime version the host is built with (`WasmtimeVersion`).
+pub const WASMTIME_VERSION: &str = "36.0.20";
+
+/// The Wasm proposals the engine enables (`WasmFeatures`).
+pub const WASM_FEATURES: &[&str] = &[
+    "bulk-memory",
+    "multi-value",
+    "mutable-global",
+    "reference-types",
+    "saturating-float-to-int",
+    "sign-extension",
+    "simd",
+];
+
+/// A configuration holding `andes_startd`'s defaults and default policy
+/// (as [`andes_startd::default_config`]) whose `$ENV(NAME)` reads `env`:
+/// load the site's files on top of it.
+pub fn base_config<I, K, V>(env: I) -> Config
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: Into<String>,
+    V: Into<String>,
+{
+    let mut cfg = Config::with_env(env);
+    andes_startd::policy::load_defaults(&mut cfg);
+    cfg
+}
+
+/// Why the daemon cannot start, or a request failed.
+#[derive(Debug)]
+pub enum DaemonError {
+    /// The startd policy is wrong.
+    Policy(PolicyError),
+    /// A configuration value is wrong.
+    Config {
+        /// The knob.
+        name: String,
+        /// Where it was defined (`file, line N`), when known.
+        location: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file or directory could not be used.
+    Io {
+        /// Which.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+}
+
+impl fmt::Display for DaemonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DaemonError::Policy(e) => write!(f, "{e}"),
+            DaemonError::Config { name, location: Some(l), message } => {
+                write!(f, "{l}: {name}: {message}")
+            }
+            DaemonError::Config { name, location: None, message } => write!(f, "{name}: {message}"),
+            DaemonError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for DaemonError {}
+
+impl From<PolicyError> for DaemonError {
+    fn from(e: PolicyError) -> Self {
+        DaemonError::Policy(e)
+    }
+}
+
+/// A backfill job the daemon can run: its ad and its module.
+#[derive(Clone, Debug)]
+pub struct BackfillJob {
+    /// The job ad (`Cmd`, `Arguments`, `Environment`, `Out`, `Err`, limits).
+    pub ad: ClassAd,
+    /// The module's bytes, read from `Cmd` at startup.
+    pub module: Arc<[u8]>,
+}
+
+/// Everything the daemon needs, read from the configuration.
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    /// The startd policy.
+    pub policy: Policy,
+    /// The machine.
+    pub info: MachineInfo,
+    /// EXECUTE: where job sandboxes are made.
+    pub execute: PathBuf,
+    /// The backfill jobs named by BACKFILL_JOBS.
+    pub backfill: HashMap<String, BackfillJob>,
+}
+
+impl DaemonConfig {
+    /// Reads the policy and the backfill jobs from `cfg`. Each name in
+    /// BACKFILL_JOBS needs `BACKFILL_JOB_<name>`: a new-syntax job ad whose
+    /// `Cmd` is the module's path (relative paths are taken from the current
+    /// directory), e.g. `BACKFILL_JOB_primes = [ Cmd = "/opt/andes/primes.wasm";
+    /// Arguments = "5000000" ]`.
+    pub fn from_config(
+        cfg: &Config,
+        execute: PathBuf,
+        info: MachineInfo,
+    ) -> Result<DaemonConfig, DaemonError> {
+        let policy = Policy::from_config(cfg)?;
+        let mut backfill = HashMap::new();
+        if policy.backfill {
+            for name in &policy.backfill_jobs {
+                let knob = format!("BACKFILL_JOB_{name}");
+                let location = cfg.location(&knob).map(|l| l.to_string());
+                let err = |message: String| DaemonError::Config {
+                    name: knob.clone(),
+                    location: location.clone(),
+                    message,
+                };
+                let text = cfg
+                    .get(&knob)
+                    .map_err(|e| err(e.to_string()))?
+                    .filter(|t| !t.trim().is_empty())
+                    .ok_or_else(|| {
+                        err(format!(
+                            "BACKFILL_JOBS names `{name}`, but {knob} is not set \
+                             (a job ad such as [ Cmd = \"/path/{name}.wasm\" ])"
+                        ))
+                    })?;
+                let ad =
+                    classad::parse_ad(&text).map_err(|e| err(format!("not a ClassAd: {e}")))?;
+                let cmd = match ad.eval_attr("Cmd") {
+                    Value::Str(s) if !s.is_empty() => PathBuf::from(s.to_string()),
+                    _ => return Err(err("the ad has no Cmd (the module's path)".into())),
+                };
+                let module = std::fs::read(&cmd)
+                    .map_err(|e| err(format!("cannot read Cmd {}: {e}", cmd.display())))?;
+                backfill.insert(name.clone(), BackfillJob { ad, module: module.into() });
+            }
+        }
+        Ok(DaemonConfig { policy, info, execute, backfill })
+    }
+}
+
+/// What a starter runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunKind {
+    /// A claimed job.
+    Job,
+    /// A backfill job.
+    Backfill,
+    /// The benchmarks.
+    Benchmark,
+}
+
+struct Run {
+    kind: RunKind,
+    generation: u64,
+    ctl: Arc<Control>,
+    sandbox: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+    last_cpu: f64,
+    last_at: std::time::Instant,
+    load: f64,
+}
+
+enum Finished {
+    Starter(JobResult),
+    Benchmark { mips: i64, kflops: i64 },
+}
+
+struct Exit {
+    slot: SlotId,
+    generation: u64,
+    finished: Finished,
+}
+
+/// How a starter ended, as the daemon saw it.
+#[derive(Clone, Debug)]
+pub struct ExitReport {
+    /// The slot.
+    pub slot: SlotId,
+    /// What ran.
+    pub kind: RunKind,
+    /// How a job or backfill job ended (`None` for benchmarks).
+    pub ending: Option<Ending>,
+}
+
+/// A source of measurements: given each slot's own job load
+/// (`CondorLoadAvg`), the machine's [`Measurements`].
+pub type Measurer = Box<dyn FnMut(Vec<f64>) -> Measurements + Send>;
+
+/// Where the daemon's log lines go (besides `tracing`): transitions,
+/// starters' endings, refusals.
+pub type Logger = Box<dyn FnMut(&str) + Send>;
+
+/// A request from the HTTP API (or any other front end) to the daemon.
+enum Request {
+    Status(oneshot::Sender<Vec<ClassAd>>),
+    Command(Command, oneshot::Sender<Result<String, String>>),
+}
+
+/// A command for the daemon.
+#[derive(Clone, Debug)]
+pub enum Command {
+    /// `andes vacate`: one slot or all.
+    Vacate {
+        /// The slot, or all.
+        slot: Option<SlotId>,
+        /// Graceful or fast.
+        kind: VacateKind,
+    },
+    /// `andes host off`.
+    Off(ShutdownKind),
+    /// `andes host set-attr`. `KeyboardIdle` and `ConsoleIdle` set this way
+    /// count up from the value set until the next measurement (every
+    /// UPDATE_INTERVAL) replaces them with the machine's own.
+    SetAttr {
+        /// The slot, or all.
+        slot: Option<SlotId>,
+        /// The attribute.
+        name: String,
+        /// The expression, or `None` to clear it.
+        value: Option<Expr>,
+    },
+}
+
+/// A cloneable way to reach a running [`Daemon`] (what the HTTP API holds).
+#[derive(Clone, Debug)]
+pub struct Remote {
+    tx: mpsc::Sender<Request>,
+}
+
+impl Remote {
+    /// The latest published ad of every slot, slot 1 first; `None` once the
+    /// daemon has stopped.
+    pub async fn status(&self) -> Option<Vec<ClassAd>> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Request::Status(tx)).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// Carries out a command: `Ok` with a message, or `Err` with why the
+    /// startd refused it.
+    pub async fn command(&self, command: Command) -> Result<String, String> {
+        let (tx, rx) = oneshot::channel();
+        let stopped = || "the host daemon has stopped".to_string();
+        self.tx.send(Request::Command(command, tx)).await.map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+}
+
+/// The daemon: the startd machine, its starters and the latest ads.
+pub struct Daemon {
+    startd: Startd,
+    host: Arc<Host>,
+    clock: Arc<dyn Clock>,
+    execute: PathBuf,
+    backfill: HashMap<String, BackfillJob>,
+    runs: HashMap<SlotId, Run>,
+    modules: HashMap<SlotId, Arc<[u8]>>,
+    ads: BTreeMap<SlotId, ClassAd>,
+    endings: HashMap<SlotId, Ending>,
+    exits_tx: mpsc::UnboundedSender<Exit>,
+    exits_rx: mpsc::UnboundedReceiver<Exit>,
+    requests_tx: mpsc::Sender<Request>,
+    requests_rx: mpsc::Receiver<Request>,
+    measurer: Measurer,
+    logger: Option<Logger>,
+    update_interval: i64,
+    next_measure: i64,
+    generation: u64,
+    shutdown_complete: bool,
+    rejections: Vec<String>,
+}
+
+fn unix_now(clock: &dyn Clock) -> i64 {
+    i64::try_from(clock.unix_now()).unwrap_or(i64::MAX)
+}
+
+impl Daemon {
+    /// A daemon for `config`, running jobs on `host`, reading time from
+    /// `clock` and measuring the machine with `measurer` (use
+    /// [`real_measurer`] in production). Creates EXECUTE and removes the
+    /// sandboxes (`dir_*`) a previous run left in it.
+    pub fn new(
+        config: DaemonConfig,
+        host: Arc<Host>,
+        clock: Arc<dyn Clock>,
+        measurer: Measurer,
+    ) -> Result<Daemon, DaemonError> {
+        std::fs::create_dir_all(&config.execute)
+            .map_err(|error| DaemonError::Io { path: config.execute.clone(), error })?;
+        // Sandboxes a previous run left behind (a crash) belong to no job now.
+        if let Ok(entries) = std::fs::read_dir(&config.execute) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with("dir_") {
+                    remove_sandbox(&e.path());
+                }
+            }
+        }
+        let now = unix_now(clock.as_ref());
+        let update_interval = config.policy.update_interval.max(1);
+        let startd = Startd::new(config.policy, &config.info, now)?;
+        let (exits_tx, exits_rx) = mpsc::unbounded_channel();
+        let (requests_tx, requests_rx) = mpsc::channel(64);
+        let ads = startd.slots().iter().map(|s| (s.id(), s.ad().clone())).collect();
+        Ok(Daemon {
+            startd,
+            host,
+            clock,
+            execute: config.execute,
+            backfill: config.backfill,
+            runs: HashMap::new(),
+            modules: HashMap::new(),
+            ads,
+            endings: HashMap::new(),
+            exits_tx,
+            exits_rx,
+            requests_tx,
+            requests_rx,
+            measurer,
+            logger: None,
+            update_interval,
+            next_measure: now,
+            generation: 0,
+            shutdown_complete: false,
+            rejections: Vec::new(),
+        })
+    }
+
+    /// Sends the daemon's log lines to `logger` too.
+    pub fn set_logger(&mut self, logger: Logger) {
+        self.logger = Some(logger);
+    }
+
+    fn log(&mut self, line: String) {
+        tracing::info!("{line}");
+        if let Some(l) = &mut self.logger {
+            l(&line);
+        }
+    }
+
+    /// A handle for the HTTP API.
+    pub fn remote(&self) -> Remote {
+        Remote { tx: self.requests_tx.clone() }
+    }
+
+    /// The state machine (read only: feed it through [`Daemon::feed`]).
+    pub fn startd(&self) -> &Startd {
+        &self.startd
+    }
+
+    /// The time the daemon works with: its clock's Unix seconds.
+    pub fn now(&self) -> i64 {
+        unix_now(self.clock.as_ref())
+    }
+
+    /// Feeds `event` at [`Daemon::now`], carries out the actions, and feeds
+    /// on the events those produce at once (a refused checkpoint, a job that
+    /// could not start). Returns every action, in order.
+    pub fn feed(&mut self, event: Event) -> Vec<Action> {
+        let now = self.now();
+        let mut queue = VecDeque::from([event]);
+        let mut all = Vec::new();
+        // Each follow-up event answers one action of a bounded kind; the cap
+        // only guards against a machine that would loop.
+        let mut budget = 10_000usize;
+        while let Some(ev) = queue.pop_front() {
+            if budget == 0 {
+                self.log("the startd kept asking for follow-up events; stopped".into());
+                break;
+            }
+            budget -= 1;
+            let acts = self.startd.handle(now, ev);
+            for a in &acts {
+                self.carry_out(a, &mut queue);
+            }
+            all.extend(acts);
+        }
+        all
+    }
+
+    /// Activates a claim with a job and the module it runs: hands the module
+    /// over, then feeds [`Event::ClaimActivated`].
+    pub fn activate(
+        &mut self,
+        slot: SlotId,
+        claim_id: String,
+        job: ClassAd,
+        module: Arc<[u8]>,
+    ) -> Vec<Action> {
+        self.modules.insert(slot, module);
+        let acts = self.feed(Event::ClaimActivated { slot, claim_id, job });
+        self.modules.remove(&slot);
+        acts
+    }
+
+    /// Takes a round of measurements and feeds them.
+    pub fn measure(&mut self) -> Vec<Action> {
+        let loads = self.condor_loads();
+        let m = (self.measurer)(loads);
+        self.next_measure = self.now().saturating_add(self.update_interval);
+        self.feed(Event::Measured(m))
+    }
+
+    /// Feeds a [`Event::Tick`].
+    pub fn tick(&mut self) -> Vec<Action> {
+        self.feed(Event::Tick)
+    }
+
+    /// When the daemon next needs to wake: the machine's next deadline or
+    /// the next measurement, in Unix seconds.
+    pub fn next_deadline(&self) -> i64 {
+        self.startd.next_deadline().min(self.next_measure)
+    }
+
+    /// Carries out a command, then evaluates the policy at once (a tick), so
+    /// its effect shows without waiting for the next poll.
+    pub fn command(&mut self, command: Command) -> Result<String, String> {
+        self.rejections.clear();
+        let message = match &command {
+            Command::Vacate { slot, kind } => {
+                let what = slot.map_or("all slots".to_string(), |s| format!("slot {s}"));
+                let how = if *kind == VacateKind::Fast { "fast" } else { "graceful" };
+                format!("vacating {what} ({how})")
+            }
+            Command::Off(kind) => format!("shutting down ({})", shutdown_word(*kind)),
+            Command::SetAttr { slot, name, value } => {
+                let what = slot.map_or("every slot".to_string(), |s| format!("slot {s}"));
+                match value {
+                    Some(v) => format!("{name} = {v} on {what}"),
+                    None => format!("{name} cleared on {what}"),
+                }
+            }
+        };
+        let event = match command {
+            Command::Vacate { slot, kind } => Event::Vacate { slot, kind },
+            Command::Off(kind) => Event::Shutdown(kind),
+            Command::SetAttr { slot, name, value } => Event::SetAttribute { slot, name, value },
+        };
+        self.feed(event);
+        if !self.rejections.is_empty() {
+            return Err(self.rejections.join("; "));
+        }
+        self.tick();
+        Ok(message)
+    }
+
+    /// The latest published ad of every slot, slot 1 first.
+    pub fn ads(&self) -> Vec<ClassAd> {
+        self.ads.values().cloned().collect()
+    }
+
+    /// True once the machine said the shutdown is complete.
+    pub fn shutdown_complete(&self) -> bool {
+        self.shutdown_complete
+    }
+
+    /// True once the shutdown is complete and no starter is left.
+    pub fn finished(&self) -> bool {
+        self.shutdown_complete && self.runs.is_empty()
+    }
+
+    /// The control of the slot's running starter.
+    pub fn control(&self, slot: SlotId) -> Option<Arc<Control>> {
+        self.runs.get(&slot).map(|r| r.ctl.clone())
+    }
+
+    /// What the slot's starter runs, if one does.
+    pub fn running(&self, slot: SlotId) -> Option<RunKind> {
+        self.runs.get(&slot).map(|r| r.kind)
+    }
+
+    /// The sandbox of the slot's running starter.
+    pub fn sandbox(&self, slot: SlotId) -> Option<&Path> {
+        self.runs.get(&slot).map(|r| r.sandbox.as_path())
+    }
+
+    /// How the slot's last job or backfill job ended.
+    pub fn last_ending(&self, slot: SlotId) -> Option<&Ending> {
+        self.endings.get(&slot)
+    }
+
+    /// Waits for the next starter to end, feeds the machine what it means
+    /// and reports it. Never returns while no starter runs.
+    pub async fn next_exit(&mut self) -> ExitReport {
+        loop {
+            // The daemon holds a sender, so the channel never closes.
+            let Some(exit) = self.exits_rx.recv().await else {
+                std::future::pending::<()>().await;
+                continue;
+            };
+            if let Some(r) = self.on_exit(exit) {
+                return r;
+            }
+        }
+    }
+
+    fn on_exit(&mut self, exit: Exit) -> Option<ExitReport> {
+        let slot = exit.slot;
+        if self.runs.get(&slot).is_none_or(|r| r.generation != exit.generation) {
+            // An abandoned starter that ended after all.
+            return None;
+        }
+        let run = self.runs.remove(&slot)?;
+        remove_sandbox(&run.sandbox);
+        let (ending, event) = match exit.finished {
+            Finished::Benchmark { mips, kflops } => {
+                (None, Event::BenchmarkFinished { slot, mips, kflops })
+            }
+            Finished::Starter(result) => {
+                let event = match run.kind {
+                    RunKind::Backfill => Event::BackfillExited { slot },
+                    _ => Event::StarterExited { slot, outcome: outcome(&result.ending) },
+                };
+                self.log(format!("slot {slot}: {:?} ended: {:?}", run.kind, result.ending));
+                self.endings.insert(slot, result.ending.clone());
+                (Some(result.ending), event)
+            }
+        };
+        self.feed(event);
+        Some(ExitReport { slot, kind: run.kind, ending })
+    }
+
+    /// Runs the daemon: measures every UPDATE_INTERVAL, ticks at the
+    /// machine's deadlines, handles starter exits and requests, until a
+    /// shutdown is complete and every starter has ended.
+    pub async fn run(mut self) {
+        self.measure();
+        self.tick();
+        let mut last_wake = self.now();
+        while !self.finished() {
+            let now = self.now();
+            // A deadline already passed is served once per second at most.
+            let deadline = self.next_deadline().max(last_wake.saturating_add(1)).max(now);
+            let secs = u64::try_from(deadline - now).unwrap_or(0).min(u32::MAX as u64);
+            let wake = self.clock.sleep_until(self.clock.now() + Duration::from_secs(secs));
+            tokio::select! {
+                _ = wake => {
+                    last_wake = self.now();
+                    if last_wake >= self.next_measure {
+                        self.measure();
+                    }
+                    self.tick();
+                }
+                Some(exit) = self.exits_rx.recv() => {
+                    self.on_exit(exit);
+                }
+                Some(req) = self.requests_rx.recv() => match req {
+                    Request::Status(reply) => {
+                        let _ = reply.send(self.ads());
+                    }
+                    Request::Command(c, reply) => {
+                        let r = self.command(c);
+                        let _ = reply.send(r);
+                    }
+                },
+            }
+        }
+    }
+
+    fn condor_loads(&mut self) -> Vec<f64> {
+        let now = self.clock.now();
+        let n = self.startd.slots().len();
+        let clock = self.clock.clone();
+        (1..=n as SlotId)
+            .map(|id| match self.runs.get_mut(&id) {
+                Some(r) if r.kind != RunKind::Benchmark => {
+                    let cpu = r.ctl.usage(clock.as_ref()).remote_user_cpu;
+                    let wall = now.saturating_duration_since(r.last_at).as_secs_f64();
+                    if wall > 0.0 {
+                        r.load = ((cpu - r.last_cpu) / wall).clamp(0.0, 64.0);
+                        r.last_cpu = cpu;
+                        r.last_at = now;
+                    }
+                    r.load
+                }
+                _ => 0.0,
+            })
+            .collect()
+    }
+
+    fn carry_out(&mut self, action: &Action, queue: &mut VecDeque<Event>) {
+        match action {
+            Action::Transition { slot, number, from, to } => self.log(format!(
+                "slot {slot}: {}/{} -> {}/{} ({number})",
+                from.0.as_str(),
+                from.1.as_str(),
+                to.0.as_str(),
+                to.1.as_str()
+            )),
+            Action::StartJob { slot, claim_id, job } => {
+                let Some(module) = self.modules.get(slot).cloned() else {
+                    self.log(format!("slot {slot}: claim {claim_id} activated with no module"));
+                    queue.push_back(Event::StarterExited {
+                        slot: *slot,
+                        outcome: StarterOutcome::Failed,
+                    });
+                    return;
+                };
+                if let Err(e) = self.start(*slot, RunKind::Job, job.clone(), module) {
+                    self.log(format!("slot {slot}: cannot start the job: {e}"));
+                    queue.push_back(Event::StarterExited {
+                        slot: *slot,
+                        outcome: StarterOutcome::Failed,
+                    });
+                }
+            }
+            Action::StartBackfill { slot, job } => {
+                let started = match self.backfill.get(job) {
+                    Some(b) => {
+                        let (ad, module) = (b.ad.clone(), b.module.clone());
+                        self.start(*slot, RunKind::Backfill, ad, module)
+                            .map_err(|e| format!("cannot start backfill job {job}: {e}"))
+                    }
+                    None => Err(format!("no backfill job `{job}` (BACKFILL_JOB_{job})")),
+                };
+                if let Err(e) = started {
+                    self.log(format!("slot {slot}: {e}"));
+                    queue.push_back(Event::BackfillExited { slot: *slot });
+                }
+            }
+            Action::Suspend { slot } => {
+                if let Some(r) = self.runs.get(slot) {
+                    r.ctl.suspend(self.clock.as_ref());
+                }
+            }
+            Action::Continue { slot } => {
+                if let Some(r) = self.runs.get(slot) {
+                    r.ctl.resume(self.clock.as_ref());
+                }
+            }
+            Action::Checkpoint { slot, kind } => {
+                self.log(format!("slot {slot}: {kind:?} checkpoint refused: not supported yet"));
+                queue.push_back(Event::CheckpointFinished { slot: *slot, ok: false });
+            }
+            Action::SoftKill { slot, grace_secs } => {
+                if let Some(r) = self.runs.get(slot) {
+                    r.ctl.soft_kill(self.clock.as_ref(), Duration::from_secs(*grace_secs));
+                }
+            }
+            Action::HardKill { slot } => {
+                if let Some(r) = self.runs.get(slot) {
+                    r.ctl.hard_kill();
+                }
+            }
+            Action::KillBackfill { slot } => match self.runs.get(slot) {
+                Some(r) => r.ctl.hard_kill(),
+                None => queue.push_back(Event::BackfillExited { slot: *slot }),
+            },
+            Action::AbandonStarter { slot } => {
+                if let Some(r) = self.runs.remove(slot) {
+                    self.log(format!("slot {slot}: the starter did not stop in time; abandoned"));
+                    r.ctl.hard_kill();
+                    r.task.abort();
+                    remove_sandbox(&r.sandbox);
+                }
+            }
+            Action::RunBenchmarks { slot } => {
+                if let Err(e) = self.start_benchmark(*slot) {
+                    self.log(format!("slot {slot}: cannot run the benchmarks: {e}"));
+                    queue.push_back(Event::BenchmarkFinished { slot: *slot, mips: 0, kflops: 0 });
+                }
+            }
+            Action::Publish { slot, ad } => {
+                self.ads.insert(*slot, ad.clone());
+            }
+            Action::ShutdownComplete => self.shutdown_complete = true,
+            Action::EventRejected { reason } => {
+                self.log(reason.clone());
+                self.rejections.push(reason.clone());
+            }
+            Action::ClaimAccepted { slot, claim_id }
+            | Action::ClaimBroken { slot, claim_id }
+            | Action::ReleaseClaim { slot, claim_id } => {
+                self.log(format!("slot {slot}: claim {claim_id}: {action:?}"))
+            }
+            Action::ClaimRefused { slot, claim_id, reason }
+            | Action::ActivationRefused { slot, claim_id, reason } => {
+                self.log(format!("slot {slot}: claim {claim_id} refused: {reason}"))
+            }
+        }
+    }
+
+    fn fresh_sandbox(&mut self, slot: SlotId) -> Result<(u64, PathBuf), std::io::Error> {
+        self.generation += 1;
+        let g = self.generation;
+        let dir = self.execute.join(format!("dir_{slot}_{g}"));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        Ok((g, dir))
+    }
+
+    fn start(
+        &mut self,
+        slot: SlotId,
+        kind: RunKind,
+        ad: ClassAd,
+        module: Arc<[u8]>,
+    ) -> Result<(), String> {
+        if let Some(old) = self.runs.remove(&slot) {
+            // The machine starts a job only on a slot with none; a leftover
+            // starter is stopped rather than leaked.
+            old.ctl.hard_kill();
+            old.task.abort();
+            remove_sandbox(&old.sandbox);
+        }
+        let (generation, sandbox) =
+            self.fresh_sandbox(slot).map_err(|e| format!("creating a sandbox: {e}"))?;
+        let spec = JobSpec {
+            module,
+            limits: Limits::from_ad(&ad),
+            ad,
+            sandbox: sandbox.clone(),
+            inherit_stdio: false,
+            digest: None,
+        };
+        let ctl = Control::new();
+        let task = {
+            let (host, ctl, clock, tx) =
+                (self.host.clone(), ctl.clone(), self.clock.clone(), self.exits_tx.clone());
+            tokio::spawn(async move {
+                let result = host.run(spec, ctl, clock).await;
+                let _ = tx.send(Exit { slot, generation, finished: Finished::Starter(result) });
+            })
+        };
+        self.runs.insert(
+            slot,
+            Run {
+                kind,
+                generation,
+                ctl,
+                sandbox,
+                task,
+                last_cpu: 0.0,
+                last_at: self.clock.now(),
+                load: 0.0,
+            },
+        );
+        Ok(())
+    }
+
+    fn start_benchmark(&mut self, slot: SlotId) -> Result<(), String> {
+        let (generation, sandbox) =
+            self.fresh_sandbox(slot).map_err(|e| format!("creating a sandbox: {e}"))?;
+        let ctl = Control::new();
+        let task = {
+            let (host, clock, tx, dir) =
+                (self.host.clone(), self.clock.clone(), self.exits_tx.clone(), sandbox.clone());
+            tokio::spawn(async move {
+                let (mips, kflops) = match benchmark::run(&host, &dir, clock).await {
+                    Ok(r) => (r.mips, r.kflops),
+                    Err(e) => {
+                        tracing::error!("slot {slot}: benchmark failed: {e}");
+                        (0, 0)
+                    }
+                };
+                let _ = tx.send(Exit {
+                    slot,
+                    generation,
+                    finished: Finished::Benchmark { mips, kflops },
+                });
+            })
+        };
+        let last_at = self.clock.now();
+        self.runs.insert(
+            slot,
+            Run {
+                kind: RunKind::Benchmark,
+                generation,
+                ctl,
+                sandbox,
+                task,
+                last_cpu: 0.0,
+                last_at,
+                load: 0.0,
+            },
+        );
+        Ok(())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        for (_, r) in self.runs.drain() {
+            r.ctl.hard_kill();
+            r.task.abort();
+            remove_sandbox(&r.sandbox);
+        }
+    }
+}
+
+fn remove_sandbox(dir: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!("cannot remove sandbox {}: {e}", dir.display());
+    }
+}
+
+/// The startd's view of a starter's ending.
+pub fn outcome(ending: &Ending) -> StarterOutcome {
+    match ending {
+        Ending::Evicted { .. } => StarterOutcome::Evicted,
+        Ending::Held { code, .. } if *code == HOLD_FAILED_TO_START => StarterOutcome::Failed,
+        _ => StarterOutcome::Completed,
+    }
+}
+
+/// `graceful`, `peaceful` or `fast`.
+pub fn shutdown_word(kind: ShutdownKind) -> &'static str {
+    match kind {
+        ShutdownKind::Graceful => "graceful",
+        ShutdownKind::Peaceful => "peaceful",
+        ShutdownKind::Fast => "fast",
+    }
+}
+
+/// The real machine's measurements ([`andes_startd::measure::measure`]).
+pub fn real_measurer() -> Measurer {
+    Box::new(andes_startd::measure::measure)
+}
+
+/// The real machine's facts, with EXECUTE's free space as `Disk`.
+pub fn machine_info(execute: &Path) -> MachineInfo {
+    let features: Vec<String> = WASM_FEATURES.iter().map(|s| s.to_string()).collect();
+    andes_startd::measure::machine_info(execute, WASMTIME_VERSION, &features)
+}

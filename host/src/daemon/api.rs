@@ -1,0 +1,169 @@
+//! The host daemon's signed HTTP API, shared by the daemon and the `andes`
+//! command. ClassAds travel as text in new ClassAd syntax.
+//!
+//! | route | role | body → reply |
+//! | --- | --- | --- |
+//! | `GET /v1/status` | user, schedd, host (admin) | → [`StatusReply`] |
+//! | `POST /v1/vacate` | admin | [`VacateRequest`] → [`CommandReply`] |
+//! | `POST /v1/off` | admin | [`OffRequest`] → [`CommandReply`] |
+//! | `POST /v1/set-attr` | admin | [`SetAttrRequest`] → [`CommandReply`] |
+//!
+//! Every request is signed (see `andes-protocol`). Errors are
+//! `{"error": "..."}` with 400 (bad request or refused by the startd), 401,
+//! 403, or 503 (the daemon is stopping). Claim and activation routes for
+//! schedds come with the pool.
+
+use std::net::SocketAddr;
+
+use andes_protocol::{ApiError, Auth, Role, SignedJson};
+use andes_startd::{ShutdownKind, SlotId, VacateKind};
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+
+use super::{Command, Remote};
+
+/// `GET /v1/status`: the latest ad of every slot.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StatusReply {
+    /// One ad per slot, slot 1 first.
+    pub ads: Vec<String>,
+}
+
+/// `POST /v1/vacate` (condor_vacate).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct VacateRequest {
+    /// The slot; none: every slot.
+    #[serde(default)]
+    pub slot: Option<SlotId>,
+    /// Hard-kill at once instead of retiring and vacating.
+    #[serde(default)]
+    pub fast: bool,
+}
+
+/// How `andes host off` shuts down (condor_off).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OffMode {
+    /// Jobs retire (MaxJobRetirementTime), then are vacated.
+    Graceful,
+    /// Jobs run to their end.
+    Peaceful,
+    /// Jobs are hard-killed now.
+    Fast,
+}
+
+impl From<OffMode> for ShutdownKind {
+    fn from(m: OffMode) -> ShutdownKind {
+        match m {
+            OffMode::Graceful => ShutdownKind::Graceful,
+            OffMode::Peaceful => ShutdownKind::Peaceful,
+            OffMode::Fast => ShutdownKind::Fast,
+        }
+    }
+}
+
+/// `POST /v1/off`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OffRequest {
+    /// How.
+    pub mode: OffMode,
+}
+
+/// `POST /v1/set-attr`: sets (or clears) an attribute of a slot's ad.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SetAttrRequest {
+    /// The slot; none: every slot.
+    #[serde(default)]
+    pub slot: Option<SlotId>,
+    /// The attribute (`KeyboardIdle`, or any the startd does not manage).
+    pub name: String,
+    /// A ClassAd expression; none: back to the startd's own value.
+    #[serde(default)]
+    pub value: Option<String>,
+}
+
+/// What an admin command did.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CommandReply {
+    /// A sentence for a person.
+    pub message: String,
+}
+
+/// The API, behind `auth` (signed requests) and per-route roles.
+pub fn router(remote: Remote, auth: &Auth) -> Router {
+    let read = Router::new()
+        .route("/v1/status", get(status))
+        .route_layer(andes_protocol::require(&[Role::User, Role::Schedd, Role::Host]));
+    let admin = Router::new()
+        .route("/v1/vacate", post(vacate))
+        .route("/v1/off", post(off))
+        .route("/v1/set-attr", post(set_attr))
+        .route_layer(andes_protocol::require(&[Role::Admin]));
+    read.merge(admin).layer(auth.layer()).with_state(remote)
+}
+
+/// Serves the API on `listener` until `stop` completes.
+pub async fn serve(
+    remote: Remote,
+    auth: Auth,
+    listener: tokio::net::TcpListener,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(remote, &auth)).with_graceful_shutdown(stop).await
+}
+
+/// Binds `addr` (port 0 picks one) and reports the address bound.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpListener, SocketAddr)> {
+    let l = tokio::net::TcpListener::bind(addr).await?;
+    let a = l.local_addr()?;
+    Ok((l, a))
+}
+
+type ApiResult<T> = Result<axum::Json<T>, ApiError>;
+
+fn stopping() -> ApiError {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the host daemon is stopping")
+}
+
+async fn status(State(remote): State<Remote>) -> ApiResult<StatusReply> {
+    let ads = remote.status().await.ok_or_else(stopping)?;
+    Ok(axum::Json(StatusReply { ads: ads.iter().map(|a| a.to_string()).collect() }))
+}
+
+async fn run(remote: &Remote, c: Command) -> ApiResult<CommandReply> {
+    match remote.command(c).await {
+        Ok(message) => Ok(axum::Json(CommandReply { message })),
+        Err(reason) => Err(ApiError::bad_request(reason)),
+    }
+}
+
+async fn vacate(
+    State(remote): State<Remote>,
+    SignedJson(req): SignedJson<VacateRequest>,
+) -> ApiResult<CommandReply> {
+    let kind = if req.fast { VacateKind::Fast } else { VacateKind::Graceful };
+    run(&remote, Command::Vacate { slot: req.slot, kind }).await
+}
+
+async fn off(
+    State(remote): State<Remote>,
+    SignedJson(req): SignedJson<OffRequest>,
+) -> ApiResult<CommandReply> {
+    run(&remote, Command::Off(req.mode.into())).await
+}
+
+async fn set_attr(
+    State(remote): State<Remote>,
+    SignedJson(req): SignedJson<SetAttrRequest>,
+) -> ApiResult<CommandReply> {
+    let value = match &req.value {
+        None => None,
+        Some(text) => Some(classad::parse_expr(text).map_err(|e| {
+            ApiError::bad_request(format!("{} = {text}: not a ClassAd expression: {e}", req.name))
+        })?),
+    };
+    run(&remote, Command::SetAttr { slot: req.slot, name: req.name, value }).await
+}

@@ -1,0 +1,397 @@
+//! The host daemon's core with real starters (the samples, built by `cargo
+//! xtask samples`) on a virtual clock: policy time passes when the test says
+//! so; only a starter's real ending is awaited, with a bound.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use andes_host::andes_startd::{
+    Action, Activity, CheckpointKind, ClaimRequest, Event, MachineInfo, Measurements, ShutdownKind,
+    State, VacateKind,
+};
+use andes_host::daemon::{Command, Daemon, DaemonConfig, ExitReport, RunKind, base_config};
+use andes_host::{Clock, Ending, Host, HostConfig, VirtualClock};
+use classad::{ClassAd, Expr, Value, parse_ad};
+
+static HOST: LazyLock<Arc<Host>> = LazyLock::new(|| {
+    Arc::new(
+        Host::new(HostConfig {
+            max_instances: 16,
+            max_memory_bytes: 1 << 30,
+            ..Default::default()
+        })
+        .expect("host"),
+    )
+});
+
+fn sample_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples/target/wasm32-wasip1/release")
+        .join(format!("{name}.wasm"))
+}
+
+fn sample(name: &str) -> Arc<[u8]> {
+    let p = sample_path(name);
+    std::fs::read(&p)
+        .unwrap_or_else(|e| {
+            panic!("{}: {e}; build the samples first (`cargo xtask samples`)", p.display())
+        })
+        .into()
+}
+
+struct Fixture {
+    d: Daemon,
+    vc: Arc<VirtualClock>,
+    execute: tempfile::TempDir,
+}
+
+/// A one-slot daemon on a virtual clock, on an idle machine (keyboard
+/// untouched for an hour, no load but its own jobs').
+fn daemon(extra: &str) -> Fixture {
+    let execute = tempfile::tempdir().unwrap();
+    let mut cfg = base_config(Vec::<(String, String)>::new());
+    cfg.load_str(extra, "test.config").unwrap();
+    let info = MachineInfo { cpus: 1, memory_mb: 2048, ..MachineInfo::default() };
+    let config = DaemonConfig::from_config(&cfg, execute.path().to_path_buf(), info).unwrap();
+    let vc = VirtualClock::new();
+    let clock: Arc<dyn Clock> = Arc::new(vc.clone());
+    let measurer = Box::new(|loads: Vec<f64>| Measurements {
+        load_avg: loads.iter().sum(),
+        keyboard_idle: 3600,
+        console_idle: 3600,
+        condor_load: loads,
+        ..Measurements::default()
+    });
+    let mut d = Daemon::new(config, HOST.clone(), clock, measurer).unwrap();
+    d.measure();
+    d.tick();
+    Fixture { d, vc, execute }
+}
+
+impl Fixture {
+    fn state(&self) -> (State, Activity) {
+        let s = self.d.startd().slot(1).unwrap();
+        (s.state(), s.activity())
+    }
+
+    fn advance(&mut self, secs: u64) {
+        self.vc.advance(Duration::from_secs(secs));
+        self.d.tick();
+    }
+
+    async fn exit(&mut self) -> ExitReport {
+        tokio::time::timeout(Duration::from_secs(120), self.d.next_exit())
+            .await
+            .expect("the starter did not end within 120 s")
+    }
+
+    /// Claims slot 1 for `job` and activates the claim with `module`.
+    fn run_job(&mut self, module: &str, job: &str) -> Vec<Action> {
+        let ad = parse_ad(job).unwrap();
+        let acts = self.d.feed(Event::ClaimRequested {
+            slot: 1,
+            claim: ClaimRequest {
+                claim_id: "c1".into(),
+                client_machine: "schedd.test".into(),
+                owner: "alice".into(),
+                user: None,
+                ad: ad.clone(),
+            },
+        });
+        assert!(acts.iter().any(|a| matches!(a, Action::ClaimAccepted { .. })), "{acts:?}");
+        let acts = self.d.activate(1, "c1".into(), ad, sample(module));
+        assert_eq!(self.state(), (State::Claimed, Activity::Busy), "{acts:?}");
+        assert_eq!(self.d.running(1), Some(RunKind::Job));
+        acts
+    }
+
+    fn published_state(&self) -> String {
+        self.d.ads()[0].eval_attr("State").as_str().unwrap_or_default().to_string()
+    }
+
+    fn sandboxes(&self) -> usize {
+        std::fs::read_dir(self.execute.path()).unwrap().count()
+    }
+}
+
+fn numbers(acts: &[Action]) -> Vec<u8> {
+    acts.iter()
+        .filter_map(|a| match a {
+            Action::Transition { number, .. } => Some(*number),
+            _ => None,
+        })
+        .collect()
+}
+
+const VANILLA: &str = r#"[ ClusterId = 1; ProcId = 0; JobUniverse = 5; Owner = "alice" ]"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_runs_while_idle_and_owner_activity_evicts_it() {
+    let cfg = format!(
+        "{}\nBACKFILL_JOBS = spin\nBACKFILL_JOB_spin = [ Cmd = \"{}\" ]\n",
+        andes_host::andes_startd::policy::BACKFILL_EXAMPLE,
+        sample_path("spin").display()
+    );
+    let mut f = daemon(&cfg);
+    let log = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    f.d.set_logger(Box::new({
+        let log = log.clone();
+        move |line| log.lock().unwrap().push(line.to_string())
+    }));
+    assert_eq!(f.state(), (State::Unclaimed, Activity::Idle));
+    // START_BACKFILL waits two minutes in Unclaimed.
+    f.advance(60);
+    assert_eq!(f.state(), (State::Unclaimed, Activity::Idle));
+    assert_eq!(f.d.running(1), None);
+    f.advance(90);
+    assert_eq!(f.state(), (State::Backfill, Activity::Busy));
+    assert_eq!(f.d.running(1), Some(RunKind::Backfill));
+    assert_eq!(f.published_state(), "Backfill");
+    assert_eq!(
+        log.lock().unwrap().as_slice(),
+        [
+            "slot 1: Unclaimed/Idle -> Backfill/Idle (7)",
+            "slot 1: Backfill/Idle -> Backfill/Busy (26)"
+        ]
+    );
+    let sandbox = f.d.sandbox(1).unwrap().to_path_buf();
+    assert!(sandbox.starts_with(f.execute.path()) && sandbox.is_dir());
+    assert_eq!(f.sandboxes(), 1);
+    // The owner touches the keyboard: EVICT_BACKFILL ($(MachineBusy)).
+    let msg =
+        f.d.command(Command::SetAttr {
+            slot: None,
+            name: "KeyboardIdle".into(),
+            value: Some(Expr::from(Value::Int(0))),
+        })
+        .unwrap();
+    assert!(msg.contains("KeyboardIdle"), "{msg}");
+    assert_eq!(f.state(), (State::Backfill, Activity::Killing));
+    let r = f.exit().await;
+    assert_eq!(r.kind, RunKind::Backfill);
+    assert_eq!(r.ending, Some(Ending::Evicted { vacated: false }));
+    assert_eq!(f.state(), (State::Owner, Activity::Idle));
+    assert_eq!(f.published_state(), "Owner");
+    assert!(!sandbox.exists(), "the sandbox was not removed");
+    assert_eq!(f.sandboxes(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leftover_sandboxes_are_removed_at_startup() {
+    let execute = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(execute.path().join("dir_1_7/sub")).unwrap();
+    std::fs::write(execute.path().join("dir_1_7/sub/out.txt"), "x").unwrap();
+    std::fs::write(execute.path().join("keep.txt"), "x").unwrap();
+    let cfg = base_config(Vec::<(String, String)>::new());
+    let config =
+        DaemonConfig::from_config(&cfg, execute.path().to_path_buf(), MachineInfo::default())
+            .unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(VirtualClock::new());
+    let d = Daemon::new(config, HOST.clone(), clock, Box::new(|_| Measurements::default()));
+    assert!(d.is_ok());
+    assert!(!execute.path().join("dir_1_7").exists());
+    assert!(execute.path().join("keep.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_backfill_job_is_a_configuration_error() {
+    let mut cfg = base_config(Vec::<(String, String)>::new());
+    cfg.load_str("ENABLE_BACKFILL = True\nBACKFILL_JOBS = nothere\n", "site.config").unwrap();
+    let e = DaemonConfig::from_config(&cfg, "/tmp".into(), MachineInfo::default()).unwrap_err();
+    assert!(e.to_string().contains("BACKFILL_JOB_nothere is not set"), "{e}");
+    cfg.load_str("BACKFILL_JOB_nothere = [ Cmd = \"/no/such/module.wasm\" ]\n", "site.config")
+        .unwrap();
+    let e = DaemonConfig::from_config(&cfg, "/tmp".into(), MachineInfo::default()).unwrap_err();
+    assert!(e.to_string().starts_with("site.config, line 1: BACKFILL_JOB_nothere"), "{e}");
+    assert!(e.to_string().contains("/no/such/module.wasm"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vacate_fast_hard_kills_a_claimed_job() {
+    let mut f = daemon("");
+    f.run_job("spin", VANILLA);
+    assert_eq!(f.sandboxes(), 1);
+    f.d.command(Command::Vacate { slot: Some(1), kind: VacateKind::Fast }).unwrap();
+    assert_eq!(f.state(), (State::Preempting, Activity::Killing));
+    assert!(!f.d.control(1).unwrap().vacate_requested(), "a fast vacate sent a vacate notice");
+    let r = f.exit().await;
+    assert_eq!(r.ending, Some(Ending::Evicted { vacated: false }));
+    assert_eq!(f.state(), (State::Owner, Activity::Idle));
+    assert_eq!(f.sandboxes(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_vacate_gives_the_job_its_notice() {
+    let mut f = daemon("");
+    let job = r#"[ ClusterId = 1; ProcId = 0; JobUniverse = 5; Arguments = "4000000000" ]"#;
+    f.run_job("vacate", job);
+    let acts = f.d.feed(Event::Vacate { slot: None, kind: VacateKind::Graceful });
+    // Retiring (13), no retirement time: Vacating (18), the notice.
+    assert_eq!(numbers(&acts), vec![13, 18], "{acts:?}");
+    assert!(acts.contains(&Action::SoftKill { slot: 1, grace_secs: 600 }), "{acts:?}");
+    assert_eq!(f.state(), (State::Preempting, Activity::Vacating));
+    // The sample saves its partial sum and exits with 85.
+    let r = f.exit().await;
+    assert_eq!(r.ending, Some(Ending::Exited(85)));
+    assert_eq!(f.state(), (State::Owner, Activity::Idle));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_is_refused_at_once_and_the_vacate_goes_on() {
+    let mut f = daemon("");
+    f.run_job("spin", r#"[ JobUniverse = 5; WasmCheckpoint = "cooperative" ]"#);
+    let acts = f.d.feed(Event::Vacate { slot: Some(1), kind: VacateKind::Graceful });
+    let ckpt = acts
+        .iter()
+        .position(|a| *a == Action::Checkpoint { slot: 1, kind: CheckpointKind::Vacate })
+        .expect("no checkpoint asked");
+    let kill = acts.iter().position(|a| matches!(a, Action::SoftKill { .. })).expect("no notice");
+    assert!(ckpt < kill);
+    assert!(f.d.control(1).unwrap().vacate_requested());
+    f.d.command(Command::Vacate { slot: Some(1), kind: VacateKind::Fast }).unwrap();
+    assert_eq!(f.exit().await.ending, Some(Ending::Evicted { vacated: true }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_activity_suspends_a_job_then_preempts_it() {
+    let mut f = daemon("");
+    f.run_job("spin", VANILLA);
+    let keyboard = |f: &mut Fixture| {
+        f.d.command(Command::SetAttr {
+            slot: None,
+            name: "KeyboardIdle".into(),
+            value: Some(Expr::from(Value::Int(0))),
+        })
+        .unwrap();
+    };
+    keyboard(&mut f);
+    // WANT_SUSPEND (a vanilla job) and SUSPEND (KeyboardBusy): 14.
+    assert_eq!(f.state(), (State::Claimed, Activity::Suspended));
+    let ctl = f.d.control(1).unwrap();
+    assert!(ctl.is_suspended());
+    // Still busy ten minutes later: PREEMPT after MaxSuspendTime.
+    f.vc.advance(Duration::from_secs(9 * 60));
+    keyboard(&mut f);
+    assert_eq!(f.state(), (State::Claimed, Activity::Suspended));
+    f.vc.advance(Duration::from_secs(2 * 60));
+    keyboard(&mut f);
+    assert_eq!(f.state(), (State::Preempting, Activity::Vacating));
+    assert!(!ctl.is_suspended() && ctl.vacate_requested() && !ctl.is_killed());
+    // KILL: vacating longer than MaxVacateTime.
+    f.advance(11 * 60);
+    assert_eq!(f.state(), (State::Preempting, Activity::Killing));
+    assert!(ctl.is_killed());
+    assert_eq!(f.exit().await.ending, Some(Ending::Evicted { vacated: true }));
+    assert_eq!(f.state(), (State::Owner, Activity::Idle));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn off_fast_kills_and_completes() {
+    let mut f = daemon("");
+    f.run_job("spin", VANILLA);
+    f.d.command(Command::Off(ShutdownKind::Fast)).unwrap();
+    assert_eq!(f.state(), (State::Preempting, Activity::Killing));
+    assert!(!f.d.shutdown_complete());
+    assert_eq!(f.exit().await.ending, Some(Ending::Evicted { vacated: false }));
+    assert_eq!(f.state(), (State::Owner, Activity::Idle));
+    assert!(f.d.shutdown_complete() && f.d.finished());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn off_graceful_vacates_then_kills_after_max_vacate_time() {
+    let mut f = daemon("");
+    f.run_job("spin", VANILLA);
+    f.d.command(Command::Off(ShutdownKind::Graceful)).unwrap();
+    assert_eq!(f.state(), (State::Preempting, Activity::Vacating));
+    let ctl = f.d.control(1).unwrap();
+    assert!(ctl.vacate_requested() && !ctl.is_killed());
+    // spin ignores the notice; no new claim is taken meanwhile.
+    f.advance(5 * 60);
+    assert_eq!(f.state(), (State::Preempting, Activity::Vacating));
+    assert!(!f.d.shutdown_complete());
+    f.advance(6 * 60);
+    assert_eq!(f.state(), (State::Preempting, Activity::Killing));
+    assert_eq!(f.exit().await.ending, Some(Ending::Evicted { vacated: true }));
+    assert!(f.d.finished());
+    assert_eq!(f.state(), (State::Owner, Activity::Idle));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn off_peaceful_lets_jobs_run_to_their_end() {
+    // A job that never ends is left alone however long it takes.
+    let mut f = daemon("");
+    f.run_job("spin", VANILLA);
+    f.d.command(Command::Off(ShutdownKind::Peaceful)).unwrap();
+    assert_eq!(f.state(), (State::Claimed, Activity::Retiring));
+    f.advance(30 * 86_400);
+    assert_eq!(f.state(), (State::Claimed, Activity::Retiring));
+    let ctl = f.d.control(1).unwrap();
+    assert!(!ctl.vacate_requested() && !ctl.is_killed());
+    assert!(!f.d.shutdown_complete());
+    f.d.command(Command::Vacate { slot: None, kind: VacateKind::Fast }).unwrap();
+    f.exit().await;
+    assert!(f.d.finished());
+
+    // A job that ends: then the shutdown completes.
+    let mut f = daemon("");
+    f.run_job("hello", r#"[ JobUniverse = 5; Out = "out.txt" ]"#);
+    f.d.command(Command::Off(ShutdownKind::Peaceful)).unwrap();
+    assert_eq!(f.state(), (State::Claimed, Activity::Retiring));
+    assert!(!f.d.shutdown_complete());
+    assert_eq!(f.exit().await.ending, Some(Ending::Exited(0)));
+    assert_eq!(f.state(), (State::Owner, Activity::Idle));
+    assert!(f.d.finished());
+    assert_eq!(f.sandboxes(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_commands_say_why() {
+    let mut f = daemon("");
+    let e = f.d.command(Command::Vacate { slot: Some(7), kind: VacateKind::Fast }).unwrap_err();
+    assert!(e.contains("no slot 7"), "{e}");
+    let e =
+        f.d.command(Command::SetAttr {
+            slot: None,
+            name: "State".into(),
+            value: Some(Expr::from(Value::Int(1))),
+        })
+        .unwrap_err();
+    assert!(e.contains("startd manages it"), "{e}");
+    // A job activated without its module fails to start, cleanly.
+    let ad: ClassAd = parse_ad(VANILLA).unwrap();
+    f.d.feed(Event::ClaimRequested {
+        slot: 1,
+        claim: ClaimRequest {
+            claim_id: "c9".into(),
+            client_machine: "s".into(),
+            owner: "alice".into(),
+            user: None,
+            ad: ad.clone(),
+        },
+    });
+    let acts = f.d.feed(Event::ClaimActivated { slot: 1, claim_id: "c9".into(), job: ad });
+    assert_eq!(numbers(&acts), vec![11, 12], "{acts:?}");
+    assert_eq!(f.state(), (State::Claimed, Activity::Idle));
+    assert_eq!(f.d.running(1), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn benchmarks_measure_mips_and_kflops() {
+    let mut f = daemon("RunBenchmarks = (LastBenchmark == 0)\n");
+    assert_eq!(f.state(), (State::Unclaimed, Activity::Idle));
+    f.d.tick();
+    assert_eq!(f.state(), (State::Unclaimed, Activity::Benchmarking));
+    let r = f.exit().await;
+    assert_eq!(r.kind, RunKind::Benchmark);
+    assert_eq!(f.state(), (State::Unclaimed, Activity::Idle));
+    let ad = &f.d.ads()[0];
+    let mips = ad.eval_attr("Mips").as_int().unwrap();
+    let kflops = ad.eval_attr("KFlops").as_int().unwrap();
+    eprintln!("Mips = {mips}, KFlops = {kflops}");
+    assert!(mips > 0 && kflops > 0, "Mips {mips}, KFlops {kflops}");
+    assert_eq!(ad.eval_attr("LastBenchmark").as_int(), Some(f.d.now()));
+    // Benchmarked once: not again.
+    f.d.tick();
+    assert_eq!(f.state(), (State::Unclaimed, Activity::Idle));
+}

@@ -1,0 +1,370 @@
+//! `andes host`: the execute host daemon (condor_startd), and its commands
+//! `andes host status` (condor_status), `andes host off` (condor_off) and
+//! `andes host set-attr`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use andes_host::daemon::api::{
+    self, CommandReply, OffMode, OffRequest, SetAttrRequest, StatusReply,
+};
+use andes_host::daemon::{Daemon, DaemonConfig};
+use andes_host::{Host, HostConfig, SystemClock};
+use andes_protocol::{Auth, Client, TrustFile, Verifier, VerifierConfig};
+use anyhow::{Context, Result, anyhow};
+use clap::{Args, Subcommand};
+use classad::{ClassAd, Value};
+
+use crate::settings::Settings;
+
+/// Arguments of `andes host`.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct HostArgs {
+    #[command(subcommand)]
+    command: Option<HostCmd>,
+    /// Listen here instead of HOST_ADDRESS (port 0 picks a free port).
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<SocketAddr>,
+}
+
+/// The subcommands of `andes host`.
+#[derive(Subcommand, Debug)]
+pub enum HostCmd {
+    /// Show this host's slots (condor_status).
+    Status(StatusArgs),
+    /// Shut the host daemon down (condor_off).
+    Off(OffArgs),
+    /// Set an attribute of the slots' ads, e.g. `KeyboardIdle 0` to act as
+    /// the machine's owner.
+    SetAttr(SetAttrArgs),
+}
+
+/// Arguments of `andes host status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Every attribute of each slot, in the old ClassAd syntax.
+    #[arg(long = "long", short = 'l')]
+    long: bool,
+    /// The ads as HTCondor's JSON.
+    #[arg(long, conflicts_with = "long")]
+    json: bool,
+}
+
+/// Arguments of `andes host off`.
+#[derive(Args, Debug)]
+#[group(multiple = false)]
+pub struct OffArgs {
+    /// Jobs retire (MaxJobRetirementTime), then are vacated (the default).
+    #[arg(long)]
+    graceful: bool,
+    /// Jobs run to their end; no new ones start.
+    #[arg(long)]
+    peaceful: bool,
+    /// Jobs are hard-killed now.
+    #[arg(long)]
+    fast: bool,
+}
+
+/// Arguments of `andes host set-attr`.
+#[derive(Args, Debug)]
+pub struct SetAttrArgs {
+    /// The attribute.
+    attr: String,
+    /// Its new value, a ClassAd expression (`0`, `"text"`, `KeyboardIdle > 60`).
+    value: String,
+    /// Only this slot (default: every slot).
+    #[arg(long, value_name = "N")]
+    slot: Option<u32>,
+}
+
+/// Runs `andes host` or one of its subcommands.
+pub fn run(args: HostArgs) -> Result<ExitCode> {
+    match args.command {
+        None => daemon(args.listen),
+        Some(HostCmd::Status(a)) => status(a),
+        Some(HostCmd::Off(a)) => {
+            let mode = if a.fast {
+                OffMode::Fast
+            } else if a.peaceful {
+                OffMode::Peaceful
+            } else {
+                OffMode::Graceful
+            };
+            command("/v1/off", serde_json::to_value(OffRequest { mode })?)
+        }
+        Some(HostCmd::SetAttr(a)) => command(
+            "/v1/set-attr",
+            serde_json::to_value(SetAttrRequest {
+                slot: a.slot,
+                name: a.attr,
+                value: Some(a.value),
+            })?,
+        ),
+    }
+}
+
+fn daemon(listen: Option<SocketAddr>) -> Result<ExitCode> {
+    let base = andes_host::daemon::base_config(std::env::vars());
+    let s = Settings::load_over(base)?;
+    let execute = s.path("EXECUTE")?;
+    let trust_path = s.path("TRUST_FILE")?;
+    let trust = TrustFile::load(&trust_path).with_context(|| {
+        format!("the host needs the pool's trust file {} (TRUST_FILE)", trust_path.display())
+    })?;
+    let listen: SocketAddr = match listen {
+        Some(a) => a,
+        None => {
+            let a = s.require("HOST_ADDRESS")?;
+            a.parse().map_err(|_| anyhow!("HOST_ADDRESS = {a}: expected HOST:PORT"))?
+        }
+    };
+    std::fs::create_dir_all(&execute)
+        .with_context(|| format!("creating EXECUTE {}", execute.display()))?;
+    let info = andes_host::daemon::machine_info(&execute);
+    let config = DaemonConfig::from_config(s.config(), execute.clone(), info)?;
+    let slots = config.policy.slot_layout(
+        config.info.cpus,
+        config.info.memory_mb,
+        config.info.disk_kb,
+        config.info.virtual_memory_kb,
+    )?;
+    let max_instances = (slots.len() as u32).saturating_mul(2).clamp(4, 1000);
+    let host = Host::new(HostConfig {
+        max_instances,
+        cache_dir: s.get("MODULE_CACHE")?.map(Into::into),
+        ..Default::default()
+    })?;
+    let address_file = s.get("HOST_ADDRESS_FILE")?;
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let clock = Arc::new(SystemClock);
+        let mut daemon =
+            Daemon::new(config, Arc::new(host), clock, andes_host::daemon::real_measurer())?;
+        daemon.set_logger(Box::new(|line| eprintln!("andes host: {line}")));
+        let remote = daemon.remote();
+        let (listener, addr) =
+            api::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+        let auth = Auth::new(
+            Verifier::new(trust, VerifierConfig::default()),
+            Arc::new(andes_protocol::SystemClock),
+        );
+        if let Some(f) = &address_file {
+            crate::settings::write_atomically(f, &addr.to_string())
+                .with_context(|| format!("writing HOST_ADDRESS_FILE {f}"))?;
+        }
+        eprintln!(
+            "andes host listening on {addr}; {} slots; sandboxes under {}",
+            slots.len(),
+            execute.display()
+        );
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(api::serve(remote.clone(), auth, listener, async move {
+            let _ = stop_rx.await;
+        }));
+        // Ctrl-C: a graceful shutdown (condor_off); a second one, fast.
+        let interrupts = tokio::spawn(async move {
+            for mode in [OffMode::Graceful, OffMode::Fast] {
+                if tokio::signal::ctrl_c().await.is_err() {
+                    return;
+                }
+                eprintln!("andes host: interrupted, shutting down ({mode:?})");
+                let _ = remote.command(andes_host::daemon::Command::Off(mode.into())).await;
+            }
+        });
+        daemon.run().await;
+        interrupts.abort();
+        let _ = stop_tx.send(());
+        let _ = server.await;
+        if let Some(f) = &address_file {
+            let _ = std::fs::remove_file(f);
+        }
+        eprintln!("andes host: shutdown complete");
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A signed client of this host's daemon, with a runtime to drive it.
+pub struct HostSession {
+    /// The client.
+    pub client: Client,
+    rt: tokio::runtime::Runtime,
+}
+
+impl HostSession {
+    /// Connects as the configured user to the host daemon: its address
+    /// file if it wrote one, else HOST_ADDRESS.
+    pub fn open() -> Result<HostSession> {
+        let s = Settings::load()?;
+        let keypair = Arc::new(s.keypair()?);
+        let addr = match s.get("HOST_ADDRESS_FILE")?.and_then(|f| std::fs::read_to_string(f).ok()) {
+            Some(a) if !a.trim().is_empty() => a.trim().to_string(),
+            _ => s.require("HOST_ADDRESS")?,
+        };
+        let client = Client::new(&format!("http://{addr}"), keypair)?;
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        Ok(HostSession { client, rt })
+    }
+
+    /// Runs `f` to completion.
+    pub fn block_on<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.rt.block_on(f)
+    }
+}
+
+/// Sends an admin command and prints the daemon's answer.
+pub fn command(path: &str, body: serde_json::Value) -> Result<ExitCode> {
+    let session = HostSession::open()?;
+    let reply: CommandReply =
+        session.block_on(session.client.call(http::Method::POST, path, Some(&body)))?;
+    println!("{}", reply.message);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(args: StatusArgs) -> Result<ExitCode> {
+    let session = HostSession::open()?;
+    let reply: StatusReply =
+        session.block_on(session.client.call::<(), _>(http::Method::GET, "/v1/status", None))?;
+    let mut ads = Vec::with_capacity(reply.ads.len());
+    for (i, text) in reply.ads.iter().enumerate() {
+        ads.push(
+            classad::parse_ad(text)
+                .map_err(|e| anyhow!("the host sent an unreadable ad for slot {}: {e}", i + 1))?,
+        );
+    }
+    if args.json {
+        let v: Vec<serde_json::Value> = ads.iter().map(classad::json::ad_to_json).collect();
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else if args.long {
+        for ad in &ads {
+            println!("{}", ad.to_old_syntax());
+        }
+    } else {
+        print!("{}", table(&ads, super::client::now()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn text(ad: &ClassAd, name: &str) -> String {
+    match ad.eval_attr(name) {
+        Value::Str(s) => s.to_string(),
+        Value::Int(i) => i.to_string(),
+        _ => "?".into(),
+    }
+}
+
+/// `d+hh:mm:ss`, as condor_status prints durations.
+fn duration(secs: i64) -> String {
+    let s = secs.max(0);
+    format!("{}+{:02}:{:02}:{:02}", s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60)
+}
+
+/// condor_status's default table, and its summary by Arch/OpSys.
+pub fn table(ads: &[ClassAd], now: i64) -> String {
+    let mut rows = vec![[
+        "Name".to_string(),
+        "OpSys".into(),
+        "Arch".into(),
+        "State".into(),
+        "Activity".into(),
+        "LoadAv".into(),
+        "Mem".into(),
+        "ActvtyTime".into(),
+    ]];
+    for ad in ads {
+        let load = ad.eval_attr("LoadAvg").as_real().unwrap_or(0.0);
+        let entered = ad.eval_attr("EnteredCurrentActivity").as_int().unwrap_or(now);
+        rows.push([
+            text(ad, "Name"),
+            text(ad, "OpSys"),
+            text(ad, "Arch"),
+            text(ad, "State"),
+            text(ad, "Activity"),
+            format!("{load:.3}"),
+            text(ad, "Memory"),
+            duration(now - entered),
+        ]);
+    }
+    let mut width = [0usize; 8];
+    for r in &rows {
+        for (w, c) in width.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in &rows {
+        let mut line = String::new();
+        for (i, (c, w)) in r.iter().zip(width.iter()).enumerate() {
+            // Numbers right-aligned, as condor_status does.
+            if i == 5 || i == 6 {
+                line.push_str(&format!("{c:>w$} "));
+            } else {
+                line.push_str(&format!("{c:<w$} "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    // The summary: slots per state, by Arch/OpSys.
+    const STATES: [&str; 7] =
+        ["Owner", "Claimed", "Unclaimed", "Matched", "Preempting", "Backfill", "Drain"];
+    let mut groups: std::collections::BTreeMap<String, [usize; 8]> = Default::default();
+    for ad in ads {
+        let key = format!("{}/{}", text(ad, "Arch"), text(ad, "OpSys"));
+        let state = text(ad, "State");
+        for g in [key, "Total".to_string()] {
+            let c = groups.entry(g).or_default();
+            c[0] += 1;
+            if let Some(i) = STATES.iter().position(|s| *s == state) {
+                c[i + 1] += 1;
+            }
+        }
+    }
+    let total = groups.remove("Total").unwrap_or_default();
+    out.push_str(&format!(
+        "\n{:>14} {:>5} {:>5} {:>7} {:>9} {:>7} {:>10} {:>8} {:>5}\n",
+        "", "Total", "Owner", "Claimed", "Unclaimed", "Matched", "Preempting", "Backfill", "Drain"
+    ));
+    for (k, c) in groups.iter().chain(std::iter::once((&"Total".to_string(), &total))) {
+        out.push_str(&format!(
+            "{:>14} {:>5} {:>5} {:>7} {:>9} {:>7} {:>10} {:>8} {:>5}\n",
+            k, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{duration, table};
+
+    #[test]
+    fn durations_read_as_condor_status_prints_them() {
+        assert_eq!(duration(0), "0+00:00:00");
+        assert_eq!(duration(93_784), "1+02:03:04");
+        assert_eq!(duration(-5), "0+00:00:00");
+    }
+
+    #[test]
+    fn the_table_has_condor_status_columns_and_summary() {
+        let ads: Vec<classad::ClassAd> = [
+            r#"[ Name = "slot1@h"; OpSys = "LINUX"; Arch = "X86_64"; State = "Unclaimed";
+                 Activity = "Idle"; LoadAvg = 0.25; Memory = 1024; EnteredCurrentActivity = 1000 ]"#,
+            r#"[ Name = "slot2@h"; OpSys = "LINUX"; Arch = "X86_64"; State = "Owner";
+                 Activity = "Idle"; LoadAvg = 1.0; Memory = 1024; EnteredCurrentActivity = 1990 ]"#,
+        ]
+        .iter()
+        .map(|t| classad::parse_ad(t).unwrap())
+        .collect();
+        let t = table(&ads, 2000);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "Name    OpSys Arch   State     Activity LoadAv  Mem ActvtyTime");
+        assert_eq!(lines[1], "slot1@h LINUX X86_64 Unclaimed Idle      0.250 1024 0+00:16:40");
+        assert_eq!(lines[2], "slot2@h LINUX X86_64 Owner     Idle      1.000 1024 0+00:00:10");
+        let total: Vec<&str> = lines.last().unwrap().split_whitespace().collect();
+        assert_eq!(total, ["Total", "2", "1", "0", "1", "0", "0", "0", "0"]);
+        assert!(t.contains("X86_64/LINUX     2     1       0         1"), "{t}");
+    }
+}
