@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn exit_hold_with_reason_and_subcode() {
         let a = ad(r#"[ExitCode = 7; OnExitHold = ExitCode =!= 0;
-            OnExitHoldReason = "exit " + string(ExitCode); OnExitHoldSubCode = ExitCode]"#);
+            OnExitHoldReason = strcat("exit ", string(ExitCode)); OnExitHoldSubCode = ExitCode]"#);
         assert_eq!(
             on_exit(&a, 0),
             ExitDecision::Hold(HoldInfo { reason: "exit 7".into(), code: 3, subcode: 7 })

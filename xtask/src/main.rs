@@ -49,7 +49,7 @@ fn main() -> ExitCode {
         Some("samples") => samples(),
         Some("test") => {
             samples()
-                && cargo(&["test", "--workspace", "--all-targets"])
+                && cargo(&["test", "--workspace", "--all-targets", "--no-fail-fast"])
                 && cargo(&["test", "--workspace", "--doc"])
                 && cargo(&["test", "--manifest-path", "guest-sdk/Cargo.toml"])
         }
