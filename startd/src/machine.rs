@@ -1564,20 +1564,9 @@ impl Startd {
         let fast = kind == VacateKind::Fast;
         match (state, activity) {
             (State::Matched, _) => self.go(i, 8, State::Owner, Activity::Idle, now, acts),
-            (State::Claimed, Activity::Idle) => {
-                self.slots[i].retire.owner = true;
-                self.preempt(i, 10, fast, now, acts)
-            }
             (State::Claimed, _) => {
                 self.slots[i].retire.owner = true;
-                if fast {
-                    self.force_preempt(i, true, now, acts);
-                } else if activity == Activity::Busy {
-                    self.begin_retirement(i, 13, now, acts);
-                } else {
-                    self.slots[i].retire.active = true;
-                    self.check_retirement(i, now, acts);
-                }
+                self.end_claim(i, fast, now, acts);
             }
             (State::Preempting, Activity::Vacating) if fast => self.start_killing(i, 21, now, acts),
             (State::Preempting, _) => self.slots[i].retire.owner = true,
@@ -1596,6 +1585,23 @@ impl Startd {
         }
     }
 
+    /// Ends a claim for a vacate or a shutdown (the caller has noted which): an
+    /// idle claim is preempted at once (10); a busy job retires (13) unless the
+    /// request is fast; a suspended or retiring one keeps retiring.
+    fn end_claim(&mut self, i: usize, fast: bool, now: i64, acts: &mut Vec<Action>) {
+        let activity = self.slots[i].activity;
+        if activity == Activity::Idle {
+            self.preempt(i, 10, fast, now, acts);
+        } else if fast {
+            self.force_preempt(i, true, now, acts);
+        } else if activity == Activity::Busy {
+            self.begin_retirement(i, 13, now, acts);
+        } else {
+            self.slots[i].retire.active = true;
+            self.check_retirement(i, now, acts);
+        }
+    }
+
     fn on_shutdown(&mut self, i: usize, kind: ShutdownKind, now: i64, acts: &mut Vec<Action>) {
         let (state, activity) = (self.slots[i].state, self.slots[i].activity);
         let fast = kind == ShutdownKind::Fast;
@@ -1603,20 +1609,9 @@ impl Startd {
             (State::Owner, _) => {}
             (State::Unclaimed, _) => self.go(i, 2, State::Owner, Activity::Idle, now, acts),
             (State::Matched, _) => self.go(i, 8, State::Owner, Activity::Idle, now, acts),
-            (State::Claimed, Activity::Idle) => {
-                self.slots[i].retire.shutdown = true;
-                self.preempt(i, 10, fast, now, acts)
-            }
             (State::Claimed, _) => {
                 self.slots[i].retire.shutdown = true;
-                if fast {
-                    self.force_preempt(i, true, now, acts);
-                } else if activity == Activity::Busy {
-                    self.begin_retirement(i, 13, now, acts);
-                } else {
-                    self.slots[i].retire.active = true;
-                    self.check_retirement(i, now, acts);
-                }
+                self.end_claim(i, fast, now, acts);
             }
             (State::Preempting, Activity::Vacating) if fast => self.start_killing(i, 21, now, acts),
             (State::Preempting, _) => self.slots[i].retire.shutdown = true,
