@@ -1,112 +1,38 @@
 //! `andes host` as a real process, driven by the real commands over signed
 //! HTTP: status, set-attr, vacate, off, and the refusals.
 
-use std::path::Path;
-use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-struct HostProc {
-    dir: tempfile::TempDir,
-    child: Child,
-}
-
-impl Drop for HostProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 mod common;
-use common::andes;
 
-impl HostProc {
-    /// Keys for root (admin), alice (user) and mallory (unknown), a trust
-    /// file, a two-slot configuration and a running `andes host` on a free
-    /// port.
-    fn start() -> HostProc {
-        let dir = tempfile::tempdir().unwrap();
-        common::keys_and_trust(
-            dir.path(),
-            &[("root", "admin"), ("alice", "user"), ("mallory", "")],
-        );
-        std::fs::write(
-            dir.path().join("andes.config"),
-            "HOST_ADDRESS = 127.0.0.1:0\nNUM_CPUS = 2\nMEMORY = 2048\n",
-        )
-        .unwrap();
-        let child = andes()
-            .arg("host")
-            .env("ANDES_CONFIG_DIR", dir.path())
-            .env_remove("ANDES_CONFIG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut h = HostProc { dir, child };
-        let f = h.path().join(".host_address");
-        let start = Instant::now();
-        while !f.exists() {
-            if let Some(st) = h.child.try_wait().unwrap() {
-                panic!("andes host exited: {st}");
-            }
-            assert!(start.elapsed() < Duration::from_secs(60), "andes host did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        h
-    }
+/// `andes host` with keys for root (admin), alice (user) and mallory
+/// (unknown), a trust file and a two-slot configuration, on a free port.
+fn start() -> common::Daemon {
+    common::Daemon::start(
+        "host",
+        &[("root", "admin"), ("alice", "user"), ("mallory", "")],
+        "HOST_ADDRESS = 127.0.0.1:0\nNUM_CPUS = 2\nMEMORY = 2048\n",
+        ".host_address",
+    )
+}
 
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn run(&self, user: &str, args: &[&str]) -> Output {
-        andes()
-            .args(args)
-            .env("ANDES_CONFIG_DIR", self.path())
-            .env_remove("ANDES_CONFIG")
-            .env("USER", user)
-            .output()
-            .unwrap()
-    }
-
-    fn ok(&self, user: &str, args: &[&str]) -> String {
-        let o = self.run(user, args);
-        assert!(
-            o.status.success(),
-            "{args:?} as {user}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8(o.stdout).unwrap()
-    }
-
-    fn fails(&self, user: &str, args: &[&str]) -> String {
-        let o = self.run(user, args);
-        assert!(!o.status.success(), "{args:?} as {user} should fail");
-        String::from_utf8(o.stderr).unwrap()
-    }
-
-    /// The slots' (State, KeyboardIdle), from `status -json`.
-    fn slots(&self) -> Vec<(String, i64)> {
-        let out = self.ok("alice", &["host", "status", "-json"]);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|ad| {
-                (ad["State"].as_str().unwrap().to_string(), ad["KeyboardIdle"].as_i64().unwrap())
-            })
-            .collect()
-    }
+/// The slots' (State, KeyboardIdle), from `status -json`.
+fn slot_states(h: &common::Daemon) -> Vec<(String, i64)> {
+    let out = h.ok("alice", &["host", "status", "-json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|ad| (ad["State"].as_str().unwrap().to_string(), ad["KeyboardIdle"].as_i64().unwrap()))
+        .collect()
 }
 
 #[test]
 fn host_status_set_attr_vacate_and_off() {
-    let mut h = HostProc::start();
+    let mut h = start();
     // Two slots, each the owner's or available, as the real machine's load
     // and keyboard say.
-    let slots = h.slots();
+    let slots = slot_states(&h);
     assert_eq!(slots.len(), 2, "{slots:?}");
     assert!(slots.iter().all(|(s, _)| s == "Owner" || s == "Unclaimed"), "{slots:?}");
 
@@ -157,7 +83,7 @@ fn host_status_set_attr_vacate_and_off() {
     assert!(out.contains("KeyboardIdle = 0"), "{out}");
     let start = Instant::now();
     loop {
-        let slots = h.slots();
+        let slots = slot_states(&h);
         if slots.iter().all(|(s, k)| s == "Owner" && *k < 60) {
             break;
         }

@@ -1,110 +1,37 @@
 //! The schedd as a real process, driven by the real commands over signed HTTP:
 //! keygen, submit, q, hold, release, rm, qedit, history, and every refusal.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
-
-struct Pool {
-    dir: tempfile::TempDir,
-    schedd: Child,
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        let _ = self.schedd.kill();
-        let _ = self.schedd.wait();
-    }
-}
+use std::path::PathBuf;
 
 mod common;
-use common::andes;
+use common::{Daemon, andes};
 
-impl Pool {
-    /// A config dir with keys for alice, bob, root (admin) and mallory (unknown to
-    /// the pool), a trust file and a running schedd on a free port.
-    fn start() -> Pool {
-        let dir = tempfile::tempdir().unwrap();
-        common::keys_and_trust(
-            dir.path(),
-            &[("alice", "user"), ("bob", "user"), ("root", "admin"), ("mallory", "")],
-        );
-        std::fs::write(
-            dir.path().join("andes.config"),
-            "SCHEDD_ADDRESS = 127.0.0.1:0\nSCHEDD_NAME = schedd@test\n",
-        )
-        .unwrap();
-        let schedd = andes()
-            .arg("schedd")
-            .env("ANDES_CONFIG_DIR", dir.path())
-            .env_remove("ANDES_CONFIG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut pool = Pool { dir, schedd };
-        pool.wait_for_address();
-        pool
-    }
+/// A running schedd on a free port, with keys for alice, bob, root (admin) and
+/// mallory (unknown to the pool) and a trust file.
+fn start() -> Daemon {
+    Daemon::start(
+        "schedd",
+        &[("alice", "user"), ("bob", "user"), ("root", "admin"), ("mallory", "")],
+        "SCHEDD_ADDRESS = 127.0.0.1:0\nSCHEDD_NAME = schedd@test\n",
+        "spool/.schedd_address",
+    )
+}
 
-    fn wait_for_address(&mut self) {
-        let f = self.dir.path().join("spool").join(".schedd_address");
-        let start = Instant::now();
-        while !f.exists() {
-            if let Some(st) = self.schedd.try_wait().unwrap() {
-                panic!("the schedd exited: {st}");
-            }
-            assert!(start.elapsed() < Duration::from_secs(60), "the schedd did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn run(&self, user: &str, args: &[&str]) -> Output {
-        andes()
-            .args(args)
-            .current_dir(self.path())
-            .env("ANDES_CONFIG_DIR", self.path())
-            .env_remove("ANDES_CONFIG")
-            .env("USER", user)
-            .output()
-            .unwrap()
-    }
-
-    fn ok(&self, user: &str, args: &[&str]) -> String {
-        let o = self.run(user, args);
-        assert!(
-            o.status.success(),
-            "{args:?} as {user}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8(o.stdout).unwrap()
-    }
-
-    fn fails(&self, user: &str, args: &[&str]) -> String {
-        let o = self.run(user, args);
-        assert!(!o.status.success(), "{args:?} as {user} should fail");
-        String::from_utf8(o.stderr).unwrap()
-    }
-
-    fn write(&self, name: &str, content: &[u8]) -> PathBuf {
-        let p = self.path().join(name);
-        std::fs::write(&p, content).unwrap();
-        p
-    }
+/// Writes a file into the daemon's directory, where the commands run.
+fn write(pool: &Daemon, name: &str, content: &[u8]) -> PathBuf {
+    let p = pool.path().join(name);
+    std::fs::write(&p, content).unwrap();
+    p
 }
 
 const MODULE: &[u8] = b"\0asm\x01\0\0\0";
 
 #[test]
 fn submit_query_and_change_jobs_over_signed_http() {
-    let pool = Pool::start();
-    pool.write("job.wasm", MODULE);
-    pool.write(
+    let pool = start();
+    write(&pool, "job.wasm", MODULE);
+    write(
+        &pool,
         "job.sub",
         b"executable = job.wasm\narguments = --n $(Process)\nlog = job.log\n\
           +Project = \"physics\"\nqueue 3\n",
@@ -183,10 +110,10 @@ fn submit_query_and_change_jobs_over_signed_http() {
     assert_eq!(log.matches("Job was aborted").count(), 3, "{log}");
 
     // Bad input: a clear error naming what is wrong, and nothing changes.
-    pool.write("bad.sub", b"executable = job.wasm\nhold = maybe\nqueue\n");
+    write(&pool, "bad.sub", b"executable = job.wasm\nhold = maybe\nqueue\n");
     let e = pool.fails("alice", &["submit", "bad.sub"]);
     assert!(e.contains("bad.sub:2") || e.contains("hold"), "{e}");
-    pool.write("notwasm.sub", b"executable = job.sub\nqueue\n");
+    write(&pool, "notwasm.sub", b"executable = job.sub\nqueue\n");
     assert!(!pool.fails("alice", &["submit", "notwasm.sub"]).is_empty());
     let e = pool.fails("alice", &["q", "-constraint", "ProcId =="]);
     assert!(e.contains("400"), "{e}");
@@ -195,7 +122,7 @@ fn submit_query_and_change_jobs_over_signed_http() {
 
 #[test]
 fn unknown_keys_are_refused() {
-    let pool = Pool::start();
+    let pool = start();
     let e = pool.fails("mallory", &["q"]);
     assert!(e.contains("401"), "{e}");
     let e = pool.fails("nobody", &["q"]);

@@ -25,3 +25,92 @@ pub fn keys_and_trust(dir: &Path, who: &[(&str, &str)]) {
     }
     std::fs::write(dir.join("trust"), trust).unwrap();
 }
+
+/// A daemon (`andes schedd`, `andes host`) running as a real process over a
+/// configuration directory of its own; killed when dropped.
+pub struct Daemon {
+    dir: tempfile::TempDir,
+    /// The daemon's process.
+    pub child: std::process::Child,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    /// Makes keys and a trust file for `who`, writes `config` as andes.config,
+    /// starts `andes SUBCOMMAND` and waits until it has written its address
+    /// file (`address_file`, relative to the configuration directory).
+    pub fn start(
+        subcommand: &str,
+        who: &[(&str, &str)],
+        config: &str,
+        address_file: &str,
+    ) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        keys_and_trust(dir.path(), who);
+        std::fs::write(dir.path().join("andes.config"), config).unwrap();
+        let child = andes()
+            .arg(subcommand)
+            .env("ANDES_CONFIG_DIR", dir.path())
+            .env_remove("ANDES_CONFIG")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut d = Daemon { dir, child };
+        let f = d.path().join(address_file);
+        let start = std::time::Instant::now();
+        while !f.exists() {
+            if let Some(st) = d.child.try_wait().unwrap() {
+                panic!("andes {subcommand} exited: {st}");
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "andes {subcommand} did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        d
+    }
+
+    /// The configuration directory (also the commands' working directory).
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs `andes ARGS` as `user` against this daemon.
+    pub fn run(&self, user: &str, args: &[&str]) -> std::process::Output {
+        andes()
+            .args(args)
+            .current_dir(self.path())
+            .env("ANDES_CONFIG_DIR", self.path())
+            .env_remove("ANDES_CONFIG")
+            .env("USER", user)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `andes ARGS` as `user`, which must succeed; its standard output.
+    pub fn ok(&self, user: &str, args: &[&str]) -> String {
+        let o = self.run(user, args);
+        assert!(
+            o.status.success(),
+            "{args:?} as {user}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    /// Runs `andes ARGS` as `user`, which must fail; its standard error.
+    pub fn fails(&self, user: &str, args: &[&str]) -> String {
+        let o = self.run(user, args);
+        assert!(!o.status.success(), "{args:?} as {user} should fail");
+        String::from_utf8(o.stderr).unwrap()
+    }
+}
