@@ -47,12 +47,23 @@ enum Command {
     Host(cmd::host::HostArgs),
     /// Vacate this host's slots (condor_vacate).
     Vacate(cmd::vacate::VacateArgs),
+    /// Run the central manager: the collector and the negotiator.
+    CentralManager(cmd::central::CentralArgs),
+    /// Show user priorities (condor_userprio).
+    Userprio(cmd::central::UserprioArgs),
+    /// Run a whole personal pool in one process (`up`), or stop it (`down`).
+    Pool(cmd::pool::PoolArgs),
+    /// Show the pool's machines, schedds, submitters or negotiators from the
+    /// collector (condor_status).
+    Status(cmd::status::StatusArgs),
 }
 
 /// The subcommands that take HTCondor's single-dash long options (`-nobatch`,
 /// `-af`, `-constraint`): for them `-word` means `--word`.
-const CONDOR_STYLE: &[&str] =
-    &["submit", "q", "history", "hold", "release", "rm", "qedit", "host", "vacate"];
+const CONDOR_STYLE: &[&str] = &[
+    "submit", "q", "history", "hold", "release", "rm", "qedit", "host", "vacate", "status",
+    "userprio",
+];
 
 fn condor_style_args(args: Vec<OsString>) -> Vec<OsString> {
     let sub = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
@@ -74,8 +85,27 @@ fn condor_style_args(args: Vec<OsString>) -> Vec<OsString> {
         .collect()
 }
 
+/// Daemons log through `tracing` to standard error: `info` and up unless
+/// `RUST_LOG` says otherwise.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse_from(condor_style_args(std::env::args_os().collect()));
+    if matches!(
+        cli.command,
+        Command::Schedd(_) | Command::Host(_) | Command::CentralManager(_) | Command::Pool(_)
+    ) {
+        init_logging();
+    }
     let result = match cli.command {
         Command::Classad(c) => cmd::classad::run(c),
         Command::Run(a) => cmd::run::run(a),
@@ -90,6 +120,10 @@ fn main() -> ExitCode {
         Command::Qedit(a) => cmd::act::qedit(a),
         Command::Host(a) => cmd::host::run(a),
         Command::Vacate(a) => cmd::vacate::run(a),
+        Command::CentralManager(a) => cmd::central::run(a),
+        Command::Userprio(a) => cmd::central::userprio(a),
+        Command::Pool(a) => cmd::pool::run(a),
+        Command::Status(a) => cmd::status::run(a),
     };
     match result {
         Ok(code) => code,

@@ -21,6 +21,22 @@
 //! | `HOST_ADDRESS` | `127.0.0.1:9619` | where `andes host` listens (port 0: any) |
 //! | `HOST_ADDRESS_FILE` | `$(LOCAL_DIR)/.host_address` | `andes host` writes its address here; commands read it first |
 //! | `MODULE_CACHE` | `$(LOCAL_DIR)/module_cache` | the host's compiled-module cache |
+//! | `KEYS_DIR` | `$(LOCAL_DIR)/keys` | where key pairs are (`andes keygen` writes the configuration directory's) |
+//! | `SCHEDD_KEY_NAME`, `HOST_KEY_NAME`, `NEGOTIATOR_KEY_NAME` | `schedd`, `host`, `negotiator` | the keys the daemons sign with |
+//! | `COLLECTOR_HOST` | (none) | the central manager's `HOST:PORT`; set, the schedd and host join its pool (commands: `127.0.0.1:9620` when unset) |
+//! | `COLLECTOR_ADDRESS_FILE` | `$(LOCAL_DIR)/.collector_address` | the central manager writes its address here; commands read it first |
+//! | `CENTRAL_MANAGER_ADDRESS` | `$(COLLECTOR_HOST)` | where `andes central-manager` listens |
+//! | `NEGOTIATOR_INTERVAL` | `60` | seconds between negotiation cycles (also run at once on new demand or free slots) |
+//! | `CLASSAD_LIFETIME` | `900` | seconds an ad lives in the collector without a refresh |
+//! | `PRIORITY_HALFLIFE` | `86400` | seconds for a user's priority to halve toward its usage |
+//! | `DEFAULT_PRIO_FACTOR` | `1000` | a new submitter's priority factor |
+//! | `PREEMPTION_REQUIREMENTS` | `False` | when the negotiator may preempt a claim for user priority |
+//! | `NEGOTIATOR_CONSIDER_PREEMPTION` | `True` | whether claimed slots are matched at all |
+//! | `SCHEDD_INTERVAL` | `300` | seconds between the schedd's ads (also sent at once on change) |
+//! | `CLAIM_WORKLIFE` | `-1` | seconds a claim takes new jobs (negative: forever) |
+//! | `JOB_LEASE_DURATION` | `2400` | JobLeaseDuration of jobs that do not set it |
+//! | `SHADOW_QUEUE_UPDATE_INTERVAL` | `900` | seconds between a shadow's updates of the queue |
+//! | `SHADOW_JOB_CLEANUP_RETRY_DELAY`, `SHADOW_MAX_JOB_CLEANUP_RETRIES` | `30`, `5` | the final update's retries |
 //!
 //! `andes host` reads the same file on top of the startd's defaults and
 //! default policy (`andes_startd::default_config`): NUM_CPUS, SLOT_TYPE_N,
@@ -47,6 +63,23 @@ EXECUTE = $(LOCAL_DIR)/execute
 HOST_ADDRESS = 127.0.0.1:9619
 HOST_ADDRESS_FILE = $(LOCAL_DIR)/.host_address
 MODULE_CACHE = $(LOCAL_DIR)/module_cache
+KEYS_DIR = $(LOCAL_DIR)/keys
+SCHEDD_KEY_NAME = schedd
+HOST_KEY_NAME = host
+NEGOTIATOR_KEY_NAME = negotiator
+CENTRAL_MANAGER_ADDRESS = $(COLLECTOR_HOST)
+COLLECTOR_ADDRESS_FILE = $(LOCAL_DIR)/.collector_address
+NEGOTIATOR_INTERVAL = 60
+CLASSAD_LIFETIME = 900
+PRIORITY_HALFLIFE = 86400
+DEFAULT_PRIO_FACTOR = 1000
+NEGOTIATOR_CONSIDER_PREEMPTION = True
+SCHEDD_INTERVAL = 300
+CLAIM_WORKLIFE = -1
+JOB_LEASE_DURATION = 2400
+SHADOW_QUEUE_UPDATE_INTERVAL = 900
+SHADOW_JOB_CLEANUP_RETRY_DELAY = 30
+SHADOW_MAX_JOB_CLEANUP_RETRIES = 5
 "#;
 
 fn host_name() -> String {
@@ -70,6 +103,21 @@ impl Settings {
     /// Loads the configuration.
     pub fn load() -> Result<Settings> {
         Settings::load_over(Config::with_env(std::env::vars()))
+    }
+
+    /// Loads the configuration file `file` (instead of `$ANDES_CONFIG`) on top
+    /// of `base`.
+    pub fn load_file_over(file: &std::path::Path, base: Config) -> Result<Settings> {
+        let dir = andes_protocol::key::config_dir()?;
+        let mut config = base;
+        config.set("LOCAL_DIR", &dir.to_string_lossy())?;
+        config.set("SCHEDD_NAME", &format!("andes@{}", host_name()))?;
+        if let Some(u) = user_name() {
+            config.set("KEY_NAME", &u)?;
+        }
+        config.load_str(DEFAULTS, "<built-in defaults>")?;
+        config.load_file(file).with_context(|| format!("reading {}", file.display()))?;
+        Ok(Settings { config })
     }
 
     /// Loads the configuration on top of `base` (a daemon's own defaults).
@@ -141,9 +189,61 @@ impl Settings {
                 "cannot tell your user name (USER is not set): set KEY_NAME in the configuration"
             )
         })?;
-        andes_protocol::Keypair::load_named(&name).map_err(|e| {
+        self.named_keypair(&name)
+    }
+
+    /// The key pair named by the knob `knob` (a daemon's: SCHEDD_KEY_NAME, ...).
+    pub fn daemon_keypair(&self, knob: &str) -> Result<andes_protocol::Keypair> {
+        let name = self.require(knob)?;
+        self.named_keypair(&name).with_context(|| format!("{knob} = {name}"))
+    }
+
+    fn named_keypair(&self, name: &str) -> Result<andes_protocol::Keypair> {
+        let dir = match self.get("KEYS_DIR")? {
+            Some(d) => PathBuf::from(d),
+            None => andes_protocol::key::keys_dir()?,
+        };
+        if name.is_empty() || name.contains('/') || name.contains('\\') || name.starts_with('.') {
+            return Err(anyhow!("bad key name `{name}`"));
+        }
+        andes_protocol::Keypair::load(&dir.join(name)).map_err(|e| {
             anyhow!("{e}\n  (make one with `andes keygen {name}` and add its line to the pool's trust file)")
         })
+    }
+
+    /// A knob as seconds (`default` when unset).
+    pub fn secs(&self, name: &str, default: i64) -> Result<i64> {
+        Ok(self.int(name)?.unwrap_or(default))
+    }
+
+    /// A boolean knob (`True`/`False`, any case; `default` when unset).
+    pub fn bool(&self, name: &str, default: bool) -> Result<bool> {
+        match self.get(name)? {
+            None => Ok(default),
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "true" | "yes" | "1" => Ok(true),
+                "false" | "no" | "0" => Ok(false),
+                _ => Err(anyhow!("{name} = {v}: expected True or False")),
+            },
+        }
+    }
+
+    /// The pool's collector for a daemon: COLLECTOR_HOST as a URL, `None`
+    /// when the daemon is in no pool.
+    pub fn collector_host(&self) -> Result<Option<String>> {
+        Ok(self.get("COLLECTOR_HOST")?.map(|a| format!("http://{a}")))
+    }
+
+    /// The collector's address for commands: its address file if the central
+    /// manager wrote one, else COLLECTOR_HOST, else `127.0.0.1:9620`.
+    pub fn collector_url(&self) -> Result<String> {
+        if let Some(f) = self.get("COLLECTOR_ADDRESS_FILE")?
+            && let Ok(a) = std::fs::read_to_string(&f)
+            && !a.trim().is_empty()
+        {
+            return Ok(format!("http://{}", a.trim()));
+        }
+        Ok(self.collector_host()?.unwrap_or_else(|| "http://127.0.0.1:9620".to_string()))
     }
 }
 

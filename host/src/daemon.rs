@@ -33,6 +33,7 @@
 
 pub mod api;
 pub mod benchmark;
+pub mod pool;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
@@ -144,6 +145,11 @@ pub struct DaemonConfig {
     pub execute: PathBuf,
     /// The backfill jobs named by BACKFILL_JOBS.
     pub backfill: HashMap<String, BackfillJob>,
+    /// STARTER_INITIAL_UPDATE_INTERVAL: seconds from a job's start to its
+    /// first update to the shadow (HTCondor: 8).
+    pub starter_initial_update: u64,
+    /// STARTER_UPDATE_INTERVAL: seconds between later updates (HTCondor: 300).
+    pub starter_update: u64,
 }
 
 impl DaemonConfig {
@@ -189,7 +195,22 @@ impl DaemonConfig {
                 backfill.insert(name.clone(), BackfillJob { ad, module: module.into() });
             }
         }
-        Ok(DaemonConfig { policy, info, execute, backfill })
+        let int = |name: &str, default: u64| -> u64 {
+            cfg.get(name)
+                .ok()
+                .flatten()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .filter(|&v| v > 0)
+                .unwrap_or(default)
+        };
+        Ok(DaemonConfig {
+            policy,
+            info,
+            execute,
+            backfill,
+            starter_initial_update: int("STARTER_INITIAL_UPDATE_INTERVAL", 8),
+            starter_update: int("STARTER_UPDATE_INTERVAL", 300),
+        })
     }
 }
 
@@ -249,6 +270,17 @@ pub type Logger = Box<dyn FnMut(&str) + Send>;
 enum Request {
     Status(oneshot::Sender<Vec<ClassAd>>),
     Command(Command, oneshot::Sender<Result<String, String>>),
+    Pool(pool::PoolRequest, oneshot::Sender<Result<pool::PoolReply, pool::PoolError>>),
+}
+
+/// A slot's ad for the collector, with its private part (the slot's current
+/// claim id).
+#[derive(Clone, Debug)]
+pub struct PublishedAd {
+    /// The public ad.
+    pub ad: ClassAd,
+    /// The private ad (`ClaimId`).
+    pub private: ClassAd,
 }
 
 /// A command for the daemon.
@@ -299,6 +331,13 @@ impl Remote {
         self.tx.send(Request::Command(command, tx)).await.map_err(|_| stopped())?;
         rx.await.map_err(|_| stopped())?
     }
+
+    /// Carries out a request of the pool's routes.
+    pub async fn pool(&self, req: pool::PoolRequest) -> Result<pool::PoolReply, pool::PoolError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Request::Pool(req, tx)).await.map_err(|_| pool::PoolError::Stopping)?;
+        rx.await.map_err(|_| pool::PoolError::Stopping)?
+    }
 }
 
 /// The daemon: the startd machine, its starters and the latest ads.
@@ -323,6 +362,16 @@ pub struct Daemon {
     generation: u64,
     shutdown_complete: bool,
     rejections: Vec<String>,
+    /// Each slot's current offer: the claim id the collector hands on.
+    offers: HashMap<SlotId, String>,
+    claims: HashMap<String, pool::ClaimEntry>,
+    store: pool::Modules,
+    inputs: HashMap<SlotId, Vec<andes_protocol::pool::FileData>>,
+    input_sizes: HashMap<SlotId, Vec<(String, u64)>>,
+    starter_initial_update: u64,
+    starter_update: u64,
+    address: Option<String>,
+    publisher: Option<mpsc::UnboundedSender<PublishedAd>>,
 }
 
 fn unix_now(clock: &dyn Clock) -> i64 {
@@ -356,6 +405,7 @@ impl Daemon {
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
         let (requests_tx, requests_rx) = mpsc::channel(64);
         let ads = startd.slots().iter().map(|s| (s.id(), s.ad().clone())).collect();
+        let offers = startd.slots().iter().map(|s| (s.id(), pool::new_claim_id(s.id()))).collect();
         Ok(Daemon {
             startd,
             host,
@@ -377,7 +427,39 @@ impl Daemon {
             generation: 0,
             shutdown_complete: false,
             rejections: Vec::new(),
+            offers,
+            claims: HashMap::new(),
+            store: pool::Modules::default(),
+            inputs: HashMap::new(),
+            input_sizes: HashMap::new(),
+            starter_initial_update: config.starter_initial_update,
+            starter_update: config.starter_update,
+            address: None,
+            publisher: None,
         })
+    }
+
+    /// Joins a pool: every slot ad the startd publishes goes to `publisher`
+    /// (with `MyAddress = address` and the slot's current claim id in the
+    /// private part), starting with the current ones.
+    pub fn join_pool(&mut self, address: String, publisher: mpsc::UnboundedSender<PublishedAd>) {
+        self.address = Some(address);
+        self.publisher = Some(publisher);
+        for (slot, ad) in self.ads.clone() {
+            self.send_ad(slot, ad);
+        }
+    }
+
+    fn send_ad(&mut self, slot: SlotId, mut ad: ClassAd) {
+        let Some(p) = &self.publisher else { return };
+        if let Some(a) = &self.address {
+            ad.insert_value("MyAddress", a.as_str());
+        }
+        let mut private = ClassAd::new();
+        if let Some(offer) = self.offers.get(&slot) {
+            private.insert_value("ClaimId", offer.as_str());
+        }
+        let _ = p.send(PublishedAd { ad, private });
     }
 
     /// Sends the daemon's log lines to `logger` too.
@@ -429,7 +511,217 @@ impl Daemon {
             }
             all.extend(acts);
         }
+        self.reconcile_claims();
         all
+    }
+
+    /// Claims the startd no longer holds are over: their shadows hear so.
+    fn reconcile_claims(&mut self) {
+        if self.claims.is_empty() {
+            return;
+        }
+        let held: std::collections::HashSet<String> = self
+            .startd
+            .slots()
+            .iter()
+            .flat_map(|s| [s.claim_id(), s.pending_claim_id()])
+            .flatten()
+            .map(str::to_string)
+            .collect();
+        let gone: Vec<String> =
+            self.claims.keys().filter(|id| !held.contains(*id)).cloned().collect();
+        for id in gone {
+            if let Some(c) = self.claims.remove(&id) {
+                self.log(format!("slot {}: claim ended", c.slot));
+                c.publish(|r| {
+                    r.claim_alive = false;
+                    if r.state == andes_protocol::pool::RunState::Running
+                        || r.state == andes_protocol::pool::RunState::Suspended
+                    {
+                        r.state = andes_protocol::pool::RunState::Exited;
+                        r.evicted = true;
+                        r.ctl = None;
+                    }
+                });
+            }
+        }
+    }
+
+    fn claim_of_slot(&self, slot: SlotId) -> Option<&pool::ClaimEntry> {
+        let id = self.startd.slots().iter().find(|s| s.id() == slot)?.claim_id()?;
+        self.claims.get(id)
+    }
+
+    /// Serves a request of the pool's routes.
+    pub fn pool(&mut self, req: pool::PoolRequest) -> Result<pool::PoolReply, pool::PoolError> {
+        use andes_protocol::pool::ClaimReply;
+        use pool::{PoolError, PoolReply, PoolRequest};
+        let now = self.now();
+        let owned = |me: &Self, caller: &str, claim_id: &str| -> Result<SlotId, PoolError> {
+            let c = me
+                .claims
+                .get(claim_id)
+                .ok_or_else(|| PoolError::NotFound(format!("no claim {claim_id} here")))?;
+            if c.claimant != caller {
+                return Err(PoolError::Forbidden(format!(
+                    "claim {claim_id} belongs to {}, not {caller}",
+                    c.claimant
+                )));
+            }
+            Ok(c.slot)
+        };
+        match req {
+            PoolRequest::Match(m) => {
+                let slot = pool::claim_slot(&m.claim_id)
+                    .filter(|s| self.offers.get(s) == Some(&m.claim_id))
+                    .ok_or_else(|| PoolError::NotFound(format!("no offer {}", m.claim_id)))?;
+                self.feed(Event::MatchNotified { slot, claim_id: m.claim_id });
+                Ok(PoolReply::Done)
+            }
+            PoolRequest::Claim { caller, req } => {
+                let refused = |reason: String| {
+                    Ok(PoolReply::Claim(ClaimReply {
+                        accepted: false,
+                        reason: Some(reason),
+                        slot_ad: None,
+                    }))
+                };
+                let Some(slot) = pool::claim_slot(&req.claim_id)
+                    .filter(|s| self.offers.get(s) == Some(&req.claim_id))
+                else {
+                    return refused(format!(
+                        "claim id {} is not this host's current offer (already claimed, or stale)",
+                        req.claim_id
+                    ));
+                };
+                let ad = classad::parse_ad(&req.ad)
+                    .map_err(|e| PoolError::BadInput(format!("the request ad: {e}")))?;
+                let claim = andes_startd::ClaimRequest {
+                    claim_id: req.claim_id.clone(),
+                    client_machine: req.client_machine,
+                    owner: req.owner,
+                    user: req.user,
+                    ad,
+                };
+                let claimed =
+                    self.startd.slots().iter().any(|s| s.id() == slot && s.claim_id().is_some());
+                let event = if claimed {
+                    Event::BetterMatch { slot, claim }
+                } else {
+                    Event::ClaimRequested { slot, claim }
+                };
+                // The claim is recorded first so that the startd's actions
+                // find it; a refusal removes it again.
+                self.claims.insert(req.claim_id.clone(), pool::ClaimEntry::new(slot, caller));
+                let acts = self.feed(event);
+                let refusal = acts.iter().find_map(|a| match a {
+                    Action::ClaimRefused { claim_id, reason, .. } if *claim_id == req.claim_id => {
+                        Some(reason.clone())
+                    }
+                    _ => None,
+                });
+                let held = self.startd.slots().iter().any(|s| {
+                    s.claim_id() == Some(req.claim_id.as_str())
+                        || s.pending_claim_id() == Some(req.claim_id.as_str())
+                });
+                if let Some(reason) =
+                    refusal.or((!held).then(|| "the startd did not accept the claim".to_string()))
+                {
+                    self.claims.remove(&req.claim_id);
+                    return refused(reason);
+                }
+                let slot_ad = self.ads.get(&slot).map(|a| a.to_string());
+                Ok(PoolReply::Claim(ClaimReply { accepted: true, reason: None, slot_ad }))
+            }
+            PoolRequest::HasModule(d) => Ok(PoolReply::Has(self.store.get(&d).is_some())),
+            PoolRequest::PutModule(d, bytes) => {
+                self.store.put(d, bytes);
+                Ok(PoolReply::Done)
+            }
+            PoolRequest::Activate { caller, req } => {
+                let slot = owned(self, &caller, &req.claim_id)?;
+                if self
+                    .startd
+                    .slots()
+                    .iter()
+                    .any(|s| s.id() == slot && s.pending_claim_id() == Some(req.claim_id.as_str()))
+                {
+                    // A preempting claim waits for the slot's current job to go.
+                    return Err(PoolError::Pending);
+                }
+                let module = self.store.get(&req.module_digest).ok_or(PoolError::NeedModule)?;
+                let job = classad::parse_ad(&req.job)
+                    .map_err(|e| PoolError::BadInput(format!("the job ad: {e}")))?;
+                pool::check_inputs(&job, &req.inputs)?;
+                if let Some(c) = self.claims.get_mut(&req.claim_id) {
+                    c.lease_secs = i64::try_from(req.lease_secs).unwrap_or(i64::MAX);
+                    c.lease_until = Some(now.saturating_add(c.lease_secs));
+                    c.updates_sent = 0;
+                }
+                self.input_sizes.insert(
+                    slot,
+                    req.inputs.iter().map(|f| (f.name.clone(), f.data.len() as u64)).collect(),
+                );
+                self.inputs.insert(slot, req.inputs);
+                let acts = self.activate(slot, req.claim_id.clone(), job, module);
+                self.inputs.remove(&slot);
+                if let Some(reason) = acts.iter().find_map(|a| match a {
+                    Action::ActivationRefused { reason, .. } => Some(reason.clone()),
+                    _ => None,
+                }) {
+                    return Err(PoolError::Refused(reason));
+                }
+                Ok(PoolReply::Done)
+            }
+            PoolRequest::Subscribe { caller, claim_id } => {
+                owned(self, &caller, &claim_id)?;
+                let c = self.claims.get_mut(&claim_id).ok_or(PoolError::Stopping)?;
+                if c.lease_secs > 0 {
+                    c.lease_until = Some(now.saturating_add(c.lease_secs));
+                }
+                Ok(PoolReply::Reports(
+                    c.report.subscribe(),
+                    self.starter_initial_update,
+                    self.starter_update,
+                ))
+            }
+            PoolRequest::Edit { caller, req } => {
+                let slot = owned(self, &caller, &req.claim_id)?;
+                let attrs = classad::parse_ad(&req.attrs)
+                    .map_err(|e| PoolError::BadInput(format!("the attributes: {e}")))?;
+                self.feed(Event::JobUpdated { slot, claim_id: req.claim_id, attrs });
+                // Policy sees the change now, not at the next poll.
+                self.tick();
+                Ok(PoolReply::Done)
+            }
+            PoolRequest::Release { caller, claim_id } => {
+                let slot = owned(self, &caller, &claim_id)?;
+                self.feed(Event::ClaimReleased { slot, claim_id });
+                self.tick();
+                Ok(PoolReply::Done)
+            }
+        }
+    }
+
+    /// Claims whose lease ran out: released, their jobs killed.
+    fn expire_leases(&mut self) {
+        let now = self.now();
+        let expired: Vec<(SlotId, String)> = self
+            .claims
+            .iter_mut()
+            .filter_map(|(id, c)| {
+                if c.report.receiver_count() > 0 && c.lease_secs > 0 {
+                    // A shadow is listening right now: the lease is live.
+                    c.lease_until = Some(now.saturating_add(c.lease_secs));
+                }
+                let over = c.lease_until.is_some_and(|t| now > t);
+                over.then(|| (c.slot, id.clone()))
+            })
+            .collect();
+        for (slot, id) in expired {
+            self.log(format!("slot {slot}: claim {id}: the job lease expired; releasing"));
+            self.feed(Event::ClaimReleased { slot, claim_id: id });
+        }
     }
 
     /// Activates a claim with a job and the module it runs: hands the module
@@ -463,7 +755,8 @@ impl Daemon {
     /// When the daemon next needs to wake: the machine's next deadline or
     /// the next measurement, in Unix seconds.
     pub fn next_deadline(&self) -> i64 {
-        self.startd.next_deadline().min(self.next_measure)
+        let lease = self.claims.values().filter_map(|c| c.lease_until).min().unwrap_or(i64::MAX);
+        self.startd.next_deadline().min(self.next_measure).min(lease.saturating_add(1))
     }
 
     /// Carries out a command, then evaluates the policy at once (a tick), so
@@ -555,6 +848,11 @@ impl Daemon {
             return None;
         }
         let run = self.runs.remove(&slot)?;
+        if run.kind == RunKind::Job
+            && let Finished::Starter(result) = &exit.finished
+        {
+            self.report_exit(slot, &run, result);
+        }
         remove_sandbox(&run.sandbox);
         let (ending, event) = match exit.finished {
             Finished::Benchmark { mips, kflops } => {
@@ -572,6 +870,57 @@ impl Daemon {
         };
         self.feed(event);
         Some(ExitReport { slot, kind: run.kind, ending })
+    }
+
+    /// Tells the shadow how the slot's job ended, with its output files.
+    fn report_exit(&mut self, slot: SlotId, run: &Run, result: &JobResult) {
+        let Some(claim_id) = self
+            .startd
+            .slots()
+            .iter()
+            .find(|s| s.id() == slot)
+            .and_then(|s| s.claim_id())
+            .map(str::to_string)
+        else {
+            return;
+        };
+        let Some(job) =
+            self.startd.slots().iter().find(|s| s.id() == slot).and_then(|s| s.job().cloned())
+        else {
+            return;
+        };
+        let mut ending = result.to_ad();
+        for (name, expr) in &result.updates {
+            ending.insert(name.as_str(), expr.clone());
+        }
+        let evicted = matches!(result.ending, Ending::Evicted { .. });
+        let limit = match job.eval_attr("RequestDisk") {
+            Value::Int(kib) if kib > 0 => (kib as u64).saturating_mul(1024),
+            _ => u64::MAX,
+        };
+        let (outputs, error) = if evicted {
+            (Vec::new(), None)
+        } else {
+            let sizes = self.input_sizes.remove(&slot).unwrap_or_default();
+            pool::collect_outputs(&run.sandbox, &job, &sizes, limit)
+        };
+        if let Some(e) = error
+            && !ending.contains("HoldReasonCode")
+        {
+            // HTCondor's "Transfer output files failure" hold.
+            ending.insert_value("HoldReasonCode", 12i64);
+            ending.insert_value("HoldReasonSubCode", 0i64);
+            ending.insert_value("HoldReason", e.as_str());
+        }
+        if let Some(c) = self.claims.get(&claim_id) {
+            c.publish(|r| {
+                r.state = andes_protocol::pool::RunState::Exited;
+                r.ctl = None;
+                r.ending = Some(ending);
+                r.outputs = Arc::new(outputs);
+                r.evicted = evicted;
+            });
+        }
     }
 
     /// Runs the daemon: measures every UPDATE_INTERVAL, ticks at the
@@ -593,6 +942,7 @@ impl Daemon {
                     if last_wake >= self.next_measure {
                         self.measure();
                     }
+                    self.expire_leases();
                     self.tick();
                 }
                 Some(exit) = self.exits_rx.recv() => {
@@ -601,6 +951,10 @@ impl Daemon {
                 Some(req) = self.requests_rx.recv() => match req {
                     Request::Status(reply) => {
                         let _ = reply.send(self.ads());
+                    }
+                    Request::Pool(req, reply) => {
+                        let r = self.pool(req);
+                        let _ = reply.send(r);
                     }
                     Request::Command(c, reply) => {
                         let r = self.command(c);
@@ -656,6 +1010,24 @@ impl Daemon {
                         slot: *slot,
                         outcome: StarterOutcome::Failed,
                     });
+                    return;
+                }
+                let now = self.now();
+                let ctl = self.runs.get(slot).map(|r| r.ctl.clone());
+                let gid = match job.eval_attr("GlobalJobId") {
+                    Value::Str(s) => Some(s.to_string()),
+                    _ => None,
+                };
+                if let Some(c) = self.claims.get(claim_id) {
+                    c.publish(|r| {
+                        r.state = andes_protocol::pool::RunState::Running;
+                        r.job = gid;
+                        r.ctl = ctl;
+                        r.ending = None;
+                        r.outputs = Arc::new(Vec::new());
+                        r.evicted = false;
+                        r.started = now;
+                    });
                 }
             }
             Action::StartBackfill { slot, job } => {
@@ -676,10 +1048,16 @@ impl Daemon {
                 if let Some(r) = self.runs.get(slot) {
                     r.ctl.suspend(self.clock.as_ref());
                 }
+                if let Some(c) = self.claim_of_slot(*slot) {
+                    c.publish(|r| r.state = andes_protocol::pool::RunState::Suspended);
+                }
             }
             Action::Continue { slot } => {
                 if let Some(r) = self.runs.get(slot) {
                     r.ctl.resume(self.clock.as_ref());
+                }
+                if let Some(c) = self.claim_of_slot(*slot) {
+                    c.publish(|r| r.state = andes_protocol::pool::RunState::Running);
                 }
             }
             Action::Checkpoint { slot, kind } => {
@@ -716,15 +1094,21 @@ impl Daemon {
             }
             Action::Publish { slot, ad } => {
                 self.ads.insert(*slot, ad.clone());
+                self.send_ad(*slot, ad.clone());
             }
             Action::ShutdownComplete => self.shutdown_complete = true,
             Action::EventRejected { reason } => {
                 self.log(reason.clone());
                 self.rejections.push(reason.clone());
             }
-            Action::ClaimAccepted { slot, claim_id }
-            | Action::ClaimBroken { slot, claim_id }
-            | Action::ReleaseClaim { slot, claim_id } => {
+            Action::ClaimAccepted { slot, claim_id } => {
+                // The offer is spent: a new one (for a preempting match) replaces it.
+                if self.offers.get(slot) == Some(claim_id) {
+                    self.offers.insert(*slot, pool::new_claim_id(*slot));
+                }
+                self.log(format!("slot {slot}: claim {claim_id} accepted"))
+            }
+            Action::ClaimBroken { slot, claim_id } | Action::ReleaseClaim { slot, claim_id } => {
                 self.log(format!("slot {slot}: claim {claim_id}: {action:?}"))
             }
             Action::ClaimRefused { slot, claim_id, reason }
@@ -761,14 +1145,27 @@ impl Daemon {
         }
         let (generation, sandbox) =
             self.fresh_sandbox(slot).map_err(|e| format!("creating a sandbox: {e}"))?;
-        let spec = JobSpec {
-            module,
-            limits: Limits::from_ad(&ad),
-            ad,
-            sandbox: sandbox.clone(),
-            inherit_stdio: false,
-            digest: None,
+        if let Some(inputs) = self.inputs.get(&slot) {
+            pool::write_inputs(&sandbox, inputs)
+                .map_err(|e| format!("writing the input files: {e}"))?;
+        }
+        let digest = match ad.eval_attr("CmdDigest") {
+            Value::Str(d) => pool::parse_digest(&d),
+            _ => None,
         };
+        let limits = match kind {
+            RunKind::Job => {
+                let slot_ad = self.ads.get(&slot);
+                let int = |n: &str| match slot_ad.map(|a| a.eval_attr(n)) {
+                    Some(Value::Int(v)) => Some(v),
+                    _ => None,
+                };
+                Limits::in_slot(&ad, int("Memory"), int("Disk"))
+            }
+            _ => Limits::from_ad(&ad),
+        };
+        let spec =
+            JobSpec { module, limits, ad, sandbox: sandbox.clone(), inherit_stdio: false, digest };
         let ctl = Control::new();
         let task = {
             let (host, ctl, clock, tx) =

@@ -71,7 +71,38 @@ fn ad_int(ad: &ClassAd, name: &str) -> Option<i64> {
     }
 }
 
+fn literal_int(ad: &ClassAd, name: &str) -> Option<i64> {
+    match ad.get(name)?.as_literal()? {
+        Value::Int(i) => Some(*i),
+        Value::Real(r) if r.is_finite() => Some(*r as i64),
+        _ => None,
+    }
+}
+
 impl Limits {
+    /// The limits of a job running in a slot of `slot_memory_mb` MiB and
+    /// `slot_disk_kib` KiB: a RequestMemory or RequestDisk the user gave (a
+    /// number) is the cap; HTCondor's default estimates (`ifthenelse(MemoryUsage
+    /// ...)`, `DiskUsage`), which only size the match, leave the job its slot's.
+    pub fn in_slot(
+        ad: &ClassAd,
+        slot_memory_mb: Option<i64>,
+        slot_disk_kib: Option<i64>,
+    ) -> Limits {
+        let mut l = Limits::from_ad(ad);
+        if literal_int(ad, "RequestMemory").is_none()
+            && let Some(mb) = slot_memory_mb.filter(|m| *m > 0)
+        {
+            l.memory_bytes = (mb as u64).saturating_mul(1 << 20);
+        }
+        if literal_int(ad, "RequestDisk").is_none()
+            && let Some(kib) = slot_disk_kib.filter(|k| *k > 0)
+        {
+            l.disk_bytes = (kib as u64).saturating_mul(1024);
+        }
+        l
+    }
+
     /// The limits a job ad asks for, with defaults for what it leaves out.
     pub fn from_ad(ad: &ClassAd) -> Limits {
         let d = Limits::default();

@@ -7,12 +7,14 @@
 //! * [`verify`]: the receiver's checks (trust, clock skew, signature, replay).
 //! * [`server`]: axum layers and extractors: a handler gets [`Caller`] and the body.
 //! * [`client`]: the signing HTTP client.
+//! * [`pool`]: the messages between negotiator, schedd and execute host.
 //! * [`error`]: rejections and the `{"error": "..."}` body every daemon answers with.
 #![warn(missing_docs)]
 
 pub mod client;
 pub mod error;
 pub mod key;
+pub mod pool;
 pub mod server;
 pub mod sign;
 pub mod trust;

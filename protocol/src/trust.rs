@@ -39,11 +39,14 @@ pub enum Role {
     Host,
     /// A pool administrator: passes every check a `user` passes, on anyone's jobs.
     Admin,
+    /// The central manager (collector and negotiator): hands out matches.
+    Negotiator,
 }
 
 impl Role {
     /// Every role, in trust-file spelling order.
-    pub const ALL: [Role; 4] = [Role::User, Role::Schedd, Role::Host, Role::Admin];
+    pub const ALL: [Role; 5] =
+        [Role::User, Role::Schedd, Role::Host, Role::Admin, Role::Negotiator];
 
     /// The trust file's word for the role.
     pub fn as_str(self) -> &'static str {
@@ -52,6 +55,7 @@ impl Role {
             Role::Schedd => "schedd",
             Role::Host => "host",
             Role::Admin => "admin",
+            Role::Negotiator => "negotiator",
         }
     }
 
@@ -97,7 +101,7 @@ pub enum TrustErrorKind {
     #[error("the trust file is not UTF-8 text")]
     NotText,
     /// The first word is not a role.
-    #[error("unknown role `{0}` (expected user, schedd, host or admin)")]
+    #[error("unknown role `{0}` (expected user, schedd, host, admin or negotiator)")]
     UnknownRole(String),
     /// A field is missing.
     #[error("missing the {0}; expected `ROLE IDENTITY ed25519 PUBLIC-KEY`")]
@@ -322,7 +326,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             format!(
-                "{}:2: unknown role `bogus` (expected user, schedd, host or admin)",
+                "{}:2: unknown role `bogus` (expected user, schedd, host, admin or negotiator)",
                 p.display()
             )
         );

@@ -2,9 +2,13 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod central;
+pub mod collector;
 pub mod eventlog;
 pub mod job;
+pub mod negotiator;
 pub mod policy;
 pub mod queue;
 pub mod schedd;
+pub mod shadow;
 pub mod userlog;

@@ -68,6 +68,27 @@ pub const PROTECTED_ATTRS: &[&str] = &[
     "CumulativeSuspensionTime",
 ];
 
+/// The attribute holding a running job's claim id: a secret, kept in the queue
+/// so a restarted schedd can reconnect, never shown by queries or history.
+pub const CLAIM_ID_ATTR: &str = "ClaimId";
+
+/// What the shadows and the negotiation tell the queue about jobs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PoolOp {
+    /// The job was matched (LastMatchTime, NumJobMatches).
+    Matched,
+    /// The job's autocluster found no match (LastRejMatchReason, LastRejMatchTime).
+    Rejected(String),
+    /// The job started on a claim: these attributes (RemoteHost, ClaimId, ...) are set.
+    Started(ClassAd),
+    /// The shadow's periodic update of a running job.
+    Update(ClassAd),
+    /// The shadow reconnected to the running job (NumJobReconnects).
+    Reconnected,
+    /// The job stopped without ending (evicted, lease lost): back to idle.
+    Evicted(ClassAd),
+}
+
 /// Who asks for a change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Actor {
@@ -463,6 +484,7 @@ enum Op {
     Submit(Actor, Submit),
     Change(Actor, Targets, Change),
     Started(JobId),
+    Pool(Vec<JobId>, PoolOp),
     Exited(JobId, ClassAd),
     Periodic,
     StoreModule(String, Vec<u8>),
@@ -653,6 +675,13 @@ impl Queue {
     /// A job started running (from its shadow).
     pub async fn job_started(&self, id: JobId, now: i64) -> Result<(), QueueError> {
         self.call(Op::Started(id), now).await.map(|_| ())
+    }
+
+    /// Records what a shadow or the negotiation learned about jobs (see
+    /// [`PoolOp`]). Jobs no longer in the queue are skipped; a job in the wrong
+    /// state for the operation is an error (for a single job) or skipped.
+    pub async fn pool(&self, ids: Vec<JobId>, op: PoolOp, now: i64) -> Result<(), QueueError> {
+        self.call(Op::Pool(ids, op), now).await.map(|_| ())
     }
 
     /// A job ended; `ending` carries ExitCode/ExitBySignal/ExitSignal and usage, or a
@@ -875,6 +904,12 @@ impl Ctx<'_, '_> {
                 self.change(&ids, change, actor).map(Reply::Report)
             }
             Op::Started(id) => self.started(*id).map(|_| Reply::Done),
+            Op::Pool(ids, op) => {
+                for id in ids {
+                    self.pool_op(*id, op)?;
+                }
+                Ok(Reply::Done)
+            }
             Op::Exited(id, ending) => self.exited(*id, ending).map(|_| Reply::Done),
             Op::Periodic => self.periodic().map(Reply::Report),
             Op::StoreModule(digest, bytes) => {
@@ -1229,6 +1264,71 @@ impl Ctx<'_, '_> {
         Ok(())
     }
 
+    fn pool_op(&mut self, id: JobId, op: &PoolOp) -> Result<(), QueueError> {
+        let now = self.now;
+        let Some(p) = self.state.jobs.get_mut(&id) else { return Ok(()) };
+        let int = |ad: &ClassAd, n: &str| match ad.eval_attr(n) {
+            Value::Int(v) => v,
+            _ => 0,
+        };
+        match op {
+            PoolOp::Matched => {
+                let n = int(&p.ad, "NumJobMatches");
+                p.ad.insert_value("NumJobMatches", n + 1);
+                p.ad.insert_value("LastMatchTime", now);
+            }
+            PoolOp::Rejected(reason) => {
+                if p.status != JobStatus::Idle {
+                    return Ok(());
+                }
+                p.ad.insert_value("LastRejMatchReason", reason.as_str());
+                p.ad.insert_value("LastRejMatchTime", now);
+            }
+            PoolOp::Started(attrs) => {
+                if p.status != JobStatus::Idle {
+                    return Err(QueueError::Invalid(format!(
+                        "job {id} cannot start: status {}",
+                        p.status.letter()
+                    )));
+                }
+                p.ad.update(attrs);
+                return self.started(id);
+            }
+            PoolOp::Update(attrs) => {
+                if !p.status.is_active() {
+                    return Ok(());
+                }
+                p.ad.update(attrs);
+            }
+            PoolOp::Reconnected => {
+                let n = int(&p.ad, "NumJobReconnects");
+                p.ad.insert_value("NumJobReconnects", n + 1);
+                p.ad.insert_value("JobLastReconnectTime", now);
+            }
+            PoolOp::Evicted(attrs) => {
+                let was = p.status;
+                p.ad.update(attrs);
+                if let Some(host) = p.ad.remove("RemoteHost") {
+                    p.ad.insert("LastRemoteHost", host);
+                }
+                p.ad.remove(CLAIM_ID_ATTR);
+                p.ad.remove("StartdAddr");
+                p.ad.insert_value("LastVacateTime", now);
+                match was {
+                    JobStatus::Running => {
+                        self.set_status(id, JobStatus::Idle);
+                        self.persist(id)?;
+                        self.event(id, EventKind::Requeued);
+                    }
+                    JobStatus::Removed => return self.leave(id),
+                    _ => self.persist(id)?,
+                }
+                return Ok(());
+            }
+        }
+        self.persist(id)
+    }
+
     fn exited(&mut self, id: JobId, ending: &ClassAd) -> Result<(), QueueError> {
         let Some(p) = self.state.jobs.get_mut(&id) else {
             return Err(QueueError::NotFound(format!("job {id} is not in the queue")));
@@ -1241,6 +1341,10 @@ impl Ctx<'_, '_> {
             )));
         }
         p.ad.update(ending);
+        p.ad.remove(CLAIM_ID_ATTR);
+        if let Some(host) = p.ad.remove("RemoteHost") {
+            p.ad.insert("LastRemoteHost", host);
+        }
         if was == JobStatus::Removed {
             return self.leave(id);
         }

@@ -49,7 +49,16 @@ pub struct Schedd {
     /// The job queue.
     pub queue: Queue,
     clock: Arc<dyn Clock>,
+    events: EventTap,
 }
+
+type EventTap = Arc<
+    std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedSender<Vec<crate::queue::QueueEvent>>>>,
+>;
+
+/// The queue's events after each commit, for the schedd's pool side (shadows,
+/// negotiation): see [`Schedd::take_events`].
+pub type EventStream = tokio::sync::mpsc::UnboundedReceiver<Vec<crate::queue::QueueEvent>>;
 
 impl Schedd {
     /// Opens the queue in `config.data_dir` (created if missing).
@@ -60,8 +69,29 @@ impl Schedd {
         let mut qc = QueueConfig::new(config.data_dir.join("job_queue.db"), &config.name);
         qc.history_max_jobs = config.history_max_jobs;
         qc.history_max_age = config.history_max_age;
-        qc.sink = Some(crate::eventlog::sink_for(config.submit_host.clone()));
-        Ok(Schedd { queue: Queue::open(qc)?, clock })
+        let log = crate::eventlog::sink_for(config.submit_host.clone());
+        let tap: EventTap = Arc::new(std::sync::Mutex::new(None));
+        let t = tap.clone();
+        qc.sink = Some(Box::new(move |events: &[crate::queue::QueueEvent]| {
+            log(events);
+            if let Some(tx) = &*t.lock().unwrap_or_else(|e| e.into_inner()) {
+                let _ = tx.send(events.to_vec());
+            }
+        }));
+        Ok(Schedd { queue: Queue::open(qc)?, clock, events: tap })
+    }
+
+    /// The stream of the queue's events from now on (a later call replaces
+    /// the earlier stream).
+    pub fn take_events(&self) -> EventStream {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        *self.events.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        rx
+    }
+
+    /// The schedd's clock.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
     }
 
     /// The API, behind `auth` (signed requests) and a role check.
@@ -219,10 +249,18 @@ async fn submit(
 
 fn project(ad: &ClassAd, projection: &[String]) -> String {
     if projection.is_empty() {
+        if ad.contains(crate::queue::CLAIM_ID_ATTR) {
+            let mut ad = ad.clone();
+            ad.remove(crate::queue::CLAIM_ID_ATTR);
+            return ad.to_string();
+        }
         return ad.to_string();
     }
     let mut out = ClassAd::new();
     for p in projection {
+        if p.eq_ignore_ascii_case(crate::queue::CLAIM_ID_ATTR) {
+            continue;
+        }
         if let Some((name, e)) = ad.get_entry(p) {
             out.insert(name.clone(), e.clone());
         }

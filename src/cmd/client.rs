@@ -1,4 +1,4 @@
-//! What the commands that talk to the schedd share: the signed client, a runtime,
+//! What the commands that talk to a daemon share: the signed client, a runtime,
 //! the clock, and how their errors read.
 
 use std::sync::Arc;
@@ -8,11 +8,11 @@ use anyhow::{Result, anyhow};
 
 use crate::settings::Settings;
 
-/// A signed connection to the schedd, with a runtime to drive it.
+/// A signed connection to a daemon (the schedd, the collector), with a runtime to drive it.
 pub struct Session {
     /// The client.
     pub client: Client,
-    /// The schedd's URL.
+    /// The daemon's URL.
     pub url: String,
     rt: tokio::runtime::Runtime,
 }
@@ -21,8 +21,20 @@ impl Session {
     /// Connects as the configured user to the configured schedd.
     pub fn open() -> Result<Session> {
         let s = Settings::load()?;
-        let keypair = Arc::new(s.keypair()?);
         let url = s.schedd_url()?;
+        Session::open_url(&s, url)
+    }
+
+    /// Connects as the configured user to the configured collector.
+    pub fn collector() -> Result<Session> {
+        let s = Settings::load()?;
+        let url = s.collector_url()?;
+        Session::open_url(&s, url)
+    }
+
+    /// Connects as the user `settings` name to the daemon at `url`.
+    pub fn open_url(settings: &Settings, url: String) -> Result<Session> {
+        let keypair = Arc::new(settings.keypair()?);
         let client = Client::new(&url, keypair)?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         Ok(Session { client, url, rt })

@@ -108,6 +108,25 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
 fn daemon(listen: Option<SocketAddr>) -> Result<ExitCode> {
     let base = andes_host::daemon::base_config(std::env::vars());
     let s = Settings::load_over(base)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(serve(s, listen, None, async {
+        let _ = tokio::signal::ctrl_c().await;
+    }))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the execute host daemon from `s` (loaded over
+/// `andes_host::daemon::base_config`) until it has shut down: binds
+/// (HOST_ADDRESS unless `listen`), writes HOST_ADDRESS_FILE, reports the
+/// address on `ready` and, with COLLECTOR_HOST set, joins the pool
+/// (publishes its slots, takes claims). When `stop` completes the host shuts
+/// down gracefully; a Ctrl-C after that makes it fast.
+pub async fn serve(
+    s: Settings,
+    listen: Option<SocketAddr>,
+    ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     let execute = s.path("EXECUTE")?;
     let trust_path = s.path("TRUST_FILE")?;
     let trust = TrustFile::load(&trust_path).with_context(|| {
@@ -122,7 +141,11 @@ fn daemon(listen: Option<SocketAddr>) -> Result<ExitCode> {
     };
     std::fs::create_dir_all(&execute)
         .with_context(|| format!("creating EXECUTE {}", execute.display()))?;
-    let info = andes_host::daemon::machine_info(&execute);
+    let mut info = andes_host::daemon::machine_info(&execute);
+    // STARTD_NAME names the slots `slotN@STARTD_NAME` (several hosts on one machine).
+    if let Some(name) = s.get("STARTD_NAME")? {
+        info.hostname = name;
+    }
     let config = DaemonConfig::from_config(s.config(), execute.clone(), info)?;
     let slots = config.policy.slot_layout(
         config.info.cpus,
@@ -136,54 +159,80 @@ fn daemon(listen: Option<SocketAddr>) -> Result<ExitCode> {
         cache_dir: s.get("MODULE_CACHE")?.map(Into::into),
         ..Default::default()
     })?;
+    let collector = s.collector_host()?;
+    let keypair = match &collector {
+        Some(_) => Some(Arc::new(
+            s.daemon_keypair("HOST_KEY_NAME")
+                .context("a host in a pool (COLLECTOR_HOST is set) needs its key")?,
+        )),
+        None => None,
+    };
     let address_file = s.get("HOST_ADDRESS_FILE")?;
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(async move {
-        let clock = Arc::new(SystemClock);
-        let mut daemon =
-            Daemon::new(config, Arc::new(host), clock, andes_host::daemon::real_measurer())?;
-        daemon.set_logger(Box::new(|line| eprintln!("andes host: {line}")));
-        let remote = daemon.remote();
-        let (listener, addr) =
-            api::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
-        let auth = Auth::new(
-            Verifier::new(trust, VerifierConfig::default()),
-            Arc::new(andes_protocol::SystemClock),
-        );
-        if let Some(f) = &address_file {
-            crate::settings::write_atomically(f, &addr.to_string())
-                .with_context(|| format!("writing HOST_ADDRESS_FILE {f}"))?;
+    let clock = Arc::new(SystemClock);
+    let mut daemon =
+        Daemon::new(config, Arc::new(host), clock.clone(), andes_host::daemon::real_measurer())?;
+    let remote = daemon.remote();
+    let (listener, addr) =
+        api::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    let auth = Auth::new(
+        Verifier::new(trust, VerifierConfig::default()),
+        Arc::new(andes_protocol::SystemClock),
+    );
+    let mut app = api::router(remote.clone(), &auth);
+    let mut publisher = None;
+    if let (Some(url), Some(keypair)) = (&collector, keypair) {
+        let client = Client::new(url, keypair)?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        daemon.join_pool(addr.to_string(), tx);
+        publisher = Some(andes_host::daemon::pool::spawn_publisher(client, rx));
+        app = app.merge(andes_host::daemon::pool::router(remote.clone(), clock, &auth));
+    }
+    if let Some(f) = &address_file {
+        crate::settings::write_atomically(f, &addr.to_string())
+            .with_context(|| format!("writing HOST_ADDRESS_FILE {f}"))?;
+    }
+    eprintln!(
+        "andes host listening on {addr}; {} slots; sandboxes under {}{}",
+        slots.len(),
+        execute.display(),
+        match &collector {
+            Some(c) => format!("; pool {c}"),
+            None => String::new(),
         }
-        eprintln!(
-            "andes host listening on {addr}; {} slots; sandboxes under {}",
-            slots.len(),
-            execute.display()
-        );
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(api::serve(remote.clone(), auth, listener, async move {
-            let _ = stop_rx.await;
-        }));
-        // Ctrl-C: a graceful shutdown (condor_off); a second one, fast.
-        let interrupts = tokio::spawn(async move {
-            for mode in [OffMode::Graceful, OffMode::Fast] {
-                if tokio::signal::ctrl_c().await.is_err() {
-                    return;
-                }
-                eprintln!("andes host: interrupted, shutting down ({mode:?})");
-                let _ = remote.command(andes_host::daemon::Command::Off(mode.into())).await;
-            }
-        });
-        daemon.run().await;
-        interrupts.abort();
-        let _ = stop_tx.send(());
-        let _ = server.await;
-        if let Some(f) = &address_file {
-            let _ = std::fs::remove_file(f);
+    );
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    // The stop signal: a graceful shutdown (condor_off); a Ctrl-C after it, fast.
+    let interrupts = tokio::spawn(async move {
+        stop.await;
+        eprintln!("andes host: shutting down (graceful)");
+        let _ = remote.command(andes_host::daemon::Command::Off(OffMode::Graceful.into())).await;
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("andes host: interrupted again, shutting down (fast)");
+            let _ = remote.command(andes_host::daemon::Command::Off(OffMode::Fast.into())).await;
         }
-        eprintln!("andes host: shutdown complete");
-        Ok::<_, anyhow::Error>(())
-    })?;
-    Ok(ExitCode::SUCCESS)
+    });
+    if let Some(r) = ready {
+        let _ = r.send(addr);
+    }
+    daemon.run().await;
+    interrupts.abort();
+    if let Some(p) = publisher {
+        p.abort();
+    }
+    let _ = stop_tx.send(());
+    let _ = server.await;
+    if let Some(f) = &address_file {
+        let _ = std::fs::remove_file(f);
+    }
+    eprintln!("andes host: shutdown complete");
+    Ok(())
 }
 
 /// A signed client of this host's daemon, with a runtime to drive it.
@@ -256,7 +305,7 @@ fn text(ad: &ClassAd, name: &str) -> String {
 }
 
 /// `d+hh:mm:ss`, as condor_status prints durations.
-fn duration(secs: i64) -> String {
+pub(crate) fn duration_text(secs: i64) -> String {
     let s = secs.max(0);
     format!("{}+{:02}:{:02}:{:02}", s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60)
 }
@@ -284,7 +333,7 @@ pub fn table(ads: &[ClassAd], now: i64) -> String {
             text(ad, "Activity"),
             format!("{load:.3}"),
             text(ad, "Memory"),
-            duration(now - entered),
+            duration_text(now - entered),
         ]);
     }
     let mut width = [0usize; 8];
@@ -338,13 +387,13 @@ pub fn table(ads: &[ClassAd], now: i64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{duration, table};
+    use super::{duration_text, table};
 
     #[test]
     fn durations_read_as_condor_status_prints_them() {
-        assert_eq!(duration(0), "0+00:00:00");
-        assert_eq!(duration(93_784), "1+02:03:04");
-        assert_eq!(duration(-5), "0+00:00:00");
+        assert_eq!(duration_text(0), "0+00:00:00");
+        assert_eq!(duration_text(93_784), "1+02:03:04");
+        assert_eq!(duration_text(-5), "0+00:00:00");
     }
 
     #[test]

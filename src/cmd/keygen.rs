@@ -13,8 +13,8 @@ use clap::Args;
 pub struct KeygenArgs {
     /// The key's name: a user's or a daemon's (default: your user name).
     name: Option<String>,
-    /// Where to write the key files (default: `keys/` in the andes configuration
-    /// directory, `$ANDES_CONFIG_DIR` or e.g. `~/.config/andes`).
+    /// Where to write the key files (default: KEYS_DIR, which is `keys/` in the
+    /// andes configuration directory, `$ANDES_CONFIG_DIR` or e.g. `~/.config/andes`).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// Replace an existing key pair of that name.
@@ -41,7 +41,13 @@ pub fn run(args: KeygenArgs) -> Result<ExitCode> {
     };
     let dir = match args.dir {
         Some(d) => d,
-        None => key::keys_dir()?,
+        None => match crate::settings::Settings::load()
+            .ok()
+            .and_then(|s| s.get("KEYS_DIR").ok().flatten())
+        {
+            Some(d) => PathBuf::from(d),
+            None => key::keys_dir()?,
+        },
     };
     let keypair = Keypair::generate(&name)?;
     let saved = keypair.save(&dir, args.force).map_err(|e| match e {

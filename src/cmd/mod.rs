@@ -1,12 +1,15 @@
 //! The `andes` subcommands.
 
 pub mod act;
+pub mod central;
 pub mod classad;
 pub mod client;
 pub mod host;
 pub mod keygen;
+pub mod pool;
 pub mod q;
 pub mod run;
 pub mod schedd;
+pub mod status;
 pub mod submit;
 pub mod vacate;

@@ -17,13 +17,13 @@ use crate::cmd::client::{self, Session};
 pub struct Format {
     /// Every attribute of each job, in old ClassAd syntax.
     #[arg(long = "long", short = 'l')]
-    long: bool,
+    pub(crate) long: bool,
     /// Every attribute of each job, as a JSON array of ads (HTCondor's form).
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Only these attributes' values, one job per line ("autoformat").
     #[arg(long = "af", num_args = 1.., value_name = "ATTR")]
-    af: Vec<String>,
+    pub(crate) af: Vec<String>,
 }
 
 /// Arguments of `andes q`.
@@ -148,7 +148,8 @@ fn parse_ads(r: &QueryReply) -> Result<Vec<ClassAd>> {
 }
 
 impl Format {
-    fn is_set(&self) -> bool {
+    /// Whether `-long`, `-json` or `-af` was given.
+    pub(crate) fn is_set(&self) -> bool {
         self.long || self.json || !self.af.is_empty()
     }
 
@@ -183,7 +184,8 @@ fn af_value(v: &Value) -> String {
     }
 }
 
-fn int(ad: &ClassAd, name: &str) -> i64 {
+/// An attribute's value as an integer (reals truncated), 0 when it is not a number.
+pub(crate) fn int(ad: &ClassAd, name: &str) -> i64 {
     match ad.eval_attr(name) {
         Value::Int(i) => i,
         Value::Real(r) if r.is_finite() => r as i64,
@@ -191,7 +193,8 @@ fn int(ad: &ClassAd, name: &str) -> i64 {
     }
 }
 
-fn string(ad: &ClassAd, name: &str) -> String {
+/// An attribute's string value, empty when it is not a string.
+pub(crate) fn string(ad: &ClassAd, name: &str) -> String {
     match ad.eval_attr(name) {
         Value::Str(s) => s.to_string(),
         _ => String::new(),

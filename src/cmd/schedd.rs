@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use andes_protocol::{Auth, SystemClock, TrustFile, Verifier, VerifierConfig};
 use andes_scheduler::schedd::{self, BODY_LIMIT, Schedd, ScheddConfig};
+use andes_scheduler::shadow::{PoolConfig, ScheddPool};
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 
@@ -23,12 +24,30 @@ pub struct ScheddArgs {
 /// Runs the schedd until interrupted.
 pub fn run(args: ScheddArgs) -> Result<ExitCode> {
     let s = Settings::load()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(serve(s, args.listen, None, async {
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("andes schedd: interrupted, stopping");
+    }))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs a schedd from `s` until `stop` completes: binds (SCHEDD_ADDRESS unless
+/// `listen`), writes SCHEDD_ADDRESS_FILE, reports the address on `ready`, and,
+/// with COLLECTOR_HOST set, joins the pool (advertises, takes matches, runs
+/// shadows).
+pub async fn serve(
+    s: Settings,
+    listen: Option<SocketAddr>,
+    ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     let spool = s.path("SPOOL")?;
     let trust_path = s.path("TRUST_FILE")?;
     let trust = TrustFile::load(&trust_path).with_context(|| {
         format!("the schedd needs the pool's trust file {} (TRUST_FILE)", trust_path.display())
     })?;
-    let listen: SocketAddr = match args.listen {
+    let listen: SocketAddr = match listen {
         Some(a) => a,
         None => {
             let a = s.require("SCHEDD_ADDRESS")?;
@@ -44,38 +63,59 @@ pub fn run(args: ScheddArgs) -> Result<ExitCode> {
         history_max_age: s.int("HISTORY_MAX_AGE")?,
         submit_host: String::new(),
     };
+    let collector = s.collector_host()?;
+    let keypair = match s.daemon_keypair("SCHEDD_KEY_NAME") {
+        Ok(k) => Some(Arc::new(k)),
+        Err(e) if collector.is_some() => {
+            return Err(e.context("a schedd in a pool (COLLECTOR_HOST is set) needs its key"));
+        }
+        Err(_) => None,
+    };
+    let secs = |name: &str, default: i64| -> Result<Duration> {
+        Ok(Duration::from_secs(s.secs(name, default)?.max(0) as u64))
+    };
     let address_file = s.get("SCHEDD_ADDRESS_FILE")?;
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(async move {
-        let clock = Arc::new(SystemClock);
-        let (listener, addr) =
-            schedd::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
-        config.submit_host = format!("<{addr}>");
-        let schedd = Schedd::open(&config, clock.clone())?;
-        let auth = Auth::with_body_limit(
-            Verifier::new(trust, VerifierConfig::default()),
-            clock,
-            BODY_LIMIT,
-        );
-        if let Some(f) = &address_file {
-            crate::settings::write_atomically(f, &addr.to_string())
-                .with_context(|| format!("writing SCHEDD_ADDRESS_FILE {f}"))?;
+    let clock = Arc::new(SystemClock);
+    let (listener, addr) =
+        schedd::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    config.submit_host = format!("<{addr}>");
+    let schedd = Schedd::open(&config, clock.clone())?;
+    let auth =
+        Auth::with_body_limit(Verifier::new(trust, VerifierConfig::default()), clock, BODY_LIMIT);
+    let mut app = schedd.router(&auth);
+    if let Some(keypair) = keypair {
+        let mut pc = PoolConfig::new(&config.name, &addr.to_string());
+        pc.collector = collector.clone();
+        pc.claim_worklife = s.secs("CLAIM_WORKLIFE", -1)?;
+        pc.job_lease = s.secs("JOB_LEASE_DURATION", 2400)?.max(1) as u64;
+        pc.queue_update_interval = secs("SHADOW_QUEUE_UPDATE_INTERVAL", 900)?;
+        pc.cleanup_retry_delay = secs("SHADOW_JOB_CLEANUP_RETRY_DELAY", 30)?;
+        pc.max_cleanup_retries = s.secs("SHADOW_MAX_JOB_CLEANUP_RETRIES", 5)?.max(0) as u32;
+        pc.schedd_interval = secs("SCHEDD_INTERVAL", 300)?.max(Duration::from_secs(1));
+        let pool = ScheddPool::start(&schedd, pc, keypair);
+        app = app.merge(pool.router(&auth));
+    }
+    if let Some(f) = &address_file {
+        crate::settings::write_atomically(f, &addr.to_string())
+            .with_context(|| format!("writing SCHEDD_ADDRESS_FILE {f}"))?;
+    }
+    let jobs = schedd.queue.read().len();
+    eprintln!(
+        "andes schedd {} listening on {addr}; queue {} ({jobs} jobs){}",
+        config.name,
+        spool.join("job_queue.db").display(),
+        match &collector {
+            Some(c) => format!("; pool {c}"),
+            None => String::new(),
         }
-        let jobs = schedd.queue.read().len();
-        eprintln!(
-            "andes schedd {} listening on {addr}; queue {} ({jobs} jobs)",
-            config.name,
-            spool.join("job_queue.db").display()
-        );
-        let _periodic = schedd.spawn_periodic(config.periodic_interval);
-        tokio::select! {
-            r = schedd::serve(schedd, auth, listener) => r.context("serving")?,
-            _ = tokio::signal::ctrl_c() => eprintln!("andes schedd: interrupted, stopping"),
-        }
-        if let Some(f) = &address_file {
-            let _ = std::fs::remove_file(f);
-        }
-        Ok::<_, anyhow::Error>(())
-    })?;
-    Ok(ExitCode::SUCCESS)
+    );
+    let _periodic = schedd.spawn_periodic(config.periodic_interval);
+    if let Some(r) = ready {
+        let _ = r.send(addr);
+    }
+    axum::serve(listener, app).with_graceful_shutdown(stop).await.context("serving")?;
+    if let Some(f) = &address_file {
+        let _ = std::fs::remove_file(f);
+    }
+    Ok(())
 }

@@ -290,6 +290,17 @@ pub enum Event {
         /// The preempting claim.
         claim: ClaimRequest,
     },
+    /// The schedd changed attributes of the running job (`andes qedit`): the
+    /// startd's copy of the job ad takes them, and policy sees them at the
+    /// next evaluation.
+    JobUpdated {
+        /// The slot.
+        slot: SlotId,
+        /// The claim the job runs on.
+        claim_id: String,
+        /// The attributes.
+        attrs: ClassAd,
+    },
     /// Sets (`Some`) or clears (`None`) an attribute of one slot's ad or of
     /// all (`andes host set-attr`). `KeyboardIdle` and `ConsoleIdle` set this
     /// way count up from the value set, as measured ones do.
@@ -864,6 +875,20 @@ impl Startd {
             Event::ClaimActivated { slot, claim_id, job } => {
                 if let Some(i) = self.slot_or_reject(slot, &mut acts) {
                     self.on_activate(i, claim_id, job, now, &mut acts);
+                }
+            }
+            Event::JobUpdated { slot, claim_id, attrs } => {
+                if let Some(i) = self.slot_or_reject(slot, &mut acts) {
+                    let s = &mut self.slots[i];
+                    match (&mut s.job, s.claim.as_ref()) {
+                        (Some(job), Some(c)) if c.req.claim_id == claim_id => {
+                            job.ad.update(&attrs);
+                            s.dirty = true;
+                        }
+                        _ => acts.push(Action::EventRejected {
+                            reason: format!("slot {slot}: no job on claim {claim_id}"),
+                        }),
+                    }
                 }
             }
             Event::ClaimReleased { slot, claim_id } => {

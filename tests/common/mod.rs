@@ -1,5 +1,6 @@
 //! What the whole-process tests share: the `andes` command, and a configuration
 //! directory with keys and a trust file.
+#![allow(dead_code)] // each test binary uses its own part
 
 use std::path::Path;
 use std::process::Command;

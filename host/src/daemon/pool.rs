@@ -1,0 +1,689 @@
+//! The pool side of the host daemon: slot offers (claim ids), claims from
+//! schedds, activations with the module and input files, the starter's
+//! reports (the shadow's long poll), job leases, output files, and the ads
+//! sent to the collector.
+//!
+//! The routes are listed in `andes_protocol::pool`. Every exchange is started
+//! by the schedd (its shadow polls), so a host never needs to reach a submit
+//! machine; the host reaches only the collector.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use andes_protocol::pool::{
+    self, ActivateRequest, ClaimReply, ClaimRequest, EditRequest, FileData, JobReport, MatchNotice,
+    NEED_MODULE, ReleaseRequest, RunState, WaitRequest,
+};
+use andes_protocol::{ApiError, Auth, Caller, Role, SignedJson, VerifiedBody};
+use andes_startd::SlotId;
+use axum::Router;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use classad::{ClassAd, Value};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use super::Remote;
+use crate::control::{Clock, Control};
+
+/// Names the sandbox gives the job's standard streams (HTCondor's
+/// `_condor_stdout` and friends).
+pub const STDIN_NAME: &str = "_andes_stdin";
+/// The sandbox name of the job's stdout.
+pub const STDOUT_NAME: &str = "_andes_stdout";
+/// The sandbox name of the job's stderr.
+pub const STDERR_NAME: &str = "_andes_stderr";
+
+/// Modules kept in memory at most (least recently stored dropped first).
+const MAX_MODULES: usize = 256;
+
+/// A job on a claim, as the daemon last saw it.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Bumped on every change.
+    pub version: u64,
+    /// What the job is doing.
+    pub state: RunState,
+    /// GlobalJobId.
+    pub job: Option<String>,
+    /// The running job's control (usage is read from it at answer time).
+    pub ctl: Option<Arc<Control>>,
+    /// The ending, when exited.
+    pub ending: Option<ClassAd>,
+    /// Output files, when exited.
+    pub outputs: Arc<Vec<FileData>>,
+    /// Evicted rather than ended.
+    pub evicted: bool,
+    /// False once the claim is over.
+    pub claim_alive: bool,
+    /// When the job started (Unix seconds).
+    pub started: i64,
+}
+
+impl Report {
+    fn idle(version: u64) -> Report {
+        Report {
+            version,
+            state: RunState::Idle,
+            job: None,
+            ctl: None,
+            ending: None,
+            outputs: Arc::new(Vec::new()),
+            evicted: false,
+            claim_alive: true,
+            started: 0,
+        }
+    }
+
+    /// The wire form, with usage read now.
+    pub fn to_wire(&self, clock: &dyn Clock) -> JobReport {
+        let mut update = ClassAd::new();
+        if let Some(ctl) = &self.ctl {
+            let u = ctl.usage(clock);
+            update.insert_value("RemoteUserCpu", u.remote_user_cpu);
+            update.insert_value("RemoteSysCpu", 0.0);
+            update.insert_value("ImageSize", u.image_size_kib as i64);
+            update.insert_value("DiskUsage", u.disk_usage_kib as i64);
+            update.insert_value("WasmFuelConsumed", u.fuel_consumed as i64);
+            update.insert_value("CumulativeSuspensionTime", u.cumulative_suspension_time);
+        }
+        let job_state = match self.state {
+            RunState::Idle => "Idle",
+            RunState::Running => "Running",
+            RunState::Suspended => "Suspended",
+            RunState::Exited => "Exited",
+        };
+        update.insert_value("JobState", job_state);
+        JobReport {
+            version: self.version,
+            state: self.state,
+            job: self.job.clone(),
+            update: update.to_string(),
+            ending: self.ending.as_ref().map(|a| a.to_string()),
+            outputs: (*self.outputs).clone(),
+            evicted: self.evicted,
+            claim_alive: self.claim_alive,
+        }
+    }
+}
+
+/// A claim the host holds for a schedd.
+pub(crate) struct ClaimEntry {
+    pub slot: SlotId,
+    /// The identity that claimed it: the only one that may use it.
+    pub claimant: String,
+    pub lease_secs: i64,
+    pub lease_until: Option<i64>,
+    pub report: watch::Sender<Report>,
+    pub updates_sent: u32,
+}
+
+impl ClaimEntry {
+    pub(crate) fn new(slot: SlotId, claimant: String) -> ClaimEntry {
+        let (report, _) = watch::channel(Report::idle(1));
+        ClaimEntry { slot, claimant, lease_secs: 0, lease_until: None, report, updates_sent: 0 }
+    }
+
+    /// Changes the report and bumps its version.
+    pub(crate) fn publish(&self, f: impl FnOnce(&mut Report)) {
+        self.report.send_modify(|r| {
+            f(r);
+            r.version += 1;
+        });
+    }
+}
+
+/// A request from the pool routes to the daemon.
+#[derive(Debug)]
+pub enum PoolRequest {
+    /// The negotiator's match notice.
+    Match(MatchNotice),
+    /// A schedd claims a slot.
+    Claim {
+        /// The caller's identity.
+        caller: String,
+        /// The request.
+        req: ClaimRequest,
+    },
+    /// Whether the module is here.
+    HasModule(String),
+    /// Store a module (digest checked by the route).
+    PutModule(String, Arc<[u8]>),
+    /// Run a job on a claim.
+    Activate {
+        /// The caller's identity.
+        caller: String,
+        /// The request.
+        req: Box<ActivateRequest>,
+    },
+    /// Follow a claim's reports.
+    Subscribe {
+        /// The caller's identity.
+        caller: String,
+        /// The claim.
+        claim_id: String,
+    },
+    /// qedit reaches the host's copy of the job ad.
+    Edit {
+        /// The caller's identity.
+        caller: String,
+        /// The request.
+        req: EditRequest,
+    },
+    /// The schedd is done with a claim.
+    Release {
+        /// The caller's identity.
+        caller: String,
+        /// The claim.
+        claim_id: String,
+    },
+}
+
+/// What the daemon answers a [`PoolRequest`].
+#[derive(Debug)]
+pub enum PoolReply {
+    /// Done.
+    Done,
+    /// The claim's answer.
+    Claim(ClaimReply),
+    /// Whether the module is here.
+    Has(bool),
+    /// Reports to follow, and the update intervals (initial, then periodic).
+    Reports(watch::Receiver<Report>, u64, u64),
+}
+
+/// Why the daemon refused a [`PoolRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PoolError {
+    /// No such claim or slot.
+    NotFound(String),
+    /// Not the claimant.
+    Forbidden(String),
+    /// The startd refused.
+    Refused(String),
+    /// The module is not here: send it.
+    NeedModule,
+    /// Input files over the job's RequestDisk or badly named.
+    BadInput(String),
+    /// The claim waits for the slot's current job to leave (preemption):
+    /// activate again later.
+    Pending,
+    /// The daemon is stopping.
+    Stopping,
+}
+
+impl From<PoolError> for ApiError {
+    fn from(e: PoolError) -> ApiError {
+        match e {
+            PoolError::NotFound(m) => ApiError::not_found(m),
+            PoolError::Forbidden(m) => ApiError::forbidden(m),
+            PoolError::Refused(m) => ApiError::new(StatusCode::CONFLICT, m),
+            PoolError::NeedModule => ApiError::new(StatusCode::CONFLICT, NEED_MODULE),
+            PoolError::Pending => ApiError::new(StatusCode::CONFLICT, pool::CLAIM_PENDING),
+            PoolError::BadInput(m) => ApiError::bad_request(m),
+            PoolError::Stopping => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the host daemon is stopping")
+            }
+        }
+    }
+}
+
+/// A fresh claim id for a slot: `<slot>#<128 random bits in hex>`.
+pub fn new_claim_id(slot: SlotId) -> String {
+    let mut bytes = [0u8; 16];
+    rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut bytes);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{slot}#{hex}")
+}
+
+/// The slot a claim id was made for.
+pub fn claim_slot(claim_id: &str) -> Option<SlotId> {
+    claim_id.split_once('#')?.0.parse().ok()
+}
+
+/// `sha256:<hex>` as bytes.
+pub fn parse_digest(digest: &str) -> Option<[u8; 32]> {
+    let hex = digest.strip_prefix("sha256:")?;
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The module store: modules by digest, bounded.
+#[derive(Default)]
+pub(crate) struct Modules {
+    map: HashMap<String, Arc<[u8]>>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl Modules {
+    pub(crate) fn get(&self, digest: &str) -> Option<Arc<[u8]>> {
+        self.map.get(digest).cloned()
+    }
+    pub(crate) fn put(&mut self, digest: String, bytes: Arc<[u8]>) {
+        if self.map.insert(digest.clone(), bytes).is_none() {
+            self.order.push_back(digest);
+            while self.order.len() > MAX_MODULES {
+                if let Some(old) = self.order.pop_front() {
+                    self.map.remove(&old);
+                }
+            }
+        }
+    }
+}
+
+/// Writes the input files into a fresh sandbox.
+pub(crate) fn write_inputs(sandbox: &Path, inputs: &[FileData]) -> std::io::Result<()> {
+    for f in inputs {
+        let path = sandbox.join(&f.name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, &f.data)?;
+    }
+    Ok(())
+}
+
+/// Checks the input files' names and total size against the job's RequestDisk (KiB).
+pub(crate) fn check_inputs(job: &ClassAd, inputs: &[FileData]) -> Result<(), PoolError> {
+    for f in inputs {
+        if !pool::safe_relative_name(&f.name) {
+            return Err(PoolError::BadInput(format!(
+                "input file name {:?} is not allowed",
+                f.name
+            )));
+        }
+    }
+    let total: u64 = inputs.iter().map(|f| f.data.len() as u64).sum();
+    if let Value::Int(kib) = job.eval_attr("RequestDisk")
+        && kib > 0
+        && total > (kib as u64).saturating_mul(1024)
+    {
+        return Err(PoolError::BadInput(format!(
+            "the input files hold {total} bytes, more than the job's RequestDisk ({kib} KiB)"
+        )));
+    }
+    Ok(())
+}
+
+/// The output files of a finished job: TransferOutput's list if set, else
+/// every top-level file the job created or changed; the streams under their
+/// sandbox names. At most `limit` bytes in all; the rest is reported as an
+/// error in the returned string.
+pub(crate) fn collect_outputs(
+    sandbox: &Path,
+    job: &ClassAd,
+    inputs: &[(String, u64)],
+    limit: u64,
+) -> (Vec<FileData>, Option<String>) {
+    let mut names: Vec<String> = Vec::new();
+    let listed = match job.eval_attr("TransferOutput") {
+        Value::Str(s) if !s.trim().is_empty() => Some(
+            s.split(',')
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect::<Vec<_>>(),
+        ),
+        _ => None,
+    };
+    let mut error = None;
+    match &listed {
+        Some(list) => {
+            for n in list {
+                let base = n.rsplit('/').next().unwrap_or(n).to_string();
+                if !pool::safe_relative_name(&base) || !sandbox.join(&base).is_file() {
+                    error.get_or_insert_with(|| {
+                        format!("transfer_output_files names {n}, which the job did not create")
+                    });
+                    continue;
+                }
+                names.push(base);
+            }
+        }
+        None => {
+            if let Ok(rd) = std::fs::read_dir(sandbox) {
+                for e in rd.flatten() {
+                    let Ok(meta) = e.metadata() else { continue };
+                    if !meta.is_file() {
+                        continue;
+                    }
+                    let name = e.file_name().to_string_lossy().to_string();
+                    if name == STDOUT_NAME || name == STDERR_NAME || name == STDIN_NAME {
+                        continue;
+                    }
+                    // An input file the job left as it was does not go back.
+                    if inputs.iter().any(|(n, len)| *n == name && *len == meta.len()) {
+                        continue;
+                    }
+                    names.push(name);
+                }
+            }
+        }
+    }
+    for s in [STDOUT_NAME, STDERR_NAME] {
+        if sandbox.join(s).is_file() {
+            names.push(s.to_string());
+        }
+    }
+    names.sort();
+    names.dedup();
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    for name in names {
+        match std::fs::read(sandbox.join(&name)) {
+            Ok(data) => {
+                total += data.len() as u64;
+                if total > limit {
+                    error.get_or_insert_with(|| {
+                        format!("the output files exceed the job's RequestDisk ({limit} bytes)")
+                    });
+                    break;
+                }
+                out.push(FileData { name, data });
+            }
+            Err(e) => {
+                error.get_or_insert_with(|| format!("cannot read output file {name}: {e}"));
+            }
+        }
+    }
+    (out, error)
+}
+
+/// Sends the slot ads the daemon publishes to the collector at `client`
+/// (`POST /v1/collector/update`), newest ad per slot first, until the daemon
+/// drops its sender. Failures are logged once per outage and retried with
+/// the next ad.
+pub fn spawn_publisher(
+    client: andes_protocol::Client,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<super::PublishedAd>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut failing = false;
+        while let Some(first) = rx.recv().await {
+            // Coalesce what queued up meanwhile: only each slot's newest ad matters.
+            let mut latest: Vec<super::PublishedAd> = vec![first];
+            while let Ok(next) = rx.try_recv() {
+                let name = next.ad.get("Name").map(|e| e.to_string());
+                latest.retain(|a| a.ad.get("Name").map(|e| e.to_string()) != name);
+                latest.push(next);
+            }
+            for p in latest {
+                let body = pool::CollectorUpdate {
+                    kind: "Machine".into(),
+                    ad: p.ad.to_string(),
+                    private: Some(p.private.to_string()),
+                };
+                match client.post_json("/v1/collector/update", &body).await {
+                    Ok(r) if r.status.is_success() => {
+                        if failing {
+                            tracing::info!("the collector takes our ads again");
+                        }
+                        failing = false;
+                    }
+                    Ok(r) => {
+                        if !failing {
+                            tracing::warn!(
+                                "the collector refused a slot ad: {}",
+                                r.error_reason().unwrap_or_default()
+                            );
+                        }
+                        failing = true;
+                    }
+                    Err(e) => {
+                        if !failing {
+                            tracing::warn!("cannot send slot ads to the collector: {e}");
+                        }
+                        failing = true;
+                    }
+                }
+            }
+        }
+    })
+}
+
+#[derive(Clone)]
+struct PoolState {
+    remote: Remote,
+    clock: Arc<dyn Clock>,
+}
+
+/// The pool routes (see `andes_protocol::pool`), behind `auth`.
+pub fn router(remote: Remote, clock: Arc<dyn Clock>, auth: &Auth) -> Router {
+    let negotiator = Router::new()
+        .route("/v1/host/match", post(match_notice))
+        .route_layer(andes_protocol::require(&[Role::Negotiator, Role::Admin]));
+    let schedd = Router::new()
+        .route("/v1/host/claim", post(claim))
+        .route("/v1/host/modules/{digest}", get(has_module).put(put_module))
+        .route("/v1/host/activate", post(activate))
+        .route("/v1/host/wait", post(wait))
+        .route("/v1/host/edit", post(edit))
+        .route("/v1/host/release", post(release))
+        .route_layer(andes_protocol::require(&[Role::Schedd]));
+    negotiator.merge(schedd).layer(auth.layer()).with_state(PoolState { remote, clock })
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+async fn ask(s: &PoolState, req: PoolRequest) -> ApiResult<PoolReply> {
+    s.remote.pool(req).await.map_err(ApiError::from)
+}
+
+async fn match_notice(
+    State(s): State<PoolState>,
+    SignedJson(req): SignedJson<MatchNotice>,
+) -> ApiResult<StatusCode> {
+    ask(&s, PoolRequest::Match(req)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn claim(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<ClaimRequest>,
+) -> ApiResult<axum::Json<ClaimReply>> {
+    match ask(&s, PoolRequest::Claim { caller: caller.identity, req }).await? {
+        PoolReply::Claim(r) => Ok(axum::Json(r)),
+        _ => Err(ApiError::internal("unexpected reply")),
+    }
+}
+
+async fn has_module(
+    State(s): State<PoolState>,
+    UrlPath(digest): UrlPath<String>,
+) -> ApiResult<StatusCode> {
+    match ask(&s, PoolRequest::HasModule(digest)).await? {
+        PoolReply::Has(true) => Ok(StatusCode::OK),
+        _ => Ok(StatusCode::NOT_FOUND),
+    }
+}
+
+async fn put_module(
+    State(s): State<PoolState>,
+    UrlPath(digest): UrlPath<String>,
+    VerifiedBody(body): VerifiedBody,
+) -> ApiResult<StatusCode> {
+    let actual = format!("sha256:{:x}", Sha256::digest(&body));
+    if actual != digest {
+        return Err(ApiError::bad_request(format!(
+            "module digest mismatch: named {digest}, content is {actual}"
+        )));
+    }
+    if !body.starts_with(b"\0asm") {
+        return Err(ApiError::bad_request(format!("{digest} is not a Wasm module")));
+    }
+    ask(&s, PoolRequest::PutModule(digest, Arc::from(&body[..]))).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Waits for a report newer than `since`, or until the next periodic update
+/// is due, or `max` passes; renews nothing itself (the daemon sees the
+/// receiver alive).
+async fn follow(
+    s: &PoolState,
+    mut rx: watch::Receiver<Report>,
+    since: u64,
+    initial: u64,
+    periodic: u64,
+    max: Option<Duration>,
+) -> JobReport {
+    loop {
+        let (version, started, state) = {
+            let r = rx.borrow_and_update();
+            (r.version, r.started, r.state)
+        };
+        if version > since {
+            break;
+        }
+        let now = i64::try_from(s.clock.unix_now()).unwrap_or(i64::MAX);
+        let due = if state == RunState::Running || state == RunState::Suspended {
+            let first = started.saturating_add(initial as i64);
+            if now < first {
+                first - now
+            } else {
+                periodic as i64 - (now - first) % periodic.max(1) as i64
+            }
+        } else {
+            periodic as i64
+        };
+        let mut wait = Duration::from_secs(due.max(1) as u64);
+        if let Some(m) = max {
+            wait = wait.min(m);
+        }
+        tokio::select! {
+            changed = rx.changed() => if changed.is_err() { break },
+            _ = s.clock.sleep_until(s.clock.now() + wait) => break,
+        }
+    }
+    let r = rx.borrow().clone();
+    r.to_wire(s.clock.as_ref())
+}
+
+async fn activate(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<ActivateRequest>,
+) -> ApiResult<axum::Json<JobReport>> {
+    let wait_ms = req.wait_ms.min(60_000);
+    let claim_id = req.claim_id.clone();
+    ask(&s, PoolRequest::Activate { caller: caller.identity.clone(), req: Box::new(req) }).await?;
+    let PoolReply::Reports(rx, initial, periodic) =
+        ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id }).await?
+    else {
+        return Err(ApiError::internal("unexpected reply"));
+    };
+    let since = rx.borrow().version;
+    if wait_ms == 0 {
+        return Ok(axum::Json(rx.borrow().to_wire(s.clock.as_ref())));
+    }
+    // Answer when the job ends within wait_ms, else with its running report.
+    let mut rx2 = rx.clone();
+    let deadline = s.clock.now() + Duration::from_millis(wait_ms);
+    loop {
+        if rx2.borrow_and_update().state == RunState::Exited || !rx2.borrow().claim_alive {
+            break;
+        }
+        tokio::select! {
+            c = rx2.changed() => if c.is_err() { break },
+            _ = s.clock.sleep_until(deadline) => break,
+        }
+    }
+    let _ = (since, initial, periodic);
+    Ok(axum::Json(rx2.borrow().to_wire(s.clock.as_ref())))
+}
+
+async fn wait(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<WaitRequest>,
+) -> ApiResult<axum::Json<JobReport>> {
+    let PoolReply::Reports(rx, initial, periodic) =
+        ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id: req.claim_id }).await?
+    else {
+        return Err(ApiError::internal("unexpected reply"));
+    };
+    Ok(axum::Json(follow(&s, rx, req.since, initial, periodic, None).await))
+}
+
+async fn edit(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<EditRequest>,
+) -> ApiResult<StatusCode> {
+    ask(&s, PoolRequest::Edit { caller: caller.identity, req }).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn release(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<ReleaseRequest>,
+) -> ApiResult<StatusCode> {
+    ask(&s, PoolRequest::Release { caller: caller.identity, claim_id: req.claim_id }).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claim_ids_name_their_slot_and_differ() {
+        let a = new_claim_id(3);
+        let b = new_claim_id(3);
+        assert_ne!(a, b);
+        assert_eq!(claim_slot(&a), Some(3));
+        assert_eq!(a.len(), 2 + 32);
+        assert_eq!(claim_slot("junk"), None);
+    }
+
+    #[test]
+    fn digests_parse() {
+        let d = format!("sha256:{}", "ab".repeat(32));
+        assert_eq!(parse_digest(&d), Some([0xab; 32]));
+        assert_eq!(parse_digest("sha256:xyz"), None);
+        assert_eq!(parse_digest(&"ab".repeat(32)), None);
+    }
+
+    #[test]
+    fn outputs_are_new_files_and_streams_within_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        std::fs::write(p.join("input.txt"), b"in").unwrap();
+        std::fs::write(p.join("result.txt"), b"42").unwrap();
+        std::fs::write(p.join(STDOUT_NAME), b"hello").unwrap();
+        std::fs::create_dir(p.join("sub")).unwrap();
+        let job = ClassAd::new();
+        let (out, err) = collect_outputs(p, &job, &[("input.txt".into(), 2)], 1 << 20);
+        let names: Vec<_> = out.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["_andes_stdout", "result.txt"]);
+        assert!(err.is_none());
+        let (_, err) = collect_outputs(p, &job, &[], 3);
+        assert!(err.unwrap().contains("exceed"));
+        let mut listed = ClassAd::new();
+        listed.insert_value("TransferOutput", "result.txt, missing.txt");
+        let (out, err) = collect_outputs(p, &listed, &[], 1 << 20);
+        assert_eq!(out.len(), 2);
+        assert!(err.unwrap().contains("missing.txt"));
+    }
+
+    #[test]
+    fn inputs_are_checked() {
+        let mut job = ClassAd::new();
+        job.insert_value("RequestDisk", 1i64);
+        let ok = vec![FileData { name: "a".into(), data: vec![0; 1024] }];
+        assert!(check_inputs(&job, &ok).is_ok());
+        let big = vec![FileData { name: "a".into(), data: vec![0; 1025] }];
+        assert!(matches!(check_inputs(&job, &big), Err(PoolError::BadInput(_))));
+        let bad = vec![FileData { name: "../x".into(), data: vec![] }];
+        assert!(matches!(check_inputs(&job, &bad), Err(PoolError::BadInput(_))));
+    }
+}

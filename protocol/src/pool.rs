@@ -1,0 +1,343 @@
+//! The pool's messages between daemons: the negotiator's match notices, the
+//! schedd's claims and activations, and the execute host's job reports. The
+//! schedd and the host meet only here (neither crate depends on the other).
+//!
+//! ClassAds travel as text in new ClassAd syntax; files as base64.
+//!
+//! | route (on the host) | role | body → reply |
+//! | --- | --- | --- |
+//! | `POST /v1/host/match` | negotiator | [`MatchNotice`] → 204 |
+//! | `POST /v1/host/claim` | schedd | [`ClaimRequest`] → [`ClaimReply`] |
+//! | `GET/PUT /v1/host/modules/{digest}` | schedd | module bytes |
+//! | `POST /v1/host/activate` | schedd (the claimant) | [`ActivateRequest`] → [`JobReport`] |
+//! | `POST /v1/host/wait` | schedd (the claimant) | [`WaitRequest`] → [`JobReport`] |
+//! | `POST /v1/host/edit` | schedd (the claimant) | [`EditRequest`] → 204 |
+//! | `POST /v1/host/release` | schedd (the claimant) | [`ReleaseRequest`] → 204 |
+//!
+//! | route (on the schedd) | role | body → reply |
+//! | --- | --- | --- |
+//! | `POST /v1/negotiate/demand` | negotiator | [`DemandRequest`] → [`DemandReply`] |
+//! | `POST /v1/negotiate/matches` | negotiator | [`MatchesRequest`] → [`MatchesReply`] |
+//!
+//! The collector's bodies are [`CollectorUpdate`], [`CollectorInvalidate`] and
+//! [`CollectorQuery`]; its routes are in `andes-scheduler`'s collector module.
+//!
+//! A claim id is a secret the host makes for each slot offer. The host gives it
+//! only to the collector, in the slot's private ad; the negotiator passes it only
+//! to the schedd it matched; the schedd presents it, over a signed request, to
+//! claim the slot, and from then on only that schedd's identity may use the claim.
+
+use base64::Engine as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A file carried in a message (an input file, an output file).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileData {
+    /// Its name relative to the sandbox (no `..`, not absolute).
+    pub name: String,
+    /// Its bytes.
+    #[serde(serialize_with = "ser_b64", deserialize_with = "de_b64")]
+    pub data: Vec<u8>,
+}
+
+fn ser_b64<S: Serializer>(data: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(data))
+}
+
+fn de_b64<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    let text = String::deserialize(d)?;
+    base64::engine::general_purpose::STANDARD
+        .decode(text.as_bytes())
+        .map_err(|e| serde::de::Error::custom(format!("file data is not base64: {e}")))
+}
+
+/// True if `name` may be used as a sandbox-relative file name: not empty,
+/// relative, no `..` or `.` components, no backslashes or NULs, at most
+/// 255 bytes per component and 4096 in all.
+pub fn safe_relative_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 4096
+        && !name.starts_with('/')
+        && !name.contains('\\')
+        && !name.contains('\0')
+        && !name.contains(':')
+        && name.split('/').all(|c| !c.is_empty() && c != "." && c != ".." && c.len() <= 255)
+}
+
+/// `POST /v1/host/match`: the negotiator tells a host that a slot was matched.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MatchNotice {
+    /// The slot's `Name`.
+    pub slot: String,
+    /// The claim id of the match.
+    pub claim_id: String,
+}
+
+/// `POST /v1/host/claim`: a schedd claims a slot with the id the negotiator gave it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClaimRequest {
+    /// The claim id.
+    pub claim_id: String,
+    /// The user the claim is for (`RemoteOwner`).
+    pub owner: String,
+    /// The submitter using it (`RemoteUser`), if not the owner.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The schedd's name (`ClientMachine`).
+    pub client_machine: String,
+    /// The request (job) ad.
+    pub ad: String,
+}
+
+/// The answer to a claim.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClaimReply {
+    /// True if the slot is now claimed by the caller.
+    pub accepted: bool,
+    /// Why not.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The slot's ad when claimed.
+    #[serde(default)]
+    pub slot_ad: Option<String>,
+}
+
+/// `POST /v1/host/activate`: run a job on a claim.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ActivateRequest {
+    /// The claim.
+    pub claim_id: String,
+    /// The job ad, `$$()` references expanded against the slot's ad.
+    pub job: String,
+    /// `CmdDigest` of the module; the host answers 409 [`NEED_MODULE`] if it lacks it.
+    pub module_digest: String,
+    /// The input files (transfer_input_files and the stdin file).
+    #[serde(default)]
+    pub inputs: Vec<FileData>,
+    /// JobLeaseDuration: seconds the host keeps the job without hearing from
+    /// the schedd.
+    pub lease_secs: u64,
+    /// Milliseconds the host may wait for the job to end before answering
+    /// (so a short job costs one round trip); 0 answers at once.
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+/// The reason of the 409 a host answers when it lacks the module: `PUT` it to
+/// `/v1/host/modules/{digest}` and activate again.
+pub const NEED_MODULE: &str = "need module";
+
+/// The reason of the 409 a host answers to an activation of a preempting
+/// claim while the slot's previous job is still leaving: activate again later.
+pub const CLAIM_PENDING: &str = "claim pending";
+
+/// `POST /v1/host/wait`: the shadow's long poll for the starter's updates.
+/// Each one renews the job's lease.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WaitRequest {
+    /// The claim.
+    pub claim_id: String,
+    /// The version of the last report seen; the host answers when it has a
+    /// newer one, or when the next periodic update is due.
+    pub since: u64,
+}
+
+/// What a job is doing on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunState {
+    /// No job on the claim (it ended and the report was taken, or none started).
+    Idle,
+    /// Running.
+    Running,
+    /// Suspended by the startd's policy.
+    Suspended,
+    /// Ended: [`JobReport::ending`] says how.
+    Exited,
+}
+
+/// The starter's update (`starter → shadow` in the job-ad flow).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobReport {
+    /// Grows with every change; pass it back as [`WaitRequest::since`].
+    pub version: u64,
+    /// What the job is doing.
+    pub state: RunState,
+    /// The job's `GlobalJobId`, if a job is on the claim.
+    #[serde(default)]
+    pub job: Option<String>,
+    /// RemoteUserCpu, RemoteSysCpu, ImageSize, DiskUsage, JobState,
+    /// WasmFuelConsumed and, on exit, ExitCode/ExitBySignal/ExitSignal, as an ad.
+    pub update: String,
+    /// When exited: the ending (exit or hold attributes) as an ad.
+    #[serde(default)]
+    pub ending: Option<String>,
+    /// When exited: the output files.
+    #[serde(default)]
+    pub outputs: Vec<FileData>,
+    /// True if the job was evicted (vacated, preempted, killed by the host's
+    /// policy) rather than ending on its own: the job goes back to idle.
+    #[serde(default)]
+    pub evicted: bool,
+    /// False once the host has ended the claim (preempted, released, expired).
+    pub claim_alive: bool,
+}
+
+/// `POST /v1/host/edit`: qedit of a running job reaches the host's copy.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EditRequest {
+    /// The claim.
+    pub claim_id: String,
+    /// The attributes, as an ad.
+    pub attrs: String,
+}
+
+/// `POST /v1/host/release`: the schedd is done with a claim (any job on it is killed).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReleaseRequest {
+    /// The claim.
+    pub claim_id: String,
+}
+
+/// One group of a schedd's idle jobs that match alike (an autocluster).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DemandGroup {
+    /// The autocluster id (the schedd's own numbering).
+    pub autocluster: u32,
+    /// The submitter (`Owner@UidDomain` style name).
+    pub submitter: String,
+    /// A representative job ad, `$$()` not expanded.
+    pub ad: String,
+    /// Idle jobs in the group.
+    pub idle: u32,
+}
+
+/// `POST /v1/negotiate/demand`: the negotiator asks for the idle jobs,
+/// grouped by the attributes that matter to this pool's machines.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DemandRequest {
+    /// The job attributes that can change a match (the autocluster key).
+    #[serde(default)]
+    pub significant: Vec<String>,
+}
+
+/// The schedd's idle demand, for one negotiation cycle.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DemandReply {
+    /// The schedd's name.
+    pub schedd: String,
+    /// Its groups.
+    pub groups: Vec<DemandGroup>,
+    /// Running jobs per submitter.
+    #[serde(default)]
+    pub running: Vec<(String, u32)>,
+}
+
+/// One match the negotiator hands a schedd.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MatchGrant {
+    /// The autocluster matched.
+    pub autocluster: u32,
+    /// The slot's ad (public part).
+    pub slot_ad: String,
+    /// The claim id to claim it with.
+    pub claim_id: String,
+    /// The host's address (`host:port`).
+    pub host_address: String,
+    /// True when this match preempts a running claim (rank or priority).
+    #[serde(default)]
+    pub preempting: bool,
+}
+
+/// An autocluster the negotiator could not match, and why.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MatchRejection {
+    /// The autocluster.
+    pub autocluster: u32,
+    /// LastRejMatchReason.
+    pub reason: String,
+}
+
+/// `POST /v1/negotiate/matches`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct MatchesRequest {
+    /// The matches.
+    pub matches: Vec<MatchGrant>,
+    /// The rejections.
+    #[serde(default)]
+    pub rejections: Vec<MatchRejection>,
+}
+
+/// What the schedd did with the matches.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct MatchesReply {
+    /// Matches it will claim.
+    pub taken: u32,
+}
+
+/// `POST /v1/collector/update`: publish an ad (machine ads from hosts,
+/// Scheduler and Submitter ads from schedds).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CollectorUpdate {
+    /// The ad's type: `Machine`, `Scheduler`, `Submitter` or `Negotiator`.
+    pub kind: String,
+    /// The ad.
+    pub ad: String,
+    /// Its private part (a slot's `ClaimId`), never shown to queries.
+    #[serde(default)]
+    pub private: Option<String>,
+}
+
+/// `POST /v1/collector/invalidate`: withdraw an ad.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CollectorInvalidate {
+    /// The ad's type.
+    pub kind: String,
+    /// Its `Name`.
+    pub name: String,
+}
+
+/// `POST /v1/collector/query`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CollectorQuery {
+    /// Only ads of this type (none: every type).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Only ads for which this expression is true.
+    #[serde(default)]
+    pub constraint: Option<String>,
+    /// Only these attributes (none: all).
+    #[serde(default)]
+    pub projection: Vec<String>,
+}
+
+/// The ads a collector query found.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CollectorQueryReply {
+    /// The ads, in new ClassAd syntax.
+    pub ads: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_data_round_trips_as_base64() {
+        let f = FileData { name: "out/x.bin".into(), data: vec![0, 1, 2, 255] };
+        let j = serde_json::to_string(&f).unwrap();
+        assert_eq!(j, r#"{"name":"out/x.bin","data":"AAEC/w=="}"#);
+        assert_eq!(serde_json::from_str::<FileData>(&j).unwrap(), f);
+        let bad = r#"{"name":"x","data":"***"}"#;
+        assert!(serde_json::from_str::<FileData>(bad).unwrap_err().to_string().contains("base64"));
+    }
+
+    #[test]
+    fn relative_names() {
+        for ok in ["a", "a/b.txt", "dir/sub/file"] {
+            assert!(safe_relative_name(ok), "{ok}");
+        }
+        for bad in ["", "/etc/passwd", "../x", "a/../b", "a//b", "./a", "a\\b", "c:x", "a\0"] {
+            assert!(!safe_relative_name(bad), "{bad:?}");
+        }
+    }
+}

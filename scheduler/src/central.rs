@@ -1,0 +1,443 @@
+//! The central manager: the collector's store and the negotiator's cycle.
+//!
+//! A cycle takes a snapshot of the collector's slot ads (with their private
+//! claim ids) and asks every schedd with idle jobs for its demand, grouped by
+//! the attributes the pool's machines care about; the pure planner
+//! ([`crate::negotiator::plan`]) decides; the cycle then hands each schedd its
+//! matches and tells each host which slots were matched. Cycles run every
+//! NEGOTIATOR_INTERVAL, and at once when the collector hears of new idle jobs
+//! or a newly unclaimed slot (its [`Central::poke`]), so an idle pool starts a
+//! job in milliseconds.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use andes_protocol::pool::{
+    DemandReply, DemandRequest, MatchGrant, MatchNotice, MatchRejection, MatchesReply,
+    MatchesRequest,
+};
+use andes_protocol::{Client, Clock, Keypair};
+use classad::{ClassAd, Value};
+use http::Method;
+use tokio::sync::Notify;
+
+use crate::collector::{AdType, Collector};
+use crate::negotiator::{
+    Accountant, AccountantConfig, NegotiatorConfig, Plan, Request, SlotAd, Snapshot,
+    significant_attributes,
+};
+
+/// How the central manager is set up.
+#[derive(Clone, Debug)]
+pub struct CentralConfig {
+    /// NEGOTIATOR_INTERVAL.
+    pub interval: Duration,
+    /// The planner's settings (preemption).
+    pub negotiator: NegotiatorConfig,
+    /// The accountant's settings.
+    pub accountant: AccountantConfig,
+    /// Where the accountant's state is kept across restarts (JSON), if anywhere.
+    pub state_file: Option<PathBuf>,
+}
+
+/// What one cycle did.
+#[derive(Clone, Debug, Default)]
+pub struct CycleStats {
+    /// Slots considered.
+    pub slots: usize,
+    /// Demand groups considered.
+    pub groups: usize,
+    /// Matches made.
+    pub matches: usize,
+    /// Matches the schedds took.
+    pub taken: u32,
+    /// Time spent planning.
+    pub plan_time: Duration,
+    /// Time the whole cycle took.
+    pub total_time: Duration,
+}
+
+/// The central manager's shared state.
+pub struct Central {
+    /// The collector's store (its routes share it).
+    pub collector: Arc<Mutex<Collector>>,
+    accountant: Mutex<Accountant>,
+    poke: Arc<Notify>,
+    clock: Arc<dyn Clock>,
+    keypair: Arc<Keypair>,
+    cfg: CentralConfig,
+    clients: Mutex<HashMap<String, Client>>,
+    /// Offers handed out, by slot name: not offered again until the slot's
+    /// claim id changes.
+    handed: Mutex<HashMap<String, String>>,
+    cycles: std::sync::atomic::AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn str_attr(ad: &ClassAd, name: &str) -> Option<String> {
+    match ad.eval_attr(name) {
+        Value::Str(s) if !s.is_empty() => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+impl Central {
+    /// A central manager over `collector`, signing with `keypair` (role
+    /// `negotiator` in every schedd's and host's trust file).
+    pub fn new(
+        collector: Arc<Mutex<Collector>>,
+        poke: Arc<Notify>,
+        clock: Arc<dyn Clock>,
+        keypair: Arc<Keypair>,
+        cfg: CentralConfig,
+    ) -> Central {
+        let mut accountant = Accountant::new(cfg.accountant);
+        if let Some(f) = &cfg.state_file
+            && let Ok(text) = std::fs::read_to_string(f)
+        {
+            match serde_json::from_str::<Accountant>(&text) {
+                Ok(mut a) => {
+                    a.set_config(cfg.accountant);
+                    accountant = a;
+                }
+                Err(e) => tracing::warn!(
+                    "{}: not an accountant state ({e}); starting afresh",
+                    f.display()
+                ),
+            }
+        }
+        Central {
+            collector,
+            accountant: Mutex::new(accountant),
+            poke,
+            clock,
+            keypair,
+            cfg,
+            clients: Mutex::new(HashMap::new()),
+            handed: Mutex::new(HashMap::new()),
+            cycles: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Wakes the negotiator for a cycle now.
+    pub fn poke(&self) {
+        self.poke.notify_one();
+    }
+
+    /// Cycles run so far.
+    pub fn cycles(&self) -> u64 {
+        self.cycles.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The accountant's table (`andes userprio`).
+    pub fn userprio(&self) -> Vec<crate::negotiator::UserPrioRow> {
+        lock(&self.accountant).rows()
+    }
+
+    /// Sets a submitter's priority factor (`andes userprio -setfactor`).
+    pub fn set_factor(&self, submitter: &str, factor: f64) -> bool {
+        let ok = lock(&self.accountant).set_factor(submitter, factor);
+        self.save();
+        ok
+    }
+
+    fn client(&self, addr: &str) -> Option<Client> {
+        let mut c = lock(&self.clients);
+        if let Some(cl) = c.get(addr) {
+            return Some(cl.clone());
+        }
+        match Client::new(&format!("http://{addr}"), self.keypair.clone()) {
+            Ok(cl) => {
+                let cl = cl.with_timeout(Duration::from_secs(30));
+                c.insert(addr.to_string(), cl.clone());
+                Some(cl)
+            }
+            Err(e) => {
+                tracing::warn!("address {addr}: {e}");
+                None
+            }
+        }
+    }
+
+    fn save(&self) {
+        let Some(f) = &self.cfg.state_file else { return };
+        let text = match serde_json::to_string(&*lock(&self.accountant)) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!("cannot save the accountant: {e}");
+                return;
+            }
+        };
+        let tmp = f.with_extension("tmp");
+        if let Err(e) = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, f)) {
+            tracing::warn!("cannot save the accountant to {}: {e}", f.display());
+        }
+    }
+
+    /// Runs cycles until the task is dropped.
+    pub async fn run(self: Arc<Self>) {
+        loop {
+            let stats = self.cycle().await;
+            if stats.matches > 0 {
+                tracing::info!(
+                    "negotiation: {} slots, {} groups, {} matches ({} taken), plan {:?}, cycle {:?}",
+                    stats.slots,
+                    stats.groups,
+                    stats.matches,
+                    stats.taken,
+                    stats.plan_time,
+                    stats.total_time
+                );
+            }
+            tokio::select! {
+                _ = self.poke.notified() => {}
+                _ = tokio::time::sleep(self.cfg.interval) => {}
+            }
+        }
+    }
+
+    /// One negotiation cycle.
+    pub async fn cycle(&self) -> CycleStats {
+        let started = Instant::now();
+        self.cycles.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let now = self.clock.now();
+        let mut stats = CycleStats::default();
+        let (machines, schedds) = {
+            let mut c = lock(&self.collector);
+            c.expire(now);
+            (c.ads(AdType::Machine, now), c.ads(AdType::Schedd, now))
+        };
+        // Usage, for fair share: claimed slots by their user.
+        let mut in_use: HashMap<String, u32> = HashMap::new();
+        for (ad, _) in &machines {
+            if str_attr(ad, "State").as_deref() == Some("Claimed")
+                && let Some(u) = str_attr(ad, "RemoteOwner").or_else(|| str_attr(ad, "RemoteUser"))
+            {
+                *in_use.entry(u).or_default() += 1;
+            }
+        }
+        // Offers still pending (handed out, not yet claimed) are skipped.
+        let mut slots = Vec::new();
+        {
+            let mut handed = lock(&self.handed);
+            let mut live = HashSet::new();
+            for (ad, private) in &machines {
+                let Some(name) = str_attr(ad, "Name") else { continue };
+                let Some(claim_id) = private.as_ref().and_then(|p| str_attr(p, "ClaimId")) else {
+                    continue;
+                };
+                live.insert(name.clone());
+                if handed.get(&name) == Some(&claim_id) {
+                    continue;
+                }
+                handed.remove(&name);
+                slots.push(SlotAd { ad: ad.clone(), claim_id });
+            }
+            handed.retain(|n, _| live.contains(n));
+        }
+        stats.slots = slots.len();
+        let busy_schedds: Vec<(String, String)> = schedds
+            .iter()
+            .filter(|(ad, _)| matches!(ad.eval_attr("TotalIdleJobs"), Value::Int(n) if n > 0))
+            .filter_map(|(ad, _)| Some((str_attr(ad, "Name")?, str_attr(ad, "MyAddress")?)))
+            .collect();
+        if slots.is_empty() || busy_schedds.is_empty() {
+            self.account(now, &in_use);
+            stats.total_time = started.elapsed();
+            return stats;
+        }
+        let machine_ads: Vec<ClassAd> = slots.iter().map(|s| s.ad.clone()).collect();
+        let significant = significant_attributes(&machine_ads);
+        let mut demands = Vec::new();
+        let asks: Vec<_> = busy_schedds
+            .into_iter()
+            .filter_map(|(name, addr)| {
+                let client = self.client(&addr)?;
+                let req = DemandRequest { significant: significant.clone() };
+                Some(async move {
+                    let r: Result<DemandReply, _> =
+                        client.call(Method::POST, "/v1/negotiate/demand", Some(&req)).await;
+                    (name, addr, r)
+                })
+            })
+            .collect();
+        for (name, addr, r) in futures_join_all(asks).await {
+            match r {
+                Ok(d) => demands.push((name, addr, d)),
+                Err(e) => tracing::warn!("schedd {name} at {addr}: no demand: {e}"),
+            }
+        }
+        let mut requests = Vec::new();
+        let mut schedd_addr: HashMap<String, String> = HashMap::new();
+        for (name, addr, d) in &demands {
+            schedd_addr.insert(name.clone(), addr.clone());
+            for g in &d.groups {
+                let Ok(ad) = classad::parse_ad(&g.ad) else { continue };
+                requests.push(Request {
+                    schedd: name.clone(),
+                    submitter: g.submitter.clone(),
+                    autocluster: g.autocluster,
+                    ad,
+                    idle: g.idle,
+                });
+            }
+        }
+        stats.groups = requests.len();
+        let snapshot = Snapshot { slots, requests };
+        let accountant = lock(&self.accountant).clone();
+        let ncfg = self.cfg.negotiator.clone();
+        let t = Instant::now();
+        let (snapshot, plan): (Snapshot, Plan) = match tokio::task::spawn_blocking(move || {
+            let plan = crate::negotiator::plan(&snapshot, &accountant, &ncfg, now);
+            (snapshot, plan)
+        })
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("the negotiation planner failed: {e}");
+                stats.total_time = started.elapsed();
+                return stats;
+            }
+        };
+        stats.plan_time = t.elapsed();
+        stats.matches = plan.matches.len();
+        // Group by schedd.
+        let mut per: HashMap<String, MatchesRequest> = HashMap::new();
+        let mut notices = Vec::new();
+        {
+            let mut handed = lock(&self.handed);
+            for m in &plan.matches {
+                let Some(req) = snapshot.requests.get(m.request) else { continue };
+                let Some(slot) = snapshot.slots.get(m.slot_index) else { continue };
+                let Some(host) = str_attr(&slot.ad, "MyAddress") else { continue };
+                let name = str_attr(&slot.ad, "Name").unwrap_or_default();
+                handed.insert(name.clone(), slot.claim_id.clone());
+                *in_use.entry(req.submitter.clone()).or_default() += 1;
+                per.entry(req.schedd.clone()).or_default().matches.push(MatchGrant {
+                    autocluster: req.autocluster,
+                    slot_ad: slot.ad.to_string(),
+                    claim_id: slot.claim_id.clone(),
+                    host_address: host.clone(),
+                    preempting: m.preempting.is_some(),
+                });
+                notices.push((host, MatchNotice { slot: name, claim_id: slot.claim_id.clone() }));
+            }
+            for r in &plan.rejections {
+                let Some(req) = snapshot.requests.get(r.request) else { continue };
+                per.entry(req.schedd.clone()).or_default().rejections.push(MatchRejection {
+                    autocluster: req.autocluster,
+                    reason: r.reason.clone(),
+                });
+            }
+        }
+        // The hosts hear of their matches (Matched, MATCH_TIMEOUT) while the
+        // schedds claim; a lost notice only skips the Matched state.
+        for (host, notice) in notices {
+            if let Some(c) = self.client(&host) {
+                tokio::spawn(async move {
+                    if let Err(e) = c.post_json("/v1/host/match", &notice).await {
+                        tracing::debug!("match notice to {host}: {e}");
+                    }
+                });
+            }
+        }
+        let sends = per.into_iter().filter_map(|(schedd, req)| {
+            let addr = schedd_addr.get(&schedd)?.clone();
+            let client = self.client(&addr)?;
+            Some(async move {
+                let r: Result<MatchesReply, _> =
+                    client.call(Method::POST, "/v1/negotiate/matches", Some(&req)).await;
+                (schedd, r)
+            })
+        });
+        for (schedd, r) in futures_join_all(sends).await {
+            match r {
+                Ok(r) => stats.taken += r.taken,
+                Err(e) => tracing::warn!("schedd {schedd}: matches not delivered: {e}"),
+            }
+        }
+        self.account(now, &in_use);
+        stats.total_time = started.elapsed();
+        stats
+    }
+
+    fn account(&self, now: i64, in_use: &HashMap<String, u32>) {
+        lock(&self.accountant).update(now, in_use);
+        self.save();
+    }
+}
+
+/// Runs futures concurrently and collects their outputs (in completion order).
+async fn futures_join_all<F: std::future::Future + Send + 'static>(
+    futs: impl IntoIterator<Item = F>,
+) -> Vec<F::Output>
+where
+    F::Output: Send + 'static,
+{
+    let mut set = tokio::task::JoinSet::new();
+    for f in futs {
+        set.spawn(f);
+    }
+    let mut out = Vec::new();
+    while let Some(r) = set.join_next().await {
+        if let Ok(v) = r {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// `GET /v1/negotiator/userprio` answers the accountant's table.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct UserPrioReply {
+    /// One row per submitter.
+    pub rows: Vec<crate::negotiator::UserPrioRow>,
+}
+
+/// `POST /v1/negotiator/setfactor` (admin).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct SetFactorRequest {
+    /// The submitter.
+    pub submitter: String,
+    /// The new priority factor (>= 1).
+    pub factor: f64,
+}
+
+/// The negotiator's routes: `GET /v1/negotiator/userprio` (any trusted
+/// caller), `POST /v1/negotiator/setfactor` (admin).
+pub fn router(central: Arc<Central>, auth: &andes_protocol::Auth) -> axum::Router {
+    use andes_protocol::{ApiError, Role, SignedJson};
+    use axum::extract::State;
+    use axum::routing::{get, post};
+    async fn userprio(State(c): State<Arc<Central>>) -> axum::Json<UserPrioReply> {
+        axum::Json(UserPrioReply { rows: c.userprio() })
+    }
+    async fn setfactor(
+        State(c): State<Arc<Central>>,
+        SignedJson(req): SignedJson<SetFactorRequest>,
+    ) -> Result<axum::http::StatusCode, ApiError> {
+        if !(req.factor.is_finite() && req.factor >= 1.0) {
+            return Err(ApiError::bad_request(format!(
+                "a priority factor is a number >= 1, not {}",
+                req.factor
+            )));
+        }
+        if !c.set_factor(&req.submitter, req.factor) {
+            return Err(ApiError::not_found(format!("no submitter {}", req.submitter)));
+        }
+        Ok(axum::http::StatusCode::NO_CONTENT)
+    }
+    let read = axum::Router::new().route("/v1/negotiator/userprio", get(userprio)).route_layer(
+        andes_protocol::require(&[Role::User, Role::Schedd, Role::Host, Role::Negotiator]),
+    );
+    let admin = axum::Router::new()
+        .route("/v1/negotiator/setfactor", post(setfactor))
+        .route_layer(andes_protocol::require(&[Role::Admin]));
+    read.merge(admin).layer(auth.layer()).with_state(central)
+}

@@ -1,0 +1,210 @@
+//! The collector's HTTP API: routes and JSON bodies, shared by the daemon, the
+//! daemons that publish and the `andes status` command. ClassAds travel as text in
+//! new ClassAd syntax.
+//!
+//! | route | role | body → reply |
+//! | --- | --- | --- |
+//! | `POST /v1/collector/update` | host (Machine), schedd (Scheduler, Submitter), admin (any) | [`UpdateRequest`] → [`UpdateReply`] |
+//! | `POST /v1/collector/invalidate` | as update | [`InvalidateRequest`] → [`InvalidateReply`] |
+//! | `POST /v1/collector/query` | any trusted role | [`QueryRequest`] → [`QueryReply`] |
+//!
+//! Every request is signed (see `andes-protocol`). A publisher may replace or
+//! invalidate only the ads it published (until they expire); an admin may invalidate
+//! any. Errors are `{"error": "..."}` with 400 (bad ad, type or constraint), 401 (not
+//! authenticated) or 403 (not allowed).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use andes_protocol::{ApiError, Auth, Caller, Clock, Role, SignedJson};
+use axum::Router;
+use axum::extract::State;
+use axum::routing::post;
+use classad::ClassAd;
+use serde::{Deserialize, Serialize};
+
+use super::{AdType, Collector, CollectorError};
+
+pub use andes_protocol::pool::{
+    CollectorInvalidate as InvalidateRequest, CollectorQuery as QueryRequest,
+    CollectorQueryReply as QueryReply, CollectorUpdate as UpdateRequest,
+};
+
+/// The answer to an update.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UpdateReply {
+    /// Seconds the ad lives unless refreshed (its `ClassAdLifetime`, else
+    /// CLASSAD_LIFETIME).
+    pub lifetime: i64,
+}
+
+/// The answer to an invalidation.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct InvalidateReply {
+    /// Whether there was such an ad.
+    pub removed: bool,
+}
+
+/// The collector's shared state: the store and the clock it is read with.
+#[derive(Clone)]
+struct Shared {
+    collector: Arc<Mutex<Collector>>,
+    clock: Arc<dyn Clock>,
+    poke: Option<Arc<tokio::sync::Notify>>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Collector> {
+        // A panic elsewhere while holding the lock leaves a consistent map.
+        self.collector.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The collector's routes over `collector`, read at `clock`'s time, behind `auth`
+/// (signed requests from trusted keys only).
+pub fn router(collector: Arc<Mutex<Collector>>, clock: Arc<dyn Clock>, auth: &Auth) -> Router {
+    router_with_poke(collector, clock, auth, None)
+}
+
+/// [`router`], also waking `poke` (the negotiator) when an update may give it
+/// work: a Scheduler ad with idle jobs, or a slot ad in Unclaimed.
+pub fn router_with_poke(
+    collector: Arc<Mutex<Collector>>,
+    clock: Arc<dyn Clock>,
+    auth: &Auth,
+    poke: Option<Arc<tokio::sync::Notify>>,
+) -> Router {
+    Router::new()
+        .route("/v1/collector/update", post(update))
+        .route("/v1/collector/invalidate", post(invalidate))
+        .route("/v1/collector/query", post(query))
+        .layer(andes_protocol::require(&[Role::User, Role::Schedd, Role::Host, Role::Negotiator]))
+        .layer(auth.layer())
+        .with_state(Shared { collector, clock, poke })
+}
+
+/// Whether a caller in `role` may publish or withdraw ads of `kind`.
+pub fn may_publish(role: Role, kind: AdType) -> bool {
+    match role {
+        Role::Admin => true,
+        Role::Host => kind == AdType::Machine,
+        Role::Schedd => matches!(kind, AdType::Schedd | AdType::Submitter),
+        Role::Negotiator => kind == AdType::Negotiator,
+        Role::User => false,
+    }
+}
+
+fn kind(word: &str) -> Result<AdType, ApiError> {
+    word.parse().map_err(|e: CollectorError| ApiError::bad_request(e.to_string()))
+}
+
+fn check_publisher(caller: &Caller, kind: AdType) -> Result<(), ApiError> {
+    if may_publish(caller.role, kind) {
+        return Ok(());
+    }
+    let allowed = match kind {
+        AdType::Machine => "host or admin",
+        AdType::Schedd | AdType::Submitter => "schedd or admin",
+        AdType::Negotiator => "negotiator or admin",
+    };
+    Err(ApiError::forbidden(format!(
+        "{} (role {}) may not publish {kind} ads; they come from role {allowed}",
+        caller.identity, caller.role
+    )))
+}
+
+fn store_error(e: CollectorError) -> ApiError {
+    match e {
+        CollectorError::Forbidden { .. } => ApiError::forbidden(e.to_string()),
+        CollectorError::UnknownType(_) | CollectorError::NoName { .. } => {
+            ApiError::bad_request(e.to_string())
+        }
+    }
+}
+
+fn parse_ad(text: &str, what: &str) -> Result<ClassAd, ApiError> {
+    classad::parse_ad(text).map_err(|e| ApiError::bad_request(format!("{what}: {e}")))
+}
+
+type ApiResult<T> = Result<axum::Json<T>, ApiError>;
+
+async fn update(
+    State(s): State<Shared>,
+    caller: Caller,
+    SignedJson(req): SignedJson<UpdateRequest>,
+) -> ApiResult<UpdateReply> {
+    let kind = kind(&req.kind)?;
+    check_publisher(&caller, kind)?;
+    let ad = parse_ad(&req.ad, &format!("the {kind} ad"))?;
+    let private = req
+        .private
+        .as_deref()
+        .map(|p| parse_ad(p, &format!("the private {kind} ad")))
+        .transpose()?;
+    let now = s.clock.now();
+    let wakes = match kind {
+        AdType::Schedd => matches!(ad.eval_attr("TotalIdleJobs"), classad::Value::Int(n) if n > 0),
+        AdType::Machine => {
+            matches!(ad.eval_attr("State"), classad::Value::Str(st) if &*st == "Unclaimed")
+        }
+        _ => false,
+    };
+    let lifetime =
+        s.lock().update(kind, ad, private, &caller.identity, now).map_err(store_error)?;
+    if wakes && let Some(p) = &s.poke {
+        p.notify_one();
+    }
+    Ok(axum::Json(UpdateReply { lifetime }))
+}
+
+async fn invalidate(
+    State(s): State<Shared>,
+    caller: Caller,
+    SignedJson(req): SignedJson<InvalidateRequest>,
+) -> ApiResult<InvalidateReply> {
+    let kind = kind(&req.kind)?;
+    check_publisher(&caller, kind)?;
+    let now = s.clock.now();
+    let removed = if caller.role == Role::Admin {
+        s.lock().remove(kind, &req.name)
+    } else {
+        s.lock().invalidate(kind, &req.name, &caller.identity, now).map_err(store_error)?
+    };
+    Ok(axum::Json(InvalidateReply { removed }))
+}
+
+async fn query(
+    State(s): State<Shared>,
+    SignedJson(req): SignedJson<QueryRequest>,
+) -> ApiResult<QueryReply> {
+    let kind = req.kind.as_deref().map(kind).transpose()?;
+    let constraint = req
+        .constraint
+        .as_deref()
+        .map(|c| {
+            classad::parse_expr(c)
+                .map_err(|e| ApiError::bad_request(format!("constraint `{c}`: {e}")))
+        })
+        .transpose()?;
+    let now = s.clock.now();
+    let ads = s.lock().query(kind, constraint.as_ref(), &req.projection, now);
+    // Unparsing happens after the lock is released.
+    Ok(axum::Json(QueryReply { ads: ads.iter().map(ClassAd::to_string).collect() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_publish_their_own_kinds() {
+        use AdType::*;
+        assert!(may_publish(Role::Host, Machine));
+        assert!(!may_publish(Role::Host, Schedd));
+        assert!(may_publish(Role::Schedd, Schedd));
+        assert!(may_publish(Role::Schedd, Submitter));
+        assert!(!may_publish(Role::Schedd, Machine));
+        assert!(!may_publish(Role::Schedd, Negotiator));
+        assert!(AdType::ALL.iter().all(|&k| may_publish(Role::Admin, k)));
+        assert!(AdType::ALL.iter().all(|&k| !may_publish(Role::User, k)));
+    }
+}

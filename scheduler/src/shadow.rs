@@ -1,0 +1,1184 @@
+//! The schedd's side of the pool: its idle demand for the negotiator, the
+//! claims it is granted, and a shadow per running job.
+//!
+//! * **Demand.** `POST /v1/negotiate/demand` groups the idle jobs by the
+//!   attributes the negotiator names significant (autoclusters) and answers
+//!   one representative ad and a count per group.
+//! * **Claims.** `POST /v1/negotiate/matches` hands over matches; for each,
+//!   a task claims the slot with the claim id, runs a job of the matched
+//!   group on it, and then further jobs of the same group (claim reuse) until
+//!   the group runs dry or CLAIM_WORKLIFE is over; then it releases the claim.
+//! * **The shadow** (one per running job, inside the claim's task) activates
+//!   the claim with the job ad (`$$()` expanded against the slot ad), the
+//!   module by digest (sent only if the host lacks it) and the input files;
+//!   then follows the starter's reports (a long poll, which also renews the
+//!   job's lease on the host), forwards qedit, hold and removal, brings the
+//!   output files back to the job's Iwd and tells the queue how the job ended.
+//! * **Queue updates** of a claim go through one ordered lane, so a job's
+//!   start, updates and end are applied in order without the claim waiting
+//!   for each commit.
+//! * **Reconnect.** A restarted schedd finds its running jobs (ClaimId and
+//!   StartdAddr are kept in the queue) and reconnects their shadows; the jobs
+//!   are not restarted and NumJobReconnects grows. A job whose host does not
+//!   answer within its JobLeaseDuration goes back to idle.
+//! * **Advertising.** The schedd's Scheduler ad and a Submitter ad per owner
+//!   go to the collector every SCHEDD_INTERVAL and at once when the queue
+//!   changes, which lets the negotiator start a cycle immediately.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use andes_protocol::pool::{
+    ActivateRequest, CLAIM_PENDING, ClaimReply, ClaimRequest, CollectorUpdate, DemandGroup,
+    DemandReply, DemandRequest, EditRequest, FileData, JobReport, MatchGrant, MatchesReply,
+    MatchesRequest, NEED_MODULE, ReleaseRequest, RunState, WaitRequest,
+};
+use andes_protocol::{
+    ApiError, Auth, Client, ClientError, ClientErrorKind, Clock, Keypair, Role, SignedJson,
+};
+use axum::Router;
+use axum::extract::State;
+use axum::routing::post;
+use classad::{ClassAd, Value};
+use http::Method;
+use tokio::sync::{Notify, mpsc};
+
+use crate::job::{JobId, JobStatus};
+use crate::queue::{CLAIM_ID_ATTR, EventKind, PoolOp, Queue, QueueError};
+use crate::schedd::Schedd;
+
+/// The sandbox names of the job's streams (as the host's starter uses them).
+pub const STDIN_NAME: &str = "_andes_stdin";
+/// The sandbox name of stdout.
+pub const STDOUT_NAME: &str = "_andes_stdout";
+/// The sandbox name of stderr.
+pub const STDERR_NAME: &str = "_andes_stderr";
+
+/// HTCondor's HoldReasonCode 12: transferring the output files failed.
+pub const HOLD_TRANSFER_OUTPUT: i64 = 12;
+/// HTCondor's HoldReasonCode 13: transferring the input files failed.
+pub const HOLD_TRANSFER_INPUT: i64 = 13;
+
+/// How the schedd's pool side is set up (from the configuration).
+#[derive(Clone, Debug)]
+pub struct PoolConfig {
+    /// SCHEDD_NAME.
+    pub name: String,
+    /// The schedd's own address (`host:port`), advertised as MyAddress.
+    pub address: String,
+    /// The collector's URL, if the schedd is in a pool.
+    pub collector: Option<String>,
+    /// CLAIM_WORKLIFE: seconds a claim takes new jobs; negative: forever.
+    pub claim_worklife: i64,
+    /// JobLeaseDuration for jobs that do not set it (HTCondor: 2400 s).
+    pub job_lease: u64,
+    /// SHADOW_QUEUE_UPDATE_INTERVAL (HTCondor: 900 s).
+    pub queue_update_interval: Duration,
+    /// SHADOW_JOB_CLEANUP_RETRY_DELAY (HTCondor: 30 s).
+    pub cleanup_retry_delay: Duration,
+    /// SHADOW_MAX_JOB_CLEANUP_RETRIES (HTCondor: 5).
+    pub max_cleanup_retries: u32,
+    /// SCHEDD_INTERVAL: seconds between advertisements (HTCondor: 300 s).
+    pub schedd_interval: Duration,
+    /// Milliseconds an activation may wait for a short job to end.
+    pub activate_wait_ms: u64,
+}
+
+impl PoolConfig {
+    /// HTCondor's defaults for a schedd named `name` at `address`.
+    pub fn new(name: &str, address: &str) -> PoolConfig {
+        PoolConfig {
+            name: name.to_string(),
+            address: address.to_string(),
+            collector: None,
+            claim_worklife: -1,
+            job_lease: 2400,
+            queue_update_interval: Duration::from_secs(900),
+            cleanup_retry_delay: Duration::from_secs(30),
+            max_cleanup_retries: 5,
+            schedd_interval: Duration::from_secs(300),
+            activate_wait_ms: 2000,
+        }
+    }
+}
+
+/// What the claim's shadow is told while its job runs.
+#[derive(Debug, Clone)]
+enum Signal {
+    /// qedit: these attributes changed.
+    Edit(ClassAd),
+    /// The job was held or removed: stop it.
+    Stop,
+}
+
+#[derive(Default)]
+struct Book {
+    /// Jobs handed to a claim (matched, running or ending): not idle demand.
+    busy: HashSet<JobId>,
+    /// Autocluster ids by key.
+    ac_ids: HashMap<String, u32>,
+    /// Idle jobs of each autocluster, as of the last demand.
+    ac_jobs: HashMap<u32, VecDeque<JobId>>,
+    /// Running shadows.
+    shadows: HashMap<JobId, mpsc::UnboundedSender<Signal>>,
+    /// Matches being claimed or claims held.
+    claims: usize,
+}
+
+struct Inner {
+    queue: Queue,
+    clock: Arc<dyn Clock>,
+    cfg: PoolConfig,
+    keypair: Arc<Keypair>,
+    clients: Mutex<HashMap<String, Client>>,
+    state: Mutex<Book>,
+    advertise: Notify,
+}
+
+/// The schedd's pool side; cheap to clone.
+#[derive(Clone)]
+pub struct ScheddPool {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ScheddPool {
+    /// Starts the pool side of `schedd`: follows its queue's events,
+    /// advertises to the collector, and reconnects the shadows of jobs that
+    /// were running when the schedd stopped. Must run inside a tokio runtime.
+    pub fn start(schedd: &Schedd, cfg: PoolConfig, keypair: Arc<Keypair>) -> ScheddPool {
+        let inner = Arc::new(Inner {
+            queue: schedd.queue.clone(),
+            clock: schedd.clock(),
+            cfg,
+            keypair,
+            clients: Mutex::new(HashMap::new()),
+            state: Mutex::new(Book::default()),
+            advertise: Notify::new(),
+        });
+        let pool = ScheddPool { inner };
+        let mut events = schedd.take_events();
+        {
+            let inner = pool.inner.clone();
+            tokio::spawn(async move {
+                while let Some(batch) = events.recv().await {
+                    inner.on_events(&batch);
+                }
+            });
+        }
+        if pool.inner.cfg.collector.is_some() {
+            let inner = pool.inner.clone();
+            tokio::spawn(async move { inner.advertise_loop().await });
+        }
+        pool.reconnect_all();
+        pool
+    }
+
+    /// The negotiator's routes.
+    pub fn router(&self, auth: &Auth) -> Router {
+        Router::new()
+            .route("/v1/negotiate/demand", post(demand))
+            .route("/v1/negotiate/matches", post(matches))
+            .layer(andes_protocol::require(&[Role::Negotiator, Role::Admin]))
+            .layer(auth.layer())
+            .with_state(self.clone())
+    }
+
+    /// Running shadows (for status and tests).
+    pub fn shadows(&self) -> usize {
+        lock(&self.inner.state).shadows.len()
+    }
+
+    fn reconnect_all(&self) {
+        let running: Vec<(JobId, String, String)> = {
+            let st = self.inner.queue.read();
+            st.jobs()
+                .filter(|v| v.proc.status.is_active() || v.proc.status == JobStatus::Removed)
+                .filter_map(|v| {
+                    let ad = v.ad();
+                    let claim = str_attr(&ad, CLAIM_ID_ATTR)?;
+                    let addr = str_attr(&ad, "StartdAddr")?;
+                    Some((v.id, claim, addr))
+                })
+                .collect()
+        };
+        for (id, claim_id, addr) in running {
+            let inner = self.inner.clone();
+            lock(&inner.state).busy.insert(id);
+            tokio::spawn(async move {
+                let lane = Lane::start(inner.clone());
+                let link = inner.link(&addr);
+                let claim = ClaimCtx { claim_id, slot_ad: ClassAd::new(), addr };
+                let alive = inner.shadow(&link, &claim, id, &lane, true).await;
+                if alive {
+                    inner.release(&link, &claim.claim_id).await;
+                }
+                lane.close().await;
+            });
+        }
+    }
+}
+
+fn str_attr(ad: &ClassAd, name: &str) -> Option<String> {
+    match ad.eval_attr(name) {
+        Value::Str(s) if !s.is_empty() => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+/// The claim a shadow runs on.
+struct ClaimCtx {
+    claim_id: String,
+    slot_ad: ClassAd,
+    addr: String,
+}
+
+/// Clients for one host: short calls and long polls.
+#[derive(Clone)]
+struct Link {
+    short: Client,
+    long: Client,
+}
+
+/// An ordered lane of queue updates for one claim.
+struct Lane {
+    tx: mpsc::UnboundedSender<LaneOp>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+enum LaneOp {
+    Pool(JobId, PoolOp),
+    Exited(JobId, ClassAd),
+    /// The job's part is over: it is no longer busy.
+    Free(JobId),
+}
+
+impl Lane {
+    fn start(inner: Arc<Inner>) -> Lane {
+        let (tx, mut rx) = mpsc::unbounded_channel::<LaneOp>();
+        let done = tokio::spawn(async move {
+            while let Some(op) = rx.recv().await {
+                match op {
+                    LaneOp::Pool(id, op) => {
+                        let now = inner.clock.now();
+                        if let Err(e) = inner.queue.pool(vec![id], op, now).await {
+                            tracing::warn!("job {id}: {e}");
+                        }
+                    }
+                    LaneOp::Exited(id, ending) => inner.final_update(id, ending).await,
+                    LaneOp::Free(id) => {
+                        lock(&inner.state).busy.remove(&id);
+                        inner.advertise.notify_one();
+                    }
+                }
+            }
+        });
+        Lane { tx, done }
+    }
+
+    fn send(&self, op: LaneOp) {
+        let _ = self.tx.send(op);
+    }
+
+    async fn close(self) {
+        drop(self.tx);
+        let _ = self.done.await;
+    }
+}
+
+fn not_found(e: &ClientError) -> bool {
+    matches!(&e.kind, ClientErrorKind::Status { status, .. }
+        if status.as_u16() == 404 || status.as_u16() == 403)
+}
+
+fn status_reason(e: &ClientError) -> Option<(u16, &str)> {
+    match &e.kind {
+        ClientErrorKind::Status { status, reason } => Some((status.as_u16(), reason.as_str())),
+        _ => None,
+    }
+}
+
+impl Inner {
+    fn link(&self, addr: &str) -> Link {
+        let mut c = lock(&self.clients);
+        let short = match c.get(addr) {
+            Some(cl) => cl.clone(),
+            None => {
+                let url = format!("http://{addr}");
+                match Client::new(&url, self.keypair.clone()) {
+                    Ok(cl) => {
+                        c.insert(addr.to_string(), cl.clone());
+                        cl
+                    }
+                    Err(e) => {
+                        tracing::warn!("host address {addr}: {e}");
+                        // An unusable address: every call fails, and the
+                        // job goes back to idle.
+                        Client::new("http://127.0.0.1:1", self.keypair.clone())
+                            .expect("a fixed valid URL")
+                    }
+                }
+            }
+        };
+        let long = short.clone().with_timeout(Duration::from_secs(3600));
+        Link { short, long }
+    }
+
+    fn on_events(&self, batch: &[crate::queue::QueueEvent]) {
+        let mut wake = false;
+        let st = lock(&self.state);
+        for e in batch {
+            match &e.kind {
+                EventKind::Held(_) | EventKind::Removed(_) => {
+                    if let Some(s) = st.shadows.get(&e.id) {
+                        let _ = s.send(Signal::Stop);
+                    }
+                    wake = true;
+                }
+                EventKind::Edited(attr) => {
+                    if let Some(s) = st.shadows.get(&e.id)
+                        && let Some(expr) = e.ad.get(attr)
+                    {
+                        let mut ad = ClassAd::new();
+                        ad.insert(attr.as_str(), expr.clone());
+                        let _ = s.send(Signal::Edit(ad));
+                    }
+                }
+                _ => wake = true,
+            }
+        }
+        drop(st);
+        if wake {
+            self.advertise.notify_one();
+        }
+    }
+
+    async fn advertise_loop(self: Arc<Self>) {
+        let Some(url) = self.cfg.collector.clone() else { return };
+        let client = match Client::new(&url, self.keypair.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("COLLECTOR_HOST {url}: {e}");
+                return;
+            }
+        };
+        let mut failing = false;
+        loop {
+            for (kind, ad) in self.ads() {
+                let body = CollectorUpdate { kind: kind.into(), ad: ad.to_string(), private: None };
+                match client.post_json("/v1/collector/update", &body).await {
+                    Ok(r) if r.status.is_success() => failing = false,
+                    Ok(r) => {
+                        if !failing {
+                            tracing::warn!(
+                                "the collector refused the {kind} ad: {}",
+                                r.error_reason().unwrap_or_default()
+                            );
+                        }
+                        failing = true;
+                    }
+                    Err(e) => {
+                        if !failing {
+                            tracing::warn!("cannot advertise to the collector: {e}");
+                        }
+                        failing = true;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.advertise.notified() => {}
+                _ = tokio::time::sleep(self.cfg.schedd_interval) => {}
+            }
+        }
+    }
+
+    /// The Scheduler ad and one Submitter ad per owner.
+    fn ads(&self) -> Vec<(&'static str, ClassAd)> {
+        let busy = lock(&self.state).busy.clone();
+        let st = self.queue.read();
+        let mut per: HashMap<String, [i64; 3]> = HashMap::new();
+        for v in st.jobs() {
+            let slot = match v.proc.status {
+                JobStatus::Idle if !busy.contains(&v.id) => 0,
+                s if s.is_active() => 1,
+                JobStatus::Held => 2,
+                _ => continue,
+            };
+            per.entry(v.owner().to_string()).or_default()[slot] += 1;
+        }
+        drop(st);
+        let now = self.clock.now();
+        let mut total = [0i64; 3];
+        let mut out = Vec::new();
+        let mut owners: Vec<_> = per.into_iter().collect();
+        owners.sort();
+        for (owner, n) in &owners {
+            for i in 0..3 {
+                total[i] += n[i];
+            }
+            let mut ad = ClassAd::new();
+            ad.insert_value("Name", format!("{owner}@{}", self.cfg.name));
+            ad.insert_value("Owner", owner.as_str());
+            ad.insert_value("ScheddName", self.cfg.name.as_str());
+            ad.insert_value("MyAddress", self.cfg.address.as_str());
+            ad.insert_value("IdleJobs", n[0]);
+            ad.insert_value("RunningJobs", n[1]);
+            ad.insert_value("HeldJobs", n[2]);
+            ad.insert_value("MyCurrentTime", now);
+            out.push(("Submitter", ad));
+        }
+        let mut ad = ClassAd::new();
+        ad.insert_value("Name", self.cfg.name.as_str());
+        ad.insert_value("Machine", self.cfg.name.rsplit('@').next().unwrap_or(&self.cfg.name));
+        ad.insert_value("MyAddress", self.cfg.address.as_str());
+        ad.insert_value("TotalIdleJobs", total[0]);
+        ad.insert_value("TotalRunningJobs", total[1]);
+        ad.insert_value("TotalHeldJobs", total[2]);
+        ad.insert_value("IdleJobs", total[0]);
+        ad.insert_value("RunningJobs", total[1]);
+        ad.insert_value("HeldJobs", total[2]);
+        ad.insert_value("NumUsers", owners.len() as i64);
+        ad.insert_value("MyCurrentTime", now);
+        // The Scheduler ad first: it is what wakes the negotiator.
+        out.insert(0, ("Scheduler", ad));
+        out
+    }
+
+    fn demand(&self, significant: &[String]) -> DemandReply {
+        let mut sig: Vec<String> = significant.to_vec();
+        for must in ["Requirements", "Rank", "RequestMemory", "RequestDisk", "RequestCpus"] {
+            if !sig.iter().any(|s| s.eq_ignore_ascii_case(must)) {
+                sig.push(must.to_string());
+            }
+        }
+        let mut state = lock(&self.state);
+        let st = self.queue.read();
+        let mut groups: HashMap<u32, (String, ClassAd, VecDeque<JobId>)> = HashMap::new();
+        let mut running: HashMap<String, u32> = HashMap::new();
+        let mut cluster_keys: HashMap<u32, String> = HashMap::new();
+        for v in st.jobs() {
+            if v.proc.status.is_active() {
+                *running.entry(v.owner().to_string()).or_default() += 1;
+                continue;
+            }
+            if v.proc.status != JobStatus::Idle || state.busy.contains(&v.id) {
+                continue;
+            }
+            let base = cluster_keys.entry(v.id.cluster).or_insert_with(|| {
+                let mut k = v.owner().to_string();
+                for a in &sig {
+                    k.push('\u{1}');
+                    if let Some(e) = v.cluster.ad.get(a) {
+                        k.push_str(&e.to_string());
+                    }
+                }
+                k
+            });
+            let mut key = base.clone();
+            for a in &sig {
+                if let Some(e) = v.proc.ad.get(a) {
+                    key.push('\u{2}');
+                    key.push_str(a);
+                    key.push('=');
+                    key.push_str(&e.to_string());
+                }
+            }
+            let next = state.ac_ids.len() as u32 + 1;
+            let ac = *state.ac_ids.entry(key).or_insert(next);
+            groups
+                .entry(ac)
+                .or_insert_with(|| (v.owner().to_string(), v.ad(), VecDeque::new()))
+                .2
+                .push_back(v.id);
+        }
+        drop(st);
+        // The key table only grows with distinct job shapes; bound it.
+        if state.ac_ids.len() > 1_000_000 {
+            state.ac_ids.clear();
+        }
+        let mut reply = DemandReply {
+            schedd: self.cfg.name.clone(),
+            groups: Vec::with_capacity(groups.len()),
+            running: running.into_iter().collect(),
+        };
+        state.ac_jobs.clear();
+        for (ac, (owner, ad, ids)) in groups {
+            reply.groups.push(DemandGroup {
+                autocluster: ac,
+                submitter: owner,
+                ad: ad.to_string(),
+                idle: ids.len() as u32,
+            });
+            state.ac_jobs.insert(ac, ids);
+        }
+        reply.groups.sort_by_key(|g| g.autocluster);
+        reply
+    }
+
+    /// The next idle job of an autocluster not yet handed to a claim.
+    fn next_job(&self, ac: u32) -> Option<JobId> {
+        let mut state = lock(&self.state);
+        let st = self.queue.read();
+        loop {
+            let id = state.ac_jobs.get_mut(&ac)?.pop_front()?;
+            if state.busy.contains(&id) {
+                continue;
+            }
+            if st.job(id).is_some_and(|v| v.proc.status == JobStatus::Idle) {
+                state.busy.insert(id);
+                return Some(id);
+            }
+        }
+    }
+
+    async fn release(&self, link: &Link, claim_id: &str) {
+        let req = ReleaseRequest { claim_id: claim_id.to_string() };
+        if let Err(e) = link.short.post_json("/v1/host/release", &req).await {
+            tracing::debug!("releasing claim: {e}");
+        }
+    }
+
+    /// Claims a matched slot and runs jobs of the group on it.
+    async fn run_claim(self: Arc<Self>, grant: MatchGrant, first: JobId) {
+        let link = self.link(&grant.host_address);
+        let slot_ad = classad::parse_ad(&grant.slot_ad).unwrap_or_default();
+        let lane = Lane::start(self.clone());
+        let Some(job_ad) = self.queue.read().job(first).map(|v| v.ad()) else {
+            lane.send(LaneOp::Free(first));
+            lane.close().await;
+            return;
+        };
+        let owner = str_attr(&job_ad, "Owner").unwrap_or_default();
+        let req = ClaimRequest {
+            claim_id: grant.claim_id.clone(),
+            owner: owner.clone(),
+            user: None,
+            client_machine: self.cfg.name.clone(),
+            ad: job_ad.to_string(),
+        };
+        let reply: Result<ClaimReply, _> =
+            link.short.call(Method::POST, "/v1/host/claim", Some(&req)).await;
+        match reply {
+            Ok(r) if r.accepted => {}
+            Ok(r) => {
+                tracing::info!(
+                    "claim on {} refused: {}",
+                    str_attr(&slot_ad, "Name").unwrap_or_default(),
+                    r.reason.unwrap_or_default()
+                );
+                lane.send(LaneOp::Free(first));
+                lane.close().await;
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("cannot claim a slot: {e}");
+                lane.send(LaneOp::Free(first));
+                lane.close().await;
+                return;
+            }
+        }
+        lane.send(LaneOp::Pool(first, PoolOp::Matched));
+        let claim = ClaimCtx { claim_id: grant.claim_id, slot_ad, addr: grant.host_address };
+        let since = self.clock.now();
+        let mut job = first;
+        loop {
+            let alive = self.shadow(&link, &claim, job, &lane, false).await;
+            if !alive {
+                break;
+            }
+            let worklife = self.cfg.claim_worklife;
+            if worklife >= 0 && self.clock.now() - since >= worklife {
+                self.release(&link, &claim.claim_id).await;
+                break;
+            }
+            match self.next_job(grant.autocluster) {
+                Some(next) => job = next,
+                None => {
+                    self.release(&link, &claim.claim_id).await;
+                    break;
+                }
+            }
+        }
+        lock(&self.state).claims -= 1;
+        lane.close().await;
+    }
+
+    /// Runs one job on a claim (or reconnects to it). Returns whether the
+    /// claim is still usable.
+    async fn shadow(
+        &self,
+        link: &Link,
+        claim: &ClaimCtx,
+        id: JobId,
+        lane: &Lane,
+        reconnect: bool,
+    ) -> bool {
+        let (tx, mut signals) = mpsc::unbounded_channel();
+        lock(&self.state).shadows.insert(id, tx);
+        let alive = self.shadow_inner(link, claim, id, lane, reconnect, &mut signals).await;
+        lock(&self.state).shadows.remove(&id);
+        lane.send(LaneOp::Free(id));
+        alive
+    }
+
+    async fn shadow_inner(
+        &self,
+        link: &Link,
+        claim: &ClaimCtx,
+        id: JobId,
+        lane: &Lane,
+        reconnect: bool,
+        signals: &mut mpsc::UnboundedReceiver<Signal>,
+    ) -> bool {
+        let Some(job) = self.queue.read().job(id).map(|v| v.ad()) else { return true };
+        let lease = match job.eval_attr("JobLeaseDuration") {
+            Value::Int(n) if n > 0 => n as u64,
+            _ => self.cfg.job_lease,
+        };
+        let mut report: JobReport;
+        if reconnect {
+            let req = WaitRequest { claim_id: claim.claim_id.clone(), since: 0 };
+            match self.wait_until_lease(link, &req, lease).await {
+                Ok(r) => report = r,
+                Err(()) => {
+                    lane.send(LaneOp::Pool(id, PoolOp::Evicted(lost_ad("the job's host is gone"))));
+                    return false;
+                }
+            }
+            lane.send(LaneOp::Pool(id, PoolOp::Reconnected));
+        } else {
+            let ad = host_ad(&job, &claim.slot_ad);
+            let inputs = match read_inputs(&job) {
+                Ok(i) => i,
+                Err(e) => {
+                    // Cannot start: hold it here, keep the claim.
+                    let mut attrs = ClassAd::new();
+                    attrs.insert_value("HoldReasonCode", HOLD_TRANSFER_INPUT);
+                    attrs.insert_value("HoldReasonSubCode", 0i64);
+                    attrs.insert_value("HoldReason", e.as_str());
+                    lane.send(LaneOp::Pool(id, PoolOp::Started(self.started_attrs(claim))));
+                    lane.send(LaneOp::Exited(id, attrs));
+                    return true;
+                }
+            };
+            let digest = str_attr(&job, "CmdDigest").unwrap_or_default();
+            let req = ActivateRequest {
+                claim_id: claim.claim_id.clone(),
+                job: ad.to_string(),
+                module_digest: digest.clone(),
+                inputs,
+                lease_secs: lease,
+                wait_ms: self.cfg.activate_wait_ms,
+            };
+            match self.activate(link, &req, &digest, lease).await {
+                Ok(r) => {
+                    lane.send(LaneOp::Pool(id, PoolOp::Started(self.started_attrs(claim))));
+                    report = r;
+                }
+                Err(e) => {
+                    // The job never started: it stays idle; the claim is given up.
+                    tracing::warn!("job {id}: activation failed: {e}");
+                    self.release(link, &claim.claim_id).await;
+                    return false;
+                }
+            }
+        }
+        let mut last_push = self.clock.now();
+        let mut last_state = report.state;
+        loop {
+            if report.state == RunState::Exited {
+                let mut ending = ad_or_empty(report.ending.as_deref());
+                ending.update(&ad_or_empty(Some(&report.update)));
+                if report.evicted {
+                    lane.send(LaneOp::Pool(id, PoolOp::Evicted(ending)));
+                } else {
+                    if let Err(e) = write_outputs(&job, &report.outputs) {
+                        ending.insert_value("HoldReasonCode", HOLD_TRANSFER_OUTPUT);
+                        ending.insert_value("HoldReasonSubCode", 0i64);
+                        ending.insert_value("HoldReason", e.as_str());
+                    }
+                    lane.send(LaneOp::Exited(id, ending));
+                }
+                return report.claim_alive;
+            }
+            if !report.claim_alive {
+                lane.send(LaneOp::Pool(id, PoolOp::Evicted(lost_ad("the claim ended"))));
+                return false;
+            }
+            let now = self.clock.now();
+            let due = now - last_push >= self.cfg.queue_update_interval.as_secs() as i64;
+            if due || report.state != last_state {
+                lane.send(LaneOp::Pool(id, PoolOp::Update(ad_or_empty(Some(&report.update)))));
+                last_push = now;
+                last_state = report.state;
+            }
+            let req = WaitRequest { claim_id: claim.claim_id.clone(), since: report.version };
+            tokio::select! {
+                sig = signals.recv() => match sig {
+                    Some(Signal::Edit(attrs)) => {
+                        let req = EditRequest {
+                            claim_id: claim.claim_id.clone(),
+                            attrs: attrs.to_string(),
+                        };
+                        if let Err(e) = link.short.post_json("/v1/host/edit", &req).await {
+                            tracing::debug!("job {id}: qedit did not reach the host: {e}");
+                        }
+                    }
+                    Some(Signal::Stop) | None => {
+                        self.release(link, &claim.claim_id).await;
+                        let removed = self
+                            .queue
+                            .read()
+                            .job(id)
+                            .is_some_and(|v| v.proc.status == JobStatus::Removed);
+                        if removed {
+                            lane.send(LaneOp::Exited(id, ClassAd::new()));
+                        }
+                        return false;
+                    }
+                },
+                r = self.wait_until_lease(link, &req, lease) => match r {
+                    Ok(r) => report = r,
+                    Err(()) => {
+                        lane.send(LaneOp::Pool(
+                            id,
+                            PoolOp::Evicted(lost_ad("the job's host did not answer within its lease")),
+                        ));
+                        return false;
+                    }
+                },
+            }
+        }
+    }
+
+    fn started_attrs(&self, claim: &ClaimCtx) -> ClassAd {
+        let mut a = ClassAd::new();
+        if let Some(n) = str_attr(&claim.slot_ad, "Name") {
+            a.insert_value("RemoteHost", n.as_str());
+        }
+        a.insert_value(CLAIM_ID_ATTR, claim.claim_id.as_str());
+        a.insert_value("StartdAddr", claim.addr.as_str());
+        a
+    }
+
+    /// Activates, sending the module first if the host lacks it.
+    async fn activate(
+        &self,
+        link: &Link,
+        req: &ActivateRequest,
+        digest: &str,
+        lease: u64,
+    ) -> Result<JobReport, String> {
+        let start = tokio::time::Instant::now();
+        let mut sent_module = false;
+        let mut delay = Duration::from_millis(50);
+        loop {
+            match link.long.call::<_, JobReport>(Method::POST, "/v1/host/activate", Some(req)).await
+            {
+                Ok(r) => return Ok(r),
+                Err(e) if status_reason(&e) == Some((409, CLAIM_PENDING)) => {
+                    // Preempting: the slot's previous job is still leaving.
+                    if start.elapsed() > Duration::from_secs(lease) {
+                        return Err("the preempted job did not leave within the lease".into());
+                    }
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                }
+                Err(e) if !sent_module && status_reason(&e) == Some((409, NEED_MODULE)) => {
+                    sent_module = true;
+                    let bytes = self
+                        .queue
+                        .module(digest)
+                        .map_err(|e| e.to_string())?
+                        .ok_or_else(|| format!("the module {digest} is not stored here"))?;
+                    let path = format!("/v1/host/modules/{digest}");
+                    let r = link
+                        .long
+                        .request(Method::PUT, &path, bytes.into())
+                        .await
+                        .map_err(|e| format!("cannot reach the host: {e}"))?;
+                    if !r.status.is_success() {
+                        return Err(format!(
+                            "the host refused the module: {}",
+                            r.error_reason().unwrap_or_default()
+                        ));
+                    }
+                }
+                Err(e) => {
+                    return Err(match &e.kind {
+                        ClientErrorKind::Status { reason, .. } => reason.clone(),
+                        _ => format!("cannot reach the host: {e}"),
+                    });
+                }
+            }
+        }
+    }
+
+    /// A long poll, retried while the host does not answer, for as long as the
+    /// job's lease lasts. `Err` when the claim is gone or the lease ran out.
+    async fn wait_until_lease(
+        &self,
+        link: &Link,
+        req: &WaitRequest,
+        lease: u64,
+    ) -> Result<JobReport, ()> {
+        let start = tokio::time::Instant::now();
+        let lease = Duration::from_secs(lease);
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match link.long.call::<_, JobReport>(Method::POST, "/v1/host/wait", Some(req)).await {
+                Ok(r) => return Ok(r),
+                Err(e) if not_found(&e) => return Err(()),
+                Err(e) => {
+                    if start.elapsed() >= lease {
+                        tracing::warn!("claim {}: lease over: {e}", req.claim_id);
+                        return Err(());
+                    }
+                    tracing::debug!("waiting on the host: {e}");
+                    tokio::time::sleep(delay.min(lease.saturating_sub(start.elapsed()))).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    /// The shadow's final update, retried, else the job is requeued.
+    async fn final_update(&self, id: JobId, ending: ClassAd) {
+        let mut tries = 0;
+        loop {
+            let now = self.clock.now();
+            match self.queue.job_exited(id, ending.clone(), now).await {
+                Ok(()) => return,
+                Err(QueueError::Storage(e)) if tries < self.cfg.max_cleanup_retries => {
+                    tracing::warn!("job {id}: final update failed ({e}); retrying");
+                    tries += 1;
+                    tokio::time::sleep(self.cfg.cleanup_retry_delay).await;
+                }
+                Err(QueueError::Storage(e)) => {
+                    tracing::error!("job {id}: final update failed {tries} times ({e}); requeued");
+                    let _ = self.queue.pool(vec![id], PoolOp::Evicted(ClassAd::new()), now).await;
+                    return;
+                }
+                Err(e) => {
+                    // Held or removed meanwhile: nothing to complete.
+                    tracing::debug!("job {id}: final update not applied: {e}");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The ad the host gets: `$$()` expanded against the slot, the streams
+/// renamed to their sandbox names, the claim id left out.
+fn host_ad(job: &ClassAd, slot: &ClassAd) -> ClassAd {
+    let mut ad = expand_dollar_dollar(job, slot);
+    for (attr, name) in [("In", STDIN_NAME), ("Out", STDOUT_NAME), ("Err", STDERR_NAME)] {
+        if let Some(p) = str_attr(&ad, attr)
+            && p != "/dev/null"
+        {
+            ad.insert_value(attr, name);
+        }
+    }
+    ad.remove(CLAIM_ID_ATTR);
+    ad
+}
+
+fn lost_ad(reason: &str) -> ClassAd {
+    let mut a = ClassAd::new();
+    a.insert_value("LastVacateReason", reason);
+    a
+}
+
+fn ad_or_empty(text: Option<&str>) -> ClassAd {
+    text.and_then(|t| classad::parse_ad(t).ok()).unwrap_or_default()
+}
+
+/// `$$(Attr)`, `$$(Attr:default)` and `$$([expr])` in the job ad's
+/// expressions, replaced by the slot ad's values (strings unquoted), as
+/// HTCondor's shadow does at activation. A reference the slot cannot resolve
+/// is left as it was and the job ad gets no value for it.
+pub fn expand_dollar_dollar(job: &ClassAd, slot: &ClassAd) -> ClassAd {
+    let mut out = job.clone();
+    for (name, expr) in job.iter() {
+        let text = expr.to_string();
+        if !text.contains("$$(") {
+            continue;
+        }
+        let expanded = expand_text(&text, job, slot);
+        if let Ok(e) = classad::parse_expr(&expanded) {
+            out.insert(name.clone(), e);
+        }
+    }
+    out
+}
+
+fn expand_text(text: &str, job: &ClassAd, slot: &ClassAd) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    // Each reference is expanded once; the bound guards against nothing more
+    // than a huge ad.
+    while let Some(at) = rest.find("$$(") {
+        out.push_str(&rest[..at]);
+        let body_start = at + 3;
+        let Some(close) = matching_paren(&rest[body_start..]) else {
+            out.push_str(&rest[at..]);
+            return out;
+        };
+        let body = &rest[body_start..body_start + close];
+        let value = if let Some(expr) = body.strip_prefix('[').and_then(|b| b.strip_suffix(']')) {
+            classad::parse_expr(expr).ok().map(|e| {
+                let mut ev = classad::Evaluator::new();
+                ev.eval(&e, Some(slot), Some(job))
+            })
+        } else {
+            let (attr, default) = match body.split_once(':') {
+                Some((a, d)) => (a.trim(), Some(d)),
+                None => (body.trim(), None),
+            };
+            match slot.get(attr) {
+                Some(_) => Some(slot.eval_attr(attr)),
+                None => default.map(Value::string),
+            }
+        };
+        match value {
+            Some(Value::Str(s)) => out.push_str(&s),
+            Some(v) if !matches!(v, Value::Undefined | Value::Error) => {
+                out.push_str(&v.to_string())
+            }
+            _ => out.push_str(&rest[at..body_start + close + 1]),
+        }
+        rest = &rest[body_start + close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn matching_paren(s: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth == 0 => return Some(i),
+            ')' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+fn iwd_of(job: &ClassAd) -> PathBuf {
+    PathBuf::from(str_attr(job, "Iwd").unwrap_or_else(|| ".".into()))
+}
+
+fn resolve(iwd: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() { p.to_path_buf() } else { iwd.join(p) }
+}
+
+/// Input files at most (count), and bytes at most when the job names no RequestDisk.
+const MAX_INPUT_FILES: usize = 10_000;
+
+/// The job's input files: TransferInput (files, and directories with
+/// their contents) and the stdin file, read from the submit side, bounded by
+/// RequestDisk.
+fn read_inputs(job: &ClassAd) -> Result<Vec<FileData>, String> {
+    let iwd = iwd_of(job);
+    let limit = match job.eval_attr("RequestDisk") {
+        Value::Int(kib) if kib > 0 => (kib as u64).saturating_mul(1024),
+        _ => 1 << 30,
+    };
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    let mut add = |name: String, path: &Path, out: &mut Vec<FileData>| -> Result<(), String> {
+        let data = std::fs::read(path)
+            .map_err(|e| format!("cannot read input file {}: {e}", path.display()))?;
+        total += data.len() as u64;
+        if total > limit {
+            return Err(format!(
+                "the input files exceed the job's RequestDisk ({} KiB)",
+                limit / 1024
+            ));
+        }
+        if out.len() >= MAX_INPUT_FILES {
+            return Err(format!("more than {MAX_INPUT_FILES} input files"));
+        }
+        out.push(FileData { name, data });
+        Ok(())
+    };
+    if let Some(list) = str_attr(job, "TransferInput") {
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let path = resolve(&iwd, item);
+            let base = path
+                .file_name()
+                .map(|b| b.to_string_lossy().to_string())
+                .ok_or_else(|| format!("input file {item} has no name"))?;
+            if path.is_dir() {
+                let mut stack = vec![(path.clone(), base)];
+                while let Some((dir, prefix)) = stack.pop() {
+                    let rd = std::fs::read_dir(&dir).map_err(|e| {
+                        format!("cannot read input directory {}: {e}", dir.display())
+                    })?;
+                    for e in rd.flatten() {
+                        let name = format!("{prefix}/{}", e.file_name().to_string_lossy());
+                        let p = e.path();
+                        if p.is_dir() {
+                            stack.push((p, name));
+                        } else {
+                            add(name, &p, &mut out)?;
+                        }
+                    }
+                }
+            } else {
+                add(base, &path, &mut out)?;
+            }
+        }
+    }
+    if let Some(input) = str_attr(job, "In")
+        && input != "/dev/null"
+    {
+        add(STDIN_NAME.to_string(), &resolve(&iwd, &input), &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Writes the output files beside the submit file: the streams to Out and
+/// Err, the rest into Iwd under their own names.
+fn write_outputs(job: &ClassAd, outputs: &[FileData]) -> Result<(), String> {
+    let iwd = iwd_of(job);
+    for f in outputs {
+        if !andes_protocol::pool::safe_relative_name(&f.name) {
+            return Err(format!("the host sent an output file named {:?}", f.name));
+        }
+        let target = match f.name.as_str() {
+            STDOUT_NAME => match str_attr(job, "Out") {
+                Some(p) => resolve(&iwd, &p),
+                None => continue,
+            },
+            STDERR_NAME => match str_attr(job, "Err") {
+                Some(p) => resolve(&iwd, &p),
+                None => continue,
+            },
+            name => iwd.join(name),
+        };
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        std::fs::write(&target, &f.data)
+            .map_err(|e| format!("cannot write output file {}: {e}", target.display()))?;
+    }
+    Ok(())
+}
+
+type ApiResult<T> = Result<axum::Json<T>, ApiError>;
+
+async fn demand(
+    State(p): State<ScheddPool>,
+    SignedJson(req): SignedJson<DemandRequest>,
+) -> ApiResult<DemandReply> {
+    Ok(axum::Json(p.inner.demand(&req.significant)))
+}
+
+async fn matches(
+    State(p): State<ScheddPool>,
+    SignedJson(req): SignedJson<MatchesRequest>,
+) -> ApiResult<MatchesReply> {
+    let inner = &p.inner;
+    let mut taken = 0;
+    for grant in req.matches {
+        let Some(job) = inner.next_job(grant.autocluster) else { continue };
+        taken += 1;
+        lock(&inner.state).claims += 1;
+        tokio::spawn(inner.clone().run_claim(grant, job));
+    }
+    if !req.rejections.is_empty() {
+        let now = inner.clock.now();
+        let firsts: Vec<(JobId, String)> = {
+            let state = lock(&inner.state);
+            req.rejections
+                .iter()
+                .filter_map(|r| {
+                    state.ac_jobs.get(&r.autocluster)?.front().map(|id| (*id, r.reason.clone()))
+                })
+                .collect()
+        };
+        for (id, reason) in firsts {
+            let _ = inner.queue.pool(vec![id], PoolOp::Rejected(reason), now).await;
+        }
+    }
+    Ok(axum::Json(MatchesReply { taken }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ad(text: &str) -> ClassAd {
+        classad::parse_ad(text).unwrap()
+    }
+
+    #[test]
+    fn dollar_dollar_expands_against_the_slot() {
+        let slot = ad(r#"[ Name = "slot1@h"; Memory = 2048; Arch = "X86_64" ]"#);
+        let job =
+            ad(r#"[ Arguments = "--mem $$(Memory) --arch $$(Arch)"; Env = "X=$$(Missing:none)";
+                 Big = "$$([Memory * 2])"; Keep = "$$(Nope)"; Plain = 3 ]"#);
+        let out = expand_dollar_dollar(&job, &slot);
+        assert_eq!(str_attr(&out, "Arguments").unwrap(), "--mem 2048 --arch X86_64");
+        assert_eq!(str_attr(&out, "Env").unwrap(), "X=none");
+        assert_eq!(str_attr(&out, "Big").unwrap(), "4096");
+        assert_eq!(str_attr(&out, "Keep").unwrap(), "$$(Nope)");
+        assert_eq!(out.eval_attr("Plain"), Value::Int(3));
+        // Unbalanced: left alone, no panic.
+        let odd = ad(r#"[ A = "$$(Memory" ]"#);
+        assert_eq!(str_attr(&expand_dollar_dollar(&odd, &slot), "A").unwrap(), "$$(Memory");
+    }
+
+    #[test]
+    fn inputs_and_outputs_move_between_iwd_and_sandbox_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let iwd = dir.path();
+        std::fs::write(iwd.join("data.txt"), b"123").unwrap();
+        std::fs::create_dir(iwd.join("d")).unwrap();
+        std::fs::write(iwd.join("d/x"), b"x").unwrap();
+        std::fs::write(iwd.join("stdin.txt"), b"in").unwrap();
+        let job = ad(&format!(
+            r#"[ Iwd = "{}"; TransferInput = "data.txt, d"; In = "stdin.txt";
+                 Out = "out/job.out"; Err = "job.err"; RequestDisk = 1 ]"#,
+            iwd.display()
+        ));
+        let mut names: Vec<_> = read_inputs(&job).unwrap().into_iter().map(|f| f.name).collect();
+        names.sort();
+        assert_eq!(names, ["_andes_stdin", "d/x", "data.txt"]);
+        let outputs = vec![
+            FileData { name: STDOUT_NAME.into(), data: b"hello".to_vec() },
+            FileData { name: STDERR_NAME.into(), data: b"oops".to_vec() },
+            FileData { name: "result".into(), data: b"42".to_vec() },
+        ];
+        write_outputs(&job, &outputs).unwrap();
+        assert_eq!(std::fs::read(iwd.join("out/job.out")).unwrap(), b"hello");
+        assert_eq!(std::fs::read(iwd.join("job.err")).unwrap(), b"oops");
+        assert_eq!(std::fs::read(iwd.join("result")).unwrap(), b"42");
+        let bad = vec![FileData { name: "../escape".into(), data: vec![] }];
+        assert!(write_outputs(&job, &bad).is_err());
+        // Over RequestDisk (1 KiB).
+        std::fs::write(iwd.join("data.txt"), vec![0u8; 2048]).unwrap();
+        assert!(read_inputs(&job).unwrap_err().contains("RequestDisk"));
+    }
+
+    #[test]
+    fn host_ad_renames_the_streams() {
+        let job = ad(r#"[ In = "a.in"; Out = "a.out"; Err = "/dev/null"; ClaimId = "secret" ]"#);
+        let out = host_ad(&job, &ClassAd::new());
+        assert!(!out.contains("ClaimId"));
+        assert_eq!(str_attr(&out, "In").unwrap(), STDIN_NAME);
+        assert_eq!(str_attr(&out, "Out").unwrap(), STDOUT_NAME);
+        assert_eq!(str_attr(&out, "Err").unwrap(), "/dev/null");
+    }
+}

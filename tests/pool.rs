@@ -1,0 +1,474 @@
+//! Whole-pool tests: a central manager, a schedd and execute hosts as real
+//! `andes` processes on 127.0.0.1, with the commands users run.
+//!
+//! Waiting here is polling for a state the pool must reach (a job completed, a
+//! slot claimed), with a deadline; no test sleeps for a timer to fire.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use classad::{ClassAd, Value};
+use common::andes;
+
+fn sample(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("samples/target/wasm32-wasip1/release")
+        .join(format!("{name}.wasm"));
+    assert!(p.exists(), "{}: build the samples first (`cargo xtask test` does)", p.display());
+    p
+}
+
+/// What every process of a test pool shares.
+const COMMON: &str = "
+NUM_CPUS = 2
+START = True
+SUSPEND = False
+CONTINUE = True
+PREEMPT = False
+KILL = False
+WANT_SUSPEND = False
+WANT_VACATE = False
+RANK = 0
+NEGOTIATOR_INTERVAL = 2
+SCHEDD_INTERVAL = 2
+UPDATE_INTERVAL = 2
+CLASSAD_LIFETIME = 8
+PERIODIC_EXPR_INTERVAL = 2
+SCHEDD_ADDRESS = 127.0.0.1:0
+HOST_ADDRESS = 127.0.0.1:0
+CENTRAL_MANAGER_ADDRESS = 127.0.0.1:0
+";
+
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A pool of real processes in a temporary directory.
+struct Pool {
+    dir: tempfile::TempDir,
+    common: String,
+    cm: Option<Proc>,
+    schedd: Option<Proc>,
+    hosts: Vec<Option<Proc>>,
+}
+
+fn wait_for(what: &str, timeout: Duration, f: impl FnMut() -> bool) {
+    wait_or(what, timeout, f, String::new);
+}
+
+/// Polls `f` until true; on timeout fails with `context()` (the pool's logs).
+fn wait_or(
+    what: &str,
+    timeout: Duration,
+    mut f: impl FnMut() -> bool,
+    context: impl Fn() -> String,
+) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}\n{}", context());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Pool {
+    /// A central manager and a schedd; `extra` is added to every process's
+    /// configuration. Users alice, bob and carol, and admin root.
+    fn new(extra: &str, hosts: usize) -> Pool {
+        let dir = tempfile::tempdir().unwrap();
+        let mut who = vec![
+            ("schedd", "schedd"),
+            ("negotiator", "negotiator"),
+            ("alice", "user"),
+            ("bob", "user"),
+            ("carol", "user"),
+            ("root", "admin"),
+        ];
+        let host_names: Vec<String> = (1..=hosts.max(1)).map(|i| format!("host{i}")).collect();
+        for h in &host_names {
+            who.push((h.as_str(), "host"));
+        }
+        // A key the pool does not know.
+        who.push(("stranger", ""));
+        common::keys_and_trust(dir.path(), &who);
+        let common = format!("{COMMON}\n{extra}\n");
+        let mut pool = Pool { dir, common, cm: None, schedd: None, hosts: Vec::new() };
+        pool.start_cm();
+        pool.start_schedd();
+        for i in 1..=hosts {
+            pool.start_host(i, "");
+        }
+        pool
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn spawn(&self, name: &str, args: &[&str], config: &str) -> Proc {
+        let cfg = self.path().join(format!("{name}.config"));
+        std::fs::write(&cfg, config).unwrap();
+        let log = self.path().join(format!("{name}.log"));
+        let child = andes()
+            .args(args)
+            .env("ANDES_CONFIG_DIR", self.path())
+            .env("ANDES_CONFIG", &cfg)
+            .env("USER", "nobody")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Proc { child, log }
+    }
+
+    fn wait_file(&self, p: &mut Proc, file: &Path) -> String {
+        let start = Instant::now();
+        loop {
+            if let Ok(a) = std::fs::read_to_string(file)
+                && !a.trim().is_empty()
+            {
+                return a.trim().to_string();
+            }
+            if let Some(st) = p.child.try_wait().unwrap() {
+                panic!(
+                    "{} exited: {st}: {}",
+                    p.log.display(),
+                    std::fs::read_to_string(&p.log).unwrap_or_default()
+                );
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "{} did not start", p.log.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn start_cm(&mut self) {
+        let _ = std::fs::remove_file(self.path().join(".collector_address"));
+        let mut p = self.spawn("cm", &["central-manager"], &self.common.clone());
+        let addr = self.wait_file(&mut p, &self.path().join(".collector_address"));
+        self.common.push_str(&format!("COLLECTOR_HOST = {addr}\n"));
+        self.cm = Some(p);
+    }
+
+    fn start_schedd(&mut self) {
+        let f = self.path().join("spool/.schedd_address");
+        let _ = std::fs::remove_file(&f);
+        let mut p = self.spawn("schedd", &["schedd"], &self.common.clone());
+        self.wait_file(&mut p, &f);
+        self.schedd = Some(p);
+    }
+
+    /// Starts host `i` (1-based) with 2 slots unless `extra` says otherwise.
+    fn start_host(&mut self, i: usize, extra: &str) {
+        let f = self.path().join(format!(".host{i}_address"));
+        let _ = std::fs::remove_file(&f);
+        let config = format!(
+            "{}HOST_KEY_NAME = host{i}\nEXECUTE = $(LOCAL_DIR)/execute{i}\n\
+             HOST_ADDRESS_FILE = {}\nMODULE_CACHE = $(LOCAL_DIR)/cache{i}\n\
+             STARTD_NAME = host{i}\n{extra}\n",
+            self.common,
+            f.display()
+        );
+        let mut p = self.spawn(&format!("host{i}"), &["host"], &config);
+        self.wait_file(&mut p, &f);
+        while self.hosts.len() < i {
+            self.hosts.push(None);
+        }
+        self.hosts[i - 1] = Some(p);
+    }
+
+    fn user_config(&self) -> PathBuf {
+        let cfg = self.path().join("user.config");
+        std::fs::write(&cfg, &self.common).unwrap();
+        cfg
+    }
+
+    fn cmd(&self, user: &str, args: &[&str]) -> std::process::Output {
+        self.cmd_in(user, &self.path().join("jobs"), args)
+    }
+
+    fn cmd_in(&self, user: &str, cwd: &Path, args: &[&str]) -> std::process::Output {
+        std::fs::create_dir_all(cwd).unwrap();
+        andes()
+            .args(args)
+            .current_dir(cwd)
+            .env("ANDES_CONFIG_DIR", self.path())
+            .env("ANDES_CONFIG", self.user_config())
+            .env("USER", user)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, user: &str, args: &[&str]) -> String {
+        let o = self.cmd(user, args);
+        assert!(
+            o.status.success(),
+            "{args:?} as {user}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    /// Writes a submit file (with the sample copied beside it) and submits it.
+    fn submit(&self, user: &str, name: &str, text: &str) {
+        let wasm = self.path().join("jobs");
+        std::fs::create_dir_all(&wasm).unwrap();
+        for s in ["hello", "exit_code", "sleeper", "primes"] {
+            let dst = wasm.join(format!("{s}.wasm"));
+            if !dst.exists() {
+                std::fs::copy(sample(s), dst).unwrap();
+            }
+        }
+        let f = wasm.join(format!("{name}.sub"));
+        std::fs::write(&f, text).unwrap();
+        self.ok(user, &["submit", f.to_str().unwrap()]);
+    }
+
+    fn ads(&self, user: &str, args: &[&str]) -> Vec<ClassAd> {
+        let mut a = args.to_vec();
+        a.push("-json");
+        let out = self.ok(user, &a);
+        let v: serde_json::Value =
+            serde_json::from_str(out.trim()).unwrap_or(serde_json::json!([]));
+        v.as_array()
+            .map(|arr| arr.iter().filter_map(|j| classad::json::ad_from_json(j).ok()).collect())
+            .unwrap_or_default()
+    }
+
+    fn queue(&self) -> Vec<ClassAd> {
+        self.ads("root", &["q"])
+    }
+
+    fn history(&self) -> Vec<ClassAd> {
+        self.ads("root", &["history"])
+    }
+
+    fn slots(&self) -> Vec<ClassAd> {
+        self.ads("root", &["status"])
+    }
+
+    fn kill9(p: &mut Option<Proc>) {
+        if let Some(mut p) = p.take() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+            std::mem::forget(p);
+        }
+    }
+
+    fn logs(&self) -> String {
+        let mut s = String::new();
+        for p in [&self.cm, &self.schedd].into_iter().chain(self.hosts.iter()).flatten() {
+            s.push_str(&format!("== {}\n", p.log.display()));
+            s.push_str(&std::fs::read_to_string(&p.log).unwrap_or_default());
+        }
+        s
+    }
+}
+
+fn int(ad: &ClassAd, n: &str) -> i64 {
+    match ad.eval_attr(n) {
+        Value::Int(i) => i,
+        _ => -1,
+    }
+}
+
+fn text(ad: &ClassAd, n: &str) -> String {
+    match ad.eval_attr(n) {
+        Value::Str(s) => s.to_string(),
+        v => v.to_string(),
+    }
+}
+
+#[test]
+fn jobs_run_to_completion_with_outputs_exit_codes_and_event_log() {
+    let p = Pool::new("", 1);
+    std::fs::create_dir_all(p.path().join("jobs")).unwrap();
+    std::fs::write(p.path().join("jobs/in.txt"), "line one\n").unwrap();
+    p.submit(
+        "alice",
+        "hello",
+        "executable = hello.wasm\narguments = x $(Process)\ninput = in.txt\n\
+         output = out/hello.$(Process).out\nerror = out/hello.$(Process).err\n\
+         log = hello.log\nenvironment = \"GREETING=hey\"\nqueue 3\n",
+    );
+    p.submit(
+        "alice",
+        "codes",
+        "executable = exit_code.wasm\narguments = 7\nlog = codes.log\nqueue\n",
+    );
+    wait_for("4 jobs in history", Duration::from_secs(60), || p.history().len() == 4);
+    let jobs = p.path().join("jobs");
+    for i in 0..3 {
+        let out = std::fs::read_to_string(jobs.join(format!("out/hello.{i}.out"))).unwrap();
+        assert!(out.contains(&format!("argv[2] = {i}")), "{out}");
+        assert!(out.contains("GREETING = hey"), "{out}");
+        assert!(out.contains("stdin: LINE ONE"), "{out}");
+    }
+    assert!(std::fs::read_to_string(jobs.join("hello.out")).unwrap().starts_with("hey, world"));
+    let h = p.history();
+    let code = h.iter().find(|a| text(a, "Cmd").ends_with("exit_code.wasm")).unwrap();
+    assert_eq!(int(code, "ExitCode"), 7);
+    assert_eq!(int(code, "JobStatus"), 4);
+    assert!(text(code, "LastRemoteHost").starts_with("slot"), "{code}");
+    let log = std::fs::read_to_string(jobs.join("codes.log")).unwrap();
+    for event in ["000 (", "001 (", "005 (", "return value 7"] {
+        assert!(log.contains(event), "{event} missing from\n{log}");
+    }
+}
+
+fn job<'a>(ads: &'a [ClassAd], id: &str) -> Option<&'a ClassAd> {
+    ads.iter().find(|a| format!("{}.{}", int(a, "ClusterId"), int(a, "ProcId")) == id)
+}
+
+fn running(p: &Pool) -> usize {
+    p.queue().iter().filter(|a| int(a, "JobStatus") == 2).count()
+}
+
+#[test]
+fn hold_release_rm_and_qedit_reach_running_jobs() {
+    // qedit reaches the startd's copy of the job ad: PREEMPT and START read it.
+    let p = Pool::new(
+        "PREEMPT = (TARGET.KickMe =?= True)\nSTART = (TARGET.KickMe =!= True)\n\
+         MAXJOBRETIREMENTTIME = 0\nNUM_CPUS = 2",
+        1,
+    );
+    p.submit("alice", "sleep", "executable = sleeper.wasm\noutput = s.$(Process).out\nqueue 3\n");
+    wait_for("two jobs running", Duration::from_secs(60), || running(&p) == 2);
+    let q = p.queue();
+    let held: Vec<String> = q
+        .iter()
+        .filter(|a| int(a, "JobStatus") == 2)
+        .map(|a| format!("{}.{}", int(a, "ClusterId"), int(a, "ProcId")))
+        .collect();
+    // Hold one running job: it stops, and its slot takes the idle one.
+    p.ok("alice", &["hold", &held[0]]);
+    wait_for("the held job's slot to run the third job", Duration::from_secs(60), || {
+        let q = p.queue();
+        job(&q, &held[0]).is_some_and(|a| int(a, "JobStatus") == 5)
+            && q.iter().filter(|a| int(a, "JobStatus") == 2).count() == 2
+    });
+    p.ok("alice", &["release", &held[0]]);
+    wait_for("the released job to be idle", Duration::from_secs(30), || {
+        job(&p.queue(), &held[0]).is_some_and(|a| int(a, "JobStatus") == 1)
+    });
+    // Remove the other running job: it leaves the queue.
+    p.ok("alice", &["rm", &held[1]]);
+    wait_for("the removed job in history", Duration::from_secs(30), || {
+        job(&p.history(), &held[1]).is_some_and(|a| int(a, "JobStatus") == 3)
+    });
+    // qedit a running job: the startd's PREEMPT sees it and evicts the job,
+    // which goes back to idle and, refused by START, stays there.
+    wait_for("a job running again", Duration::from_secs(60), || running(&p) >= 1);
+    let q = p.queue();
+    let r = q.iter().find(|a| int(a, "JobStatus") == 2).unwrap();
+    let id = format!("{}.{}", int(r, "ClusterId"), int(r, "ProcId"));
+    p.ok("alice", &["qedit", &id, "KickMe", "True"]);
+    wait_for("the edited job evicted to idle", Duration::from_secs(60), || {
+        job(&p.queue(), &id)
+            .is_some_and(|a| int(a, "JobStatus") == 1 && int(a, "LastVacateTime") > 0)
+    });
+}
+
+#[test]
+fn claims_are_reused_until_claim_worklife() {
+    for (worklife, claims) in [("-1", 1), ("0", 4)] {
+        let p = Pool::new(&format!("CLAIM_WORKLIFE = {worklife}\nNUM_CPUS = 1"), 1);
+        p.submit("alice", "hello", "executable = hello.wasm\noutput = h.$(Process).out\nqueue 4\n");
+        wait_for("4 jobs done", Duration::from_secs(60), || p.history().len() == 4);
+        let matches: i64 = p.history().iter().map(|a| int(a, "NumJobMatches").max(0)).sum();
+        assert_eq!(matches, claims, "CLAIM_WORKLIFE = {worklife}\n{}", p.logs());
+    }
+}
+
+#[test]
+fn an_unknown_host_is_refused_by_the_collector() {
+    let mut p = Pool::new("", 1);
+    // host2 signs with a key the trust file does not list.
+    p.start_host(2, "HOST_KEY_NAME = stranger");
+    wait_for("host1's slots", Duration::from_secs(30), || {
+        p.slots().iter().any(|a| text(a, "Name").ends_with("@host1"))
+    });
+    let log = p.path().join("host2.log");
+    wait_for("host2 to be refused", Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).unwrap_or_default().contains("not in the pool's trust file")
+    });
+    assert!(!p.slots().iter().any(|a| text(a, "Name").ends_with("@host2")));
+    // Nor may a user publish a slot.
+    let o = p.cmd("stranger", &["status"]);
+    assert!(!o.status.success());
+}
+
+#[test]
+fn a_killed_host_s_job_is_requeued_and_completes_elsewhere() {
+    let mut p = Pool::new("NUM_CPUS = 1", 2);
+    p.submit(
+        "alice",
+        "primes",
+        "executable = primes.wasm\narguments = 1500000000\noutput = p.out\n\
+         +JobLeaseDuration = 3\nqueue\n",
+    );
+    wait_for("the job running", Duration::from_secs(60), || running(&p) == 1);
+    let host = text(&p.queue()[0], "RemoteHost");
+    let victim = if host.ends_with("@host1") { 0 } else { 1 };
+    Pool::kill9(&mut p.hosts[victim]);
+    wait_for("the job to complete elsewhere", Duration::from_secs(120), || p.history().len() == 1);
+    let h = &p.history()[0];
+    assert_eq!(int(h, "JobStatus"), 4, "{h}");
+    assert_ne!(text(h, "LastRemoteHost"), host);
+    assert_eq!(int(h, "NumJobStarts"), 2, "{h}");
+    assert!(std::fs::read_to_string(p.path().join("jobs/p.out")).unwrap().contains("primes below"));
+}
+
+#[test]
+fn a_killed_schedd_reconnects_to_its_running_jobs() {
+    let mut p = Pool::new("NUM_CPUS = 2", 1);
+    p.submit(
+        "alice",
+        "primes",
+        "executable = primes.wasm\narguments = 800000000\noutput = p.$(Process).out\nqueue 2\n",
+    );
+    wait_for("both running", Duration::from_secs(60), || running(&p) == 2);
+    Pool::kill9(&mut p.schedd);
+    p.start_schedd();
+    wait_for("both complete", Duration::from_secs(120), || p.history().len() == 2);
+    for h in p.history() {
+        assert_eq!(int(&h, "JobStatus"), 4, "{h}");
+        assert_eq!(int(&h, "NumJobStarts"), 1, "restarted: {h}");
+        assert_eq!(int(&h, "NumJobReconnects"), 1, "{h}");
+    }
+}
+
+#[test]
+fn rank_preemption_moves_a_job_off_its_slot() {
+    let p = Pool::new(
+        "NUM_CPUS = 1\nRANK = (TARGET.Owner == \"bob\") * 10\nWANT_VACATE = True\n\
+         MAXJOBRETIREMENTTIME = 0\nMACHINE_MAX_VACATE_TIME = 1",
+        1,
+    );
+    p.submit("alice", "a", "executable = sleeper.wasm\nqueue\n");
+    wait_for("alice's job running", Duration::from_secs(60), || running(&p) == 1);
+    p.submit("bob", "b", "executable = sleeper.wasm\nqueue\n");
+    wait_or(
+        "bob's job running and alice's idle",
+        Duration::from_secs(60),
+        || {
+            let q = p.queue();
+            q.iter().any(|a| text(a, "Owner") == "bob" && int(a, "JobStatus") == 2)
+                && q.iter().any(|a| text(a, "Owner") == "alice" && int(a, "JobStatus") == 1)
+        },
+        || p.logs(),
+    );
+    let log = std::fs::read_to_string(p.path().join("host1.log")).unwrap();
+    assert!(log.contains("Claimed/Retiring"), "{log}");
+    assert!(log.contains("Preempting/Vacating"), "{log}");
+}
