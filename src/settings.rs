@@ -21,9 +21,11 @@
 //! | `HOST_ADDRESS` | `127.0.0.1:9619` | where `andes host` listens (port 0: any) |
 //! | `HOST_ADDRESS_FILE` | `$(LOCAL_DIR)/.host_address` | `andes host` writes its address here; commands read it first |
 //! | `MODULE_CACHE` | `$(LOCAL_DIR)/module_cache` | the host's compiled-module cache |
+//! | `STARTD_HISTORY` | `$(LOCAL_DIR)/startd_history` | the host appends each finished job's ad here |
 //! | `KEYS_DIR` | `$(LOCAL_DIR)/keys` | where key pairs are (`andes keygen` writes the configuration directory's) |
 //! | `SCHEDD_KEY_NAME`, `HOST_KEY_NAME`, `NEGOTIATOR_KEY_NAME` | `schedd`, `host`, `negotiator` | the keys the daemons sign with |
 //! | `COLLECTOR_HOST` | (none) | the central manager's `HOST:PORT`; set, the schedd and host join its pool (commands: `127.0.0.1:9620` when unset) |
+//! | `NETWORK_HOSTNAME` | (none) | the host name daemons advertise (default: this machine's name when listening on 0.0.0.0) |
 //! | `COLLECTOR_ADDRESS_FILE` | `$(LOCAL_DIR)/.collector_address` | the central manager writes its address here; commands read it first |
 //! | `CENTRAL_MANAGER_ADDRESS` | `$(COLLECTOR_HOST)` | where `andes central-manager` listens |
 //! | `NEGOTIATOR_INTERVAL` | `60` | seconds between negotiation cycles (also run at once on new demand or free slots) |
@@ -64,6 +66,7 @@ HOST_ADDRESS = 127.0.0.1:9619
 HOST_ADDRESS_FILE = $(LOCAL_DIR)/.host_address
 MODULE_CACHE = $(LOCAL_DIR)/module_cache
 KEYS_DIR = $(LOCAL_DIR)/keys
+STARTD_HISTORY = $(LOCAL_DIR)/startd_history
 SCHEDD_KEY_NAME = schedd
 HOST_KEY_NAME = host
 NEGOTIATOR_KEY_NAME = negotiator
@@ -226,6 +229,20 @@ impl Settings {
                 _ => Err(anyhow!("{name} = {v}: expected True or False")),
             },
         }
+    }
+
+    /// The address a daemon bound to `addr` gives others (`MyAddress`):
+    /// NETWORK_HOSTNAME if set, else the machine's host name when bound to
+    /// every interface (0.0.0.0 or ::), else the address itself; the port is
+    /// the one bound.
+    pub fn advertised(&self, addr: std::net::SocketAddr) -> Result<String> {
+        if let Some(h) = self.get("NETWORK_HOSTNAME")? {
+            return Ok(format!("{h}:{}", addr.port()));
+        }
+        if addr.ip().is_unspecified() {
+            return Ok(format!("{}:{}", host_name(), addr.port()));
+        }
+        Ok(addr.to_string())
     }
 
     /// The pool's collector for a daemon: COLLECTOR_HOST as a URL, `None`

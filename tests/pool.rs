@@ -94,7 +94,7 @@ impl Pool {
             ("carol", "user"),
             ("root", "admin"),
         ];
-        let host_names: Vec<String> = (1..=hosts.max(1)).map(|i| format!("host{i}")).collect();
+        let host_names: Vec<String> = (1..=hosts.max(3)).map(|i| format!("host{i}")).collect();
         for h in &host_names {
             who.push((h.as_str(), "host"));
         }
@@ -320,6 +320,10 @@ fn jobs_run_to_completion_with_outputs_exit_codes_and_event_log() {
     assert_eq!(int(code, "ExitCode"), 7);
     assert_eq!(int(code, "JobStatus"), 4);
     assert!(text(code, "LastRemoteHost").starts_with("slot"), "{code}");
+    // The startd keeps its own record of each job (STARTD_HISTORY).
+    let startd = std::fs::read_to_string(p.path().join("startd_history")).unwrap();
+    assert_eq!(startd.matches("\n*** ClusterId = ").count(), 4, "{startd}");
+    assert!(startd.contains("ExitCode = 7"), "{startd}");
     let log = std::fs::read_to_string(jobs.join("codes.log")).unwrap();
     for event in ["000 (", "001 (", "005 (", "return value 7"] {
         assert!(log.contains(event), "{event} missing from\n{log}");
@@ -376,6 +380,12 @@ fn hold_release_rm_and_qedit_reach_running_jobs() {
     wait_for("the edited job evicted to idle", Duration::from_secs(60), || {
         job(&p.queue(), &id)
             .is_some_and(|a| int(a, "JobStatus") == 1 && int(a, "LastVacateTime") > 0)
+    });
+    // The negotiator now finds no slot for it, and says so on the job.
+    wait_for("the rejection recorded", Duration::from_secs(60), || {
+        job(&p.queue(), &id).is_some_and(|a| {
+            text(a, "LastRejMatchReason") == "no match found" && int(a, "LastRejMatchTime") > 0
+        })
     });
 }
 
@@ -471,4 +481,67 @@ fn rank_preemption_moves_a_job_off_its_slot() {
     let log = std::fs::read_to_string(p.path().join("host1.log")).unwrap();
     assert!(log.contains("Claimed/Retiring"), "{log}");
     assert!(log.contains("Preempting/Vacating"), "{log}");
+}
+
+#[test]
+fn fair_share_between_submitters_and_requirements_always_hold() {
+    // Short claims and a short half-life, so the pie is cut again and again
+    // and priorities follow usage within the test.
+    let mut p = Pool::new(
+        "CLAIM_WORKLIFE = 1\nPRIORITY_HALFLIFE = 10\nNEGOTIATOR_INTERVAL = 1\nNUM_CPUS = 2\n\
+         STARTD_ATTRS = Color",
+        0,
+    );
+    p.start_host(1, "Color = \"red\"");
+    p.start_host(2, "Color = \"blue\"");
+    let primes = "executable = primes.wasm\narguments = 300000\n";
+    p.submit("alice", "a", &format!("{primes}queue 400\n"));
+    p.submit("bob", "b", &format!("{primes}queue 400\n"));
+    p.submit(
+        "carol",
+        "c",
+        &format!("{primes}requirements = (TARGET.Color == \"red\")\nqueue 200\n"),
+    );
+    wait_or("1,000 jobs done", Duration::from_secs(300), || p.history().len() == 1000, || p.logs());
+    let history = p.history();
+    // Requirements, both ways, against the ad of the slot each job ran on.
+    let slots = p.slots();
+    for h in &history {
+        assert_eq!(int(h, "JobStatus"), 4, "{h}");
+        let ran_on = text(h, "LastRemoteHost");
+        let slot = slots
+            .iter()
+            .find(|s| text(s, "Name") == ran_on)
+            .unwrap_or_else(|| panic!("no slot {ran_on}"));
+        assert!(classad::matching::symmetric_match(h, slot), "{h}\nran on\n{slot}");
+        if text(h, "Owner") == "carol" {
+            assert!(ran_on.ends_with("@host1"), "carol's job ran on {ran_on}");
+        }
+    }
+    // Fair share: alice and bob asked for the same and have the same
+    // priority factor, so neither finishes far ahead of the other. When the
+    // first of them is done, the other has at least 70 % done (one slot of
+    // four is a quarter of the pool; claims last a second).
+    let done_at = |who: &str| -> Vec<i64> {
+        let mut t: Vec<i64> = history
+            .iter()
+            .filter(|a| text(a, "Owner") == who)
+            .map(|a| int(a, "CompletionDate"))
+            .collect();
+        t.sort();
+        t
+    };
+    let (a, b) = (done_at("alice"), done_at("bob"));
+    let first_end = a.last().unwrap().min(b.last().unwrap());
+    for (who, t) in [("alice", &a), ("bob", &b)] {
+        let done = t.iter().filter(|&&c| c <= *first_end).count();
+        eprintln!("fair share: {who} had {done} of {} done when the first finished", t.len());
+        assert!(
+            done * 10 >= t.len() * 7,
+            "{who} had {done} of {} done when the other finished",
+            t.len()
+        );
+    }
+    let prio = p.ok("root", &["userprio"]);
+    assert!(prio.contains("alice") && prio.contains("bob") && prio.contains("carol"), "{prio}");
 }

@@ -19,17 +19,21 @@
 //! | `AbandonStarter` | aborts the starter's task and removes its sandbox |
 //! | `Checkpoint` | answers `CheckpointFinished { ok: false }` at once: andes does not take checkpoints yet |
 //! | `RunBenchmarks` | runs two small Wasm loops ([`benchmark`]) and answers `BenchmarkFinished` |
-//! | `Publish` | keeps the ad for `andes host status` (there is no collector yet) |
+//! | `Publish` | keeps the ad for `andes host status` and, in a pool, sends it to the collector with the slot's claim id |
 //! | `ShutdownComplete` | the daemon's [`Daemon::run`] returns once no starter is left |
-//! | claim notices | logged: claims from schedds come with the pool |
+//! | `ClaimAccepted` | spends the slot's offer: a new claim id replaces it |
+//! | other claim notices | logged; a claim the startd no longer holds ends its report (`claim_alive = false`) |
 //!
 //! A sandbox is `$(EXECUTE)/dir_<slot>_<n>`, created empty for each job and
 //! removed when its starter is gone.
 //!
-//! Claims: the machine already handles [`Event::ClaimRequested`] and
-//! [`Event::ClaimActivated`]; a schedd-facing route feeds them with
-//! [`Daemon::feed`] and hands over the job's module with
-//! [`Daemon::activate`].
+//! Claims ([`pool`]): the schedd-facing routes reach the daemon through
+//! [`Remote::pool`]; [`Daemon::pool`] feeds the machine [`Event::MatchNotified`],
+//! [`Event::ClaimRequested`] (or [`Event::BetterMatch`] on a claimed slot),
+//! [`Event::ClaimActivated`] with the job's module and input files,
+//! [`Event::JobUpdated`] and [`Event::ClaimReleased`], and keeps each claim's
+//! report for the shadow's long poll. A claim whose lease runs out (no shadow
+//! heard from for JobLeaseDuration) is released.
 
 pub mod api;
 pub mod benchmark;
@@ -150,6 +154,8 @@ pub struct DaemonConfig {
     pub starter_initial_update: u64,
     /// STARTER_UPDATE_INTERVAL: seconds between later updates (HTCondor: 300).
     pub starter_update: u64,
+    /// STARTD_HISTORY: the file each finished job's ad is appended to.
+    pub history: Option<PathBuf>,
 }
 
 impl DaemonConfig {
@@ -210,6 +216,12 @@ impl DaemonConfig {
             backfill,
             starter_initial_update: int("STARTER_INITIAL_UPDATE_INTERVAL", 8),
             starter_update: int("STARTER_UPDATE_INTERVAL", 300),
+            history: cfg
+                .get("STARTD_HISTORY")
+                .ok()
+                .flatten()
+                .filter(|p| !p.trim().is_empty())
+                .map(PathBuf::from),
         })
     }
 }
@@ -372,6 +384,7 @@ pub struct Daemon {
     starter_update: u64,
     address: Option<String>,
     publisher: Option<mpsc::UnboundedSender<PublishedAd>>,
+    history: Option<std::fs::File>,
 }
 
 fn unix_now(clock: &dyn Clock) -> i64 {
@@ -436,6 +449,14 @@ impl Daemon {
             starter_update: config.starter_update,
             address: None,
             publisher: None,
+            history: config.history.as_ref().and_then(|p| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| tracing::warn!("STARTD_HISTORY {}: {e}", p.display()))
+                    .ok()
+            }),
         })
     }
 
@@ -872,6 +893,35 @@ impl Daemon {
         Some(ExitReport { slot, kind: run.kind, ending })
     }
 
+    /// Appends the startd's copy of a finished job's ad to STARTD_HISTORY, in
+    /// HTCondor's history-file form (the ad, then a `***` banner). A failure
+    /// is logged and otherwise dropped, as HTCondor's startd does.
+    fn write_history(&mut self, job: &ClassAd, ending: &ClassAd) {
+        use std::io::Write as _;
+        let Some(f) = &mut self.history else { return };
+        let mut ad = job.clone();
+        ad.update(ending);
+        let now = unix_now(self.clock.as_ref());
+        ad.insert_value("CompletionDate", now);
+        let int = |n: &str| match ad.eval_attr(n) {
+            Value::Int(v) => v,
+            _ => -1,
+        };
+        let owner = match ad.eval_attr("Owner") {
+            Value::Str(s) => s.to_string(),
+            _ => String::new(),
+        };
+        let text = format!(
+            "{}\n*** ClusterId = {} ProcId = {} Owner = \"{owner}\" CompletionDate = {now}\n",
+            ad.to_old_syntax().trim_end(),
+            int("ClusterId"),
+            int("ProcId")
+        );
+        if let Err(e) = f.write_all(text.as_bytes()) {
+            tracing::warn!("cannot write STARTD_HISTORY: {e}");
+        }
+    }
+
     /// Tells the shadow how the slot's job ended, with its output files.
     fn report_exit(&mut self, slot: SlotId, run: &Run, result: &JobResult) {
         let Some(claim_id) = self
@@ -893,6 +943,7 @@ impl Daemon {
         for (name, expr) in &result.updates {
             ending.insert(name.as_str(), expr.clone());
         }
+        self.write_history(&job, &ending);
         let evicted = matches!(result.ending, Ending::Evicted { .. });
         let limit = match job.eval_attr("RequestDisk") {
             Value::Int(kib) if kib > 0 => (kib as u64).saturating_mul(1024),

@@ -180,10 +180,20 @@ pub async fn serve(
     );
     let mut app = api::router(remote.clone(), &auth);
     let mut publisher = None;
+    let mut withdraw = None;
     if let (Some(url), Some(keypair)) = (&collector, keypair) {
         let client = Client::new(url, keypair)?;
+        let names: Vec<String> = daemon
+            .ads()
+            .iter()
+            .filter_map(|a| match a.eval_attr("Name") {
+                Value::Str(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .collect();
+        withdraw = Some((client.clone().with_timeout(std::time::Duration::from_secs(2)), names));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        daemon.join_pool(addr.to_string(), tx);
+        daemon.join_pool(s.advertised(addr)?, tx);
         publisher = Some(andes_host::daemon::pool::spawn_publisher(client, rx));
         app = app.merge(andes_host::daemon::pool::router(remote.clone(), clock, &auth));
     }
@@ -225,6 +235,14 @@ pub async fn serve(
     interrupts.abort();
     if let Some(p) = publisher {
         p.abort();
+    }
+    // The slots are gone: the collector hears so at once, not after
+    // CLASSAD_LIFETIME.
+    if let Some((client, names)) = withdraw {
+        for name in names {
+            let body = andes_protocol::pool::CollectorInvalidate { kind: "Machine".into(), name };
+            let _ = client.post_json("/v1/collector/invalidate", &body).await;
+        }
     }
     let _ = stop_tx.send(());
     let _ = server.await;

@@ -84,7 +84,7 @@ pub async fn serve(
         Auth::with_body_limit(Verifier::new(trust, VerifierConfig::default()), clock, BODY_LIMIT);
     let mut app = schedd.router(&auth);
     if let Some(keypair) = keypair {
-        let mut pc = PoolConfig::new(&config.name, &addr.to_string());
+        let mut pc = PoolConfig::new(&config.name, &s.advertised(addr)?);
         pc.collector = collector.clone();
         pc.claim_worklife = s.secs("CLAIM_WORKLIFE", -1)?;
         pc.job_lease = s.secs("JOB_LEASE_DURATION", 2400)?.max(1) as u64;

@@ -1,0 +1,175 @@
+//! A whole personal pool (`andes pool up --slots 2`, a real process: central
+//! manager, schedd and execute host): end-to-end throughput of trivial jobs
+//! from the first submit to the last completion, and the submit→start latency
+//! of one job on an idle pool.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use andes_protocol::{Client, Keypair};
+use andes_scheduler::api::{QueryReply, QueryRequest, SubmitReply, SubmitRequest, SummaryReply};
+use criterion::{Criterion, criterion_group, criterion_main};
+use http::Method;
+
+/// Full sizes under `cargo bench`; small ones when `cargo test` runs the
+/// benchmarks once as a smoke test.
+fn scale(full: usize) -> usize {
+    if std::env::args().any(|a| a == "--bench") { full } else { (full / 1000).max(2) }
+}
+
+fn sample(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("samples/target/wasm32-wasip1/release")
+        .join(format!("{name}.wasm"));
+    assert!(p.exists(), "{}: build the samples first (`cargo xtask bench` does)", p.display());
+    p
+}
+
+struct Pool {
+    child: Child,
+    dir: tempfile::TempDir,
+    client: Client,
+    rt: tokio::runtime::Runtime,
+    digest: String,
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start() -> Pool {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_andes"))
+        .args(["pool", "up", "--slots", "2", "--dir"])
+        .arg(dir.path())
+        .env("USER", "bench")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("pool ready") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0,
+            "the pool did not start"
+        );
+    }
+    let addr = std::fs::read_to_string(dir.path().join("spool/.schedd_address")).unwrap();
+    let kp = Arc::new(Keypair::load(&dir.path().join("keys/bench")).unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = {
+        let _g = rt.enter();
+        Client::new(&format!("http://{}", addr.trim()), kp)
+            .unwrap()
+            .with_timeout(Duration::from_secs(600))
+    };
+    let module = std::fs::read(sample("exit_code")).unwrap();
+    let digest = andes_scheduler::queue::module_digest(&module);
+    rt.block_on(client.request(Method::PUT, &format!("/v1/modules/{digest}"), module.into()))
+        .unwrap();
+    Pool { child, dir, client, rt, digest }
+}
+
+impl Pool {
+    /// Submits `n` trivial jobs (`exit_code 0`) as one cluster.
+    fn submit(&self, n: usize) {
+        let iwd = self.dir.path().display();
+        let req = SubmitRequest {
+            cluster: None,
+            cluster_ad: format!(
+                r#"[Cmd = "exit_code.wasm"; CmdDigest = "{}"; Arguments = "0"; Iwd = "{iwd}";
+                   RequestMemory = 64; RequestDisk = 1024; JobUniverse = 5;
+                   Requirements = TARGET.HasWasm && TARGET.Memory >= RequestMemory]"#,
+                self.digest
+            ),
+            procs: vec!["[]".to_string(); n],
+        };
+        let _: SubmitReply =
+            self.rt.block_on(self.client.call(Method::POST, "/v1/submit", Some(&req))).unwrap();
+    }
+
+    fn jobs_left(&self) -> u64 {
+        let r: SummaryReply = self
+            .rt
+            .block_on(self.client.call(Method::POST, "/v1/summary", Some(&serde_json::json!({}))))
+            .unwrap();
+        r.totals.jobs
+    }
+
+    /// Waits until the queue is empty (every job completed), polling.
+    fn drain(&self) {
+        let t = Instant::now();
+        while self.jobs_left() > 0 {
+            assert!(t.elapsed() < Duration::from_secs(600), "the pool did not drain");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Whether the queue has no idle job (the one submitted has started or ended).
+    fn none_idle(&self) -> bool {
+        let req = QueryRequest {
+            targets: andes_scheduler::api::Targets {
+                constraint: Some("JobStatus == 1".into()),
+                ..Default::default()
+            },
+            projection: vec!["JobStatus".into()],
+            ..Default::default()
+        };
+        let r: QueryReply =
+            self.rt.block_on(self.client.call(Method::POST, "/v1/query", Some(&req))).unwrap();
+        r.ads.is_empty()
+    }
+}
+
+fn throughput(c: &mut Criterion) {
+    let pool = start();
+    let n = scale(10_000);
+    let mut g = c.benchmark_group("pool");
+    g.sample_size(10).measurement_time(Duration::from_secs(20));
+    g.throughput(criterion::Throughput::Elements(n as u64));
+    g.bench_function("trivial_jobs_10000_two_slots", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t = Instant::now();
+                pool.submit(n);
+                pool.drain();
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+fn latency(c: &mut Criterion) {
+    let pool = start();
+    let mut g = c.benchmark_group("pool");
+    g.sample_size(50);
+    g.bench_function("submit_to_start_idle_pool", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                pool.drain();
+                let t = Instant::now();
+                pool.submit(1);
+                while !pool.none_idle() {
+                    std::hint::spin_loop();
+                }
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, latency, throughput);
+criterion_main!(benches);
