@@ -196,6 +196,24 @@ impl Pool {
         self.cmd_in(user, &self.path().join("jobs"), args)
     }
 
+    /// Runs a command of host `i` (`andes vacate`, `andes host ...`) as `user`.
+    fn host_cmd(&self, i: usize, user: &str, args: &[&str]) -> String {
+        let cfg = self.path().join(format!("user-host{i}.config"));
+        let f = self.path().join(format!(".host{i}_address"));
+        std::fs::write(&cfg, format!("{}HOST_ADDRESS_FILE = {}\n", self.common, f.display()))
+            .unwrap();
+        let o = andes()
+            .args(args)
+            .current_dir(self.path())
+            .env("ANDES_CONFIG_DIR", self.path())
+            .env("ANDES_CONFIG", &cfg)
+            .env("USER", user)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    }
+
     fn cmd_in(&self, user: &str, cwd: &Path, args: &[&str]) -> std::process::Output {
         std::fs::create_dir_all(cwd).unwrap();
         andes()
@@ -223,7 +241,7 @@ impl Pool {
     fn submit(&self, user: &str, name: &str, text: &str) {
         let wasm = self.path().join("jobs");
         std::fs::create_dir_all(&wasm).unwrap();
-        for s in ["hello", "exit_code", "sleeper", "primes"] {
+        for s in ["hello", "exit_code", "sleeper", "primes", "vacate"] {
             let dst = wasm.join(format!("{s}.wasm"));
             if !dst.exists() {
                 std::fs::copy(sample(s), dst).unwrap();
@@ -544,4 +562,35 @@ fn fair_share_between_submitters_and_requirements_always_hold() {
     }
     let prio = p.ok("root", &["userprio"]);
     assert!(prio.contains("alice") && prio.contains("bob") && prio.contains("carol"), "{prio}");
+}
+
+#[test]
+fn a_vacated_job_resumes_from_its_own_checkpoint() {
+    let p = Pool::new(
+        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
+         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
+         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
+        1,
+    );
+    p.submit(
+        "alice",
+        "v",
+        "executable = vacate.wasm\narguments = 500000000\noutput = v.out\n\
+         checkpoint_exit_code = 85\nqueue\n",
+    );
+    wait_for("the job to make progress", Duration::from_secs(60), || {
+        p.queue().first().is_some_and(|a| {
+            int(a, "JobStatus") == 2
+                && matches!(a.eval_attr("RemoteUserCpu"), Value::Real(c) if c > 0.3)
+        })
+    });
+    p.host_cmd(1, "root", &["vacate", "slot1@host1"]);
+    wait_or("the job to finish", Duration::from_secs(120), || p.history().len() == 1, || p.logs());
+    let h = &p.history()[0];
+    assert_eq!(int(h, "ExitCode"), 0, "{h}");
+    assert_eq!(int(h, "NumJobStarts"), 2, "{h}");
+    assert!(int(h, "LastCkptTime") > 0, "{h}");
+    let out = std::fs::read_to_string(p.path().join("jobs/v.out")).unwrap();
+    assert!(out.contains("resuming at term"), "{out}");
+    assert!(out.contains("sum of 1/k^2 for k = 1..=500000000"), "{out}");
 }

@@ -61,6 +61,10 @@ pub const HOLD_TRANSFER_OUTPUT: i64 = 12;
 /// HTCondor's HoldReasonCode 13: transferring the input files failed.
 pub const HOLD_TRANSFER_INPUT: i64 = 13;
 
+/// The least time between two advertisements: a queue that changes with
+/// every job still sends its ads (and wakes the negotiator) at most this often.
+pub const ADVERTISE_GAP: Duration = Duration::from_millis(200);
+
 /// How the schedd's pool side is set up (from the configuration).
 #[derive(Clone, Debug)]
 pub struct PoolConfig {
@@ -84,6 +88,10 @@ pub struct PoolConfig {
     pub schedd_interval: Duration,
     /// Milliseconds an activation may wait for a short job to end.
     pub activate_wait_ms: u64,
+    /// Where a job's own checkpoint files are kept between runs (the
+    /// schedd's spool); none: a job that exits with its CheckpointExitCode
+    /// starts over.
+    pub spool: Option<PathBuf>,
 }
 
 impl PoolConfig {
@@ -100,6 +108,7 @@ impl PoolConfig {
             max_cleanup_retries: 5,
             schedd_interval: Duration::from_secs(300),
             activate_wait_ms: 2000,
+            spool: None,
         }
     }
 }
@@ -390,6 +399,8 @@ impl Inner {
                     }
                 }
             }
+            // Changes arriving within ADVERTISE_GAP go out together.
+            tokio::time::sleep(ADVERTISE_GAP).await;
             tokio::select! {
                 _ = self.advertise.notified() => {}
                 _ = tokio::time::sleep(self.cfg.schedd_interval) => {}
@@ -653,7 +664,7 @@ impl Inner {
             lane.send(LaneOp::Pool(id, PoolOp::Reconnected));
         } else {
             let ad = host_ad(&job, &claim.slot_ad);
-            let inputs = match read_inputs(&job) {
+            let inputs = match read_inputs(&job, self.ckpt_dir(id).as_deref()) {
                 Ok(i) => i,
                 Err(e) => {
                     // Cannot start: hold it here, keep the claim.
@@ -694,9 +705,32 @@ impl Inner {
             if report.state == RunState::Exited {
                 let mut ending = ad_or_empty(report.ending.as_deref());
                 ending.update(&ad_or_empty(Some(&report.update)));
-                if report.evicted {
+                let ckpt_code = match job.eval_attr("CheckpointExitCode") {
+                    Value::Int(c) => Some(c),
+                    _ => None,
+                };
+                let checkpointed = !report.evicted
+                    && !ending.contains("HoldReasonCode")
+                    && ckpt_code.is_some()
+                    && matches!(ending.eval_attr("ExitCode"), Value::Int(c) if Some(c) == ckpt_code);
+                if checkpointed && let Some(dir) = self.ckpt_dir(id) {
+                    // The job saved its state and asks to run again: its files
+                    // are kept in the spool and go with it next time.
+                    match save_checkpoint(&dir, &report.outputs) {
+                        Ok(()) => ending.insert_value("LastCkptTime", self.clock.now()),
+                        Err(e) => tracing::warn!("job {id}: checkpoint not kept: {e}"),
+                    }
+                    ending.insert_value(
+                        "LastVacateReason",
+                        "the job checkpointed (CheckpointExitCode)",
+                    );
+                    lane.send(LaneOp::Pool(id, PoolOp::Evicted(ending)));
+                } else if report.evicted {
                     lane.send(LaneOp::Pool(id, PoolOp::Evicted(ending)));
                 } else {
+                    if let Some(dir) = self.ckpt_dir(id) {
+                        let _ = std::fs::remove_dir_all(dir);
+                    }
                     if let Err(e) = write_outputs(&job, &report.outputs) {
                         ending.insert_value("HoldReasonCode", HOLD_TRANSFER_OUTPUT);
                         ending.insert_value("HoldReasonSubCode", 0i64);
@@ -754,6 +788,11 @@ impl Inner {
                 },
             }
         }
+    }
+
+    /// Where job `id`'s own checkpoint files are kept.
+    fn ckpt_dir(&self, id: JobId) -> Option<PathBuf> {
+        self.cfg.spool.as_ref().map(|s| s.join("checkpoints").join(id.to_string()))
     }
 
     fn started_attrs(&self, claim: &ClaimCtx) -> ClassAd {
@@ -905,6 +944,9 @@ fn ad_or_empty(text: Option<&str>) -> ClassAd {
 /// is left as it was and the job ad gets no value for it.
 pub fn expand_dollar_dollar(job: &ClassAd, slot: &ClassAd) -> ClassAd {
     let mut out = job.clone();
+    if !job.to_string().contains("$$(") {
+        return out;
+    }
     for (name, expr) in job.iter() {
         let text = expr.to_string();
         if !text.contains("$$(") {
@@ -984,10 +1026,34 @@ fn resolve(iwd: &Path, p: &str) -> PathBuf {
 /// Input files at most (count), and bytes at most when the job names no RequestDisk.
 const MAX_INPUT_FILES: usize = 10_000;
 
+/// Keeps a checkpointing job's files (all but its streams) in `dir`,
+/// replacing the previous checkpoint whole.
+fn save_checkpoint(dir: &Path, outputs: &[FileData]) -> std::io::Result<()> {
+    let tmp = dir.with_extension("new");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp)?;
+    for f in outputs {
+        if f.name == STDOUT_NAME
+            || f.name == STDERR_NAME
+            || !andes_protocol::pool::safe_relative_name(&f.name)
+        {
+            continue;
+        }
+        let p = tmp.join(&f.name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(p, &f.data)?;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(&tmp, dir)
+}
+
 /// The job's input files: TransferInput (files, and directories with
-/// their contents) and the stdin file, read from the submit side, bounded by
-/// RequestDisk.
-fn read_inputs(job: &ClassAd) -> Result<Vec<FileData>, String> {
+/// their contents), the stdin file, and the files of its last checkpoint
+/// (`ckpt`, which replace input files of the same name), read from the
+/// submit side, bounded by RequestDisk.
+fn read_inputs(job: &ClassAd, ckpt: Option<&Path>) -> Result<Vec<FileData>, String> {
     let iwd = iwd_of(job);
     let limit = match job.eval_attr("RequestDisk") {
         Value::Int(kib) if kib > 0 => (kib as u64).saturating_mul(1024),
@@ -1043,6 +1109,23 @@ fn read_inputs(job: &ClassAd) -> Result<Vec<FileData>, String> {
         && input != "/dev/null"
     {
         add(STDIN_NAME.to_string(), &resolve(&iwd, &input), &mut out)?;
+    }
+    if let Some(dir) = ckpt.filter(|d| d.is_dir()) {
+        let mut stack = vec![(dir.to_path_buf(), String::new())];
+        while let Some((d, prefix)) = stack.pop() {
+            let rd = std::fs::read_dir(&d)
+                .map_err(|e| format!("cannot read the checkpoint {}: {e}", d.display()))?;
+            for e in rd.flatten() {
+                let name = format!("{prefix}{}", e.file_name().to_string_lossy());
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push((p, format!("{name}/")));
+                } else {
+                    out.retain(|f| f.name != name);
+                    add(name, &p, &mut out)?;
+                }
+            }
+        }
     }
     Ok(out)
 }
@@ -1153,7 +1236,8 @@ mod tests {
                  Out = "out/job.out"; Err = "job.err"; RequestDisk = 1 ]"#,
             iwd.display()
         ));
-        let mut names: Vec<_> = read_inputs(&job).unwrap().into_iter().map(|f| f.name).collect();
+        let mut names: Vec<_> =
+            read_inputs(&job, None).unwrap().into_iter().map(|f| f.name).collect();
         names.sort();
         assert_eq!(names, ["_andes_stdin", "d/x", "data.txt"]);
         let outputs = vec![
@@ -1169,7 +1253,39 @@ mod tests {
         assert!(write_outputs(&job, &bad).is_err());
         // Over RequestDisk (1 KiB).
         std::fs::write(iwd.join("data.txt"), vec![0u8; 2048]).unwrap();
-        assert!(read_inputs(&job).unwrap_err().contains("RequestDisk"));
+        assert!(read_inputs(&job, None).unwrap_err().contains("RequestDisk"));
+    }
+
+    #[test]
+    fn a_checkpoint_replaces_the_last_and_travels_with_the_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("checkpoints/1.0");
+        std::fs::create_dir_all(dir.path().join("checkpoints")).unwrap();
+        let files = |pairs: &[(&str, &str)]| -> Vec<FileData> {
+            pairs
+                .iter()
+                .map(|(n, d)| FileData { name: n.to_string(), data: d.as_bytes().to_vec() })
+                .collect()
+        };
+        save_checkpoint(&ckpt, &files(&[("partial.txt", "1"), ("old.txt", "x")])).unwrap();
+        save_checkpoint(
+            &ckpt,
+            &files(&[("partial.txt", "2"), (STDOUT_NAME, "out"), ("sub/state", "s")]),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("partial.txt"), "stale input").unwrap();
+        let job =
+            ad(&format!(r#"[ Iwd = "{}"; TransferInput = "partial.txt" ]"#, dir.path().display()));
+        let mut got: Vec<(String, String)> = read_inputs(&job, Some(&ckpt))
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.name, String::from_utf8(f.data).unwrap()))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [("partial.txt".to_string(), "2".to_string()), ("sub/state".into(), "s".into())]
+        );
     }
 
     #[test]

@@ -92,6 +92,7 @@ pub async fn serve(
         pc.cleanup_retry_delay = secs("SHADOW_JOB_CLEANUP_RETRY_DELAY", 30)?;
         pc.max_cleanup_retries = s.secs("SHADOW_MAX_JOB_CLEANUP_RETRIES", 5)?.max(0) as u32;
         pc.schedd_interval = secs("SCHEDD_INTERVAL", 300)?.max(Duration::from_secs(1));
+        pc.spool = Some(spool.clone());
         let pool = ScheddPool::start(&schedd, pc, keypair);
         app = app.merge(pool.router(&auth));
     }

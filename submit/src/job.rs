@@ -593,6 +593,10 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
         ] {
             self.expr_cmd(names, attr)?;
         }
+        // The exit code with which a job says "I saved my state, run me again".
+        if let Some((n, _)) = self.int_cmd(&["checkpoint_exit_code", "CheckpointExitCode"])? {
+            self.set("CheckpointExitCode", lit(n));
+        }
         let max_retries = self.int_cmd(&["max_retries", "JobMaxRetries"])?;
         let success = self.int_cmd(&["success_exit_code", "JobSuccessExitCode"])?;
         let until = self.cmd(&["retry_until"])?;

@@ -397,10 +397,15 @@ pub(crate) fn collect_outputs(
     (out, error)
 }
 
+/// The least time between two rounds of slot ads sent to the collector: the
+/// ads of a busy slot change with every job, and only the newest matters.
+pub const PUBLISH_GAP: Duration = Duration::from_millis(100);
+
 /// Sends the slot ads the daemon publishes to the collector at `client`
 /// (`POST /v1/collector/update`), newest ad per slot first, until the daemon
-/// drops its sender. Failures are logged once per outage and retried with
-/// the next ad.
+/// drops its sender: at once when nothing was sent for [`PUBLISH_GAP`], else
+/// coalesced into the next round. Failures are logged once per outage and
+/// retried with the next ad.
 pub fn spawn_publisher(
     client: andes_protocol::Client,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<super::PublishedAd>,
@@ -408,6 +413,7 @@ pub fn spawn_publisher(
     tokio::spawn(async move {
         let mut failing = false;
         while let Some(first) = rx.recv().await {
+            let round = tokio::time::Instant::now();
             // Coalesce what queued up meanwhile: only each slot's newest ad matters.
             let mut latest: Vec<super::PublishedAd> = vec![first];
             while let Ok(next) = rx.try_recv() {
@@ -445,6 +451,7 @@ pub fn spawn_publisher(
                     }
                 }
             }
+            tokio::time::sleep_until(round + PUBLISH_GAP).await;
         }
     })
 }
