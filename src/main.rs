@@ -104,6 +104,13 @@ fn main() -> ExitCode {
         cli.command,
         Command::Schedd(_) | Command::Host(_) | Command::CentralManager(_) | Command::Pool(_)
     ) {
+        // Errors are part of the daemons' normal work (every job's proc_exit
+        // is one, inside wasmtime): with RUST_BACKTRACE set, each would
+        // capture a backtrace. Panics keep theirs.
+        if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+            // SAFETY: at the start of main, before any thread exists.
+            unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+        }
         init_logging();
     }
     let result = match cli.command {

@@ -108,9 +108,9 @@ impl Settings {
         Settings::load_over(Config::with_env(std::env::vars()))
     }
 
-    /// Loads the configuration file `file` (instead of `$ANDES_CONFIG`) on top
-    /// of `base`.
-    pub fn load_file_over(file: &std::path::Path, base: Config) -> Result<Settings> {
+    /// `base` with the built-in defaults loaded over it; and the andes
+    /// configuration directory.
+    fn with_defaults(base: Config) -> Result<(Config, PathBuf)> {
         let dir = andes_protocol::key::config_dir()?;
         let mut config = base;
         config.set("LOCAL_DIR", &dir.to_string_lossy())?;
@@ -119,20 +119,20 @@ impl Settings {
             config.set("KEY_NAME", &u)?;
         }
         config.load_str(DEFAULTS, "<built-in defaults>")?;
+        Ok((config, dir))
+    }
+
+    /// Loads the configuration file `file` (instead of `$ANDES_CONFIG`) on top
+    /// of `base`.
+    pub fn load_file_over(file: &std::path::Path, base: Config) -> Result<Settings> {
+        let (mut config, _) = Settings::with_defaults(base)?;
         config.load_file(file).with_context(|| format!("reading {}", file.display()))?;
         Ok(Settings { config })
     }
 
     /// Loads the configuration on top of `base` (a daemon's own defaults).
     pub fn load_over(base: Config) -> Result<Settings> {
-        let dir = andes_protocol::key::config_dir()?;
-        let mut config = base;
-        config.set("LOCAL_DIR", &dir.to_string_lossy())?;
-        config.set("SCHEDD_NAME", &format!("andes@{}", host_name()))?;
-        if let Some(u) = user_name() {
-            config.set("KEY_NAME", &u)?;
-        }
-        config.load_str(DEFAULTS, "<built-in defaults>")?;
+        let (mut config, dir) = Settings::with_defaults(base)?;
         let file = match std::env::var_os("ANDES_CONFIG") {
             Some(f) if !f.is_empty() => Some(PathBuf::from(f)),
             _ => Some(dir.join("andes.config")).filter(|p| p.exists()),
@@ -212,6 +212,27 @@ impl Settings {
         andes_protocol::Keypair::load(&dir.join(name)).map_err(|e| {
             anyhow!("{e}\n  (make one with `andes keygen {name}` and add its line to the pool's trust file)")
         })
+    }
+
+    /// The pool's trust file (TRUST_FILE), which `daemon` needs.
+    pub fn trust(&self, daemon: &str) -> Result<andes_protocol::TrustFile> {
+        let path = self.path("TRUST_FILE")?;
+        andes_protocol::TrustFile::load(&path).with_context(|| {
+            format!("{daemon} needs the pool's trust file {} (TRUST_FILE)", path.display())
+        })
+    }
+
+    /// Where a daemon listens: `given` (its --listen), else the knob `knob`.
+    pub fn listen(
+        &self,
+        knob: &str,
+        given: Option<std::net::SocketAddr>,
+    ) -> Result<std::net::SocketAddr> {
+        if let Some(a) = given {
+            return Ok(a);
+        }
+        let a = self.require(knob)?;
+        a.parse().map_err(|_| anyhow!("{knob} = {a}: expected HOST:PORT"))
     }
 
     /// A knob as seconds (`default` when unset).

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use andes_protocol::{Auth, SystemClock, TrustFile, Verifier, VerifierConfig};
+use andes_protocol::{Auth, SystemClock, Verifier, VerifierConfig};
 use andes_scheduler::central::{self, Central, CentralConfig, SetFactorRequest, UserPrioReply};
 use andes_scheduler::collector::Collector;
 use andes_scheduler::negotiator::{AccountantConfig, NegotiatorConfig};
@@ -80,22 +80,11 @@ pub async fn serve(
     extra: Option<axum::Router>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let trust_path = s.path("TRUST_FILE")?;
-    let trust = TrustFile::load(&trust_path).with_context(|| {
-        format!(
-            "the central manager needs the pool's trust file {} (TRUST_FILE)",
-            trust_path.display()
-        )
-    })?;
-    let listen: SocketAddr = match listen {
-        Some(a) => a,
-        None => {
-            let a = s.get("CENTRAL_MANAGER_ADDRESS")?.ok_or_else(|| {
-                anyhow!("set COLLECTOR_HOST (or CENTRAL_MANAGER_ADDRESS) to HOST:PORT")
-            })?;
-            a.parse().map_err(|_| anyhow!("CENTRAL_MANAGER_ADDRESS = {a}: expected HOST:PORT"))?
-        }
-    };
+    let trust = s.trust("the central manager")?;
+    if listen.is_none() && s.get("CENTRAL_MANAGER_ADDRESS")?.is_none() {
+        return Err(anyhow!("set COLLECTOR_HOST (or CENTRAL_MANAGER_ADDRESS) to HOST:PORT"));
+    }
+    let listen = s.listen("CENTRAL_MANAGER_ADDRESS", listen)?;
     let keypair = Arc::new(s.daemon_keypair("NEGOTIATOR_KEY_NAME")?);
     let cfg = central_config(&s)?;
     let lifetime = s.secs("CLASSAD_LIFETIME", 900)?.max(1);

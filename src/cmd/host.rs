@@ -11,7 +11,7 @@ use andes_host::daemon::api::{
 };
 use andes_host::daemon::{Daemon, DaemonConfig};
 use andes_host::{Host, HostConfig, SystemClock};
-use andes_protocol::{Auth, Client, TrustFile, Verifier, VerifierConfig};
+use andes_protocol::{Auth, Client, Verifier, VerifierConfig};
 use anyhow::{Context, Result, anyhow};
 use clap::{Args, Subcommand};
 use classad::{ClassAd, Value};
@@ -128,17 +128,8 @@ pub async fn serve(
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let execute = s.path("EXECUTE")?;
-    let trust_path = s.path("TRUST_FILE")?;
-    let trust = TrustFile::load(&trust_path).with_context(|| {
-        format!("the host needs the pool's trust file {} (TRUST_FILE)", trust_path.display())
-    })?;
-    let listen: SocketAddr = match listen {
-        Some(a) => a,
-        None => {
-            let a = s.require("HOST_ADDRESS")?;
-            a.parse().map_err(|_| anyhow!("HOST_ADDRESS = {a}: expected HOST:PORT"))?
-        }
-    };
+    let trust = s.trust("the host")?;
+    let listen = s.listen("HOST_ADDRESS", listen)?;
     std::fs::create_dir_all(&execute)
         .with_context(|| format!("creating EXECUTE {}", execute.display()))?;
     let mut info = andes_host::daemon::machine_info(&execute);

@@ -197,8 +197,8 @@ fn up(args: UpArgs) -> Result<ExitCode> {
 
 /// `POST /v1/pool/down` (admin): stops the pool `andes pool up` runs.
 fn down_router(stop: tokio::sync::watch::Sender<bool>, s: &Settings) -> Result<axum::Router> {
-    use andes_protocol::{Auth, SystemClock, TrustFile, Verifier, VerifierConfig};
-    let trust = TrustFile::load(&s.path("TRUST_FILE")?)?;
+    use andes_protocol::{Auth, SystemClock, Verifier, VerifierConfig};
+    let trust = s.trust("the pool")?;
     let auth = Auth::new(Verifier::new(trust, VerifierConfig::default()), Arc::new(SystemClock));
     let stop = Arc::new(stop);
     Ok(axum::Router::new()

@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use andes_protocol::{Auth, SystemClock, TrustFile, Verifier, VerifierConfig};
+use andes_protocol::{Auth, SystemClock, Verifier, VerifierConfig};
 use andes_scheduler::schedd::{self, BODY_LIMIT, Schedd, ScheddConfig};
 use andes_scheduler::shadow::{PoolConfig, ScheddPool};
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::settings::Settings;
@@ -43,17 +43,8 @@ pub async fn serve(
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let spool = s.path("SPOOL")?;
-    let trust_path = s.path("TRUST_FILE")?;
-    let trust = TrustFile::load(&trust_path).with_context(|| {
-        format!("the schedd needs the pool's trust file {} (TRUST_FILE)", trust_path.display())
-    })?;
-    let listen: SocketAddr = match listen {
-        Some(a) => a,
-        None => {
-            let a = s.require("SCHEDD_ADDRESS")?;
-            a.parse().map_err(|_| anyhow!("SCHEDD_ADDRESS = {a}: expected HOST:PORT"))?
-        }
-    };
+    let trust = s.trust("the schedd")?;
+    let listen = s.listen("SCHEDD_ADDRESS", listen)?;
     let interval = s.int("PERIODIC_EXPR_INTERVAL")?.unwrap_or(60).max(1) as u64;
     let mut config = ScheddConfig {
         name: s.require("SCHEDD_NAME")?,
