@@ -31,6 +31,7 @@ struct Pool {
     child: Child,
     dir: tempfile::TempDir,
     client: Client,
+    collector: Client,
     rt: tokio::runtime::Runtime,
     digest: String,
 }
@@ -64,17 +65,21 @@ fn start() -> Pool {
     let addr = std::fs::read_to_string(dir.path().join("spool/.schedd_address")).unwrap();
     let kp = Arc::new(Keypair::load(&dir.path().join("keys/bench")).unwrap());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let client = {
+    let cm = std::fs::read_to_string(dir.path().join(".collector_address")).unwrap();
+    let (client, collector) = {
         let _g = rt.enter();
-        Client::new(&format!("http://{}", addr.trim()), kp)
-            .unwrap()
-            .with_timeout(Duration::from_secs(600))
+        (
+            Client::new(&format!("http://{}", addr.trim()), kp.clone())
+                .unwrap()
+                .with_timeout(Duration::from_secs(600)),
+            Client::new(&format!("http://{}", cm.trim()), kp).unwrap(),
+        )
     };
     let module = std::fs::read(sample("exit_code")).unwrap();
     let digest = andes_scheduler::queue::module_digest(&module);
     rt.block_on(client.request(Method::PUT, &format!("/v1/modules/{digest}"), module.into()))
         .unwrap();
-    Pool { child, dir, client, rt, digest }
+    Pool { child, dir, client, collector, rt, digest }
 }
 
 impl Pool {
@@ -108,6 +113,27 @@ impl Pool {
         let t = Instant::now();
         while self.jobs_left() > 0 {
             assert!(t.elapsed() < Duration::from_secs(600), "the pool did not drain");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits until every slot is Unclaimed in the collector: an idle pool.
+    fn settle(&self) {
+        let q = andes_protocol::pool::CollectorQuery {
+            kind: Some("Machine".into()),
+            constraint: Some("State != \"Unclaimed\"".into()),
+            projection: vec!["Name".into()],
+        };
+        let t = Instant::now();
+        loop {
+            let r: andes_protocol::pool::CollectorQueryReply = self
+                .rt
+                .block_on(self.collector.call(Method::POST, "/v1/collector/query", Some(&q)))
+                .unwrap();
+            if r.ads.is_empty() {
+                return;
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "the slots did not become idle");
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -158,6 +184,7 @@ fn latency(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 pool.drain();
+                pool.settle();
                 let t = Instant::now();
                 pool.submit(1);
                 while !pool.none_idle() {

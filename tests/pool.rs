@@ -576,7 +576,7 @@ fn a_vacated_job_resumes_from_its_own_checkpoint() {
         "alice",
         "v",
         "executable = vacate.wasm\narguments = 500000000\noutput = v.out\n\
-         checkpoint_exit_code = 85\nqueue\n",
+         checkpoint_exit_code = 85\nlog = v.log\nqueue\n",
     );
     wait_for("the job to make progress", Duration::from_secs(60), || {
         p.queue().first().is_some_and(|a| {
@@ -593,4 +593,6 @@ fn a_vacated_job_resumes_from_its_own_checkpoint() {
     let out = std::fs::read_to_string(p.path().join("jobs/v.out")).unwrap();
     assert!(out.contains("resuming at term"), "{out}");
     assert!(out.contains("sum of 1/k^2 for k = 1..=500000000"), "{out}");
+    let log = std::fs::read_to_string(p.path().join("jobs/v.log")).unwrap();
+    assert!(log.contains("Job was evicted") && log.contains("Job was checkpointed"), "{log}");
 }

@@ -95,6 +95,27 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
             }));
             out
         }
+        EventKind::Evicted { checkpointed } => {
+            let cpu = int(ad, "RemoteUserCpu").unwrap_or(0).max(0) as u64;
+            vec![U::Evicted(userlog::Evicted {
+                eviction: if *checkpointed {
+                    userlog::Eviction::Checkpointed
+                } else {
+                    userlog::Eviction::NotCheckpointed
+                },
+                reason_code: 0,
+                reason_subcode: 0,
+                run_remote_usage: userlog::CpuUsage::from_secs(cpu, 0),
+                run_local_usage: Default::default(),
+                sent_bytes: 0,
+                received_bytes: 0,
+                reason: match ad.eval_attr("LastVacateReason") {
+                    Value::Str(s) => Some(s.to_string()),
+                    _ => None,
+                },
+                resources: Vec::new(),
+            })]
+        }
         EventKind::Requeued | EventKind::Edited(_) => Vec::new(),
     }
 }

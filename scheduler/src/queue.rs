@@ -229,8 +229,14 @@ pub enum EventKind {
     Removed(String),
     /// Ended and completed.
     Terminated,
-    /// Ended and went back to idle (OnExitRemove false), or was evicted.
+    /// Ended and went back to idle (OnExitRemove false).
     Requeued,
+    /// Left its slot before finishing (vacated, preempted, its host lost) and
+    /// went back to idle; `checkpointed` when it saved its state first.
+    Evicted {
+        /// The job checkpointed before leaving.
+        checkpointed: bool,
+    },
     /// An attribute was edited.
     Edited(String),
 }
@@ -1318,7 +1324,8 @@ impl Ctx<'_, '_> {
                     JobStatus::Running => {
                         self.set_status(id, JobStatus::Idle);
                         self.persist(id)?;
-                        self.event(id, EventKind::Requeued);
+                        let checkpointed = attrs.contains("LastCkptTime");
+                        self.event(id, EventKind::Evicted { checkpointed });
                     }
                     JobStatus::Removed => return self.leave(id),
                     _ => self.persist(id)?,

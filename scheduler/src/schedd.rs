@@ -137,7 +137,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
 ) -> std::io::Result<()> {
     let app = schedd.router(&auth);
-    axum::serve(listener, app).await
+    axum::serve(andes_protocol::server::nodelay(listener), app).await
 }
 
 /// Binds `addr` (port 0 picks one) and reports the address bound.

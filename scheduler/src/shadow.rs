@@ -107,7 +107,7 @@ impl PoolConfig {
             cleanup_retry_delay: Duration::from_secs(30),
             max_cleanup_retries: 5,
             schedd_interval: Duration::from_secs(300),
-            activate_wait_ms: 2000,
+            activate_wait_ms: 100,
             spool: None,
         }
     }
@@ -144,6 +144,11 @@ struct Inner {
     clients: Mutex<HashMap<String, Client>>,
     state: Mutex<Book>,
     advertise: Notify,
+    /// Wakes the advertiser before its gap is over: new idle jobs where the
+    /// last ad said there were none (an idle pool starts them at once).
+    urgent: Notify,
+    /// TotalIdleJobs of the last Scheduler ad sent.
+    last_idle: std::sync::atomic::AtomicI64,
 }
 
 /// The schedd's pool side; cheap to clone.
@@ -169,6 +174,8 @@ impl ScheddPool {
             clients: Mutex::new(HashMap::new()),
             state: Mutex::new(Book::default()),
             advertise: Notify::new(),
+            urgent: Notify::new(),
+            last_idle: std::sync::atomic::AtomicI64::new(0),
         });
         let pool = ScheddPool { inner };
         let mut events = schedd.take_events();
@@ -281,8 +288,17 @@ impl Lane {
                     }
                     LaneOp::Exited(id, ending) => inner.final_update(id, ending).await,
                     LaneOp::Free(id) => {
-                        lock(&inner.state).busy.remove(&id);
+                        let quiet = {
+                            let mut st = lock(&inner.state);
+                            st.busy.remove(&id);
+                            st.busy.is_empty()
+                        };
                         inner.advertise.notify_one();
+                        if quiet {
+                            // The pool just went quiet: say so now, so the next
+                            // submit finds the negotiator up to date.
+                            inner.urgent.notify_one();
+                        }
                     }
                 }
             }
@@ -358,6 +374,15 @@ impl Inner {
                         let _ = s.send(Signal::Edit(ad));
                     }
                 }
+                EventKind::Submitted
+                | EventKind::Released(_)
+                | EventKind::Requeued
+                | EventKind::Evicted { .. } => {
+                    wake = true;
+                    if self.last_idle.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                        self.urgent.notify_one();
+                    }
+                }
                 _ => wake = true,
             }
         }
@@ -379,6 +404,11 @@ impl Inner {
         let mut failing = false;
         loop {
             for (kind, ad) in self.ads() {
+                if kind == "Scheduler"
+                    && let Value::Int(n) = ad.eval_attr("TotalIdleJobs")
+                {
+                    self.last_idle.store(n, std::sync::atomic::Ordering::Relaxed);
+                }
                 let body = CollectorUpdate { kind: kind.into(), ad: ad.to_string(), private: None };
                 match client.post_json("/v1/collector/update", &body).await {
                     Ok(r) if r.status.is_success() => failing = false,
@@ -399,8 +429,12 @@ impl Inner {
                     }
                 }
             }
-            // Changes arriving within ADVERTISE_GAP go out together.
-            tokio::time::sleep(ADVERTISE_GAP).await;
+            // Changes arriving within ADVERTISE_GAP go out together, unless
+            // they bring work to a pool that had none.
+            tokio::select! {
+                _ = tokio::time::sleep(ADVERTISE_GAP) => {}
+                _ = self.urgent.notified() => {}
+            }
             tokio::select! {
                 _ = self.advertise.notified() => {}
                 _ = tokio::time::sleep(self.cfg.schedd_interval) => {}

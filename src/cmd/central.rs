@@ -114,7 +114,10 @@ pub async fn serve(
     if let Some(r) = ready {
         let _ = r.send(addr);
     }
-    axum::serve(listener, app).with_graceful_shutdown(stop).await.context("serving")?;
+    axum::serve(andes_protocol::server::nodelay(listener), app)
+        .with_graceful_shutdown(stop)
+        .await
+        .context("serving")?;
     negotiator.abort();
     if let Some(f) = &address_file {
         let _ = std::fs::remove_file(f);

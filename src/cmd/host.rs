@@ -203,7 +203,7 @@ pub async fn serve(
     );
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
-        axum::serve(listener, app)
+        axum::serve(andes_protocol::server::nodelay(listener), app)
             .with_graceful_shutdown(async move {
                 let _ = stop_rx.await;
             })

@@ -104,7 +104,8 @@ fn config_text(dir: &Path, user: &str, collector: &str, slots: Option<u32>) -> S
         "PREEMPT = False",
         "KILL = False",
         "WANT_SUSPEND = False",
-        "WANT_VACATE = False",
+        "WANT_VACATE = True",
+        "MACHINE_MAX_VACATE_TIME = 30",
         "RANK = 0",
         "NEGOTIATOR_INTERVAL = 20",
         "SCHEDD_INTERVAL = 20",
@@ -135,13 +136,19 @@ fn up(args: UpArgs) -> Result<ExitCode> {
     std::fs::write(&config_path, config_text(&dir, &user, "127.0.0.1:0", args.slots))?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
+        // The host stops first (its jobs vacate, its slots are withdrawn),
+        // then the schedd and the central manager.
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let stopped = move || {
-            let mut rx = stop_rx.clone();
-            async move {
-                let _ = rx.wait_for(|s| *s).await;
+        let (late_tx, late_rx) = tokio::sync::watch::channel(false);
+        let on = |rx: tokio::sync::watch::Receiver<bool>| {
+            move || {
+                let mut rx = rx.clone();
+                async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                }
             }
         };
+        let (stopped, stopped_late) = (on(stop_rx), on(late_rx));
         let base = || andes_host::daemon::base_config(std::env::vars());
         let cm_settings = Settings::load_file_over(&config_path, base())?;
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -151,7 +158,7 @@ fn up(args: UpArgs) -> Result<ExitCode> {
             Some("127.0.0.1:0".parse()?),
             Some(tx),
             Some(down),
-            stopped(),
+            stopped_late(),
         ));
         let cm_addr = rx.await.map_err(|_| anyhow!("the central manager did not start"))?;
         std::fs::write(&config_path, config_text(&dir, &user, &cm_addr.to_string(), args.slots))?;
@@ -160,7 +167,7 @@ fn up(args: UpArgs) -> Result<ExitCode> {
             Settings::load_file_over(&config_path, base())?,
             None,
             Some(tx),
-            stopped(),
+            stopped_late(),
         ));
         rx.await.map_err(|_| anyhow!("the schedd did not start"))?;
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -181,6 +188,7 @@ fn up(args: UpArgs) -> Result<ExitCode> {
         });
         let r = host.await;
         let _ = stop_tx.send(true);
+        let _ = late_tx.send(true);
         let (a, b) = (schedd.await, cm.await);
         for r in [r, a, b] {
             match r {

@@ -4,9 +4,13 @@
 //!   sample jobs for wasm32-wasip1, then runs every test.
 //! - `cargo xtask samples`: builds the sample jobs only.
 //! - `cargo xtask bench`: the criterion benchmarks.
+//! - `cargo xtask demo [--keep]`: a personal pool running a mixed batch of
+//!   sample jobs (see [`demo`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+mod demo;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new(".")).to_path_buf()
@@ -58,15 +62,7 @@ fn main() -> ExitCode {
             a.extend(args[1..].iter().map(String::as_str));
             samples() && cargo(&a)
         }
-        Some("demo") => {
-            eprintln!(
-                "xtask: the demo (a personal pool running sample jobs) arrives with the pool \
-                 (collector, negotiator, shadow and starter); it is not built yet. \
-                 Meanwhile `cargo run -- run samples/target/wasm32-wasip1/release/hello.wasm` \
-                 runs one job in the host's sandbox."
-            );
-            false
-        }
+        Some("demo") => demo::run(&args[1..]),
         _ => {
             eprintln!("usage: cargo xtask <test|samples|bench|demo>");
             false

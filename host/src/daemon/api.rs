@@ -112,7 +112,9 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(remote, &auth)).with_graceful_shutdown(stop).await
+    axum::serve(andes_protocol::server::nodelay(listener), router(remote, &auth))
+        .with_graceful_shutdown(stop)
+        .await
 }
 
 /// Binds `addr` (port 0 picks one) and reports the address bound.

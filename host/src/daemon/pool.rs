@@ -403,25 +403,41 @@ pub const PUBLISH_GAP: Duration = Duration::from_millis(100);
 
 /// Sends the slot ads the daemon publishes to the collector at `client`
 /// (`POST /v1/collector/update`), newest ad per slot first, until the daemon
-/// drops its sender: at once when nothing was sent for [`PUBLISH_GAP`], else
-/// coalesced into the next round. Failures are logged once per outage and
-/// retried with the next ad.
+/// drops its sender: at once when nothing was sent for [`PUBLISH_GAP`] or the
+/// slot became Unclaimed, else coalesced into the next round. Failures are
+/// logged once per outage and retried with the next ad.
 pub fn spawn_publisher(
     client: andes_protocol::Client,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<super::PublishedAd>,
 ) -> tokio::task::JoinHandle<()> {
+    fn name(p: &super::PublishedAd) -> Option<String> {
+        p.ad.get("Name").map(|e| e.to_string())
+    }
+    fn unclaimed(p: &super::PublishedAd) -> bool {
+        matches!(p.ad.eval_attr("State"), Value::Str(s) if &*s == "Unclaimed")
+    }
+    // Only each slot's newest ad matters.
+    fn push(pending: &mut Vec<super::PublishedAd>, p: super::PublishedAd) {
+        let n = name(&p);
+        pending.retain(|a| name(a) != n);
+        pending.push(p);
+    }
     tokio::spawn(async move {
         let mut failing = false;
-        while let Some(first) = rx.recv().await {
-            let round = tokio::time::Instant::now();
-            // Coalesce what queued up meanwhile: only each slot's newest ad matters.
-            let mut latest: Vec<super::PublishedAd> = vec![first];
-            while let Ok(next) = rx.try_recv() {
-                let name = next.ad.get("Name").map(|e| e.to_string());
-                latest.retain(|a| a.ad.get("Name").map(|e| e.to_string()) != name);
-                latest.push(next);
+        let mut pending: Vec<super::PublishedAd> = Vec::new();
+        let mut open = true;
+        while open || !pending.is_empty() {
+            if pending.is_empty() {
+                match rx.recv().await {
+                    Some(p) => pending.push(p),
+                    None => return,
+                }
             }
-            for p in latest {
+            while let Ok(p) = rx.try_recv() {
+                push(&mut pending, p);
+            }
+            let round = tokio::time::Instant::now();
+            for p in pending.drain(..) {
                 let body = pool::CollectorUpdate {
                     kind: "Machine".into(),
                     ad: p.ad.to_string(),
@@ -451,7 +467,26 @@ pub fn spawn_publisher(
                     }
                 }
             }
-            tokio::time::sleep_until(round + PUBLISH_GAP).await;
+            // Gather what comes during the gap; a slot becoming Unclaimed
+            // goes at once (the negotiator is waiting for it).
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(round + PUBLISH_GAP) => break,
+                    p = rx.recv() => match p {
+                        Some(p) => {
+                            let now = unclaimed(&p);
+                            push(&mut pending, p);
+                            if now {
+                                break;
+                            }
+                        }
+                        None => {
+                            open = false;
+                            break;
+                        }
+                    },
+                }
+            }
         }
     })
 }
