@@ -50,7 +50,7 @@ pub struct QArgs {
 /// Arguments of `andes history`.
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
-    /// Owners whose jobs to show.
+    /// Job ids (`C` or `C.P`) or owners whose jobs to show.
     owners: Vec<String>,
     /// At most this many jobs (newest first).
     #[arg(long, value_name = "N")]
@@ -123,9 +123,25 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
 /// Runs `andes history`.
 pub fn history(args: HistoryArgs) -> Result<ExitCode> {
     let session = Session::open()?;
+    // Job ids (`C` or `C.P`) as condor_history takes them, besides owners.
+    let t = selection(&args.owners)?;
+    let mut constraint = args.constraint;
+    if !t.ids.is_empty() {
+        let ids: Vec<String> = t
+            .ids
+            .iter()
+            .map(|s| match s {
+                JobSelector::Job(j) => {
+                    format!("(ClusterId == {} && ProcId == {})", j.cluster, j.proc)
+                }
+                JobSelector::Cluster(c) => format!("ClusterId == {c}"),
+            })
+            .collect();
+        constraint = and(constraint, &ids.join(" || "));
+    }
     let req = HistoryRequest {
-        constraint: args.constraint,
-        owners: args.owners,
+        constraint,
+        owners: t.owners,
         limit: args.limit,
         projection: args.format.af.clone(),
     };
