@@ -69,9 +69,10 @@ pub struct Central {
     keypair: Arc<Keypair>,
     cfg: CentralConfig,
     clients: Mutex<HashMap<String, Client>>,
-    /// Offers handed out, by slot name: not offered again until the slot's
-    /// claim id changes.
-    handed: Mutex<HashMap<String, String>>,
+    /// Offers handed out, by slot name, with the submitter they went to: not
+    /// offered again until the slot's claim id changes, and counted as that
+    /// submitter's in the meantime.
+    handed: Mutex<HashMap<String, (String, String)>>,
     cycles: std::sync::atomic::AtomicU64,
 }
 
@@ -232,7 +233,17 @@ impl Central {
                     continue;
                 };
                 live.insert(name.clone());
-                if handed.get(&name) == Some(&claim_id) {
+                if let Some((offer, submitter)) = handed.get(&name)
+                    && *offer == claim_id
+                {
+                    // Matched, not yet claimed as far as the collector knows:
+                    // no candidate, but the submitter's for fair share.
+                    let mut ad = ad.clone();
+                    ad.insert_value("State", "Matched");
+                    ad.insert_value("RemoteUser", submitter.as_str());
+                    ad.insert_value("RemoteOwner", submitter.as_str());
+                    *in_use.entry(submitter.clone()).or_default() += 1;
+                    slots.push(SlotAd { ad, claim_id });
                     continue;
                 }
                 handed.remove(&name);
@@ -317,7 +328,7 @@ impl Central {
                 let Some(slot) = snapshot.slots.get(m.slot_index) else { continue };
                 let Some(host) = str_attr(&slot.ad, "MyAddress") else { continue };
                 let name = str_attr(&slot.ad, "Name").unwrap_or_default();
-                handed.insert(name.clone(), slot.claim_id.clone());
+                handed.insert(name.clone(), (slot.claim_id.clone(), req.submitter.clone()));
                 *in_use.entry(req.submitter.clone()).or_default() += 1;
                 per.entry(req.schedd.clone()).or_default().matches.push(MatchGrant {
                     autocluster: req.autocluster,

@@ -629,7 +629,9 @@ impl Inner {
         }
         lane.send(LaneOp::Pool(first, PoolOp::Matched));
         let claim = ClaimCtx { claim_id: grant.claim_id, slot_ad, addr: grant.host_address };
-        let since = self.clock.now();
+        // The claim's age to the millisecond: with whole seconds a claim of
+        // CLAIM_WORKLIFE = 1 would last anywhere from 0 to 2 s.
+        let since = tokio::time::Instant::now();
         let mut job = first;
         loop {
             let alive = self.shadow(&link, &claim, job, &lane, false).await;
@@ -637,7 +639,7 @@ impl Inner {
                 break;
             }
             let worklife = self.cfg.claim_worklife;
-            if worklife >= 0 && self.clock.now() - since >= worklife {
+            if worklife >= 0 && since.elapsed() >= Duration::from_secs(worklife as u64) {
                 self.release(&link, &claim.claim_id).await;
                 break;
             }

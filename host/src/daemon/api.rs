@@ -10,8 +10,8 @@
 //!
 //! Every request is signed (see `andes-protocol`). Errors are
 //! `{"error": "..."}` with 400 (bad request or refused by the startd), 401,
-//! 403, or 503 (the daemon is stopping). Claim and activation routes for
-//! schedds come with the pool.
+//! 403, or 503 (the daemon is stopping). The routes schedds and the
+//! negotiator use (claims, activations, job reports) are in [`super::pool`].
 
 use std::net::SocketAddr;
 
