@@ -193,7 +193,7 @@ impl Pool {
     }
 
     fn cmd(&self, user: &str, args: &[&str]) -> std::process::Output {
-        self.cmd_in(user, &self.path().join("jobs"), args)
+        self.cmd_with(user, &self.user_config(), args)
     }
 
     /// Runs a command of host `i` (`andes vacate`, `andes host ...`) as `user`.
@@ -202,39 +202,26 @@ impl Pool {
         let f = self.path().join(format!(".host{i}_address"));
         std::fs::write(&cfg, format!("{}HOST_ADDRESS_FILE = {}\n", self.common, f.display()))
             .unwrap();
-        let o = andes()
-            .args(args)
-            .current_dir(self.path())
-            .env("ANDES_CONFIG_DIR", self.path())
-            .env("ANDES_CONFIG", &cfg)
-            .env("USER", user)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout).unwrap()
+        common::succeeded(self.cmd_with(user, &cfg, args), &format!("{args:?} as {user}"))
     }
 
-    fn cmd_in(&self, user: &str, cwd: &Path, args: &[&str]) -> std::process::Output {
-        std::fs::create_dir_all(cwd).unwrap();
+    /// Runs `andes ARGS` as `user` with configuration `cfg`, in the jobs'
+    /// directory (submit files name their modules relative to it).
+    fn cmd_with(&self, user: &str, cfg: &Path, args: &[&str]) -> std::process::Output {
+        let cwd = self.path().join("jobs");
+        std::fs::create_dir_all(&cwd).unwrap();
         andes()
             .args(args)
             .current_dir(cwd)
             .env("ANDES_CONFIG_DIR", self.path())
-            .env("ANDES_CONFIG", self.user_config())
+            .env("ANDES_CONFIG", cfg)
             .env("USER", user)
             .output()
             .unwrap()
     }
 
     fn ok(&self, user: &str, args: &[&str]) -> String {
-        let o = self.cmd(user, args);
-        assert!(
-            o.status.success(),
-            "{args:?} as {user}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8(o.stdout).unwrap()
+        common::succeeded(self.cmd(user, args), &format!("{args:?} as {user}"))
     }
 
     /// Writes a submit file (with the sample copied beside it) and submits it.

@@ -18,7 +18,8 @@ pub struct AttrName {
 
 /// Names that the scope rules treat specially.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Special {
+pub enum Special {
+    /// An ordinary name.
     None,
     /// `self`: the current ad.
     SelfAd,
@@ -107,7 +108,9 @@ impl AttrName {
         &self.text
     }
 
-    pub(crate) fn special(&self) -> Special {
+    /// Whether the scope rules treat this name specially (`MY`, `TARGET`,
+    /// `parent`, `CurrentTime`, ...), found once when the name was made.
+    pub fn special(&self) -> Special {
         self.special
     }
 
@@ -466,6 +469,30 @@ impl Expr {
     /// A reference to attribute `name`.
     pub fn attr(name: &str) -> Expr {
         Expr::Attr { name: AttrName::new(name), absolute: false }
+    }
+
+    /// Pushes the expression's direct operands onto `out`: the base of a
+    /// select, both sides of an index or binary operation, the operand of a
+    /// unary one or of parentheses, the three parts of `?:`, a call's
+    /// arguments, a list's items. Literals, attribute references and
+    /// records (whose expressions live in their own ad) have none. Walkers
+    /// use it with their own stack, so deep expressions never recurse.
+    pub fn push_operands<'a>(&'a self, out: &mut Vec<&'a Expr>) {
+        match self {
+            Expr::Lit(_) | Expr::Attr { .. } | Expr::Record(_) => {}
+            Expr::Select(base, _) | Expr::Unary(_, base) | Expr::Paren(base) => out.push(base),
+            Expr::Index(a, b) | Expr::Binary(_, a, b) | Expr::Elvis(a, b) => {
+                out.push(a);
+                out.push(b);
+            }
+            Expr::Cond(a, b, c) => {
+                out.push(a);
+                out.push(b);
+                out.push(c);
+            }
+            Expr::Call(c) => out.extend(c.args.iter()),
+            Expr::List(items) => out.extend(items.iter()),
+        }
     }
 
     /// The expression without its outer parentheses.

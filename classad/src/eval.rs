@@ -147,31 +147,15 @@ fn target_refs(expr: &Expr) -> Vec<AttrName> {
     let mut out: Vec<AttrName> = Vec::new();
     let mut stack = vec![expr];
     while let Some(e) = stack.pop() {
-        match e {
-            Expr::Select(base, name) => {
-                if let Expr::Attr { name: scope, absolute: false } = &**base
-                    && matches!(scope.special(), Special::Target | Special::Other)
-                    && out.len() < 16
-                    && !out.contains(name)
-                {
-                    out.push(name.clone());
-                }
-                stack.push(base);
-            }
-            Expr::Unary(_, x) | Expr::Paren(x) => stack.push(x),
-            Expr::Binary(_, a, b) | Expr::Elvis(a, b) | Expr::Index(a, b) => {
-                stack.push(a);
-                stack.push(b);
-            }
-            Expr::Cond(a, b, c) => {
-                stack.push(a);
-                stack.push(b);
-                stack.push(c);
-            }
-            Expr::Call(c) => stack.extend(c.args.iter()),
-            Expr::List(items) => stack.extend(items.iter()),
-            Expr::Lit(_) | Expr::Attr { .. } | Expr::Record(_) => {}
+        if let Expr::Select(base, name) = e
+            && let Expr::Attr { name: scope, absolute: false } = &**base
+            && matches!(scope.special(), Special::Target | Special::Other)
+            && out.len() < 16
+            && !out.contains(name)
+        {
+            out.push(name.clone());
         }
+        e.push_operands(&mut stack);
     }
     out
 }

@@ -924,18 +924,12 @@ impl Daemon {
 
     /// Tells the shadow how the slot's job ended, with its output files.
     fn report_exit(&mut self, slot: SlotId, run: &Run, result: &JobResult) {
-        let Some(claim_id) = self
+        let Some((claim_id, job)) = self
             .startd
             .slots()
             .iter()
             .find(|s| s.id() == slot)
-            .and_then(|s| s.claim_id())
-            .map(str::to_string)
-        else {
-            return;
-        };
-        let Some(job) =
-            self.startd.slots().iter().find(|s| s.id() == slot).and_then(|s| s.job().cloned())
+            .and_then(|s| Some((s.claim_id()?.to_string(), s.job()?.clone())))
         else {
             return;
         };

@@ -980,20 +980,31 @@ fn ad_or_empty(text: Option<&str>) -> ClassAd {
 /// is left as it was and the job ad gets no value for it.
 pub fn expand_dollar_dollar(job: &ClassAd, slot: &ClassAd) -> ClassAd {
     let mut out = job.clone();
-    if !job.to_string().contains("$$(") {
-        return out;
-    }
     for (name, expr) in job.iter() {
-        let text = expr.to_string();
-        if !text.contains("$$(") {
+        // `$$(` is not ClassAd syntax: it can only stand inside a string.
+        if !mentions_dollar_dollar(expr) {
             continue;
         }
-        let expanded = expand_text(&text, job, slot);
+        let expanded = expand_text(&expr.to_string(), job, slot);
         if let Ok(e) = classad::parse_expr(&expanded) {
             out.insert(name.clone(), e);
         }
     }
     out
+}
+
+/// Whether a string literal in `expr` (or in a record within it) holds a
+/// `$$(` reference.
+fn mentions_dollar_dollar(expr: &classad::Expr) -> bool {
+    let mut stack = vec![expr];
+    while let Some(e) = stack.pop() {
+        match e {
+            classad::Expr::Lit(Value::Str(s)) if s.contains("$$(") => return true,
+            classad::Expr::Record(ad) => stack.extend(ad.iter().map(|(_, x)| x)),
+            _ => e.push_operands(&mut stack),
+        }
+    }
+    false
 }
 
 fn expand_text(text: &str, job: &ClassAd, slot: &ClassAd) -> String {
@@ -1255,6 +1266,11 @@ mod tests {
         assert_eq!(str_attr(&out, "Keep").unwrap(), "$$(Nope)");
         assert_eq!(out.eval_attr("Plain"), Value::Int(3));
         // Unbalanced: left alone, no panic.
+        let nested = ad(r#"[ R = [ X = "$$(Arch)" ] ]"#);
+        assert_eq!(
+            expand_dollar_dollar(&nested, &slot).get("R").unwrap().to_string(),
+            r#"[ X = "X86_64" ]"#
+        );
         let odd = ad(r#"[ A = "$$(Memory" ]"#);
         assert_eq!(str_attr(&expand_dollar_dollar(&odd, &slot), "A").unwrap(), "$$(Memory");
     }

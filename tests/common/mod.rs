@@ -27,6 +27,18 @@ pub fn keys_and_trust(dir: &Path, who: &[(&str, &str)]) {
     std::fs::write(dir.join("trust"), trust).unwrap();
 }
 
+/// The standard output of a command that must have succeeded (`what` names
+/// it when it did not, with both its outputs).
+pub fn succeeded(o: std::process::Output, what: &str) -> String {
+    assert!(
+        o.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
 /// A daemon (`andes schedd`, `andes host`) running as a real process over a
 /// configuration directory of its own; killed when dropped.
 pub struct Daemon {
@@ -98,14 +110,7 @@ impl Daemon {
 
     /// Runs `andes ARGS` as `user`, which must succeed; its standard output.
     pub fn ok(&self, user: &str, args: &[&str]) -> String {
-        let o = self.run(user, args);
-        assert!(
-            o.status.success(),
-            "{args:?} as {user}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8(o.stdout).unwrap()
+        succeeded(self.run(user, args), &format!("{args:?} as {user}"))
     }
 
     /// Runs `andes ARGS` as `user`, which must fail; its standard error.

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeSet;
 
+use classad::ast::Special;
 use classad::{AttrName, ClassAd, Expr};
 
 /// What one ad's expressions read, after following the ad's own attributes.
@@ -41,25 +42,16 @@ enum Scope {
     Time,
 }
 
-fn scope_of(name: &str) -> Option<Scope> {
-    if name.len() > 11 {
-        return None;
+/// The side of a match a special name stands for (classad's own
+/// classification, made when the name was parsed).
+fn scope_of(name: &AttrName) -> Option<Scope> {
+    match name.special() {
+        Special::None => None,
+        Special::My | Special::SelfAd | Special::Ad => Some(Scope::My),
+        Special::Target | Special::Other => Some(Scope::Target),
+        Special::Parent | Special::Root => Some(Scope::Opaque),
+        Special::CurrentTime => Some(Scope::Time),
     }
-    const NAMES: [(&str, Scope); 9] = [
-        ("my", Scope::My),
-        ("self", Scope::My),
-        ("ad", Scope::My),
-        ("target", Scope::Target),
-        ("other", Scope::Target),
-        ("parent", Scope::Opaque),
-        ("toplevel", Scope::Opaque),
-        ("root", Scope::Opaque),
-        ("currenttime", Scope::Time),
-    ];
-    NAMES
-        .iter()
-        .find(|(n, _)| n.len() == name.len() && n.eq_ignore_ascii_case(name))
-        .map(|(_, s)| *s)
 }
 
 /// Functions whose arguments name attributes as strings.
@@ -84,7 +76,7 @@ fn refs<'e>(expr: &'e Expr, stack: &mut Vec<&'e Expr>, mut f: impl FnMut(Ref<'e>
                     f(Ref::My(name));
                     continue;
                 }
-                match scope_of(name.as_str()) {
+                match scope_of(name) {
                     Some(Scope::Time) => {}
                     // A whole ad used as a value.
                     Some(_) => f(Ref::Opaque),
@@ -92,7 +84,7 @@ fn refs<'e>(expr: &'e Expr, stack: &mut Vec<&'e Expr>, mut f: impl FnMut(Ref<'e>
                 }
             }
             Expr::Select(base, name) => match base.unparen() {
-                Expr::Attr { name: scope, absolute: false } => match scope_of(scope.as_str()) {
+                Expr::Attr { name: scope, absolute: false } => match scope_of(scope) {
                     Some(Scope::My) => f(Ref::My(name)),
                     Some(Scope::Target) => f(Ref::Target(name)),
                     Some(Scope::Opaque) | Some(Scope::Time) => f(Ref::Opaque),
@@ -102,26 +94,22 @@ fn refs<'e>(expr: &'e Expr, stack: &mut Vec<&'e Expr>, mut f: impl FnMut(Ref<'e>
                 },
                 other => stack.push(other),
             },
-            Expr::Unary(_, x) | Expr::Paren(x) => stack.push(x),
-            Expr::Binary(_, a, b) | Expr::Elvis(a, b) | Expr::Index(a, b) => {
-                stack.push(a);
-                stack.push(b);
-            }
-            Expr::Cond(a, b, c) => {
-                stack.push(a);
-                stack.push(b);
-                stack.push(c);
-            }
             Expr::Call(c) => {
                 if OPAQUE_FUNCTIONS.iter().any(|n| n.eq_ignore_ascii_case(&c.name)) {
                     f(Ref::Opaque);
                 }
-                stack.extend(c.args.iter());
+                e.push_operands(stack);
             }
-            Expr::List(items) => stack.extend(items.iter()),
             // Names inside a record resolve in the record first: too subtle
             // to follow; say so.
             Expr::Record(_) => f(Ref::Opaque),
+            Expr::Unary(..)
+            | Expr::Paren(_)
+            | Expr::Binary(..)
+            | Expr::Elvis(..)
+            | Expr::Index(..)
+            | Expr::Cond(..)
+            | Expr::List(_) => e.push_operands(stack),
         }
     }
 }
