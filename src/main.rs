@@ -56,6 +56,9 @@ enum Command {
     /// Show the pool's machines, schedds, submitters or negotiators from the
     /// collector (condor_status).
     Status(cmd::status::StatusArgs),
+    /// Check CronTab schedules: `next` prints when one runs.
+    #[command(subcommand)]
+    Cron(cmd::cron::CronCmd),
 }
 
 /// The subcommands that take HTCondor's single-dash long options (`-nobatch`,
@@ -131,6 +134,7 @@ fn main() -> ExitCode {
         Command::Userprio(a) => cmd::central::userprio(a),
         Command::Pool(a) => cmd::pool::run(a),
         Command::Status(a) => cmd::status::run(a),
+        Command::Cron(c) => cmd::cron::run(c),
     };
     match result {
         Ok(code) => code,

@@ -397,7 +397,11 @@ impl Schedule {
         let months: Vec<String> =
             (1..=12).filter(|m| self.months & (1 << m) != 0).map(|m| m.to_string()).collect();
         Err(CronError::Never {
-            reason: format!("day of month {} never occurs in month {}", self.text[2], months.join(",")),
+            reason: format!(
+                "day of month {} never occurs in month {}",
+                self.text[2],
+                months.join(",")
+            ),
         })
     }
 
@@ -454,8 +458,10 @@ impl Schedule {
         let resolve = |h, mi| civil(h, mi).map(|dt| tz.to_ambiguous_timestamp(dt).offset());
         let midnight = day * 86_400;
         // A day with one offset throughout: runs are in order, take the first.
-        if let (Some(AmbiguousOffset::Unambiguous { offset: a }), Some(AmbiguousOffset::Unambiguous { offset: b })) =
-            (resolve(0, 0), resolve(23, 59))
+        if let (
+            Some(AmbiguousOffset::Unambiguous { offset: a }),
+            Some(AmbiguousOffset::Unambiguous { offset: b }),
+        ) = (resolve(0, 0), resolve(23, 59))
             && a == b
         {
             let base = midnight - a.seconds() as i64;
@@ -530,9 +536,8 @@ pub fn time_zone(name: &str) -> Result<TimeZone, String> {
     if name.eq_ignore_ascii_case("utc") {
         return Ok(TimeZone::UTC);
     }
-    TimeZone::get(name).or_else(|e| {
-        TimeZone::posix(name).map_err(|_| format!("unknown time zone `{name}`: {e}"))
-    })
+    TimeZone::get(name)
+        .or_else(|e| TimeZone::posix(name).map_err(|_| format!("unknown time zone `{name}`: {e}")))
 }
 
 #[cfg(test)]

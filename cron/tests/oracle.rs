@@ -23,7 +23,10 @@ fn every_public_case_agrees() {
             Err(_) => serde_json::json!("invalid"),
         };
         if got != case["next_epoch"] {
-            bad.push(format!("{}: {:?} expected {} got {}", case["id"], fields, case["next_epoch"], got));
+            bad.push(format!(
+                "{}: {:?} expected {} got {}",
+                case["id"], fields, case["next_epoch"], got
+            ));
         }
     }
     println!("cron corpus: {}/{total} agree", total - bad.len());

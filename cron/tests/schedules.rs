@@ -13,7 +13,11 @@ fn at(s: &str) -> i64 {
 }
 
 fn show(t: i64, tz: &TimeZone) -> String {
-    jiff::Timestamp::from_second(t).unwrap().to_zoned(tz.clone()).strftime("%Y-%m-%d %H:%M %a %Z").to_string()
+    jiff::Timestamp::from_second(t)
+        .unwrap()
+        .to_zoned(tz.clone())
+        .strftime("%Y-%m-%d %H:%M %a %Z")
+        .to_string()
 }
 
 /// The next `n` runs after `from`, as local text.
@@ -33,7 +37,13 @@ fn utc_runs(s: &Schedule, from: &str, n: usize) -> Vec<String> {
 
 #[test]
 fn example_run_23_minutes_after_every_two_hours() {
-    let s = sched(&[("minute", "23"), ("hour", "0-23/2"), ("day_of_month", "*"), ("month", "*"), ("day_of_week", "*")]);
+    let s = sched(&[
+        ("minute", "23"),
+        ("hour", "0-23/2"),
+        ("day_of_month", "*"),
+        ("month", "*"),
+        ("day_of_week", "*"),
+    ]);
     assert_eq!(
         utc_runs(&s, "2026-03-01T21:00:00Z", 3),
         ["2026-03-01 22:23 Sun UTC", "2026-03-02 00:23 Mon UTC", "2026-03-02 02:23 Mon UTC"]
@@ -44,7 +54,13 @@ fn example_run_23_minutes_after_every_two_hours() {
 fn example_may_10th_to_20th_or_the_given_weekday() {
     // The manual's text says 10:30 pm and Mondays, but its fields say hour 20
     // and day of week 2: the fields are what runs (20:30, May 10-20 or Tuesdays).
-    let s = sched(&[("minute", "30"), ("hour", "20"), ("day_of_month", "10-20"), ("month", "5"), ("day_of_week", "2")]);
+    let s = sched(&[
+        ("minute", "30"),
+        ("hour", "20"),
+        ("day_of_month", "10-20"),
+        ("month", "5"),
+        ("day_of_week", "2"),
+    ]);
     let r = utc_runs(&s, "2026-04-30T00:00:00Z", 14);
     assert_eq!(r[0], "2026-05-05 20:30 Tue UTC"); // a Tuesday before the 10th
     assert_eq!(r[1], "2026-05-10 20:30 Sun UTC");
@@ -55,7 +71,13 @@ fn example_may_10th_to_20th_or_the_given_weekday() {
 
 #[test]
 fn example_every_ten_and_every_six_minutes_before_noon_on_january_18th() {
-    let s = sched(&[("minute", "*/10,*/6"), ("hour", "0-11"), ("day_of_month", "18"), ("month", "1"), ("day_of_week", "*")]);
+    let s = sched(&[
+        ("minute", "*/10,*/6"),
+        ("hour", "0-11"),
+        ("day_of_month", "18"),
+        ("month", "1"),
+        ("day_of_week", "*"),
+    ]);
     let r = utc_runs(&s, "2027-01-17T23:59:00Z", 6);
     assert_eq!(
         r,
@@ -95,7 +117,10 @@ fn operator_lists() {
         utc_runs(&s, "2026-01-01T00:00:00Z", 36).iter().map(|r| r[11..16].to_string()).collect();
     assert_eq!(&hours[..5], ["00:15", "00:20", "00:25", "00:30", "01:15"]);
     let distinct: std::collections::BTreeSet<&str> = hours.iter().map(|h| &h[..2]).collect();
-    assert_eq!(distinct.into_iter().collect::<Vec<_>>(), ["00", "01", "02", "03", "09", "10", "11", "12", "15"]);
+    assert_eq!(
+        distinct.into_iter().collect::<Vec<_>>(),
+        ["00", "01", "02", "03", "09", "10", "11", "12", "15"]
+    );
 }
 
 #[test]
@@ -158,7 +183,11 @@ fn invalid_fields_name_the_field_value_and_range() {
         assert!(e.contains(Field::from_name(field).unwrap().attribute()), "{e}");
     }
     let e = Schedule::parse([Some("61"), None, None, None, None]).unwrap_err();
-    assert!(e.for_submit().starts_with("cron_minute = 61: 61 is outside 0-59"), "{}", e.for_submit());
+    assert!(
+        e.for_submit().starts_with("cron_minute = 61: 61 is outside 0-59"),
+        "{}",
+        e.for_submit()
+    );
 }
 
 #[test]
@@ -277,7 +306,8 @@ mod brute_force {
         for i in 0..limit_minutes {
             let t = start + i * 60;
             let z = jiff::Timestamp::from_second(t).unwrap().to_zoned(TimeZone::UTC);
-            let (mi, h, d, mo) = (z.minute() as u32, z.hour() as u32, z.day() as u32, z.month() as u32);
+            let (mi, h, d, mo) =
+                (z.minute() as u32, z.hour() as u32, z.day() as u32, z.month() as u32);
             let wd = z.weekday().to_sunday_zero_offset() as u32;
             let dom = sets[2].contains(&d);
             let dow = sets[4].contains(&wd) || (wd == 0 && sets[4].contains(&7));

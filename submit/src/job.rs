@@ -321,9 +321,31 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
             ("cron_day_of_week", "CronDayOfWeek"),
         ] {
             if let Some((v, o)) = self.cmd(&[cmd, attr])? {
-                cron.push((attr, unquote(&v).to_string()));
+                cron.push((attr, unquote(&v).to_string(), o.clone()));
                 deferral = true;
                 deferral_line.get_or_insert(o);
+            }
+        }
+        if !cron.is_empty() {
+            // HTCondor copies cron_* unchecked and its schedd later turns a bad
+            // field into "every minute"; here a bad or impossible schedule is
+            // the submit error the manual implies.
+            let mut fields: [Option<&str>; 5] = [None; 5];
+            for (attr, v, _) in &cron {
+                if let Some(f) = andes_cron::Field::from_name(attr) {
+                    fields[f as usize] = Some(v.as_str());
+                }
+            }
+            if let Err(e) = andes_cron::Schedule::parse(fields) {
+                // The line of the field at fault; for an impossible date, the first.
+                let at = match &e {
+                    andes_cron::CronError::Invalid { field, .. } => {
+                        cron.iter().find(|c| c.0 == field.attribute()).map(|c| c.2.clone())
+                    }
+                    andes_cron::CronError::Never { .. } => None,
+                };
+                let o = at.or_else(|| deferral_line.clone()).unwrap_or_else(|| self.queue.clone());
+                return Err(o.error(ErrorKind::InvalidValue, e.for_submit()));
             }
         }
         if deferral && universe == 7 {
@@ -395,7 +417,7 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
         self.policies()?;
 
         // Deferral attributes.
-        for (attr, v) in &cron {
+        for (attr, v, _) in &cron {
             self.set(attr, lit(Value::string(v.as_str())));
         }
         if deferral {

@@ -336,8 +336,12 @@ fn deferral_and_cron() {
     assert_eq!((i(&ad, "DeferralWindow"), i(&ad, "DeferralPrepTime")), (120, 60));
     assert!(!ad.contains("DeferralTime") && !ad.contains("CronWindow"));
     assert!(ex(&ad, "Requirements").ends_with(clause));
-    // Not validated here: the schedd validates.
-    assert_eq!(s(&one(&format!("{EXE}cron_minute = 60\nqueue\n")), "CronMinute"), "60");
+    // Validated (HTCondor copies it unchecked; see CONFORMANCE.md).
+    let e = err(&format!("{EXE}cron_hour = 3\ncron_minute = 60\nqueue\n"));
+    assert_eq!((e.kind(), e.line()), (ErrorKind::InvalidValue, Some(3)));
+    assert!(e.to_string().contains("cron_minute = 60: 60 is outside 0-59"), "{e}");
+    let e = err(&format!("{EXE}cron_day_of_month = 30\ncron_month = 2\nqueue\n"));
+    assert!(e.to_string().contains("never"), "{e}");
     let e = err(&format!("universe = scheduler\n{EXE}cron_minute = 5\nqueue\n"));
     assert_eq!((e.kind(), e.line()), (ErrorKind::DeferralInSchedulerUniverse, Some(3)));
     let e = err(&format!("universe = scheduler\n{EXE}deferral_time = 5\nqueue\n"));
