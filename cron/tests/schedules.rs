@@ -337,7 +337,7 @@ mod brute_force {
                 let n: u32 = base.parse().unwrap();
                 (n, n)
             };
-            v >= a && v <= b && (v - a) % step == 0
+            v >= a && v <= b && (v - a).is_multiple_of(step)
         })
     }
 

@@ -20,6 +20,10 @@ pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Instant;
     /// Seconds since the Unix epoch (for deadlines shown to guests).
     fn unix_now(&self) -> u64;
+    /// Milliseconds since the Unix epoch (deferral times start on the second).
+    fn unix_now_ms(&self) -> i64 {
+        i64::try_from(self.unix_now()).unwrap_or(i64::MAX / 1000) * 1000
+    }
     /// A future that completes at `deadline`.
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 }
@@ -40,6 +44,12 @@ impl Clock for SystemClock {
     }
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(tokio::time::sleep_until(deadline.into()))
+    }
+    fn unix_now_ms(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0)
     }
 }
 
@@ -98,6 +108,10 @@ pub struct Control {
     pub(crate) memory_bytes: AtomicU64,
     pub(crate) disk_bytes: AtomicU64,
     pub(crate) fuel_consumed: AtomicU64,
+    /// The DeferralTime the job waits for (Unix seconds), 0 once it began.
+    deferred_until: std::sync::atomic::AtomicI64,
+    /// Notified when the deferral wait ends.
+    began: tokio::sync::Notify,
 }
 
 impl Control {
@@ -163,6 +177,32 @@ impl Control {
     /// Completes when a vacate or kill was requested since the last call.
     pub(crate) async fn changed(&self) {
         self.changed.notified().await
+    }
+
+    /// The DeferralTime the job is waiting for, if it is.
+    pub fn deferred_until(&self) -> Option<i64> {
+        match self.deferred_until.load(Ordering::SeqCst) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+
+    pub(crate) fn set_deferred(&self, until: Option<i64>) {
+        self.deferred_until.store(until.unwrap_or(0), Ordering::SeqCst);
+        if until.is_none() {
+            self.began.notify_waiters();
+        }
+    }
+
+    /// Completes once the job is no longer waiting for its DeferralTime.
+    pub async fn begun(&self) {
+        loop {
+            let n = self.began.notified();
+            if self.deferred_until().is_none() {
+                return;
+            }
+            n.await;
+        }
     }
 
     /// True once a hard kill was requested.
@@ -312,6 +352,10 @@ impl Clock for Arc<VirtualClock> {
     }
     fn unix_now(&self) -> u64 {
         self.base_unix + self.state.lock().unwrap_or_else(|e| e.into_inner()).0.as_secs()
+    }
+    fn unix_now_ms(&self) -> i64 {
+        let elapsed = self.state.lock().unwrap_or_else(|e| e.into_inner()).0;
+        self.base_unix as i64 * 1000 + elapsed.as_millis() as i64
     }
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(VirtualSleep { clock: self.clock_arc(), deadline })

@@ -55,7 +55,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::control::{Clock, Control};
 use crate::engine::Host;
-use crate::starter::{Ending, HOLD_FAILED_TO_START, JobResult, JobSpec, Limits};
+use crate::starter::{Deferral, Ending, HOLD_FAILED_TO_START, JobResult, JobSpec, Limits};
 
 /// The wasmtime version the host is built with (`WasmtimeVersion`).
 pub const WASMTIME_VERSION: &str = "36.0.20";
@@ -385,6 +385,20 @@ pub struct Daemon {
     address: Option<String>,
     publisher: Option<mpsc::UnboundedSender<PublishedAd>>,
     history: Option<std::fs::File>,
+    /// Slots whose job waits for its DeferralTime (the ad's JobDeferredUntil).
+    deferred: std::collections::HashSet<SlotId>,
+    deferred_tx: mpsc::UnboundedSender<SlotId>,
+    deferred_rx: mpsc::UnboundedReceiver<SlotId>,
+}
+
+/// Sets or clears a slot's `JobDeferredUntil`: its job waits for its
+/// DeferralTime (`andes status` shows the activity as Deferred).
+fn deferred_attr(slot: SlotId, until: Option<i64>) -> Event {
+    Event::SetAttribute {
+        slot: Some(slot),
+        name: "JobDeferredUntil".into(),
+        value: until.map(|t| classad::Expr::from(Value::Int(t))),
+    }
 }
 
 fn unix_now(clock: &dyn Clock) -> i64 {
@@ -417,6 +431,7 @@ impl Daemon {
         let startd = Startd::new(config.policy, &config.info, now)?;
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
         let (requests_tx, requests_rx) = mpsc::channel(64);
+        let (deferred_tx, deferred_rx) = mpsc::unbounded_channel();
         let ads = startd.slots().iter().map(|s| (s.id(), s.ad().clone())).collect();
         let offers = startd.slots().iter().map(|s| (s.id(), pool::new_claim_id(s.id()))).collect();
         Ok(Daemon {
@@ -431,6 +446,9 @@ impl Daemon {
             endings: HashMap::new(),
             exits_tx,
             exits_rx,
+            deferred: Default::default(),
+            deferred_tx,
+            deferred_rx,
             requests_tx,
             requests_rx,
             measurer,
@@ -869,6 +887,9 @@ impl Daemon {
             return None;
         }
         let run = self.runs.remove(&slot)?;
+        if self.deferred.remove(&slot) {
+            self.feed(deferred_attr(slot, None));
+        }
         if run.kind == RunKind::Job
             && let Finished::Starter(result) = &exit.finished
         {
@@ -993,6 +1014,11 @@ impl Daemon {
                 Some(exit) = self.exits_rx.recv() => {
                     self.on_exit(exit);
                 }
+                Some(slot) = self.deferred_rx.recv() => {
+                    if self.deferred.remove(&slot) {
+                        self.feed(deferred_attr(slot, None));
+                    }
+                }
                 Some(req) = self.requests_rx.recv() => match req {
                     Request::Status(reply) => {
                         let _ = reply.send(self.ads());
@@ -1063,16 +1089,43 @@ impl Daemon {
                     Value::Str(s) => Some(s.to_string()),
                     _ => None,
                 };
+                let deferral = match Deferral::decide(job, self.clock.unix_now_ms()) {
+                    Deferral::Wait(t) => Some(Some(t)),
+                    _ if job.contains("DeferralTime") => Some(None),
+                    _ => None,
+                };
                 if let Some(c) = self.claims.get(claim_id) {
                     c.publish(|r| {
                         r.state = andes_protocol::pool::RunState::Running;
                         r.job = gid;
-                        r.ctl = ctl;
+                        r.ctl = ctl.clone();
                         r.ending = None;
                         r.outputs = Arc::new(Vec::new());
                         r.evicted = false;
                         r.started = now;
+                        r.deferral = deferral;
                     });
+                    // The shadow hears when the wait ends, so the queue shows it.
+                    if let (Some(Some(_)), Some(ctl)) = (deferral, ctl) {
+                        let report = c.report.clone();
+                        let slot = *slot;
+                        let deferred_tx = self.deferred_tx.clone();
+                        tokio::spawn(async move {
+                            ctl.begun().await;
+                            report.send_modify(|r| {
+                                if r.deferral == Some(deferral.flatten()) {
+                                    r.deferral = Some(None);
+                                    r.version += 1;
+                                }
+                            });
+                            let _ = deferred_tx.send(slot);
+                        });
+                    }
+                }
+                if let Some(Some(t)) = deferral {
+                    // The slot says its job waits (JobDeferredUntil).
+                    self.deferred.insert(*slot);
+                    queue.push_back(deferred_attr(*slot, Some(t)));
                 }
             }
             Action::StartBackfill { slot, job } => {

@@ -32,6 +32,64 @@ pub const HOLD_EXECUTE_DURATION: i32 = 47;
 pub const HOLD_FUEL: i32 = 101;
 /// andes's HoldReasonCode: the sandbox outgrew `RequestDisk`.
 pub const HOLD_DISK: i32 = 102;
+/// HTCondor's HoldReasonCode 25: the job arrived after its DeferralTime and
+/// its DeferralWindow.
+pub const HOLD_MISSED_DEFERRAL: i32 = 25;
+
+/// What the starter does with a job's `DeferralTime`, by the host's clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Deferral {
+    /// No deferral, or it is time: start now.
+    Now,
+    /// Wait until this Unix second, then start.
+    Wait(i64),
+    /// Too late: the job goes on hold.
+    Missed {
+        /// DeferralTime.
+        time: i64,
+        /// Seconds past it.
+        late: i64,
+        /// DeferralWindow.
+        window: i64,
+    },
+    /// DeferralTime is not a number.
+    Invalid(String),
+}
+
+impl Deferral {
+    /// Decides for `ad` at `now_ms` (Unix milliseconds): `DeferralTime` and
+    /// `DeferralWindow` are evaluated with `CurrentTime` the host's now; a job
+    /// up to `DeferralWindow` seconds late starts at once (the manual).
+    pub fn decide(ad: &ClassAd, now_ms: i64) -> Deferral {
+        let Some(expr) = ad.get("DeferralTime") else { return Deferral::Now };
+        let now = now_ms.div_euclid(1000);
+        let mut ev = classad::Evaluator::with_options(classad::EvalOptions {
+            now: Some(now),
+            ..Default::default()
+        });
+        let num = |v: Value| match v {
+            Value::Int(i) => Some(i),
+            Value::Real(r) if r.is_finite() => Some(r as i64),
+            _ => None,
+        };
+        let time = match num(ev.eval(expr, Some(ad), None)) {
+            Some(t) => t,
+            None => {
+                let v = ev.eval(expr, Some(ad), None);
+                return Deferral::Invalid(format!("DeferralTime `{expr}` is {v}, not a time"));
+            }
+        };
+        if time.saturating_mul(1000) > now_ms {
+            return Deferral::Wait(time);
+        }
+        let window = match ad.get("DeferralWindow") {
+            Some(e) => num(ev.eval(e, Some(ad), None)).unwrap_or(0).max(0),
+            None => 0,
+        };
+        let late = now - time;
+        if late <= window { Deferral::Now } else { Deferral::Missed { time, late, window } }
+    }
+}
 
 /// The limits a job runs under. All are enforced by the runtime.
 #[derive(Clone, Debug, PartialEq)]
@@ -338,6 +396,45 @@ impl Host {
     /// Runs a job to its end under `ctl`. Never panics on a bad module or ad:
     /// every failure is an [`Ending`].
     pub async fn run(&self, spec: JobSpec, ctl: Arc<Control>, clock: Arc<dyn Clock>) -> JobResult {
+        let not_run = |ending| JobResult {
+            ending,
+            usage: Usage::default(),
+            updates: Vec::new(),
+            log: Vec::new(),
+        };
+        match Deferral::decide(&spec.ad, clock.unix_now_ms()) {
+            Deferral::Now => {}
+            Deferral::Wait(until) => {
+                // Wait for the time; a suspend does not stop the wait (the job
+                // starts and is at once suspended), a kill or vacate ends it.
+                ctl.set_deferred(Some(until));
+                let ms = until.saturating_mul(1000) - clock.unix_now_ms();
+                let mut timer =
+                    clock.sleep_until(clock.now() + Duration::from_millis(ms.max(0) as u64));
+                loop {
+                    if ctl.is_killed() || ctl.vacate_requested() {
+                        ctl.set_deferred(None);
+                        return not_run(Ending::Evicted { vacated: ctl.vacate_requested() });
+                    }
+                    tokio::select! {
+                        _ = &mut timer => break,
+                        _ = ctl.changed() => {}
+                    }
+                }
+                ctl.set_deferred(None);
+            }
+            Deferral::Missed { time, late, window } => {
+                return not_run(held(
+                    HOLD_MISSED_DEFERRAL,
+                    0,
+                    format!(
+                        "Job missed deferred execution time {time} by {late} seconds \
+                         (DeferralWindow {window} seconds)"
+                    ),
+                ));
+            }
+            Deferral::Invalid(reason) => return not_run(held(HOLD_MISSED_DEFERRAL, 1, reason)),
+        }
         let io =
             Arc::new(JobIo { ad: std::sync::Mutex::new(spec.ad.clone()), ..Default::default() });
         let used = disk_usage(&spec.sandbox);

@@ -18,6 +18,10 @@ use crate::trust::{Identity, Role, TrustFile};
 pub trait Clock: Send + Sync {
     /// Now, Unix seconds.
     fn now(&self) -> i64;
+    /// Now, Unix milliseconds (for timers that fire on a second's edge).
+    fn now_ms(&self) -> i64 {
+        self.now().saturating_mul(1000)
+    }
 }
 
 /// The system's wall clock.
@@ -29,6 +33,12 @@ impl Clock for SystemClock {
         match SystemTime::now().duration_since(UNIX_EPOCH) {
             Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
             Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+        }
+    }
+    fn now_ms(&self) -> i64 {
+        match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+            Err(e) => -i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX),
         }
     }
 }

@@ -116,6 +116,7 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
                 resources: Vec::new(),
             })]
         }
+        EventKind::Note(text) => vec![U::Generic(text.chars().take(1000).collect())],
         EventKind::Requeued | EventKind::Edited(_) => Vec::new(),
     }
 }

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod central;
 pub mod collector;
+pub mod deferral;
 pub mod eventlog;
 pub mod job;
 pub mod negotiator;

@@ -29,6 +29,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+use crate::deferral::{self, Deferral, Readiness};
 use crate::job::{JobId, JobSelector, JobStatus, hold_code};
 use crate::policy::{self, ExitDecision, HoldInfo, PeriodicAction};
 
@@ -239,6 +240,9 @@ pub enum EventKind {
     },
     /// An attribute was edited.
     Edited(String),
+    /// A note for the job's event log (a generic event): skipped or missed
+    /// cron runs.
+    Note(String),
 }
 
 /// Receives events after each commit (the schedd writes event logs from here).
@@ -256,6 +260,10 @@ pub struct QueueConfig {
     pub history_max_age: Option<i64>,
     /// Called with the events of each commit, after the commit.
     pub sink: Option<EventSink>,
+    /// The time zone of cron schedules (CRON_TIME_ZONE; the system's by default).
+    pub cron_time_zone: jiff::tz::TimeZone,
+    /// SCHEDD_INTERVAL in seconds, for deferred jobs without ScheddInterval.
+    pub schedd_interval: i64,
 }
 
 impl QueueConfig {
@@ -267,6 +275,8 @@ impl QueueConfig {
             history_max_jobs: 1_000_000,
             history_max_age: None,
             sink: None,
+            cron_time_zone: jiff::tz::TimeZone::system(),
+            schedd_interval: 300,
         }
     }
 }
@@ -394,10 +404,12 @@ impl QueueState {
         let mut index: HashMap<(Arc<str>, String), usize> = HashMap::new();
         let mut last_cluster = None;
         let mut row_i = 0;
+        let mut cluster_cron = false;
         for (id, proc) in &self.jobs {
             if last_cluster != Some(id.cluster) {
                 last_cluster = Some(id.cluster);
                 let Some(c) = self.clusters.get(&id.cluster) else { continue };
+                cluster_cron = andes_cron::Field::ALL.iter().any(|f| c.ad.contains(f.attribute()));
                 if !owners.is_empty() && !owners.iter().any(|o| **o == *c.owner) {
                     row_i = usize::MAX;
                     continue;
@@ -430,8 +442,24 @@ impl QueueState {
             }
             let r = &mut rows[row_i];
             match proc.status {
-                JobStatus::Idle => r.idle += 1,
-                JobStatus::Running | JobStatus::TransferringOutput => r.run += 1,
+                JobStatus::Idle => {
+                    r.idle += 1;
+                    // A cron job's next run (its DeferralTime is its own).
+                    if let Some(Expr::Lit(Value::Int(t))) = proc.ad.get("DeferralTime")
+                        && (cluster_cron
+                            || andes_cron::Field::ALL
+                                .iter()
+                                .any(|f| proc.ad.contains(f.attribute())))
+                    {
+                        r.next_run = Some(r.next_run.map_or(*t, |n| n.min(*t)));
+                    }
+                }
+                JobStatus::Running | JobStatus::TransferringOutput => {
+                    r.run += 1;
+                    if proc.ad.contains("JobDeferredUntil") {
+                        r.deferred += 1;
+                    }
+                }
                 JobStatus::Held => r.held += 1,
                 JobStatus::Suspended => r.suspended += 1,
                 JobStatus::Removed | JobStatus::Completed => {}
@@ -470,6 +498,12 @@ pub struct SummaryRow {
     pub held: u64,
     /// Suspended jobs (counted in TOTAL).
     pub suspended: u64,
+    /// Running jobs still waiting for their DeferralTime (counted in RUN).
+    #[serde(default)]
+    pub deferred: u64,
+    /// The earliest next run of the batch's idle cron jobs.
+    #[serde(default)]
+    pub next_run: Option<i64>,
     /// JOB_IDS: (cluster, lowest proc, highest proc) of each cluster in the batch.
     pub ids: Vec<(u32, u32, u32)>,
 }
@@ -494,6 +528,15 @@ enum Op {
     Exited(JobId, ClassAd),
     Periodic,
     StoreModule(String, Vec<u8>),
+    Deferral(DeferralOp),
+}
+
+/// The schedd's deferral timer's requests.
+enum DeferralOp {
+    /// These idle jobs may have missed their window.
+    Missed(Vec<JobId>),
+    /// The schedd started: every idle cron job takes its next run.
+    Restart,
 }
 
 enum Reply {
@@ -511,6 +554,7 @@ struct Request {
 /// The job queue. Cheap to clone; all clones share one queue.
 #[derive(Clone)]
 pub struct Queue {
+    deferral_config: Arc<(jiff::tz::TimeZone, i64)>,
     state: Arc<RwLock<QueueState>>,
     tx: mpsc::SyncSender<Request>,
     reader: Arc<std::sync::Mutex<Connection>>,
@@ -607,12 +651,13 @@ impl Queue {
         let state = Arc::new(RwLock::new(load(&conn, &config.schedd_name)?));
         let reader = Arc::new(std::sync::Mutex::new(open(&config.path)?));
         let (tx, rx) = mpsc::sync_channel::<Request>(4096);
+        let deferral_config = Arc::new((config.cron_time_zone.clone(), config.schedd_interval));
         let writer = Writer { conn, state: state.clone(), config };
         std::thread::Builder::new()
             .name("andes-queue-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| QueueError::Storage(format!("cannot start the queue writer: {e}")))?;
-        Ok(Queue { state, tx, reader })
+        Ok(Queue { deferral_config, state, tx, reader })
     }
 
     /// A read view of the queue. Hold it briefly: writers wait for it.
@@ -694,6 +739,22 @@ impl Queue {
     /// hold (HoldReasonCode, HoldReason, HoldReasonSubCode) from the execute side.
     pub async fn job_exited(&self, id: JobId, ending: ClassAd, now: i64) -> Result<(), QueueError> {
         self.call(Op::Exited(id, ending), now).await.map(|_| ())
+    }
+
+    /// Idle deferred jobs whose window may have closed unmatched: a cron job
+    /// counts the missed run and takes its next one; any other is held.
+    pub async fn deferral_missed(&self, ids: Vec<JobId>, now: i64) -> Result<(), QueueError> {
+        self.call(Op::Deferral(DeferralOp::Missed(ids)), now).await.map(|_| ())
+    }
+
+    /// Gives every idle cron job its next run (at schedd start or reconfiguration).
+    pub async fn recompute_cron(&self, now: i64) -> Result<(), QueueError> {
+        self.call(Op::Deferral(DeferralOp::Restart), now).await.map(|_| ())
+    }
+
+    /// The configured cron time zone and SCHEDD_INTERVAL.
+    pub fn deferral_config(&self) -> &(jiff::tz::TimeZone, i64) {
+        &self.deferral_config
     }
 
     /// Evaluates every job's periodic policy at `now` and applies what fires.
@@ -918,6 +979,29 @@ impl Ctx<'_, '_> {
             }
             Op::Exited(id, ending) => self.exited(*id, ending).map(|_| Reply::Done),
             Op::Periodic => self.periodic().map(Reply::Report),
+            Op::Deferral(DeferralOp::Missed(ids)) => {
+                for id in ids {
+                    self.missed(*id)?;
+                }
+                Ok(Reply::Done)
+            }
+            Op::Deferral(DeferralOp::Restart) => {
+                let ids: Vec<JobId> = self
+                    .state
+                    .jobs
+                    .iter()
+                    .filter(|(_, p)| p.status == JobStatus::Idle)
+                    .map(|(id, _)| *id)
+                    .collect();
+                for id in ids {
+                    if self.is_cron(id) {
+                        self.missed(id)?;
+                        self.schedule_cron(id)?;
+                        self.persist(id)?;
+                    }
+                }
+                Ok(Reply::Done)
+            }
             Op::StoreModule(digest, bytes) => {
                 self.tx.execute(
                     "INSERT OR IGNORE INTO modules (digest, data) VALUES (?1, ?2)",
@@ -957,6 +1041,7 @@ impl Ctx<'_, '_> {
         };
         let mut ad = s.cluster_ad.clone();
         let cluster_held = submitted_held(ad.get("JobStatus"));
+        let cluster_cron = andes_cron::Field::ALL.iter().any(|f| ad.contains(f.attribute()));
         for a in ["ProcId", "JobStatus", "EnteredCurrentStatus", "GlobalJobId"] {
             ad.remove(a);
         }
@@ -986,6 +1071,17 @@ impl Ctx<'_, '_> {
                 p.remove(a);
             }
             let status = if held { JobStatus::Held } else { JobStatus::Idle };
+            if cluster_cron || andes_cron::Field::ALL.iter().any(|f| p.contains(f.attribute())) {
+                let mut whole = ad.clone();
+                whole.update(&p);
+                match deferral::next_run(&whole, self.now, &self.config.cron_time_zone) {
+                    Some(Ok(t)) => p.insert_value("DeferralTime", t),
+                    Some(Err(e)) => {
+                        return Err(QueueError::Invalid(format!("job {cluster}.{i}: {e}")));
+                    }
+                    None => {}
+                }
+            }
             if held && !p.contains("HoldReasonCode") && !ad.contains("HoldReasonCode") {
                 p.insert_value("HoldReasonCode", hold_code::SUBMITTED_ON_HOLD);
                 p.insert_value("HoldReason", "submitted on hold at user's request");
@@ -1126,9 +1222,20 @@ impl Ctx<'_, '_> {
             }
             let e = classad::parse_expr(expr)
                 .map_err(|e| QueueError::Invalid(format!("value of {attr} `{expr}`: {e}")))?;
+            let cron_field = andes_cron::Field::from_name(attr).is_some();
+            if cron_field && let Some(v) = ids.first().and_then(|id| self.state.job(*id)) {
+                let mut whole = v.ad();
+                whole.insert(attr.as_str(), e.clone());
+                if let Some(Err(err)) = andes_cron::Schedule::from_ad(&whole) {
+                    return Err(QueueError::Invalid(err.to_string()));
+                }
+            }
             for &id in ids {
                 let Some(p) = self.state.jobs.get_mut(&id) else { continue };
                 p.ad.insert(attr.as_str(), e.clone());
+                if cron_field && p.status == JobStatus::Idle {
+                    self.schedule_cron(id)?;
+                }
                 self.persist(id)?;
                 self.event(id, EventKind::Edited(attr.clone()));
                 report.changed.push(id);
@@ -1220,6 +1327,7 @@ impl Ctx<'_, '_> {
         }
         p.ad.insert_value("ReleaseReason", reason.as_str());
         self.set_status(id, JobStatus::Idle);
+        self.schedule_cron(id)?;
         self.persist(id)?;
         self.event(id, EventKind::Released(reason));
         Ok(None)
@@ -1305,6 +1413,11 @@ impl Ctx<'_, '_> {
                     return Ok(());
                 }
                 p.ad.update(attrs);
+                // The host reports `JobDeferredUntil = undefined` once the
+                // job's wait for its DeferralTime is over.
+                if matches!(attrs.get("JobDeferredUntil"), Some(Expr::Lit(Value::Undefined))) {
+                    p.ad.remove("JobDeferredUntil");
+                }
             }
             PoolOp::Reconnected => {
                 let n = int(&p.ad, "NumJobReconnects");
@@ -1323,6 +1436,10 @@ impl Ctx<'_, '_> {
                 match was {
                     JobStatus::Running => {
                         self.set_status(id, JobStatus::Idle);
+                        if let Some(p) = self.state.jobs.get_mut(&id) {
+                            p.ad.remove("JobDeferredUntil");
+                        }
+                        self.schedule_cron(id)?;
                         self.persist(id)?;
                         let checkpointed = attrs.contains("LastCkptTime");
                         self.event(id, EventKind::Evicted { checkpointed });
@@ -1349,6 +1466,7 @@ impl Ctx<'_, '_> {
         }
         p.ad.update(ending);
         p.ad.remove(CLAIM_ID_ATTR);
+        p.ad.remove("JobDeferredUntil");
         if let Some(host) = p.ad.remove("RemoteHost") {
             p.ad.insert("LastRemoteHost", host);
         }
@@ -1399,6 +1517,10 @@ impl Ctx<'_, '_> {
             ExitDecision::Requeue => {
                 self.event(id, EventKind::Terminated);
                 self.set_status(id, JobStatus::Idle);
+                if self.is_cron(id) {
+                    self.note_skipped(id);
+                    self.schedule_cron(id)?;
+                }
                 self.persist(id)?;
                 self.event(id, EventKind::Requeued);
                 Ok(())
@@ -1437,6 +1559,116 @@ impl Ctx<'_, '_> {
         Ok(report)
     }
 
+    /// True when the job has a cron schedule.
+    fn is_cron(&self, id: JobId) -> bool {
+        self.state.job(id).is_some_and(|v| {
+            andes_cron::Field::ALL
+                .iter()
+                .any(|f| v.proc.ad.contains(f.attribute()) || v.cluster.ad.contains(f.attribute()))
+        })
+    }
+
+    fn int_attr(&self, id: JobId, name: &str) -> i64 {
+        match self.state.job(id).map(|v| v.ad().eval_attr(name)) {
+            Some(Value::Int(n)) => n,
+            _ => 0,
+        }
+    }
+
+    /// Sets a cron job's DeferralTime to its next run after now. A schedule
+    /// that became invalid (edited) holds the job.
+    fn schedule_cron(&mut self, id: JobId) -> Result<(), QueueError> {
+        if !self.is_cron(id) {
+            return Ok(());
+        }
+        let Some(ad) = self.state.job(id).map(|v| v.ad()) else { return Ok(()) };
+        match deferral::next_run(&ad, self.now, &self.config.cron_time_zone) {
+            Some(Ok(t)) => {
+                if let Some(p) = self.state.jobs.get_mut(&id) {
+                    p.ad.insert_value("DeferralTime", t);
+                }
+                Ok(())
+            }
+            Some(Err(e)) => {
+                let info =
+                    HoldInfo { reason: e.to_string(), code: hold_code::JOB_POLICY, subcode: 0 };
+                self.hold(id, info).map(|_| ())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Notes runs skipped because the previous run of a cron job was still
+    /// running when they came due (never two instances at once).
+    fn note_skipped(&mut self, id: JobId) {
+        let Some(ad) = self.state.job(id).map(|v| v.ad()) else { return };
+        let Value::Int(last) = ad.eval_attr("DeferralTime") else { return };
+        let n = deferral::runs_between(&ad, last, self.now, &self.config.cron_time_zone);
+        if n == 0 {
+            return;
+        }
+        let total = self.int_attr(id, "CronSkippedRuns") + n as i64;
+        if let Some(p) = self.state.jobs.get_mut(&id) {
+            p.ad.insert_value("CronSkippedRuns", total);
+        }
+        self.event(
+            id,
+            EventKind::Note(format!(
+                "cron: {n} scheduled run(s) skipped: the run of {} was still running",
+                fmt_time(last)
+            )),
+        );
+    }
+
+    /// An idle deferred job whose window closed before it was matched: a
+    /// cron job counts the miss and takes its next run; any other is held.
+    fn missed(&mut self, id: JobId) -> Result<(), QueueError> {
+        let Some(v) = self.state.job(id) else { return Ok(()) };
+        if v.proc.status != JobStatus::Idle {
+            return Ok(());
+        }
+        let ad = v.ad();
+        let Some(Ok(d)) = Deferral::of(&ad, self.now, self.config.schedd_interval) else {
+            return Ok(());
+        };
+        let Readiness::Missed { late } = d.readiness(self.now) else { return Ok(()) };
+        if self.is_cron(id) {
+            let extra = deferral::runs_between(
+                &ad,
+                d.time,
+                self.now - d.window,
+                &self.config.cron_time_zone,
+            );
+            let n = 1 + extra as i64;
+            let total = self.int_attr(id, "CronMissedRuns") + n;
+            if let Some(p) = self.state.jobs.get_mut(&id) {
+                p.ad.insert_value("CronMissedRuns", total);
+            }
+            self.event(
+                id,
+                EventKind::Note(format!(
+                    "cron: {n} run(s) missed: no match before the run of {} closed \
+                     (DeferralWindow {} s)",
+                    fmt_time(d.time),
+                    d.window
+                )),
+            );
+            self.schedule_cron(id)?;
+            return self.persist(id);
+        }
+        let info = HoldInfo {
+            reason: format!(
+                "Job missed its deferral time of {} by {late} seconds without being matched \
+                 (DeferralWindow {} seconds)",
+                fmt_time(d.time),
+                d.window
+            ),
+            code: hold_code::MISSED_DEFERRED_EXECUTION_TIME,
+            subcode: 0,
+        };
+        self.hold(id, info).map(|_| ())
+    }
+
     /// Writes the job's own part to the database.
     fn persist(&mut self, id: JobId) -> Result<(), QueueError> {
         let Some(p) = self.state.jobs.get(&id) else { return Ok(()) };
@@ -1473,6 +1705,14 @@ impl Ctx<'_, '_> {
             self.tx.execute("DELETE FROM clusters WHERE id = ?1", [id.cluster as i64])?;
         }
         Ok(())
+    }
+}
+
+/// Unix seconds as an RFC 3339 UTC time (hold reasons and notes).
+fn fmt_time(t: i64) -> String {
+    match jiff::Timestamp::from_second(t) {
+        Ok(ts) => format!("{ts:.0}"),
+        Err(_) => t.to_string(),
     }
 }
 

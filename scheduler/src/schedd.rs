@@ -41,6 +41,10 @@ pub struct ScheddConfig {
     pub history_max_age: Option<i64>,
     /// The address submit events name (`<127.0.0.1:9618>`).
     pub submit_host: String,
+    /// CRON_TIME_ZONE: the zone of cron schedules (the system's by default).
+    pub cron_time_zone: jiff::tz::TimeZone,
+    /// SCHEDD_INTERVAL, seconds: a deferred job's lead when it sets no ScheddInterval.
+    pub schedd_interval: i64,
 }
 
 /// A running schedd's shared state.
@@ -69,6 +73,8 @@ impl Schedd {
         let mut qc = QueueConfig::new(config.data_dir.join("job_queue.db"), &config.name);
         qc.history_max_jobs = config.history_max_jobs;
         qc.history_max_age = config.history_max_age;
+        qc.cron_time_zone = config.cron_time_zone.clone();
+        qc.schedd_interval = config.schedd_interval;
         let log = crate::eventlog::sink_for(config.submit_host.clone());
         let tap: EventTap = Arc::new(std::sync::Mutex::new(None));
         let t = tap.clone();

@@ -25,7 +25,7 @@
 //!   go to the collector every SCHEDD_INTERVAL and at once when the queue
 //!   changes, which lets the negotiator start a cycle immediately.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,6 +45,7 @@ use classad::{ClassAd, Value};
 use http::Method;
 use tokio::sync::{Notify, mpsc};
 
+use crate::deferral::{Deferral, Readiness};
 use crate::job::{JobId, JobStatus};
 use crate::queue::{CLAIM_ID_ATTR, EventKind, PoolOp, Queue, QueueError};
 use crate::schedd::Schedd;
@@ -149,6 +150,11 @@ struct Inner {
     urgent: Notify,
     /// TotalIdleJobs of the last Scheduler ad sent.
     last_idle: std::sync::atomic::AtomicI64,
+    /// When deferred idle jobs next need a look: (Unix seconds, job), at the
+    /// instant each becomes matchable or its window closes.
+    wakes: Mutex<BTreeSet<(i64, JobId)>>,
+    /// Wakes the deferral timer when an earlier wake was added.
+    rewake: Notify,
 }
 
 /// The schedd's pool side; cheap to clone.
@@ -176,6 +182,8 @@ impl ScheddPool {
             advertise: Notify::new(),
             urgent: Notify::new(),
             last_idle: std::sync::atomic::AtomicI64::new(0),
+            wakes: Mutex::new(BTreeSet::new()),
+            rewake: Notify::new(),
         });
         let pool = ScheddPool { inner };
         let mut events = schedd.take_events();
@@ -190,6 +198,21 @@ impl ScheddPool {
         if pool.inner.cfg.collector.is_some() {
             let inner = pool.inner.clone();
             tokio::spawn(async move { inner.advertise_loop().await });
+        }
+        {
+            let ids: Vec<JobId> = pool
+                .inner
+                .queue
+                .read()
+                .jobs()
+                .filter(|v| v.proc.status == JobStatus::Idle)
+                .map(|v| v.id)
+                .collect();
+            for id in ids {
+                pool.inner.watch_deferral(id, None);
+            }
+            let inner = pool.inner.clone();
+            tokio::spawn(async move { inner.deferral_loop().await });
         }
         pool.reconnect_all();
         pool
@@ -366,6 +389,7 @@ impl Inner {
                     wake = true;
                 }
                 EventKind::Edited(attr) => {
+                    self.watch_deferral(e.id, Some(&e.ad));
                     if let Some(s) = st.shadows.get(&e.id)
                         && let Some(expr) = e.ad.get(attr)
                     {
@@ -377,7 +401,9 @@ impl Inner {
                 EventKind::Submitted
                 | EventKind::Released(_)
                 | EventKind::Requeued
-                | EventKind::Evicted { .. } => {
+                | EventKind::Evicted { .. }
+                | EventKind::Note(_) => {
+                    self.watch_deferral(e.id, Some(&e.ad));
                     wake = true;
                     if self.last_idle.load(std::sync::atomic::Ordering::Relaxed) == 0 {
                         self.urgent.notify_one();
@@ -389,6 +415,134 @@ impl Inner {
         drop(st);
         if wake {
             self.advertise.notify_one();
+        }
+    }
+
+    /// The deferral of an idle job at `now`, if it has one (its ad from the
+    /// queue unless given).
+    fn deferral_of(&self, ad: &ClassAd, now: i64) -> Option<Deferral> {
+        match Deferral::of(ad, now, self.queue.deferral_config().1)? {
+            Ok(d) => Some(d),
+            Err(e) => {
+                tracing::debug!("{e}");
+                None
+            }
+        }
+    }
+
+    /// True when an idle job may be offered to the negotiator now: it has no
+    /// deferral, or its deferral is ready.
+    fn offerable(&self, v: &crate::queue::JobView<'_>, now: i64) -> bool {
+        if !v.proc.ad.contains("DeferralTime") && !v.cluster.ad.contains("DeferralTime") {
+            return true;
+        }
+        match self.deferral_of(&v.ad(), now) {
+            Some(d) => matches!(d.readiness(now), Readiness::Ready { .. }),
+            None => true,
+        }
+    }
+
+    /// Schedules a look at a deferred idle job when it becomes matchable or
+    /// its window closes.
+    fn watch_deferral(&self, id: JobId, ad: Option<&ClassAd>) {
+        let owned;
+        let ad = match ad {
+            Some(a) => a,
+            None => match self.queue.read().job(id) {
+                Some(v)
+                    if v.proc.ad.contains("DeferralTime")
+                        || v.cluster.ad.contains("DeferralTime") =>
+                {
+                    owned = v.ad();
+                    &owned
+                }
+                _ => return,
+            },
+        };
+        if !ad.contains("DeferralTime") {
+            return;
+        }
+        let now = self.clock.now();
+        let Some(d) = self.deferral_of(ad, now) else { return };
+        let at = match d.readiness(now) {
+            Readiness::Early { offer_at } => offer_at,
+            Readiness::Ready { miss_at } => miss_at,
+            Readiness::Missed { .. } => now,
+        };
+        let mut w = lock(&self.wakes);
+        let earliest = w.first().is_none_or(|f| at < f.0);
+        w.insert((at, id));
+        drop(w);
+        if earliest {
+            self.rewake.notify_one();
+        }
+    }
+
+    /// Wakes at each deferred job's instants: offers it when it becomes
+    /// matchable (at once, not at the next advertisement), and hands jobs
+    /// whose window closed unmatched to the queue.
+    async fn deferral_loop(self: Arc<Self>) {
+        loop {
+            let next = lock(&self.wakes).first().map(|w| w.0);
+            let delay = match next {
+                Some(t) => Duration::from_millis(
+                    (t.saturating_mul(1000) - self.clock.now_ms()).clamp(0, 60_000) as u64,
+                ),
+                None => Duration::from_secs(3600),
+            };
+            if !delay.is_zero() {
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = self.rewake.notified() => continue,
+                }
+            }
+            let now = self.clock.now();
+            let due: Vec<JobId> = {
+                let mut w = lock(&self.wakes);
+                let mut due = Vec::new();
+                while let Some(&(t, id)) = w.first() {
+                    if t > now {
+                        break;
+                    }
+                    w.pop_first();
+                    due.push(id);
+                }
+                due
+            };
+            if due.is_empty() {
+                continue;
+            }
+            let (mut ready, mut missed) = (false, Vec::new());
+            let mut again = Vec::new();
+            {
+                let busy = lock(&self.state).busy.clone();
+                let st = self.queue.read();
+                for id in due {
+                    let Some(v) = st.job(id) else { continue };
+                    if v.proc.status != JobStatus::Idle || busy.contains(&id) {
+                        continue;
+                    }
+                    let Some(d) = self.deferral_of(&v.ad(), now) else { continue };
+                    match d.readiness(now) {
+                        Readiness::Early { offer_at } => again.push((offer_at, id)),
+                        Readiness::Ready { miss_at } => {
+                            ready = true;
+                            again.push((miss_at, id));
+                        }
+                        Readiness::Missed { .. } => missed.push(id),
+                    }
+                }
+            }
+            lock(&self.wakes).extend(again);
+            if ready {
+                self.urgent.notify_one();
+                self.advertise.notify_one();
+            }
+            if !missed.is_empty()
+                && let Err(e) = self.queue.deferral_missed(missed, now).await
+            {
+                tracing::warn!("deferred jobs that missed their window: {e}");
+            }
         }
     }
 
@@ -501,6 +655,7 @@ impl Inner {
                 sig.push(must.to_string());
             }
         }
+        let now = self.clock.now();
         let mut state = lock(&self.state);
         let st = self.queue.read();
         let mut groups: HashMap<u32, (String, ClassAd, VecDeque<JobId>)> = HashMap::new();
@@ -512,6 +667,9 @@ impl Inner {
                 continue;
             }
             if v.proc.status != JobStatus::Idle || state.busy.contains(&v.id) {
+                continue;
+            }
+            if !self.offerable(&v, now) {
                 continue;
             }
             let base = cluster_keys.entry(v.id.cluster).or_insert_with(|| {
@@ -574,7 +732,9 @@ impl Inner {
             if state.busy.contains(&id) {
                 continue;
             }
-            if st.job(id).is_some_and(|v| v.proc.status == JobStatus::Idle) {
+            if st.job(id).is_some_and(|v| {
+                v.proc.status == JobStatus::Idle && self.offerable(&v, self.clock.now())
+            }) {
                 state.busy.insert(id);
                 return Some(id);
             }
@@ -737,6 +897,8 @@ impl Inner {
         }
         let mut last_push = self.clock.now();
         let mut last_state = report.state;
+        // Whether the job waits for its DeferralTime, as last told to the queue.
+        let mut last_deferred: Option<String> = None;
         loop {
             if report.state == RunState::Exited {
                 let mut ending = ad_or_empty(report.ending.as_deref());
@@ -782,10 +944,13 @@ impl Inner {
             }
             let now = self.clock.now();
             let due = now - last_push >= self.cfg.queue_update_interval.as_secs() as i64;
-            if due || report.state != last_state {
-                lane.send(LaneOp::Pool(id, PoolOp::Update(ad_or_empty(Some(&report.update)))));
+            let update = ad_or_empty(Some(&report.update));
+            let deferred = update.get("JobDeferredUntil").map(|e| e.to_string());
+            if due || report.state != last_state || deferred != last_deferred {
+                lane.send(LaneOp::Pool(id, PoolOp::Update(update)));
                 last_push = now;
                 last_state = report.state;
+                last_deferred = deferred;
             }
             let req = WaitRequest { claim_id: claim.claim_id.clone(), since: report.version };
             tokio::select! {

@@ -40,6 +40,8 @@ async fn fixture(body_limit: usize) -> Fixture {
         history_max_jobs: 100,
         history_max_age: None,
         submit_host: "<127.0.0.1:0>".into(),
+        cron_time_zone: jiff::tz::TimeZone::UTC,
+        schedd_interval: 300,
     };
     let schedd = Schedd::open(&config, clock.clone()).unwrap();
     let auth = Auth::with_body_limit(

@@ -272,6 +272,14 @@ fn summary_table(r: &SummaryReply, owners: &[String]) -> String {
             (Some(f), _) => format!("{}.{}-{}", f.0, f.1, f.2),
             _ => String::new(),
         };
+        let mut notes = Vec::new();
+        if row.deferred > 0 {
+            notes.push(format!("{} deferred", row.deferred));
+        }
+        if let Some(t) = row.next_run {
+            notes.push(format!("next run {}", short_date(t)));
+        }
+        let ids = if notes.is_empty() { ids } else { format!("{ids}  ({})", notes.join(", ")) };
         out.push_str(&format!(
             "{:<10} {:<14} {:>11} {:>6} {:>5} {:>7} {:>6} {:>6} {}\n",
             row.owner,
@@ -301,6 +309,32 @@ fn cmd_line(ad: &ClassAd) -> String {
         _ => string(ad, "Args"),
     };
     if args.is_empty() { name } else { format!("{name} {args}") }
+}
+
+/// What `andes q` says of a deferred job: a running job still waiting for
+/// its DeferralTime, or an idle job's next (cron) or deferred start.
+fn deferral_note(ad: &ClassAd) -> Option<String> {
+    let status = JobStatus::from_code(int(ad, "JobStatus"))?;
+    match status {
+        JobStatus::Running => match ad.eval_attr("JobDeferredUntil") {
+            Value::Int(t) => Some(format!("deferred until {}", short_date_secs(t))),
+            _ => None,
+        },
+        JobStatus::Idle => {
+            let Value::Int(t) = ad.eval_attr("DeferralTime") else { return None };
+            let cron = andes_cron::Field::ALL.iter().any(|f| ad.contains(f.attribute()));
+            Some(format!("{} {}", if cron { "next run" } else { "deferred to" }, short_date(t)))
+        }
+        _ => None,
+    }
+}
+
+/// `MM/DD HH:MM:SS` in local time.
+fn short_date_secs(t: i64) -> String {
+    match jiff::Timestamp::from_second(t) {
+        Ok(ts) => ts.to_zoned(jiff::tz::TimeZone::system()).strftime("%m/%d %H:%M:%S").to_string(),
+        Err(_) => "??/?? ??:??:??".into(),
+    }
 }
 
 fn id(ad: &ClassAd) -> String {
@@ -333,7 +367,10 @@ fn job_table(ads: &[ClassAd]) -> String {
             st.map_or('?', JobStatus::letter),
             int(ad, "JobPrio"),
             int(ad, "ImageSize") as f64 / 1024.0,
-            cmd_line(ad)
+            match deferral_note(ad) {
+                Some(n) => format!("{}  ({n})", cmd_line(ad)),
+                None => cmd_line(ad),
+            }
         ));
     }
     out.push('\n');

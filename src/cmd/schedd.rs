@@ -53,6 +53,9 @@ pub async fn serve(
         history_max_jobs: s.int("HISTORY_MAX_JOBS")?.unwrap_or(1_000_000).max(0) as u64,
         history_max_age: s.int("HISTORY_MAX_AGE")?,
         submit_host: String::new(),
+        cron_time_zone: andes_cron::time_zone(&s.get("CRON_TIME_ZONE")?.unwrap_or_default())
+            .map_err(|e| anyhow::anyhow!("CRON_TIME_ZONE: {e}"))?,
+        schedd_interval: s.secs("SCHEDD_INTERVAL", 300)?.max(0),
     };
     let collector = s.collector_host()?;
     let keypair = match s.daemon_keypair("SCHEDD_KEY_NAME") {
@@ -71,6 +74,8 @@ pub async fn serve(
         schedd::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     config.submit_host = format!("<{addr}>");
     let schedd = Schedd::open(&config, clock.clone())?;
+    // Every idle cron job takes its next run (the manual: on restart).
+    schedd.queue.recompute_cron(andes_protocol::Clock::now(&*clock)).await?;
     let auth =
         Auth::with_body_limit(Verifier::new(trust, VerifierConfig::default()), clock, BODY_LIMIT);
     let mut app = schedd.router(&auth);

@@ -193,7 +193,11 @@ pub fn machine_table(ads: &[ClassAd], now: i64) -> String {
             opsys: text(ad, "OpSys"),
             arch: text(ad, "Arch"),
             state: text(ad, "State"),
-            activity: text(ad, "Activity"),
+            // A Busy slot whose job still waits for its DeferralTime.
+            activity: match (text(ad, "Activity").as_str(), ad.eval_attr("JobDeferredUntil")) {
+                ("Busy", Value::Int(_)) => "Deferred".to_string(),
+                (a, _) => a.to_string(),
+            },
             load: match ad.eval_attr("LoadAvg") {
                 Value::Real(r) => format!("{r:.3}"),
                 Value::Int(i) => format!("{:.3}", i as f64),

@@ -701,6 +701,8 @@ impl Startd {
             ad.insert_value("VirtualMemory", spec.virtual_memory_kb as i64);
             ad.insert_value("CheckpointPlatform", info.checkpoint_platform.as_str());
             ad.insert_value("HasWasm", true);
+            ad.insert_value("HasJobDeferral", true);
+            ad.insert_value("HasFileTransfer", true);
             ad.insert_value("WasmtimeVersion", info.wasmtime_version.as_str());
             ad.insert_value(
                 "WasmFeatures",

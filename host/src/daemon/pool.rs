@@ -61,6 +61,9 @@ pub struct Report {
     pub claim_alive: bool,
     /// When the job started (Unix seconds).
     pub started: i64,
+    /// The job has a DeferralTime: `Some(t)` while it waits for `t`,
+    /// `None` once it began (reported as `JobDeferredUntil = undefined`).
+    pub deferral: Option<Option<i64>>,
 }
 
 impl Report {
@@ -75,6 +78,7 @@ impl Report {
             evicted: false,
             claim_alive: true,
             started: 0,
+            deferral: None,
         }
     }
 
@@ -97,6 +101,11 @@ impl Report {
             RunState::Exited => "Exited",
         };
         update.insert_value("JobState", job_state);
+        match self.deferral {
+            Some(Some(t)) => update.insert_value("JobDeferredUntil", t),
+            Some(None) => update.insert_value("JobDeferredUntil", Value::Undefined),
+            None => {}
+        }
         JobReport {
             version: self.version,
             state: self.state,
