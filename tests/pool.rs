@@ -228,7 +228,7 @@ impl Pool {
     fn submit(&self, user: &str, name: &str, text: &str) {
         let wasm = self.path().join("jobs");
         std::fs::create_dir_all(&wasm).unwrap();
-        for s in ["hello", "exit_code", "sleeper", "primes", "vacate"] {
+        for s in ["hello", "exit_code", "sleeper", "primes", "vacate", "stamp"] {
             let dst = wasm.join(format!("{s}.wasm"));
             if !dst.exists() {
                 std::fs::copy(sample(s), dst).unwrap();
@@ -589,4 +589,79 @@ fn a_vacated_job_resumes_from_its_own_checkpoint() {
     assert!(out.contains("sum of 1/k^2 for k = 1..=500000000"), "{out}");
     let log = std::fs::read_to_string(p.path().join("jobs/v.log")).unwrap();
     assert!(log.contains("Job was evicted") && log.contains("Job was checkpointed"), "{log}");
+}
+
+#[test]
+fn a_deferred_job_waits_on_its_host_and_starts_on_time() {
+    let p = Pool::new("NUM_CPUS = 2", 1);
+    // One job 3 s ahead, one an hour ahead (both matched at once: the
+    // prep time and ScheddInterval allow it).
+    p.submit(
+        "alice",
+        "soon",
+        "executable = stamp.wasm\ndeferral_time = (QDate + 3)\noutput = soon.out\nlog = soon.log\nqueue\n",
+    );
+    p.submit(
+        "alice",
+        "later",
+        "executable = stamp.wasm\ndeferral_time = (QDate + 3600)\ndeferral_prep_time = 3600\n\
+         output = later.out\nqueue\n",
+    );
+    // While they wait they are Running (the manual) but say they are deferred.
+    wait_or(
+        "both jobs running and deferred",
+        Duration::from_secs(30),
+        || {
+            let q = p.queue();
+            q.len() == 2
+                && q.iter().all(|a| int(a, "JobStatus") == 2 && int(a, "JobDeferredUntil") > 0)
+        },
+        || p.logs(),
+    );
+    let q = p.queue();
+    let soon = job(&q, "1.0").unwrap().clone();
+    let deferral_time = int(&soon, "QDate") + 3;
+    assert_eq!(int(&soon, "JobDeferredUntil"), deferral_time);
+    let listing = p.ok("alice", &["q", "-nobatch"]);
+    assert_eq!(listing.matches("deferred until").count(), 2, "{listing}");
+    let summary = p.ok("alice", &["q"]);
+    assert_eq!(summary.matches("(1 deferred)").count(), 2, "{summary}");
+    let status = p.ok("root", &["status"]);
+    assert_eq!(status.matches("Deferred").count(), 2, "{status}");
+    assert_eq!(
+        p.slots().iter().filter(|s| int(s, "JobDeferredUntil") > 0).count(),
+        2,
+        "both slots publish JobDeferredUntil"
+    );
+
+    // The first starts on time by the host's clock: never early, within 1 s.
+    wait_for("the soon job done", Duration::from_secs(30), || job(&p.history(), "1.0").is_some());
+    let out = std::fs::read_to_string(p.path().join("jobs/soon.out")).unwrap();
+    let started: i64 = out.trim().strip_prefix("started ").unwrap().parse().unwrap();
+    let lateness = started - deferral_time * 1000;
+    println!("the deferred job started {lateness} ms after its DeferralTime");
+    assert!((0..=1000).contains(&lateness), "started {lateness} ms after DeferralTime");
+    let h = job(&p.history(), "1.0").unwrap().clone();
+    assert!(!h.contains("JobDeferredUntil"), "the wait is over: {h}");
+
+    // Held while it waits: the hold takes it off the host, unrun.
+    p.ok("alice", &["hold", "2.0"]);
+    wait_for("the later job held and its slot free", Duration::from_secs(30), || {
+        job(&p.queue(), "2.0").is_some_and(|a| int(a, "JobStatus") == 5)
+            && p.slots().iter().all(|s| text(s, "State") == "Unclaimed")
+    });
+    assert!(
+        std::fs::read_to_string(p.path().join("jobs/later.out")).unwrap_or_default().is_empty(),
+        "a held deferred job never ran"
+    );
+    // Released, it waits again; removed, the wait is cancelled.
+    p.ok("alice", &["release", "2.0"]);
+    wait_for("the released job deferred again", Duration::from_secs(30), || {
+        job(&p.queue(), "2.0").is_some_and(|a| int(a, "JobDeferredUntil") > 0)
+    });
+    p.ok("alice", &["rm", "2.0"]);
+    wait_for("the removed job gone and its slot free", Duration::from_secs(30), || {
+        job(&p.history(), "2.0").is_some_and(|a| int(a, "JobStatus") == 3)
+            && p.slots().iter().all(|s| text(s, "State") == "Unclaimed")
+    });
 }
