@@ -408,6 +408,10 @@ impl Host {
                 // Wait for the time; a suspend does not stop the wait (the job
                 // starts and is at once suspended), a kill or vacate ends it.
                 ctl.set_deferred(Some(until));
+                // Compile (or load the cached compilation) now, so the job
+                // starts at its time, not a compilation later. An error shows
+                // again, as a hold, when the job starts.
+                let _ = self.prepared(&spec.module, spec.digest);
                 let ms = until.saturating_mul(1000) - clock.unix_now_ms();
                 let mut timer =
                     clock.sleep_until(clock.now() + Duration::from_millis(ms.max(0) as u64));

@@ -1,0 +1,179 @@
+//! Deferral precision: 100 jobs deferred to the same second on an idle
+//! personal pool (`andes pool up --slots 100`, a real process), each the
+//! `stamp` sample printing when it began by its own wall clock. The figure is
+//! how late each started after its DeferralTime; criterion records each
+//! batch's p99, and the whole distribution (median, p99, max) is printed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use andes_protocol::{Client, Keypair};
+use andes_scheduler::api::{SubmitReply, SubmitRequest, SummaryReply};
+use criterion::{Criterion, criterion_group, criterion_main};
+use http::Method;
+
+/// 100 jobs per batch under `cargo bench`; 4 when `cargo test` runs it once.
+fn jobs() -> usize {
+    if std::env::args().any(|a| a == "--bench") { 100 } else { 4 }
+}
+
+fn sample(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("samples/target/wasm32-wasip1/release")
+        .join(format!("{name}.wasm"));
+    assert!(p.exists(), "{}: build the samples first (`cargo xtask bench` does)", p.display());
+    p
+}
+
+struct Pool {
+    child: Child,
+    dir: tempfile::TempDir,
+    client: Client,
+    rt: tokio::runtime::Runtime,
+    digest: String,
+    batch: u32,
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(slots: usize) -> Pool {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_andes"))
+        .args(["pool", "up", "--slots", &slots.to_string(), "--dir"])
+        .arg(dir.path())
+        .env("USER", "bench")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("pool ready") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0,
+            "the pool did not start"
+        );
+    }
+    let addr = std::fs::read_to_string(dir.path().join("spool/.schedd_address")).unwrap();
+    let kp = Arc::new(Keypair::load(&dir.path().join("keys/bench")).unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = {
+        let _g = rt.enter();
+        Client::new(&format!("http://{}", addr.trim()), kp).unwrap()
+    };
+    let module = std::fs::read(sample("stamp")).unwrap();
+    let digest = andes_scheduler::queue::module_digest(&module);
+    rt.block_on(client.request(Method::PUT, &format!("/v1/modules/{digest}"), module.into()))
+        .unwrap();
+    Pool { child, dir, client, rt, digest, batch: 0 }
+}
+
+impl Pool {
+    fn jobs_left(&self) -> u64 {
+        let r: SummaryReply = self
+            .rt
+            .block_on(self.client.call(Method::POST, "/v1/summary", Some(&serde_json::json!({}))))
+            .unwrap();
+        r.totals.jobs
+    }
+
+    /// Submits `n` stamp jobs deferred to QDate + 5 s and waits for all of
+    /// them; returns each one's lateness in milliseconds.
+    fn batch(&mut self, n: usize) -> Vec<i64> {
+        self.batch += 1;
+        let out = self.dir.path().join(format!("b{}", self.batch));
+        std::fs::create_dir_all(&out).unwrap();
+        let req = SubmitRequest {
+            cluster: None,
+            cluster_ad: format!(
+                r#"[Cmd = "stamp.wasm"; CmdDigest = "{}"; Iwd = "{}";
+                   RequestMemory = 32; RequestDisk = 1024; JobUniverse = 5;
+                   DeferralTime = (QDate + 5); DeferralWindow = 0; DeferralPrepTime = 300;
+                   ScheddInterval = 300;
+                   Requirements = TARGET.HasWasm && TARGET.HasJobDeferral]"#,
+                self.digest,
+                out.display()
+            ),
+            procs: (0..n).map(|i| format!("[Out = \"stamp.{i}.out\"]")).collect(),
+        };
+        let reply: SubmitReply =
+            self.rt.block_on(self.client.call(Method::POST, "/v1/submit", Some(&req))).unwrap();
+        let t = Instant::now();
+        while self.jobs_left() > 0 {
+            assert!(t.elapsed() < Duration::from_secs(120), "the deferred jobs did not finish");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let cluster = reply.cluster;
+        let history: andes_scheduler::api::QueryReply = self
+            .rt
+            .block_on(self.client.call(
+                Method::POST,
+                "/v1/history",
+                Some(&andes_scheduler::api::HistoryRequest {
+                    constraint: Some(format!("ClusterId == {cluster}")),
+                    owners: Vec::new(),
+                    limit: Some(1),
+                    projection: vec!["QDate".into(), "JobStatus".into()],
+                }),
+            ))
+            .unwrap();
+        let ad = classad::parse_ad(&history.ads[0]).unwrap();
+        let classad::Value::Int(qdate) = ad.eval_attr("QDate") else { panic!("no QDate") };
+        let deferral_ms = (qdate + 5) * 1000;
+        (0..n)
+            .map(|i| {
+                let text = std::fs::read_to_string(out.join(format!("stamp.{i}.out")))
+                    .unwrap_or_else(|e| panic!("job {cluster}.{i} wrote no output: {e}"));
+                let ms: i64 = text.trim().strip_prefix("started ").unwrap().parse().unwrap();
+                ms - deferral_ms
+            })
+            .collect()
+    }
+}
+
+fn percentile(sorted: &[i64], p: f64) -> i64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn precision(c: &mut Criterion) {
+    let n = jobs();
+    let mut pool = start(n);
+    let all = Arc::new(Mutex::new(Vec::new()));
+    let mut g = c.benchmark_group("deferral");
+    g.sample_size(10).warm_up_time(Duration::from_millis(1));
+    g.bench_function("start_minus_deferral_time_p99_of_100_jobs", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let mut late = pool.batch(n);
+                late.sort_unstable();
+                assert!(late[0] >= 0, "a job started {} ms early", -late[0]);
+                total += Duration::from_millis(percentile(&late, 0.99) as u64);
+                all.lock().unwrap().extend(late);
+            }
+            total
+        })
+    });
+    g.finish();
+    let mut all = all.lock().unwrap().clone();
+    all.sort_unstable();
+    eprintln!(
+        "deferral lateness over {} jobs: median {} ms, p99 {} ms, max {} ms, min {} ms",
+        all.len(),
+        percentile(&all, 0.5),
+        percentile(&all, 0.99),
+        all[all.len() - 1],
+        all[0]
+    );
+}
+
+criterion_group!(benches, precision);
+criterion_main!(benches);
