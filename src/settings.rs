@@ -34,7 +34,8 @@
 //! | `DEFAULT_PRIO_FACTOR` | `1000` | a new submitter's priority factor |
 //! | `PREEMPTION_REQUIREMENTS` | `False` | when the negotiator may preempt a claim for user priority |
 //! | `NEGOTIATOR_CONSIDER_PREEMPTION` | `True` | whether claimed slots are matched at all |
-//! | `SCHEDD_INTERVAL` | `300` | seconds between the schedd's ads (also sent at once on change) |
+//! | `SCHEDD_INTERVAL` | `300` | seconds between the schedd's ads (also sent at once on change); a deferred job's lead when it sets no ScheddInterval |
+//! | `CRON_TIME_ZONE` | (the system's) | the zone cron schedules are read in: an IANA name, `UTC` or a POSIX TZ string |
 //! | `CLAIM_WORKLIFE` | `-1` | seconds a claim takes new jobs (negative: forever) |
 //! | `JOB_LEASE_DURATION` | `2400` | JobLeaseDuration of jobs that do not set it |
 //! | `SHADOW_QUEUE_UPDATE_INTERVAL` | `900` | seconds between a shadow's updates of the queue |

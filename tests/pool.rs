@@ -665,3 +665,44 @@ fn a_deferred_job_waits_on_its_host_and_starts_on_time() {
             && p.slots().iter().all(|s| text(s, "State") == "Unclaimed")
     });
 }
+
+#[test]
+fn a_cron_job_runs_every_minute_on_the_minute_keeping_its_id() {
+    // The manual: intervals below SCHEDD_INTERVAL cannot be guaranteed. Here
+    // SCHEDD_INTERVAL is 300 s and the job still runs at each minute.
+    let p = Pool::new("SCHEDD_INTERVAL = 300\nCRON_TIME_ZONE = UTC", 1);
+    p.submit(
+        "alice",
+        "cron",
+        "executable = stamp.wasm\ncron_minute = *\non_exit_remove = false\n\
+         output = cron.out\nlog = cron.log\nqueue\n",
+    );
+    let jobs = p.path().join("jobs");
+    let mut starts: Vec<i64> = Vec::new();
+    // Each run's output comes back when it ends (and the job requeues at
+    // once, waiting on the host for the next minute): collect two runs.
+    wait_or(
+        "two cron runs",
+        Duration::from_secs(150),
+        || {
+            let out = std::fs::read_to_string(jobs.join("cron.out")).unwrap_or_default();
+            if let Some(ms) = out.trim().strip_prefix("started ").and_then(|m| m.parse().ok())
+                && starts.last() != Some(&ms)
+            {
+                starts.push(ms);
+            }
+            starts.len() >= 2
+        },
+        || p.logs(),
+    );
+    for (run, ms) in starts.iter().enumerate() {
+        // Each run starts on a minute, by the job's own clock, within 1 s.
+        assert!(ms % 60_000 < 1000, "run {run} started {} ms past the minute", ms % 60_000);
+    }
+    assert_eq!(starts[1] / 60_000 - starts[0] / 60_000, 1, "consecutive minutes: {starts:?}");
+    let a = job(&p.queue(), "1.0").unwrap().clone();
+    assert_eq!(int(&a, "DeferralTime") % 60, 0);
+    assert!(int(&a, "DeferralTime") * 1000 > starts[1], "the next run is ahead");
+    let listing = p.ok("alice", &["q", "-nobatch"]);
+    assert!(listing.contains("next run") || listing.contains("deferred until"), "{listing}");
+}

@@ -205,3 +205,11 @@ fn decisions() {
     );
     assert!(matches!(Deferral::decide(&ad("[DeferralTime = \"x\"]"), 0), Deferral::Invalid(_)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn example_cron_window_360_starts_a_job_up_to_six_minutes_late() {
+    let r = start("DeferralTime = NOW - 359; DeferralWindow = 360");
+    assert_eq!(r.job.await.unwrap().ending, Ending::Exited(0));
+    let r = start("DeferralTime = NOW - 361; DeferralWindow = 360");
+    assert!(matches!(r.job.await.unwrap().ending, Ending::Held { code: 25, .. }));
+}

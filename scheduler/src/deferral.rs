@@ -172,6 +172,30 @@ mod tests {
     }
 
     #[test]
+    fn example_cron_prep_time_300_submitted_at_9_30_is_sent_from_9_55() {
+        // cron_minute = 0, cron_hour = *, cron_prep_time = 300: submitted at
+        // 09:30, the next run is 10:00 and the job may be sent from 09:55
+        // (with no ScheddInterval lead: the schedd wakes at that instant).
+        let t930 = 1_795_339_800; // 2026-11-22T09:30:00Z
+        let a = ad("[CronMinute = \"0\"; CronHour = \"*\"; DeferralPrepTime = 300; ScheddInterval = 0]");
+        let next = next_run(&a, t930, &TimeZone::UTC).unwrap().unwrap();
+        assert_eq!(next, t930 + 1800);
+        let mut a = a;
+        a.insert_value("DeferralTime", next);
+        let d = Deferral::of(&a, t930, 300).unwrap().unwrap();
+        assert_eq!(d.readiness(t930), Readiness::Early { offer_at: t930 + 1500 });
+        assert_eq!(d.readiness(t930 + 1500), Readiness::Ready { miss_at: t930 + 1800 });
+    }
+
+    #[test]
+    fn example_cron_window_360_lets_the_job_start_up_to_six_minutes_late() {
+        let a = ad("[DeferralTime = 6000; DeferralWindow = 360; DeferralPrepTime = 0]");
+        let d = Deferral::of(&a, 0, 0).unwrap().unwrap();
+        assert_eq!(d.readiness(6359), Readiness::Ready { miss_at: 6360 });
+        assert_eq!(d.readiness(6360), Readiness::Missed { late: 360 });
+    }
+
+    #[test]
     fn the_schedds_formula_uses_the_jobs_schedd_interval() {
         // (time() + ScheddInterval) >= (DeferralTime - DeferralPrepTime)
         let a = ad("[DeferralTime = 10000; DeferralPrepTime = 100; ScheddInterval = 300]");
