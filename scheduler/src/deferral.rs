@@ -177,7 +177,9 @@ mod tests {
         // 09:30, the next run is 10:00 and the job may be sent from 09:55
         // (with no ScheddInterval lead: the schedd wakes at that instant).
         let t930 = 1_795_339_800; // 2026-11-22T09:30:00Z
-        let a = ad("[CronMinute = \"0\"; CronHour = \"*\"; DeferralPrepTime = 300; ScheddInterval = 0]");
+        let a = ad(
+            "[CronMinute = \"0\"; CronHour = \"*\"; DeferralPrepTime = 300; ScheddInterval = 0]",
+        );
         let next = next_run(&a, t930, &TimeZone::UTC).unwrap().unwrap();
         assert_eq!(next, t930 + 1800);
         let mut a = a;
