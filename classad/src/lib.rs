@@ -17,5 +17,5 @@ pub mod value;
 pub use ast::{AttrName, BinOp, ClassAd, Expr, UnOp};
 pub use eval::{EvalOptions, Evaluator};
 pub use matching::{rank, symmetric_match};
-pub use parser::{ParseError, parse_ad, parse_expr, parse_old_ad};
+pub use parser::{ParseError, parse_ad, parse_ads, parse_expr, parse_old_ad};
 pub use value::Value;

@@ -10,6 +10,7 @@ pub mod job;
 pub mod negotiator;
 pub mod policy;
 pub mod queue;
+pub mod router;
 pub mod schedd;
 pub mod shadow;
 pub mod userlog;

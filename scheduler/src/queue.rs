@@ -69,6 +69,24 @@ pub const PROTECTED_ATTRS: &[&str] = &[
     "CumulativeSuspensionTime",
 ];
 
+/// On an original job: its routed copy's id (`"C.P"`).
+pub const ROUTED_TO: &str = "RoutedToJobId";
+/// On a routed copy: the original's id (`"C.P"`).
+pub const ROUTED_FROM: &str = "RoutedFromJobId";
+
+/// What an original takes from its routed copy when the copy completes.
+const FINAL_ATTRS: [&str; 9] = [
+    "ExitCode",
+    "ExitBySignal",
+    "ExitSignal",
+    "RemoteWallClockTime",
+    "RemoteUserCpu",
+    "RemoteSysCpu",
+    "LastRemoteHost",
+    "WasmTrap",
+    "JobCurrentStartDate",
+];
+
 /// The attribute holding a running job's claim id: a secret, kept in the queue
 /// so a restarted schedd can reconnect, never shown by queries or history.
 pub const CLAIM_ID_ATTR: &str = "ClaimId";
@@ -346,6 +364,17 @@ impl JobView<'_> {
         ad
     }
 
+    /// True when the job is not for this pool's negotiator: a routed
+    /// original (it mirrors its copy) or a grid-universe job (a routed copy,
+    /// run elsewhere).
+    pub fn routed_away(&self) -> bool {
+        self.proc.ad.contains(ROUTED_TO)
+            || matches!(
+                self.proc.ad.get("JobUniverse").or_else(|| self.cluster.ad.get("JobUniverse")),
+                Some(Expr::Lit(Value::Int(9)))
+            )
+    }
+
     /// The job's `Owner`.
     pub fn owner(&self) -> &str {
         &self.cluster.owner
@@ -529,6 +558,8 @@ enum Op {
     Periodic,
     StoreModule(String, Vec<u8>),
     Deferral(DeferralOp),
+    Route(JobId, ClassAd),
+    EditInPlace(JobId, String, Vec<(String, Option<Expr>)>),
 }
 
 /// The schedd's deferral timer's requests.
@@ -745,6 +776,34 @@ impl Queue {
     /// counts the missed run and takes its next one; any other is held.
     pub async fn deferral_missed(&self, ids: Vec<JobId>, now: i64) -> Result<(), QueueError> {
         self.call(Op::Deferral(DeferralOp::Missed(ids)), now).await.map(|_| ())
+    }
+
+    /// Routes the idle job `original` (the job router): `copy` becomes a new
+    /// job of the same owner (its routed copy, RoutedFromJobId), and the
+    /// original records RoutedToJobId and RouteName. From then on the
+    /// original mirrors the copy: see [`crate::router`].
+    pub async fn route(
+        &self,
+        original: JobId,
+        copy: ClassAd,
+        now: i64,
+    ) -> Result<JobId, QueueError> {
+        match self.call(Op::Route(original, copy), now).await? {
+            Reply::Cluster(c) => Ok(JobId::new(c, 0)),
+            _ => unreachable!("route replies with the copy's cluster"),
+        }
+    }
+
+    /// Transforms an idle job in place (an EditJobInPlace route): each
+    /// attribute set (`Some`) or deleted (`None`).
+    pub async fn edit_in_place(
+        &self,
+        id: JobId,
+        route: &str,
+        changes: Vec<(String, Option<Expr>)>,
+        now: i64,
+    ) -> Result<(), QueueError> {
+        self.call(Op::EditInPlace(id, route.to_string(), changes), now).await.map(|_| ())
     }
 
     /// Gives every idle cron job its next run (at schedd start or reconfiguration).
@@ -979,6 +1038,38 @@ impl Ctx<'_, '_> {
             }
             Op::Exited(id, ending) => self.exited(*id, ending).map(|_| Reply::Done),
             Op::Periodic => self.periodic().map(Reply::Report),
+            Op::Route(original, copy) => self.route(*original, copy).map(Reply::Cluster),
+            Op::EditInPlace(id, route, changes) => {
+                let Some(p) = self.state.jobs.get_mut(id) else {
+                    return Err(QueueError::NotFound(format!("job {id} is not in the queue")));
+                };
+                if p.status != JobStatus::Idle {
+                    return Err(QueueError::Invalid(format!("job {id} is not idle")));
+                }
+                let cluster_ad = self.state.clusters.get(&id.cluster).map(|c| c.ad.clone());
+                let Some(p) = self.state.jobs.get_mut(id) else { unreachable!("checked above") };
+                for (name, e) in changes {
+                    if PROTECTED_ATTRS.iter().any(|a| a.eq_ignore_ascii_case(name)) {
+                        continue;
+                    }
+                    match e {
+                        Some(e) => p.ad.insert(name.as_str(), e.clone()),
+                        // A cluster-wide attribute is hidden for this job.
+                        None if cluster_ad.as_ref().is_some_and(|c| c.contains(name)) => {
+                            p.ad.insert(name.as_str(), Expr::from(Value::Undefined))
+                        }
+                        None => {
+                            p.ad.remove(name);
+                        }
+                    }
+                }
+                self.persist(*id)?;
+                self.event(
+                    *id,
+                    EventKind::Note(format!("job router: edited in place by route {route}")),
+                );
+                Ok(Reply::Done)
+            }
             Op::Deferral(DeferralOp::Missed(ids)) => {
                 for id in ids {
                     self.missed(*id)?;
@@ -1308,6 +1399,7 @@ impl Ctx<'_, '_> {
         self.set_status(id, JobStatus::Held);
         self.persist(id)?;
         self.event(id, EventKind::Held(info));
+        self.remove_copy_of(id, "held")?;
         Ok(None)
     }
 
@@ -1339,9 +1431,12 @@ impl Ctx<'_, '_> {
             return Ok(Some("already being removed"));
         }
         p.ad.insert_value("RemoveReason", reason.as_str());
-        let active = p.status.is_active();
+        // A routed original has no shadow: it leaves at once.
+        let active = p.status.is_active() && !p.ad.contains(ROUTED_TO);
         self.set_status(id, JobStatus::Removed);
         self.event(id, EventKind::Removed(reason));
+        self.remove_copy_of(id, "removed")?;
+        self.copy_removed(id)?;
         if active {
             // Its shadow reports the end (job_exited), then it leaves the queue.
             self.persist(id)?;
@@ -1375,7 +1470,7 @@ impl Ctx<'_, '_> {
         self.set_status(id, JobStatus::Running);
         self.persist(id)?;
         self.event(id, EventKind::Executing);
-        Ok(())
+        self.mirror(id)
     }
 
     fn pool_op(&mut self, id: JobId, op: &PoolOp) -> Result<(), QueueError> {
@@ -1443,6 +1538,7 @@ impl Ctx<'_, '_> {
                         self.persist(id)?;
                         let checkpointed = attrs.contains("LastCkptTime");
                         self.event(id, EventKind::Evicted { checkpointed });
+                        self.mirror(id)?;
                     }
                     JobStatus::Removed => return self.leave(id),
                     _ => self.persist(id)?,
@@ -1507,6 +1603,7 @@ impl Ctx<'_, '_> {
                     "UPDATE clusters SET completed = completed + 1 WHERE id = ?1",
                     [id.cluster as i64],
                 )?;
+                self.copy_completed(id)?;
                 self.leave(id)
             }
             ExitDecision::Hold(info) => {
@@ -1522,6 +1619,7 @@ impl Ctx<'_, '_> {
                     self.schedule_cron(id)?;
                 }
                 self.persist(id)?;
+                self.mirror(id)?;
                 self.event(id, EventKind::Requeued);
                 Ok(())
             }
@@ -1538,6 +1636,10 @@ impl Ctx<'_, '_> {
                 cluster_has = policy::has_periodic(&v.cluster.ad);
             }
             if !cluster_has && !policy::has_periodic(&v.proc.ad) {
+                continue;
+            }
+            // A routed original evaluates no periodic expressions; its copy does.
+            if v.proc.ad.contains(ROUTED_TO) {
                 continue;
             }
             if let Some(a) = policy::periodic(&v.ad(), v.proc.status, self.now) {
@@ -1557,6 +1659,150 @@ impl Ctx<'_, '_> {
             }
         }
         Ok(report)
+    }
+
+    /// The job router's routing of an idle job: its copy becomes a new
+    /// cluster of the same owner.
+    fn route(&mut self, original: JobId, copy: &ClassAd) -> Result<u32, QueueError> {
+        let Some(v) = self.state.job(original) else {
+            return Err(QueueError::NotFound(format!("job {original} is not in the queue")));
+        };
+        if v.proc.status != JobStatus::Idle {
+            return Err(QueueError::Invalid(format!("job {original} is not idle")));
+        }
+        let ad = v.ad();
+        if ad.contains(ROUTED_TO) || ad.contains(ROUTED_FROM) {
+            return Err(QueueError::Invalid(format!(
+                "job {original} is already routed or is a routed copy"
+            )));
+        }
+        let owner = v.owner().to_string();
+        let route = match copy.eval_attr("RouteName") {
+            Value::Str(s) => s.to_string(),
+            _ => String::new(),
+        };
+        let mut copy = copy.clone();
+        copy.insert_value(ROUTED_FROM, original.to_string());
+        let submit = Submit { cluster: None, cluster_ad: copy, procs: vec![ClassAd::new()] };
+        let cluster = self.submit(&Actor::user(&owner), &submit)?;
+        let to = JobId::new(cluster, 0);
+        if let Some(p) = self.state.jobs.get_mut(&original) {
+            p.ad.insert_value(ROUTED_TO, to.to_string());
+            p.ad.insert_value("RouteName", route.as_str());
+            p.ad.insert_value("RoutedBy", "andes router");
+        }
+        self.persist(original)?;
+        self.event(
+            original,
+            EventKind::Note(format!("job router: routed to job {to} (route {route})")),
+        );
+        Ok(cluster)
+    }
+
+    /// The job a routed copy was routed from, if `id` is one.
+    fn original_of(&self, id: JobId) -> Option<JobId> {
+        let v = self.state.job(id)?;
+        let text = match v.proc.ad.get(ROUTED_FROM).or_else(|| v.cluster.ad.get(ROUTED_FROM))? {
+            Expr::Lit(Value::Str(s)) => s.to_string(),
+            _ => return None,
+        };
+        match text.parse() {
+            Ok(crate::job::JobSelector::Job(j)) => Some(j),
+            _ => None,
+        }
+    }
+
+    /// The routed copy of `id`, if it is routed.
+    fn copy_of(&self, id: JobId) -> Option<JobId> {
+        match self.state.jobs.get(&id)?.ad.get(ROUTED_TO)? {
+            Expr::Lit(Value::Str(s)) => match s.parse() {
+                Ok(crate::job::JobSelector::Job(j)) => Some(j),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// A routed copy's status changed: its original mirrors Idle, Running
+    /// and Suspended (not Held: the copy's own policy decides what a hold of
+    /// the copy means, usually removing it).
+    fn mirror(&mut self, copy: JobId) -> Result<(), QueueError> {
+        let Some(original) = self.original_of(copy) else { return Ok(()) };
+        let Some(status) = self.state.jobs.get(&copy).map(|p| p.status) else { return Ok(()) };
+        let mirrored = match status {
+            JobStatus::Idle => JobStatus::Idle,
+            JobStatus::Running | JobStatus::TransferringOutput => JobStatus::Running,
+            JobStatus::Suspended => JobStatus::Suspended,
+            _ => return Ok(()),
+        };
+        let Some(p) = self.state.jobs.get(&original) else { return Ok(()) };
+        if !matches!(p.status, JobStatus::Idle | JobStatus::Running | JobStatus::Suspended)
+            || p.status == mirrored
+        {
+            return Ok(());
+        }
+        self.set_status(original, mirrored);
+        self.persist(original)?;
+        if mirrored == JobStatus::Running {
+            self.event(original, EventKind::Executing);
+        }
+        Ok(())
+    }
+
+    /// A routed copy completed: its original takes its final status and
+    /// leaves the queue.
+    fn copy_completed(&mut self, copy: JobId) -> Result<(), QueueError> {
+        let Some(original) = self.original_of(copy) else { return Ok(()) };
+        let Some(copy_ad) = self.state.job(copy).map(|v| v.ad()) else { return Ok(()) };
+        let Some(p) = self.state.jobs.get_mut(&original) else { return Ok(()) };
+        for a in FINAL_ATTRS {
+            if let Some(e) = copy_ad.get(a) {
+                p.ad.insert(a, e.clone());
+            }
+        }
+        p.ad.insert_value("CompletionDate", self.now);
+        self.set_status(original, JobStatus::Completed);
+        self.event(original, EventKind::Terminated);
+        if let Some(c) = self.state.clusters.get_mut(&original.cluster) {
+            c.completed += 1;
+        }
+        self.tx.execute(
+            "UPDATE clusters SET completed = completed + 1 WHERE id = ?1",
+            [original.cluster as i64],
+        )?;
+        self.leave(original)
+    }
+
+    /// A routed copy was removed: its original, unless held or removed
+    /// itself, is idle again and may be matched or routed anew.
+    fn copy_removed(&mut self, copy: JobId) -> Result<(), QueueError> {
+        let Some(original) = self.original_of(copy) else { return Ok(()) };
+        let Some(p) = self.state.jobs.get_mut(&original) else { return Ok(()) };
+        if let Some(e) = p.ad.remove(ROUTED_TO) {
+            p.ad.insert("LastRoutedToJobId", e);
+        }
+        let back = matches!(p.status, JobStatus::Idle | JobStatus::Running | JobStatus::Suspended);
+        if back {
+            self.set_status(original, JobStatus::Idle);
+        }
+        self.persist(original)?;
+        if back {
+            self.event(
+                original,
+                EventKind::Note(format!(
+                    "job router: routed copy {copy} was removed; the job is idle again"
+                )),
+            );
+        }
+        Ok(())
+    }
+
+    /// The original was held or removed: its routed copy is removed.
+    fn remove_copy_of(&mut self, original: JobId, why: &str) -> Result<(), QueueError> {
+        if let Some(copy) = self.copy_of(original) {
+            self.remove(copy, format!("the job it was routed from ({original}) was {why}"))?;
+        }
+        Ok(())
     }
 
     /// True when the job has a cron schedule.

@@ -669,7 +669,7 @@ impl Inner {
             if v.proc.status != JobStatus::Idle || state.busy.contains(&v.id) {
                 continue;
             }
-            if !self.offerable(&v, now) {
+            if v.routed_away() || !self.offerable(&v, now) {
                 continue;
             }
             let base = cluster_keys.entry(v.id.cluster).or_insert_with(|| {
@@ -733,7 +733,9 @@ impl Inner {
                 continue;
             }
             if st.job(id).is_some_and(|v| {
-                v.proc.status == JobStatus::Idle && self.offerable(&v, self.clock.now())
+                v.proc.status == JobStatus::Idle
+                    && !v.routed_away()
+                    && self.offerable(&v, self.clock.now())
             }) {
                 state.busy.insert(id);
                 return Some(id);

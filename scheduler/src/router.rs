@@ -1,0 +1,513 @@
+//! The job router's routing table and its planner (pure).
+//!
+//! The table comes from configuration as HTCondor's manual gives it:
+//! JOB_ROUTER_DEFAULTS (one new-syntax ad) and JOB_ROUTER_ENTRIES (any number
+//! of ads, one after another, with C-style comments), plus the entries a
+//! JOB_ROUTER_ENTRIES_CMD prints. Each entry is merged over the defaults (the
+//! entry's settings win). The attributes of a route:
+//!
+//! | attribute | meaning |
+//! | --- | --- |
+//! | `GridResource` | where routed copies go: `andes HOST:PORT` (another pool's schedd) or `slurm PARTITION` |
+//! | `Name` | the route's name (default: its GridResource) |
+//! | `Requirements` | which jobs may take the route: `MY` is the route, `TARGET` the job |
+//! | `MaxJobs` (100), `MaxIdleJobs` (50) | routed copies on the route at once, and idle ones |
+//! | `FailureRateThreshold` (0.03/s), `JobFailureTest` | black-hole throttling |
+//! | `TargetUniverse` (9) | the routed copy's JobUniverse |
+//! | `OverrideRoutingEntry` (true) | replaces an earlier entry of the same name (false: the earlier stays) |
+//! | `EditJobInPlace` | transform the job itself instead of routing a copy |
+//! | `Set_A`, `Eval_Set_A`, `Copy_A`, `Delete_A` | the transforms, applied in that manual's order: copy, delete, set, eval_set |
+//!
+//! The X.509 attributes (`UseSharedX509UserProxy`, `SharedX509UserProxy`,
+//! `JobShouldBeSandboxed`) have no meaning for andes: identities are keys,
+//! and they are ignored with a warning.
+//!
+//! [`plan`] decides which idle jobs take which route: a job takes the
+//! matching route with room (below MaxJobs and MaxIdleJobs, and not throttled)
+//! that holds the fewest of its copies, so jobs spread across routes.
+
+use std::collections::VecDeque;
+
+use classad::{ClassAd, EvalOptions, Evaluator, Expr, Value};
+
+use crate::job::JobId;
+
+/// Where a route sends its copies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Another andes pool's schedd at `host:port`.
+    Andes(String),
+    /// A Slurm partition, through `sbatch`.
+    Slurm(String),
+}
+
+impl Target {
+    /// Parses a GridResource: `andes HOST:PORT` or `slurm PARTITION`.
+    pub fn parse(grid_resource: &str) -> Result<Target, String> {
+        let mut words = grid_resource.split_whitespace();
+        let kind = words.next().unwrap_or("");
+        let arg = words.next();
+        if words.next().is_some() {
+            return Err(format!("GridResource `{grid_resource}` has too many words"));
+        }
+        match (kind.to_ascii_lowercase().as_str(), arg) {
+            ("andes", Some(a)) => Ok(Target::Andes(a.to_string())),
+            ("slurm", Some(p)) => Ok(Target::Slurm(p.to_string())),
+            ("andes" | "slurm", None) => Err(format!(
+                "GridResource `{grid_resource}` needs a {}",
+                if kind == "andes" { "schedd address (andes HOST:PORT)" } else { "partition" }
+            )),
+            _ => Err(format!(
+                "GridResource `{grid_resource}`: andes routes to `andes HOST:PORT` (another pool's schedd) or `slurm PARTITION`"
+            )),
+        }
+    }
+}
+
+/// One transform of a routed copy.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transform {
+    /// `Copy_<from> = "to"`: the original's `from` into the copy's `to`.
+    Copy {
+        /// Attribute of the original.
+        from: String,
+        /// Attribute of the copy.
+        to: String,
+    },
+    /// `Delete_<attr>`.
+    Delete(String),
+    /// `Set_<attr> = expr`: the expression itself.
+    Set(String, Expr),
+    /// `Eval_Set_<attr> = expr`: the expression's value, evaluated with MY the
+    /// copy being built and TARGET the route.
+    EvalSet(String, Expr),
+}
+
+/// A route of the table.
+#[derive(Clone, Debug)]
+pub struct Route {
+    /// Name.
+    pub name: String,
+    /// GridResource, as written.
+    pub grid_resource: String,
+    /// Where copies go (`None` for an EditJobInPlace route).
+    pub target: Option<Target>,
+    /// Which jobs may take it.
+    pub requirements: Expr,
+    /// MaxJobs.
+    pub max_jobs: u32,
+    /// MaxIdleJobs.
+    pub max_idle_jobs: u32,
+    /// FailureRateThreshold, failures per second.
+    pub failure_rate_threshold: f64,
+    /// JobFailureTest (none: every ending is a success; removal is a failure).
+    pub job_failure_test: Option<Expr>,
+    /// TargetUniverse.
+    pub target_universe: i64,
+    /// EditJobInPlace.
+    pub edit_in_place: Expr,
+    /// The transforms in the order they apply.
+    pub transforms: Vec<Transform>,
+    /// The merged entry (MY when its expressions are evaluated).
+    pub ad: ClassAd,
+}
+
+/// What is wrong with the routing table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableError {
+    /// Where the text came from (JOB_ROUTER_ENTRIES, the command's output...).
+    pub origin: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for TableError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.origin, self.message)
+    }
+}
+
+impl std::error::Error for TableError {}
+
+const IGNORED: [&str; 4] =
+    ["UseSharedX509UserProxy", "SharedX509UserProxy", "JobShouldBeSandboxed", "X509UserProxy"];
+
+fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    (s.len() > prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix))
+        .then(|| &s[prefix.len()..])
+}
+
+fn eval_in(ad: &ClassAd, name: &str) -> Option<Value> {
+    let e = ad.get(name)?;
+    Some(Evaluator::new().eval(e, Some(ad), None))
+}
+
+/// The routing table: routes in order.
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    /// The routes.
+    pub routes: Vec<Route>,
+    /// Things ignored on the way (X.509 attributes, overridden entries).
+    pub warnings: Vec<String>,
+}
+
+impl Table {
+    /// Builds the table from the defaults ad (if any) and entry texts, each
+    /// `(origin, text)` holding any number of ads.
+    pub fn load(defaults: Option<&str>, entries: &[(String, String)]) -> Result<Table, TableError> {
+        let defaults = match defaults.map(str::trim).filter(|t| !t.is_empty()) {
+            None => ClassAd::new(),
+            Some(text) => {
+                let mut ads = classad::parse_ads(text).map_err(|e| TableError {
+                    origin: "JOB_ROUTER_DEFAULTS".into(),
+                    message: e.to_string(),
+                })?;
+                if ads.len() != 1 {
+                    return Err(TableError {
+                        origin: "JOB_ROUTER_DEFAULTS".into(),
+                        message: format!("expected one ClassAd, found {}", ads.len()),
+                    });
+                }
+                ads.remove(0)
+            }
+        };
+        let mut table = Table::default();
+        for (origin, text) in entries {
+            if text.trim().is_empty() {
+                continue;
+            }
+            let ads = classad::parse_ads(text)
+                .map_err(|e| TableError { origin: origin.clone(), message: e.to_string() })?;
+            for (i, entry) in ads.into_iter().enumerate() {
+                let mut merged = defaults.clone();
+                merged.update(&entry);
+                let route = Route::from_ad(merged, &mut table.warnings).map_err(|message| {
+                    TableError { origin: format!("{origin}, entry {}", i + 1), message }
+                })?;
+                let overrides = match eval_in(&route.ad, "OverrideRoutingEntry") {
+                    Some(Value::Bool(b)) => b,
+                    _ => true,
+                };
+                match table.routes.iter().position(|r| r.name == route.name) {
+                    Some(at) if overrides => {
+                        table
+                            .warnings
+                            .push(format!("route `{}` replaces an earlier entry", route.name));
+                        table.routes[at] = route;
+                    }
+                    Some(_) => table.warnings.push(format!(
+                        "route `{}`: OverrideRoutingEntry is false, the earlier entry stays",
+                        route.name
+                    )),
+                    None => table.routes.push(route),
+                }
+            }
+        }
+        Ok(table)
+    }
+}
+
+impl Route {
+    fn from_ad(ad: ClassAd, warnings: &mut Vec<String>) -> Result<Route, String> {
+        let grid_resource = match eval_in(&ad, "GridResource") {
+            Some(Value::Str(s)) => s.to_string(),
+            Some(Value::Undefined) | None => String::new(),
+            Some(v) => return Err(format!("GridResource must be a string, not {v}")),
+        };
+        let name = match eval_in(&ad, "Name") {
+            Some(Value::Str(s)) => s.to_string(),
+            _ if !grid_resource.is_empty() => grid_resource.clone(),
+            _ => return Err("a route needs a Name or a GridResource".into()),
+        };
+        let edit_in_place =
+            ad.get("EditJobInPlace").cloned().unwrap_or(Expr::from(Value::Bool(false)));
+        let in_place_always = matches!(eval_in(&ad, "EditJobInPlace"), Some(Value::Bool(true)));
+        let target = if in_place_always {
+            None
+        } else if grid_resource.is_empty() {
+            return Err(format!("route `{name}` has no GridResource"));
+        } else {
+            Some(Target::parse(&grid_resource).map_err(|e| format!("route `{name}`: {e}"))?)
+        };
+        let int = |n: &str, default: i64| -> Result<i64, String> {
+            match eval_in(&ad, n) {
+                None | Some(Value::Undefined) => Ok(default),
+                Some(Value::Int(i)) => Ok(i),
+                Some(Value::Real(r)) if r.is_finite() => Ok(r as i64),
+                Some(v) => Err(format!("route `{name}`: {n} must be a number, not {v}")),
+            }
+        };
+        let max_jobs = int("MaxJobs", 100)?.clamp(0, u32::MAX as i64) as u32;
+        let max_idle_jobs = int("MaxIdleJobs", 50)?.clamp(0, u32::MAX as i64) as u32;
+        let failure_rate_threshold = match eval_in(&ad, "FailureRateThreshold") {
+            None | Some(Value::Undefined) => 0.03,
+            Some(Value::Int(i)) => i as f64,
+            Some(Value::Real(r)) => r,
+            Some(v) => {
+                return Err(format!(
+                    "route `{name}`: FailureRateThreshold must be a number, not {v}"
+                ));
+            }
+        };
+        let mut copies = Vec::new();
+        let mut deletes = Vec::new();
+        let mut sets = Vec::new();
+        let mut evals = Vec::new();
+        for (attr, e) in ad.iter() {
+            let a = attr.as_str();
+            if let Some(rest) = strip_prefix_ci(a, "Eval_Set_") {
+                evals.push(Transform::EvalSet(rest.to_string(), e.clone()));
+            } else if let Some(rest) = strip_prefix_ci(a, "Set_") {
+                sets.push(Transform::Set(rest.to_string(), e.clone()));
+            } else if let Some(rest) = strip_prefix_ci(a, "Copy_") {
+                let to = match Evaluator::new().eval(e, Some(&ad), None) {
+                    Value::Str(s) => s.to_string(),
+                    v => {
+                        return Err(format!("route `{name}`: {a} must name an attribute, not {v}"));
+                    }
+                };
+                copies.push(Transform::Copy { from: rest.to_string(), to });
+            } else if let Some(rest) = strip_prefix_ci(a, "Delete_") {
+                deletes.push(Transform::Delete(rest.to_string()));
+            } else if IGNORED.iter().any(|i| i.eq_ignore_ascii_case(a)) {
+                warnings.push(format!("route `{name}`: {a} has no meaning in andes; ignored"));
+            }
+        }
+        let transforms = copies.into_iter().chain(deletes).chain(sets).chain(evals).collect();
+        Ok(Route {
+            requirements: ad.get("Requirements").cloned().unwrap_or(Expr::from(Value::Bool(true))),
+            job_failure_test: ad.get("JobFailureTest").cloned(),
+            target_universe: int("TargetUniverse", 9)?,
+            name,
+            grid_resource,
+            target,
+            max_jobs,
+            max_idle_jobs,
+            failure_rate_threshold,
+            edit_in_place,
+            transforms,
+            ad,
+        })
+    }
+
+    /// Whether `job` may take this route.
+    pub fn matches(&self, ev: &mut Evaluator, job: &ClassAd) -> bool {
+        matches!(ev.eval(&self.requirements, Some(&self.ad), Some(job)), Value::Bool(true))
+    }
+
+    /// Whether this route edits `job` in place.
+    pub fn edits_in_place(&self, ev: &mut Evaluator, job: &ClassAd) -> bool {
+        matches!(ev.eval(&self.edit_in_place, Some(&self.ad), Some(job)), Value::Bool(true))
+    }
+
+    /// Applies the transforms to `ad` (the original's attributes).
+    pub fn transform(&self, ev: &mut Evaluator, original: &ClassAd, ad: &mut ClassAd) {
+        for t in &self.transforms {
+            match t {
+                Transform::Copy { from, to } => match original.get(from) {
+                    Some(e) => ad.insert(to.as_str(), e.clone()),
+                    None => {
+                        ad.remove(to);
+                    }
+                },
+                Transform::Delete(a) => {
+                    ad.remove(a);
+                }
+                Transform::Set(a, e) => ad.insert(a.as_str(), e.clone()),
+                Transform::EvalSet(a, e) => {
+                    let v = ev.eval(e, Some(ad), Some(&self.ad));
+                    ad.insert(a.as_str(), Expr::from(v));
+                }
+            }
+        }
+    }
+
+    /// The routed copy of `original` (its whole ad): the job's attributes
+    /// without its identity, the route's universe and GridResource, then the
+    /// transforms.
+    pub fn routed_copy(&self, ev: &mut Evaluator, original: &ClassAd, from: JobId) -> ClassAd {
+        let mut ad = original.clone();
+        for a in COPY_DROPS {
+            ad.remove(a);
+        }
+        ad.insert_value("JobUniverse", self.target_universe);
+        ad.insert_value("GridResource", self.grid_resource.as_str());
+        self.transform(ev, original, &mut ad);
+        ad.insert_value("RoutedFromJobId", from.to_string());
+        ad.insert_value("RouteName", self.name.as_str());
+        ad
+    }
+
+    /// Whether a finished routed copy counts as a failure.
+    pub fn failed(&self, ev: &mut Evaluator, copy: &ClassAd) -> bool {
+        match &self.job_failure_test {
+            Some(t) => matches!(ev.eval(t, Some(&self.ad), Some(copy)), Value::Bool(true)),
+            None => false,
+        }
+    }
+}
+
+/// What a routed copy does not inherit: the original's identity, state and
+/// its own log (the original's log tells the job's story).
+const COPY_DROPS: [&str; 14] = [
+    "ClusterId",
+    "ProcId",
+    "GlobalJobId",
+    "QDate",
+    "JobStatus",
+    "EnteredCurrentStatus",
+    "NumJobStarts",
+    "NumShadowStarts",
+    "LastMatchTime",
+    "NumJobMatches",
+    "LastRejMatchTime",
+    "LastRejMatchReason",
+    "UserLog",
+    "RoutedToJobId",
+];
+
+/// Seconds over which a route's failure rate is measured.
+pub const FAILURE_WINDOW: i64 = 60;
+
+/// A route's load and recent endings, as the router tracks them.
+#[derive(Clone, Debug, Default)]
+pub struct RouteLoad {
+    /// Routed copies alive on the route.
+    pub jobs: u32,
+    /// Of those, idle.
+    pub idle: u32,
+    /// When recent copies failed (Unix seconds), oldest first.
+    pub failures: VecDeque<i64>,
+    /// Failures in a row, without a success between.
+    pub consecutive_failures: u32,
+    /// The last failure.
+    pub last_failure: i64,
+}
+
+impl RouteLoad {
+    /// Records a finished copy.
+    pub fn ended(&mut self, failed: bool, now: i64) {
+        if failed {
+            self.failures.push_back(now);
+            self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+            self.last_failure = now;
+        } else {
+            self.consecutive_failures = 0;
+            self.failures.clear();
+        }
+    }
+
+    /// Failures per second over the last [`FAILURE_WINDOW`].
+    pub fn failure_rate(&mut self, now: i64) -> f64 {
+        while self.failures.front().is_some_and(|&t| t <= now - FAILURE_WINDOW) {
+            self.failures.pop_front();
+        }
+        self.failures.len() as f64 / FAILURE_WINDOW as f64
+    }
+
+    /// Whether the route may take one more job at `now`. Above its failure
+    /// threshold a route gets one probe at a time, each after a pause that
+    /// doubles with every failure in a row (2 s, 4 s, ... up to an hour), so a
+    /// black hole receives fewer and fewer jobs; a success ends it.
+    pub fn has_room(&mut self, route: &Route, now: i64) -> bool {
+        if self.jobs >= route.max_jobs || self.idle >= route.max_idle_jobs {
+            return false;
+        }
+        if self.failure_rate(now) <= route.failure_rate_threshold {
+            return true;
+        }
+        let pause = 1i64 << self.consecutive_failures.min(11);
+        self.jobs == 0 && now >= self.last_failure + pause.min(3600)
+    }
+}
+
+/// A decision of the planner.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Route a copy of `job` along route `route`.
+    Route {
+        /// The original.
+        job: JobId,
+        /// Index in the table.
+        route: usize,
+        /// The routed copy's ad.
+        copy: ClassAd,
+    },
+    /// Transform `job` in place: these attributes change (`None`: deleted).
+    Edit {
+        /// The job.
+        job: JobId,
+        /// Index in the table.
+        route: usize,
+        /// Its changed attributes.
+        changes: Vec<(String, Option<Expr>)>,
+    },
+}
+
+/// Decides where idle candidate jobs go. `jobs` are the idle jobs that may
+/// be routed (not copies, not already routed, within
+/// JOB_ROUTER_SOURCE_JOB_CONSTRAINT), each with its whole ad; `loads` is each
+/// route's state and is updated as copies are planned.
+pub fn plan(
+    table: &Table,
+    loads: &mut [RouteLoad],
+    jobs: &[(JobId, ClassAd)],
+    now: i64,
+) -> Vec<Decision> {
+    let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
+    let mut out = Vec::new();
+    let mut room: Vec<bool> =
+        table.routes.iter().zip(loads.iter_mut()).map(|(r, l)| l.has_room(r, now)).collect();
+    for (id, ad) in jobs {
+        if !room.iter().any(|r| *r) && !table.routes.iter().any(|r| r.target.is_none()) {
+            break;
+        }
+        let mut best: Option<usize> = None;
+        for (i, route) in table.routes.iter().enumerate() {
+            let in_place = route.edits_in_place(&mut ev, ad);
+            if !in_place && !room[i] {
+                continue;
+            }
+            if !route.matches(&mut ev, ad) {
+                continue;
+            }
+            if in_place {
+                best = Some(i);
+                break;
+            }
+            if best.is_none_or(|b| loads[i].jobs < loads[b].jobs) {
+                best = Some(i);
+            }
+        }
+        let Some(i) = best else { continue };
+        let route = &table.routes[i];
+        if route.edits_in_place(&mut ev, ad) {
+            let mut edited = ad.clone();
+            route.transform(&mut ev, ad, &mut edited);
+            let mut changes = Vec::new();
+            for (name, e) in edited.iter() {
+                if ad.get(name.as_str()) != Some(e) {
+                    changes.push((name.as_str().to_string(), Some(e.clone())));
+                }
+            }
+            for (name, _) in ad.iter() {
+                if !edited.contains(name.as_str()) {
+                    changes.push((name.as_str().to_string(), None));
+                }
+            }
+            if !changes.is_empty() {
+                out.push(Decision::Edit { job: *id, route: i, changes });
+            }
+            continue;
+        }
+        let copy = route.routed_copy(&mut ev, ad, *id);
+        loads[i].jobs += 1;
+        loads[i].idle += 1;
+        room[i] = loads[i].has_room(route, now);
+        out.push(Decision::Route { job: *id, route: i, copy });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

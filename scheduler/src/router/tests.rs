@@ -1,0 +1,278 @@
+use super::*;
+
+/// The manual's example configuration, verbatim but for the three
+/// GridResources, which point at test pools.
+pub(crate) const EXAMPLE: &str = r#"
+# These settings become the default settings for all routes
+JOB_ROUTER_DEFAULTS @=jrd
+  [
+    requirements=target.WantJobRouter is True;
+    MaxIdleJobs = 10;
+    MaxJobs = 200;
+
+    /* now modify routed job attributes */
+    /* remove routed job if it goes on hold or stays idle for over 6 hours */
+    set_PeriodicRemove = JobStatus == 5 ||
+                        (JobStatus == 1 && (time() - QDate) > 3600*6);
+    delete_WantJobRouter = true;
+    set_requirements = true;
+  ]
+  @jrd
+
+# This could be made an attribute of the job, rather than being hard-coded
+ROUTED_JOB_MAX_TIME = 1440
+
+# Now we define each of the routes to send jobs on
+JOB_ROUTER_ENTRIES @=jre
+  [ GridResource = "andes 127.0.0.1:9701";
+    name = "Site 1";
+  ]
+  [ GridResource = "andes 127.0.0.1:9702";
+    name = "Site 2";
+    set_GlobusRSL = "(maxwalltime=$(ROUTED_JOB_MAX_TIME))(jobType=single)";
+  ]
+  [ GridResource = "slurm debug";
+    name = "Site 3";
+    set_remote_jobuniverse = 5;
+  ]
+  @jre
+
+
+# Reminder: you must restart HTCondor for changes to DAEMON_LIST to take effect.
+DAEMON_LIST = $(DAEMON_LIST) JOB_ROUTER
+
+# For testing, set this to a small value to speed things up.
+# Once you are running at large scale, set it to a higher value
+# to prevent the JobRouter from using too much cpu.
+JOB_ROUTER_POLLING_PERIOD = 10
+
+#It is good to save lots of schedd queue history
+#for use with the router_history command.
+MAX_HISTORY_ROTATIONS = 20
+"#;
+
+pub(crate) fn example_table() -> Table {
+    let mut config = classad::config::Config::new();
+    config.load_str(EXAMPLE, "example").unwrap();
+    let defaults = config.get("JOB_ROUTER_DEFAULTS").unwrap();
+    let entries = config.get("JOB_ROUTER_ENTRIES").unwrap().unwrap();
+    Table::load(defaults.as_deref(), &[("JOB_ROUTER_ENTRIES".into(), entries)]).unwrap()
+}
+
+fn ad(text: &str) -> ClassAd {
+    classad::parse_ad(text).unwrap()
+}
+
+fn job(extra: &str) -> ClassAd {
+    ad(&format!(
+        r#"[ClusterId = 1; ProcId = 0; Owner = "alice"; JobStatus = 1; QDate = 100;
+            Cmd = "job.wasm"; Requirements = TARGET.HasWasm; JobUniverse = 5;
+            LastRejMatchTime = 50; WantJobRouter = LastRejMatchTime =!= UNDEFINED; {extra}]"#
+    ))
+}
+
+#[test]
+fn the_manuals_example_configuration_loads() {
+    let t = example_table();
+    let names: Vec<&str> = t.routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["Site 1", "Site 2", "Site 3"]);
+    for r in &t.routes {
+        assert_eq!((r.max_jobs, r.max_idle_jobs), (200, 10), "{}", r.name);
+        assert_eq!(r.failure_rate_threshold, 0.03);
+        assert_eq!(r.target_universe, 9);
+    }
+    assert_eq!(t.routes[0].target, Some(Target::Andes("127.0.0.1:9701".into())));
+    assert_eq!(t.routes[2].target, Some(Target::Slurm("debug".into())));
+    // The entry's settings merge over the defaults'; the macro is expanded.
+    let mut ev = Evaluator::new();
+    let copy = t.routes[1].routed_copy(&mut ev, &job(""), JobId::new(1, 0));
+    assert_eq!(copy.eval_attr("GlobusRSL"), Value::from("(maxwalltime=1440)(jobType=single)"));
+    assert_eq!(copy.eval_attr("Requirements"), Value::Bool(true));
+    assert!(!copy.contains("WantJobRouter"), "delete_WantJobRouter");
+    assert_eq!(
+        copy.get("PeriodicRemove").unwrap().to_string(),
+        "JobStatus == 5 || (JobStatus == 1 && (time() - QDate) > 3600 * 6)"
+    );
+    assert_eq!(copy.eval_attr("JobUniverse"), Value::Int(9));
+    assert_eq!(copy.eval_attr("GridResource"), Value::from("andes 127.0.0.1:9702"));
+    assert_eq!(copy.eval_attr("RoutedFromJobId"), Value::from("1.0"));
+    assert_eq!(copy.eval_attr("RouteName"), Value::from("Site 2"));
+    assert!(!copy.contains("ClusterId") && !copy.contains("JobStatus") && !copy.contains("QDate"));
+    let copy3 = t.routes[2].routed_copy(&mut ev, &job(""), JobId::new(1, 0));
+    assert_eq!(copy3.eval_attr("remote_jobuniverse"), Value::Int(5));
+}
+
+#[test]
+fn requirements_see_the_job_as_target() {
+    let t = example_table();
+    let mut ev = Evaluator::new();
+    assert!(t.routes[0].matches(&mut ev, &job("")));
+    assert!(!t.routes[0].matches(&mut ev, &job("LastRejMatchTime = undefined")));
+}
+
+#[test]
+fn every_transform_form() {
+    let text = r#"[ Name = "t"; GridResource = "andes h:1";
+        Copy_Requirements = "OriginalRequirements";
+        Copy_Missing = "GoneToo";
+        Delete_Cmd = true;
+        Set_Requirements = TARGET.Memory > 10;
+        Set_Note = "routed";
+        Eval_Set_Doubled = RequestMemory * 2;
+        Eval_Set_RoutedAt = time();
+        Eval_Set_FromRoute = TARGET.Name;
+    ]"#;
+    let t = Table::load(None, &[("entries".into(), text.into())]).unwrap();
+    let r = &t.routes[0];
+    let mut ev = Evaluator::with_options(EvalOptions { now: Some(777), ..Default::default() });
+    let original = job("RequestMemory = 64; GoneToo = 1");
+    let copy = r.routed_copy(&mut ev, &original, JobId::new(1, 0));
+    // Copy_ runs before Set_: the original expression is kept under the new name.
+    assert_eq!(copy.get("OriginalRequirements").unwrap().to_string(), "TARGET.HasWasm");
+    assert!(!copy.contains("GoneToo"), "copying an absent attribute removes the target");
+    assert!(!copy.contains("Cmd"));
+    // Set_ keeps the expression; Eval_Set_ stores its value.
+    assert_eq!(copy.get("Requirements").unwrap().to_string(), "TARGET.Memory > 10");
+    assert_eq!(copy.eval_attr("Note"), Value::from("routed"));
+    assert_eq!(copy.get("Doubled").unwrap().to_string(), "128");
+    assert_eq!(copy.eval_attr("RoutedAt"), Value::Int(777));
+    assert_eq!(copy.eval_attr("FromRoute"), Value::from("t"));
+}
+
+#[test]
+fn override_routing_entry_replaces_or_keeps_the_earlier_entry() {
+    let a =
+        r#"[ Name = "x"; GridResource = "andes a:1" ] [ Name = "x"; GridResource = "andes b:1" ]"#;
+    let t = Table::load(None, &[("e".into(), a.into())]).unwrap();
+    assert_eq!(t.routes.len(), 1);
+    assert_eq!(t.routes[0].grid_resource, "andes b:1");
+    let b = r#"[ Name = "x"; GridResource = "andes a:1" ]
+               [ Name = "x"; GridResource = "andes b:1"; OverrideRoutingEntry = false ]"#;
+    let t = Table::load(None, &[("e".into(), b.into())]).unwrap();
+    assert_eq!(t.routes[0].grid_resource, "andes a:1");
+    assert!(t.warnings.iter().any(|w| w.contains("earlier entry stays")));
+}
+
+#[test]
+fn bad_tables_are_refused_with_where_and_why() {
+    let e = Table::load(
+        None,
+        &[(
+            "JOB_ROUTER_ENTRIES".into(),
+            "[ Name = \"n\"; GridResource = \"gt2 site1.edu\" ]".into(),
+        )],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("JOB_ROUTER_ENTRIES, entry 1: route `n`: GridResource `gt2 site1.edu`"),
+        "{e}"
+    );
+    let e = Table::load(None, &[("cmd output".into(), "[ Name = ".into())]).unwrap_err();
+    assert!(e.to_string().starts_with("cmd output: "), "{e}");
+    let e = Table::load(Some("[a=1] [b=2]"), &[]).unwrap_err();
+    assert!(e.to_string().contains("expected one ClassAd"), "{e}");
+    let e = Table::load(None, &[("e".into(), "[ Name = \"n\" ]".into())]).unwrap_err();
+    assert!(e.to_string().contains("no GridResource"), "{e}");
+    let t = Table::load(
+        None,
+        &[("e".into(), "[ GridResource = \"andes h:1\"; SharedX509UserProxy = \"/p\" ]".into())],
+    )
+    .unwrap();
+    assert_eq!(t.routes[0].name, "andes h:1", "the name defaults to GridResource");
+    assert!(t.warnings.iter().any(|w| w.contains("no meaning")));
+}
+
+fn jobs(n: u32) -> Vec<(JobId, ClassAd)> {
+    (0..n).map(|i| (JobId::new(1, i), job(&format!("ProcId = {i}")))).collect()
+}
+
+#[test]
+fn jobs_spread_across_routes_within_max_idle_jobs() {
+    let t = example_table();
+    let mut loads = vec![RouteLoad::default(); 3];
+    let d = plan(&t, &mut loads, &jobs(100), 1000);
+    // MaxIdleJobs = 10 on each of three routes: 30 routed, 10 each.
+    assert_eq!(d.len(), 30);
+    let per: Vec<u32> = loads.iter().map(|l| l.jobs).collect();
+    assert_eq!(per, [10, 10, 10]);
+    // Jobs that fail the route's Requirements are not routed.
+    let mut loads = vec![RouteLoad::default(); 3];
+    let unwanted = vec![(JobId::new(2, 0), job("LastRejMatchTime = undefined"))];
+    assert!(plan(&t, &mut loads, &unwanted, 1000).is_empty());
+}
+
+#[test]
+fn max_jobs_caps_running_copies_too() {
+    let text = r#"[ Name = "small"; GridResource = "andes h:1"; MaxJobs = 3; MaxIdleJobs = 50 ]"#;
+    let t = Table::load(None, &[("e".into(), text.into())]).unwrap();
+    let mut loads = vec![RouteLoad { jobs: 2, idle: 0, ..Default::default() }];
+    assert_eq!(plan(&t, &mut loads, &jobs(10), 0).len(), 1);
+    assert_eq!(plan(&t, &mut loads, &jobs(10), 0).len(), 0);
+}
+
+#[test]
+fn a_failing_route_is_throttled_to_ever_rarer_probes() {
+    let text =
+        r#"[ Name = "hole"; GridResource = "andes h:1"; JobFailureTest = TARGET.ExitCode != 0 ]"#;
+    let t = Table::load(None, &[("e".into(), text.into())]).unwrap();
+    let r = &t.routes[0];
+    let mut ev = Evaluator::new();
+    assert!(r.failed(&mut ev, &ad("[ExitCode = 1]")));
+    assert!(!r.failed(&mut ev, &ad("[ExitCode = 0]")));
+    let mut l = RouteLoad::default();
+    assert!(l.has_room(r, 0));
+    // Two failures within a minute: 2/60 > 0.03 per second.
+    l.ended(true, 10);
+    l.ended(true, 11);
+    assert!(!l.has_room(r, 12), "paused after failing");
+    assert!(l.has_room(r, 11 + 4), "a probe after 2^2 s");
+    l.jobs = 1;
+    assert!(!l.has_room(r, 16), "one probe at a time");
+    l.jobs = 0;
+    l.ended(true, 20);
+    assert!(!l.has_room(r, 20 + 7) && l.has_room(r, 20 + 8), "the pause doubles");
+    // A success ends the throttling.
+    l.ended(false, 30);
+    assert!(l.has_room(r, 30));
+    // Failures age out of the window.
+    let mut l = RouteLoad::default();
+    l.ended(true, 0);
+    l.ended(true, 1);
+    l.consecutive_failures = 0;
+    assert!(l.has_room(r, 1 + FAILURE_WINDOW));
+}
+
+#[test]
+fn edit_job_in_place_once_and_with_a_timestamp_guard() {
+    // Once: the edit marks the job so the route no longer matches.
+    let once = r#"[ Name = "tag"; EditJobInPlace = true;
+        Requirements = TARGET.Tagged =?= undefined;
+        Set_Tagged = true; Set_RequestMemory = 128 ]"#;
+    let t = Table::load(None, &[("e".into(), once.into())]).unwrap();
+    assert!(t.routes[0].target.is_none(), "GridResource is ignored in place");
+    let mut loads = vec![RouteLoad::default()];
+    let d = plan(&t, &mut loads, &jobs(1), 0);
+    let Decision::Edit { changes, .. } = &d[0] else { panic!("{d:?}") };
+    let mut names: Vec<&str> = changes.iter().map(|c| c.0.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["RequestMemory", "Tagged"]);
+    let mut edited = jobs(1);
+    for (n, e) in changes {
+        edited[0].1.insert(n.as_str(), e.clone().unwrap());
+    }
+    assert!(plan(&t, &mut loads, &edited, 0).is_empty(), "transformed once");
+    assert_eq!(loads[0].jobs, 0, "an edit in place is not a routed copy");
+    // Guarded by a timestamp: again only after 60 s.
+    let guard = r#"[ Name = "stamp"; EditJobInPlace = true;
+        Requirements = TARGET.LastEdited =?= undefined || time() - TARGET.LastEdited > 60;
+        Eval_Set_LastEdited = time() ]"#;
+    let t = Table::load(None, &[("e".into(), guard.into())]).unwrap();
+    let mut j = jobs(1);
+    let d = plan(&t, &mut loads, &j, 1000);
+    let Decision::Edit { changes, .. } = &d[0] else { panic!("{d:?}") };
+    assert_eq!(changes[0].1.as_ref().unwrap().to_string(), "1000");
+    j[0].1.insert("LastEdited", changes[0].1.clone().unwrap());
+    assert!(plan(&t, &mut loads, &j, 1060).is_empty());
+    assert_eq!(plan(&t, &mut loads, &j, 1061).len(), 1);
+}
