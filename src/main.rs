@@ -56,6 +56,9 @@ enum Command {
     /// Show the pool's machines, schedds, submitters or negotiators from the
     /// collector (condor_status).
     Status(cmd::status::StatusArgs),
+    /// The job router: `q` shows routed jobs, `history` what they did.
+    #[command(subcommand)]
+    Router(cmd::router::RouterCmd),
     /// Check CronTab schedules: `next` prints when one runs.
     #[command(subcommand)]
     Cron(cmd::cron::CronCmd),
@@ -135,6 +138,7 @@ fn main() -> ExitCode {
         Command::Pool(a) => cmd::pool::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Cron(c) => cmd::cron::run(c),
+        Command::Router(c) => cmd::router::run(c),
     };
     match result {
         Ok(code) => code,

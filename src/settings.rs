@@ -24,6 +24,11 @@
 //! | `STARTD_HISTORY` | `$(LOCAL_DIR)/startd_history` | the host appends each finished job's ad here |
 //! | `KEYS_DIR` | `$(LOCAL_DIR)/keys` | where key pairs are (`andes keygen` writes the configuration directory's) |
 //! | `SCHEDD_KEY_NAME`, `HOST_KEY_NAME`, `NEGOTIATOR_KEY_NAME` | `schedd`, `host`, `negotiator` | the keys the daemons sign with |
+//! | `JOB_ROUTER_DEFAULTS`, `JOB_ROUTER_ENTRIES`, `JOB_ROUTER_ENTRIES_CMD` | (none) | the job router's routing table (the router runs in the schedd when entries are set) |
+//! | `JOB_ROUTER_ENTRIES_REFRESH` | `3600` | seconds between runs of JOB_ROUTER_ENTRIES_CMD |
+//! | `JOB_ROUTER_SOURCE_JOB_CONSTRAINT` | (none) | only jobs matching it are routed |
+//! | `JOB_ROUTER_POLLING_PERIOD` | `10` | seconds between routing passes (also run at once on queue changes) |
+//! | `JOB_ROUTER_KEY_NAME` | `$(SCHEDD_KEY_NAME)` | the key routed jobs are submitted to other pools with (their schedds trust it as a user) |
 //! | `COLLECTOR_HOST` | (none) | the central manager's `HOST:PORT`; set, the schedd and host join its pool (commands: `127.0.0.1:9620` when unset) |
 //! | `NETWORK_HOSTNAME` | (none) | the host name daemons advertise (default: this machine's name when listening on 0.0.0.0) |
 //! | `COLLECTOR_ADDRESS_FILE` | `$(LOCAL_DIR)/.collector_address` | the central manager writes its address here; commands read it first |
@@ -69,6 +74,9 @@ MODULE_CACHE = $(LOCAL_DIR)/module_cache
 KEYS_DIR = $(LOCAL_DIR)/keys
 STARTD_HISTORY = $(LOCAL_DIR)/startd_history
 SCHEDD_KEY_NAME = schedd
+JOB_ROUTER_KEY_NAME = $(SCHEDD_KEY_NAME)
+JOB_ROUTER_POLLING_PERIOD = 10
+JOB_ROUTER_ENTRIES_REFRESH = 3600
 HOST_KEY_NAME = host
 NEGOTIATOR_KEY_NAME = negotiator
 CENTRAL_MANAGER_ADDRESS = $(COLLECTOR_HOST)

@@ -257,7 +257,10 @@ impl Central {
             .filter(|(ad, _)| matches!(ad.eval_attr("TotalIdleJobs"), Value::Int(n) if n > 0))
             .filter_map(|(ad, _)| Some((str_attr(ad, "Name")?, str_attr(ad, "MyAddress")?)))
             .collect();
-        if slots.is_empty() || busy_schedds.is_empty() {
+        // With no slots at all the cycle still runs: each idle job hears "no
+        // match found" (LastRejMatchTime), which is what the job router and
+        // users look at.
+        if busy_schedds.is_empty() {
             self.account(now, &in_use);
             stats.total_time = started.elapsed();
             return stats;

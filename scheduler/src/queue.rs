@@ -106,6 +106,9 @@ pub enum PoolOp {
     Reconnected,
     /// The job stopped without ending (evicted, lease lost): back to idle.
     Evicted(ClassAd),
+    /// The job router's view of a routed copy at its target (GridJobId):
+    /// set whatever the job's status.
+    Grid(ClassAd),
 }
 
 /// Who asks for a change.
@@ -1514,6 +1517,7 @@ impl Ctx<'_, '_> {
                     p.ad.remove("JobDeferredUntil");
                 }
             }
+            PoolOp::Grid(attrs) => p.ad.update(attrs),
             PoolOp::Reconnected => {
                 let n = int(&p.ad, "NumJobReconnects");
                 p.ad.insert_value("NumJobReconnects", n + 1);

@@ -509,5 +509,7 @@ pub fn plan(
     out
 }
 
+pub mod service;
+
 #[cfg(test)]
 mod tests;

@@ -56,9 +56,8 @@ pub struct Schedd {
     events: EventTap,
 }
 
-type EventTap = Arc<
-    std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedSender<Vec<crate::queue::QueueEvent>>>>,
->;
+type EventTap =
+    Arc<std::sync::Mutex<Vec<tokio::sync::mpsc::UnboundedSender<Vec<crate::queue::QueueEvent>>>>>;
 
 /// The queue's events after each commit, for the schedd's pool side (shadows,
 /// negotiation): see [`Schedd::take_events`].
@@ -76,22 +75,21 @@ impl Schedd {
         qc.cron_time_zone = config.cron_time_zone.clone();
         qc.schedd_interval = config.schedd_interval;
         let log = crate::eventlog::sink_for(config.submit_host.clone());
-        let tap: EventTap = Arc::new(std::sync::Mutex::new(None));
+        let tap: EventTap = Arc::new(std::sync::Mutex::new(Vec::new()));
         let t = tap.clone();
         qc.sink = Some(Box::new(move |events: &[crate::queue::QueueEvent]| {
             log(events);
-            if let Some(tx) = &*t.lock().unwrap_or_else(|e| e.into_inner()) {
-                let _ = tx.send(events.to_vec());
-            }
+            let mut subscribers = t.lock().unwrap_or_else(|e| e.into_inner());
+            subscribers.retain(|tx| tx.send(events.to_vec()).is_ok());
         }));
         Ok(Schedd { queue: Queue::open(qc)?, clock, events: tap })
     }
 
-    /// The stream of the queue's events from now on (a later call replaces
-    /// the earlier stream).
+    /// A stream of the queue's events from now on; each caller (the pool
+    /// side, the job router) has its own. Dropping it unsubscribes.
     pub fn take_events(&self) -> EventStream {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        *self.events.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        self.events.lock().unwrap_or_else(|e| e.into_inner()).push(tx);
         rx
     }
 

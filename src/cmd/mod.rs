@@ -9,6 +9,7 @@ pub mod host;
 pub mod keygen;
 pub mod pool;
 pub mod q;
+pub mod router;
 pub mod run;
 pub mod schedd;
 pub mod status;

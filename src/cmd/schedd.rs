@@ -92,6 +92,24 @@ pub async fn serve(
         let pool = ScheddPool::start(&schedd, pc, keypair);
         app = app.merge(pool.router(&auth));
     }
+    let router_entries = s.get("JOB_ROUTER_ENTRIES")?;
+    let router_cmd = s.get("JOB_ROUTER_ENTRIES_CMD")?;
+    if router_entries.is_some() || router_cmd.is_some() {
+        let rc = andes_scheduler::router::service::RouterConfig {
+            defaults: s.get("JOB_ROUTER_DEFAULTS")?,
+            entries: router_entries,
+            entries_cmd: router_cmd,
+            entries_refresh: secs("JOB_ROUTER_ENTRIES_REFRESH", 3600)?,
+            source_constraint: s.get("JOB_ROUTER_SOURCE_JOB_CONSTRAINT")?,
+            polling_period: secs("JOB_ROUTER_POLLING_PERIOD", 10)?,
+            history: spool.join("router_history.jsonl"),
+        };
+        let key = Arc::new(s.daemon_keypair("JOB_ROUTER_KEY_NAME")?);
+        let router = andes_scheduler::router::service::JobRouter::start(&schedd, rc, key)
+            .map_err(|e| anyhow::anyhow!("job router: {e}"))?;
+        eprintln!("andes schedd: job router with {} routes", router.table().routes.len());
+        app = app.merge(router.router(&auth));
+    }
     if let Some(f) = &address_file {
         crate::settings::write_atomically(f, &addr.to_string())
             .with_context(|| format!("writing SCHEDD_ADDRESS_FILE {f}"))?;

@@ -2,6 +2,8 @@
 //! directory with keys and a trust file.
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod pool;
+
 use std::path::Path;
 use std::process::Command;
 

@@ -1,0 +1,615 @@
+//! The job router as the schedd runs it: it follows the queue's change
+//! stream (no polling storm) and also runs every JOB_ROUTER_POLLING_PERIOD;
+//! each pass routes idle jobs ([`super::plan`]) and follows the routed copies
+//! at their targets. For an `andes HOST:PORT` target it is HTCondor-C's
+//! gridmanager: it submits the copy to that schedd, signed with the router's
+//! key, and mirrors what happens to it there onto the copy (started, evicted,
+//! held, completed, removed), which the queue mirrors onto the original.
+//!
+//! Routed copies keep the original's `Iwd`: the target pool reads inputs from
+//! and writes outputs to the same directory, as with HTCondor-C without
+//! spooling (a shared or same-machine submit directory).
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use andes_protocol::{ApiError, Auth, Caller, Client, Clock, Keypair, Role, SignedJson};
+use axum::Router;
+use axum::extract::State;
+use axum::routing::post;
+use classad::{ClassAd, EvalOptions, Evaluator, Expr, Value};
+use http::Method;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use super::{Decision, RouteLoad, Table, TableError, Target};
+use crate::api::{
+    ChangeRequest, HistoryRequest, QueryReply, QueryRequest, SubmitReply, SubmitRequest, Targets,
+};
+use crate::job::{JobId, JobSelector, JobStatus};
+use crate::queue::{Actor, Change, EventKind, PoolOp, Queue, QueueEvent, ROUTED_FROM};
+use crate::schedd::Schedd;
+
+/// How the router is set up (from the configuration).
+#[derive(Clone, Debug)]
+pub struct RouterConfig {
+    /// JOB_ROUTER_DEFAULTS.
+    pub defaults: Option<String>,
+    /// JOB_ROUTER_ENTRIES.
+    pub entries: Option<String>,
+    /// JOB_ROUTER_ENTRIES_CMD: a shell command whose output is more entries.
+    pub entries_cmd: Option<String>,
+    /// JOB_ROUTER_ENTRIES_REFRESH: how often the command runs again.
+    pub entries_refresh: Duration,
+    /// JOB_ROUTER_SOURCE_JOB_CONSTRAINT.
+    pub source_constraint: Option<String>,
+    /// JOB_ROUTER_POLLING_PERIOD.
+    pub polling_period: Duration,
+    /// Where finished routed jobs are recorded (`andes router history`).
+    pub history: PathBuf,
+}
+
+/// The attribute naming a copy's job at its target (`andes HOST:PORT C.P`).
+pub const GRID_JOB_ID: &str = "GridJobId";
+
+struct Inner {
+    queue: Queue,
+    clock: Arc<dyn Clock>,
+    cfg: RouterConfig,
+    keypair: Arc<Keypair>,
+    source: Option<Expr>,
+    table: Mutex<Arc<Table>>,
+    /// Failure history by route name (kept across table reloads).
+    failures: Mutex<HashMap<String, RouteLoad>>,
+    clients: Mutex<HashMap<String, Client>>,
+    poke: Notify,
+}
+
+/// The running job router; cheap to clone.
+#[derive(Clone)]
+pub struct JobRouter {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Loads the routing table, running JOB_ROUTER_ENTRIES_CMD if set.
+pub fn load_table(cfg: &RouterConfig) -> Result<Table, TableError> {
+    let mut entries = Vec::new();
+    if let Some(e) = &cfg.entries {
+        entries.push(("JOB_ROUTER_ENTRIES".to_string(), e.clone()));
+    }
+    if let Some(cmd) = &cfg.entries_cmd {
+        let out = std::process::Command::new(if cfg!(windows) { "cmd" } else { "sh" })
+            .args(if cfg!(windows) { ["/C", cmd.as_str()] } else { ["-c", cmd.as_str()] })
+            .output()
+            .map_err(|e| TableError {
+                origin: "JOB_ROUTER_ENTRIES_CMD".into(),
+                message: format!("cannot run `{cmd}`: {e}"),
+            })?;
+        if !out.status.success() {
+            return Err(TableError {
+                origin: "JOB_ROUTER_ENTRIES_CMD".into(),
+                message: format!(
+                    "`{cmd}` failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            });
+        }
+        entries.push((
+            format!("the output of JOB_ROUTER_ENTRIES_CMD `{cmd}`"),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        ));
+    }
+    Table::load(cfg.defaults.as_deref(), &entries)
+}
+
+impl JobRouter {
+    /// Loads the table and starts the router on `schedd`'s queue, submitting
+    /// to other pools with `keypair`. Must run inside a tokio runtime.
+    pub fn start(
+        schedd: &Schedd,
+        cfg: RouterConfig,
+        keypair: Arc<Keypair>,
+    ) -> Result<JobRouter, TableError> {
+        let table = load_table(&cfg)?;
+        for w in &table.warnings {
+            tracing::warn!("job router: {w}");
+        }
+        let source = match &cfg.source_constraint {
+            Some(c) if !c.trim().is_empty() => {
+                Some(classad::parse_expr(c).map_err(|e| TableError {
+                    origin: "JOB_ROUTER_SOURCE_JOB_CONSTRAINT".into(),
+                    message: e.to_string(),
+                })?)
+            }
+            _ => None,
+        };
+        let inner = Arc::new(Inner {
+            queue: schedd.queue.clone(),
+            clock: schedd.clock(),
+            cfg,
+            keypair,
+            source,
+            table: Mutex::new(Arc::new(table)),
+            failures: Mutex::new(HashMap::new()),
+            clients: Mutex::new(HashMap::new()),
+            poke: Notify::new(),
+        });
+        let events = schedd.take_events();
+        tokio::spawn(inner.clone().run(events));
+        Ok(JobRouter { inner })
+    }
+
+    /// The routing table in use.
+    pub fn table(&self) -> Arc<Table> {
+        lock(&self.inner.table).clone()
+    }
+
+    /// `andes router q` and `andes router history`'s routes.
+    pub fn router(&self, auth: &Auth) -> Router {
+        Router::new()
+            .route("/v1/router/q", post(router_q))
+            .route("/v1/router/history", post(router_history))
+            .layer(andes_protocol::require(&[Role::User, Role::Admin]))
+            .layer(auth.layer())
+            .with_state(self.clone())
+    }
+
+    /// Runs one routing pass now (tests, and after changes).
+    pub async fn pass(&self) {
+        self.inner.pass().await;
+    }
+}
+
+fn str_attr(ad: &ClassAd, name: &str) -> Option<String> {
+    match ad.eval_attr(name) {
+        Value::Str(s) => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+fn job_id(text: &str) -> Option<JobId> {
+    match text.parse() {
+        Ok(crate::job::JobSelector::Job(j)) => Some(j),
+        _ => None,
+    }
+}
+
+/// One finished routed job, as `andes router history` counts it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct HistoryRecord {
+    /// The route's name.
+    pub route: String,
+    /// Its GridResource.
+    pub grid_resource: String,
+    /// When the copy was made (Unix seconds).
+    pub routed: i64,
+    /// When it ended.
+    pub ended: i64,
+    /// Its wall-clock time at the target, seconds.
+    pub wall_seconds: f64,
+    /// True when it completed; false when it was removed (a run aborted).
+    pub completed: bool,
+}
+
+impl Inner {
+    async fn run(self: Arc<Self>, mut events: crate::schedd::EventStream) {
+        let mut tick =
+            tokio::time::interval(self.cfg.polling_period.max(Duration::from_millis(100)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let refresh = self.cfg.entries_cmd.is_some();
+        let mut reload =
+            tokio::time::interval(self.cfg.entries_refresh.max(Duration::from_secs(1)));
+        reload.tick().await;
+        loop {
+            tokio::select! {
+                batch = events.recv() => match batch {
+                    Some(b) => {
+                        if self.on_events(&b) {
+                            // Changes arriving together make one pass.
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            while let Ok(more) = events.try_recv() {
+                                self.on_events(&more);
+                            }
+                            self.pass().await;
+                        }
+                    }
+                    None => return,
+                },
+                _ = tick.tick() => {
+                    self.pass().await;
+                    self.follow().await;
+                }
+                _ = reload.tick(), if refresh => self.reload(),
+                _ = self.poke.notified() => self.pass().await,
+            }
+        }
+    }
+
+    fn reload(&self) {
+        match load_table(&self.cfg) {
+            Ok(t) => {
+                tracing::info!("job router: {} routes", t.routes.len());
+                *lock(&self.table) = Arc::new(t);
+            }
+            Err(e) => tracing::warn!("job router: keeping the old routing table: {e}"),
+        }
+    }
+
+    /// Failure accounting and history from the queue's events; true when a
+    /// routing pass may find work.
+    fn on_events(self: &Arc<Self>, batch: &[QueueEvent]) -> bool {
+        let mut work = false;
+        let now = self.clock.now();
+        let table = lock(&self.table).clone();
+        for e in batch {
+            let copy = e.ad.contains(ROUTED_FROM);
+            match &e.kind {
+                EventKind::Terminated | EventKind::Removed(_) if copy => {
+                    let completed = matches!(e.kind, EventKind::Terminated);
+                    let name = str_attr(&e.ad, "RouteName").unwrap_or_default();
+                    let failed = !completed
+                        || table.routes.iter().find(|r| r.name == name).is_some_and(|r| {
+                            let mut ev = Evaluator::with_options(EvalOptions {
+                                now: Some(now),
+                                ..Default::default()
+                            });
+                            r.failed(&mut ev, &e.ad)
+                        });
+                    lock(&self.failures).entry(name.clone()).or_default().ended(failed, now);
+                    self.record(HistoryRecord {
+                        route: name,
+                        grid_resource: str_attr(&e.ad, "GridResource").unwrap_or_default(),
+                        routed: match e.ad.eval_attr("QDate") {
+                            Value::Int(q) => q,
+                            _ => now,
+                        },
+                        ended: now,
+                        wall_seconds: match e.ad.eval_attr("RemoteWallClockTime") {
+                            Value::Real(r) => r,
+                            Value::Int(i) => i as f64,
+                            _ => 0.0,
+                        },
+                        completed,
+                    });
+                    if !completed && let Some(g) = str_attr(&e.ad, GRID_JOB_ID) {
+                        let me = self.clone();
+                        tokio::spawn(async move { me.remove_remote(&g).await });
+                    }
+                    work = true;
+                }
+                EventKind::Submitted | EventKind::Released(_) | EventKind::Requeued => work = true,
+                EventKind::Evicted { .. } | EventKind::Removed(_) | EventKind::Held(_) => {
+                    work = true
+                }
+                _ => {}
+            }
+        }
+        work
+    }
+
+    fn record(&self, r: HistoryRecord) {
+        let line = match serde_json::to_string(&r) {
+            Ok(l) => l,
+            Err(_) => return,
+        };
+        let res = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.cfg.history)
+            .and_then(|mut f| writeln!(f, "{line}"));
+        if let Err(e) = res {
+            tracing::warn!("job router history {}: {e}", self.cfg.history.display());
+        }
+    }
+
+    /// Each route's copies alive and idle now, with its failure history.
+    fn loads(&self, table: &Table) -> Vec<RouteLoad> {
+        let mut counts: HashMap<String, (u32, u32)> = HashMap::new();
+        for v in self.queue.read().jobs() {
+            if !v.proc.ad.contains(ROUTED_FROM) && !v.cluster.ad.contains(ROUTED_FROM) {
+                continue;
+            }
+            let name = str_attr(&v.ad(), "RouteName").unwrap_or_default();
+            let c = counts.entry(name).or_default();
+            if !v.proc.status.is_terminal() {
+                c.0 += 1;
+            }
+            if v.proc.status == JobStatus::Idle {
+                c.1 += 1;
+            }
+        }
+        let failures = lock(&self.failures);
+        table
+            .routes
+            .iter()
+            .map(|r| {
+                let mut l = failures.get(&r.name).cloned().unwrap_or_default();
+                let (jobs, idle) = counts.get(&r.name).copied().unwrap_or_default();
+                l.jobs = jobs;
+                l.idle = idle;
+                l
+            })
+            .collect()
+    }
+
+    /// Idle jobs that may be routed: not routed, not copies, not grid jobs,
+    /// and within JOB_ROUTER_SOURCE_JOB_CONSTRAINT.
+    fn candidates(&self, now: i64) -> Vec<(JobId, ClassAd)> {
+        let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
+        let st = self.queue.read();
+        st.jobs()
+            .filter(|v| v.proc.status == JobStatus::Idle && !v.routed_away())
+            .filter(|v| !v.proc.ad.contains(ROUTED_FROM) && !v.cluster.ad.contains(ROUTED_FROM))
+            .filter_map(|v| {
+                let ad = v.ad();
+                if let Some(c) = &self.source
+                    && !matches!(ev.eval(c, Some(&ad), None), Value::Bool(true))
+                {
+                    return None;
+                }
+                Some((v.id, ad))
+            })
+            .collect()
+    }
+
+    async fn pass(&self) {
+        let now = self.clock.now();
+        let table = lock(&self.table).clone();
+        if table.routes.is_empty() {
+            return;
+        }
+        let jobs = self.candidates(now);
+        if jobs.is_empty() {
+            return;
+        }
+        let mut loads = self.loads(&table);
+        for d in super::plan(&table, &mut loads, &jobs, now) {
+            let r = match d {
+                Decision::Route { job, route, copy } => {
+                    self.queue.route(job, copy, now).await.map(|copy| {
+                        tracing::info!(
+                            "job router: {job} routed to {copy} ({})",
+                            table.routes[route].name
+                        )
+                    })
+                }
+                Decision::Edit { job, route, changes } => {
+                    self.queue.edit_in_place(job, &table.routes[route].name, changes, now).await
+                }
+            };
+            if let Err(e) = r {
+                tracing::debug!("job router: {e}");
+            }
+        }
+    }
+
+    fn client(&self, addr: &str) -> Option<Client> {
+        let mut c = lock(&self.clients);
+        if let Some(cl) = c.get(addr) {
+            return Some(cl.clone());
+        }
+        let cl = Client::new(&format!("http://{addr}"), self.keypair.clone()).ok()?;
+        c.insert(addr.to_string(), cl.clone());
+        Some(cl)
+    }
+
+    /// Follows every routed copy at its target: submits new ones, mirrors
+    /// the state of submitted ones.
+    async fn follow(&self) {
+        let copies: Vec<(JobId, ClassAd, JobStatus)> = {
+            let st = self.queue.read();
+            st.jobs()
+                .filter(|v| v.proc.ad.contains(ROUTED_FROM) || v.cluster.ad.contains(ROUTED_FROM))
+                .map(|v| (v.id, v.ad(), v.proc.status))
+                .collect()
+        };
+        for (id, ad, status) in copies {
+            let Some(gr) = str_attr(&ad, "GridResource") else { continue };
+            let Ok(Target::Andes(addr)) = Target::parse(&gr) else { continue };
+            match str_attr(&ad, GRID_JOB_ID) {
+                None if status == JobStatus::Idle => self.submit_remote(id, &ad, &addr).await,
+                None => {}
+                Some(g) => self.mirror_remote(id, status, &g).await,
+            }
+        }
+    }
+
+    async fn submit_remote(&self, id: JobId, ad: &ClassAd, addr: &str) {
+        let Some(client) = self.client(addr) else { return };
+        let mut remote = ad.clone();
+        for a in
+            ["ClusterId", "ProcId", "GlobalJobId", "QDate", "JobStatus", "Owner", "GridResource"]
+        {
+            remote.remove(a);
+        }
+        remote.insert_value("JobUniverse", 5i64);
+        if let Some(digest) = str_attr(ad, "CmdDigest")
+            && let Ok(Some(bytes)) = self.queue.module(&digest)
+        {
+            let path = format!("/v1/modules/{digest}");
+            if let Err(e) = client.request(Method::PUT, &path, bytes.into()).await {
+                tracing::warn!("job router: {id}: sending the module to {addr}: {e}");
+                return;
+            }
+        }
+        let req = SubmitRequest {
+            cluster: None,
+            cluster_ad: remote.to_string(),
+            procs: vec!["[]".into()],
+        };
+        match client.call::<_, SubmitReply>(Method::POST, "/v1/submit", Some(&req)).await {
+            Ok(r) => {
+                let g = format!("andes {addr} {}.0", r.cluster);
+                let mut attrs = ClassAd::new();
+                attrs.insert_value(GRID_JOB_ID, g.as_str());
+                if let Err(e) =
+                    self.queue.pool(vec![id], PoolOp::Grid(attrs), self.clock.now()).await
+                {
+                    tracing::warn!("job router: {id}: recording {g}: {e}");
+                }
+            }
+            Err(e) => tracing::warn!("job router: {id}: submitting to {addr}: {e}"),
+        }
+    }
+
+    /// Mirrors the target's view of a copy onto the copy.
+    async fn mirror_remote(&self, id: JobId, status: JobStatus, grid_job: &str) {
+        let mut w = grid_job.split_whitespace();
+        let (Some("andes"), Some(addr), Some(rid)) = (w.next(), w.next(), w.next()) else { return };
+        let Some(remote_id) = job_id(rid) else { return };
+        let Some(client) = self.client(addr) else { return };
+        let now = self.clock.now();
+        if status == JobStatus::Removed {
+            self.remove_remote(grid_job).await;
+            let _ = self.queue.job_exited(id, ClassAd::new(), now).await;
+            return;
+        }
+        let q = QueryRequest {
+            targets: Targets { ids: vec![JobSelector::Job(remote_id)], ..Default::default() },
+            ..Default::default()
+        };
+        let remote = match client.call::<_, QueryReply>(Method::POST, "/v1/query", Some(&q)).await {
+            Ok(r) => r.ads.first().and_then(|t| classad::parse_ad(t).ok()),
+            Err(e) => {
+                tracing::debug!("job router: {id}: asking {addr}: {e}");
+                return;
+            }
+        };
+        let Some(remote) = remote else {
+            // Gone from the target's queue: its history says how it ended.
+            let h = HistoryRequest {
+                constraint: Some(format!(
+                    "ClusterId == {} && ProcId == {}",
+                    remote_id.cluster, remote_id.proc
+                )),
+                limit: Some(1),
+                ..Default::default()
+            };
+            let Ok(r) = client.call::<_, QueryReply>(Method::POST, "/v1/history", Some(&h)).await
+            else {
+                return;
+            };
+            let Some(end) = r.ads.first().and_then(|t| classad::parse_ad(t).ok()) else { return };
+            if end.eval_attr("JobStatus") == Value::Int(JobStatus::Removed.code()) {
+                let change = Change::Remove { reason: format!("removed at {addr}") };
+                let t = Targets { ids: vec![JobSelector::Job(id)], ..Default::default() };
+                let _ = self.queue.change(&Actor::schedd(), t, change, now).await;
+                return;
+            }
+            if status == JobStatus::Idle {
+                let _ = self.queue.job_started(id, now).await;
+            }
+            let mut ending = ClassAd::new();
+            for a in [
+                "ExitCode",
+                "ExitBySignal",
+                "ExitSignal",
+                "WasmTrap",
+                "RemoteWallClockTime",
+                "RemoteUserCpu",
+                "RemoteSysCpu",
+                "LastRemoteHost",
+            ] {
+                if let Some(e) = end.get(a) {
+                    ending.insert(a, e.clone());
+                }
+            }
+            if let Err(e) = self.queue.job_exited(id, ending, now).await {
+                tracing::debug!("job router: {id}: {e}");
+            }
+            return;
+        };
+        let remote_status = match remote.eval_attr("JobStatus") {
+            Value::Int(c) => JobStatus::from_code(c),
+            _ => None,
+        };
+        match (status, remote_status) {
+            (JobStatus::Idle, Some(JobStatus::Running)) => {
+                let _ = self.queue.job_started(id, now).await;
+            }
+            (JobStatus::Running, Some(JobStatus::Idle)) => {
+                let _ = self.queue.pool(vec![id], PoolOp::Evicted(ClassAd::new()), now).await;
+            }
+            (JobStatus::Idle | JobStatus::Running, Some(JobStatus::Held)) => {
+                let reason = str_attr(&remote, "HoldReason").unwrap_or_default();
+                let t = Targets { ids: vec![JobSelector::Job(id)], ..Default::default() };
+                let change = Change::Hold { reason: format!("held at {addr}: {reason}") };
+                let _ = self.queue.change(&Actor::schedd(), t, change, now).await;
+            }
+            _ => {}
+        }
+    }
+
+    async fn remove_remote(&self, grid_job: &str) {
+        let mut w = grid_job.split_whitespace();
+        let (Some("andes"), Some(addr), Some(rid)) = (w.next(), w.next(), w.next()) else { return };
+        let Some(client) = self.client(addr) else { return };
+        let Ok(sel) = rid.parse() else { return };
+        let req = ChangeRequest {
+            targets: Targets { ids: vec![sel], ..Default::default() },
+            change: Change::Remove { reason: "the routed copy was removed".into() },
+        };
+        if let Err(e) = client.post_json("/v1/change", &req).await {
+            tracing::debug!("job router: removing {grid_job}: {e}");
+        }
+    }
+}
+
+/// `POST /v1/router/q`: the routed jobs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RouterQReply {
+    /// Each route: name, GridResource.
+    pub routes: Vec<(String, String)>,
+    /// Each routed copy: its ad (ClassAd text).
+    pub jobs: Vec<String>,
+}
+
+async fn router_q(
+    State(r): State<JobRouter>,
+    _caller: Caller,
+) -> Result<axum::Json<RouterQReply>, ApiError> {
+    let table = r.table();
+    let jobs = r
+        .inner
+        .queue
+        .read()
+        .jobs()
+        .filter(|v| v.proc.ad.contains(ROUTED_FROM) || v.cluster.ad.contains(ROUTED_FROM))
+        .map(|v| v.ad().to_string())
+        .collect();
+    Ok(axum::Json(RouterQReply {
+        routes: table.routes.iter().map(|r| (r.name.clone(), r.grid_resource.clone())).collect(),
+        jobs,
+    }))
+}
+
+/// `POST /v1/router/history`: finished routed jobs between two times.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RouterHistoryRequest {
+    /// From (Unix seconds, inclusive).
+    pub from: i64,
+    /// To (inclusive).
+    pub to: i64,
+}
+
+async fn router_history(
+    State(r): State<JobRouter>,
+    _caller: Caller,
+    SignedJson(req): SignedJson<RouterHistoryRequest>,
+) -> Result<axum::Json<Vec<HistoryRecord>>, ApiError> {
+    let text = std::fs::read_to_string(&r.inner.cfg.history).unwrap_or_default();
+    let records = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<HistoryRecord>(l).ok())
+        .filter(|h| h.ended >= req.from && h.ended <= req.to)
+        .collect();
+    Ok(axum::Json(records))
+}

@@ -1,0 +1,140 @@
+//! The job router between real pools: a source pool whose schedd routes
+//! jobs (the manual's example configuration) to other andes pools' schedds.
+
+mod common;
+
+use std::time::Duration;
+
+use classad::ClassAd;
+use common::pool::{Pool, int, text, wait_or};
+
+/// The manual's example configuration, verbatim but for the GridResources.
+fn example_config(sites: &[String; 3]) -> String {
+    format!(
+        r#"
+# These settings become the default settings for all routes
+JOB_ROUTER_DEFAULTS @=jrd
+  [
+    requirements=target.WantJobRouter is True;
+    MaxIdleJobs = 10;
+    MaxJobs = 200;
+
+    /* now modify routed job attributes */
+    /* remove routed job if it goes on hold or stays idle for over 6 hours */
+    set_PeriodicRemove = JobStatus == 5 ||
+                        (JobStatus == 1 && (time() - QDate) > 3600*6);
+    delete_WantJobRouter = true;
+    set_requirements = true;
+  ]
+  @jrd
+
+# This could be made an attribute of the job, rather than being hard-coded
+ROUTED_JOB_MAX_TIME = 1440
+
+# Now we define each of the routes to send jobs on
+JOB_ROUTER_ENTRIES @=jre
+  [ GridResource = "andes {}";
+    name = "Site 1";
+  ]
+  [ GridResource = "andes {}";
+    name = "Site 2";
+    set_GlobusRSL = "(maxwalltime=$(ROUTED_JOB_MAX_TIME))(jobType=single)";
+  ]
+  [ GridResource = "andes {}";
+    name = "Site 3";
+    set_remote_jobuniverse = 5;
+  ]
+  @jre
+
+JOB_ROUTER_POLLING_PERIOD = 1
+JOB_ROUTER_KEY_NAME = schedd
+"#,
+        sites[0], sites[1], sites[2]
+    )
+}
+
+/// The source pool (no execute hosts of its own) and `n` target pools that
+/// trust the source's router key as the user `router`.
+fn pools(n: usize) -> (Pool, Vec<Pool>) {
+    let source = Pool::new("", 0);
+    let key = std::fs::read_to_string(source.path().join("keys/schedd.pub")).unwrap();
+    let line = format!("user router {}", key.trim());
+    let targets = (0..n).map(|_| Pool::new_trusting("", 1, std::slice::from_ref(&line))).collect();
+    (source, targets)
+}
+
+fn routed_copies(p: &Pool) -> Vec<ClassAd> {
+    p.queue().into_iter().filter(|a| a.contains("RoutedFromJobId")).collect()
+}
+
+#[test]
+fn the_manuals_example_spreads_jobs_over_three_pools_within_max_idle_jobs() {
+    let (mut source, targets) = pools(3);
+    let sites: [String; 3] = std::array::from_fn(|i| targets[i].schedd_address());
+    source.restart_schedd_with(&example_config(&sites));
+    // Jobs that found no match here (this pool has no hosts) want the router.
+    source.submit(
+        "alice",
+        "work",
+        "executable = primes.wasm\narguments = 2000000\noutput = out/p.$(Process).out\n\
+         +WantJobRouter = LastRejMatchTime =!= UNDEFINED\nqueue 45\n",
+    );
+    // MaxIdleJobs = 10: no route ever holds more than 10 idle copies.
+    let mut seen_sites = std::collections::BTreeSet::new();
+    let mut peak_idle = 0;
+    wait_or(
+        "every job done through the routes",
+        Duration::from_secs(240),
+        || {
+            let copies = routed_copies(&source);
+            for site in ["Site 1", "Site 2", "Site 3"] {
+                let idle = copies
+                    .iter()
+                    .filter(|a| text(a, "RouteName") == site && int(a, "JobStatus") == 1)
+                    .count();
+                peak_idle = peak_idle.max(idle);
+                assert!(idle <= 10, "{site} holds {idle} idle copies");
+            }
+            for a in &copies {
+                seen_sites.insert(text(a, "RouteName"));
+            }
+            source.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count() == 45
+        },
+        || {
+            let q = source.ok(
+                "root",
+                &[
+                    "q",
+                    "-af",
+                    "ClusterId",
+                    "ProcId",
+                    "JobStatus",
+                    "LastRejMatchTime",
+                    "RoutedToJobId",
+                    "RouteName",
+                    "GridJobId",
+                ],
+            );
+            let t: Vec<String> = targets.iter().map(|t| t.ok("root", &["q", "-nobatch"])).collect();
+            format!("{}\nsource queue:\n{q}\ntargets:\n{}", source.logs(), t.join("\n"))
+        },
+    );
+    assert_eq!(seen_sites.len(), 3, "jobs spread over every route: {seen_sites:?}");
+    // Each original completed with its copy's result; outputs came back.
+    let h = source.history();
+    let originals: Vec<&ClassAd> = h.iter().filter(|a| !a.contains("RoutedFromJobId")).collect();
+    assert!(originals.iter().all(|a| int(a, "JobStatus") == 4 && int(a, "ExitCode") == 0));
+    assert!(originals.iter().all(|a| text(a, "RouteName").starts_with("Site ")));
+    let out = std::fs::read_to_string(source.path().join("jobs/out/p.7.out")).unwrap();
+    assert!(out.contains("primes below 2000000: 148933"), "{out}");
+    // Each target ran its share, as the router's user.
+    let ran: Vec<usize> = targets.iter().map(|t| t.history().len()).collect();
+    assert_eq!(ran.iter().sum::<usize>(), 45, "{ran:?}");
+    assert!(targets[0].history().iter().all(|a| text(a, "Owner") == "router"));
+    // The router's own views.
+    let q = source.ok("alice", &["router", "history"]);
+    assert!(q.contains("TOTAL") && q.contains("Site 1"), "{q}");
+    let total: Vec<&str> =
+        q.lines().find(|l| l.starts_with("TOTAL")).unwrap().split_whitespace().collect();
+    assert_eq!(total[2], "45", "{q}");
+}
