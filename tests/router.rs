@@ -138,3 +138,59 @@ fn the_manuals_example_spreads_jobs_over_three_pools_within_max_idle_jobs() {
         q.lines().find(|l| l.starts_with("TOTAL")).unwrap().split_whitespace().collect();
     assert_eq!(total[2], "45", "{q}");
 }
+
+#[test]
+fn a_black_hole_route_receives_fewer_and_fewer_jobs() {
+    // Two routes: one to a pool with no hosts, where copies sit idle until
+    // the route's PeriodicRemove takes them back (a failure: a black hole),
+    // one to a pool that runs them.
+    let (mut source, mut targets) = pools(2);
+    let hole = targets[0].schedd_address();
+    let good = targets[1].schedd_address();
+    Pool::kill9(&mut targets[0].hosts[0]); // the hole runs nothing
+    source.restart_schedd_with(&format!(
+        r#"
+JOB_ROUTER_DEFAULTS = [ requirements = target.WantJobRouter is true; MaxIdleJobs = 2; \
+    set_PeriodicRemove = JobStatus == 1 && time() - QDate > 2; set_requirements = true; ]
+JOB_ROUTER_ENTRIES = [ name = "hole"; GridResource = "andes {hole}"; ] \
+    [ name = "good"; GridResource = "andes {good}"; ]
+JOB_ROUTER_POLLING_PERIOD = 1
+JOB_ROUTER_KEY_NAME = schedd
+"#
+    ));
+    source.submit(
+        "alice",
+        "work",
+        "executable = primes.wasm\narguments = 6000000\noutput = p.$(Process).out\n\
+         +WantJobRouter = LastRejMatchTime =!= UNDEFINED\nqueue 50\n",
+    );
+    wait_or(
+        "every job done",
+        Duration::from_secs(240),
+        || source.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count() == 50,
+        || source.logs(),
+    );
+    let copies: Vec<ClassAd> =
+        source.history().into_iter().filter(|a| a.contains("RoutedFromJobId")).collect();
+    let mut to_hole: Vec<i64> =
+        copies.iter().filter(|a| text(a, "RouteName") == "hole").map(|a| int(a, "QDate")).collect();
+    to_hole.sort_unstable();
+    let completed_good = copies
+        .iter()
+        .filter(|a| text(a, "RouteName") == "good" && int(a, "JobStatus") == 4)
+        .count();
+    assert_eq!(completed_good, 50, "every job completed through the good route");
+    // The hole took its first two, then single probes ever further apart.
+    let gaps: Vec<i64> = to_hole.windows(2).map(|w| w[1] - w[0]).collect();
+    let span = to_hole.last().unwrap() - to_hole[0];
+    println!(
+        "copies sent to the hole at +{:?} s (gaps {gaps:?})",
+        to_hole.iter().map(|t| t - to_hole[0]).collect::<Vec<_>>()
+    );
+    assert!(to_hole.len() >= 3, "the hole was probed again: {to_hole:?}");
+    assert!(to_hole.len() <= 10, "the hole kept receiving jobs: {to_hole:?} over {span} s");
+    // After the first batch, one probe at a time, each later than the last.
+    let probes = &gaps[1..];
+    assert!(probes[0] >= 4, "the first probe came too soon: {gaps:?}");
+    assert!(probes.windows(2).all(|w| w[1] > w[0]), "probe gaps did not grow: {gaps:?}");
+}

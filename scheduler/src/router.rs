@@ -297,7 +297,10 @@ impl Route {
 
     /// Whether this route edits `job` in place.
     pub fn edits_in_place(&self, ev: &mut Evaluator, job: &ClassAd) -> bool {
-        matches!(ev.eval(&self.edit_in_place, Some(&self.ad), Some(job)), Value::Bool(true))
+        match &self.edit_in_place {
+            Expr::Lit(Value::Bool(b)) => *b,
+            e => matches!(ev.eval(e, Some(&self.ad), Some(job)), Value::Bool(true)),
+        }
     }
 
     /// Applies the transforms to `ad` (the original's attributes).
@@ -462,7 +465,7 @@ pub fn plan(
         if !room.iter().any(|r| *r) && !table.routes.iter().any(|r| r.target.is_none()) {
             break;
         }
-        let mut best: Option<usize> = None;
+        let mut best: Option<(usize, bool)> = None;
         for (i, route) in table.routes.iter().enumerate() {
             let in_place = route.edits_in_place(&mut ev, ad);
             if !in_place && !room[i] {
@@ -472,16 +475,16 @@ pub fn plan(
                 continue;
             }
             if in_place {
-                best = Some(i);
+                best = Some((i, true));
                 break;
             }
-            if best.is_none_or(|b| loads[i].jobs < loads[b].jobs) {
-                best = Some(i);
+            if best.is_none_or(|(b, _)| loads[i].jobs < loads[b].jobs) {
+                best = Some((i, false));
             }
         }
-        let Some(i) = best else { continue };
+        let Some((i, in_place)) = best else { continue };
         let route = &table.routes[i];
-        if route.edits_in_place(&mut ev, ad) {
+        if in_place {
             let mut edited = ad.clone();
             route.transform(&mut ev, ad, &mut edited);
             let mut changes = Vec::new();
