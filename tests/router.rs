@@ -194,3 +194,96 @@ JOB_ROUTER_KEY_NAME = schedd
     assert!(probes[0] >= 4, "the first probe came too soon: {gaps:?}");
     assert!(probes.windows(2).all(|w| w[1] > w[0]), "probe gaps did not grow: {gaps:?}");
 }
+
+fn single_route(source: &mut Pool, target: &Pool) {
+    source.restart_schedd_with(&format!(
+        "JOB_ROUTER_ENTRIES = [ name = \"site\"; GridResource = \"andes {}\"; \
+         requirements = target.WantJobRouter is true; ]\n\
+         JOB_ROUTER_POLLING_PERIOD = 1\nJOB_ROUTER_KEY_NAME = schedd\n",
+        target.schedd_address()
+    ));
+}
+
+#[test]
+fn a_removed_copy_is_rerouted_and_a_removed_original_takes_its_copy_along() {
+    let (mut source, targets) = pools(1);
+    let target = &targets[0];
+    single_route(&mut source, target);
+    source.submit(
+        "alice",
+        "sleep",
+        "executable = sleeper.wasm\n+WantJobRouter = LastRejMatchTime =!= UNDEFINED\nqueue\n",
+    );
+    let running_at_target = |p: &Pool| {
+        p.queue().iter().any(|a| int(a, "JobStatus") == 2 && text(a, "Owner") == "router")
+    };
+    wait_or(
+        "the copy running at the target",
+        Duration::from_secs(60),
+        || running_at_target(target),
+        || source.logs(),
+    );
+    // The original mirrors its running copy.
+    wait_or(
+        "the original running",
+        Duration::from_secs(30),
+        || {
+            source
+                .queue()
+                .iter()
+                .any(|a| !a.contains("RoutedFromJobId") && int(a, "JobStatus") == 2)
+        },
+        || source.logs(),
+    );
+    let q = source.queue();
+    let copy = q.iter().find(|a| a.contains("RoutedFromJobId")).unwrap();
+    let copy_id = format!("{}.{}", int(copy, "ClusterId"), int(copy, "ProcId"));
+    let listing = source.ok("alice", &["router", "q"]);
+    assert!(listing.contains(&copy_id) && listing.contains("site"), "{listing}");
+    let summary = source.ok("alice", &["router", "q", "-S"]);
+    assert!(summary.contains("      1  R site"), "{summary}");
+
+    // Removing the copy: the original is idle again, and routed anew.
+    source.ok("alice", &["rm", &copy_id]);
+    wait_or(
+        "the original rerouted to a new copy",
+        Duration::from_secs(60),
+        || {
+            source
+                .queue()
+                .iter()
+                .any(|a| a.contains("RoutedToJobId") && text(a, "LastRoutedToJobId") == copy_id)
+        },
+        || source.logs(),
+    );
+    wait_or(
+        "the first remote job removed",
+        Duration::from_secs(30),
+        || target.history().iter().any(|a| int(a, "JobStatus") == 3),
+        || source.logs(),
+    );
+
+    // Removing the original: its copy goes, here and at the target.
+    wait_or(
+        "the new copy running at the target",
+        Duration::from_secs(60),
+        || running_at_target(target),
+        || source.logs(),
+    );
+    source.ok("alice", &["rm", "1.0"]);
+    wait_or(
+        "both gone here and the remote job removed",
+        Duration::from_secs(60),
+        || {
+            source.queue().is_empty()
+                && target.queue().is_empty()
+                && target.history().iter().filter(|a| int(a, "JobStatus") == 3).count() == 2
+        },
+        || source.logs(),
+    );
+    let h = source.ok("alice", &["router", "history"]);
+    assert!(h.contains("site"), "{h}");
+    let site: Vec<&str> =
+        h.lines().find(|l| l.starts_with("site")).unwrap().split_whitespace().collect();
+    assert_eq!((site[2], site[3]), ("0", "2"), "two runs aborted: {h}");
+}

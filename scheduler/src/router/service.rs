@@ -66,6 +66,8 @@ struct Inner {
     failures: Mutex<HashMap<String, RouteLoad>>,
     clients: Mutex<HashMap<String, Client>>,
     poke: Notify,
+    /// Times JOB_ROUTER_ENTRIES_CMD was run again (successfully or not).
+    reloads: std::sync::atomic::AtomicU64,
 }
 
 /// The running job router; cheap to clone.
@@ -141,10 +143,16 @@ impl JobRouter {
             failures: Mutex::new(HashMap::new()),
             clients: Mutex::new(HashMap::new()),
             poke: Notify::new(),
+            reloads: std::sync::atomic::AtomicU64::new(0),
         });
         let events = schedd.take_events();
         tokio::spawn(inner.clone().run(events));
         Ok(JobRouter { inner })
+    }
+
+    /// How many times the entries command has been run again since start.
+    pub fn reloads(&self) -> u64 {
+        self.inner.reloads.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The routing table in use.
@@ -234,7 +242,9 @@ impl Inner {
     }
 
     fn reload(&self) {
-        match load_table(&self.cfg) {
+        let loaded = load_table(&self.cfg);
+        self.reloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match loaded {
             Ok(t) => {
                 tracing::info!("job router: {} routes", t.routes.len());
                 *lock(&self.table) = Arc::new(t);

@@ -1,0 +1,80 @@
+//! The job router in a schedd: entries from JOB_ROUTER_ENTRIES_CMD,
+//! refreshed every JOB_ROUTER_ENTRIES_REFRESH; a failing command keeps the
+//! table it had.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use andes_protocol::{Keypair, ManualClock};
+use andes_scheduler::router::service::{JobRouter, RouterConfig, load_table};
+use andes_scheduler::schedd::{Schedd, ScheddConfig};
+
+fn config(dir: &std::path::Path, cmd: &str) -> RouterConfig {
+    RouterConfig {
+        defaults: Some("[ MaxIdleJobs = 7 ]".into()),
+        entries: Some(r#"[ Name = "fixed"; GridResource = "andes 127.0.0.1:1" ]"#.into()),
+        entries_cmd: Some(cmd.into()),
+        entries_refresh: Duration::from_secs(1),
+        source_constraint: None,
+        polling_period: Duration::from_secs(3600),
+        history: dir.join("router_history.jsonl"),
+    }
+}
+
+fn names(r: &JobRouter) -> Vec<String> {
+    r.table().routes.iter().map(|r| r.name.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_from_a_command_are_refreshed() {
+    let dir = tempfile::tempdir().unwrap();
+    let routes = dir.path().join("routes.txt");
+    std::fs::write(&routes, r#"[ Name = "from-cmd"; GridResource = "andes 127.0.0.1:2" ]"#)
+        .unwrap();
+    let cmd = format!("cat '{}'", routes.display());
+    let cfg = config(dir.path(), &cmd);
+    // Loaded once: both sources, each merged over the defaults.
+    let t = load_table(&cfg).unwrap();
+    assert_eq!(t.routes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["fixed", "from-cmd"]);
+    assert!(t.routes.iter().all(|r| r.max_idle_jobs == 7));
+
+    let sc = ScheddConfig {
+        name: "schedd@test".into(),
+        data_dir: dir.path().join("spool"),
+        periodic_interval: Duration::from_secs(60),
+        history_max_jobs: 100,
+        history_max_age: None,
+        submit_host: "<127.0.0.1:0>".into(),
+        cron_time_zone: jiff::tz::TimeZone::UTC,
+        schedd_interval: 300,
+    };
+    let schedd = Schedd::open(&sc, Arc::new(ManualClock::new(1_800_000_000))).unwrap();
+    let key = Arc::new(Keypair::from_seed("router", [7; 32]).unwrap());
+    let router = JobRouter::start(&schedd, cfg, key).unwrap();
+    assert_eq!(names(&router), ["fixed", "from-cmd"]);
+    // The command's output changes: the next refresh takes it.
+    std::fs::write(
+        &routes,
+        "[ Name = \"from-cmd\"; GridResource = \"andes 127.0.0.1:2\" ]\n\
+         [ Name = \"added\"; GridResource = \"slurm debug\" ]\n",
+    )
+    .unwrap();
+    let start = Instant::now();
+    while names(&router).len() != 3 {
+        assert!(start.elapsed() < Duration::from_secs(20), "not refreshed: {:?}", names(&router));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(names(&router), ["fixed", "from-cmd", "added"]);
+    // A command that fails, or prints a bad table, leaves the table as it was.
+    std::fs::write(&routes, "[ Name = ").unwrap();
+    let seen = router.reloads();
+    let start = Instant::now();
+    while router.reloads() < seen + 2 {
+        assert!(start.elapsed() < Duration::from_secs(20), "no refresh");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(names(&router), ["fixed", "from-cmd", "added"]);
+    let bad = config(dir.path(), "exit 3");
+    let e = load_table(&bad).unwrap_err();
+    assert!(e.to_string().contains("JOB_ROUTER_ENTRIES_CMD"), "{e}");
+}
