@@ -53,6 +53,29 @@ JOB_ROUTER_KEY_NAME = schedd
     )
 }
 
+/// Waits until `andes router history` shows `site` with `completed` jobs and
+/// `aborted` runs (the router records endings as it hears of them).
+fn wait_history(p: &Pool, site: &str, completed: &str, aborted: &str) -> String {
+    let last = std::cell::RefCell::new(String::new());
+    wait_or(
+        &format!("router history: {site} {completed} completed, {aborted} aborted"),
+        Duration::from_secs(30),
+        || {
+            let h = p.ok("alice", &["router", "history"]);
+            let found = h.lines().any(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.first() == Some(&site)
+                    && w.get(2) == Some(&completed)
+                    && w.get(3) == Some(&aborted)
+            });
+            *last.borrow_mut() = h;
+            found
+        },
+        || last.borrow().clone(),
+    );
+    last.into_inner()
+}
+
 /// The source pool (no execute hosts of its own) and `n` target pools that
 /// trust the source's router key as the user `router`.
 fn pools(n: usize) -> (Pool, Vec<Pool>) {
@@ -132,11 +155,8 @@ fn the_manuals_example_spreads_jobs_over_three_pools_within_max_idle_jobs() {
     assert_eq!(ran.iter().sum::<usize>(), 45, "{ran:?}");
     assert!(targets[0].history().iter().all(|a| text(a, "Owner") == "router"));
     // The router's own views.
-    let q = source.ok("alice", &["router", "history"]);
-    assert!(q.contains("TOTAL") && q.contains("Site 1"), "{q}");
-    let total: Vec<&str> =
-        q.lines().find(|l| l.starts_with("TOTAL")).unwrap().split_whitespace().collect();
-    assert_eq!(total[2], "45", "{q}");
+    let q = wait_history(&source, "TOTAL", "45", "0");
+    assert!(q.contains("Site 1") && q.contains("Site 3"), "{q}");
 }
 
 #[test]
@@ -192,7 +212,11 @@ JOB_ROUTER_KEY_NAME = schedd
     // After the first batch, one probe at a time, each later than the last.
     let probes = &gaps[1..];
     assert!(probes[0] >= 4, "the first probe came too soon: {gaps:?}");
-    assert!(probes.windows(2).all(|w| w[1] > w[0]), "probe gaps did not grow: {gaps:?}");
+    assert!(
+        probes.windows(2).all(|w| w[1] > w[0]),
+        "probe gaps did not grow: {gaps:?}\n{}",
+        source.logs()
+    );
 }
 
 fn single_route(source: &mut Pool, target: &Pool) {
@@ -281,9 +305,61 @@ fn a_removed_copy_is_rerouted_and_a_removed_original_takes_its_copy_along() {
         },
         || source.logs(),
     );
-    let h = source.ok("alice", &["router", "history"]);
-    assert!(h.contains("site"), "{h}");
-    let site: Vec<&str> =
-        h.lines().find(|l| l.starts_with("site")).unwrap().split_whitespace().collect();
-    assert_eq!((site[2], site[3]), ("0", "2"), "two runs aborted: {h}");
+    // Two runs aborted, none completed.
+    wait_history(&source, "site", "0", "2");
+}
+
+/// Brings up the one-node Slurm cluster (tests/support/slurm-up.sh); false,
+/// with a loud message, where it cannot run.
+fn slurm_up() -> bool {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/slurm-up.sh");
+    match std::process::Command::new("bash").arg(&script).output() {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => {
+            eprintln!(
+                "\n*** SKIPPED: the Slurm route test needs a one-node Slurm cluster: {}\n",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            false
+        }
+        Err(e) => {
+            eprintln!("\n*** SKIPPED: the Slurm route test cannot run bash: {e}\n");
+            false
+        }
+    }
+}
+
+#[test]
+fn a_route_to_slurm_runs_jobs_with_andes_run_on_the_cluster() {
+    if !slurm_up() {
+        return;
+    }
+    let mut source = Pool::new("", 0);
+    source.restart_schedd_with(
+        "JOB_ROUTER_ENTRIES = [ name = \"cluster\"; GridResource = \"slurm debug\"; \
+         requirements = target.WantJobRouter is true; ]\n\
+         JOB_ROUTER_POLLING_PERIOD = 1\nJOB_ROUTER_KEY_NAME = schedd\n",
+    );
+    source.submit(
+        "alice",
+        "slurm",
+        "executable = primes.wasm\narguments = 100000 \noutput = s.$(Process).out\n\
+         +WantJobRouter = LastRejMatchTime =!= UNDEFINED\nqueue 3\n",
+    );
+    wait_or(
+        "three jobs done on Slurm",
+        Duration::from_secs(120),
+        || source.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count() == 3,
+        || source.logs(),
+    );
+    let h = source.history();
+    for a in h.iter().filter(|a| a.contains("RoutedFromJobId")) {
+        assert!(text(a, "GridJobId").starts_with("slurm debug "), "{a}");
+        assert_eq!(int(a, "ExitCode"), 0, "{a}");
+    }
+    for i in 0..3 {
+        let out = std::fs::read_to_string(source.path().join(format!("jobs/s.{i}.out"))).unwrap();
+        assert!(out.contains("primes below 100000: 9592"), "{out}");
+    }
+    wait_history(&source, "cluster", "3", "0");
 }

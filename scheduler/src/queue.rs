@@ -281,6 +281,11 @@ pub struct QueueConfig {
     pub history_max_age: Option<i64>,
     /// Called with the events of each commit, after the commit.
     pub sink: Option<EventSink>,
+    /// Called with the events of each commit before any reader can see the
+    /// committed state (the queue's write lock is still held): for followers
+    /// that read the queue and must never see a change before its event.
+    /// Keep it cheap (a channel send).
+    pub notify: Option<EventSink>,
     /// The time zone of cron schedules (CRON_TIME_ZONE; the system's by default).
     pub cron_time_zone: jiff::tz::TimeZone,
     /// SCHEDD_INTERVAL in seconds, for deferred jobs without ScheddInterval.
@@ -296,6 +301,7 @@ impl QueueConfig {
             history_max_jobs: 1_000_000,
             history_max_age: None,
             sink: None,
+            notify: None,
             cron_time_zone: jiff::tz::TimeZone::system(),
             schedd_interval: 300,
         }
@@ -975,6 +981,11 @@ impl Writer {
         })();
         match outcome {
             Ok(()) => {
+                if let Some(notify) = &self.config.notify
+                    && !batch.events.is_empty()
+                {
+                    notify(&batch.events);
+                }
                 drop(state);
                 if let Some(sink) = &self.config.sink
                     && !batch.events.is_empty()
@@ -1212,7 +1223,7 @@ impl Ctx<'_, '_> {
             cluster,
             Cluster { ad: Arc::new(ad), owner, batch, submitted: n, completed: 0 },
         );
-        let want_events = self.config.sink.is_some();
+        let want_events = self.config.sink.is_some() || self.config.notify.is_some();
         for (id, status, p) in procs {
             self.state.jobs.insert(id, Proc { status, entered: self.now, ad: p });
             if want_events {
@@ -1229,7 +1240,7 @@ impl Ctx<'_, '_> {
     }
 
     fn event(&mut self, id: JobId, kind: EventKind) {
-        if self.config.sink.is_none() {
+        if self.config.sink.is_none() && self.config.notify.is_none() {
             return;
         }
         if let Some(v) = self.state.job(id) {

@@ -77,11 +77,13 @@ impl Schedd {
         let log = crate::eventlog::sink_for(config.submit_host.clone());
         let tap: EventTap = Arc::new(std::sync::Mutex::new(Vec::new()));
         let t = tap.clone();
-        qc.sink = Some(Box::new(move |events: &[crate::queue::QueueEvent]| {
-            log(events);
+        // Followers hear of a commit before anyone can read it; the event
+        // logs are written after, outside the queue's lock.
+        qc.notify = Some(Box::new(move |events: &[crate::queue::QueueEvent]| {
             let mut subscribers = t.lock().unwrap_or_else(|e| e.into_inner());
             subscribers.retain(|tx| tx.send(events.to_vec()).is_ok());
         }));
+        qc.sink = Some(Box::new(move |events: &[crate::queue::QueueEvent]| log(events)));
         Ok(Schedd { queue: Queue::open(qc)?, clock, events: tap })
     }
 

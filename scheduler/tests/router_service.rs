@@ -18,6 +18,8 @@ fn config(dir: &std::path::Path, cmd: &str) -> RouterConfig {
         source_constraint: None,
         polling_period: Duration::from_secs(3600),
         history: dir.join("router_history.jsonl"),
+        work_dir: dir.join("router"),
+        andes: std::path::PathBuf::from("andes"),
     }
 }
 

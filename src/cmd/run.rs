@@ -45,6 +45,15 @@ pub struct RunArgs {
     /// Print, as the last line, a JSON object of the attributes the run set.
     #[arg(long)]
     json: bool,
+    /// Take the job from this ClassAd file, as a schedd sends it (Arguments,
+    /// Environment, In, Out, Err, RequestMemory, ...); options given here
+    /// override it.
+    #[arg(long, value_name = "FILE")]
+    ad: Option<PathBuf>,
+    /// Write how the job ended (its exit or hold attributes and usage) to
+    /// FILE as a ClassAd.
+    #[arg(long, value_name = "FILE")]
+    result: Option<PathBuf>,
 }
 
 /// Parses `10s`, `5m`, `2h`, `1d` or plain seconds.
@@ -87,15 +96,34 @@ pub fn parse_size(s: &str, unit: u64) -> Result<u64> {
 }
 
 fn job_ad(a: &RunArgs) -> Result<ClassAd> {
-    let mut ad = ClassAd::new();
+    let mut ad = match &a.ad {
+        Some(f) => {
+            let text =
+                std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+            classad::parse_ad(&text).map_err(|e| anyhow!("{}: {e}", f.display()))?
+        }
+        None => ClassAd::new(),
+    };
+    // condor_submit's default RequestMemory and RequestDisk are expressions
+    // of the job's measured usage, meant for a slot's size; run alone, the
+    // job gets this command's own defaults (or the options below).
+    for r in ["RequestMemory", "RequestDisk"] {
+        if ad.get(r).is_some_and(|e| !matches!(e, classad::Expr::Lit(_))) {
+            ad.remove(r);
+        }
+    }
     ad.insert_value("Cmd", a.module.display().to_string());
-    ad.insert_value("Arguments", classad::argenv::join_v2(&a.args));
+    if a.ad.is_none() || !a.args.is_empty() {
+        ad.insert_value("Arguments", classad::argenv::join_v2(&a.args));
+    }
     let mut env = Vec::new();
     for e in &a.env {
         let (k, v) = e.split_once('=').ok_or_else(|| anyhow!("--env {e}: expected NAME=VALUE"))?;
         env.push(format!("{k}={v}"));
     }
-    ad.insert_value("Environment", classad::argenv::join_v2(&env));
+    if a.ad.is_none() || !env.is_empty() {
+        ad.insert_value("Environment", classad::argenv::join_v2(&env));
+    }
     if let Some(m) = &a.memory {
         ad.insert_value("RequestMemory", parse_size(m, 1 << 20)? as i64);
     }
@@ -197,6 +225,10 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         "andes: cpu {:.3}s, wall {:.3}s, memory {} KiB, fuel {}",
         u.remote_user_cpu, u.remote_wall_clock_time, u.image_size_kib, u.fuel_consumed
     );
+    if let Some(f) = &a.result {
+        crate::settings::write_atomically(&f.display().to_string(), &ad.to_string())
+            .with_context(|| format!("writing {}", f.display()))?;
+    }
     if a.json {
         let keep = [
             "ExitCode",

@@ -103,6 +103,8 @@ pub async fn serve(
             source_constraint: s.get("JOB_ROUTER_SOURCE_JOB_CONSTRAINT")?,
             polling_period: secs("JOB_ROUTER_POLLING_PERIOD", 10)?,
             history: spool.join("router_history.jsonl"),
+            work_dir: spool.join("router"),
+            andes: std::env::current_exe().context("the andes command's path")?,
         };
         let key = Arc::new(s.daemon_keypair("JOB_ROUTER_KEY_NAME")?);
         let router = andes_scheduler::router::service::JobRouter::start(&schedd, rc, key)

@@ -50,6 +50,11 @@ pub struct RouterConfig {
     pub polling_period: Duration,
     /// Where finished routed jobs are recorded (`andes router history`).
     pub history: PathBuf,
+    /// Where Slurm jobs' scripts, modules and results are kept (a directory
+    /// the Slurm nodes share with the schedd).
+    pub work_dir: PathBuf,
+    /// The `andes` command Slurm jobs run (`andes run`), as the nodes see it.
+    pub andes: PathBuf,
 }
 
 /// The attribute naming a copy's job at its target (`andes HOST:PORT C.P`).
@@ -232,6 +237,10 @@ impl Inner {
                     None => return,
                 },
                 _ = tick.tick() => {
+                    // Endings already committed count before routing again.
+                    while let Ok(more) = events.try_recv() {
+                        self.on_events(&more);
+                    }
                     self.pass().await;
                     self.follow().await;
                 }
@@ -274,6 +283,11 @@ impl Inner {
                             r.failed(&mut ev, &e.ad)
                         });
                     lock(&self.failures).entry(name.clone()).or_default().ended(failed, now);
+                    tracing::info!(
+                        "job router: {} on route {name} {}",
+                        e.id,
+                        if failed { "failed" } else { "succeeded" }
+                    );
                     self.record(HistoryRecord {
                         route: name,
                         grid_resource: str_attr(&e.ad, "GridResource").unwrap_or_default(),
@@ -423,11 +437,16 @@ impl Inner {
         };
         for (id, ad, status) in copies {
             let Some(gr) = str_attr(&ad, "GridResource") else { continue };
-            let Ok(Target::Andes(addr)) = Target::parse(&gr) else { continue };
-            match str_attr(&ad, GRID_JOB_ID) {
-                None if status == JobStatus::Idle => self.submit_remote(id, &ad, &addr).await,
-                None => {}
-                Some(g) => self.mirror_remote(id, status, &g).await,
+            match (Target::parse(&gr), str_attr(&ad, GRID_JOB_ID)) {
+                (Ok(Target::Andes(addr)), None) if status == JobStatus::Idle => {
+                    self.submit_remote(id, &ad, &addr).await
+                }
+                (Ok(Target::Slurm(partition)), None) if status == JobStatus::Idle => {
+                    self.submit_slurm(id, &ad, &partition).await
+                }
+                (Ok(Target::Andes(_)), Some(g)) => self.mirror_remote(id, status, &g).await,
+                (Ok(Target::Slurm(_)), Some(g)) => self.mirror_slurm(id, status, &g).await,
+                _ => {}
             }
         }
     }
@@ -559,6 +578,12 @@ impl Inner {
     }
 
     async fn remove_remote(&self, grid_job: &str) {
+        if let Some(rest) = grid_job.strip_prefix("slurm ") {
+            if let Some(job) = rest.split_whitespace().nth(1) {
+                let _ = slurm(&["scancel", job]).await;
+            }
+            return;
+        }
         let mut w = grid_job.split_whitespace();
         let (Some("andes"), Some(addr), Some(rid)) = (w.next(), w.next(), w.next()) else { return };
         let Some(client) = self.client(addr) else { return };
@@ -569,6 +594,165 @@ impl Inner {
         };
         if let Err(e) = client.post_json("/v1/change", &req).await {
             tracing::debug!("job router: removing {grid_job}: {e}");
+        }
+    }
+}
+
+/// Runs a Slurm command; its standard output, or why it failed.
+async fn slurm(args: &[&str]) -> Result<String, String> {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(&args[0])
+            .args(&args[1..])
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", args[0]))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!("{} failed: {}", args[0], String::from_utf8_lossy(&out.stderr).trim()))
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// A path for a shell script, single-quoted; none if it cannot be.
+fn quoted(p: &std::path::Path) -> Option<String> {
+    let s = p.to_str()?;
+    (!s.contains('\'')).then(|| format!("'{s}'"))
+}
+
+impl Inner {
+    fn slurm_dir(&self, id: JobId) -> PathBuf {
+        self.cfg.work_dir.join(format!("slurm-{}-{}", id.cluster, id.proc))
+    }
+
+    /// Submits a routed copy to a Slurm partition: a batch script that runs
+    /// the module with `andes run` in the job's Iwd, its ad and module beside.
+    async fn submit_slurm(&self, id: JobId, ad: &ClassAd, partition: &str) {
+        let dir = self.slurm_dir(id);
+        let prepared = (|| -> Result<PathBuf, String> {
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let digest = str_attr(ad, "CmdDigest").ok_or("the job has no CmdDigest")?;
+            let module = self
+                .queue
+                .module(&digest)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("module {digest} is not in the schedd's store"))?;
+            std::fs::write(dir.join("job.wasm"), module).map_err(|e| e.to_string())?;
+            let mut job = ad.clone();
+            job.insert_value("JobUniverse", 5i64);
+            std::fs::write(dir.join("job.ad"), job.to_string()).map_err(|e| e.to_string())?;
+            let iwd = str_attr(ad, "Iwd").map(PathBuf::from).unwrap_or_else(|| dir.clone());
+            let q =
+                |p: &std::path::Path| quoted(p).ok_or(format!("{}: unusable path", p.display()));
+            let script = format!(
+                "#!/bin/sh\n# andes job {id}, routed by the job router\nexec {} run --ad {} --result {} --dir {} {}\n",
+                q(&self.cfg.andes)?,
+                q(&dir.join("job.ad"))?,
+                q(&dir.join("result.ad"))?,
+                q(&iwd)?,
+                q(&dir.join("job.wasm"))?,
+            );
+            let path = dir.join("job.sh");
+            std::fs::write(&path, script).map_err(|e| e.to_string())?;
+            Ok(path)
+        })();
+        tracing::info!("job router: {id}: submitting to Slurm partition {partition}");
+        let script = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("job router: {id}: preparing the Slurm job: {e}");
+                return;
+            }
+        };
+        let out = dir.join("slurm.out");
+        let name = format!("andes-{id}");
+        let (Some(script), Some(out)) = (script.to_str(), out.to_str()) else { return };
+        let args = [
+            "sbatch",
+            "--parsable",
+            "--partition",
+            partition,
+            "--job-name",
+            &name,
+            "--output",
+            out,
+            script,
+        ];
+        match slurm(&args).await {
+            Ok(text) => {
+                let job = text.trim().split(';').next().unwrap_or("").to_string();
+                if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
+                    tracing::warn!("job router: {id}: sbatch said `{}`", text.trim());
+                    return;
+                }
+                let mut attrs = ClassAd::new();
+                attrs.insert_value(GRID_JOB_ID, format!("slurm {partition} {job}"));
+                let _ = self.queue.pool(vec![id], PoolOp::Grid(attrs), self.clock.now()).await;
+            }
+            Err(e) => tracing::warn!("job router: {id}: {e}"),
+        }
+    }
+
+    /// Mirrors a Slurm job (squeue while it is known, then its result file,
+    /// else sacct) onto its routed copy.
+    async fn mirror_slurm(&self, id: JobId, status: JobStatus, grid_job: &str) {
+        let Some(job) = grid_job.split_whitespace().nth(2) else { return };
+        let now = self.clock.now();
+        if status == JobStatus::Removed {
+            let _ = slurm(&["scancel", job]).await;
+            let _ = self.queue.job_exited(id, ClassAd::new(), now).await;
+            return;
+        }
+        // A job squeue no longer knows is finished; squeue failing otherwise
+        // (the controller unreachable) tells nothing: try again next time.
+        let state = match slurm(&["squeue", "-h", "-j", job, "-o", "%T"]).await {
+            Ok(s) => s,
+            Err(e) if e.contains("Invalid job id") => String::new(),
+            Err(e) => {
+                tracing::debug!("job router: {id}: {e}");
+                return;
+            }
+        };
+        match state.trim() {
+            "PENDING" | "CONFIGURING" | "REQUEUED" | "SUSPENDED" => {
+                if status == JobStatus::Running {
+                    let _ = self.queue.pool(vec![id], PoolOp::Evicted(ClassAd::new()), now).await;
+                }
+                return;
+            }
+            "RUNNING" | "COMPLETING" => {
+                if status == JobStatus::Idle {
+                    let _ = self.queue.job_started(id, now).await;
+                }
+                return;
+            }
+            _ => {}
+        }
+        // Finished (or forgotten by squeue): the result `andes run` wrote.
+        let result = std::fs::read_to_string(self.slurm_dir(id).join("result.ad"))
+            .ok()
+            .and_then(|t| classad::parse_ad(&t).ok());
+        match result {
+            Some(ending) => {
+                if status == JobStatus::Idle {
+                    let _ = self.queue.job_started(id, now).await;
+                }
+                if let Err(e) = self.queue.job_exited(id, ending, now).await {
+                    tracing::debug!("job router: {id}: {e}");
+                }
+            }
+            None => {
+                let acct = slurm(&["sacct", "-n", "-X", "-j", job, "-o", "State"]).await;
+                let why = match acct {
+                    Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
+                    _ => "it left Slurm without a result".to_string(),
+                };
+                let change = Change::Remove { reason: format!("Slurm job {job}: {why}") };
+                let t = Targets { ids: vec![JobSelector::Job(id)], ..Default::default() };
+                let _ = self.queue.change(&Actor::schedd(), t, change, now).await;
+            }
         }
     }
 }
