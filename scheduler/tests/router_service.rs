@@ -80,3 +80,39 @@ async fn entries_from_a_command_are_refreshed() {
     let e = load_table(&bad).unwrap_err();
     assert!(e.to_string().contains("JOB_ROUTER_ENTRIES_CMD"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_jobs_within_the_source_constraint_are_routed() {
+    use andes_scheduler::job::JobId;
+    use andes_scheduler::queue::{Actor, factor};
+    let dir = tempfile::tempdir().unwrap();
+    let sc = ScheddConfig {
+        name: "schedd@test".into(),
+        data_dir: dir.path().join("spool"),
+        periodic_interval: Duration::from_secs(60),
+        history_max_jobs: 100,
+        history_max_age: None,
+        submit_host: "<127.0.0.1:0>".into(),
+        cron_time_zone: jiff::tz::TimeZone::UTC,
+        schedd_interval: 300,
+    };
+    let schedd = Schedd::open(&sc, Arc::new(ManualClock::new(1_800_000_000))).unwrap();
+    let mut cfg = config(dir.path(), "true");
+    cfg.entries_cmd = None;
+    cfg.source_constraint = Some("Owner == \"alice\" && RequestMemory < 100".into());
+    let key = Arc::new(Keypair::from_seed("router", [7; 32]).unwrap());
+    let router = JobRouter::start(&schedd, cfg, key).unwrap();
+    let mut ids = Vec::new();
+    for (who, mem) in [("alice", 64), ("alice", 512), ("bob", 64)] {
+        let ad = classad::parse_ad(&format!(r#"[Cmd = "j.wasm"; RequestMemory = {mem}]"#)).unwrap();
+        let c =
+            schedd.queue.submit(&Actor::user(who), factor(vec![ad]), 1_800_000_000).await.unwrap();
+        ids.push(JobId::new(c, 0));
+    }
+    router.pass().await;
+    let routed: Vec<bool> = ids
+        .iter()
+        .map(|id| schedd.queue.read().job(*id).unwrap().ad().contains("RoutedToJobId"))
+        .collect();
+    assert_eq!(routed, [true, false, false]);
+}
