@@ -4,13 +4,10 @@
 //! how late each started after its DeferralTime; criterion records each
 //! batch's p99, and the whole distribution (median, p99, max) is printed.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use andes_protocol::{Client, Keypair};
-use andes_scheduler::api::{SubmitReply, SubmitRequest, SummaryReply};
+use andes_scheduler::api::{SubmitReply, SubmitRequest};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::Method;
 
@@ -19,72 +16,30 @@ fn jobs() -> usize {
     if std::env::args().any(|a| a == "--bench") { 100 } else { 4 }
 }
 
-fn sample(name: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("samples/target/wasm32-wasip1/release")
-        .join(format!("{name}.wasm"));
-    assert!(p.exists(), "{}: build the samples first (`cargo xtask bench` does)", p.display());
-    p
-}
+#[path = "common/mod.rs"]
+mod common;
 
+/// The personal pool, the stamp module, and the batches so far.
 struct Pool {
-    child: Child,
-    dir: tempfile::TempDir,
-    client: Client,
-    rt: tokio::runtime::Runtime,
+    p: common::PersonalPool,
     digest: String,
     batch: u32,
 }
 
-impl Drop for Pool {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Pool {
+    type Target = common::PersonalPool;
+    fn deref(&self) -> &common::PersonalPool {
+        &self.p
     }
 }
 
 fn start(slots: usize) -> Pool {
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_andes"))
-        .args(["pool", "up", "--slots", &slots.to_string(), "--dir"])
-        .arg(dir.path())
-        .env("USER", "bench")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("pool ready") {
-        line.clear();
-        assert!(
-            std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0,
-            "the pool did not start"
-        );
-    }
-    let addr = std::fs::read_to_string(dir.path().join("spool/.schedd_address")).unwrap();
-    let kp = Arc::new(Keypair::load(&dir.path().join("keys/bench")).unwrap());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let client = {
-        let _g = rt.enter();
-        Client::new(&format!("http://{}", addr.trim()), kp).unwrap()
-    };
-    let module = std::fs::read(sample("stamp")).unwrap();
-    let digest = andes_scheduler::queue::module_digest(&module);
-    rt.block_on(client.request(Method::PUT, &format!("/v1/modules/{digest}"), module.into()))
-        .unwrap();
-    Pool { child, dir, client, rt, digest, batch: 0 }
+    let p = common::pool_up(slots);
+    let digest = p.put_module("stamp");
+    Pool { p, digest, batch: 0 }
 }
 
 impl Pool {
-    fn jobs_left(&self) -> u64 {
-        let r: SummaryReply = self
-            .rt
-            .block_on(self.client.call(Method::POST, "/v1/summary", Some(&serde_json::json!({}))))
-            .unwrap();
-        r.totals.jobs
-    }
-
     /// Submits `n` stamp jobs deferred to QDate + 5 s and waits for all of
     /// them; returns each one's lateness in milliseconds.
     fn batch(&mut self, n: usize) -> Vec<i64> {

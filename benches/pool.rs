@@ -3,13 +3,9 @@
 //! from the first submit to the last completion, and the submit→start latency
 //! of one job on an idle pool.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use andes_protocol::{Client, Keypair};
-use andes_scheduler::api::{QueryReply, QueryRequest, SubmitReply, SubmitRequest, SummaryReply};
+use andes_scheduler::api::{QueryReply, QueryRequest, SubmitReply, SubmitRequest};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::Method;
 
@@ -19,67 +15,26 @@ fn scale(full: usize) -> usize {
     if std::env::args().any(|a| a == "--bench") { full } else { (full / 1000).max(2) }
 }
 
-fn sample(name: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("samples/target/wasm32-wasip1/release")
-        .join(format!("{name}.wasm"));
-    assert!(p.exists(), "{}: build the samples first (`cargo xtask bench` does)", p.display());
-    p
-}
+#[path = "common/mod.rs"]
+mod common;
 
+/// The personal pool and the trivial job's module.
 struct Pool {
-    child: Child,
-    dir: tempfile::TempDir,
-    client: Client,
-    collector: Client,
-    rt: tokio::runtime::Runtime,
+    p: common::PersonalPool,
     digest: String,
 }
 
-impl Drop for Pool {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Pool {
+    type Target = common::PersonalPool;
+    fn deref(&self) -> &common::PersonalPool {
+        &self.p
     }
 }
 
 fn start() -> Pool {
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_andes"))
-        .args(["pool", "up", "--slots", "2", "--dir"])
-        .arg(dir.path())
-        .env("USER", "bench")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("pool ready") {
-        line.clear();
-        assert!(
-            std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0,
-            "the pool did not start"
-        );
-    }
-    let addr = std::fs::read_to_string(dir.path().join("spool/.schedd_address")).unwrap();
-    let kp = Arc::new(Keypair::load(&dir.path().join("keys/bench")).unwrap());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let cm = std::fs::read_to_string(dir.path().join(".collector_address")).unwrap();
-    let (client, collector) = {
-        let _g = rt.enter();
-        (
-            Client::new(&format!("http://{}", addr.trim()), kp.clone())
-                .unwrap()
-                .with_timeout(Duration::from_secs(600)),
-            Client::new(&format!("http://{}", cm.trim()), kp).unwrap(),
-        )
-    };
-    let module = std::fs::read(sample("exit_code")).unwrap();
-    let digest = andes_scheduler::queue::module_digest(&module);
-    rt.block_on(client.request(Method::PUT, &format!("/v1/modules/{digest}"), module.into()))
-        .unwrap();
-    Pool { child, dir, client, collector, rt, digest }
+    let p = common::pool_up(2);
+    let digest = p.put_module("exit_code");
+    Pool { p, digest }
 }
 
 impl Pool {
@@ -98,14 +53,6 @@ impl Pool {
         };
         let _: SubmitReply =
             self.rt.block_on(self.client.call(Method::POST, "/v1/submit", Some(&req))).unwrap();
-    }
-
-    fn jobs_left(&self) -> u64 {
-        let r: SummaryReply = self
-            .rt
-            .block_on(self.client.call(Method::POST, "/v1/summary", Some(&serde_json::json!({}))))
-            .unwrap();
-        r.totals.jobs
     }
 
     /// Waits until the queue is empty (every job completed), polling.

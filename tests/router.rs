@@ -8,49 +8,14 @@ use std::time::Duration;
 use classad::ClassAd;
 use common::pool::{Pool, int, text, wait_or};
 
-/// The manual's example configuration, verbatim but for the GridResources.
+/// The manual's example configuration (scheduler/tests/data), its three
+/// GridResources pointed at `sites`.
 fn example_config(sites: &[String; 3]) -> String {
-    format!(
-        r#"
-# These settings become the default settings for all routes
-JOB_ROUTER_DEFAULTS @=jrd
-  [
-    requirements=target.WantJobRouter is True;
-    MaxIdleJobs = 10;
-    MaxJobs = 200;
-
-    /* now modify routed job attributes */
-    /* remove routed job if it goes on hold or stays idle for over 6 hours */
-    set_PeriodicRemove = JobStatus == 5 ||
-                        (JobStatus == 1 && (time() - QDate) > 3600*6);
-    delete_WantJobRouter = true;
-    set_requirements = true;
-  ]
-  @jrd
-
-# This could be made an attribute of the job, rather than being hard-coded
-ROUTED_JOB_MAX_TIME = 1440
-
-# Now we define each of the routes to send jobs on
-JOB_ROUTER_ENTRIES @=jre
-  [ GridResource = "andes {}";
-    name = "Site 1";
-  ]
-  [ GridResource = "andes {}";
-    name = "Site 2";
-    set_GlobusRSL = "(maxwalltime=$(ROUTED_JOB_MAX_TIME))(jobType=single)";
-  ]
-  [ GridResource = "andes {}";
-    name = "Site 3";
-    set_remote_jobuniverse = 5;
-  ]
-  @jre
-
-JOB_ROUTER_POLLING_PERIOD = 1
-JOB_ROUTER_KEY_NAME = schedd
-"#,
-        sites[0], sites[1], sites[2]
-    )
+    include_str!("../scheduler/tests/data/router_example.config")
+        .replace("andes 127.0.0.1:9701", &format!("andes {}", sites[0]))
+        .replace("andes 127.0.0.1:9702", &format!("andes {}", sites[1]))
+        .replace("slurm debug", &format!("andes {}", sites[2]))
+        + "\nJOB_ROUTER_POLLING_PERIOD = 1\nJOB_ROUTER_KEY_NAME = schedd\n"
 }
 
 /// Waits until `andes router history` shows `site` with `completed` jobs and

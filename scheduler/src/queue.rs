@@ -1606,20 +1606,8 @@ impl Ctx<'_, '_> {
         let ad = self.state.job(id).expect("present").ad();
         match policy::on_exit(&ad, self.now) {
             ExitDecision::Complete => {
-                if let Some(p) = self.state.jobs.get_mut(&id) {
-                    p.ad.insert_value("CompletionDate", self.now);
-                }
-                self.set_status(id, JobStatus::Completed);
-                self.event(id, EventKind::Terminated);
-                if let Some(c) = self.state.clusters.get_mut(&id.cluster) {
-                    c.completed += 1;
-                }
-                self.tx.execute(
-                    "UPDATE clusters SET completed = completed + 1 WHERE id = ?1",
-                    [id.cluster as i64],
-                )?;
                 self.copy_completed(id)?;
-                self.leave(id)
+                self.complete(id)
             }
             ExitDecision::Hold(info) => {
                 self.event(id, EventKind::Terminated);
@@ -1775,17 +1763,25 @@ impl Ctx<'_, '_> {
                 p.ad.insert(a, e.clone());
             }
         }
-        p.ad.insert_value("CompletionDate", self.now);
-        self.set_status(original, JobStatus::Completed);
-        self.event(original, EventKind::Terminated);
-        if let Some(c) = self.state.clusters.get_mut(&original.cluster) {
+        self.complete(original)
+    }
+
+    /// The job completed: CompletionDate, the event, its cluster's count,
+    /// and it leaves the queue.
+    fn complete(&mut self, id: JobId) -> Result<(), QueueError> {
+        if let Some(p) = self.state.jobs.get_mut(&id) {
+            p.ad.insert_value("CompletionDate", self.now);
+        }
+        self.set_status(id, JobStatus::Completed);
+        self.event(id, EventKind::Terminated);
+        if let Some(c) = self.state.clusters.get_mut(&id.cluster) {
             c.completed += 1;
         }
         self.tx.execute(
             "UPDATE clusters SET completed = completed + 1 WHERE id = ?1",
-            [original.cluster as i64],
+            [id.cluster as i64],
         )?;
-        self.leave(original)
+        self.leave(id)
     }
 
     /// A routed copy was removed: its original, unless held or removed

@@ -23,6 +23,20 @@ fn config(dir: &std::path::Path, cmd: &str) -> RouterConfig {
     }
 }
 
+fn schedd(dir: &std::path::Path) -> Schedd {
+    let sc = ScheddConfig {
+        name: "schedd@test".into(),
+        data_dir: dir.join("spool"),
+        periodic_interval: Duration::from_secs(60),
+        history_max_jobs: 100,
+        history_max_age: None,
+        submit_host: "<127.0.0.1:0>".into(),
+        cron_time_zone: jiff::tz::TimeZone::UTC,
+        schedd_interval: 300,
+    };
+    Schedd::open(&sc, Arc::new(ManualClock::new(1_800_000_000))).unwrap()
+}
+
 fn names(r: &JobRouter) -> Vec<String> {
     r.table().routes.iter().map(|r| r.name.clone()).collect()
 }
@@ -40,17 +54,7 @@ async fn entries_from_a_command_are_refreshed() {
     assert_eq!(t.routes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["fixed", "from-cmd"]);
     assert!(t.routes.iter().all(|r| r.max_idle_jobs == 7));
 
-    let sc = ScheddConfig {
-        name: "schedd@test".into(),
-        data_dir: dir.path().join("spool"),
-        periodic_interval: Duration::from_secs(60),
-        history_max_jobs: 100,
-        history_max_age: None,
-        submit_host: "<127.0.0.1:0>".into(),
-        cron_time_zone: jiff::tz::TimeZone::UTC,
-        schedd_interval: 300,
-    };
-    let schedd = Schedd::open(&sc, Arc::new(ManualClock::new(1_800_000_000))).unwrap();
+    let schedd = schedd(dir.path());
     let key = Arc::new(Keypair::from_seed("router", [7; 32]).unwrap());
     let router = JobRouter::start(&schedd, cfg, key).unwrap();
     assert_eq!(names(&router), ["fixed", "from-cmd"]);
@@ -86,17 +90,7 @@ async fn only_jobs_within_the_source_constraint_are_routed() {
     use andes_scheduler::job::JobId;
     use andes_scheduler::queue::{Actor, factor};
     let dir = tempfile::tempdir().unwrap();
-    let sc = ScheddConfig {
-        name: "schedd@test".into(),
-        data_dir: dir.path().join("spool"),
-        periodic_interval: Duration::from_secs(60),
-        history_max_jobs: 100,
-        history_max_age: None,
-        submit_host: "<127.0.0.1:0>".into(),
-        cron_time_zone: jiff::tz::TimeZone::UTC,
-        schedd_interval: 300,
-    };
-    let schedd = Schedd::open(&sc, Arc::new(ManualClock::new(1_800_000_000))).unwrap();
+    let schedd = schedd(dir.path());
     let mut cfg = config(dir.path(), "true");
     cfg.entries_cmd = None;
     cfg.source_constraint = Some("Owner == \"alice\" && RequestMemory < 100".into());

@@ -1,55 +1,9 @@
 use super::*;
 
 /// The manual's example configuration, verbatim but for the three
-/// GridResources, which point at test pools.
-pub(crate) const EXAMPLE: &str = r#"
-# These settings become the default settings for all routes
-JOB_ROUTER_DEFAULTS @=jrd
-  [
-    requirements=target.WantJobRouter is True;
-    MaxIdleJobs = 10;
-    MaxJobs = 200;
-
-    /* now modify routed job attributes */
-    /* remove routed job if it goes on hold or stays idle for over 6 hours */
-    set_PeriodicRemove = JobStatus == 5 ||
-                        (JobStatus == 1 && (time() - QDate) > 3600*6);
-    delete_WantJobRouter = true;
-    set_requirements = true;
-  ]
-  @jrd
-
-# This could be made an attribute of the job, rather than being hard-coded
-ROUTED_JOB_MAX_TIME = 1440
-
-# Now we define each of the routes to send jobs on
-JOB_ROUTER_ENTRIES @=jre
-  [ GridResource = "andes 127.0.0.1:9701";
-    name = "Site 1";
-  ]
-  [ GridResource = "andes 127.0.0.1:9702";
-    name = "Site 2";
-    set_GlobusRSL = "(maxwalltime=$(ROUTED_JOB_MAX_TIME))(jobType=single)";
-  ]
-  [ GridResource = "slurm debug";
-    name = "Site 3";
-    set_remote_jobuniverse = 5;
-  ]
-  @jre
-
-
-# Reminder: you must restart HTCondor for changes to DAEMON_LIST to take effect.
-DAEMON_LIST = $(DAEMON_LIST) JOB_ROUTER
-
-# For testing, set this to a small value to speed things up.
-# Once you are running at large scale, set it to a higher value
-# to prevent the JobRouter from using too much cpu.
-JOB_ROUTER_POLLING_PERIOD = 10
-
-#It is good to save lots of schedd queue history
-#for use with the router_history command.
-MAX_HISTORY_ROTATIONS = 20
-"#;
+/// GridResources, which point at test pools (shared with the whole-pool
+/// router tests).
+pub(crate) const EXAMPLE: &str = include_str!("../../tests/data/router_example.config");
 
 pub(crate) fn example_table() -> Table {
     let mut config = classad::config::Config::new();
