@@ -110,3 +110,32 @@ async fn only_jobs_within_the_source_constraint_are_routed() {
         .collect();
     assert_eq!(routed, [true, false, false]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_in_place_route_transforms_the_job_once() {
+    use andes_scheduler::job::JobId;
+    use andes_scheduler::queue::{Actor, factor};
+    let dir = tempfile::tempdir().unwrap();
+    let schedd = schedd(dir.path());
+    let mut cfg = config(dir.path(), "true");
+    cfg.entries_cmd = None;
+    // Eval_Set_ sees the job being transformed as MY.
+    cfg.entries = Some(
+        r#"[ Name = "tag"; EditJobInPlace = true; Requirements = TARGET.Tagged =?= undefined;
+             Set_Tagged = true; Eval_Set_RequestMemory = RequestMemory * 2 ]"#
+            .into(),
+    );
+    let key = Arc::new(Keypair::from_seed("router", [7; 32]).unwrap());
+    let router = JobRouter::start(&schedd, cfg, key).unwrap();
+    let ad = classad::parse_ad(r#"[Cmd = "j.wasm"; RequestMemory = 64]"#).unwrap();
+    let c =
+        schedd.queue.submit(&Actor::user("alice"), factor(vec![ad]), 1_800_000_000).await.unwrap();
+    let id = JobId::new(c, 0);
+    router.pass().await;
+    router.pass().await;
+    let ad = schedd.queue.read().job(id).unwrap().ad();
+    assert_eq!(ad.eval_attr("Tagged"), classad::Value::Bool(true));
+    assert_eq!(ad.eval_attr("RequestMemory"), classad::Value::Int(128), "edited once, not twice");
+    assert!(!ad.contains("RoutedToJobId"), "edited in place, not routed");
+    assert_eq!(schedd.queue.read().len(), 1, "no copy");
+}
