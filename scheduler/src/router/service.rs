@@ -23,14 +23,13 @@ use axum::routing::post;
 use classad::{ClassAd, EvalOptions, Evaluator, Expr, Value};
 use http::Method;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Notify;
 
 use super::{Decision, RouteLoad, Table, TableError, Target};
 use crate::api::{
     ChangeRequest, HistoryRequest, QueryReply, QueryRequest, SubmitReply, SubmitRequest, Targets,
 };
 use crate::job::{JobId, JobSelector, JobStatus};
-use crate::queue::{Actor, Change, EventKind, PoolOp, Queue, QueueEvent, ROUTED_FROM};
+use crate::queue::{Actor, Change, EventKind, PoolOp, Queue, QueueEvent, QueueState, ROUTED_FROM};
 use crate::schedd::Schedd;
 
 /// How the router is set up (from the configuration).
@@ -70,7 +69,10 @@ struct Inner {
     /// Failure history by route name (kept across table reloads).
     failures: Mutex<HashMap<String, RouteLoad>>,
     clients: Mutex<HashMap<String, Client>>,
-    poke: Notify,
+    /// The queue's events. A pass drains it while holding the queue's read
+    /// lock: every commit it can see has its events here already, so an
+    /// ending is counted before the route it frees is used again.
+    events: Mutex<crate::schedd::EventStream>,
     /// Times JOB_ROUTER_ENTRIES_CMD was run again (successfully or not).
     reloads: std::sync::atomic::AtomicU64,
 }
@@ -147,11 +149,10 @@ impl JobRouter {
             table: Mutex::new(Arc::new(table)),
             failures: Mutex::new(HashMap::new()),
             clients: Mutex::new(HashMap::new()),
-            poke: Notify::new(),
+            events: Mutex::new(schedd.take_events()),
             reloads: std::sync::atomic::AtomicU64::new(0),
         });
-        let events = schedd.take_events();
-        tokio::spawn(inner.clone().run(events));
+        tokio::spawn(inner.clone().run());
         Ok(JobRouter { inner })
     }
 
@@ -213,7 +214,7 @@ pub struct HistoryRecord {
 }
 
 impl Inner {
-    async fn run(self: Arc<Self>, mut events: crate::schedd::EventStream) {
+    async fn run(self: Arc<Self>) {
         let mut tick =
             tokio::time::interval(self.cfg.polling_period.max(Duration::from_millis(100)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -223,29 +224,21 @@ impl Inner {
         reload.tick().await;
         loop {
             tokio::select! {
-                batch = events.recv() => match batch {
+                batch = std::future::poll_fn(|cx| lock(&self.events).poll_recv(cx)) => match batch {
                     Some(b) => {
                         if self.on_events(&b) {
                             // Changes arriving together make one pass.
                             tokio::time::sleep(Duration::from_millis(50)).await;
-                            while let Ok(more) = events.try_recv() {
-                                self.on_events(&more);
-                            }
                             self.pass().await;
                         }
                     }
                     None => return,
                 },
                 _ = tick.tick() => {
-                    // Endings already committed count before routing again.
-                    while let Ok(more) = events.try_recv() {
-                        self.on_events(&more);
-                    }
                     self.pass().await;
                     self.follow().await;
                 }
                 _ = reload.tick(), if refresh => self.reload(),
-                _ = self.poke.notified() => self.pass().await,
             }
         }
     }
@@ -335,9 +328,9 @@ impl Inner {
     }
 
     /// Each route's copies alive and idle now, with its failure history.
-    fn loads(&self, table: &Table) -> Vec<RouteLoad> {
+    fn loads(&self, st: &QueueState, table: &Table) -> Vec<RouteLoad> {
         let mut counts: HashMap<String, (u32, u32)> = HashMap::new();
-        for v in self.queue.read().jobs() {
+        for v in st.jobs() {
             if !v.proc.ad.contains(ROUTED_FROM) && !v.cluster.ad.contains(ROUTED_FROM) {
                 continue;
             }
@@ -366,9 +359,8 @@ impl Inner {
 
     /// Idle jobs that may be routed: not routed, not copies, not grid jobs,
     /// and within JOB_ROUTER_SOURCE_JOB_CONSTRAINT.
-    fn candidates(&self, now: i64) -> Vec<(JobId, ClassAd)> {
+    fn candidates(&self, st: &QueueState, now: i64) -> Vec<(JobId, ClassAd)> {
         let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
-        let st = self.queue.read();
         st.jobs()
             .filter(|v| v.proc.status == JobStatus::Idle && !v.routed_away())
             .filter(|v| !v.proc.ad.contains(ROUTED_FROM) && !v.cluster.ad.contains(ROUTED_FROM))
@@ -384,17 +376,29 @@ impl Inner {
             .collect()
     }
 
-    async fn pass(&self) {
+    async fn pass(self: &Arc<Self>) {
         let now = self.clock.now();
         let table = lock(&self.table).clone();
         if table.routes.is_empty() {
             return;
         }
-        let jobs = self.candidates(now);
+        let (jobs, mut loads) = {
+            let st = self.queue.read();
+            // Endings committed so far count before routing again.
+            loop {
+                let next = lock(&self.events).try_recv();
+                match next {
+                    Ok(b) => {
+                        self.on_events(&b);
+                    }
+                    Err(_) => break,
+                }
+            }
+            (self.candidates(&st, now), self.loads(&st, &table))
+        };
         if jobs.is_empty() {
             return;
         }
-        let mut loads = self.loads(&table);
         for d in super::plan(&table, &mut loads, &jobs, now) {
             let r = match d {
                 Decision::Route { job, route, copy } => {
