@@ -62,6 +62,9 @@ enum Command {
     /// Check CronTab schedules: `next` prints when one runs.
     #[command(subcommand)]
     Cron(cmd::cron::CronCmd),
+    /// Checkpoint snapshots: `inspect` prints one's header and checks it.
+    #[command(subcommand)]
+    Snapshot(cmd::snapshot::SnapshotCmd),
 }
 
 /// The subcommands that take HTCondor's single-dash long options (`-nobatch`,
@@ -139,6 +142,7 @@ fn main() -> ExitCode {
         Command::Status(a) => cmd::status::run(a),
         Command::Cron(c) => cmd::cron::run(c),
         Command::Router(c) => cmd::router::run(c),
+        Command::Snapshot(c) => cmd::snapshot::run(c),
     };
     match result {
         Ok(code) => code,

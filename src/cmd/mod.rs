@@ -12,6 +12,7 @@ pub mod q;
 pub mod router;
 pub mod run;
 pub mod schedd;
+pub mod snapshot;
 pub mod status;
 pub mod submit;
 pub mod vacate;

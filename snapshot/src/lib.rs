@@ -1,0 +1,565 @@
+//! andes checkpoint snapshots: the state of a Wasm job (its linear memories,
+//! mutable globals, WASI state and sandbox files) as one versioned, compressed,
+//! signed and portable file.
+//!
+//! # Layout
+//!
+//! ```text
+//! offset   size  what
+//! 0        8     magic "ANDESNAP"
+//! 8        4     format version (u32 LE), read before anything else
+//! 12       4     header length H (u32 LE), at most MAX_HEADER
+//! 16       H     header: JSON (Header): module, job, platform, globals, WASI, files
+//! 16+H     ...   body: one section per linear memory (see below)
+//! end-128  32    signer's ed25519 public key
+//! end-96   32    BLAKE3 of every byte before the signer's key
+//! end-64   64    ed25519 signature, by the signer, of SIGNATURE_CONTEXT ++ that hash
+//! ```
+//!
+//! A memory section is `u64 length`, `u32 chunks`, then per 64 KiB chunk a
+//! kind byte and a `u32` stored length, then the stored chunks. Each chunk is
+//! first XORed with the module's initial image (its active data segments), so
+//! pages the job never changed, and pages of zeros, store nothing; the rest
+//! are LZ4 blocks, or raw where LZ4 does not pay.
+//!
+//! # Trust
+//!
+//! [`open`] checks, before it uses a single byte of the header or body: the
+//! magic, the version, the length, the content hash, that the signer is
+//! trusted, the signature, and that the snapshot is of the module at hand.
+//! Every refusal is a [`SnapshotError`] that says which check failed.
+//!
+//! Nothing in a snapshot depends on the host's OS or CPU: [`platform`] is
+//! derived from the format and instrumentation versions only.
+
+#![warn(missing_docs)]
+
+mod blobs;
+mod memory;
+
+pub use blobs::{BlobStore, HashCache, scan_sandbox, write_file};
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The first eight bytes of every snapshot.
+pub const MAGIC: &[u8; 8] = b"ANDESNAP";
+/// The format version this build writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// The largest header accepted, in bytes.
+pub const MAX_HEADER: usize = 16 << 20;
+/// Memory is encoded in chunks of this many bytes (one Wasm page).
+pub const CHUNK: usize = 64 * 1024;
+/// What the signature covers besides the content hash: a domain separator,
+/// so a snapshot signature is never valid as anything else.
+pub const SIGNATURE_CONTEXT: &[u8] = b"andes snapshot v1\0";
+const PREFIX: usize = 16;
+const TRAILER: usize = 32 + 32 + 64;
+
+/// `CheckpointPlatform`: the snapshot format version and, for transparent
+/// checkpoints, the instrumentation version. Nothing else: a snapshot taken
+/// on one OS or CPU restores on any other host with the same platform.
+pub fn platform(instrumentation: Option<u32>) -> String {
+    match instrumentation {
+        Some(v) => format!("andes-snapshot-{FORMAT_VERSION}/instrumentation-{v}"),
+        None => format!("andes-snapshot-{FORMAT_VERSION}"),
+    }
+}
+
+/// Why a snapshot was refused or could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    /// The file does not start with [`MAGIC`].
+    #[error("not an andes snapshot (it does not start with {MAGIC:?})")]
+    NotASnapshot,
+    /// Written by a newer andes.
+    #[error(
+        "snapshot format version {found} is newer than this andes reads (version {FORMAT_VERSION})"
+    )]
+    FutureVersion {
+        /// The file's version.
+        found: u32,
+    },
+    /// Too short for its own header and trailer.
+    #[error("snapshot truncated: {len} bytes, too short for {what}")]
+    Truncated {
+        /// The file's length.
+        len: usize,
+        /// What did not fit.
+        what: &'static str,
+    },
+    /// The content hash does not match: a changed byte, or a cut.
+    #[error(
+        "snapshot corrupted: its content does not match its hash (a changed, truncated or extended file)"
+    )]
+    HashMismatch,
+    /// The signer is not a trusted host.
+    #[error("snapshot signed by key {signer}, which this host does not trust")]
+    Untrusted {
+        /// The signer's public key, hex.
+        signer: String,
+    },
+    /// The signature does not verify.
+    #[error("snapshot signature is invalid (signer {signer})")]
+    BadSignature {
+        /// The signer's public key, hex.
+        signer: String,
+    },
+    /// The snapshot is of another module.
+    #[error("snapshot is of module sha256:{found}, not of this module (sha256:{expected})")]
+    WrongModule {
+        /// The snapshot's module.
+        found: String,
+        /// The module at hand.
+        expected: String,
+    },
+    /// The header is malformed.
+    #[error("snapshot header: {0}")]
+    Header(String),
+    /// A memory section is malformed, or does not fit.
+    #[error("snapshot memory {index}: {message}")]
+    Memory {
+        /// Which memory.
+        index: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A sandbox file could not be stored or restored.
+    #[error("snapshot file {path}: {message}")]
+    File {
+        /// The file's path in the sandbox.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A value of a global, bit-exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "value", rename_all = "lowercase")]
+pub enum GlobalValue {
+    /// `i32`.
+    I32(i32),
+    /// `i64`.
+    I64(i64),
+    /// `f32`, as its bits.
+    F32(u32),
+    /// `f64`, as its bits.
+    F64(u64),
+}
+
+/// A mutable global, by the export name the host reads it through.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Global {
+    /// Its export name.
+    pub name: String,
+    /// Its value.
+    pub value: GlobalValue,
+}
+
+/// One open WASI descriptor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Descriptor {
+    /// The descriptor number the guest holds.
+    pub fd: u32,
+    /// What it is.
+    pub kind: DescriptorKind,
+}
+
+/// What a WASI descriptor refers to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum DescriptorKind {
+    /// A preopened directory, or one the guest opened.
+    Dir {
+        /// Its path inside the sandbox (`.` for the sandbox itself).
+        path: String,
+        /// The name the guest sees for a preopen; `None` for opened ones.
+        preopen: Option<String>,
+    },
+    /// A file.
+    File {
+        /// Its path inside the sandbox.
+        path: String,
+        /// Opened for reading.
+        read: bool,
+        /// Opened for writing.
+        write: bool,
+        /// Opened in append mode.
+        append: bool,
+        /// The file offset.
+        offset: u64,
+    },
+}
+
+/// The WASI state a guest sees.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WasiState {
+    /// argv.
+    pub args: Vec<String>,
+    /// The environment.
+    pub env: Vec<(String, String)>,
+    /// Open descriptors other than stdin, stdout and stderr.
+    pub descriptors: Vec<Descriptor>,
+    /// The guest's monotonic clock at the snapshot, nanoseconds: after a
+    /// restore it continues from here, never backwards.
+    pub monotonic_ns: u64,
+    /// The offset of stdin in its file.
+    pub stdin_offset: u64,
+    /// Bytes written to stdout so far.
+    pub stdout_offset: u64,
+    /// Bytes written to stderr so far.
+    pub stderr_offset: u64,
+}
+
+/// A file of the sandbox as it was at the snapshot, content-addressed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Its path inside the sandbox, `/`-separated, relative.
+    pub path: String,
+    /// Its length.
+    pub size: u64,
+    /// BLAKE3 of its content, hex: its name in the [`BlobStore`].
+    pub blake3: String,
+}
+
+/// One linear memory's place in the body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryInfo {
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// BLAKE3 (hex) of the initial image it was diffed against.
+    pub base: String,
+    /// The section's offset in the body.
+    pub offset: u64,
+    /// The section's length.
+    pub len: u64,
+}
+
+/// How the job's call stack was captured.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unwound {
+    /// The instrumentation version of the module (`andes compile`).
+    pub instrumentation: u32,
+    /// Which memory holds the unwound stack.
+    pub memory: u32,
+    /// Where, in it, the unwind data structure starts.
+    pub data: u64,
+}
+
+/// What a snapshot says about itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// `CheckpointPlatform` (see [`platform`]).
+    pub platform: String,
+    /// The module's SHA-256, hex.
+    pub module_sha256: String,
+    /// The job's identity (`GlobalJobId`, or what the runner names it).
+    pub job: String,
+    /// When the snapshot was taken, Unix milliseconds.
+    pub created_ms: i64,
+    /// The unwound call stack, for a transparent checkpoint.
+    pub unwound: Option<Unwound>,
+    /// Linear memories, in index order (filled by the [`Builder`]).
+    #[serde(default)]
+    pub memories: Vec<MemoryInfo>,
+    /// Mutable globals.
+    pub globals: Vec<Global>,
+    /// WASI state.
+    pub wasi: WasiState,
+    /// The sandbox's files.
+    pub files: Vec<FileEntry>,
+    /// Usage and counters carried across restores (fuel, CPU time, ...).
+    #[serde(default)]
+    pub usage: BTreeMap<String, f64>,
+}
+
+impl Header {
+    /// A header for a snapshot of `module_sha256` for `job`, taken at `created_ms`.
+    pub fn new(module_sha256: &[u8; 32], job: &str, created_ms: i64) -> Header {
+        Header {
+            platform: platform(None),
+            module_sha256: hex(module_sha256),
+            job: job.to_string(),
+            created_ms,
+            unwound: None,
+            memories: Vec::new(),
+            globals: Vec::new(),
+            wasi: WasiState::default(),
+            files: Vec::new(),
+            usage: BTreeMap::new(),
+        }
+    }
+}
+
+/// Lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// Builds a snapshot.
+pub struct Builder {
+    header: Header,
+    body: Vec<u8>,
+}
+
+impl Builder {
+    /// Starts a snapshot with `header` (its `memories` are filled in here).
+    pub fn new(mut header: Header) -> Builder {
+        header.memories.clear();
+        Builder { header, body: Vec::new() }
+    }
+
+    /// Adds the next linear memory, diffed against `base`, its initial
+    /// image (the module's active data segments; see [`initial_image`]).
+    pub fn memory(&mut self, bytes: &[u8], base: &[u8]) {
+        let offset = self.body.len() as u64;
+        memory::encode(bytes, base, &mut self.body);
+        self.header.memories.push(MemoryInfo {
+            bytes: bytes.len() as u64,
+            base: blake3::hash(base).to_hex().to_string(),
+            offset,
+            len: self.body.len() as u64 - offset,
+        });
+    }
+
+    /// The header so far.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Seals the snapshot: `sign` signs with the key whose public half is `public`.
+    pub fn finish(self, public: &[u8; 32], sign: impl FnOnce(&[u8]) -> [u8; 64]) -> Vec<u8> {
+        let header = serde_json::to_vec(&self.header).unwrap_or_default();
+        let mut out = Vec::with_capacity(PREFIX + header.len() + self.body.len() + TRAILER);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(&self.body);
+        let hash = blake3::hash(&out);
+        out.extend_from_slice(public);
+        out.extend_from_slice(hash.as_bytes());
+        let mut msg = SIGNATURE_CONTEXT.to_vec();
+        msg.extend_from_slice(hash.as_bytes());
+        out.extend_from_slice(&sign(&msg));
+        out
+    }
+}
+
+/// The initial image of memory 0 of a module: its active data segments with
+/// constant offsets laid out from address 0 (what instantiation writes).
+/// `segments` are (offset, bytes); overlapping segments apply in order.
+pub fn initial_image<'a>(segments: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
+    let mut image = Vec::new();
+    for (offset, data) in segments {
+        let Ok(start) = usize::try_from(offset) else { continue };
+        let Some(end) = start.checked_add(data.len()) else { continue };
+        if end > image.len() {
+            image.resize(end, 0);
+        }
+        image[start..end].copy_from_slice(data);
+    }
+    image
+}
+
+/// What [`inspect`] finds, trusted or not.
+#[derive(Clone, Debug)]
+pub struct Inspection {
+    /// The format version.
+    pub version: u32,
+    /// The header.
+    pub header: Header,
+    /// The file's length.
+    pub size: usize,
+    /// The signer's public key, hex.
+    pub signer: String,
+    /// The content hash, hex.
+    pub hash: String,
+    /// True when the content matches the hash.
+    pub hash_ok: bool,
+    /// True when the signature verifies against the signer's key.
+    pub signature_ok: bool,
+    /// Stored bytes of each memory's section.
+    pub memory_sizes: Vec<u64>,
+}
+
+struct Parts<'a> {
+    version: u32,
+    header: &'a [u8],
+    body: &'a [u8],
+    content: &'a [u8],
+    signer: [u8; 32],
+    hash: [u8; 32],
+    signature: [u8; 64],
+}
+
+fn split(bytes: &[u8]) -> Result<Parts<'_>, SnapshotError> {
+    let len = bytes.len();
+    if len < 8 || &bytes[..8] != MAGIC {
+        return Err(if len < 8 && MAGIC.starts_with(bytes) {
+            SnapshotError::Truncated { len, what: "its magic" }
+        } else {
+            SnapshotError::NotASnapshot
+        });
+    }
+    if len < PREFIX {
+        return Err(SnapshotError::Truncated { len, what: "its version and header length" });
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap_or_default());
+    if version > FORMAT_VERSION {
+        return Err(SnapshotError::FutureVersion { found: version });
+    }
+    if version == 0 {
+        return Err(SnapshotError::Header("format version 0 does not exist".into()));
+    }
+    let header_len = u32::from_le_bytes(bytes[12..16].try_into().unwrap_or_default()) as usize;
+    if header_len > MAX_HEADER {
+        return Err(SnapshotError::Header(format!(
+            "header of {header_len} bytes is larger than the {MAX_HEADER} allowed"
+        )));
+    }
+    if len < PREFIX + header_len + TRAILER {
+        return Err(SnapshotError::Truncated { len, what: "its header and signature" });
+    }
+    let content_end = len - TRAILER;
+    let t = &bytes[content_end..];
+    let mut signer = [0u8; 32];
+    let mut hash = [0u8; 32];
+    let mut signature = [0u8; 64];
+    signer.copy_from_slice(&t[..32]);
+    hash.copy_from_slice(&t[32..64]);
+    signature.copy_from_slice(&t[64..]);
+    Ok(Parts {
+        version,
+        header: &bytes[PREFIX..PREFIX + header_len],
+        body: &bytes[PREFIX + header_len..content_end],
+        content: &bytes[..content_end],
+        signer,
+        hash,
+        signature,
+    })
+}
+
+fn signature_ok(p: &Parts<'_>) -> bool {
+    let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(&p.signer) else { return false };
+    let sig = ed25519_dalek::Signature::from_bytes(&p.signature);
+    let mut msg = SIGNATURE_CONTEXT.to_vec();
+    msg.extend_from_slice(&p.hash);
+    key.verify_strict(&msg, &sig).is_ok()
+}
+
+fn parse_header(p: &Parts<'_>) -> Result<Header, SnapshotError> {
+    let h: Header = serde_json::from_slice(p.header)
+        .map_err(|e| SnapshotError::Header(format!("not valid: {e}")))?;
+    for (i, m) in h.memories.iter().enumerate() {
+        let end = m.offset.checked_add(m.len);
+        if end.is_none_or(|e| e > p.body.len() as u64) {
+            return Err(SnapshotError::Memory {
+                index: i,
+                message: format!(
+                    "its section ({} bytes at {}) lies outside the body ({} bytes)",
+                    m.len,
+                    m.offset,
+                    p.body.len()
+                ),
+            });
+        }
+    }
+    Ok(h)
+}
+
+/// Reads a snapshot's header and checks its hash and signature, without
+/// trusting anyone (`andes snapshot inspect`).
+pub fn inspect(bytes: &[u8]) -> Result<Inspection, SnapshotError> {
+    let p = split(bytes)?;
+    let hash_ok = blake3::hash(p.content).as_bytes() == &p.hash;
+    let header = parse_header(&p)?;
+    Ok(Inspection {
+        version: p.version,
+        memory_sizes: header.memories.iter().map(|m| m.len).collect(),
+        header,
+        size: bytes.len(),
+        signer: hex(&p.signer),
+        hash: hex(&p.hash),
+        hash_ok,
+        signature_ok: signature_ok(&p),
+    })
+}
+
+/// A snapshot that passed every check of [`open`].
+pub struct Opened<'a> {
+    /// Its header.
+    pub header: Header,
+    /// The signer's public key.
+    pub signer: [u8; 32],
+    body: &'a [u8],
+}
+
+/// Opens a snapshot of the module whose SHA-256 is `module_sha256`, signed by
+/// a key `trusted` accepts. Checks everything before using any of it.
+pub fn open<'a>(
+    bytes: &'a [u8],
+    trusted: &dyn Fn(&[u8; 32]) -> bool,
+    module_sha256: &[u8; 32],
+) -> Result<Opened<'a>, SnapshotError> {
+    let p = split(bytes)?;
+    if blake3::hash(p.content).as_bytes() != &p.hash {
+        return Err(SnapshotError::HashMismatch);
+    }
+    if !trusted(&p.signer) {
+        return Err(SnapshotError::Untrusted { signer: hex(&p.signer) });
+    }
+    if !signature_ok(&p) {
+        return Err(SnapshotError::BadSignature { signer: hex(&p.signer) });
+    }
+    let header = parse_header(&p)?;
+    let expected = hex(module_sha256);
+    if !header.module_sha256.eq_ignore_ascii_case(&expected) {
+        return Err(SnapshotError::WrongModule { found: header.module_sha256, expected });
+    }
+    Ok(Opened { header, signer: p.signer, body: p.body })
+}
+
+impl Opened<'_> {
+    /// Writes memory `index` into `dest`, which must be exactly its length.
+    /// `base` is the module's initial image (as given when it was taken).
+    /// With `fresh`, `dest` already holds `base` followed by zeros (a new
+    /// instance's memory) and unchanged chunks are left untouched.
+    pub fn restore_memory(
+        &self,
+        index: usize,
+        dest: &mut [u8],
+        base: &[u8],
+        fresh: bool,
+    ) -> Result<(), SnapshotError> {
+        let err = |message: String| SnapshotError::Memory { index, message };
+        let m = self
+            .header
+            .memories
+            .get(index)
+            .ok_or_else(|| err("the snapshot has no such memory".into()))?;
+        if dest.len() as u64 != m.bytes {
+            return Err(err(format!(
+                "it is {} bytes, the destination {} bytes",
+                m.bytes,
+                dest.len()
+            )));
+        }
+        if blake3::hash(base).to_hex().as_str() != m.base {
+            return Err(err("it was taken against another initial image".into()));
+        }
+        let section = &self.body[m.offset as usize..(m.offset + m.len) as usize];
+        memory::decode(section, dest, base, fresh).map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,201 @@
+//! One linear memory's section: chunks diffed against the initial image,
+//! zero chunks skipped, the rest LZ4 or raw; encoded and decoded on every
+//! core.
+
+use crate::CHUNK;
+
+const ZERO: u8 = 0;
+const RAW: u8 = 1;
+const LZ4: u8 = 2;
+const ENTRY: usize = 5;
+
+/// Chunks per thread below which one thread does it all.
+const PER_THREAD: usize = 64;
+
+fn threads(chunks: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.min(chunks / PER_THREAD).max(1)
+}
+
+fn is_zero(b: &[u8]) -> bool {
+    // Blocks that fold without branches vectorise; the early exit is per block.
+    b.chunks(256).all(|blk| blk.iter().fold(0u8, |a, x| a | x) == 0)
+}
+
+fn xor_into(dst: &mut [u8], a: &[u8], b: &[u8]) {
+    for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
+        *d = x ^ y;
+    }
+}
+
+fn base_part(base: &[u8], start: usize, len: usize) -> &[u8] {
+    if start >= base.len() { &[] } else { &base[start..(start + len).min(base.len())] }
+}
+
+/// Encodes chunks `first..first+count` of `bytes` into (table, data).
+fn encode_range(bytes: &[u8], base: &[u8], first: usize, count: usize) -> (Vec<u8>, Vec<u8>) {
+    let mut table = Vec::with_capacity(count * ENTRY);
+    let mut data = Vec::new();
+    let mut scratch = vec![0u8; CHUNK];
+    let mut packed = vec![0u8; lz4_flex::block::get_maximum_output_size(CHUNK)];
+    for c in first..first + count {
+        let start = c * CHUNK;
+        let src = &bytes[start..(start + CHUNK).min(bytes.len())];
+        let b = base_part(base, start, src.len());
+        let chunk: &[u8] = if b.is_empty() {
+            src
+        } else {
+            scratch[..src.len()].copy_from_slice(src);
+            xor_into(&mut scratch[..b.len()], &src[..b.len()], b);
+            &scratch[..src.len()]
+        };
+        if is_zero(chunk) {
+            table.push(ZERO);
+            table.extend_from_slice(&0u32.to_le_bytes());
+            continue;
+        }
+        match lz4_flex::block::compress_into(chunk, &mut packed) {
+            Ok(n) if n < chunk.len() - chunk.len() / 16 => {
+                table.push(LZ4);
+                table.extend_from_slice(&(n as u32).to_le_bytes());
+                data.extend_from_slice(&packed[..n]);
+            }
+            _ => {
+                table.push(RAW);
+                table.extend_from_slice(&(chunk.len() as u32).to_le_bytes());
+                data.extend_from_slice(chunk);
+            }
+        }
+    }
+    (table, data)
+}
+
+/// Appends the section for `bytes`, diffed against `base`, to `out`.
+pub(crate) fn encode(bytes: &[u8], base: &[u8], out: &mut Vec<u8>) {
+    let chunks = bytes.len().div_ceil(CHUNK);
+    out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(chunks as u32).to_le_bytes());
+    let n = threads(chunks);
+    let per = chunks.div_ceil(n.max(1)).max(1);
+    let parts: Vec<(Vec<u8>, Vec<u8>)> = if n == 1 {
+        vec![encode_range(bytes, base, 0, chunks)]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|t| {
+                    let first = (t * per).min(chunks);
+                    let count = per.min(chunks - first);
+                    s.spawn(move || encode_range(bytes, base, first, count))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        })
+    };
+    for (table, _) in &parts {
+        out.extend_from_slice(table);
+    }
+    for (_, data) in &parts {
+        out.extend_from_slice(data);
+    }
+}
+
+struct Entry {
+    kind: u8,
+    offset: usize,
+    len: usize,
+}
+
+/// Decodes a section into `dest` (exactly the memory's length).
+pub(crate) fn decode(
+    section: &[u8],
+    dest: &mut [u8],
+    base: &[u8],
+    fresh: bool,
+) -> Result<(), String> {
+    if section.len() < 12 {
+        return Err(format!("section of {} bytes is too short", section.len()));
+    }
+    let len = u64::from_le_bytes(section[..8].try_into().unwrap_or_default());
+    let chunks = u32::from_le_bytes(section[8..12].try_into().unwrap_or_default()) as usize;
+    if len != dest.len() as u64 {
+        return Err(format!("section says {len} bytes, the memory is {} bytes", dest.len()));
+    }
+    if chunks != dest.len().div_ceil(CHUNK) {
+        return Err(format!("{chunks} chunks cannot hold {len} bytes"));
+    }
+    let table_end = chunks
+        .checked_mul(ENTRY)
+        .and_then(|t| t.checked_add(12))
+        .filter(|&e| e <= section.len())
+        .ok_or_else(|| format!("its chunk table ({chunks} chunks) is cut short"))?;
+    let data = &section[table_end..];
+    let mut entries = Vec::with_capacity(chunks);
+    let mut offset = 0usize;
+    for (c, e) in section[12..table_end].chunks_exact(ENTRY).enumerate() {
+        let kind = e[0];
+        let stored = u32::from_le_bytes(e[1..5].try_into().unwrap_or_default()) as usize;
+        let raw = CHUNK.min(dest.len() - c * CHUNK);
+        let ok = match kind {
+            ZERO => stored == 0,
+            RAW => stored == raw,
+            LZ4 => stored > 0 && stored < raw,
+            _ => false,
+        };
+        if !ok {
+            return Err(format!("chunk {c}: kind {kind} with {stored} bytes stored is invalid"));
+        }
+        entries.push(Entry { kind, offset, len: stored });
+        offset = offset.checked_add(stored).ok_or("chunk sizes overflow")?;
+    }
+    if offset != data.len() {
+        return Err(format!(
+            "its chunks hold {offset} bytes, the section {} bytes after its table",
+            data.len()
+        ));
+    }
+    let n = threads(chunks);
+    let per = chunks.div_ceil(n.max(1)).max(1);
+    let work = |first: usize, dest: &mut [u8]| -> Result<(), String> {
+        for (i, out) in dest.chunks_mut(CHUNK).enumerate() {
+            let c = first + i;
+            let e = &entries[c];
+            let b = base_part(base, c * CHUNK, out.len());
+            match e.kind {
+                ZERO => {
+                    if !fresh {
+                        out[..b.len()].copy_from_slice(b);
+                        out[b.len()..].fill(0);
+                    }
+                    continue;
+                }
+                RAW => out.copy_from_slice(&data[e.offset..e.offset + e.len]),
+                _ => {
+                    let got =
+                        lz4_flex::block::decompress_into(&data[e.offset..e.offset + e.len], out)
+                            .map_err(|err| format!("chunk {c}: {err}"))?;
+                    if got != out.len() {
+                        return Err(format!("chunk {c}: {got} bytes, expected {}", out.len()));
+                    }
+                }
+            }
+            for (o, x) in out.iter_mut().zip(b) {
+                *o ^= x;
+            }
+        }
+        Ok(())
+    };
+    if n == 1 {
+        return work(0, dest);
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = dest
+            .chunks_mut(per * CHUNK)
+            .enumerate()
+            .map(|(t, part)| {
+                let work = &work;
+                s.spawn(move || work(t * per, part))
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| h.join().unwrap_or(Err("decoder thread".into())))
+    })
+}

@@ -1,0 +1,296 @@
+use ed25519_dalek::{Signer as _, SigningKey};
+use proptest::prelude::*;
+
+use super::*;
+
+const MODULE: [u8; 32] = [7; 32];
+
+fn key(seed: u8) -> SigningKey {
+    SigningKey::from_bytes(&[seed; 32])
+}
+
+fn seal(b: Builder, k: &SigningKey) -> Vec<u8> {
+    b.finish(&k.verifying_key().to_bytes(), |m| k.sign(m).to_bytes())
+}
+
+fn trust(k: &SigningKey) -> impl Fn(&[u8; 32]) -> bool + '_ {
+    move |p| *p == k.verifying_key().to_bytes()
+}
+
+/// A memory with a data image, some zero pages, some text and some noise.
+fn sample_memory(pages: usize) -> (Vec<u8>, Vec<u8>) {
+    let base = initial_image([(1024, &b"hello, initial data"[..]), (70_000, &[9u8; 5000][..])]);
+    let mut mem = vec![0u8; pages * CHUNK];
+    mem[..base.len()].copy_from_slice(&base);
+    let mut x = 0x9E3779B97F4A7C15u64;
+    for (i, b) in mem[3 * CHUNK..4 * CHUNK].iter_mut().enumerate() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = (x >> (i % 8)) as u8;
+    }
+    for (i, b) in mem[5 * CHUNK..6 * CHUNK].iter_mut().enumerate() {
+        *b = b"the same line again\n"[i % 20];
+    }
+    mem[1030] = b'X'; // a change inside the data image
+    (mem, base)
+}
+
+fn snapshot_of(mem: &[u8], base: &[u8], k: &SigningKey) -> Vec<u8> {
+    let mut h = Header::new(&MODULE, "schedd#1.0", 1_700_000_000_000);
+    h.globals = vec![Global { name: "andes.global.0".into(), value: GlobalValue::I32(65536) }];
+    h.wasi.args = vec!["job.wasm".into(), "7".into()];
+    h.wasi.stdout_offset = 12;
+    let mut b = Builder::new(h);
+    b.memory(mem, base);
+    seal(b, k)
+}
+
+#[test]
+fn memory_round_trips_and_skips_unchanged_pages() {
+    let k = key(1);
+    let (mem, base) = sample_memory(64);
+    let snap = snapshot_of(&mem, &base, &k);
+    // 64 pages of 64 KiB: only the noise page, the text page (compressed)
+    // and the changed data page take room.
+    assert!(snap.len() < CHUNK + 8 * 1024, "{} bytes", snap.len());
+    let opened = open(&snap, &trust(&k), &MODULE).unwrap();
+    assert_eq!(opened.header.wasi.args, vec!["job.wasm", "7"]);
+    assert_eq!(opened.header.globals[0].value, GlobalValue::I32(65536));
+    for fresh in [true, false] {
+        let mut dest = vec![0u8; mem.len()];
+        if fresh {
+            dest[..base.len()].copy_from_slice(&base);
+        } else {
+            dest.fill(0xAA);
+        }
+        opened.restore_memory(0, &mut dest, &base, fresh).unwrap();
+        assert!(dest == mem, "fresh={fresh}");
+    }
+}
+
+#[test]
+fn large_memories_use_every_core_and_round_trip() {
+    let k = key(1);
+    let (mut mem, base) = sample_memory(8);
+    mem.resize(300 * CHUNK + 100, 0); // an odd tail, many threads' worth
+    let n = mem.len();
+    mem[n - 1] = 1;
+    mem[200 * CHUNK + 5] = 2;
+    let snap = snapshot_of(&mem, &base, &k);
+    let opened = open(&snap, &trust(&k), &MODULE).unwrap();
+    let mut dest = vec![0u8; mem.len()];
+    dest[..base.len()].copy_from_slice(&base);
+    opened.restore_memory(0, &mut dest, &base, true).unwrap();
+    assert!(dest == mem);
+}
+
+#[test]
+fn a_flipped_byte_anywhere_is_refused() {
+    let k = key(1);
+    let (mem, base) = sample_memory(8);
+    let snap = snapshot_of(&mem, &base, &k);
+    let len = snap.len();
+    // magic, version, header, body, signer, hash, signature
+    for (at, want) in [
+        (0, "not an andes snapshot"),
+        (20, "does not match its hash"),
+        (len / 2, "does not match its hash"),
+        (len - 200, "does not match its hash"),
+        (len - 120, "does not trust"),
+        (len - 80, "does not match its hash"),
+        (len - 10, "signature is invalid"),
+    ] {
+        let mut bad = snap.clone();
+        bad[at] ^= 0x10;
+        let e = open(&bad, &trust(&k), &MODULE).err().unwrap().to_string();
+        assert!(e.contains(want), "byte {at}: {e}");
+    }
+}
+
+#[test]
+fn a_truncated_or_extended_snapshot_is_refused() {
+    let k = key(1);
+    let (mem, base) = sample_memory(8);
+    let snap = snapshot_of(&mem, &base, &k);
+    for cut in [0, 5, 12, 40, snap.len() / 2, snap.len() - 1] {
+        let e = open(&snap[..cut], &trust(&k), &MODULE).err().unwrap();
+        assert!(
+            matches!(
+                e,
+                SnapshotError::Truncated { .. }
+                    | SnapshotError::HashMismatch
+                    | SnapshotError::Untrusted { .. }
+            ),
+            "cut at {cut}: {e}"
+        );
+    }
+    let mut longer = snap.clone();
+    longer.extend_from_slice(&[0; 7]);
+    assert!(open(&longer, &trust(&k), &MODULE).is_err());
+}
+
+#[test]
+fn a_wrong_signer_a_different_module_and_a_future_version_are_refused() {
+    let (mem, base) = sample_memory(8);
+    let mallory = key(2);
+    let snap = snapshot_of(&mem, &base, &mallory);
+    let e = open(&snap, &trust(&key(1)), &MODULE).err().unwrap();
+    assert_eq!(
+        e,
+        SnapshotError::Untrusted { signer: hex(&mallory.verifying_key().to_bytes()) },
+        "{e}"
+    );
+    let e = open(&snap, &trust(&mallory), &[8; 32]).err().unwrap();
+    assert!(matches!(e, SnapshotError::WrongModule { .. }), "{e}");
+    assert!(e.to_string().contains(&hex(&MODULE)), "{e}");
+    let mut future = snap.clone();
+    future[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let e = open(&future, &trust(&mallory), &MODULE).err().unwrap();
+    assert_eq!(e, SnapshotError::FutureVersion { found: 2 });
+    assert!(e.to_string().contains("version 2 is newer"), "{e}");
+}
+
+#[test]
+fn a_valid_signature_by_an_untrusted_key_never_passes_for_a_trusted_one() {
+    // Replace the signer's key with a trusted one: the signature then fails.
+    let (mem, base) = sample_memory(8);
+    let alice = key(1);
+    let mallory = key(2);
+    let mut snap = snapshot_of(&mem, &base, &mallory);
+    let at = snap.len() - 128;
+    snap[at..at + 32].copy_from_slice(&alice.verifying_key().to_bytes());
+    let e = open(&snap, &trust(&alice), &MODULE).err().unwrap();
+    assert!(matches!(e, SnapshotError::BadSignature { .. }), "{e}");
+}
+
+#[test]
+fn memory_must_fit_its_destination_and_base() {
+    let k = key(1);
+    let (mem, base) = sample_memory(8);
+    let snap = snapshot_of(&mem, &base, &k);
+    let o = open(&snap, &trust(&k), &MODULE).unwrap();
+    let mut small = vec![0u8; mem.len() - CHUNK];
+    assert!(o.restore_memory(0, &mut small, &base, true).is_err());
+    let mut dest = vec![0u8; mem.len()];
+    let e = o.restore_memory(0, &mut dest, b"other", true).err().unwrap();
+    assert!(e.to_string().contains("another initial image"), "{e}");
+    assert!(o.restore_memory(1, &mut dest, &base, true).is_err());
+}
+
+#[test]
+fn inspect_reports_without_trusting() {
+    let k = key(3);
+    let (mem, base) = sample_memory(8);
+    let snap = snapshot_of(&mem, &base, &k);
+    let i = inspect(&snap).unwrap();
+    assert!(i.hash_ok && i.signature_ok);
+    assert_eq!(i.signer, hex(&k.verifying_key().to_bytes()));
+    assert_eq!(i.header.platform, platform(None));
+    assert_eq!(i.header.job, "schedd#1.0");
+    let mut bad = snap.clone();
+    let n = bad.len();
+    bad[n - 1] ^= 1;
+    let i = inspect(&bad).unwrap();
+    assert!(i.hash_ok && !i.signature_ok);
+}
+
+#[test]
+fn platform_names_only_versions() {
+    assert_eq!(platform(Some(1)), "andes-snapshot-1/instrumentation-1");
+    assert_eq!(platform(None), "andes-snapshot-1");
+}
+
+#[test]
+fn files_are_stored_once_and_restored_exactly() {
+    let sandbox = tempfile::tempdir().unwrap();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(store_dir.path(), false).unwrap();
+    std::fs::write(sandbox.path().join("in.txt"), b"input").unwrap();
+    std::fs::create_dir(sandbox.path().join("sub")).unwrap();
+    std::fs::write(sandbox.path().join("sub/out.txt"), b"output so far").unwrap();
+    std::fs::write(sandbox.path().join("copy.txt"), b"input").unwrap();
+    let mut cache = HashCache::default();
+    let files = scan_sandbox(sandbox.path(), &store, &mut cache).unwrap();
+    let paths: Vec<_> = files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["copy.txt", "in.txt", "sub/out.txt"]);
+    // Same content, one blob.
+    assert_eq!(std::fs::read_dir(store_dir.path()).unwrap().count(), 2);
+    std::fs::write(sandbox.path().join("sub/out.txt"), b"output so far, and more").unwrap();
+    let later = scan_sandbox(sandbox.path(), &store, &mut cache).unwrap();
+    assert_eq!(std::fs::read_dir(store_dir.path()).unwrap().count(), 3);
+    let fresh = tempfile::tempdir().unwrap();
+    for f in &files {
+        store.restore(f, fresh.path()).unwrap();
+    }
+    assert_eq!(std::fs::read(fresh.path().join("sub/out.txt")).unwrap(), b"output so far");
+    for f in &later {
+        store.restore(f, fresh.path()).unwrap();
+    }
+    assert_eq!(
+        std::fs::read(fresh.path().join("sub/out.txt")).unwrap(),
+        b"output so far, and more"
+    );
+}
+
+#[test]
+fn restoring_a_file_refuses_escapes_and_tampered_blobs() {
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(store_dir.path(), false).unwrap();
+    let src = store_dir.path().join("x");
+    std::fs::write(&src, b"data").unwrap();
+    let (hash, size) = store.put_file(&src).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    for bad in ["../evil", "/etc/passwd", "", "a/../../b"] {
+        let e = FileEntry { path: bad.into(), size, blake3: hash.clone() };
+        assert!(store.restore(&e, root.path()).is_err(), "{bad}");
+    }
+    std::fs::write(store.path(&hash), b"DATA").unwrap();
+    let e = FileEntry { path: "ok".into(), size, blake3: hash };
+    let err = store.restore(&e, root.path()).err().unwrap().to_string();
+    assert!(err.contains("does not match its hash"), "{err}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Any header and body, validly signed (what a trusted but buggy or
+    /// compromised host could send), gives an error or a memory, never a
+    /// panic or a runaway allocation.
+    #[test]
+    fn the_decoder_survives_any_signed_content(
+        body in proptest::collection::vec(any::<u8>(), 0..4096),
+        declared in 0u64..(1 << 20),
+        offset in 0u64..64,
+        len in 0u64..5000,
+        dest_len in 0usize..(3 * CHUNK),
+    ) {
+        let k = key(1);
+        let mut h = Header::new(&MODULE, "j", 0);
+        h.memories.push(MemoryInfo { bytes: declared, base: blake3::hash(b"").to_hex().to_string(), offset, len });
+        let header = serde_json::to_vec(&h).unwrap();
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(&body);
+        let hash = blake3::hash(&out);
+        out.extend_from_slice(&k.verifying_key().to_bytes());
+        out.extend_from_slice(hash.as_bytes());
+        let mut msg = SIGNATURE_CONTEXT.to_vec();
+        msg.extend_from_slice(hash.as_bytes());
+        out.extend_from_slice(&k.sign(&msg).to_bytes());
+        if let Ok(o) = open(&out, &trust(&k), &MODULE) {
+            let mut dest = vec![0u8; dest_len];
+            let _ = o.restore_memory(0, &mut dest, b"", false);
+        }
+    }
+
+    /// Arbitrary bytes are refused with a reason.
+    #[test]
+    fn arbitrary_bytes_are_refused(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        prop_assert!(open(&bytes, &|_| true, &MODULE).is_err());
+        let _ = inspect(&bytes);
+    }
+}

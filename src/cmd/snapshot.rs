@@ -1,0 +1,102 @@
+//! `andes snapshot inspect`: what a checkpoint snapshot holds, and whether
+//! its hash and signature check out.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, anyhow};
+use clap::{Args, Subcommand};
+
+/// `andes snapshot`'s subcommands.
+#[derive(Subcommand, Debug)]
+pub enum SnapshotCmd {
+    /// Print a snapshot's header: module hash, platform, sizes, signer, and
+    /// the checks of its content hash and signature.
+    Inspect(InspectArgs),
+}
+
+/// Arguments of `andes snapshot inspect`.
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// The snapshot file.
+    file: PathBuf,
+    /// A trust file (as the execute hosts use): also say whether the signer
+    /// is trusted, and by what name.
+    #[arg(long, value_name = "FILE")]
+    trust: Option<PathBuf>,
+    /// Print the whole header as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `andes snapshot`.
+pub fn run(cmd: SnapshotCmd) -> Result<ExitCode> {
+    match cmd {
+        SnapshotCmd::Inspect(a) => inspect(a),
+    }
+}
+
+fn size(b: u64) -> String {
+    if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+    } else if b >= 1 << 10 {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn inspect(a: InspectArgs) -> Result<ExitCode> {
+    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let i = andes_snapshot::inspect(&bytes).map_err(|e| anyhow!("{}: {e}", a.file.display()))?;
+    let trusted = match &a.trust {
+        Some(t) => {
+            let tf = andes_protocol::TrustFile::load(t).map_err(|e| anyhow!("{e}"))?;
+            let key = andes_protocol::PublicKey::from_bytes(
+                &(0..32)
+                    .map(|k| u8::from_str_radix(&i.signer[2 * k..2 * k + 2], 16).unwrap_or(0))
+                    .collect::<Vec<u8>>(),
+            )
+            .ok();
+            Some(key.and_then(|k| tf.lookup(&k).map(|id| format!("{} ({:?})", id.name, id.role))))
+        }
+        None => None,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&i.header)?);
+    }
+    let h = &i.header;
+    let ok = |b: bool| if b { "ok" } else { "FAILED" };
+    println!("snapshot      {}", a.file.display());
+    println!("format        version {}", i.version);
+    println!("platform      {}", h.platform);
+    println!("module        sha256:{}", h.module_sha256);
+    println!("job           {}", if h.job.is_empty() { "-" } else { &h.job });
+    println!("taken         {}", h.created_ms);
+    if let Some(u) = &h.unwound {
+        println!(
+            "call stack    unwound (instrumentation {}), data at {:#x}",
+            u.instrumentation, u.data
+        );
+    } else {
+        println!("call stack    none (cooperative or at a clean start)");
+    }
+    println!("size          {}", size(i.size as u64));
+    for (n, (m, stored)) in h.memories.iter().zip(&i.memory_sizes).enumerate() {
+        println!("memory {n}      {} ({} stored)", size(m.bytes), size(*stored));
+    }
+    println!("globals       {}", h.globals.len());
+    println!("descriptors   {}", h.wasi.descriptors.len());
+    println!("files         {} ({})", h.files.len(), size(h.files.iter().map(|f| f.size).sum()));
+    println!("stdout        {} bytes written", h.wasi.stdout_offset);
+    println!("content hash  blake3:{} {}", i.hash, ok(i.hash_ok));
+    println!("signer        ed25519:{}", i.signer);
+    println!("signature     {}", ok(i.signature_ok));
+    match &trusted {
+        Some(Some(name)) => println!("trusted       yes, as {name}"),
+        Some(None) => println!("trusted       NO: the trust file does not list this key"),
+        None => {}
+    }
+    let good = i.hash_ok && i.signature_ok && !matches!(trusted, Some(None));
+    Ok(if good { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
