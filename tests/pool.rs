@@ -308,6 +308,79 @@ fn a_vacated_job_resumes_from_its_own_checkpoint() {
     assert!(log.contains("Job was evicted") && log.contains("Job was checkpointed"), "{log}");
 }
 
+/// Vacates the job on host 1 once it has run a while past its last start.
+fn vacate_when_running(p: &Pool, starts: i64) {
+    wait_for("the job to run again", Duration::from_secs(90), || {
+        p.queue().first().is_some_and(|a| {
+            int(a, "JobStatus") == 2
+                && int(a, "NumJobStarts") == starts
+                && matches!(a.eval_attr("RemoteUserCpu"), Value::Real(c) if c > 0.3)
+        })
+    });
+    p.host_cmd(1, "root", &["vacate", "slot1@host1"]);
+}
+
+#[test]
+fn a_cooperative_job_vacated_three_times_resumes_from_what_it_saved() {
+    let p = Pool::new(
+        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
+         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
+         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
+        1,
+    );
+    // About 3 s of work on this machine; each vacate comes after 0.3 s of it.
+    p.submit(
+        "alice",
+        "c",
+        "executable = coop.wasm\narguments = 400000000\noutput = c.out\nerror = c.err\n\
+         +WasmCheckpoint = \"cooperative\"\ncheckpoint_exit_code = 85\nqueue\n",
+    );
+    for starts in 1..=3 {
+        vacate_when_running(&p, starts);
+    }
+    wait_or("the job to finish", Duration::from_secs(180), || p.history().len() == 1, || p.logs());
+    let h = &p.history()[0];
+    assert_eq!(int(h, "ExitCode"), 0, "{h}");
+    assert_eq!(int(h, "NumJobStarts"), 4, "{h}");
+    assert!(int(h, "NumCkpts") >= 3, "{h}");
+    assert!(int(h, "CkptSize") >= 1, "{h}");
+    // Its output is what an uninterrupted run prints: the same bits.
+    let mut sum = 0.0f64;
+    for k in 1..=400_000_000u64 {
+        let k = k as f64;
+        sum += 1.0 / (k * k);
+    }
+    let out = std::fs::read_to_string(p.path().join("jobs/c.out")).unwrap();
+    assert_eq!(out, format!("sum of 1/k^2 for k = 1..=400000000: {sum:?}\n"));
+    let err = std::fs::read_to_string(p.path().join("jobs/c.err")).unwrap();
+    assert!(err.contains("resuming at term"), "{err}");
+}
+
+#[test]
+fn a_checkpoint_exit_code_job_restarted_three_times_completes() {
+    let p = Pool::new(
+        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
+         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
+         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
+        1,
+    );
+    p.submit(
+        "alice",
+        "v",
+        "executable = vacate.wasm\narguments = 400000000\noutput = v.out\n\
+         checkpoint_exit_code = 85\nqueue\n",
+    );
+    for starts in 1..=3 {
+        vacate_when_running(&p, starts);
+    }
+    wait_or("the job to finish", Duration::from_secs(180), || p.history().len() == 1, || p.logs());
+    let h = &p.history()[0];
+    assert_eq!(int(h, "ExitCode"), 0, "{h}");
+    assert_eq!(int(h, "NumJobStarts"), 4, "{h}");
+    let out = std::fs::read_to_string(p.path().join("jobs/v.out")).unwrap();
+    assert!(out.contains("sum of 1/k^2 for k = 1..=400000000"), "{out}");
+}
+
 #[test]
 fn a_deferred_job_waits_on_its_host_and_starts_on_time() {
     let p = Pool::new("NUM_CPUS = 2", 1);

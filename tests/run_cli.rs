@@ -142,3 +142,58 @@ fn ctrl_c_vacates_and_a_second_ctrl_c_kills() {
     assert!(rest.contains("killing the job") && rest.contains("job was vacated"), "{rest}");
     assert_eq!(out.status.code(), Some(130));
 }
+
+/// A cooperative job run with `--checkpoint-dir`, killed with SIGKILL (no
+/// chance to save then), resumes in a fresh process from its last periodic
+/// save and prints exactly what an uninterrupted run prints.
+#[test]
+fn a_cooperative_job_killed_outright_resumes_from_its_last_save() {
+    let dir = sandbox("coop");
+    let ckpt = dir.join("ckpt");
+    let terms = "300000000";
+    let whole = Command::cargo_bin("andes")
+        .unwrap()
+        .args(["run", "--dir"])
+        .arg(&dir)
+        .arg(sample("coop"))
+        .arg(terms)
+        .output()
+        .unwrap();
+    assert_eq!(whole.status.code(), Some(0));
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("andes"))
+        .args(["run", "--checkpoint-every", "100ms", "--dir"])
+        .arg(&dir)
+        .arg("--checkpoint-dir")
+        .arg(&ckpt)
+        .arg(sample("coop"))
+        .arg(terms)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once it has saved, and before it ends (a 100 ms period and
+    // a run of seconds leave a wide margin).
+    let state = ckpt.join("saved.state");
+    let t0 = std::time::Instant::now();
+    while !state.exists() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "no save within 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    let killed = child.wait_with_output().unwrap();
+    assert!(killed.stdout.is_empty(), "it had already finished");
+    let resumed = Command::cargo_bin("andes")
+        .unwrap()
+        .args(["run", "--dir"])
+        .arg(&dir)
+        .arg("--checkpoint-dir")
+        .arg(&ckpt)
+        .arg(sample("coop"))
+        .arg(terms)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{err}");
+    assert!(err.contains("resuming at term"), "{err}");
+    assert_eq!(resumed.stdout, whole.stdout);
+}

@@ -11,6 +11,8 @@
 //! - [`attr`]: read the job's own ClassAd and set the few attributes a job may
 //!   set (`Progress` and names beginning with `Chirp`), as HTCondor's chirp does.
 //! - [`log`]: lines that reach the job's event log on the submit side.
+//! - [`checkpoint`]: cooperative checkpoints: save the job's own state, and
+//!   load it back after a restart, on this host or another.
 //!
 //! # Example
 //!
@@ -57,6 +59,7 @@
 #![warn(missing_docs)]
 
 pub mod attr;
+pub mod checkpoint;
 pub mod log;
 mod sys;
 

@@ -25,7 +25,20 @@ mod imp {
         });
     }
 
-    use bindings::andes::job::{attributes, control, log};
+    use bindings::andes::job::{attributes, checkpoint, control, log};
+
+    pub(crate) fn checkpoint_requested() -> bool {
+        checkpoint::checkpoint_requested()
+    }
+
+    /// `Err(None)` is never returned here: the host is always there on wasm32.
+    pub(crate) fn save(state: &[u8]) -> Result<(), Option<String>> {
+        checkpoint::save(state).map_err(Some)
+    }
+
+    pub(crate) fn load() -> Option<Vec<u8>> {
+        checkpoint::load()
+    }
 
     pub(crate) fn vacate_requested() -> bool {
         control::vacate_requested()
@@ -61,6 +74,19 @@ mod imp {
 
     pub(crate) fn vacate_requested() -> bool {
         false
+    }
+
+    pub(crate) fn checkpoint_requested() -> bool {
+        false
+    }
+
+    /// `Err(None)`: there is no host to keep it.
+    pub(crate) fn save(_state: &[u8]) -> Result<(), Option<String>> {
+        Err(None)
+    }
+
+    pub(crate) fn load() -> Option<Vec<u8>> {
+        None
     }
 
     pub(crate) fn deadline() -> Option<u64> {

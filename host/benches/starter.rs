@@ -151,6 +151,7 @@ fn job(module: &Arc<[u8]>, ad: &str, sandbox: &Path) -> JobSpec {
         sandbox: sandbox.to_path_buf(),
         inherit_stdio: false,
         digest: Some(module_digest(module)),
+        saved_state: None,
     }
 }
 

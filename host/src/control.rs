@@ -112,6 +112,12 @@ pub struct Control {
     deferred_until: std::sync::atomic::AtomicI64,
     /// Notified when the deferral wait ends.
     began: tokio::sync::Notify,
+    /// The host asks the guest to checkpoint (the SDK's `checkpoint-requested`).
+    ckpt_requested: AtomicBool,
+    /// The guest's last `save`, and how many it made in this run.
+    saved: Mutex<Option<Arc<[u8]>>>,
+    saves: AtomicU64,
+    saved_notify: tokio::sync::Notify,
 }
 
 impl Control {
@@ -202,6 +208,42 @@ impl Control {
                 return;
             }
             n.await;
+        }
+    }
+
+    /// Asks a cooperative guest to checkpoint: its `checkpoint-requested`
+    /// is true until it next calls `save`.
+    pub fn request_checkpoint(&self) {
+        self.ckpt_requested.store(true, Ordering::SeqCst);
+    }
+
+    /// True while a checkpoint request is pending.
+    pub fn checkpoint_requested(&self) -> bool {
+        self.ckpt_requested.load(Ordering::SeqCst)
+    }
+
+    /// Records the guest's `save`: it answers any pending request.
+    pub fn record_save(&self, state: Arc<[u8]>) {
+        *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(state);
+        self.saves.fetch_add(1, Ordering::SeqCst);
+        self.ckpt_requested.store(false, Ordering::SeqCst);
+        self.saved_notify.notify_waiters();
+    }
+
+    /// How many times the guest saved in this run, and its last save.
+    pub fn saved(&self) -> (u64, Option<Arc<[u8]>>) {
+        let g = self.saved.lock().unwrap_or_else(|e| e.into_inner());
+        (self.saves.load(Ordering::SeqCst), g.clone())
+    }
+
+    /// Completes once the guest has saved more than `n` times in this run.
+    pub async fn saved_beyond(&self, n: u64) {
+        loop {
+            let wait = self.saved_notify.notified();
+            if self.saves.load(Ordering::SeqCst) > n {
+                return;
+            }
+            wait.await;
         }
     }
 

@@ -17,7 +17,7 @@
 //! | `SoftKill` | [`Control::soft_kill`] with the grace the machine computed |
 //! | `HardKill`, `KillBackfill` | [`Control::hard_kill`] |
 //! | `AbandonStarter` | aborts the starter's task and removes its sandbox |
-//! | `Checkpoint` | answers `CheckpointFinished { ok: false }` at once: andes does not take checkpoints yet |
+//! | `Checkpoint` | a cooperative job (`WasmCheckpoint = "cooperative"`) is asked to save (its `checkpoint-requested`) and `CheckpointFinished { ok: true }` is answered at once, so a vacate goes on while the job saves; each save reaches the shadow in the job's report. Other jobs: `ok: false` |
 //! | `RunBenchmarks` | runs two small Wasm loops ([`benchmark`]) and answers `BenchmarkFinished` |
 //! | `Publish` | keeps the ad for `andes host status` and, in a pool, sends it to the collector with the slot's claim id |
 //! | `ShutdownComplete` | the daemon's [`Daemon::run`] returns once no starter is left |
@@ -246,11 +246,26 @@ struct Run {
     last_cpu: f64,
     last_at: std::time::Instant,
     load: f64,
+    /// Tells the daemon of each save of a cooperative job.
+    saver: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let Some(t) = &self.saver {
+            t.abort();
+        }
+    }
 }
 
 enum Finished {
     Starter(JobResult),
-    Benchmark { mips: i64, kflops: i64 },
+    Benchmark {
+        mips: i64,
+        kflops: i64,
+    },
+    /// The job saved its state (the guest SDK's `checkpoint.save`); it runs on.
+    Saved,
 }
 
 struct Exit {
@@ -380,6 +395,8 @@ pub struct Daemon {
     store: pool::Modules,
     inputs: HashMap<SlotId, Vec<andes_protocol::pool::FileData>>,
     input_sizes: HashMap<SlotId, Vec<(String, u64)>>,
+    /// The saved state an activation brought, until the job starts.
+    saved_in: HashMap<SlotId, Arc<[u8]>>,
     starter_initial_update: u64,
     starter_update: u64,
     address: Option<String>,
@@ -463,6 +480,7 @@ impl Daemon {
             store: pool::Modules::default(),
             inputs: HashMap::new(),
             input_sizes: HashMap::new(),
+            saved_in: HashMap::new(),
             starter_initial_update: config.starter_initial_update,
             starter_update: config.starter_update,
             address: None,
@@ -701,9 +719,14 @@ impl Daemon {
                     slot,
                     req.inputs.iter().map(|f| (f.name.clone(), f.data.len() as u64)).collect(),
                 );
+                let req = *req;
                 self.inputs.insert(slot, req.inputs);
+                if let Some(st) = req.saved_state {
+                    self.saved_in.insert(slot, Arc::from(st.data));
+                }
                 let acts = self.activate(slot, req.claim_id.clone(), job, module);
                 self.inputs.remove(&slot);
+                self.saved_in.remove(&slot);
                 if let Some(reason) = acts.iter().find_map(|a| match a {
                     Action::ActivationRefused { reason, .. } => Some(reason.clone()),
                     _ => None,
@@ -886,6 +909,14 @@ impl Daemon {
             // An abandoned starter that ended after all.
             return None;
         }
+        if let Finished::Saved = exit.finished {
+            // The job saved its state: the shadow hears of it at once.
+            let saved = self.runs.get(&slot).map(|r| r.ctl.saved());
+            if let (Some(c), Some((n, Some(d)))) = (self.claim_of_slot(slot), saved) {
+                c.publish(|r| r.saved = Some((n, d)));
+            }
+            return None;
+        }
         let run = self.runs.remove(&slot)?;
         if self.deferred.remove(&slot) {
             self.feed(deferred_attr(slot, None));
@@ -900,6 +931,7 @@ impl Daemon {
             Finished::Benchmark { mips, kflops } => {
                 (None, Event::BenchmarkFinished { slot, mips, kflops })
             }
+            Finished::Saved => return None,
             Finished::Starter(result) => {
                 let event = match run.kind {
                     RunKind::Backfill => Event::BackfillExited { slot },
@@ -978,8 +1010,12 @@ impl Daemon {
             ending.insert_value("HoldReasonSubCode", 0i64);
             ending.insert_value("HoldReason", e.as_str());
         }
+        let saved = run.ctl.saved();
         if let Some(c) = self.claims.get(&claim_id) {
             c.publish(|r| {
+                if let (n, Some(d)) = saved {
+                    r.saved = Some((n, d));
+                }
                 r.state = andes_protocol::pool::RunState::Exited;
                 r.ctl = None;
                 r.ending = Some(ending);
@@ -1159,8 +1195,30 @@ impl Daemon {
                 }
             }
             Action::Checkpoint { slot, kind } => {
-                self.log(format!("slot {slot}: {kind:?} checkpoint refused: not supported yet"));
-                queue.push_back(Event::CheckpointFinished { slot: *slot, ok: false });
+                // A cooperative job is asked (its `checkpoint-requested`) and
+                // saves in its own time; a vacate goes on at once, the job
+                // saving within its grace. Snapshots of transparent jobs are
+                // not taken by the daemon yet.
+                let cooperative =
+                    self.startd.slots().iter().find(|s| s.id() == *slot).is_some_and(|s| {
+                        s.job().is_some_and(|j| {
+                            j.eval_attr("WasmCheckpoint")
+                                .as_str()
+                                .is_some_and(|m| m.eq_ignore_ascii_case("cooperative"))
+                        })
+                    });
+                let run = self.runs.get(slot).filter(|r| r.kind == RunKind::Job);
+                let ok = match run {
+                    Some(r) if cooperative => {
+                        r.ctl.request_checkpoint();
+                        true
+                    }
+                    _ => false,
+                };
+                if !ok {
+                    self.log(format!("slot {slot}: {kind:?} checkpoint refused: not supported"));
+                }
+                queue.push_back(Event::CheckpointFinished { slot: *slot, ok });
             }
             Action::SoftKill { slot, grace_secs } => {
                 if let Some(r) = self.runs.get(slot) {
@@ -1262,9 +1320,33 @@ impl Daemon {
             }
             _ => Limits::from_ad(&ad),
         };
-        let spec =
-            JobSpec { module, limits, ad, sandbox: sandbox.clone(), inherit_stdio: false, digest };
+        let saved_state = match kind {
+            RunKind::Job => self.saved_in.get(&slot).cloned(),
+            _ => None,
+        };
+        let spec = JobSpec {
+            module,
+            limits,
+            ad,
+            sandbox: sandbox.clone(),
+            inherit_stdio: false,
+            digest,
+            saved_state,
+        };
         let ctl = Control::new();
+        let saver = (kind == RunKind::Job).then(|| {
+            let (ctl, tx) = (ctl.clone(), self.exits_tx.clone());
+            tokio::spawn(async move {
+                let mut seen = 0;
+                loop {
+                    ctl.saved_beyond(seen).await;
+                    seen = ctl.saved().0;
+                    if tx.send(Exit { slot, generation, finished: Finished::Saved }).is_err() {
+                        return;
+                    }
+                }
+            })
+        });
         let task = {
             let (host, ctl, clock, tx) =
                 (self.host.clone(), ctl.clone(), self.clock.clone(), self.exits_tx.clone());
@@ -1284,6 +1366,7 @@ impl Daemon {
                 last_cpu: 0.0,
                 last_at: self.clock.now(),
                 load: 0.0,
+                saver,
             },
         );
         Ok(())
@@ -1323,6 +1406,7 @@ impl Daemon {
                 last_cpu: 0.0,
                 last_at,
                 load: 0.0,
+                saver: None,
             },
         );
         Ok(())

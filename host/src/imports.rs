@@ -17,6 +17,11 @@ pub const CONTROL: &str = "andes:job/control@0.1.0";
 pub const ATTRIBUTES: &str = "andes:job/attributes@0.1.0";
 /// See [`CONTROL`].
 pub const LOG: &str = "andes:job/log@0.1.0";
+/// See [`CONTROL`].
+pub const CHECKPOINT: &str = "andes:job/checkpoint@0.1.0";
+
+/// The largest state a cooperative job may `save`.
+pub const MAX_SAVED_STATE: usize = 64 << 20;
 
 /// Longest attribute name or value text a guest may pass.
 pub const MAX_ATTR_TEXT: usize = 64 * 1024;
@@ -58,6 +63,8 @@ pub struct JobIo {
     pub log: Mutex<Vec<(Level, String)>>,
     /// Log lines dropped past [`MAX_LOG_LINES`].
     pub log_dropped: std::sync::atomic::AtomicU64,
+    /// The state the job saved in an earlier run, for `load`.
+    pub loaded: Option<Arc<[u8]>>,
 }
 
 impl JobIo {
@@ -127,14 +134,19 @@ fn write_bytes<T>(caller: &mut Caller<'_, T>, at: i32, bytes: &[u8]) -> Result<(
 
 /// Copies `s` into guest memory with the guest's `cabi_realloc`; returns (ptr, len).
 async fn alloc_string<T: Send>(caller: &mut Caller<'_, T>, s: &str) -> Result<(i32, i32)> {
+    alloc_bytes(caller, s.as_bytes()).await
+}
+
+/// Copies `b` into guest memory with the guest's `cabi_realloc`; returns (ptr, len).
+async fn alloc_bytes<T: Send>(caller: &mut Caller<'_, T>, b: &[u8]) -> Result<(i32, i32)> {
     let realloc = caller
         .get_export("cabi_realloc")
         .and_then(|e| e.into_func())
         .ok_or_else(|| anyhow!("the module does not export `cabi_realloc`"))?
         .typed::<(i32, i32, i32, i32), i32>(&*caller)?;
-    let len = i32::try_from(s.len()).map_err(|_| anyhow!("string too long"))?;
+    let len = i32::try_from(b.len()).map_err(|_| anyhow!("{} bytes is too long", b.len()))?;
     let ptr = realloc.call_async(&mut *caller, (0, 0, 1, len)).await?;
-    write_bytes(caller, ptr, s.as_bytes())?;
+    write_bytes(caller, ptr, b)?;
     Ok((ptr, len))
 }
 
@@ -209,6 +221,44 @@ pub fn add_to_linker<T: ImportState>(linker: &mut Linker<T>) -> Result<()> {
             Ok(())
         },
     )?;
+    linker.func_wrap(CHECKPOINT, "checkpoint-requested", |caller: Caller<'_, T>| -> i32 {
+        caller.data().control().checkpoint_requested() as i32
+    })?;
+    linker.func_wrap_async(
+        CHECKPOINT,
+        "save",
+        |mut caller: Caller<'_, T>, (ptr, len, ret): (i32, i32, i32)| {
+            Box::new(async move {
+                let n = len as u32 as usize;
+                let outcome = if n > MAX_SAVED_STATE {
+                    Err(format!(
+                        "a saved state of {n} bytes is larger than the {MAX_SAVED_STATE} allowed"
+                    ))
+                } else {
+                    let state = read_bytes(&mut caller, ptr, len, MAX_SAVED_STATE)?;
+                    caller.data().control().record_save(state.into());
+                    Ok(())
+                };
+                write_opt_string(&mut caller, ret, outcome.err().as_deref()).await
+            })
+        },
+    )?;
+    linker.func_wrap_async(CHECKPOINT, "load", |mut caller: Caller<'_, T>, (ret,): (i32,)| {
+        Box::new(async move {
+            let state = match caller.data().control().saved() {
+                (_, Some(s)) => Some(s),
+                _ => caller.data().io().loaded.clone(),
+            };
+            let mut area = [0u8; 12];
+            if let Some(s) = state {
+                let (p, l) = alloc_bytes(&mut caller, &s).await?;
+                area[0] = 1;
+                area[4..8].copy_from_slice(&p.to_le_bytes());
+                area[8..12].copy_from_slice(&l.to_le_bytes());
+            }
+            write_bytes(&mut caller, ret, &area)
+        })
+    })?;
     Ok(())
 }
 

@@ -20,6 +20,7 @@
 //!     sandbox: "/tmp/job1".into(),
 //!     inherit_stdio: false,
 //!     digest: None,
+//!     saved_state: None,
 //! };
 //! let result = host.run(spec, Control::new(), Arc::new(SystemClock)).await;
 //! println!("{}", result.to_ad());

@@ -274,6 +274,8 @@ pub struct JobSpec {
     /// The module's SHA-256, when the caller knows it (modules are
     /// content-addressed); computed otherwise.
     pub digest: Option<[u8; 32]>,
+    /// The state a cooperative job saved in an earlier run (its `load`).
+    pub saved_state: Option<Arc<[u8]>>,
 }
 
 struct Limiter {
@@ -439,8 +441,11 @@ impl Host {
             }
             Deferral::Invalid(reason) => return not_run(held(HOLD_MISSED_DEFERRAL, 1, reason)),
         }
-        let io =
-            Arc::new(JobIo { ad: std::sync::Mutex::new(spec.ad.clone()), ..Default::default() });
+        let io = Arc::new(JobIo {
+            ad: std::sync::Mutex::new(spec.ad.clone()),
+            loaded: spec.saved_state.clone(),
+            ..Default::default()
+        });
         let used = disk_usage(&spec.sandbox);
         let quota = Quota::new(spec.limits.disk_bytes, used, spec.limits.max_open_files);
         quota.set_control(ctl.clone());

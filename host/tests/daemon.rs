@@ -238,7 +238,7 @@ async fn graceful_vacate_gives_the_job_its_notice() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_checkpoint_is_refused_at_once_and_the_vacate_goes_on() {
+async fn a_cooperative_job_is_asked_to_checkpoint_and_the_vacate_goes_on() {
     let mut f = daemon("");
     f.run_job("spin", r#"[ JobUniverse = 5; WasmCheckpoint = "cooperative" ]"#);
     let acts = f.d.feed(Event::Vacate { slot: Some(1), kind: VacateKind::Graceful });
@@ -248,7 +248,10 @@ async fn a_checkpoint_is_refused_at_once_and_the_vacate_goes_on() {
         .expect("no checkpoint asked");
     let kill = acts.iter().position(|a| matches!(a, Action::SoftKill { .. })).expect("no notice");
     assert!(ckpt < kill);
-    assert!(f.d.control(1).unwrap().vacate_requested());
+    let ctl = f.d.control(1).unwrap();
+    assert!(ctl.vacate_requested());
+    // The job is asked to save (its `checkpoint-requested`).
+    assert!(ctl.checkpoint_requested());
     f.d.command(Command::Vacate { slot: Some(1), kind: VacateKind::Fast }).unwrap();
     assert_eq!(f.exit().await.ending, Some(Ending::Evicted { vacated: true }));
 }

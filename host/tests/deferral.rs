@@ -74,6 +74,7 @@ fn start(deferral: &str) -> Run {
         sandbox: sb.0.clone(),
         inherit_stdio: false,
         digest: None,
+        saved_state: None,
     };
     let ctl = Control::new();
     let clock: Arc<dyn Clock> = Arc::new(vc.clone());

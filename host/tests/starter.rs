@@ -65,6 +65,7 @@ fn spec(module: Arc<[u8]>, ad: &str, sandbox: &Sandbox) -> JobSpec {
         sandbox: sandbox.0.clone(),
         inherit_stdio: false,
         digest: None,
+        saved_state: None,
     }
 }
 

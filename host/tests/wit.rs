@@ -39,7 +39,7 @@ fn host_imports_match_the_wit_exactly() {
             ));
         }
     }
-    assert_eq!(expected.len(), 5, "{expected:#?}");
+    assert_eq!(expected.len(), 8, "{expected:#?}");
     let host = Host::new(HostConfig { max_instances: 1, ..Default::default() }).unwrap();
     let got: BTreeSet<_> =
         andes_host::starter::andes_import_signatures(&host).into_iter().collect();

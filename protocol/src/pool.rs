@@ -121,6 +121,19 @@ pub struct ActivateRequest {
     /// (so a short job costs one round trip); 0 answers at once.
     #[serde(default)]
     pub wait_ms: u64,
+    /// The state the job saved in an earlier run, which its `load` returns.
+    #[serde(default)]
+    pub saved_state: Option<SavedState>,
+}
+
+/// The state a cooperative job saved (the guest SDK's `checkpoint.save`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedState {
+    /// Counts the job's saves in this run, from 1.
+    pub seq: u64,
+    /// The bytes it saved.
+    #[serde(serialize_with = "ser_b64", deserialize_with = "de_b64")]
+    pub data: Vec<u8>,
 }
 
 /// The reason of the 409 a host answers when it lacks the module: `PUT` it to
@@ -140,6 +153,10 @@ pub struct WaitRequest {
     /// The version of the last report seen; the host answers when it has a
     /// newer one, or when the next periodic update is due.
     pub since: u64,
+    /// The `seq` of the last saved state received in this run: a report
+    /// carries the job's saved state only when it is newer.
+    #[serde(default)]
+    pub saved_seq: u64,
 }
 
 /// What a job is doing on the host.
@@ -180,6 +197,9 @@ pub struct JobReport {
     pub evicted: bool,
     /// False once the host has ended the claim (preempted, released, expired).
     pub claim_alive: bool,
+    /// The job's last saved state, when newer than the shadow has.
+    #[serde(default)]
+    pub saved_state: Option<SavedState>,
 }
 
 /// `POST /v1/host/edit`: qedit of a running job reaches the host's copy.

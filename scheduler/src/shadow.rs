@@ -851,7 +851,7 @@ impl Inner {
         };
         let mut report: JobReport;
         if reconnect {
-            let req = WaitRequest { claim_id: claim.claim_id.clone(), since: 0 };
+            let req = WaitRequest { claim_id: claim.claim_id.clone(), since: 0, saved_seq: 0 };
             match self.wait_until_lease(link, &req, lease).await {
                 Ok(r) => report = r,
                 Err(()) => {
@@ -883,6 +883,10 @@ impl Inner {
                 inputs,
                 lease_secs: lease,
                 wait_ms: self.cfg.activate_wait_ms,
+                saved_state: self
+                    .saved_state_path(id)
+                    .and_then(|p| std::fs::read(p).ok())
+                    .map(|data| andes_protocol::pool::SavedState { seq: 0, data }),
             };
             match self.activate(link, &req, &digest, lease).await {
                 Ok(r) => {
@@ -901,7 +905,31 @@ impl Inner {
         let mut last_state = report.state;
         // Whether the job waits for its DeferralTime, as last told to the queue.
         let mut last_deferred: Option<String> = None;
+        // The seq of the job's last saved state kept in this run.
+        let mut have_saved = 0u64;
+        let mut ckpts = match job.eval_attr("NumCkpts") {
+            Value::Int(n) => n,
+            _ => 0,
+        };
         loop {
+            if let Some(st) = report.saved_state.take()
+                && st.seq > have_saved
+            {
+                // A cooperative checkpoint: kept in the spool, durably, and
+                // sent with the job when it next starts.
+                match self.keep_saved_state(id, &st.data) {
+                    Ok(()) => {
+                        have_saved = st.seq;
+                        ckpts += 1;
+                        let mut a = ClassAd::new();
+                        a.insert_value("NumCkpts", ckpts);
+                        a.insert_value("LastCkptTime", self.clock.now());
+                        a.insert_value("CkptSize", st.data.len().div_ceil(1024) as i64);
+                        lane.send(LaneOp::Pool(id, PoolOp::Update(a)));
+                    }
+                    Err(e) => tracing::warn!("job {id}: its saved state was not kept: {e}"),
+                }
+            }
             if report.state == RunState::Exited {
                 let mut ending = ad_or_empty(report.ending.as_deref());
                 ending.update(&ad_or_empty(Some(&report.update)));
@@ -931,6 +959,9 @@ impl Inner {
                     if let Some(dir) = self.ckpt_dir(id) {
                         let _ = std::fs::remove_dir_all(dir);
                     }
+                    if let Some(p) = self.saved_state_path(id) {
+                        let _ = std::fs::remove_file(p);
+                    }
                     if let Err(e) = write_outputs(&job, &report.outputs) {
                         ending.insert_value("HoldReasonCode", HOLD_TRANSFER_OUTPUT);
                         ending.insert_value("HoldReasonSubCode", 0i64);
@@ -954,7 +985,11 @@ impl Inner {
                 last_state = report.state;
                 last_deferred = deferred;
             }
-            let req = WaitRequest { claim_id: claim.claim_id.clone(), since: report.version };
+            let req = WaitRequest {
+                claim_id: claim.claim_id.clone(),
+                since: report.version,
+                saved_seq: have_saved,
+            };
             tokio::select! {
                 sig = signals.recv() => match sig {
                     Some(Signal::Edit(attrs)) => {
@@ -991,6 +1026,24 @@ impl Inner {
                 },
             }
         }
+    }
+
+    /// Where job `id`'s saved state (cooperative checkpoint) is kept.
+    fn saved_state_path(&self, id: JobId) -> Option<PathBuf> {
+        self.cfg.spool.as_ref().map(|s| s.join("checkpoints").join(format!("{id}.state")))
+    }
+
+    /// Keeps a saved state durably: written aside, synced, then renamed.
+    fn keep_saved_state(&self, id: JobId, data: &[u8]) -> std::io::Result<()> {
+        let Some(path) = self.saved_state_path(id) else { return Ok(()) };
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let tmp = path.with_extension("state.new");
+        let mut f = std::fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut f, data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        std::fs::File::open(dir)?.sync_all()
     }
 
     /// Where job `id`'s own checkpoint files are kept.

@@ -54,7 +54,19 @@ pub struct RunArgs {
     /// FILE as a ClassAd.
     #[arg(long, value_name = "FILE")]
     result: Option<PathBuf>,
+    /// Keep the job's checkpoints in D: a cooperative job's saved state
+    /// (`saved.state`, written durably at each save) is loaded from there
+    /// when it starts, so a run interrupted in any way resumes where it saved.
+    #[arg(long, value_name = "D")]
+    checkpoint_dir: Option<PathBuf>,
+    /// Ask the job to checkpoint this often (`10s`, `500ms`): a cooperative
+    /// job sees `checkpoint-requested`.
+    #[arg(long, value_name = "DURATION", requires = "checkpoint_dir")]
+    checkpoint_every: Option<String>,
 }
+
+/// The file in a checkpoint directory that holds a cooperative job's state.
+pub const SAVED_STATE: &str = "saved.state";
 
 /// Parses `10s`, `5m`, `2h`, `1d` or plain seconds.
 pub fn parse_duration(s: &str) -> Result<Duration> {
@@ -160,6 +172,28 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     if !sandbox.is_dir() {
         bail!("the sandbox {} is not a directory", sandbox.display());
     }
+    let every = a.checkpoint_every.as_deref().map(parse_duration).transpose()?;
+    if every.is_some_and(|d| d.is_zero()) {
+        bail!("--checkpoint-every must be longer than zero");
+    }
+    let saved_state = match &a.checkpoint_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            match std::fs::read(d.join(SAVED_STATE)) {
+                Ok(b) => {
+                    eprintln!(
+                        "andes: the job resumes from its saved state in {} ({} bytes)",
+                        d.display(),
+                        b.len()
+                    );
+                    Some(Arc::from(b))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => bail!("reading {}: {e}", d.join(SAVED_STATE).display()),
+            }
+        }
+        None => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let host =
         Host::new(HostConfig { max_instances: 4, cache_dir: cache_dir(), ..Default::default() })?;
@@ -170,7 +204,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         sandbox,
         inherit_stdio: true,
         digest: None,
+        saved_state,
     };
+    let ckpt_dir = a.checkpoint_dir.clone();
     let result = rt.block_on(async {
         let ctl = Control::new();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -188,6 +224,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                         "andes: vacating the job ({}s to finish; Ctrl-C again to kill it)",
                         grace.as_secs()
                     );
+                    ctl.request_checkpoint();
                     ctl.soft_kill(clock.as_ref(), grace);
                     if tokio::signal::ctrl_c().await.is_ok() {
                         eprintln!("andes: killing the job");
@@ -199,8 +236,47 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             eprintln!("andes: running {module} (Ctrl-C vacates it, twice kills it)");
             w
         };
-        let r = host.run(spec, ctl, clock).await;
+        let keeper = ckpt_dir.map(|dir| {
+            let ctl = ctl.clone();
+            tokio::spawn(async move {
+                let mut seen = 0;
+                let mut tick = every.map(|d| {
+                    let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
+                    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    t
+                });
+                loop {
+                    tokio::select! {
+                        _ = ctl.saved_beyond(seen) => {
+                            let (n, state) = ctl.saved();
+                            seen = n;
+                            if let Some(state) = state {
+                                keep_state(&dir, &state);
+                            }
+                        }
+                        _ = async {
+                            match tick.as_mut() {
+                                Some(t) => {
+                                    t.tick().await;
+                                }
+                                None => std::future::pending::<()>().await,
+                            }
+                        } => {
+                            ctl.request_checkpoint();
+                        }
+                    }
+                }
+            })
+        });
+        let r = host.run(spec, ctl.clone(), clock).await;
         watcher.abort();
+        if let Some(k) = keeper {
+            k.abort();
+            // A save just before the end is kept too.
+            if let (Some(dir), (_, Some(state))) = (&a.checkpoint_dir, ctl.saved()) {
+                keep_state(dir, &state);
+            }
+        }
         r
     });
     let ad = result.to_ad();
@@ -252,6 +328,13 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         println!("{}", serde_json::Value::Object(out));
     }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// Writes a saved state durably (aside, synced, renamed), or says why not.
+fn keep_state(dir: &std::path::Path, state: &[u8]) {
+    if let Err(e) = andes_snapshot::write_file(&dir.join(SAVED_STATE), state, true) {
+        eprintln!("andes: the job's saved state was not kept in {}: {e}", dir.display());
+    }
 }
 
 /// Polls a future once, so that a signal listener registers its handler

@@ -87,6 +87,7 @@ async fn run_one(
         limits: Limits::default(),
         inherit_stdio: false,
         digest: None,
+        saved_state: None,
     };
     let r = host.run(spec, Control::new(), clock).await;
     match r.ending {

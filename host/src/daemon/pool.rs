@@ -64,6 +64,8 @@ pub struct Report {
     /// The job has a DeferralTime: `Some(t)` while it waits for `t`,
     /// `None` once it began (reported as `JobDeferredUntil = undefined`).
     pub deferral: Option<Option<i64>>,
+    /// The job's last saved state (cooperative checkpoint) and its seq.
+    pub saved: Option<(u64, Arc<[u8]>)>,
 }
 
 impl Report {
@@ -79,11 +81,20 @@ impl Report {
             claim_alive: true,
             started: 0,
             deferral: None,
+            saved: None,
         }
     }
 
-    /// The wire form, with usage read now.
-    pub fn to_wire(&self, clock: &dyn Clock) -> JobReport {
+    /// The wire form, with usage read now; it carries the job's saved state
+    /// when that is newer than `have` (the seq the shadow holds).
+    pub fn to_wire(&self, clock: &dyn Clock, have: u64) -> JobReport {
+        let mut saved = self.saved.clone();
+        if let Some(ctl) = &self.ctl
+            && let (n, Some(d)) = ctl.saved()
+            && saved.as_ref().is_none_or(|(s, _)| n > *s)
+        {
+            saved = Some((n, d));
+        }
         let mut update = ClassAd::new();
         if let Some(ctl) = &self.ctl {
             let u = ctl.usage(clock);
@@ -115,6 +126,9 @@ impl Report {
             outputs: (*self.outputs).clone(),
             evicted: self.evicted,
             claim_alive: self.claim_alive,
+            saved_state: saved
+                .filter(|(seq, _)| *seq > have)
+                .map(|(seq, d)| andes_protocol::pool::SavedState { seq, data: d.to_vec() }),
         }
     }
 }
@@ -582,6 +596,7 @@ async fn follow(
     s: &PoolState,
     mut rx: watch::Receiver<Report>,
     since: u64,
+    have_saved: u64,
     initial: u64,
     periodic: u64,
     max: Option<Duration>,
@@ -615,7 +630,7 @@ async fn follow(
         }
     }
     let r = rx.borrow().clone();
-    r.to_wire(s.clock.as_ref())
+    r.to_wire(s.clock.as_ref(), have_saved)
 }
 
 async fn activate(
@@ -633,7 +648,7 @@ async fn activate(
     };
     let since = rx.borrow().version;
     if wait_ms == 0 {
-        return Ok(axum::Json(rx.borrow().to_wire(s.clock.as_ref())));
+        return Ok(axum::Json(rx.borrow().to_wire(s.clock.as_ref(), 0)));
     }
     // Answer when the job ends within wait_ms, else with its running report.
     let mut rx2 = rx.clone();
@@ -648,7 +663,7 @@ async fn activate(
         }
     }
     let _ = (since, initial, periodic);
-    Ok(axum::Json(rx2.borrow().to_wire(s.clock.as_ref())))
+    Ok(axum::Json(rx2.borrow().to_wire(s.clock.as_ref(), 0)))
 }
 
 async fn wait(
@@ -661,7 +676,7 @@ async fn wait(
     else {
         return Err(ApiError::internal("unexpected reply"));
     };
-    Ok(axum::Json(follow(&s, rx, req.since, initial, periodic, None).await))
+    Ok(axum::Json(follow(&s, rx, req.since, req.saved_seq, initial, periodic, None).await))
 }
 
 async fn edit(
