@@ -3,7 +3,8 @@
 //!
 //!     cargo bench -p andes-snapshot --bench snapshot
 //!
-//! "take" encodes, hashes and signs into a buffer (no file); "durable" also
+//! "take" encodes, hashes and signs into a new buffer (no file);
+//! "take-reusing" into the previous snapshot's buffer; "durable" also
 //! writes it to a file with fsync; "restore" verifies and decodes into a new,
 //! lazily zeroed memory (as a new Wasm instance has).
 
@@ -32,7 +33,12 @@ fn memory(bytes: usize, mostly_zero: bool) -> Vec<u8> {
 }
 
 fn take(mem: &[u8], key: &SigningKey) -> Vec<u8> {
-    let mut b = Builder::new(Header::new(&MODULE, "bench", 0));
+    take_into(mem, key, Vec::new())
+}
+
+/// As a job checkpointed periodically does: into the last snapshot's buffer.
+fn take_into(mem: &[u8], key: &SigningKey, buf: Vec<u8>) -> Vec<u8> {
+    let mut b = Builder::reusing(Header::new(&MODULE, "bench", 0), buf);
     b.memory(mem, &[]);
     b.finish(&key.verifying_key().to_bytes(), |m| key.sign(m).to_bytes())
 }
@@ -53,6 +59,15 @@ fn bench(c: &mut Criterion) {
                 100.0 * snap.len() as f64 / mem.len() as f64
             );
             g.bench_function(format!("take/{mib}MiB/{kind}"), |b| b.iter(|| take(&mem, &key)));
+            let mut buf = Some(Vec::new());
+            g.bench_function(format!("take-reusing/{mib}MiB/{kind}"), |b| {
+                b.iter(|| {
+                    let out = take_into(&mem, &key, buf.take().unwrap_or_default());
+                    let n = out.len();
+                    buf = Some(out);
+                    n
+                })
+            });
             if mib == 256 {
                 let path = dir.path().join("snap");
                 g.bench_function(format!("durable/{mib}MiB/{kind}"), |b| {

@@ -9,8 +9,8 @@
 //! 0        8     magic "ANDESNAP"
 //! 8        4     format version (u32 LE), read before anything else
 //! 12       4     header length H (u32 LE), at most MAX_HEADER
-//! 16       H     header: JSON (Header): module, job, platform, globals, WASI, files
-//! 16+H     ...   body: one section per linear memory (see below)
+//! 16       ...   body: one section per linear memory (see below)
+//! end-128-H H    header: JSON (Header): module, job, platform, globals, WASI, files
 //! end-128  32    signer's ed25519 public key
 //! end-96   32    BLAKE3 of every byte before the signer's key
 //! end-64   64    ed25519 signature, by the signer, of SIGNATURE_CONTEXT ++ that hash
@@ -312,21 +312,31 @@ pub struct Builder {
 
 impl Builder {
     /// Starts a snapshot with `header` (its `memories` are filled in here).
-    pub fn new(mut header: Header) -> Builder {
+    pub fn new(header: Header) -> Builder {
+        Builder::reusing(header, Vec::with_capacity(1 << 16))
+    }
+
+    /// Like [`Builder::new`], writing into `buffer` (cleared first): a job
+    /// checkpointed again and again reuses the last snapshot's memory.
+    pub fn reusing(mut header: Header, mut body: Vec<u8>) -> Builder {
         header.memories.clear();
-        Builder { header, body: Vec::new() }
+        body.clear();
+        body.extend_from_slice(MAGIC);
+        body.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        body.extend_from_slice(&0u32.to_le_bytes());
+        Builder { header, body }
     }
 
     /// Adds the next linear memory, diffed against `base`, its initial
     /// image (the module's active data segments; see [`initial_image`]).
     pub fn memory(&mut self, bytes: &[u8], base: &[u8]) {
-        let offset = self.body.len() as u64;
+        let offset = (self.body.len() - PREFIX) as u64;
         memory::encode(bytes, base, &mut self.body);
         self.header.memories.push(MemoryInfo {
             bytes: bytes.len() as u64,
             base: blake3::hash(base).to_hex().to_string(),
             offset,
-            len: self.body.len() as u64 - offset,
+            len: (self.body.len() - PREFIX) as u64 - offset,
         });
     }
 
@@ -338,13 +348,11 @@ impl Builder {
     /// Seals the snapshot: `sign` signs with the key whose public half is `public`.
     pub fn finish(self, public: &[u8; 32], sign: impl FnOnce(&[u8]) -> [u8; 64]) -> Vec<u8> {
         let header = serde_json::to_vec(&self.header).unwrap_or_default();
-        let mut out = Vec::with_capacity(PREFIX + header.len() + self.body.len() + TRAILER);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        let mut out = self.body;
+        out.reserve(header.len() + TRAILER);
+        out[12..16].copy_from_slice(&(header.len() as u32).to_le_bytes());
         out.extend_from_slice(&header);
-        out.extend_from_slice(&self.body);
-        let hash = blake3::hash(&out);
+        let hash = content_hash(&out);
         out.extend_from_slice(public);
         out.extend_from_slice(hash.as_bytes());
         let mut msg = SIGNATURE_CONTEXT.to_vec();
@@ -430,6 +438,7 @@ fn split(bytes: &[u8]) -> Result<Parts<'_>, SnapshotError> {
         return Err(SnapshotError::Truncated { len, what: "its header and signature" });
     }
     let content_end = len - TRAILER;
+    let header_start = content_end - header_len;
     let t = &bytes[content_end..];
     let mut signer = [0u8; 32];
     let mut hash = [0u8; 32];
@@ -439,13 +448,23 @@ fn split(bytes: &[u8]) -> Result<Parts<'_>, SnapshotError> {
     signature.copy_from_slice(&t[64..]);
     Ok(Parts {
         version,
-        header: &bytes[PREFIX..PREFIX + header_len],
-        body: &bytes[PREFIX + header_len..content_end],
+        header: &bytes[header_start..content_end],
+        body: &bytes[PREFIX..header_start],
         content: &bytes[..content_end],
         signer,
         hash,
         signature,
     })
+}
+
+/// BLAKE3 of the content, on every core for large snapshots.
+fn content_hash(content: &[u8]) -> blake3::Hash {
+    if content.len() < 4 << 20 {
+        return blake3::hash(content);
+    }
+    let mut h = blake3::Hasher::new();
+    h.update_rayon(content);
+    h.finalize()
 }
 
 fn signature_ok(p: &Parts<'_>) -> bool {
@@ -480,7 +499,7 @@ fn parse_header(p: &Parts<'_>) -> Result<Header, SnapshotError> {
 /// trusting anyone (`andes snapshot inspect`).
 pub fn inspect(bytes: &[u8]) -> Result<Inspection, SnapshotError> {
     let p = split(bytes)?;
-    let hash_ok = blake3::hash(p.content).as_bytes() == &p.hash;
+    let hash_ok = content_hash(p.content).as_bytes() == &p.hash;
     let header = parse_header(&p)?;
     Ok(Inspection {
         version: p.version,
@@ -511,7 +530,7 @@ pub fn open<'a>(
     module_sha256: &[u8; 32],
 ) -> Result<Opened<'a>, SnapshotError> {
     let p = split(bytes)?;
-    if blake3::hash(p.content).as_bytes() != &p.hash {
+    if content_hash(p.content).as_bytes() != &p.hash {
         return Err(SnapshotError::HashMismatch);
     }
     if !trusted(&p.signer) {

@@ -273,8 +273,8 @@ proptest! {
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         out.extend_from_slice(&(header.len() as u32).to_le_bytes());
-        out.extend_from_slice(&header);
         out.extend_from_slice(&body);
+        out.extend_from_slice(&header);
         let hash = blake3::hash(&out);
         out.extend_from_slice(&k.verifying_key().to_bytes());
         out.extend_from_slice(hash.as_bytes());
