@@ -71,7 +71,7 @@ pub fn platform(instrumentation: Option<u32>) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SnapshotError {
     /// The file does not start with [`MAGIC`].
-    #[error("not an andes snapshot (it does not start with {MAGIC:?})")]
+    #[error("not an andes snapshot (it does not start with `ANDESNAP`)")]
     NotASnapshot,
     /// Written by a newer andes.
     #[error(
@@ -418,12 +418,15 @@ fn split(bytes: &[u8]) -> Result<Parts<'_>, SnapshotError> {
             SnapshotError::NotASnapshot
         });
     }
-    if len < PREFIX {
-        return Err(SnapshotError::Truncated { len, what: "its version and header length" });
+    if len < 12 {
+        return Err(SnapshotError::Truncated { len, what: "its format version" });
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap_or_default());
     if version > FORMAT_VERSION {
         return Err(SnapshotError::FutureVersion { found: version });
+    }
+    if len < PREFIX {
+        return Err(SnapshotError::Truncated { len, what: "its header length" });
     }
     if version == 0 {
         return Err(SnapshotError::Header("format version 0 does not exist".into()));
