@@ -384,12 +384,13 @@ fn a_checkpoint_exit_code_job_restarted_three_times_completes() {
 #[test]
 fn a_deferred_job_waits_on_its_host_and_starts_on_time() {
     let p = Pool::new("NUM_CPUS = 2", 1);
-    // One job 3 s ahead, one an hour ahead (both matched at once: the
-    // prep time and ScheddInterval allow it).
+    // One job 10 s ahead, one an hour ahead (both matched at once: the
+    // prep time and ScheddInterval allow it). The 10 s leave a loaded
+    // machine time to see both waiting before the first one starts.
     p.submit(
         "alice",
         "soon",
-        "executable = stamp.wasm\ndeferral_time = (QDate + 3)\noutput = soon.out\nlog = soon.log\nqueue\n",
+        "executable = stamp.wasm\ndeferral_time = (QDate + 10)\noutput = soon.out\nlog = soon.log\nqueue\n",
     );
     p.submit(
         "alice",
@@ -410,7 +411,7 @@ fn a_deferred_job_waits_on_its_host_and_starts_on_time() {
     );
     let q = p.queue();
     let soon = job(&q, "1.0").unwrap().clone();
-    let deferral_time = int(&soon, "QDate") + 3;
+    let deferral_time = int(&soon, "QDate") + 10;
     assert_eq!(int(&soon, "JobDeferredUntil"), deferral_time);
     let listing = p.ok("alice", &["q", "-nobatch"]);
     assert_eq!(listing.matches("deferred until").count(), 2, "{listing}");
