@@ -65,6 +65,9 @@ enum Command {
     /// Checkpoint snapshots: `inspect` prints one's header and checks it.
     #[command(subcommand)]
     Snapshot(cmd::snapshot::SnapshotCmd),
+    /// Instrument a wasip1 module so the host can checkpoint it transparently
+    /// (condor_compile).
+    Compile(cmd::compile::CompileArgs),
 }
 
 /// The subcommands that take HTCondor's single-dash long options (`-nobatch`,
@@ -143,6 +146,7 @@ fn main() -> ExitCode {
         Command::Cron(c) => cmd::cron::run(c),
         Command::Router(c) => cmd::router::run(c),
         Command::Snapshot(c) => cmd::snapshot::run(c),
+        Command::Compile(a) => cmd::compile::run(a),
     };
     match result {
         Ok(code) => code,

@@ -4,6 +4,7 @@ pub mod act;
 pub mod central;
 pub mod classad;
 pub mod client;
+pub mod compile;
 pub mod cron;
 pub mod host;
 pub mod keygen;

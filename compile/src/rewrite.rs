@@ -1,0 +1,367 @@
+//! The two rewrites around Binaryen: before it, the flag, the yield import
+//! and the checks at loop headers; after it, the exports of mutable globals
+//! and of the stack memory, and the version section.
+
+use wasm_encoder::reencode::{Error, Reencode, utils};
+use wasm_encoder::{
+    BlockType, CodeSection, ConstExpr, CustomSection, EntityType, ExportKind, ExportSection,
+    GlobalSection, GlobalType, ImportSection, Instruction, Module, SectionId, TypeSection, ValType,
+};
+use wasmparser::{ExternalKind, Parser, Payload, TypeRef};
+
+use crate::scan::{Info, Loop};
+use crate::{
+    CUSTOM_SECTION, CompileError, FLAG_EXPORT, GET_STATE, INSTRUMENTATION_VERSION, LoopChecks,
+    MEMORY_EXPORT, Options, STACK_MEMORY_EXPORT, START_REWIND, START_UNWIND, STOP_REWIND,
+    STOP_UNWIND, YIELD_FIELD, YIELD_MODULE, global_export_name,
+};
+
+/// Where a section goes in a module, in the binary format's order.
+fn rank(id: Option<SectionId>) -> u8 {
+    match id {
+        Some(SectionId::Type) => 1,
+        Some(SectionId::Import) => 2,
+        Some(SectionId::Function) => 3,
+        Some(SectionId::Table) => 4,
+        Some(SectionId::Memory) => 5,
+        Some(SectionId::Tag) => 6,
+        Some(SectionId::Global) => 7,
+        Some(SectionId::Export) => 8,
+        Some(SectionId::Start) => 9,
+        Some(SectionId::Element) => 10,
+        Some(SectionId::DataCount) => 11,
+        Some(SectionId::Code) => 12,
+        Some(SectionId::Data) => 13,
+        Some(SectionId::Custom) => 0,
+        None => u8::MAX,
+        #[allow(unreachable_patterns)]
+        Some(_) => 0,
+    }
+}
+
+fn reencode_error(e: Error<std::convert::Infallible>) -> CompileError {
+    CompileError::Invalid(e.to_string())
+}
+
+struct Pre<'a> {
+    info: &'a Info,
+    opts: &'a Options,
+    /// The yield import's function index.
+    yield_func: u32,
+    /// Its type index.
+    yield_type: u32,
+    /// The flag's global index.
+    flag: u32,
+    /// The next defined function's position in the code section.
+    next_body: usize,
+    types_done: bool,
+    imports_done: bool,
+    globals_done: bool,
+    exports_done: bool,
+}
+
+impl Pre<'_> {
+    fn add_type(&self, types: &mut TypeSection) {
+        types.ty().function([], []);
+    }
+    fn add_import(&self, imports: &mut ImportSection) {
+        imports.import(YIELD_MODULE, YIELD_FIELD, EntityType::Function(self.yield_type));
+    }
+    fn add_global(&self, globals: &mut GlobalSection) {
+        let ty = GlobalType { val_type: ValType::I32, mutable: true, shared: false };
+        globals.global(ty, &ConstExpr::i32_const(0));
+    }
+    fn add_exports(&self, exports: &mut ExportSection) {
+        exports.export(FLAG_EXPORT, ExportKind::Global, self.flag);
+        if !self.info.memory_exported {
+            exports.export(MEMORY_EXPORT, ExportKind::Memory, 0);
+        }
+    }
+}
+
+impl Reencode for Pre<'_> {
+    type Error = std::convert::Infallible;
+
+    fn function_index(&mut self, func: u32) -> Result<u32, Error<Self::Error>> {
+        Ok(if func >= self.yield_func { func + 1 } else { func })
+    }
+
+    fn start_section(&mut self, start: u32) -> Result<u32, Error<Self::Error>> {
+        self.function_index(start)
+    }
+
+    fn parse_type_section(
+        &mut self,
+        types: &mut TypeSection,
+        section: wasmparser::TypeSectionReader<'_>,
+    ) -> Result<(), Error<Self::Error>> {
+        utils::parse_type_section(self, types, section)?;
+        self.add_type(types);
+        self.types_done = true;
+        Ok(())
+    }
+
+    fn parse_import_section(
+        &mut self,
+        imports: &mut ImportSection,
+        section: wasmparser::ImportSectionReader<'_>,
+    ) -> Result<(), Error<Self::Error>> {
+        utils::parse_import_section(self, imports, section)?;
+        self.add_import(imports);
+        self.imports_done = true;
+        Ok(())
+    }
+
+    fn parse_global_section(
+        &mut self,
+        globals: &mut GlobalSection,
+        section: wasmparser::GlobalSectionReader<'_>,
+    ) -> Result<(), Error<Self::Error>> {
+        utils::parse_global_section(self, globals, section)?;
+        self.add_global(globals);
+        self.globals_done = true;
+        Ok(())
+    }
+
+    fn parse_export_section(
+        &mut self,
+        exports: &mut ExportSection,
+        section: wasmparser::ExportSectionReader<'_>,
+    ) -> Result<(), Error<Self::Error>> {
+        utils::parse_export_section(self, exports, section)?;
+        self.add_exports(exports);
+        self.exports_done = true;
+        Ok(())
+    }
+
+    fn intersperse_section_hook(
+        &mut self,
+        module: &mut Module,
+        _after: Option<SectionId>,
+        before: Option<SectionId>,
+    ) -> Result<(), Error<Self::Error>> {
+        // Sections the input lacks are added where they belong.
+        let next = rank(before);
+        if next == 0 {
+            return Ok(());
+        }
+        if !self.types_done && next > rank(Some(SectionId::Type)) {
+            let mut s = TypeSection::new();
+            self.add_type(&mut s);
+            module.section(&s);
+            self.types_done = true;
+        }
+        if !self.imports_done && next > rank(Some(SectionId::Import)) {
+            let mut s = ImportSection::new();
+            self.add_import(&mut s);
+            module.section(&s);
+            self.imports_done = true;
+        }
+        if !self.globals_done && next > rank(Some(SectionId::Global)) {
+            let mut s = GlobalSection::new();
+            self.add_global(&mut s);
+            module.section(&s);
+            self.globals_done = true;
+        }
+        if !self.exports_done && next > rank(Some(SectionId::Export)) {
+            let mut s = ExportSection::new();
+            self.add_exports(&mut s);
+            module.section(&s);
+            self.exports_done = true;
+        }
+        Ok(())
+    }
+
+    fn parse_custom_section(
+        &mut self,
+        module: &mut Module,
+        section: wasmparser::CustomSectionReader<'_>,
+    ) -> Result<(), Error<Self::Error>> {
+        // DWARF describes the code as it was; after the rewrite it would lie.
+        if section.name().starts_with(".debug_") {
+            return Ok(());
+        }
+        utils::parse_custom_section(self, module, section)
+    }
+
+    fn parse_custom_name_subsection(
+        &mut self,
+        names: &mut wasm_encoder::NameSection,
+        section: wasmparser::Name<'_>,
+    ) -> Result<(), Error<Self::Error>> {
+        // Label names describe the code as it was (and Binaryen ignores them).
+        if let wasmparser::Name::Label(_) = section {
+            return Ok(());
+        }
+        utils::parse_custom_name_subsection(self, names, section)
+    }
+
+    fn parse_function_body(
+        &mut self,
+        code: &mut CodeSection,
+        func: wasmparser::FunctionBody<'_>,
+    ) -> Result<(), Error<Self::Error>> {
+        let facts = self.info.functions.get(self.next_body);
+        self.next_body += 1;
+        let mut loops = facts.map(|f| f.loops.iter()).into_iter().flatten();
+        let leaf = facts.is_some_and(|f| !f.calls);
+        let mut f = self.new_function_with_parsed_locals(&func)?;
+        let mut reader = func.get_operators_reader()?;
+        while !reader.eof() {
+            let op = reader.read()?;
+            let is_loop = matches!(op, wasmparser::Operator::Loop { .. });
+            f.instruction(&self.instruction(op)?);
+            if !is_loop {
+                continue;
+            }
+            let l = loops.next().copied().unwrap_or(Loop { outermost: true, calls: true });
+            let check = match self.opts.checks {
+                LoopChecks::Every => true,
+                LoopChecks::NotInLeaves => !leaf,
+                LoopChecks::Outer => !leaf && (l.outermost || l.calls),
+            };
+            if check {
+                f.instruction(&Instruction::GlobalGet(self.flag));
+                f.instruction(&Instruction::If(BlockType::Empty));
+                f.instruction(&Instruction::Call(self.yield_func));
+                f.instruction(&Instruction::End);
+            }
+        }
+        code.function(&f);
+        Ok(())
+    }
+}
+
+/// The flag, the yield import, the loop-header checks and the flag's and
+/// memory's exports.
+pub(crate) fn pre(module: &[u8], info: &Info, opts: &Options) -> Result<Vec<u8>, CompileError> {
+    let mut pre = Pre {
+        info,
+        opts,
+        yield_func: info.imported_funcs,
+        yield_type: info.types,
+        flag: info.globals,
+        next_body: 0,
+        types_done: false,
+        imports_done: false,
+        globals_done: false,
+        exports_done: false,
+    };
+    let mut out = Module::new();
+    pre.parse_core_module(&mut out, Parser::new(0), module).map_err(reencode_error)?;
+    Ok(out.finish())
+}
+
+/// What the post rewrite learns from Binaryen's output.
+#[derive(Default)]
+struct Facts {
+    mutable_globals: Vec<u32>,
+    memories: u32,
+    exports: Vec<String>,
+}
+
+struct Post {
+    facts: Facts,
+}
+
+impl Reencode for Post {
+    type Error = std::convert::Infallible;
+
+    fn parse_export_section(
+        &mut self,
+        exports: &mut ExportSection,
+        section: wasmparser::ExportSectionReader<'_>,
+    ) -> Result<(), Error<Self::Error>> {
+        utils::parse_export_section(self, exports, section)?;
+        for g in &self.facts.mutable_globals {
+            exports.export(&global_export_name(*g), ExportKind::Global, *g);
+        }
+        exports.export(STACK_MEMORY_EXPORT, ExportKind::Memory, 1);
+        Ok(())
+    }
+
+    fn intersperse_section_hook(
+        &mut self,
+        module: &mut Module,
+        _after: Option<SectionId>,
+        before: Option<SectionId>,
+    ) -> Result<(), Error<Self::Error>> {
+        if before.is_none() {
+            module.section(&CustomSection {
+                name: CUSTOM_SECTION.into(),
+                data: INSTRUMENTATION_VERSION.to_le_bytes().to_vec().into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The exports of every mutable global and of the stack memory, and the
+/// version section, added to Binaryen's output.
+pub(crate) fn post(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileError> {
+    let bad = |e: wasmparser::BinaryReaderError| CompileError::Binaryen(e.to_string());
+    let mut facts = Facts::default();
+    let mut globals = 0u32;
+    let mut stack_pages = None;
+    for payload in Parser::new(0).parse_all(module) {
+        match payload.map_err(bad)? {
+            Payload::ImportSection(s) => {
+                for i in s {
+                    match i.map_err(bad)?.ty {
+                        TypeRef::Global(g) => {
+                            if g.mutable {
+                                facts.mutable_globals.push(globals);
+                            }
+                            globals += 1;
+                        }
+                        TypeRef::Memory(_) => facts.memories += 1,
+                        _ => {}
+                    }
+                }
+            }
+            Payload::MemorySection(s) => {
+                for m in s {
+                    let m = m.map_err(bad)?;
+                    if facts.memories == 1 {
+                        stack_pages = Some((m.initial, m.maximum));
+                    }
+                    facts.memories += 1;
+                }
+            }
+            Payload::GlobalSection(s) => {
+                for g in s {
+                    if g.map_err(bad)?.ty.mutable {
+                        facts.mutable_globals.push(globals);
+                    }
+                    globals += 1;
+                }
+            }
+            Payload::ExportSection(s) => {
+                for e in s {
+                    let e = e.map_err(bad)?;
+                    if e.kind == ExternalKind::Func || e.kind == ExternalKind::Global {
+                        facts.exports.push(e.name.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let pages = u64::from(opts.stack_pages);
+    if facts.memories != 2 || stack_pages != Some((pages, Some(pages))) {
+        return Err(CompileError::Binaryen(format!(
+            "expected the guest memory and a {pages}-page Asyncify memory, found {} memories",
+            facts.memories
+        )));
+    }
+    for name in [START_UNWIND, STOP_UNWIND, START_REWIND, STOP_REWIND, GET_STATE, FLAG_EXPORT] {
+        if !facts.exports.iter().any(|e| e == name) {
+            return Err(CompileError::Binaryen(format!("the output lacks the export `{name}`")));
+        }
+    }
+    let mut post = Post { facts };
+    let mut out = Module::new();
+    post.parse_core_module(&mut out, Parser::new(0), module)
+        .map_err(|e| CompileError::Binaryen(e.to_string()))?;
+    Ok(out.finish())
+}

@@ -1,0 +1,333 @@
+use super::*;
+use wasmparser::{ExternalKind, Parser, Payload, TypeRef};
+
+fn sample(name: &str) -> Vec<u8> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples/target/wasm32-wasip1/release")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&p).unwrap_or_else(|e| {
+        panic!("{}: {e}; build the samples first (`cargo xtask samples`)", p.display())
+    })
+}
+
+fn wat(text: &str) -> Vec<u8> {
+    wat::parse_str(text).expect("wat")
+}
+
+/// The exports (name, kind, index), the imports (module, field) and the
+/// memories' limits of a module.
+struct Shape {
+    exports: Vec<(String, ExternalKind, u32)>,
+    imports: Vec<(String, String)>,
+    memories: Vec<(u64, Option<u64>)>,
+    mutable_globals: Vec<u32>,
+}
+
+fn shape(module: &[u8]) -> Shape {
+    let mut s =
+        Shape { exports: vec![], imports: vec![], memories: vec![], mutable_globals: vec![] };
+    let mut globals = 0;
+    for p in Parser::new(0).parse_all(module) {
+        match p.unwrap() {
+            Payload::ExportSection(r) => {
+                for e in r {
+                    let e = e.unwrap();
+                    s.exports.push((e.name.to_string(), e.kind, e.index));
+                }
+            }
+            Payload::ImportSection(r) => {
+                for i in r {
+                    let i = i.unwrap();
+                    s.imports.push((i.module.to_string(), i.name.to_string()));
+                    if let TypeRef::Global(g) = i.ty {
+                        if g.mutable {
+                            s.mutable_globals.push(globals);
+                        }
+                        globals += 1;
+                    }
+                }
+            }
+            Payload::MemorySection(r) => {
+                for m in r {
+                    let m = m.unwrap();
+                    s.memories.push((m.initial, m.maximum));
+                }
+            }
+            Payload::GlobalSection(r) => {
+                for g in r {
+                    if g.unwrap().ty.mutable {
+                        s.mutable_globals.push(globals);
+                    }
+                    globals += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+impl Shape {
+    fn export(&self, name: &str) -> Option<(ExternalKind, u32)> {
+        self.exports.iter().find(|e| e.0 == name).map(|e| (e.1, e.2))
+    }
+}
+
+const LOOP: &str = r#"(module
+    (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+    (memory (export "memory") 1)
+    (global $sp (mut i32) (i32.const 1024))
+    (func $count (param $n i32) (result i32)
+        (local $i i32)
+        (loop $l
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br_if $l (i32.lt_u (local.get $i) (local.get $n))))
+        (local.get $i))
+    (func (export "_start")
+        (drop (call $count (i32.const 10)))
+        (call $exit (i32.const 0))))"#;
+
+#[test]
+fn instrumented_primes_validates_and_has_the_contract() {
+    let original = sample("primes");
+    let out = instrument(&original, &Options::default()).expect("instrument primes");
+    wasmparser::Validator::new_with_features(wasmtime_features()).validate_all(&out).unwrap();
+    let s = shape(&out);
+    assert!(s.imports.contains(&(YIELD_MODULE.to_string(), YIELD_FIELD.to_string())));
+    assert_eq!(s.export(MEMORY_EXPORT), Some((ExternalKind::Memory, 0)));
+    assert_eq!(s.export(STACK_MEMORY_EXPORT), Some((ExternalKind::Memory, 1)));
+    let pages = u64::from(DEFAULT_STACK_PAGES);
+    assert_eq!(s.memories[1], (pages, Some(pages)));
+    for f in [START_UNWIND, STOP_UNWIND, START_REWIND, STOP_REWIND, GET_STATE, "_start"] {
+        assert_eq!(s.export(f).map(|e| e.0), Some(ExternalKind::Func), "{f}");
+    }
+    let (kind, flag) = s.export(FLAG_EXPORT).unwrap();
+    assert_eq!(kind, ExternalKind::Global);
+    assert!(s.mutable_globals.contains(&flag));
+    // Every mutable global under its andes.global.N name, and nothing else.
+    let mut named: Vec<u32> = s
+        .exports
+        .iter()
+        .filter_map(|e| global_export_index(&e.0).map(|n| (n, e.2)))
+        .map(|(n, idx)| {
+            assert_eq!(n, idx);
+            n
+        })
+        .collect();
+    named.sort();
+    assert_eq!(named, s.mutable_globals);
+    // __stack_pointer, the flag, Asyncify's state and data pointer at least.
+    assert!(named.len() >= 4, "{named:?}");
+    assert_eq!(instrumentation_version(&out), Some(INSTRUMENTATION_VERSION));
+}
+
+#[test]
+fn every_optimisation_level_validates() {
+    let original = wat(LOOP);
+    for optimize in
+        [Optimize::None, Optimize::Asyncify, Optimize::O1, Optimize::O2, Optimize::O3, Optimize::O4]
+    {
+        let out = instrument(&original, &Options { optimize, ..Options::default() })
+            .unwrap_or_else(|e| panic!("{optimize:?}: {e}"));
+        assert_eq!(instrumentation_version(&out), Some(1), "{optimize:?}");
+    }
+}
+
+#[test]
+fn instrumenting_twice_is_refused() {
+    let once = instrument(&wat(LOOP), &Options::default()).unwrap();
+    let err = instrument(&once, &Options::default()).unwrap_err();
+    assert!(matches!(err, CompileError::AlreadyInstrumented(1)), "{err}");
+    assert!(err.to_string().contains("already instrumented"), "{err}");
+}
+
+#[test]
+fn asyncify_output_of_another_tool_is_refused() {
+    let m = wat(r#"(module (memory (export "memory") 1)
+        (func (export "_start")) (func (export "asyncify_get_state") (result i32) i32.const 0))"#);
+    let err = instrument(&m, &Options::default()).unwrap_err();
+    assert!(matches!(&err, CompileError::Conflict(s) if s.contains("asyncify_get_state")), "{err}");
+}
+
+#[test]
+fn garbage_is_refused() {
+    for bytes in [&b""[..], b"\0asm", b"not wasm at all", b"\0asm\x01\0\0\0\x01\xff"] {
+        let err = instrument(bytes, &Options::default()).unwrap_err();
+        assert!(matches!(err, CompileError::Invalid(_)), "{bytes:?}: {err}");
+        assert!(err.to_string().starts_with("not a valid WebAssembly module: "), "{err}");
+    }
+    assert_eq!(instrumentation_version(b"garbage"), None);
+}
+
+#[test]
+fn the_custom_section_reads_back() {
+    let original = wat(LOOP);
+    assert_eq!(instrumentation_version(&original), None);
+    let out = instrument(&original, &Options::default()).unwrap();
+    assert_eq!(instrumentation_version(&out), Some(INSTRUMENTATION_VERSION));
+    // The section is where the version says, and nothing else reads as one.
+    let mut sections = 0;
+    for p in Parser::new(0).parse_all(&out) {
+        if let Payload::CustomSection(c) = p.unwrap()
+            && c.name() == CUSTOM_SECTION
+        {
+            sections += 1;
+            assert_eq!(c.data(), &INSTRUMENTATION_VERSION.to_le_bytes());
+        }
+    }
+    assert_eq!(sections, 1);
+}
+
+fn calls_to_yield(module: &[u8]) -> usize {
+    let s = shape(module);
+    let yield_index =
+        s.imports.iter().position(|i| i.0 == YIELD_MODULE && i.1 == YIELD_FIELD).unwrap() as u32;
+    let mut calls = 0;
+    for p in Parser::new(0).parse_all(module) {
+        if let Payload::CodeSectionEntry(body) = p.unwrap() {
+            let mut ops = body.get_operators_reader().unwrap();
+            while !ops.eof() {
+                if let wasmparser::Operator::Call { function_index } = ops.read().unwrap()
+                    && function_index == yield_index
+                {
+                    calls += 1;
+                }
+            }
+        }
+    }
+    calls
+}
+
+#[test]
+fn loop_headers_get_a_flag_check() {
+    let opts =
+        Options { optimize: Optimize::None, checks: LoopChecks::Every, ..Options::default() };
+    assert_eq!(calls_to_yield(&instrument(&wat(LOOP), &opts).unwrap()), 1);
+    // The loop is in a leaf: the default policy leaves it alone.
+    let opts = Options { optimize: Optimize::None, ..Options::default() };
+    assert_eq!(calls_to_yield(&instrument(&wat(LOOP), &opts).unwrap()), 0);
+}
+
+/// A leaf with a loop; a caller with an outer loop holding an inner loop
+/// that calls nothing, an inner loop that calls, and a loop in a block.
+const NESTED: &str = r#"(module
+    (memory (export "memory") 1)
+    (func $leaf (param $n i32)
+        (loop $l (br_if $l (local.tee $n (i32.sub (local.get $n) (i32.const 1))))))
+    (func (export "_start") (local $i i32) (local $j i32)
+        (loop $outer
+            (local.set $j (i32.const 0))
+            (loop $inner_pure
+                (local.set $j (i32.add (local.get $j) (i32.const 1)))
+                (br_if $inner_pure (i32.lt_u (local.get $j) (i32.const 10))))
+            (loop $inner_calls
+                (call $leaf (i32.const 3))
+                (local.set $j (i32.sub (local.get $j) (i32.const 1)))
+                (br_if $inner_calls (local.get $j)))
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br_if $outer (i32.lt_u (local.get $i) (i32.const 10))))
+        (block $b (loop $after (br_if $after (i32.const 0))))))"#;
+
+#[test]
+fn loop_check_policies_place_the_checks_they_say() {
+    let count = |checks| {
+        let opts = Options { optimize: Optimize::None, checks, ..Options::default() };
+        calls_to_yield(&instrument(&wat(NESTED), &opts).unwrap())
+    };
+    // leaf loop, outer, inner_pure, inner_calls, after.
+    assert_eq!(count(LoopChecks::Every), 5);
+    assert_eq!(count(LoopChecks::NotInLeaves), 4);
+    // outer and after (outermost), inner_calls (calls).
+    assert_eq!(count(LoopChecks::Outer), 3);
+}
+
+#[test]
+fn a_module_without_export_or_global_sections_gets_them() {
+    // No global section, memory not exported: both are added.
+    let m = wat(r#"(module (memory 1) (func $s (loop $l (br $l))) (export "_start" (func $s)))"#);
+    let out = instrument(&m, &Options::default()).unwrap();
+    let s = shape(&out);
+    assert_eq!(s.export(MEMORY_EXPORT), Some((ExternalKind::Memory, 0)));
+    assert!(s.export(FLAG_EXPORT).is_some());
+}
+
+fn refused(text: &str) -> CompileError {
+    instrument(&wat(text), &Options::default()).expect_err("should be refused")
+}
+
+#[test]
+fn modules_it_cannot_instrument_are_refused_with_the_reason() {
+    let e = refused(r#"(module (memory 1) (func (export "main")))"#);
+    assert!(matches!(e, CompileError::NoStart), "{e}");
+    let e = refused(r#"(module (memory 1) (func (export "_start") (param i32)))"#);
+    assert!(matches!(e, CompileError::NoStart), "{e}");
+    let e = refused(r#"(module (func (export "_start")))"#);
+    assert!(matches!(e, CompileError::NoMemory), "{e}");
+
+    let unsupported = |text: &str, what: &str| {
+        let e = refused(text);
+        match &e {
+            CompileError::Unsupported { feature, .. } => {
+                assert!(feature.contains(what), "{e}")
+            }
+            _ => panic!("expected unsupported {what}, got {e}"),
+        }
+    };
+    unsupported(r#"(module (memory 1 1 shared) (func (export "_start")))"#, "threads");
+    unsupported(r#"(module (memory 1) (tag $t) (func (export "_start") (throw $t)))"#, "exception");
+    unsupported(
+        r#"(module (memory 1) (func $f) (func (export "_start") (return_call $f)))"#,
+        "tail calls",
+    );
+    unsupported(r#"(module (memory 1) (memory 1) (func (export "_start")))"#, "multi-memory");
+    for (op, body) in [
+        ("table.set", "(table.set (i32.const 0) (ref.null func))"),
+        ("table.grow", "(drop (table.grow (ref.null func) (i32.const 1)))"),
+        ("table.fill", "(table.fill (i32.const 0) (ref.null func) (i32.const 1))"),
+        ("table.copy", "(table.copy (i32.const 0) (i32.const 0) (i32.const 0))"),
+        ("table.init", "(table.init $e (i32.const 0) (i32.const 0) (i32.const 0))"),
+    ] {
+        unsupported(
+            &format!(
+                r#"(module (memory 1) (table 1 funcref) (elem $e func $s)
+                    (func $s (export "_start") {body}))"#
+            ),
+            op,
+        );
+    }
+    unsupported(
+        r#"(module (memory 1) (func (export "_start") (local externref)))"#,
+        "reference values",
+    );
+    let e = instrument(&[], &Options { stack_pages: 0, ..Options::default() }).unwrap_err();
+    assert!(matches!(e, CompileError::Options(_)), "{e}");
+}
+
+#[test]
+fn global_export_names_round_trip() {
+    for n in [0, 1, 9, 10, 4_000_000_000] {
+        assert_eq!(global_export_index(&global_export_name(n)), Some(n));
+    }
+    for bad in ["andes.global.", "andes.global.01", "andes.global.x", "andes.global.-1", "memory"] {
+        assert_eq!(global_export_index(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn stack_layout_and_overflow() {
+    let l = StackLayout::new(16 * PAGE_SIZE);
+    assert_eq!((l.data, l.start, l.end), (0, 8, 16 * 65536));
+    assert_eq!(l.capacity(), 16 * 65536 - 8);
+    let d = l.initial_data();
+    assert_eq!(l.used(d), Some(0));
+    let mut after = d;
+    after[..4].copy_from_slice(&108u32.to_le_bytes());
+    assert_eq!(l.used(after), Some(100));
+    after[..4].copy_from_slice(&(l.end + 4).to_le_bytes());
+    assert_eq!(l.used(after), None);
+    assert!(is_stack_overflow(true, STATE_UNWINDING));
+    assert!(!is_stack_overflow(true, STATE_NORMAL));
+    assert!(!is_stack_overflow(false, STATE_UNWINDING));
+    let msg = StackOverflow { capacity: l.capacity(), pages: 16 }.to_string();
+    assert!(msg.contains("--stack-pages"), "{msg}");
+}

@@ -1,0 +1,48 @@
+//! `andes compile`: instrument a wasip1 module for transparent checkpoints
+//! (the counterpart of condor_compile).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use andes_compile::{DEFAULT_STACK_PAGES, Options};
+use anyhow::{Context, Result, anyhow};
+use clap::Args;
+
+/// Arguments of `andes compile`.
+#[derive(Args, Debug)]
+pub struct CompileArgs {
+    /// The wasip1 module to instrument.
+    input: PathBuf,
+    /// Where to write the instrumented module.
+    #[arg(short = 'o', long = "output", value_name = "OUT.wasm")]
+    output: PathBuf,
+    /// The checkpoint stack's size in 64 KiB pages: the largest call stack a
+    /// checkpoint can hold.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_STACK_PAGES)]
+    stack_pages: u32,
+}
+
+fn size(b: usize) -> String {
+    if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+    } else if b >= 1 << 10 {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// Runs `andes compile`.
+pub fn run(a: CompileArgs) -> Result<ExitCode> {
+    let input =
+        std::fs::read(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
+    let opts = Options { stack_pages: a.stack_pages, ..Options::default() };
+    let out = andes_compile::instrument(&input, &opts)
+        .map_err(|e| anyhow!("{}: {e}", a.input.display()))?;
+    std::fs::write(&a.output, &out).with_context(|| format!("writing {}", a.output.display()))?;
+    println!("input         {} ({})", a.input.display(), size(input.len()));
+    println!("output        {} ({})", a.output.display(), size(out.len()));
+    println!("growth        {:.2}x", out.len() as f64 / input.len().max(1) as f64);
+    println!("instrumentation version {}", andes_compile::INSTRUMENTATION_VERSION);
+    Ok(ExitCode::SUCCESS)
+}
