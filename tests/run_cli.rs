@@ -197,3 +197,79 @@ fn a_cooperative_job_killed_outright_resumes_from_its_last_save() {
     assert!(err.contains("resuming at term"), "{err}");
     assert_eq!(resumed.stdout, whole.stdout);
 }
+
+/// `andes compile`, then `andes run --checkpoint-every`: the job is
+/// snapshotted while it runs, killed with SIGKILL, and the same command
+/// resumes it from the snapshot in a fresh process, ending exactly as an
+/// uninterrupted run does; the snapshot is removed once the job has ended.
+#[test]
+fn a_compiled_job_killed_outright_resumes_from_its_last_snapshot() {
+    let dir = sandbox("transparent");
+    let ckpt = dir.join("ckpt");
+    let module = dir.join("primes.wasm");
+    let compiled = Command::cargo_bin("andes")
+        .unwrap()
+        .args(["compile"])
+        .arg(sample("primes"))
+        .arg("-o")
+        .arg(&module)
+        .output()
+        .unwrap();
+    assert_eq!(compiled.status.code(), Some(0), "{}", String::from_utf8_lossy(&compiled.stderr));
+    let n = "400000000";
+    let whole = Command::cargo_bin("andes")
+        .unwrap()
+        .args(["run", "--dir"])
+        .arg(&dir)
+        .arg(&module)
+        .arg(n)
+        .output()
+        .unwrap();
+    assert_eq!(whole.status.code(), Some(0));
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("andes"))
+        .args(["run", "--checkpoint-every", "100ms", "--dir"])
+        .arg(&dir)
+        .arg("--checkpoint-dir")
+        .arg(&ckpt)
+        .arg(&module)
+        .arg(n)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let snapshot = ckpt.join("snapshot");
+    let t0 = std::time::Instant::now();
+    while !snapshot.exists() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "no snapshot within 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    let killed = child.wait_with_output().unwrap();
+    assert!(killed.stdout.is_empty(), "it had already finished");
+    let resumed = Command::cargo_bin("andes")
+        .unwrap()
+        .args(["run", "--dir"])
+        .arg(&dir)
+        .arg("--checkpoint-dir")
+        .arg(&ckpt)
+        .arg(&module)
+        .arg(n)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{err}");
+    assert!(err.contains("resumes from its snapshot"), "{err}");
+    assert_eq!(resumed.stdout, whole.stdout);
+    assert!(!snapshot.exists(), "the ended job's snapshot is gone");
+
+    // A module that was not compiled has no snapshots to restore.
+    let out = Command::cargo_bin("andes")
+        .unwrap()
+        .args(["run", "--restore"])
+        .arg(&snapshot)
+        .arg(sample("primes"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not compiled by `andes compile`"));
+}

@@ -152,6 +152,7 @@ fn job(module: &Arc<[u8]>, ad: &str, sandbox: &Path) -> JobSpec {
         inherit_stdio: false,
         digest: Some(module_digest(module)),
         saved_state: None,
+        transparent: None,
     }
 }
 

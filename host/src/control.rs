@@ -213,13 +213,25 @@ impl Control {
 
     /// Asks a cooperative guest to checkpoint: its `checkpoint-requested`
     /// is true until it next calls `save`.
+    ///
+    /// A module instrumented by `andes compile` takes a transparent
+    /// checkpoint at its next yield point; a suspended one runs to that
+    /// point, is captured, and stays suspended.
     pub fn request_checkpoint(&self) {
         self.ckpt_requested.store(true, Ordering::SeqCst);
+        if let Some(w) = self.state().waker.take() {
+            w.wake();
+        }
     }
 
     /// True while a checkpoint request is pending.
     pub fn checkpoint_requested(&self) -> bool {
         self.ckpt_requested.load(Ordering::SeqCst)
+    }
+
+    /// A transparent checkpoint was taken (or tried): the request is answered.
+    pub fn checkpoint_taken(&self) {
+        self.ckpt_requested.store(false, Ordering::SeqCst);
     }
 
     /// Records the guest's `save`: it answers any pending request.
@@ -303,7 +315,9 @@ pub(crate) enum Stopped {
 }
 
 /// Drives the guest's future under a [`Control`]: not polled while
-/// suspended, dropped when killed, with the CPU time of each poll counted.
+/// suspended (unless a checkpoint is asked for: the guest must run to its
+/// next yield point to be captured), dropped when killed, with the CPU time
+/// of each poll counted.
 pub(crate) struct Controlled<F> {
     pub(crate) inner: Pin<Box<F>>,
     pub(crate) ctl: Arc<Control>,
@@ -318,7 +332,7 @@ impl<F: Future> Future for Controlled<F> {
         }
         {
             let mut s = self.ctl.state();
-            if s.suspended {
+            if s.suspended && !self.ctl.checkpoint_requested() {
                 s.waker = Some(cx.waker().clone());
                 return Poll::Pending;
             }

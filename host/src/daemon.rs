@@ -1332,6 +1332,7 @@ impl Daemon {
             inherit_stdio: false,
             digest,
             saved_state,
+            transparent: None,
         };
         let ctl = Control::new();
         let saver = (kind == RunKind::Job).then(|| {

@@ -62,6 +62,17 @@ pub(crate) struct Prepared {
     pub(crate) module: Module,
     /// The pre-linked module, or why linking failed (an unknown import).
     pub(crate) pre: Result<wasmtime::InstancePre<crate::starter::JobState>, String>,
+    /// The `andes compile` instrumentation version, if the module has one.
+    pub(crate) instrumentation: Option<u32>,
+    /// Memory 0's initial image, computed at the first checkpoint.
+    image: std::sync::OnceLock<Result<Arc<[u8]>, String>>,
+}
+
+impl Prepared {
+    /// Memory 0's initial image (`bytes` are the module's).
+    pub(crate) fn image(&self, bytes: &[u8]) -> Result<Arc<[u8]>, String> {
+        self.image.get_or_init(|| crate::transparent::initial_image(bytes).map(Arc::from)).clone()
+    }
 }
 
 /// The SHA-256 of a module's bytes.
@@ -84,7 +95,10 @@ impl Host {
         cfg.max_wasm_stack(config.max_wasm_stack);
         cfg.async_stack_size(config.max_wasm_stack + (1 << 20));
         let mut pool = PoolingAllocationConfig::default();
-        pool.total_memories(config.max_instances)
+        // A module instrumented by `andes compile` has a second memory, its
+        // checkpoint stack.
+        pool.total_memories(config.max_instances.saturating_mul(2))
+            .max_memories_per_module(2)
             .total_tables(config.max_instances)
             .total_core_instances(config.max_instances)
             .total_stacks(config.max_instances)
@@ -160,7 +174,8 @@ impl Host {
         }
         let module = self.load_or_compile(bytes, &digest)?;
         let pre = self.linker.instantiate_pre(&module).map_err(|e| format!("{e:#}"));
-        let p = Arc::new(Prepared { module, pre });
+        let instrumentation = andes_compile::instrumentation_version(bytes);
+        let p = Arc::new(Prepared { module, pre, instrumentation, image: Default::default() });
         self.lock().insert(digest, p.clone());
         Ok(p)
     }

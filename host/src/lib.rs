@@ -21,6 +21,7 @@
 //!     inherit_stdio: false,
 //!     digest: None,
 //!     saved_state: None,
+//!     transparent: None,
 //! };
 //! let result = host.run(spec, Control::new(), Arc::new(SystemClock)).await;
 //! println!("{}", result.to_ad());
@@ -35,10 +36,12 @@ pub mod engine;
 pub mod imports;
 pub mod sandbox;
 pub mod starter;
+pub mod transparent;
 
 pub use control::{Clock, Control, SystemClock, Usage, VirtualClock};
 pub use engine::{Host, HostConfig};
 pub use starter::{Ending, JobResult, JobSpec, Limits};
+pub use transparent::{Checkpoint, Transparent};
 
 /// The startd state machine the [`daemon`] drives.
 pub use andes_startd;

@@ -4,6 +4,7 @@
 //! enforced here, in the host, never trusted to the guest.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::io::{IoSlice, IoSliceMut, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,6 +40,10 @@ pub struct Quota {
     pub output_exceeded: AtomicBool,
     /// The job to stop when a limit is exceeded.
     ctl: std::sync::OnceLock<Arc<crate::control::Control>>,
+    /// Every file and directory the guest holds open through the sandbox,
+    /// by (device, inode): its path and how many handles share it. A
+    /// transparent checkpoint finds each descriptor's path here.
+    handles: std::sync::Mutex<HashMap<(u64, u64), (String, usize)>>,
 }
 
 impl Quota {
@@ -52,7 +57,39 @@ impl Quota {
             disk_exceeded: AtomicBool::new(false),
             output_exceeded: AtomicBool::new(false),
             ctl: std::sync::OnceLock::new(),
+            handles: Default::default(),
         })
+    }
+
+    fn handles(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, u64), (String, usize)>> {
+        self.handles.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn register(&self, id: (u64, u64), path: String) {
+        let mut h = self.handles();
+        let e = h.entry(id).or_insert((path.clone(), 0));
+        e.0 = path;
+        e.1 += 1;
+    }
+
+    fn unregister(&self, id: (u64, u64)) {
+        let mut h = self.handles();
+        if let Some(e) = h.get_mut(&id) {
+            e.1 -= 1;
+            if e.1 == 0 {
+                h.remove(&id);
+            }
+        }
+    }
+
+    /// The sandbox path of an open file or directory, by (device, inode).
+    pub fn handle_path(&self, id: (u64, u64)) -> Option<String> {
+        self.handles().get(&id).map(|e| e.0.clone())
+    }
+
+    /// How many handles the guest holds open through the sandbox.
+    pub fn open_handles(&self) -> usize {
+        self.handles().values().map(|e| e.1).sum()
     }
 
     /// Stops this job when a limit is exceeded.
@@ -117,12 +154,25 @@ pub fn disk_usage(path: &std::path::Path) -> u64 {
 pub struct QuotaDir {
     inner: Box<dyn WasiDir>,
     quota: Arc<Quota>,
+    /// This directory's path in the sandbox (`""` for the sandbox itself).
+    path: String,
+    /// Its (device, inode), registered in the quota while it is open.
+    id: Option<(u64, u64)>,
+}
+
+/// `dir/name`, or `name` in the sandbox's root.
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
+}
+
+fn file_id(st: &Filestat) -> (u64, u64) {
+    (st.device_id, st.inode)
 }
 
 impl QuotaDir {
-    /// Wraps a wasi-common directory.
+    /// Wraps a wasi-common directory: the sandbox itself.
     pub fn new(inner: Box<dyn WasiDir>, quota: Arc<Quota>) -> QuotaDir {
-        QuotaDir { inner, quota }
+        QuotaDir { inner, quota, path: String::new(), id: None }
     }
 
     fn unwrap_dir(d: &dyn WasiDir) -> &dyn WasiDir {
@@ -162,12 +212,23 @@ impl WasiDir for QuotaDir {
         match self.inner.open_file(symlink_follow, path, oflags, read, write, fdflags).await {
             Ok(OpenResult::File(f)) => {
                 q.shrink(before);
-                let size = f.get_filestat().await.map(|s| s.size).unwrap_or(0);
-                Ok(OpenResult::File(Box::new(QuotaFile::new(f, q.clone(), None, size, true))))
+                let st = f.get_filestat().await.ok();
+                let size = st.as_ref().map_or(0, |s| s.size);
+                let mut file = QuotaFile::new(f, q.clone(), None, size, true);
+                if let Some(st) = st {
+                    file.id = Some(file_id(&st));
+                    q.register(file_id(&st), join(&self.path, path));
+                }
+                Ok(OpenResult::File(Box::new(file)))
             }
             Ok(OpenResult::Dir(d)) => {
                 q.open.fetch_sub(1, Ordering::SeqCst);
-                Ok(OpenResult::Dir(Box::new(QuotaDir { inner: d, quota: q.clone() })))
+                let id = d.get_filestat().await.ok().map(|st| file_id(&st));
+                let path = join(&self.path, path);
+                if let Some(id) = id {
+                    q.register(id, path.clone());
+                }
+                Ok(OpenResult::Dir(Box::new(QuotaDir { inner: d, quota: q.clone(), path, id })))
             }
             Err(e) => {
                 q.open.fetch_sub(1, Ordering::SeqCst);
@@ -257,6 +318,8 @@ pub struct QuotaFile {
     size: AtomicU64,
     /// Counts toward the open-file limit.
     counted: bool,
+    /// Its (device, inode), registered in the quota while it is open.
+    id: Option<(u64, u64)>,
 }
 
 impl QuotaFile {
@@ -268,7 +331,7 @@ impl QuotaFile {
         size: u64,
         counted: bool,
     ) -> QuotaFile {
-        QuotaFile { inner, quota, cap, size: AtomicU64::new(size), counted }
+        QuotaFile { inner, quota, cap, size: AtomicU64::new(size), counted, id: None }
     }
 
     fn check(&self, n: u64, offset_end: Option<u64>) -> Result<(), Error> {
@@ -308,6 +371,17 @@ impl Drop for QuotaFile {
     fn drop(&mut self) {
         if self.counted {
             self.quota.open.fetch_sub(1, Ordering::SeqCst);
+        }
+        if let Some(id) = self.id {
+            self.quota.unregister(id);
+        }
+    }
+}
+
+impl Drop for QuotaDir {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.quota.unregister(id);
         }
     }
 }

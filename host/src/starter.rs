@@ -14,6 +14,7 @@ use crate::control::{Clock, Control, Controlled, Stopped, Usage};
 use crate::engine::Host;
 use crate::imports::{self, ImportState, JobIo};
 use crate::sandbox::{Exceeded, Quota, QuotaDir, QuotaFile, disk_usage};
+use crate::transparent::{self, Transparent};
 
 /// HTCondor's HoldReasonCode for a job the starter could not start.
 pub const HOLD_FAILED_TO_START: i32 = 6;
@@ -35,6 +36,11 @@ pub const HOLD_DISK: i32 = 102;
 /// HTCondor's HoldReasonCode 25: the job arrived after its DeferralTime and
 /// its DeferralWindow.
 pub const HOLD_MISSED_DEFERRAL: i32 = 25;
+/// andes's HoldReasonCode: a transparent checkpoint failed for good. Subcode
+/// 1: the snapshot to resume from was refused (corrupt, untrusted, of
+/// another module, from another instrumentation); 2: the job's call stack
+/// outgrew its checkpoint stack.
+pub const HOLD_CHECKPOINT: i32 = 103;
 
 /// What the starter does with a job's `DeferralTime`, by the host's clock.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -276,6 +282,9 @@ pub struct JobSpec {
     pub digest: Option<[u8; 32]>,
     /// The state a cooperative job saved in an earlier run (its `load`).
     pub saved_state: Option<Arc<[u8]>>,
+    /// Transparent checkpoints, for a module instrumented by `andes compile`:
+    /// where snapshots go and which one to resume from.
+    pub transparent: Option<Arc<Transparent>>,
 }
 
 struct Limiter {
@@ -299,11 +308,17 @@ impl ResourceLimiter for Limiter {
 }
 
 pub(crate) struct JobState {
-    wasi: WasiCtx,
+    pub(crate) wasi: WasiCtx,
     limiter: Limiter,
     ctl: Arc<Control>,
     clock: Arc<dyn Clock>,
     io: Arc<JobIo>,
+    /// An instrumented module's checkpoint flag.
+    pub(crate) flag: Option<wasmtime::Global>,
+    /// The sandbox's quota (and its registry of open handles).
+    pub(crate) quota: Arc<Quota>,
+    /// A checkpoint was tried on this vacate already.
+    vacate_checkpointed: bool,
 }
 
 impl ImportState for JobState {
@@ -391,7 +406,15 @@ fn errno_of(e: &std::io::Error) -> i32 {
 
 enum Inner {
     Setup(Ending),
-    Finished { result: Result<()>, refused: Option<u64>, fuel_left: u64 },
+    Finished {
+        result: Result<()>,
+        refused: Option<u64>,
+        fuel_left: u64,
+    },
+    /// Checkpointed on a vacate, and stopped.
+    Vacated {
+        fuel_left: u64,
+    },
 }
 
 impl Host {
@@ -441,6 +464,16 @@ impl Host {
             }
             Deferral::Invalid(reason) => return not_run(held(HOLD_MISSED_DEFERRAL, 1, reason)),
         }
+        // A transparent restore: check the snapshot, then put the sandbox's
+        // files back as they were at the checkpoint.
+        let restored =
+            match (&spec.transparent, spec.transparent.as_ref().and_then(|t| t.restore.clone())) {
+                (Some(t), Some(bytes)) => match self.open_restore(&spec, t, &bytes) {
+                    Ok(header) => Some(header),
+                    Err(ending) => return not_run(ending),
+                },
+                _ => None,
+            };
         let io = Arc::new(JobIo {
             ad: std::sync::Mutex::new(spec.ad.clone()),
             loaded: spec.saved_state.clone(),
@@ -451,15 +484,35 @@ impl Host {
         quota.set_control(ctl.clone());
         ctl.disk_bytes.store(used, std::sync::atomic::Ordering::Relaxed);
         ctl.mark_started(clock.now());
-        let fuel_budget = spec.limits.fuel.unwrap_or(u64::MAX / 2);
-        let fut = instantiate_and_run(self.setup(
-            &spec,
-            ctl.clone(),
-            clock.clone(),
-            io.clone(),
-            quota.clone(),
+        // Fuel used before the snapshot counts against MaxFuel.
+        let fuel_before = restored
+            .as_ref()
+            .map_or(0, |h| h.usage.get(FUEL_USAGE).copied().unwrap_or(0.0).max(0.0) as u64);
+        let fuel_budget = spec.limits.fuel.map_or(u64::MAX / 2, |f| f.saturating_sub(fuel_before));
+        let tp = spec.transparent.clone().map(|t| TpRun {
+            t,
+            module: spec.module.clone(),
+            digest: spec.digest.unwrap_or_else(|| crate::engine::module_digest(&spec.module)),
+            sandbox: spec.sandbox.clone(),
+            args: job_argv(&spec.ad).unwrap_or_default(),
+            env: job_env(&spec.ad).unwrap_or_default(),
+            clock: clock.clone(),
+            restore: restored.is_some(),
+            fuel_before,
             fuel_budget,
-        ));
+        });
+        let fut = instantiate_and_run(
+            self.setup(
+                &spec,
+                ctl.clone(),
+                clock.clone(),
+                io.clone(),
+                quota.clone(),
+                fuel_budget,
+                restored.as_ref().map(|h| &h.wasi),
+            ),
+            tp,
+        );
         let mut controlled = Box::pin(Controlled { inner: Box::pin(fut), ctl: ctl.clone() });
         let exec_deadline = spec.limits.execute_duration.map(|d| clock.now() + d);
         let mut exec_timer = match exec_deadline {
@@ -488,6 +541,10 @@ impl Host {
         let ending = match outcome {
             Err(Stopped::Killed) => self.killed_ending(&spec, &quota, timed_out, &ctl),
             Ok(Inner::Setup(e)) => e,
+            Ok(Inner::Vacated { fuel_left }) => {
+                usage.fuel_consumed = fuel_budget.saturating_sub(fuel_left);
+                Ending::Evicted { vacated: true }
+            }
             Ok(Inner::Finished { result, refused, fuel_left }) => {
                 usage.fuel_consumed = fuel_budget.saturating_sub(fuel_left);
                 ctl.fuel_consumed.store(usage.fuel_consumed, std::sync::atomic::Ordering::Relaxed);
@@ -602,6 +659,7 @@ impl Host {
         io: Arc<JobIo>,
         quota: Arc<Quota>,
         fuel_budget: u64,
+        restoring: Option<&andes_snapshot::WasiState>,
     ) -> Result<(Store<JobState>, Arc<crate::engine::Prepared>), Ending> {
         let prepared = self.prepared(&spec.module, spec.digest).map_err(|e| {
             held(HOLD_FAILED_TO_START, 0, format!("the module is not valid WebAssembly: {e:#}"))
@@ -617,63 +675,104 @@ impl Host {
                 format!("cannot open the sandbox {}: {e}", spec.sandbox.display()),
             )
         })?;
-        let mut b = wasi_common::tokio::WasiCtxBuilder::new();
+        // The context is built by hand (not by wasi-common's builder) so that
+        // a restored job's monotonic clock continues from its snapshot.
+        let mut wasi = transparent::new_ctx(restoring.map_or(0, |w| w.monotonic_ns));
         if spec.inherit_stdio {
-            b.inherit_stdio();
+            wasi.set_stdin(Box::new(wasi_common::tokio::stdio::stdin()));
+            wasi.set_stdout(Box::new(wasi_common::tokio::stdio::stdout()));
+            wasi.set_stderr(Box::new(wasi_common::tokio::stdio::stderr()));
         }
         for a in &argv {
-            b.arg(a).map_err(|e| bad_ad(format!("argument {a:?}: {e}")))?;
+            wasi.push_arg(a).map_err(|e| bad_ad(format!("argument {a:?}: {e}")))?;
         }
         for (k, v) in &env {
-            b.env(k, v).map_err(|e| bad_ad(format!("environment {k}: {e}")))?;
+            wasi.push_env(k, v).map_err(|e| bad_ad(format!("environment {k}: {e}")))?;
         }
+        // Positions the stream at its offset in a restored job.
+        let seek = |f: &mut cap_std::fs::File, offset: u64, name: &str| {
+            use std::io::Seek;
+            f.seek(std::io::SeekFrom::Start(offset)).map(|_| ()).map_err(|e| {
+                held(HOLD_CHECKPOINT, 1, format!("cannot resume the job's stream {name}: {e}"))
+            })
+        };
         if let Some(name) = stream_path(&spec.ad, "In") {
-            let f = dir.open(&name).map_err(|e| {
+            let mut f = dir.open(&name).map_err(|e| {
                 held(
                     HOLD_OPEN_INPUT,
                     errno_of(&e),
                     format!("cannot open the job's input file {name}: {e}"),
                 )
             })?;
-            b.stdin(Box::new(wasi_common::tokio::File::from_cap_std(f)));
+            if let Some(w) = restoring {
+                seek(&mut f, w.stdin_offset, &name)?;
+            }
+            wasi.set_stdin(Box::new(wasi_common::tokio::File::from_cap_std(f)));
         }
         for (attr, is_err) in [("Out", false), ("Err", true)] {
             let Some(name) = stream_path(&spec.ad, attr) else { continue };
-            let f = dir.create(&name).map_err(|e| {
+            // A restored job's output continues where it was, in the file
+            // the snapshot put back; a new job's starts empty.
+            let opened = match restoring {
+                None => dir.create(&name),
+                Some(_) => {
+                    let mut o = cap_std::fs::OpenOptions::new();
+                    o.write(true).create(true);
+                    dir.open_with(&name, &o)
+                }
+            };
+            let mut f = opened.map_err(|e| {
                 held(
                     HOLD_OPEN_OUTPUT,
                     errno_of(&e),
                     format!("cannot create the job's output file {name}: {e}"),
                 )
             })?;
+            let mut size = 0;
+            if let Some(w) = restoring {
+                size = if is_err { w.stderr_offset } else { w.stdout_offset };
+                seek(&mut f, size, &name)?;
+            }
             let file = QuotaFile::new(
                 Box::new(wasi_common::tokio::File::from_cap_std(f)),
                 quota.clone(),
                 Some(spec.limits.output_bytes),
-                0,
+                size,
                 false,
             );
             if is_err {
-                b.stderr(Box::new(file));
+                wasi.set_stderr(Box::new(file));
             } else {
-                b.stdout(Box::new(file));
+                wasi.set_stdout(Box::new(file));
             }
         }
-        let wasi = b.build();
-        let sandbox = QuotaDir::new(Box::new(wasi_common::tokio::Dir::from_cap_std(dir)), quota);
+        let sandbox =
+            QuotaDir::new(Box::new(wasi_common::tokio::Dir::from_cap_std(dir)), quota.clone());
         wasi.push_preopened_dir(Box::new(sandbox), ".").map_err(|e| {
             held(HOLD_FAILED_TO_START, 0, format!("cannot preopen the sandbox: {e}"))
         })?;
         let limiter = Limiter { max: spec.limits.memory_bytes, refused: None, ctl: ctl.clone() };
-        let mut store =
-            Store::new(&self.engine, JobState { wasi, limiter, ctl: ctl.clone(), clock, io });
+        let mut store = Store::new(
+            &self.engine,
+            JobState {
+                wasi,
+                limiter,
+                ctl: ctl.clone(),
+                clock,
+                io,
+                flag: None,
+                quota,
+                vacate_checkpointed: false,
+            },
+        );
         store.limiter(|s| &mut s.limiter);
         let internal =
             |e: anyhow::Error| held(HOLD_FAILED_TO_START, 0, format!("host error: {e:#}"));
         store.set_fuel(fuel_budget).map_err(internal)?;
         store.fuel_async_yield_interval(Some(self.config.fuel_yield_interval)).map_err(internal)?;
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |ctx| {
+        let transparent = spec.transparent.is_some();
+        store.epoch_deadline_callback(move |mut ctx| {
             let data = ctx.data();
             if let Ok(left) = ctx.get_fuel() {
                 data.ctl
@@ -683,15 +782,81 @@ impl Host {
             if data.ctl.is_killed() {
                 return Err(Trap::Interrupt.into());
             }
+            // An instrumented job asked to checkpoint (or vacated, when its
+            // snapshots go somewhere) yields at its next checked loop header.
+            if let Some(flag) = data.flag
+                && (data.ctl.checkpoint_requested()
+                    || (transparent && data.ctl.vacate_requested() && !data.vacate_checkpointed))
+            {
+                flag.set(&mut ctx, wasmtime::Val::I32(1))?;
+            }
             Ok(UpdateDeadline::Continue(1))
         });
         Ok((store, prepared))
     }
 }
 
+/// The key of the fuel a job consumed before a snapshot, in its usage.
+pub const FUEL_USAGE: &str = "fuel_consumed";
+
+/// What a run of a transparently checkpointed job needs besides its store.
+struct TpRun {
+    t: Arc<Transparent>,
+    module: Arc<[u8]>,
+    digest: [u8; 32],
+    sandbox: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    clock: Arc<dyn Clock>,
+    /// Resume from `t.restore` (already checked, and its files restored).
+    restore: bool,
+    /// Fuel consumed before the snapshot resumed from.
+    fuel_before: u64,
+    fuel_budget: u64,
+}
+
+impl Host {
+    /// Opens the snapshot a job resumes from and restores its files into the
+    /// sandbox; a refusal is a hold that says why.
+    fn open_restore(
+        &self,
+        spec: &JobSpec,
+        t: &Transparent,
+        bytes: &[u8],
+    ) -> Result<andes_snapshot::Header, Ending> {
+        let refuse = |why: String| {
+            held(HOLD_CHECKPOINT, 1, format!("the job's checkpoint cannot be restored: {why}"))
+        };
+        let prepared = self.prepared(&spec.module, spec.digest).map_err(|e| {
+            held(HOLD_FAILED_TO_START, 0, format!("the module is not valid WebAssembly: {e:#}"))
+        })?;
+        let digest = spec.digest.unwrap_or_else(|| crate::engine::module_digest(&spec.module));
+        let opened =
+            andes_snapshot::open(bytes, &*t.trusted, &digest).map_err(|e| refuse(e.to_string()))?;
+        let header = opened.header;
+        let Some(version) = prepared.instrumentation else {
+            return Err(refuse(
+                "the module is not instrumented by andes compile, the snapshot is of one".into(),
+            ));
+        };
+        let expected = andes_snapshot::platform(Some(version));
+        if header.platform != expected || header.unwound.is_none() {
+            return Err(refuse(format!(
+                "it was taken on platform {}, this module needs {expected}",
+                header.platform
+            )));
+        }
+        transparent::restore_sandbox(&spec.sandbox, &header, &t.blobs).map_err(refuse)?;
+        Ok(header)
+    }
+}
+
 /// Instantiates the prepared module and runs `_start`: the job's future.
+/// An instrumented module with somewhere to put snapshots (`tp`) is resumed
+/// from its snapshot if it has one, and checkpointed whenever it unwinds.
 async fn instantiate_and_run(
     setup: Result<(Store<JobState>, Arc<crate::engine::Prepared>), Ending>,
+    tp: Option<TpRun>,
 ) -> Inner {
     let (mut store, prepared) = match setup {
         Ok(s) => s,
@@ -724,11 +889,121 @@ async fn instantiate_and_run(
             "the module has no `_start` function (is it a wasm32-wasip1 command?)",
         ));
     };
+    // Transparent checkpoints need an instrumented module, somewhere to put
+    // its snapshots, and its initial image.
+    let mut tp = match (tp, prepared.instrumentation) {
+        (Some(tp), Some(version)) => match prepared.image(&tp.module) {
+            Ok(image) => Some((tp, version, image)),
+            Err(e) => {
+                if tp.restore {
+                    return Inner::Setup(held(HOLD_CHECKPOINT, 1, e));
+                }
+                (tp.t.sink)(Err(format!("the job cannot be checkpointed: {e}")));
+                None
+            }
+        },
+        _ => None,
+    };
+    if let Some((tp, _, image)) = &tp {
+        store.data_mut().flag = instance.get_global(&mut store, andes_compile::FLAG_EXPORT);
+        if tp.restore
+            && let Err(e) = resume(&mut store, &instance, tp, image).await
+        {
+            return Inner::Setup(held(
+                HOLD_CHECKPOINT,
+                1,
+                format!("the job's checkpoint cannot be restored: {e}"),
+            ));
+        }
+    }
+    let mut cache = andes_snapshot::HashCache::default();
     store.data().ctl.mark_running();
-    let result = start.call_async(&mut store, ()).await;
+    let result = loop {
+        let r = start.call_async(&mut store, ()).await;
+        let Some((tp, version, image)) = tp.as_mut() else { break r };
+        let state = transparent::asyncify_state(&mut store, &instance).await;
+        match r {
+            Ok(()) if state == andes_compile::STATE_UNWINDING => {
+                if let Err(e) = transparent::stop_unwind(&mut store, &instance).await {
+                    break Err(e);
+                }
+                let ctl = store.data().ctl.clone();
+                let stopping = ctl.vacate_requested();
+                let fuel_left = store.get_fuel().unwrap_or(0);
+                let mut usage = std::collections::BTreeMap::new();
+                let fuel = tp.fuel_before + tp.fuel_budget.saturating_sub(fuel_left);
+                usage.insert(FUEL_USAGE.to_string(), fuel as f64);
+                let c = transparent::CaptureCtx {
+                    t: &tp.t,
+                    module_sha256: tp.digest,
+                    version: *version,
+                    image,
+                    sandbox: &tp.sandbox,
+                    args: tp.args.clone(),
+                    env: tp.env.clone(),
+                    now_ms: tp.clock.unix_now_ms(),
+                    cache: &mut cache,
+                    reuse: Vec::new(),
+                    usage,
+                };
+                let taken = transparent::capture(&mut store, &instance, c, stopping).await;
+                ctl.checkpoint_taken();
+                let ok = taken.is_ok();
+                (tp.t.sink)(taken);
+                if stopping {
+                    store.data_mut().vacate_checkpointed = true;
+                    if ok {
+                        return Inner::Vacated { fuel_left };
+                    }
+                }
+                if let Err(e) = transparent::start_rewind(&mut store, &instance).await {
+                    break Err(e);
+                }
+            }
+            Err(e) if state == andes_compile::STATE_UNWINDING => {
+                let oob = e.downcast_ref::<Trap>() == Some(&Trap::MemoryOutOfBounds);
+                if andes_compile::is_stack_overflow(oob, state) {
+                    let stack = instance
+                        .get_memory(&mut store, andes_compile::STACK_MEMORY_EXPORT)
+                        .map_or(0, |m| m.data_size(&store) as u64);
+                    let layout = andes_compile::StackLayout::new(stack);
+                    let why = andes_compile::StackOverflow {
+                        capacity: layout.capacity(),
+                        pages: stack / andes_compile::PAGE_SIZE,
+                    };
+                    (tp.t.sink)(Err(why.to_string()));
+                    return Inner::Setup(held(HOLD_CHECKPOINT, 2, why.to_string()));
+                }
+                break Err(e);
+            }
+            r => break r,
+        }
+    };
     let refused = store.data().limiter.refused;
     let fuel_left = store.get_fuel().unwrap_or(0);
     Inner::Finished { result, refused, fuel_left }
+}
+
+/// Writes a snapshot into a fresh instance and starts the rewind into the
+/// frame that yielded.
+async fn resume(
+    store: &mut Store<JobState>,
+    instance: &wasmtime::Instance,
+    tp: &TpRun,
+    image: &[u8],
+) -> Result<(), String> {
+    let bytes = tp.t.restore.clone().ok_or("no snapshot to resume from")?;
+    let opened =
+        andes_snapshot::open(&bytes, &*tp.t.trusted, &tp.digest).map_err(|e| e.to_string())?;
+    transparent::restore_instance(store, instance, &opened, image)?;
+    let dir = cap_std::fs::Dir::open_ambient_dir(&tp.sandbox, cap_std::ambient_authority())
+        .map_err(|e| format!("opening the sandbox: {e}"))?;
+    let root = QuotaDir::new(
+        Box::new(wasi_common::tokio::Dir::from_cap_std(dir)),
+        store.data().quota.clone(),
+    );
+    transparent::restore_descriptors(store, &root, &opened.header.wasi).await?;
+    transparent::start_rewind(store, instance).await.map_err(|e| format!("{e:#}"))
 }
 
 /// The linker every job shares: WASI (wasi-common, async) and the
@@ -737,6 +1012,14 @@ pub(crate) fn make_linker(engine: &wasmtime::Engine) -> Result<Linker<JobState>>
     let mut linker: Linker<JobState> = Linker::new(engine);
     wasi_common::tokio::add_to_linker(&mut linker, |s: &mut JobState| &mut s.wasi)?;
     imports::add_to_linker(&mut linker)?;
+    // The yield point of modules instrumented by `andes compile`.
+    linker.func_wrap_async(
+        andes_compile::YIELD_MODULE,
+        andes_compile::YIELD_FIELD,
+        |mut caller: wasmtime::Caller<'_, JobState>, (): ()| {
+            Box::new(async move { transparent::on_yield(&mut caller).await })
+        },
+    )?;
     // wasi-common refuses exit statuses of 126 and above; a job may exit
     // with any status 0..=255, as HTCondor reports it.
     linker.allow_shadowing(true);
@@ -766,6 +1049,9 @@ pub fn andes_import_signatures(host: &Host) -> Vec<(String, String, Vec<String>,
         ctl,
         clock: Arc::new(crate::control::SystemClock),
         io: Arc::new(JobIo::default()),
+        flag: None,
+        quota: Quota::new(0, 0, 0),
+        vacate_checkpointed: false,
     };
     let mut store = Store::new(&host.engine, state);
     let mut linker: Linker<JobState> = Linker::new(&host.engine);

@@ -75,6 +75,7 @@ fn start(deferral: &str) -> Run {
         inherit_stdio: false,
         digest: None,
         saved_state: None,
+        transparent: None,
     };
     let ctl = Control::new();
     let clock: Arc<dyn Clock> = Arc::new(vc.clone());

@@ -66,6 +66,7 @@ fn spec(module: Arc<[u8]>, ad: &str, sandbox: &Sandbox) -> JobSpec {
         inherit_stdio: false,
         digest: None,
         saved_state: None,
+        transparent: None,
     }
 }
 

@@ -169,6 +169,10 @@ pub mod hold_code {
     pub const FUEL_EXHAUSTED: i64 = 101;
     /// andes: the job wrote more than its `RequestDisk` into its sandbox.
     pub const DISK_QUOTA_EXCEEDED: i64 = 102;
+    /// andes: a transparent checkpoint failed for good (subcode 1: the
+    /// snapshot to resume from was refused; 2: the job's call stack outgrew
+    /// its checkpoint stack).
+    pub const CHECKPOINT_FAILED: i64 = 103;
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! sandbox, and say how it ended in HTCondor's terms. A user's way to try a
 //! job before submitting it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,15 +54,85 @@ pub struct RunArgs {
     /// FILE as a ClassAd.
     #[arg(long, value_name = "FILE")]
     result: Option<PathBuf>,
-    /// Keep the job's checkpoints in D: a cooperative job's saved state
-    /// (`saved.state`, written durably at each save) is loaded from there
-    /// when it starts, so a run interrupted in any way resumes where it saved.
+    /// Keep the job's checkpoints in D, and resume from them: a cooperative
+    /// job's saved state (`saved.state`, written durably at each save); for a
+    /// module compiled by `andes compile`, its signed snapshot (`snapshot`,
+    /// with the sandbox's files under `blobs/` and the key that signs them,
+    /// `checkpoints`). A run interrupted in any way resumes from there.
     #[arg(long, value_name = "D")]
     checkpoint_dir: Option<PathBuf>,
-    /// Ask the job to checkpoint this often (`10s`, `500ms`): a cooperative
-    /// job sees `checkpoint-requested`.
+    /// Checkpoint this often (`10s`, `500ms`): a module compiled by `andes
+    /// compile` is snapshotted and goes on; a cooperative job sees
+    /// `checkpoint-requested`.
     #[arg(long, value_name = "DURATION", requires = "checkpoint_dir")]
     checkpoint_every: Option<String>,
+    /// Resume from this snapshot (of a module compiled by `andes compile`),
+    /// taken in checkpoint directory D: D's `blobs/` hold its files, D's key
+    /// must have signed it. Without it, a snapshot in --checkpoint-dir is used.
+    #[arg(long, value_name = "SNAPSHOT")]
+    restore: Option<PathBuf>,
+}
+
+/// The file in a checkpoint directory that holds a transparent snapshot.
+pub const SNAPSHOT: &str = "snapshot";
+/// The key in a checkpoint directory that signs its snapshots.
+pub const CHECKPOINT_KEY: &str = "checkpoints";
+
+/// The checkpoint directory's signing key, created on first use.
+fn checkpoint_key(dir: &std::path::Path) -> Result<andes_protocol::Keypair> {
+    let path = dir.join(CHECKPOINT_KEY);
+    if path.exists() {
+        return andes_protocol::Keypair::load(&path).map_err(|e| anyhow!("{e}"));
+    }
+    let k = andes_protocol::Keypair::generate(CHECKPOINT_KEY).map_err(|e| anyhow!("{e}"))?;
+    k.save(dir, false).map_err(|e| anyhow!("{e}"))?;
+    Ok(k)
+}
+
+/// Transparent checkpoints into (and from) a checkpoint directory.
+fn transparent(
+    dir: &std::path::Path,
+    restore: Option<&std::path::Path>,
+) -> Result<Option<Arc<andes_host::Transparent>>> {
+    let key = checkpoint_key(dir)?;
+    let public = *key.public().as_bytes();
+    let blobs = andes_snapshot::BlobStore::open(&dir.join("blobs"), true)
+        .with_context(|| format!("opening {}", dir.join("blobs").display()))?;
+    let snapshot_path = restore.map_or_else(|| dir.join(SNAPSHOT), |r| r.to_path_buf());
+    let restore = match std::fs::read(&snapshot_path) {
+        Ok(b) => {
+            eprintln!(
+                "andes: the job resumes from its snapshot {} ({} bytes)",
+                snapshot_path.display(),
+                b.len()
+            );
+            Some(Arc::from(b))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && restore.is_none() => None,
+        Err(e) => bail!("reading {}: {e}", snapshot_path.display()),
+    };
+    let out = dir.join(SNAPSHOT);
+    let signer = key.clone();
+    Ok(Some(Arc::new(andes_host::Transparent {
+        job: "andes run".into(),
+        public,
+        sign: Arc::new(move |m| signer.sign(m)),
+        blobs,
+        sink: Arc::new(move |c| match c {
+            Ok(c) => match andes_snapshot::write_file(&out, &c.bytes, true) {
+                Ok(()) => eprintln!(
+                    "andes: checkpoint: {} ({} bytes{})",
+                    out.display(),
+                    c.bytes.len(),
+                    if c.stopping { ", the job stops" } else { "" }
+                ),
+                Err(e) => eprintln!("andes: the snapshot was not kept in {}: {e}", out.display()),
+            },
+            Err(e) => eprintln!("andes: checkpoint failed: {e}"),
+        }),
+        restore,
+        trusted: Arc::new(move |k| *k == public),
+    })))
 }
 
 /// The file in a checkpoint directory that holds a cooperative job's state.
@@ -194,6 +264,23 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         }
         None => None,
     };
+    let instrumented = andes_compile::instrumentation_version(&module).is_some();
+    let ckpt_home = a
+        .checkpoint_dir
+        .clone()
+        .or_else(|| a.restore.as_ref().map(|r| r.parent().unwrap_or(Path::new(".")).to_path_buf()));
+    let snapshot_dir = a.checkpoint_dir.clone();
+    let transparent = match &ckpt_home {
+        Some(d) if instrumented => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            transparent(d, a.restore.as_deref())?
+        }
+        _ if a.restore.is_some() => bail!(
+            "--restore: {} was not compiled by `andes compile`, so it has no snapshots",
+            a.module.display()
+        ),
+        _ => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let host =
         Host::new(HostConfig { max_instances: 4, cache_dir: cache_dir(), ..Default::default() })?;
@@ -205,6 +292,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         inherit_stdio: true,
         digest: None,
         saved_state,
+        transparent,
     };
     let ckpt_dir = a.checkpoint_dir.clone();
     let result = rt.block_on(async {
@@ -279,6 +367,23 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         }
         r
     });
+    // A job that ended has nothing to resume: its snapshot goes. A vacated
+    // (or held) one keeps it, and the same command resumes it.
+    if let (Some(dir), true) = (&snapshot_dir, instrumented) {
+        let snap = dir.join(SNAPSHOT);
+        match result.ending {
+            Ending::Exited(_) | Ending::Trapped { .. } => {
+                if snap.exists() {
+                    let _ = std::fs::remove_file(&snap);
+                }
+            }
+            Ending::Evicted { .. } if snap.exists() => eprintln!(
+                "andes: the same command resumes the job from {}",
+                snap.display()
+            ),
+            _ => {}
+        }
+    }
     let ad = result.to_ad();
     let (summary, code) = match &result.ending {
         Ending::Exited(c) => (format!("job exited normally with return value {c}"), *c & 0xff),

@@ -88,6 +88,7 @@ async fn run_one(
         inherit_stdio: false,
         digest: None,
         saved_state: None,
+        transparent: None,
     };
     let r = host.run(spec, Control::new(), clock).await;
     match r.ending {

@@ -1,0 +1,504 @@
+//! Transparent checkpoints through the starter: modules instrumented by
+//! `andes compile`, interrupted at random points by a vacate, each time
+//! resumed from the signed snapshot in a fresh instance and a fresh sandbox,
+//! must end exactly as an uninterrupted run does.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use andes_host::{
+    Checkpoint, Clock, Control, Ending, Host, HostConfig, JobResult, JobSpec, Limits, SystemClock,
+    Transparent,
+};
+use andes_snapshot::BlobStore;
+use ed25519_dalek::{Signer, SigningKey};
+
+fn sample(name: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples/target/wasm32-wasip1/release")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&p).unwrap_or_else(|e| {
+        panic!("{}: {e}; build the samples first (`cargo xtask samples`)", p.display())
+    })
+}
+
+/// A sample instrumented by `andes compile` (once per test binary).
+fn instrumented(name: &'static str) -> Arc<[u8]> {
+    type Cache = Mutex<Vec<(&'static str, Arc<[u8]>)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut c = cache.lock().unwrap();
+    if let Some((_, m)) = c.iter().find(|(n, _)| *n == name) {
+        return m.clone();
+    }
+    let out = andes_compile::instrument(&sample(name), &andes_compile::Options::default())
+        .expect("instrument");
+    let m: Arc<[u8]> = out.into();
+    c.push((name, m.clone()));
+    m
+}
+
+fn host() -> Host {
+    Host::new(HostConfig {
+        max_instances: 8,
+        epoch_tick: Duration::from_millis(2),
+        ..Default::default()
+    })
+    .expect("host")
+}
+
+fn key(seed: u8) -> SigningKey {
+    SigningKey::from_bytes(&[seed; 32])
+}
+
+fn seed() -> u64 {
+    match std::env::var("ANDES_SEED") {
+        Ok(s) => s.parse().expect("ANDES_SEED must be a number"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+    }
+}
+
+struct ReportSeed(u64);
+impl Drop for ReportSeed {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("failed with seed {0}; replay with ANDES_SEED={0}", self.0);
+        }
+    }
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `k` sorted fuel counts between 5% and 90% of `total`, at least
+/// `total / 3k` apart.
+fn points(state: &mut u64, k: usize, total: u64) -> Vec<u64> {
+    let lo = total / 20;
+    let range = total * 9 / 10 - lo;
+    let gap = total / (3 * k as u64);
+    loop {
+        let mut p: Vec<u64> = (0..k).map(|_| lo + splitmix(state) % range).collect();
+        p.sort_unstable();
+        if p.windows(2).all(|w| w[1] - w[0] >= gap) {
+            return p;
+        }
+    }
+}
+
+/// One job: its module, ad, input files, and where its snapshots go.
+struct Job {
+    module: Arc<[u8]>,
+    ad: String,
+    inputs: Vec<(String, Vec<u8>)>,
+    blobs: BlobStore,
+    taken: Arc<Mutex<Vec<Result<Checkpoint, String>>>>,
+    signer: SigningKey,
+    trusted: [u8; 32],
+    _dir: tempfile::TempDir,
+    sandboxes: PathBuf,
+    next: std::sync::atomic::AtomicU32,
+}
+
+impl Job {
+    fn new(module: Arc<[u8]>, ad: &str, inputs: Vec<(String, Vec<u8>)>) -> Job {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = BlobStore::open(&dir.path().join("blobs"), false).unwrap();
+        let sandboxes = dir.path().join("sandboxes");
+        std::fs::create_dir_all(&sandboxes).unwrap();
+        let signer = key(7);
+        Job {
+            module,
+            ad: ad.to_string(),
+            inputs,
+            blobs,
+            taken: Default::default(),
+            trusted: signer.verifying_key().to_bytes(),
+            signer,
+            _dir: dir,
+            sandboxes,
+            next: Default::default(),
+        }
+    }
+
+    /// A fresh sandbox; with `inputs`, holding the job's input files (a
+    /// restored job gets its files from the snapshot instead).
+    fn sandbox(&self, inputs: bool) -> PathBuf {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let p = self.sandboxes.join(format!("s{n}"));
+        std::fs::create_dir_all(&p).unwrap();
+        if inputs {
+            for (name, bytes) in &self.inputs {
+                std::fs::write(p.join(name), bytes).unwrap();
+            }
+        }
+        p
+    }
+
+    fn spec(&self, sandbox: &Path, restore: Option<Arc<[u8]>>) -> JobSpec {
+        let ad = classad::parse_ad(&self.ad).unwrap();
+        let signer = self.signer.clone();
+        let taken = self.taken.clone();
+        let trusted = self.trusted;
+        JobSpec {
+            module: self.module.clone(),
+            limits: Limits::from_ad(&ad),
+            ad,
+            sandbox: sandbox.to_path_buf(),
+            inherit_stdio: false,
+            digest: None,
+            saved_state: None,
+            transparent: Some(Arc::new(Transparent {
+                job: "test#1.0".into(),
+                public: self.signer.verifying_key().to_bytes(),
+                sign: Arc::new(move |m| signer.sign(m).to_bytes()),
+                blobs: self.blobs.clone(),
+                sink: Arc::new(move |c| taken.lock().unwrap().push(c)),
+                restore,
+                trusted: Arc::new(move |k| *k == trusted),
+            })),
+        }
+    }
+
+    fn last_snapshot(&self) -> Arc<[u8]> {
+        let t = self.taken.lock().unwrap();
+        match t.last() {
+            Some(Ok(c)) => c.bytes.clone().into(),
+            Some(Err(e)) => panic!("the last checkpoint failed: {e}"),
+            None => panic!("no checkpoint was taken"),
+        }
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// Runs once, uninterrupted: the reference output and fuel.
+fn reference(host: &Host, job: &Job, out: &str) -> (Vec<u8>, String, u64) {
+    let sandbox = job.sandbox(true);
+    let r =
+        rt().block_on(host.run(job.spec(&sandbox, None), Control::new(), Arc::new(SystemClock)));
+    assert_eq!(r.ending, Ending::Exited(0), "{r:?}");
+    let stdout = std::fs::read(sandbox.join(out)).unwrap();
+    (stdout, files_digest(&sandbox), r.usage.fuel_consumed)
+}
+
+/// Every file of a sandbox, names and contents, as one string.
+fn files_digest(dir: &Path) -> String {
+    let mut names: Vec<_> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    names
+        .iter()
+        .map(|n| {
+            let bytes = std::fs::read(dir.join(n)).unwrap();
+            format!("{}:{}:{}", n.to_string_lossy(), bytes.len(), blake3::hash(&bytes).to_hex())
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Runs the job to its end, vacating it when its cumulative fuel reaches
+/// each of `at`, and resuming each time from the snapshot the vacate took,
+/// in a fresh sandbox. Returns the last sandbox and how many vacates took.
+fn run_interrupted(host: &Host, job: &Job, at: &[u64]) -> (PathBuf, JobResult, usize) {
+    let rt = rt();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let mut restore: Option<Arc<[u8]>> = None;
+    let mut fuel_before = 0u64;
+    let mut vacates = 0;
+    loop {
+        let sandbox = job.sandbox(restore.is_none());
+        let ctl = Control::new();
+        let spec = job.spec(&sandbox, restore.clone());
+        let result = rt.block_on(async {
+            let run = host.run(spec, ctl.clone(), clock.clone());
+            tokio::pin!(run);
+            if let Some(&point) = at.get(vacates) {
+                loop {
+                    tokio::select! {
+                        r = &mut run => return r,
+                        _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+                    }
+                    if fuel_before + ctl.usage(clock.as_ref()).fuel_consumed >= point {
+                        ctl.soft_kill(clock.as_ref(), Duration::from_secs(120));
+                        break;
+                    }
+                }
+            }
+            run.await
+        });
+        match result.ending {
+            Ending::Evicted { vacated: true } => {
+                let snap = job.last_snapshot();
+                let header = andes_snapshot::inspect(&snap).unwrap().header;
+                assert!(header.unwound.is_some());
+                fuel_before = header.usage["fuel_consumed"] as u64;
+                restore = Some(snap);
+                vacates += 1;
+            }
+            _ => return (sandbox, result, vacates),
+        }
+    }
+}
+
+fn check_random_interruptions(job: &Job, out: &str, ks: impl Iterator<Item = usize>) {
+    let host = host();
+    let (want, want_files, total) = reference(&host, job, out);
+    let seed = seed();
+    let _report = ReportSeed(seed);
+    let mut state = seed;
+    for k in ks {
+        let at = points(&mut state, k, total);
+        let (sandbox, result, vacates) = run_interrupted(&host, job, &at);
+        assert_eq!(result.ending, Ending::Exited(0), "k = {k}: {result:?}");
+        assert_eq!(vacates, k, "k = {k}: every vacate took a checkpoint");
+        let got = std::fs::read(sandbox.join(out)).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+            "k = {k}, interrupted at fuel {at:?}"
+        );
+        assert_eq!(files_digest(&sandbox), want_files, "k = {k}: the sandbox's files");
+    }
+}
+
+#[test]
+fn a_compute_job_interrupted_k_times_for_k_1_to_20_ends_as_if_never_interrupted() {
+    let job = Job::new(
+        instrumented("primes"),
+        r#"[ Cmd = "primes.wasm"; Arguments = "30000000"; Out = "out.txt" ]"#,
+        vec![],
+    );
+    check_random_interruptions(&job, "out.txt", 1..=20);
+}
+
+fn digest_input(lines: usize) -> Vec<u8> {
+    (0..lines)
+        .map(|i| format!("line {i} of the input, {}\n", "x".repeat(i % 37)))
+        .collect::<String>()
+        .into_bytes()
+}
+
+#[test]
+fn a_file_processing_job_with_open_files_interrupted_k_times_ends_as_if_never_interrupted() {
+    // The job reads one open file and writes another while it runs.
+    let job = Job::new(
+        instrumented("digest"),
+        r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt 3000"; Out = "out.txt" ]"#,
+        vec![("input.txt".into(), digest_input(2000))],
+    );
+    check_random_interruptions(&job, "out.txt", [1, 2, 3, 5, 8, 13, 20].into_iter());
+}
+
+#[test]
+fn a_job_whose_memory_grows_to_64_mib_is_restored_with_all_of_it() {
+    let job = Job::new(
+        instrumented("digest"),
+        r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt 2000 64"; Out = "out.txt"; RequestMemory = 256 ]"#,
+        vec![("input.txt".into(), digest_input(1500))],
+    );
+    check_random_interruptions(&job, "out.txt", [3].into_iter());
+    let biggest = job
+        .taken
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_ref().unwrap().header.memories[0].bytes)
+        .max()
+        .unwrap();
+    assert!(biggest > 16 << 20, "the last snapshots hold the grown memory: {biggest} bytes");
+}
+
+#[test]
+fn periodic_checkpoints_let_the_job_go_on_and_each_one_resumes_elsewhere() {
+    let job = Job::new(
+        instrumented("digest"),
+        r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt 4000"; Out = "out.txt" ]"#,
+        vec![("input.txt".into(), digest_input(1500))],
+    );
+    let host = host();
+    let (want, want_files, _) = reference(&host, &job, "out.txt");
+    let rt = rt();
+    let sandbox = job.sandbox(true);
+    let ctl = Control::new();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let result = rt.block_on(async {
+        let run = host.run(job.spec(&sandbox, None), ctl.clone(), clock.clone());
+        tokio::pin!(run);
+        let mut asked = 0;
+        loop {
+            tokio::select! {
+                r = &mut run => return r,
+                _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+            }
+            let taken = job.taken.lock().unwrap().len();
+            if taken == asked && asked < 5 {
+                ctl.request_checkpoint();
+                asked += 1;
+            }
+        }
+    });
+    assert_eq!(result.ending, Ending::Exited(0));
+    assert_eq!(std::fs::read(sandbox.join("out.txt")).unwrap(), want, "the job went on");
+    let snapshots: Vec<Checkpoint> =
+        job.taken.lock().unwrap().iter().map(|c| c.clone().unwrap()).collect();
+    assert!(snapshots.len() >= 2, "took {} periodic checkpoints", snapshots.len());
+    assert!(snapshots.iter().all(|c| !c.stopping));
+    // Each one, restored in a fresh sandbox, ends the same way.
+    for c in &snapshots {
+        let fresh = job.sandbox(false);
+        let r = rt.block_on(host.run(
+            job.spec(&fresh, Some(c.bytes.clone().into())),
+            Control::new(),
+            clock.clone(),
+        ));
+        assert_eq!(r.ending, Ending::Exited(0), "{r:?}");
+        assert_eq!(std::fs::read(fresh.join("out.txt")).unwrap(), want);
+        assert_eq!(files_digest(&fresh), want_files);
+    }
+}
+
+#[test]
+fn a_suspended_job_can_be_checkpointed_and_stays_suspended() {
+    let job = Job::new(
+        instrumented("primes"),
+        r#"[ Cmd = "primes.wasm"; Arguments = "40000000"; Out = "out.txt" ]"#,
+        vec![],
+    );
+    let host = host();
+    let rt = rt();
+    let sandbox = job.sandbox(true);
+    let ctl = Control::new();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let result = rt.block_on(async {
+        let run = host.run(job.spec(&sandbox, None), ctl.clone(), clock.clone());
+        tokio::pin!(run);
+        // Let it run, then suspend it.
+        while ctl.usage(clock.as_ref()).fuel_consumed < 10_000_000 {
+            tokio::select! {
+                r = &mut run => panic!("ended early: {r:?}"),
+                _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+            }
+        }
+        ctl.suspend(clock.as_ref());
+        ctl.request_checkpoint();
+        while job.taken.lock().unwrap().is_empty() {
+            tokio::select! {
+                r = &mut run => panic!("ended while suspended: {r:?}"),
+                _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+            }
+        }
+        assert!(ctl.is_suspended(), "still suspended after its checkpoint");
+        // It does not run on while suspended.
+        let fuel = ctl.usage(clock.as_ref()).fuel_consumed;
+        for _ in 0..50 {
+            tokio::select! {
+                r = &mut run => panic!("ended while suspended: {r:?}"),
+                _ = tokio::time::sleep(Duration::from_millis(2)) => {}
+            }
+        }
+        let after = ctl.usage(clock.as_ref()).fuel_consumed;
+        assert!(after <= fuel + 2_000_000, "ran on while suspended: {fuel} -> {after}");
+        ctl.resume(clock.as_ref());
+        run.await
+    });
+    assert_eq!(result.ending, Ending::Exited(0));
+    // The snapshot taken while suspended resumes to the same end.
+    let want = std::fs::read(sandbox.join("out.txt")).unwrap();
+    let fresh = job.sandbox(false);
+    let r =
+        rt.block_on(host.run(job.spec(&fresh, Some(job.last_snapshot())), Control::new(), clock));
+    assert_eq!(r.ending, Ending::Exited(0));
+    assert_eq!(std::fs::read(fresh.join("out.txt")).unwrap(), want);
+}
+
+/// Takes one snapshot of `job` by vacating it early.
+fn one_snapshot(host: &Host, job: &Job) -> Arc<[u8]> {
+    let (_, _, total) = reference(host, job, "out.txt");
+    let (_, _, vacates) = run_interrupted(host, job, &[total / 2]);
+    assert!(vacates >= 1);
+    let t = job.taken.lock().unwrap();
+    t.iter().find_map(|c| c.as_ref().ok().filter(|c| c.stopping)).unwrap().bytes.clone().into()
+}
+
+fn held(r: &JobResult) -> (i32, i32, String) {
+    match &r.ending {
+        Ending::Held { code, subcode, reason } => (*code, *subcode, reason.clone()),
+        e => panic!("not held: {e:?}"),
+    }
+}
+
+#[test]
+fn a_bad_snapshot_is_refused_with_a_hold_that_says_why_and_the_sandbox_is_untouched() {
+    let host = host();
+    let job = Job::new(
+        instrumented("primes"),
+        r#"[ Cmd = "primes.wasm"; Arguments = "20000000"; Out = "out.txt" ]"#,
+        vec![],
+    );
+    let snap = one_snapshot(&host, &job);
+    let rt = rt();
+    let run = |spec: JobSpec| rt.block_on(host.run(spec, Control::new(), Arc::new(SystemClock)));
+
+    // One changed byte.
+    let mut bad = snap.to_vec();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 1;
+    let sandbox = job.sandbox(false);
+    std::fs::write(sandbox.join("keep.txt"), b"mine").unwrap();
+    let (code, sub, why) = held(&run(job.spec(&sandbox, Some(bad.into()))));
+    assert_eq!((code, sub), (103, 1));
+    assert!(why.contains("corrupted"), "{why}");
+    assert_eq!(std::fs::read(sandbox.join("keep.txt")).unwrap(), b"mine", "nothing lost");
+
+    // Cut short.
+    let cut: Arc<[u8]> = snap[..snap.len() - 10].into();
+    let (_, _, why) = held(&run(job.spec(&job.sandbox(false), Some(cut))));
+    assert!(why.contains("corrupted") || why.contains("truncated"), "{why}");
+
+    // Signed by a key the host does not trust.
+    let mut other = job.spec(&job.sandbox(false), Some(snap.clone()));
+    let t = other.transparent.as_mut().unwrap();
+    Arc::get_mut(t).unwrap().trusted = Arc::new(|_| false);
+    let (_, _, why) = held(&run(other));
+    assert!(why.contains("does not trust"), "{why}");
+
+    // Of another module.
+    let mut spec = job.spec(&job.sandbox(false), Some(snap.clone()));
+    spec.module = instrumented("digest");
+    let (_, _, why) = held(&run(spec));
+    assert!(why.contains("not of this module"), "{why}");
+}
+
+#[test]
+fn a_module_not_compiled_for_checkpoints_runs_as_before_and_is_simply_not_checkpointed() {
+    let job = Job::new(
+        sample("primes").into(),
+        r#"[ Cmd = "primes.wasm"; Arguments = "20000000"; Out = "out.txt" ]"#,
+        vec![],
+    );
+    let host = host();
+    let rt = rt();
+    let sandbox = job.sandbox(true);
+    let ctl = Control::new();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let r = rt.block_on(async {
+        let run = host.run(job.spec(&sandbox, None), ctl.clone(), clock.clone());
+        tokio::pin!(run);
+        ctl.request_checkpoint();
+        run.await
+    });
+    assert_eq!(r.ending, Ending::Exited(0));
+    assert!(job.taken.lock().unwrap().is_empty(), "no snapshot of a plain module");
+    assert!(std::fs::read_to_string(sandbox.join("out.txt")).unwrap().starts_with("primes below"));
+}
