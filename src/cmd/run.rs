@@ -377,10 +377,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                     let _ = std::fs::remove_file(&snap);
                 }
             }
-            Ending::Evicted { .. } if snap.exists() => eprintln!(
-                "andes: the same command resumes the job from {}",
-                snap.display()
-            ),
+            Ending::Evicted { .. } if snap.exists() => {
+                eprintln!("andes: the same command resumes the job from {}", snap.display())
+            }
             _ => {}
         }
     }
