@@ -373,9 +373,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         let snap = dir.join(SNAPSHOT);
         match result.ending {
             Ending::Exited(_) | Ending::Trapped { .. } => {
-                if snap.exists() {
-                    let _ = std::fs::remove_file(&snap);
-                }
+                let _ = std::fs::remove_file(&snap);
             }
             Ending::Evicted { .. } if snap.exists() => {
                 eprintln!("andes: the same command resumes the job from {}", snap.display())
