@@ -74,7 +74,7 @@ fn main() -> ExitCode {
             eprintln!("digest: writing {}", args[2]);
             return ExitCode::from(1);
         }
-        if lines % 100 == 0 {
+        if lines.is_multiple_of(100) {
             println!("{lines} lines, checksum {checksum:016x}");
         }
     }
