@@ -464,16 +464,21 @@ impl Host {
             }
             Deferral::Invalid(reason) => return not_run(held(HOLD_MISSED_DEFERRAL, 1, reason)),
         }
-        // A transparent restore: check the snapshot, then put the sandbox's
-        // files back as they were at the checkpoint.
-        let restored =
-            match (&spec.transparent, spec.transparent.as_ref().and_then(|t| t.restore.clone())) {
-                (Some(t), Some(bytes)) => match self.open_restore(&spec, t, &bytes) {
-                    Ok(header) => Some(header),
-                    Err(ending) => return not_run(ending),
-                },
-                _ => None,
-            };
+        // Snapshots name the module by its digest: computed once.
+        let mut spec = spec;
+        if spec.transparent.is_some() && spec.digest.is_none() {
+            spec.digest = Some(crate::engine::module_digest(&spec.module));
+        }
+        // A transparent restore: check the snapshot (once, here), then put
+        // the sandbox's files back as they were at the checkpoint.
+        let restore_bytes = spec.transparent.as_ref().and_then(|t| t.restore.clone());
+        let restored = match (&spec.transparent, &restore_bytes) {
+            (Some(t), Some(bytes)) => match self.open_restore(&spec, t, bytes) {
+                Ok(opened) => Some(opened),
+                Err(ending) => return not_run(ending),
+            },
+            _ => None,
+        };
         let io = Arc::new(JobIo {
             ad: std::sync::Mutex::new(spec.ad.clone()),
             loaded: spec.saved_state.clone(),
@@ -487,17 +492,17 @@ impl Host {
         // Fuel used before the snapshot counts against MaxFuel.
         let fuel_before = restored
             .as_ref()
-            .map_or(0, |h| h.usage.get(FUEL_USAGE).copied().unwrap_or(0.0).max(0.0) as u64);
+            .map_or(0, |o| o.header.usage.get(FUEL_USAGE).copied().unwrap_or(0.0).max(0.0) as u64);
         let fuel_budget = spec.limits.fuel.map_or(u64::MAX / 2, |f| f.saturating_sub(fuel_before));
         let tp = spec.transparent.clone().map(|t| TpRun {
             t,
             module: spec.module.clone(),
-            digest: spec.digest.unwrap_or_else(|| crate::engine::module_digest(&spec.module)),
+            digest: spec.digest.unwrap_or_default(),
             sandbox: spec.sandbox.clone(),
             args: job_argv(&spec.ad).unwrap_or_default(),
             env: job_env(&spec.ad).unwrap_or_default(),
             clock: clock.clone(),
-            restore: restored.is_some(),
+            restore: restored.as_ref(),
             fuel_before,
             fuel_budget,
         });
@@ -509,7 +514,7 @@ impl Host {
                 io.clone(),
                 quota.clone(),
                 fuel_budget,
-                restored.as_ref().map(|h| &h.wasi),
+                restored.as_ref().map(|o| &o.header.wasi),
             ),
             tp,
         );
@@ -800,7 +805,7 @@ impl Host {
 pub const FUEL_USAGE: &str = "fuel_consumed";
 
 /// What a run of a transparently checkpointed job needs besides its store.
-struct TpRun {
+struct TpRun<'a> {
     t: Arc<Transparent>,
     module: Arc<[u8]>,
     digest: [u8; 32],
@@ -808,8 +813,8 @@ struct TpRun {
     args: Vec<String>,
     env: Vec<(String, String)>,
     clock: Arc<dyn Clock>,
-    /// Resume from `t.restore` (already checked, and its files restored).
-    restore: bool,
+    /// The snapshot to resume from (`t.restore`, checked, its files restored).
+    restore: Option<&'a andes_snapshot::Opened<'a>>,
     /// Fuel consumed before the snapshot resumed from.
     fuel_before: u64,
     fuel_budget: u64,
@@ -818,12 +823,12 @@ struct TpRun {
 impl Host {
     /// Opens the snapshot a job resumes from and restores its files into the
     /// sandbox; a refusal is a hold that says why.
-    fn open_restore(
+    fn open_restore<'b>(
         &self,
         spec: &JobSpec,
         t: &Transparent,
-        bytes: &[u8],
-    ) -> Result<andes_snapshot::Header, Ending> {
+        bytes: &'b [u8],
+    ) -> Result<andes_snapshot::Opened<'b>, Ending> {
         let refuse = |why: String| {
             held(HOLD_CHECKPOINT, 1, format!("the job's checkpoint cannot be restored: {why}"))
         };
@@ -833,7 +838,7 @@ impl Host {
         let digest = spec.digest.unwrap_or_else(|| crate::engine::module_digest(&spec.module));
         let opened =
             andes_snapshot::open(bytes, &*t.trusted, &digest).map_err(|e| refuse(e.to_string()))?;
-        let header = opened.header;
+        let header = &opened.header;
         let Some(version) = prepared.instrumentation else {
             return Err(refuse(
                 "the module is not instrumented by andes compile, the snapshot is of one".into(),
@@ -846,8 +851,8 @@ impl Host {
                 header.platform
             )));
         }
-        transparent::restore_sandbox(&spec.sandbox, &header, &t.blobs).map_err(refuse)?;
-        Ok(header)
+        transparent::restore_sandbox(&spec.sandbox, header, &t.blobs).map_err(refuse)?;
+        Ok(opened)
     }
 }
 
@@ -856,7 +861,7 @@ impl Host {
 /// from its snapshot if it has one, and checkpointed whenever it unwinds.
 async fn instantiate_and_run(
     setup: Result<(Store<JobState>, Arc<crate::engine::Prepared>), Ending>,
-    tp: Option<TpRun>,
+    tp: Option<TpRun<'_>>,
 ) -> Inner {
     let (mut store, prepared) = match setup {
         Ok(s) => s,
@@ -895,7 +900,7 @@ async fn instantiate_and_run(
         (Some(tp), Some(version)) => match prepared.image(&tp.module) {
             Ok(image) => Some((tp, version, image)),
             Err(e) => {
-                if tp.restore {
+                if tp.restore.is_some() {
                     return Inner::Setup(held(HOLD_CHECKPOINT, 1, e));
                 }
                 (tp.t.sink)(Err(format!("the job cannot be checkpointed: {e}")));
@@ -906,8 +911,8 @@ async fn instantiate_and_run(
     };
     if let Some((tp, _, image)) = &tp {
         store.data_mut().flag = instance.get_global(&mut store, andes_compile::FLAG_EXPORT);
-        if tp.restore
-            && let Err(e) = resume(&mut store, &instance, tp, image).await
+        if let Some(opened) = tp.restore
+            && let Err(e) = resume(&mut store, &instance, tp, opened, image).await
         {
             return Inner::Setup(held(
                 HOLD_CHECKPOINT,
@@ -943,7 +948,6 @@ async fn instantiate_and_run(
                     env: tp.env.clone(),
                     now_ms: tp.clock.unix_now_ms(),
                     cache: &mut cache,
-                    reuse: Vec::new(),
                     usage,
                 };
                 let taken = transparent::capture(&mut store, &instance, c, stopping).await;
@@ -989,13 +993,11 @@ async fn instantiate_and_run(
 async fn resume(
     store: &mut Store<JobState>,
     instance: &wasmtime::Instance,
-    tp: &TpRun,
+    tp: &TpRun<'_>,
+    opened: &andes_snapshot::Opened<'_>,
     image: &[u8],
 ) -> Result<(), String> {
-    let bytes = tp.t.restore.clone().ok_or("no snapshot to resume from")?;
-    let opened =
-        andes_snapshot::open(&bytes, &*tp.t.trusted, &tp.digest).map_err(|e| e.to_string())?;
-    transparent::restore_instance(store, instance, &opened, image)?;
+    transparent::restore_instance(store, instance, opened, image)?;
     let dir = cap_std::fs::Dir::open_ambient_dir(&tp.sandbox, cap_std::ambient_authority())
         .map_err(|e| format!("opening the sandbox: {e}"))?;
     let root = QuotaDir::new(

@@ -252,7 +252,6 @@ pub(crate) struct CaptureCtx<'a> {
     pub(crate) env: Vec<(String, String)>,
     pub(crate) now_ms: i64,
     pub(crate) cache: &'a mut HashCache,
-    pub(crate) reuse: Vec<u8>,
     pub(crate) usage: std::collections::BTreeMap<String, f64>,
 }
 
@@ -397,7 +396,8 @@ pub(crate) async fn capture(
             header.globals.push(SnapGlobal { name, value });
         }
     }
-    header.unwound = Some(Unwound { instrumentation: c.version, memory: 1, data: 0 });
+    let data = ac::StackLayout::new(stack.data_size(&*store) as u64).data;
+    header.unwound = Some(Unwound { instrumentation: c.version, memory: 1, data: u64::from(data) });
     let ctx = &store.data().wasi;
     header.wasi = WasiState {
         args: c.args,
@@ -410,7 +410,7 @@ pub(crate) async fn capture(
     };
     header.files = files;
     header.usage = c.usage;
-    let mut b = andes_snapshot::Builder::reusing(header, c.reuse);
+    let mut b = andes_snapshot::Builder::new(header);
     b.memory(memory.data(&*store), c.image);
     b.memory(stack.data(&*store), &[]);
     let header = b.header().clone();
@@ -489,7 +489,8 @@ pub(crate) async fn restore_descriptors(
         match &d.kind {
             DescriptorKind::Dir { preopen: Some(_), .. } => {}
             DescriptorKind::Dir { path, preopen: None } => {
-                andes_snapshot_path(path)?;
+                andes_snapshot::safe_relative(path)
+                    .map_err(|e| format!("descriptor {}: {e}", d.fd))?;
                 match root
                     .open_file(false, path, OFlags::DIRECTORY, true, false, FdFlags::empty())
                     .await
@@ -502,7 +503,8 @@ pub(crate) async fn restore_descriptors(
                 }
             }
             DescriptorKind::File { path, read, write, append, offset } => {
-                andes_snapshot_path(path)?;
+                andes_snapshot::safe_relative(path)
+                    .map_err(|e| format!("descriptor {}: {e}", d.fd))?;
                 let flags = if *append { FdFlags::APPEND } else { FdFlags::empty() };
                 let file = match root
                     .open_file(false, path, OFlags::empty(), *read, *write, flags)
@@ -529,33 +531,6 @@ pub(crate) async fn restore_descriptors(
     Ok(())
 }
 
-fn andes_snapshot_path(path: &str) -> Result<(), String> {
-    let p = Path::new(path);
-    if path.is_empty() || !p.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
-        return Err(format!("the snapshot names a descriptor path {path:?} outside the sandbox"));
-    }
-    Ok(())
-}
-
-/// Every regular file under `dir`, as `/`-separated paths relative to it
-/// (symbolic links are neither followed nor listed).
-fn list_files(root: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![std::path::PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(root.join(&rel)) else { continue };
-        for e in rd.flatten() {
-            let r = rel.join(e.file_name());
-            match std::fs::symlink_metadata(e.path()) {
-                Ok(m) if m.is_dir() => stack.push(r),
-                Ok(m) if m.is_file() => out.push(r.to_string_lossy().replace('\\', "/")),
-                _ => {}
-            }
-        }
-    }
-    out
-}
-
 /// Writes the snapshot's files into the sandbox and removes the files the
 /// snapshot does not have, so the sandbox is as it was at the checkpoint.
 pub(crate) fn restore_sandbox(
@@ -565,7 +540,7 @@ pub(crate) fn restore_sandbox(
 ) -> Result<(), String> {
     let keep: std::collections::HashSet<&str> =
         header.files.iter().map(|f| f.path.as_str()).collect();
-    for f in list_files(sandbox) {
+    for f in andes_snapshot::list_files(sandbox).map_err(|e| e.to_string())? {
         if !keep.contains(f.as_str()) {
             std::fs::remove_file(sandbox.join(&f))
                 .map_err(|e| format!("removing {f}, which the snapshot does not have: {e}"))?;

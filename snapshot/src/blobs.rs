@@ -108,7 +108,7 @@ impl BlobStore {
 }
 
 /// Checks that a sandbox path is relative and stays inside the sandbox.
-pub(crate) fn safe_relative(path: &str) -> Result<PathBuf, SnapshotError> {
+pub fn safe_relative(path: &str) -> Result<PathBuf, SnapshotError> {
     let p = Path::new(path);
     if path.is_empty() || !p.components().all(|c| matches!(c, Component::Normal(_))) {
         return Err(file_err(path, "the path leaves the sandbox or is not relative"));
@@ -123,13 +123,17 @@ pub struct HashCache {
     known: HashMap<PathBuf, (u64, SystemTime, String)>,
 }
 
-/// Lists every regular file under `sandbox` (symbolic links are not
-/// followed and not kept) and stores the content of each in `store`.
-pub fn scan_sandbox(
-    sandbox: &Path,
-    store: &BlobStore,
-    cache: &mut HashCache,
-) -> Result<Vec<FileEntry>, SnapshotError> {
+/// A regular file found under a sandbox: its relative path, that path as
+/// the snapshot names it (`/`-separated), and its metadata.
+struct Found {
+    rel: PathBuf,
+    shown: String,
+    meta: fs::Metadata,
+}
+
+/// Every regular file under `sandbox`; symbolic links are neither followed
+/// nor listed.
+fn walk(sandbox: &Path) -> Result<Vec<Found>, SnapshotError> {
     let mut out = Vec::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
@@ -139,31 +143,49 @@ pub fn scan_sandbox(
         names.sort_by_key(|e| e.file_name());
         for e in names {
             let r = rel.join(e.file_name());
-            let shown = r.to_string_lossy().replace('\\', "/");
             let Ok(meta) = fs::symlink_metadata(e.path()) else { continue };
             if meta.is_dir() {
                 stack.push(r);
-                continue;
+            } else if meta.is_file() {
+                let shown = r.to_string_lossy().replace('\\', "/");
+                out.push(Found { rel: r, shown, meta });
             }
-            if !meta.is_file() {
-                continue;
-            }
-            let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-            let cached = cache
-                .known
-                .get(&r)
-                .filter(|(s, m, h)| *s == meta.len() && *m == mtime && store.contains(h))
-                .map(|(_, _, h)| h.clone());
-            let (hash, size) = match cached {
-                Some(h) => (h, meta.len()),
-                None => {
-                    let (h, s) = store.put_file(&e.path()).map_err(|err| file_err(&shown, err))?;
-                    cache.known.insert(r.clone(), (s, mtime, h.clone()));
-                    (h, s)
-                }
-            };
-            out.push(FileEntry { path: shown, size, blake3: hash });
         }
+    }
+    Ok(out)
+}
+
+/// Lists every regular file under `sandbox` (symbolic links are neither
+/// followed nor listed), as `/`-separated relative paths.
+pub fn list_files(sandbox: &Path) -> Result<Vec<String>, SnapshotError> {
+    Ok(walk(sandbox)?.into_iter().map(|f| f.shown).collect())
+}
+
+/// Lists every regular file under `sandbox` (symbolic links are not
+/// followed and not kept) and stores the content of each in `store`.
+pub fn scan_sandbox(
+    sandbox: &Path,
+    store: &BlobStore,
+    cache: &mut HashCache,
+) -> Result<Vec<FileEntry>, SnapshotError> {
+    let mut out = Vec::new();
+    for Found { rel, shown, meta } in walk(sandbox)? {
+        let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        let cached = cache
+            .known
+            .get(&rel)
+            .filter(|(s, m, h)| *s == meta.len() && *m == mtime && store.contains(h))
+            .map(|(_, _, h)| h.clone());
+        let (hash, size) = match cached {
+            Some(h) => (h, meta.len()),
+            None => {
+                let (h, s) =
+                    store.put_file(&sandbox.join(&rel)).map_err(|err| file_err(&shown, err))?;
+                cache.known.insert(rel, (s, mtime, h.clone()));
+                (h, s)
+            }
+        };
+        out.push(FileEntry { path: shown, size, blake3: hash });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)

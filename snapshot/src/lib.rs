@@ -37,7 +37,7 @@
 mod blobs;
 mod memory;
 
-pub use blobs::{BlobStore, HashCache, scan_sandbox, write_file};
+pub use blobs::{BlobStore, HashCache, list_files, safe_relative, scan_sandbox, write_file};
 
 use std::collections::BTreeMap;
 

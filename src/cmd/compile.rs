@@ -8,6 +8,8 @@ use andes_compile::{DEFAULT_STACK_PAGES, Options};
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 
+use super::snapshot::size;
+
 /// Arguments of `andes compile`.
 #[derive(Args, Debug)]
 pub struct CompileArgs {
@@ -22,16 +24,6 @@ pub struct CompileArgs {
     stack_pages: u32,
 }
 
-fn size(b: usize) -> String {
-    if b >= 1 << 20 {
-        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
-    } else if b >= 1 << 10 {
-        format!("{:.1} KiB", b as f64 / 1024.0)
-    } else {
-        format!("{b} B")
-    }
-}
-
 /// Runs `andes compile`.
 pub fn run(a: CompileArgs) -> Result<ExitCode> {
     let input =
@@ -40,8 +32,8 @@ pub fn run(a: CompileArgs) -> Result<ExitCode> {
     let out = andes_compile::instrument(&input, &opts)
         .map_err(|e| anyhow!("{}: {e}", a.input.display()))?;
     std::fs::write(&a.output, &out).with_context(|| format!("writing {}", a.output.display()))?;
-    println!("input         {} ({})", a.input.display(), size(input.len()));
-    println!("output        {} ({})", a.output.display(), size(out.len()));
+    println!("input         {} ({})", a.input.display(), size(input.len() as u64));
+    println!("output        {} ({})", a.output.display(), size(out.len() as u64));
     println!("growth        {:.2}x", out.len() as f64 / input.len().max(1) as f64);
     println!("instrumentation version {}", andes_compile::INSTRUMENTATION_VERSION);
     Ok(ExitCode::SUCCESS)

@@ -36,7 +36,8 @@ pub fn run(cmd: SnapshotCmd) -> Result<ExitCode> {
     }
 }
 
-fn size(b: u64) -> String {
+/// A byte count in B, KiB or MiB.
+pub(crate) fn size(b: u64) -> String {
     if b >= 1 << 20 {
         format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
     } else if b >= 1 << 10 {
