@@ -143,6 +143,46 @@ fn ctrl_c_vacates_and_a_second_ctrl_c_kills() {
     assert_eq!(out.status.code(), Some(130));
 }
 
+/// Runs `andes run --checkpoint-every 100ms --checkpoint-dir CKPT` on
+/// `module arg` in `dir`, and kills it with SIGKILL (no chance to checkpoint
+/// then) once `made` exists: before it ends, since a 100 ms period and a run
+/// of seconds leave a wide margin.
+fn kill_once_checkpointed(dir: &Path, ckpt: &Path, module: &Path, arg: &str, made: &Path) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("andes"))
+        .args(["run", "--checkpoint-every", "100ms", "--dir"])
+        .arg(dir)
+        .arg("--checkpoint-dir")
+        .arg(ckpt)
+        .arg(module)
+        .arg(arg)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !made.exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "no {} within 60 s",
+            made.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    let killed = child.wait_with_output().unwrap();
+    assert!(killed.stdout.is_empty(), "it had already finished");
+}
+
+/// `andes run [--checkpoint-dir CKPT]` on `module arg` in `dir`, to its end.
+fn run_to_end(dir: &Path, ckpt: Option<&Path>, module: &Path, arg: &str) -> std::process::Output {
+    let mut cmd = Command::cargo_bin("andes").unwrap();
+    cmd.args(["run", "--dir"]).arg(dir);
+    if let Some(c) = ckpt {
+        cmd.arg("--checkpoint-dir").arg(c);
+    }
+    cmd.arg(module).arg(arg).output().unwrap()
+}
+
 /// A cooperative job run with `--checkpoint-dir`, killed with SIGKILL (no
 /// chance to save then), resumes in a fresh process from its last periodic
 /// save and prints exactly what an uninterrupted run prints.
@@ -151,47 +191,10 @@ fn a_cooperative_job_killed_outright_resumes_from_its_last_save() {
     let dir = sandbox("coop");
     let ckpt = dir.join("ckpt");
     let terms = "300000000";
-    let whole = Command::cargo_bin("andes")
-        .unwrap()
-        .args(["run", "--dir"])
-        .arg(&dir)
-        .arg(sample("coop"))
-        .arg(terms)
-        .output()
-        .unwrap();
+    let whole = run_to_end(&dir, None, &sample("coop"), terms);
     assert_eq!(whole.status.code(), Some(0));
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("andes"))
-        .args(["run", "--checkpoint-every", "100ms", "--dir"])
-        .arg(&dir)
-        .arg("--checkpoint-dir")
-        .arg(&ckpt)
-        .arg(sample("coop"))
-        .arg(terms)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Kill it once it has saved, and before it ends (a 100 ms period and
-    // a run of seconds leave a wide margin).
-    let state = ckpt.join("saved.state");
-    let t0 = std::time::Instant::now();
-    while !state.exists() {
-        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "no save within 60 s");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    child.kill().unwrap();
-    let killed = child.wait_with_output().unwrap();
-    assert!(killed.stdout.is_empty(), "it had already finished");
-    let resumed = Command::cargo_bin("andes")
-        .unwrap()
-        .args(["run", "--dir"])
-        .arg(&dir)
-        .arg("--checkpoint-dir")
-        .arg(&ckpt)
-        .arg(sample("coop"))
-        .arg(terms)
-        .output()
-        .unwrap();
+    kill_once_checkpointed(&dir, &ckpt, &sample("coop"), terms, &ckpt.join("saved.state"));
+    let resumed = run_to_end(&dir, Some(&ckpt), &sample("coop"), terms);
     let err = String::from_utf8_lossy(&resumed.stderr);
     assert_eq!(resumed.status.code(), Some(0), "{err}");
     assert!(err.contains("resuming at term"), "{err}");
@@ -204,9 +207,12 @@ fn a_cooperative_job_killed_outright_resumes_from_its_last_save() {
 /// uninterrupted run does; the snapshot is removed once the job has ended.
 #[test]
 fn a_compiled_job_killed_outright_resumes_from_its_last_snapshot() {
-    let dir = sandbox("transparent");
-    let ckpt = dir.join("ckpt");
-    let module = dir.join("primes.wasm");
+    let top = sandbox("transparent");
+    // The job's sandbox and its checkpoints, apart.
+    let dir = top.join("job");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ckpt = top.join("ckpt");
+    let module = top.join("primes.wasm");
     let compiled = Command::cargo_bin("andes")
         .unwrap()
         .args(["compile"])
@@ -217,45 +223,11 @@ fn a_compiled_job_killed_outright_resumes_from_its_last_snapshot() {
         .unwrap();
     assert_eq!(compiled.status.code(), Some(0), "{}", String::from_utf8_lossy(&compiled.stderr));
     let n = "400000000";
-    let whole = Command::cargo_bin("andes")
-        .unwrap()
-        .args(["run", "--dir"])
-        .arg(&dir)
-        .arg(&module)
-        .arg(n)
-        .output()
-        .unwrap();
+    let whole = run_to_end(&dir, None, &module, n);
     assert_eq!(whole.status.code(), Some(0));
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("andes"))
-        .args(["run", "--checkpoint-every", "100ms", "--dir"])
-        .arg(&dir)
-        .arg("--checkpoint-dir")
-        .arg(&ckpt)
-        .arg(&module)
-        .arg(n)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
     let snapshot = ckpt.join("snapshot");
-    let t0 = std::time::Instant::now();
-    while !snapshot.exists() {
-        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "no snapshot within 60 s");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    child.kill().unwrap();
-    let killed = child.wait_with_output().unwrap();
-    assert!(killed.stdout.is_empty(), "it had already finished");
-    let resumed = Command::cargo_bin("andes")
-        .unwrap()
-        .args(["run", "--dir"])
-        .arg(&dir)
-        .arg("--checkpoint-dir")
-        .arg(&ckpt)
-        .arg(&module)
-        .arg(n)
-        .output()
-        .unwrap();
+    kill_once_checkpointed(&dir, &ckpt, &module, n, &snapshot);
+    let resumed = run_to_end(&dir, Some(&ckpt), &module, n);
     let err = String::from_utf8_lossy(&resumed.stderr);
     assert_eq!(resumed.status.code(), Some(0), "{err}");
     assert!(err.contains("resumes from its snapshot"), "{err}");
@@ -272,4 +244,9 @@ fn a_compiled_job_killed_outright_resumes_from_its_last_snapshot() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not compiled by `andes compile`"));
+
+    // Checkpoints inside the job's own sandbox are refused.
+    let out = run_to_end(&dir, Some(&dir.join("ckpt")), &module, n);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is inside the job's sandbox"));
 }

@@ -273,6 +273,19 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let transparent = match &ckpt_home {
         Some(d) if instrumented => {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            // The job sees its whole sandbox: checkpoints kept inside it would
+            // show the job the key that signs them, and each snapshot would
+            // hold the ones before it.
+            let (dc, sc) = (std::fs::canonicalize(d)?, std::fs::canonicalize(&sandbox)?);
+            if dc.starts_with(&sc) {
+                bail!(
+                    "the checkpoint directory {} is inside the job's sandbox {}: the job could \
+                     read the key that signs its snapshots, and each snapshot would hold the \
+                     last; keep checkpoints elsewhere, or give the job its own --dir",
+                    d.display(),
+                    sandbox.display()
+                );
+            }
             transparent(d, a.restore.as_deref())?
         }
         _ if a.restore.is_some() => bail!(
