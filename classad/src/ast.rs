@@ -9,15 +9,24 @@ use crate::value::Value;
 /// An attribute name: keeps its original spelling, compares and hashes
 /// case-insensitively (ASCII, as HTCondor's `strcasecmp`). The hash is
 /// computed once, when the name is made, so lookups never hash text.
+///
+/// A name also carries the interner's identity of its case-folded text
+/// (see [`crate::table`]): two names with non-zero identities are equal
+/// exactly when the identities are, so an attribute table compares names
+/// without reading their text. The identity and the [`Special`] kind share
+/// one word, which keeps a name at 24 bytes.
 #[derive(Clone, Debug)]
 pub struct AttrName {
     text: Arc<str>,
-    hash: u64,
-    special: Special,
+    /// The low 32 bits of the case-insensitive hash.
+    hash: u32,
+    /// Bits 0-23: the name's identity (0: none); bits 24-31: its [`Special`].
+    meta: u32,
 }
 
 /// Names that the scope rules treat specially.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Special {
     /// An ordinary name.
     None,
@@ -54,6 +63,9 @@ impl Special {
         }
     }
 }
+
+/// The bits of [`AttrName`]'s identity.
+pub(crate) const ID_MASK: u32 = (1 << 24) - 1;
 
 pub(crate) fn name_hash(s: &str) -> u64 {
     // FNV-1a over the ASCII-lowercased bytes, then a final mix.
@@ -94,13 +106,22 @@ impl AttrName {
             Special::None
         };
         let hash = name_hash(text);
-        AttrName { text: crate::table::intern(text, hash), hash, special }
+        let (text, id) = crate::table::intern(text, hash);
+        debug_assert!(id <= ID_MASK);
+        AttrName { text, hash: hash as u32, meta: id | (special as u32) << 24 }
     }
 
-    /// The name's case-insensitive hash.
+    /// The name's case-insensitive hash (its low 32 bits).
     #[inline]
-    pub(crate) fn hash_value(&self) -> u64 {
+    pub(crate) fn hash_value(&self) -> u32 {
         self.hash
+    }
+
+    /// The interner's identity of the case-folded name; 0 when the name was
+    /// made after the interner filled up and no equal name was interned.
+    #[inline]
+    pub(crate) fn id(&self) -> u32 {
+        self.meta & ID_MASK
     }
 
     /// The name as written.
@@ -110,8 +131,25 @@ impl AttrName {
 
     /// Whether the scope rules treat this name specially (`MY`, `TARGET`,
     /// `parent`, `CurrentTime`, ...), found once when the name was made.
+    #[inline]
     pub fn special(&self) -> Special {
-        self.special
+        match self.meta >> 24 {
+            0 => Special::None,
+            1 => Special::SelfAd,
+            2 => Special::My,
+            3 => Special::Target,
+            4 => Special::Other,
+            5 => Special::Ad,
+            6 => Special::Parent,
+            7 => Special::Root,
+            _ => Special::CurrentTime,
+        }
+    }
+
+    /// True for an ordinary name (not `MY`, `TARGET`, `parent`, ...).
+    #[inline]
+    pub(crate) fn is_plain(&self) -> bool {
+        self.meta >> 24 == 0
     }
 
     /// True when the name needs quoting (`'odd name'`) to be read back.
@@ -131,6 +169,12 @@ impl AttrName {
 impl PartialEq for AttrName {
     #[inline]
     fn eq(&self, other: &AttrName) -> bool {
+        let (a, b) = (self.id(), other.id());
+        if a != 0 || b != 0 {
+            // Interned names are equal exactly when their identities are;
+            // a name without one equals no interned name.
+            return a == b;
+        }
         self.hash == other.hash
             && (Arc::ptr_eq(&self.text, &other.text) || self.text.eq_ignore_ascii_case(&other.text))
     }
@@ -139,7 +183,7 @@ impl Eq for AttrName {}
 
 impl Hash for AttrName {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
+        state.write_u64(self.hash as u64);
     }
 }
 
@@ -196,10 +240,8 @@ impl ClassAd {
     /// name (case-insensitively) but keeping the first spelling and position.
     pub fn insert(&mut self, name: impl Into<AttrName>, expr: Expr) {
         let name = name.into();
-        self.specials |= name.special.bit();
-        if let Some(slot) = self.attrs.get_mut(&name) {
-            *slot = expr;
-        } else {
+        self.specials |= name.special().bit();
+        if let Err(expr) = self.attrs.replace(&name, expr) {
             self.attrs.push(name, expr);
         }
     }
@@ -227,12 +269,33 @@ impl ClassAd {
         self.attrs.get(name)
     }
 
+    /// The index slot binding `name`: its position and, for a literal, its
+    /// value inline (see [`crate::table::Slot`]).
+    #[inline]
+    pub(crate) fn probe(&self, name: &AttrName) -> Option<crate::table::Slot> {
+        self.attrs.probe(name)
+    }
+
+    /// The expression at position `i`.
+    #[inline]
+    pub(crate) fn expr_at(&self, i: usize) -> Option<&Expr> {
+        self.attrs.expr_at(i)
+    }
+
     /// Hints the CPU to start fetching what looking up `name` will read.
     #[inline]
     pub(crate) fn prefetch_slot(&self, name: &AttrName) {
         self.attrs.prefetch_slot(name)
     }
 
+    /// [`ClassAd::prefetch_slot`] for each of `names`.
+    #[inline]
+    pub(crate) fn prefetch_slots(&self, names: &[&AttrName]) {
+        self.attrs.prefetch_slots(names)
+    }
+
+    /// Hints the CPU to fetch the entry that looking up `name` reads (best
+    /// once its index slot is in cache).
     #[inline]
     pub(crate) fn prefetch_entry(&self, name: &AttrName) {
         self.attrs.prefetch_entry(name)

@@ -2,28 +2,140 @@
 //! interner that lets every ad share one copy of each attribute name.
 //!
 //! Matchmaking looks up a handful of attributes in each of thousands of
-//! ads, so a lookup must touch as little memory as possible: a small ad
-//! (up to [`LINEAR_MAX`] attributes) is scanned by hash; a larger one has an
-//! open-addressing index of 8-byte slots (hash tag and position), so a hit
-//! reads one index line and one entry. Names are interned, so the entry's
-//! name usually equals the looked-up name by pointer.
+//! ads, so a lookup must touch as little memory as possible. A small ad (up
+//! to [`LINEAR_MAX`] attributes) is scanned. A larger one has an index of
+//! cache-line [`Bucket`]s of four slots, at most half full, so that nearly
+//! every name is found in its home bucket: one cache line. A slot holds the
+//! name's identity (from the interner), the entry's position, and, when the
+//! attribute is a literal, its value or, for a string, the string's address
+//! and a tag of its text. So a lookup compares identities, never names, and
+//! a lookup of a literal reads that one line and nothing else.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
-use crate::ast::{AttrName, Expr, PassThrough};
+use crate::ast::{AttrName, Expr, ID_MASK, PassThrough};
+use crate::value::Value;
 
 /// Ads with at most this many attributes are scanned rather than indexed.
 pub const LINEAR_MAX: usize = 8;
 
-/// Ordered attributes with a hash index.
+/// Ordered attributes with an index.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Table {
     entries: Vec<(AttrName, Expr)>,
-    /// Slot: high 32 bits the name hash's high half, low 32 bits the
-    /// position + 1; 0 is empty. Empty when the ad is small.
-    index: Vec<u64>,
+    /// Open addressing over buckets (a name's home bucket is its hash
+    /// modulo the power-of-two length; a full bucket overflows into the
+    /// next), with at most half the slots used. Empty when the ad is small.
+    index: Vec<Bucket>,
+}
+
+/// Four slots in one cache line: their keys, positions and values apart,
+/// so that the keys are one 16-byte group.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+pub(crate) struct Bucket {
+    keys: [u32; 4],
+    pos: [u32; 4],
+    vals: [u64; 4],
+}
+
+/// What a slot says about the attribute's expression (0: the slot is empty).
+pub(crate) mod kind {
+    /// Not a literal scalar: read the entry.
+    pub const EXPR: u32 = 1;
+    /// `undefined`.
+    pub const UNDEF: u32 = 2;
+    /// `error`.
+    pub const ERROR: u32 = 3;
+    /// A boolean; `val` is 0 or 1.
+    pub const BOOL: u32 = 4;
+    /// An integer; `val` is its bits.
+    pub const INT: u32 = 5;
+    /// A real; `val` is its bits.
+    pub const REAL: u32 = 6;
+    /// A string; `val` is the address of its text, the key's tag
+    /// [`super::str_tag`] of it. The text itself is in the entry.
+    pub const STR: u32 = 7;
+}
+
+/// One index slot, as read from its bucket: `key` is the name's identity
+/// (bits 0-19), the expression's [`kind`] (bits 20-23) and, for a string,
+/// its [`str_tag`] (bits 24-31); 0 is an empty slot.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Slot {
+    key: u32,
+    pos: u32,
+    val: u64,
+}
+
+/// The identity bits of a slot key (identities are at most 65,537, see
+/// [`INTERN_MAX`]).
+const SLOT_ID_MASK: u32 = (1 << 20) - 1;
+const _: () = assert!(INTERN_MAX < SLOT_ID_MASK as usize && SLOT_ID_MASK <= ID_MASK);
+
+impl Slot {
+    /// The slot for entry `pos`, binding `name` to `expr`.
+    fn of(name: &AttrName, expr: &Expr, pos: usize) -> Slot {
+        let (kind, tag, val) = match expr {
+            Expr::Lit(v) => match v {
+                Value::Undefined => (kind::UNDEF, 0, 0),
+                Value::Error => (kind::ERROR, 0, 0),
+                Value::Bool(b) => (kind::BOOL, 0, *b as u64),
+                Value::Int(i) => (kind::INT, 0, *i as u64),
+                Value::Real(r) => (kind::REAL, 0, r.to_bits()),
+                Value::Str(s) => (kind::STR, str_tag(s), str_addr(s)),
+                Value::List(_) | Value::Ad(_) => (kind::EXPR, 0, 0),
+            },
+            _ => (kind::EXPR, 0, 0),
+        };
+        Slot { key: name.id() | kind << 20 | (tag as u32) << 24, pos: pos as u32, val }
+    }
+
+    /// The [`kind`] of the attribute's expression.
+    #[inline]
+    pub(crate) fn kind(self) -> u32 {
+        self.key >> 20 & 15
+    }
+
+    /// The inline payload (see [`kind`]).
+    #[inline]
+    pub(crate) fn val(self) -> u64 {
+        self.val
+    }
+
+    /// A string's [`str_tag`].
+    #[inline]
+    pub(crate) fn tag(self) -> u8 {
+        (self.key >> 24) as u8
+    }
+
+    /// The entry's position in the table.
+    #[inline]
+    pub(crate) fn pos(self) -> usize {
+        self.pos as usize
+    }
+}
+
+/// The address of a string's text, to compare strings by identity: two
+/// live strings at the same address are the same string.
+#[inline]
+pub(crate) fn str_addr(s: &Arc<str>) -> u64 {
+    Arc::as_ptr(s).cast::<u8>() as usize as u64
+}
+
+/// A one-byte summary of a string's text, the same for strings equal
+/// ignoring ASCII case: strings with different tags differ.
+#[inline]
+pub(crate) fn str_tag(s: &str) -> u8 {
+    let b = s.as_bytes();
+    let Some(&last) = b.last() else { return 0 };
+    let x = (b.len() as u32)
+        ^ (b[0].to_ascii_lowercase() as u32) << 8
+        ^ (b[b.len() / 2].to_ascii_lowercase() as u32) << 16
+        ^ (last.to_ascii_lowercase() as u32) << 24;
+    (x.wrapping_mul(0x9E37_79B1) >> 24) as u8
 }
 
 impl Table {
@@ -34,77 +146,132 @@ impl Table {
         self.entries.len()
     }
 
+    /// The slot binding `name`, if any (for a small table, made on the spot).
     #[inline]
-    pub(crate) fn position(&self, name: &AttrName) -> Option<usize> {
-        let h = name.hash_value();
+    pub(crate) fn probe(&self, name: &AttrName) -> Option<Slot> {
         if self.index.is_empty() {
-            return self.entries.iter().position(|(k, _)| k.hash_value() == h && k == name);
+            return self.probe_small(name);
+        }
+        let (b, k) = self.find(name)?;
+        let bucket = &self.index[b];
+        Some(Slot { key: bucket.keys[k], pos: bucket.pos[k], val: bucket.vals[k] })
+    }
+
+    #[inline(never)]
+    fn probe_small(&self, name: &AttrName) -> Option<Slot> {
+        let i = self.entries.iter().position(|(k, _)| k == name)?;
+        Some(Slot::of(name, &self.entries[i].1, i))
+    }
+
+    /// Where in the (non-empty) index `name`'s slot is: bucket and slot.
+    #[inline]
+    fn find(&self, name: &AttrName) -> Option<(usize, usize)> {
+        let id = name.id();
+        if id == 0 {
+            return self.find_unidentified(name);
         }
         let mask = self.index.len() - 1;
-        let tag = h >> 32;
-        let mut pos = h as usize & mask;
+        let mut b = name.hash_value() as usize & mask;
         loop {
-            let slot = self.index[pos];
-            if slot == 0 {
+            let keys = self.index[b].keys;
+            // Bit k: slot k holds `id`; an empty slot (key 0) never does.
+            let hit = (keys[0] & SLOT_ID_MASK == id) as u32
+                | ((keys[1] & SLOT_ID_MASK == id) as u32) << 1
+                | ((keys[2] & SLOT_ID_MASK == id) as u32) << 2
+                | ((keys[3] & SLOT_ID_MASK == id) as u32) << 3;
+            if hit != 0 {
+                return Some((b, hit.trailing_zeros() as usize));
+            }
+            // Slots fill in order and are never emptied (removal rebuilds),
+            // so a bucket with room ends the search.
+            if keys[3] == 0 {
                 return None;
             }
-            if slot >> 32 == tag {
-                let i = (slot as u32 - 1) as usize;
-                if self.entries[i].0 == *name {
-                    return Some(i);
-                }
-            }
-            pos = (pos + 1) & mask;
+            b = (b + 1) & mask;
         }
     }
 
-    /// The expression bound to `name`: [`Table::position`] without the
-    /// second bounds check, for the matchmaking hot path.
+    /// [`Table::find`] for a name without an identity, which only a name
+    /// without one can equal: compared by text.
+    #[cold]
+    #[inline(never)]
+    fn find_unidentified(&self, name: &AttrName) -> Option<(usize, usize)> {
+        let mask = self.index.len() - 1;
+        let mut b = name.hash_value() as usize & mask;
+        loop {
+            let bucket = &self.index[b];
+            for k in 0..4 {
+                let key = bucket.keys[k];
+                if key == 0 {
+                    return None;
+                }
+                if key & SLOT_ID_MASK == 0 && self.entry_is(bucket.pos[k] as usize, name) {
+                    return Some((b, k));
+                }
+            }
+            b = (b + 1) & mask;
+        }
+    }
+
+    #[cold]
+    fn entry_is(&self, i: usize, name: &AttrName) -> bool {
+        self.entries.get(i).is_some_and(|(k, _)| k == name)
+    }
+
+    #[inline]
+    pub(crate) fn position(&self, name: &AttrName) -> Option<usize> {
+        self.probe(name).map(Slot::pos)
+    }
+
+    /// The expression bound to `name`.
     #[inline]
     pub(crate) fn get(&self, name: &AttrName) -> Option<&Expr> {
-        let h = name.hash_value();
         if self.index.is_empty() {
             return self.entries.iter().find(|(k, _)| k == name).map(|(_, e)| e);
         }
-        let mask = self.index.len() - 1;
-        let tag = h >> 32;
-        let mut pos = h as usize & mask;
-        loop {
-            let slot = *self.index.get(pos)?;
-            if slot == 0 {
-                return None;
-            }
-            if slot >> 32 == tag {
-                let (k, e) = self.entries.get((slot as u32 - 1) as usize)?;
-                if k == name {
-                    return Some(e);
-                }
-            }
-            pos = (pos + 1) & mask;
-        }
+        self.expr_at(self.probe(name)?.pos())
     }
 
-    /// Hints the CPU to fetch the index slot `name` would start probing at
-    /// (or, for a small table, its entries).
+    /// The expression of entry `i`.
+    #[inline]
+    pub(crate) fn expr_at(&self, i: usize) -> Option<&Expr> {
+        self.entries.get(i).map(|(_, e)| e)
+    }
+
+    /// Hints the CPU to fetch `name`'s home bucket (or, for a small table,
+    /// its entries).
     #[inline]
     pub(crate) fn prefetch_slot(&self, name: &AttrName) {
+        self.prefetch_slots(&[name])
+    }
+
+    /// [`Table::prefetch_slot`] for each of `names`.
+    #[inline]
+    pub(crate) fn prefetch_slots(&self, names: &[&AttrName]) {
         if self.index.is_empty() {
             prefetch(self.entries.as_ptr());
-        } else {
-            let pos = name.hash_value() as usize & (self.index.len() - 1);
-            prefetch(self.index.as_ptr().wrapping_add(pos));
+            return;
+        }
+        let base = self.index.as_ptr();
+        let mask = self.index.len() - 1;
+        for n in names {
+            prefetch(base.wrapping_add(n.hash_value() as usize & mask));
         }
     }
 
-    /// Hints the CPU to fetch the entry `name`'s first probed slot points
-    /// at (best once that slot is in cache).
+    /// Hints the CPU to fetch the entry of `name`, if its home bucket (best
+    /// in cache by now) binds it to an expression rather than a literal.
     #[inline]
     pub(crate) fn prefetch_entry(&self, name: &AttrName) {
-        if let Some(&slot) =
-            self.index.get(name.hash_value() as usize & self.index.len().wrapping_sub(1))
-            && slot != 0
-        {
-            prefetch(self.entries.as_ptr().wrapping_add((slot as u32 - 1) as usize));
+        if self.index.is_empty() {
+            return;
+        }
+        let bucket = &self.index[name.hash_value() as usize & (self.index.len() - 1)];
+        for k in 0..4 {
+            let key = bucket.keys[k];
+            if key & SLOT_ID_MASK == name.id() && key >> 20 & 15 == kind::EXPR {
+                prefetch(self.entries.as_ptr().wrapping_add(bucket.pos[k] as usize));
+            }
         }
     }
 
@@ -112,9 +279,22 @@ impl Table {
         self.entries.get(i).map(|(k, v)| (k, v))
     }
 
-    pub(crate) fn get_mut(&mut self, name: &AttrName) -> Option<&mut Expr> {
-        let i = self.position(name)?;
-        Some(&mut self.entries[i].1)
+    /// Rebinds an existing `name` to `expr`; gives `expr` back when `name`
+    /// is not bound.
+    pub(crate) fn replace(&mut self, name: &AttrName, expr: Expr) -> Result<(), Expr> {
+        if self.index.is_empty() {
+            let Some(i) = self.entries.iter().position(|(k, _)| k == name) else {
+                return Err(expr);
+            };
+            self.entries[i].1 = expr;
+            return Ok(());
+        }
+        let Some((b, k)) = self.find(name) else { return Err(expr) };
+        let i = self.index[b].pos[k] as usize;
+        self.entries[i].1 = expr;
+        let slot = Slot::of(&self.entries[i].0, &self.entries[i].1, i);
+        self.index[b].set(k, slot);
+        Ok(())
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&AttrName, &Expr)> {
@@ -126,7 +306,8 @@ impl Table {
         self.entries.push((name, expr));
         let n = self.entries.len();
         if n > LINEAR_MAX {
-            if self.index.len() < 2 * n {
+            // Rebuilt when more than half the slots would be used.
+            if 2 * self.index.len() < n {
                 self.rebuild();
             } else {
                 self.index_insert(n - 1);
@@ -148,12 +329,16 @@ impl Table {
 
     fn index_insert(&mut self, i: usize) {
         let mask = self.index.len() - 1;
-        let h = self.entries[i].0.hash_value();
-        let mut pos = h as usize & mask;
-        while self.index[pos] != 0 {
-            pos = (pos + 1) & mask;
+        let (name, expr) = &self.entries[i];
+        let slot = Slot::of(name, expr, i);
+        let mut b = name.hash_value() as usize & mask;
+        loop {
+            if let Some(k) = self.index[b].keys.iter().position(|&key| key == 0) {
+                self.index[b].set(k, slot);
+                return;
+            }
+            b = (b + 1) & mask;
         }
-        self.index[pos] = (h >> 32) << 32 | (i as u64 + 1);
     }
 
     fn rebuild(&mut self) {
@@ -162,10 +347,20 @@ impl Table {
             self.index = Vec::new();
             return;
         }
-        self.index = vec![0u64; (4 * n).next_power_of_two()];
+        // Four slots per entry (so half full, at most, until the next
+        // rebuild at twice as many entries), four slots per bucket.
+        self.index = vec![Bucket::default(); n.next_power_of_two()];
         for i in 0..n {
             self.index_insert(i);
         }
+    }
+}
+
+impl Bucket {
+    fn set(&mut self, k: usize, slot: Slot) {
+        self.keys[k] = slot.key;
+        self.pos[k] = slot.pos;
+        self.vals[k] = slot.val;
     }
 }
 
@@ -175,36 +370,55 @@ const INTERN_MAX: usize = 1 << 16;
 /// Only short string values are interned; names of any length are.
 pub(crate) const INTERN_VALUE_MAX_LEN: usize = 32;
 
-type Interned = HashMap<u64, Vec<Arc<str>>, BuildHasherDefault<PassThrough>>;
+/// Spellings by case-insensitive hash, each with the identity of its
+/// case-folded text.
+type Interned = HashMap<u64, Vec<(Arc<str>, u32)>, BuildHasherDefault<PassThrough>>;
 
-static INTERNER: RwLock<Option<(Interned, usize)>> = RwLock::new(None);
+/// The map, how many spellings it holds, and the last identity given.
+static INTERNER: RwLock<Option<(Interned, usize, u32)>> = RwLock::new(None);
 
-/// One shared copy of `s` (exact spelling), keyed by the caller's hash of it.
-pub(crate) fn intern(s: &str, hash: u64) -> Arc<str> {
-    if let Ok(guard) = INTERNER.read()
-        && let Some((map, _)) = guard.as_ref()
-        && let Some(found) = map.get(&hash).and_then(|v| v.iter().find(|x| &***x == s))
+/// One shared copy of `s` (exact spelling), keyed by the caller's
+/// case-insensitive hash of it, and the identity of its case-folded text.
+///
+/// Identities are given to texts only while the interner has room, and
+/// one is never given to a text whose case-folded form already has one.
+/// So two non-zero identities are equal exactly when the texts are equal
+/// ignoring ASCII case, and a text that gets 0 equals no text with an
+/// identity: it was made after the interner filled up, and no equal text
+/// was in it then, nor can be added later.
+pub(crate) fn intern(s: &str, hash: u64) -> (Arc<str>, u32) {
     {
-        return found.clone();
+        let guard = INTERNER.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some((map, _, _)) = guard.as_ref()
+            && let Some((a, id)) = map.get(&hash).and_then(|v| v.iter().find(|(x, _)| &**x == s))
+        {
+            return (a.clone(), *id);
+        }
     }
-    let Ok(mut guard) = INTERNER.write() else { return s.into() };
-    let (map, count) = guard.get_or_insert_with(Default::default);
+    let mut guard = INTERNER.write().unwrap_or_else(PoisonError::into_inner);
+    let (map, count, last) = guard.get_or_insert_with(Default::default);
     let bucket = map.entry(hash).or_default();
-    if let Some(found) = bucket.iter().find(|x| &***x == s) {
-        return found.clone();
+    if let Some((a, id)) = bucket.iter().find(|(x, _)| &**x == s) {
+        return (a.clone(), *id);
     }
+    let folded = bucket.iter().find(|(x, _)| x.eq_ignore_ascii_case(s)).map(|(_, id)| *id);
     let a: Arc<str> = s.into();
-    if *count < INTERN_MAX {
-        bucket.push(a.clone());
-        *count += 1;
+    if *count >= INTERN_MAX {
+        return (a, folded.unwrap_or(0));
     }
-    a
+    let id = folded.unwrap_or_else(|| {
+        *last += 1;
+        *last
+    });
+    bucket.push((a.clone(), id));
+    *count += 1;
+    (a, id)
 }
 
 /// A string value: short ones are shared through the interner, so that
 /// values repeated across many ads (`"X86_64"`, `"LINUX"`) are one copy.
 pub(crate) fn intern_value(s: &str) -> Arc<str> {
-    if s.len() <= INTERN_VALUE_MAX_LEN { intern(s, crate::ast::name_hash(s)) } else { s.into() }
+    if s.len() <= INTERN_VALUE_MAX_LEN { intern(s, crate::ast::name_hash(s)).0 } else { s.into() }
 }
 
 /// A prefetch hint; it never faults and has no effect on the program's meaning.
@@ -218,4 +432,100 @@ fn prefetch<T>(p: *const T) {
     };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    impl Table {
+        /// Every entry is found through the index, in a slot that says
+        /// what the entry holds; every used slot is an entry's.
+        fn check(&self) {
+            for (i, (name, expr)) in self.entries.iter().enumerate() {
+                let slot = self.probe(name).expect("every entry is indexed");
+                assert_eq!(slot.pos(), i, "{name}");
+                let fresh = Slot::of(name, expr, i);
+                assert_eq!((slot.key, slot.val), (fresh.key, fresh.val), "{name}");
+            }
+            if !self.index.is_empty() {
+                let used = self.index.iter().flat_map(|b| b.keys).filter(|&k| k != 0).count();
+                assert_eq!(used, self.entries.len());
+                assert!(2 * used <= 4 * self.index.len(), "at most half full");
+            }
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(usize, i64, bool),
+        Remove(usize),
+    }
+
+    /// Names with case variants, and more of them than a small table holds.
+    fn names() -> Vec<String> {
+        let mut v: Vec<String> = (0..40).map(|i| format!("Attr{i}")).collect();
+        v.extend((0..10).map(|i| format!("ATTR{i}")));
+        v
+    }
+
+    proptest! {
+        #[test]
+        fn the_index_agrees_with_the_entries(
+            ops in prop::collection::vec(
+                prop_oneof![
+                    4 => (0usize..50, -3i64..3, any::<bool>()).prop_map(|(n, v, s)| Op::Insert(n, v, s)),
+                    1 => (0usize..50).prop_map(Op::Remove),
+                ],
+                0..120,
+            )
+        ) {
+            let names = names();
+            let mut ad = Table::default();
+            let mut model: Vec<(String, Value)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Insert(n, v, as_str) => {
+                        let value = if as_str { Value::string(format!("s{v}")) } else { Value::Int(v) };
+                        let name = AttrName::new(&names[n]);
+                        if let Err(e) = ad.replace(&name, Expr::Lit(value.clone())) {
+                            ad.push(name, e);
+                        }
+                        match model.iter_mut().find(|(k, _)| k.eq_ignore_ascii_case(&names[n])) {
+                            Some(slot) => slot.1 = value,
+                            None => model.push((names[n].clone(), value)),
+                        }
+                    }
+                    Op::Remove(n) => {
+                        let had = model.iter().position(|(k, _)| k.eq_ignore_ascii_case(&names[n]));
+                        let removed = ad.remove(&AttrName::new(&names[n]));
+                        prop_assert_eq!(removed.is_some(), had.is_some());
+                        if let Some(i) = had {
+                            model.remove(i);
+                        }
+                    }
+                }
+                ad.check();
+                prop_assert_eq!(ad.len(), model.len());
+                for n in &names {
+                    let want = model.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v);
+                    let got = ad.get(&AttrName::new(n)).and_then(Expr::as_literal);
+                    prop_assert_eq!(got, want, "{}", n);
+                }
+                for (i, (k, v)) in ad.iter().enumerate() {
+                    prop_assert_eq!(k.as_str(), model[i].0.as_str());
+                    prop_assert_eq!(v.as_literal(), Some(&model[i].1));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn string_tags_ignore_case() {
+        for (a, b) in [("X86_64", "x86_64"), ("LINUX", "linux"), ("", ""), ("a", "A")] {
+            assert_eq!(str_tag(a), str_tag(b));
+        }
+        assert_ne!(str_tag("X86_64"), str_tag("aarch64"));
+    }
 }

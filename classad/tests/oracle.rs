@@ -60,6 +60,14 @@ fn eval_case(case: &Json, strict: bool) -> Json {
     let mut ev =
         Evaluator::with_options(EvalOptions { strict, seed: Some(1), ..Default::default() });
     let v = ev.eval(&expr, my.as_ref(), target.as_ref());
+    if let (Some(m), Some(t)) = (&my, &target) {
+        // The negotiator's scan gives the value `eval` gives (on one clock).
+        let opts = EvalOptions { strict, seed: Some(1), now: Some(1_700_000_000) };
+        let want = Evaluator::with_options(opts.clone()).eval(&expr, Some(m), Some(t));
+        let mut got = None;
+        Evaluator::with_options(opts).scan(&expr, m, std::slice::from_ref(t), |_, v| got = Some(v));
+        assert_eq!(got.as_ref(), Some(&want), "scan of `{}`", case["expr"]);
+    }
     normalize(&mut ev, &expr, &v, my.as_ref(), target.as_ref())
 }
 
@@ -158,6 +166,21 @@ fn matchmaking_corpus_agrees_with_htcondor() {
             }
             // Rank as the negotiator reads it is numeric or 0.
             let _ = rank_with(&mut ev, &job, &mach);
+            // The negotiator's scan gives the values `eval` gives.
+            for (me, other) in [(&job, &mach), (&mach, &job)] {
+                for attr in ["Requirements", "Rank"] {
+                    let Some(e) = me.get(attr) else { continue };
+                    let want = ev.eval(e, Some(me), Some(other));
+                    let mut got = None;
+                    ev.scan(e, me, std::slice::from_ref(other), |_, v| got = Some(v));
+                    if got.as_ref() != Some(&want) {
+                        diffs.push(format!(
+                            "{} strict={strict} scan of {attr}: eval gives {want}, scan {got:?}",
+                            case["id"]
+                        ));
+                    }
+                }
+            }
         }
     }
     println!("matchmaking corpus: {} cases, {} differences", total, diffs.len());
