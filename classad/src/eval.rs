@@ -12,6 +12,7 @@ use crate::ast::{AttrName, BinOp, ClassAd, Expr, Special, UnOp};
 use crate::builtins::{Builtin, FnEnv, Rng, SpecialFn};
 use crate::value::Value;
 
+mod operand;
 mod plan;
 
 /// How deeply attribute references may nest during one evaluation; deeper
@@ -472,6 +473,9 @@ impl<'a> Cx<'a, '_> {
             Expr::Paren(x) => self.operand(x, frame),
             // Comparisons and arithmetic nest shallowly in practice: skip
             // the stack check of the general path.
+            Expr::Binary(op, l, r) if operand::is_comparison(*op) => {
+                Opnd::O(self.guarded(|cx| cx.comparison(*op, l, r, frame).value()))
+            }
             Expr::Binary(op, l, r) if !matches!(op, BinOp::And | BinOp::Or) => {
                 Opnd::O(self.guarded(|cx| {
                     let lv = cx.operand(l, frame);
@@ -570,29 +574,8 @@ impl<'a> Cx<'a, '_> {
 
     fn binary(&mut self, op: BinOp, l: &Expr, r: &Expr, frame: u32) -> Value {
         match op {
-            BinOp::And | BinOp::Or => {
-                // The left value that decides alone: false for `&&`, true
-                // for `||`. Undefined on the left still lets the right decide.
-                let decides = op == BinOp::Or;
-                let lv = self.operand(l, frame);
-                match lv.get() {
-                    Value::Error => Value::Error,
-                    Value::Undefined => match self.operand(r, frame).get() {
-                        Value::Error => Value::Error,
-                        Value::Undefined => Value::Undefined,
-                        rv => match rv.as_bool() {
-                            Some(b) if b == decides => Value::Bool(decides),
-                            Some(_) => Value::Undefined,
-                            None => Value::Error,
-                        },
-                    },
-                    lv => match lv.as_bool() {
-                        Some(b) if b == decides => Value::Bool(decides),
-                        Some(_) => logical_value(self.operand(r, frame).get()),
-                        None => Value::Error,
-                    },
-                }
-            }
+            BinOp::And | BinOp::Or => self.logic(op == BinOp::Or, l, r, frame).value(),
+            op if operand::is_comparison(op) => self.comparison(op, l, r, frame).value(),
             _ => {
                 let lv = self.operand(l, frame);
                 let rv = self.operand(r, frame);
@@ -731,16 +714,6 @@ impl<'a> Cx<'a, '_> {
                 }
             }
         }
-    }
-}
-
-/// The value of the right operand of `&&`/`||` once the left did not decide.
-#[inline]
-fn logical_value(v: &Value) -> Value {
-    match v {
-        Value::Undefined => Value::Undefined,
-        Value::Error => Value::Error,
-        v => v.as_bool().map_or(Value::Error, Value::Bool),
     }
 }
 

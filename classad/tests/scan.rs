@@ -1,11 +1,15 @@
-//! `Evaluator::scan` compiles the common shapes of a match expression and
-//! reads literals from the attribute index; whatever it does, each value must
-//! be exactly the one `Evaluator::eval` gives. These properties generate ads
-//! (small and indexed, with case variants of names and strings, attribute
-//! chains, cycles, names that shadow `MY` and `TARGET`) and expressions (
-//! `&&`/`||` chains of comparisons and other clauses) and compare the two.
+//! The fast paths of evaluation against their references. `Evaluator::scan`
+//! compiles the common shapes of a match expression and reads literals from
+//! the attribute index: each value must be exactly the one `Evaluator::eval`
+//! gives. The general evaluator decides comparisons and `&&`/`||` on
+//! operands read from index slots: each value must be `binary_op`'s on the
+//! operands' values, and HTCondor's three-valued logic. These properties
+//! generate ads (small and indexed, with case variants of names and strings,
+//! attribute chains, cycles, names that shadow `MY` and `TARGET`) and
+//! expressions (`&&`/`||` chains of comparisons and other clauses).
 
-use classad::{ClassAd, EvalOptions, Evaluator, Value, parse_ad, parse_expr};
+use classad::eval::binary_op;
+use classad::{BinOp, ClassAd, EvalOptions, Evaluator, Value, parse_ad, parse_expr};
 use proptest::prelude::*;
 
 /// Attribute names the ads define and the expressions read, with case
@@ -149,6 +153,58 @@ proptest! {
             let (scanned, evaluated) = both(&expr, &my, &targets, strict);
             prop_assert_eq!(scanned, evaluated, "`{}` strict={}", expr, strict);
         }
+    }
+}
+
+/// `l && r` (`l || r` when `or`) as HTCondor defines it: the left operand
+/// alone decides when it is error or the deciding value, and undefined on
+/// the left still lets the right decide. `r` is evaluated only if needed.
+fn reference_logic(or: bool, l: Value, r: impl FnOnce() -> Value) -> Value {
+    let as_logic = |v: Value| match v {
+        Value::Undefined | Value::Error => v,
+        v => v.as_bool().map_or(Value::Error, Value::Bool),
+    };
+    match as_logic(l) {
+        Value::Error => Value::Error,
+        Value::Undefined => match as_logic(r()) {
+            Value::Bool(b) if b == or => Value::Bool(or),
+            Value::Bool(_) => Value::Undefined,
+            v => v,
+        },
+        Value::Bool(b) if b == or => Value::Bool(or),
+        _ => as_logic(r()),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    #[test]
+    fn comparisons_and_logic_give_the_reference_values(
+        l in operand(),
+        op in prop::sample::select(&[
+            BinOp::Eq, BinOp::Ne, BinOp::Lt, BinOp::Le, BinOp::Gt, BinOp::Ge, BinOp::Is,
+            BinOp::Isnt, BinOp::And, BinOp::Or,
+        ][..]),
+        r in operand(),
+        my in ad_text(),
+        target in ad_text(),
+        strict in any::<bool>(),
+    ) {
+        let (my, target) = (parse_ad(&my).unwrap(), parse_ad(&target).unwrap());
+        let text = format!("({l}) {} ({r})", op.symbol());
+        let whole = parse_expr(&text).unwrap();
+        let (le, re) = (parse_expr(&l).unwrap(), parse_expr(&r).unwrap());
+        let got = Evaluator::with_options(options(strict)).eval(&whole, Some(&my), Some(&target));
+        let mut ev = Evaluator::with_options(options(strict));
+        let lv = ev.eval(&le, Some(&my), Some(&target));
+        let want = match op {
+            BinOp::And | BinOp::Or => {
+                reference_logic(op == BinOp::Or, lv, || ev.eval(&re, Some(&my), Some(&target)))
+            }
+            _ => binary_op(op, &lv, &ev.eval(&re, Some(&my), Some(&target))),
+        };
+        prop_assert_eq!(got, want, "`{}`", text);
     }
 }
 

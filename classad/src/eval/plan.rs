@@ -18,9 +18,10 @@
 
 use std::cell::Cell;
 
-use super::{Cx, MY, TARGET, binary_op};
+use super::operand::{Sc, Tri, int_cmp, str_decided};
+use super::{Cx, MY, TARGET};
 use crate::ast::{AttrName, BinOp, ClassAd, Expr, Special};
-use crate::table::{kind, str_addr, str_tag};
+use crate::table::kind;
 use crate::value::Value;
 
 static UNDEFINED: Value = Value::Undefined;
@@ -212,107 +213,6 @@ impl<'p> Compiler<'p> {
     }
 }
 
-/// A value as `&&` and `||` see it: true, false, undefined, or error (which
-/// also stands for a string, list or ad, which `&&` and `||` turn into error).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Tri {
-    F,
-    T,
-    U,
-    E,
-}
-
-impl Tri {
-    #[inline]
-    fn of(v: &Value) -> Tri {
-        match v {
-            Value::Undefined => Tri::U,
-            Value::Error => Tri::E,
-            v => match v.as_bool() {
-                Some(true) => Tri::T,
-                Some(false) => Tri::F,
-                None => Tri::E,
-            },
-        }
-    }
-
-    #[inline]
-    fn bool(b: bool) -> Tri {
-        if b { Tri::T } else { Tri::F }
-    }
-
-    /// The value; exact for the results of comparisons and of `&&`/`||`,
-    /// which are only ever booleans, undefined or error.
-    #[inline]
-    fn value(self) -> Value {
-        match self {
-            Tri::F => Value::Bool(false),
-            Tri::T => Value::Bool(true),
-            Tri::U => Value::Undefined,
-            Tri::E => Value::Error,
-        }
-    }
-}
-
-/// An evaluated operand: borrowed, or a scalar read from an index slot.
-#[derive(Clone, Copy)]
-enum Sc<'x> {
-    V(&'x Value),
-    Int(i64),
-    Real(f64),
-    Bool(bool),
-    Undef,
-    Error,
-    /// A string literal of the TARGET ad: its address, tag and position.
-    TStr {
-        addr: u64,
-        tag: u8,
-        pos: u32,
-    },
-}
-
-impl Sc<'_> {
-    /// The integer, when this is one.
-    #[inline]
-    fn int(self) -> Option<i64> {
-        match self {
-            Sc::Int(i) | Sc::V(&Value::Int(i)) => Some(i),
-            _ => None,
-        }
-    }
-}
-
-/// An integer comparison, as `binary_op` makes it.
-#[inline]
-fn int_cmp(op: BinOp, x: i64, y: i64) -> Tri {
-    Tri::bool(match op {
-        BinOp::Eq | BinOp::Is => x == y,
-        BinOp::Ne | BinOp::Isnt => x != y,
-        BinOp::Lt => x < y,
-        BinOp::Le => x <= y,
-        BinOp::Gt => x > y,
-        _ => x >= y,
-    })
-}
-
-/// Whether two strings are equal (case-sensitively for `=?=` and `=!=`,
-/// otherwise ignoring case), when their address and tag decide it: the same
-/// string, or texts that differ even ignoring case.
-#[inline]
-fn str_decided(op: BinOp, addr: u64, tag: u8, s: &std::sync::Arc<str>) -> Option<Tri> {
-    if !matches!(op, BinOp::Eq | BinOp::Ne | BinOp::Is | BinOp::Isnt) {
-        return None;
-    }
-    let same = if addr == str_addr(s) {
-        true
-    } else if tag != str_tag(s) {
-        false
-    } else {
-        return None;
-    };
-    Some(Tri::bool(same == matches!(op, BinOp::Eq | BinOp::Is)))
-}
-
 impl<'a> Cx<'a, '_> {
     /// Evaluates a plan made for this context's MY ad.
     #[inline]
@@ -444,7 +344,12 @@ impl<'a> Cx<'a, '_> {
         let Some(slot) = t.probe(plan.names[j as usize]) else { return Sc::Undef };
         match slot.kind() {
             kind::INT => Sc::Int(slot.val() as i64),
-            kind::STR => Sc::TStr { addr: slot.val(), tag: slot.tag(), pos: slot.pos() as u32 },
+            kind::STR => Sc::TStr {
+                addr: slot.val(),
+                tag: slot.tag(),
+                pos: slot.pos() as u32,
+                frame: TARGET as u8,
+            },
             kind::BOOL => Sc::Bool(slot.val() != 0),
             kind::REAL => Sc::Real(f64::from_bits(slot.val())),
             kind::UNDEF => Sc::Undef,
@@ -469,48 +374,5 @@ impl<'a> Cx<'a, '_> {
             }
             None => Sc::Undef,
         }
-    }
-
-    /// `binary_op` for a comparison, without building values for the
-    /// common cases: two integers, and a TARGET string against a string.
-    #[inline(never)]
-    fn compare(&mut self, op: BinOp, a: Sc<'_>, b: Sc<'_>) -> Tri {
-        if let (Some(x), Some(y)) = (a.int(), b.int()) {
-            return int_cmp(op, x, y);
-        }
-        match (a, b) {
-            (Sc::TStr { addr, tag, .. }, Sc::V(Value::Str(s)))
-            | (Sc::V(Value::Str(s)), Sc::TStr { addr, tag, .. }) => {
-                if let Some(r) = str_decided(op, addr, tag, s) {
-                    return r;
-                }
-            }
-            _ => {}
-        }
-        let (mut x, mut y) = (Value::Undefined, Value::Undefined);
-        let l = self.sc_value(a, &mut x);
-        let r = self.sc_value(b, &mut y);
-        Tri::of(&binary_op(op, l, r))
-    }
-
-    /// The value an operand stands for.
-    fn sc_value<'x>(&mut self, s: Sc<'x>, tmp: &'x mut Value) -> &'x Value
-    where
-        'a: 'x,
-    {
-        *tmp = match s {
-            Sc::V(v) => return v,
-            Sc::Int(i) => Value::Int(i),
-            Sc::Real(r) => Value::Real(r),
-            Sc::Bool(b) => Value::Bool(b),
-            Sc::Undef => Value::Undefined,
-            Sc::Error => Value::Error,
-            Sc::TStr { pos, .. } => match self.target.and_then(|t| t.expr_at(pos as usize)) {
-                Some(Expr::Lit(v)) => return v,
-                Some(e) => self.eval_attr_expr(e, TARGET),
-                None => Value::Undefined,
-            },
-        };
-        tmp
     }
 }
