@@ -1,7 +1,9 @@
 //! Matchmaking: the symmetric match, Rank, and an analysis of why two ads
 //! do not match (`condor_q -better-analyze` is the model).
 
-use crate::ast::{BinOp, ClassAd, Expr};
+use std::sync::OnceLock;
+
+use crate::ast::{AttrName, BinOp, ClassAd, Expr};
 use crate::eval::Evaluator;
 use crate::value::Value;
 
@@ -9,10 +11,18 @@ use crate::value::Value;
 /// a boolean true or a non-zero number. Undefined, error, a string or a
 /// missing Requirements do not match (HTCondor's `matches`).
 pub fn requirements_hold(ev: &mut Evaluator, ad: &ClassAd, other: &ClassAd) -> bool {
-    match ad.get("Requirements") {
+    match ad.lookup(name(&REQUIREMENTS, "Requirements")) {
         Some(e) => ev.eval(e, Some(ad), Some(other)).as_bool() == Some(true),
         None => false,
     }
+}
+
+static REQUIREMENTS: OnceLock<AttrName> = OnceLock::new();
+static RANK: OnceLock<AttrName> = OnceLock::new();
+
+/// The name, made once: each match looks it up in two ads.
+fn name<'a>(cell: &'a OnceLock<AttrName>, text: &str) -> &'a AttrName {
+    cell.get_or_init(|| AttrName::new(text))
 }
 
 /// True when each ad's Requirements hold against the other.
@@ -28,7 +38,7 @@ pub fn symmetric_match(a: &ClassAd, b: &ClassAd) -> bool {
 /// `ad`'s Rank of `other`, as the negotiator uses it: a number, or 0.0
 /// when Rank is missing or not numeric.
 pub fn rank_with(ev: &mut Evaluator, ad: &ClassAd, other: &ClassAd) -> f64 {
-    match ad.get("Rank") {
+    match ad.lookup(name(&RANK, "Rank")) {
         Some(e) => match ev.eval(e, Some(ad), Some(other)) {
             Value::Int(i) => i as f64,
             Value::Real(r) => r,
