@@ -241,9 +241,7 @@ impl ClassAd {
     pub fn insert(&mut self, name: impl Into<AttrName>, expr: Expr) {
         let name = name.into();
         self.specials |= name.special().bit();
-        if let Err(expr) = self.attrs.replace(&name, expr) {
-            self.attrs.push(name, expr);
-        }
+        self.attrs.insert(name, expr);
     }
 
     /// Binds `name` to a literal value.

@@ -213,6 +213,30 @@ impl Table {
         }
     }
 
+    /// [`Table::find`], or else the first empty slot on `name`'s probe
+    /// path (where it would go).
+    #[inline]
+    fn find_or_room(&self, name: &AttrName) -> Result<(usize, usize), (usize, usize)> {
+        let id = name.id();
+        let mask = self.index.len() - 1;
+        let mut b = name.hash_value() as usize & mask;
+        loop {
+            let bucket = &self.index[b];
+            for k in 0..4 {
+                let key = bucket.keys[k];
+                if key == 0 {
+                    return Err((b, k));
+                }
+                if key & SLOT_ID_MASK == id
+                    && (id != 0 || self.entry_is(bucket.pos[k] as usize, name))
+                {
+                    return Ok((b, k));
+                }
+            }
+            b = (b + 1) & mask;
+        }
+    }
+
     #[cold]
     fn entry_is(&self, i: usize, name: &AttrName) -> bool {
         self.entries.get(i).is_some_and(|(k, _)| k == name)
@@ -279,38 +303,41 @@ impl Table {
         self.entries.get(i).map(|(k, v)| (k, v))
     }
 
-    /// Rebinds an existing `name` to `expr`; gives `expr` back when `name`
-    /// is not bound.
-    pub(crate) fn replace(&mut self, name: &AttrName, expr: Expr) -> Result<(), Expr> {
-        if self.index.is_empty() {
-            let Some(i) = self.entries.iter().position(|(k, _)| k == name) else {
-                return Err(expr);
-            };
-            self.entries[i].1 = expr;
-            return Ok(());
-        }
-        let Some((b, k)) = self.find(name) else { return Err(expr) };
-        let i = self.index[b].pos[k] as usize;
-        self.entries[i].1 = expr;
-        let slot = Slot::of(&self.entries[i].0, &self.entries[i].1, i);
-        self.index[b].set(k, slot);
-        Ok(())
-    }
-
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&AttrName, &Expr)> {
         self.entries.iter().map(|(k, v)| (k, v))
     }
 
-    /// Appends a name known not to be present.
-    pub(crate) fn push(&mut self, name: AttrName, expr: Expr) {
-        self.entries.push((name, expr));
-        let n = self.entries.len();
-        if n > LINEAR_MAX {
-            // Rebuilt when more than half the slots would be used.
-            if 2 * self.index.len() < n {
+    /// Binds `name` to `expr`: an existing binding (found case-insensitively)
+    /// keeps its spelling and position; a new one goes last. One probe finds
+    /// either the name or where it goes.
+    pub(crate) fn insert(&mut self, name: AttrName, expr: Expr) {
+        if self.index.is_empty() {
+            if let Some(i) = self.entries.iter().position(|(k, _)| *k == name) {
+                self.entries[i].1 = expr;
+                return;
+            }
+            self.entries.push((name, expr));
+            if self.entries.len() > LINEAR_MAX {
                 self.rebuild();
-            } else {
-                self.index_insert(n - 1);
+            }
+            return;
+        }
+        match self.find_or_room(&name) {
+            Ok((b, k)) => {
+                let i = self.index[b].pos[k] as usize;
+                self.entries[i].1 = expr;
+                let slot = Slot::of(&self.entries[i].0, &self.entries[i].1, i);
+                self.index[b].set(k, slot);
+            }
+            // Rebuilt when more than half the slots would be used.
+            Err(_) if 2 * self.index.len() <= self.entries.len() => {
+                self.entries.push((name, expr));
+                self.rebuild();
+            }
+            Err((b, k)) => {
+                let i = self.entries.len();
+                self.index[b].set(k, Slot::of(&name, &expr, i));
+                self.entries.push((name, expr));
             }
         }
     }
@@ -488,10 +515,7 @@ mod tests {
                 match op {
                     Op::Insert(n, v, as_str) => {
                         let value = if as_str { Value::string(format!("s{v}")) } else { Value::Int(v) };
-                        let name = AttrName::new(&names[n]);
-                        if let Err(e) = ad.replace(&name, Expr::Lit(value.clone())) {
-                            ad.push(name, e);
-                        }
+                        ad.insert(AttrName::new(&names[n]), Expr::Lit(value.clone()));
                         match model.iter_mut().find(|(k, _)| k.eq_ignore_ascii_case(&names[n])) {
                             Some(slot) => slot.1 = value,
                             None => model.push((names[n].clone(), value)),
