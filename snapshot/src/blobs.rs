@@ -84,11 +84,60 @@ impl BlobStore {
         Ok((hash, size))
     }
 
+    /// Stores `data` unless the store already has it; returns its hash.
+    pub fn put(&self, data: &[u8]) -> io::Result<String> {
+        let hash = blob_hash(data);
+        if !self.contains(&hash) {
+            let tmp = self.dir.join(format!(".{hash}.tmp{}", std::process::id()));
+            let mut f = fs::File::create(&tmp)?;
+            f.write_all(data)?;
+            if self.durable {
+                f.sync_all()?;
+            }
+            drop(f);
+            fs::rename(&tmp, self.path(&hash))?;
+        }
+        Ok(hash)
+    }
+
+    /// The content named `hash`, checked against it: an error if the store
+    /// lacks it, or holds other bytes under that name.
+    pub fn read(&self, hash: &str) -> io::Result<Vec<u8>> {
+        if !is_hash(hash) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{hash:?} is not a BLAKE3 content hash"),
+            ));
+        }
+        let bytes = fs::read(self.path(hash))?;
+        if blake3::hash(&bytes).to_hex().as_str() != hash {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the stored content {hash} does not match its hash"),
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// Removes every blob whose hash is not in `keep` (and any leftover
+    /// temporary file).
+    pub fn retain(&self, keep: &std::collections::HashSet<&str>) -> io::Result<()> {
+        for e in fs::read_dir(&self.dir)? {
+            let e = e?;
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if !keep.contains(name.as_ref()) {
+                fs::remove_file(e.path())?;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes the file of `entry` under `root`, checking its content.
     pub fn restore(&self, entry: &FileEntry, root: &Path) -> Result<(), SnapshotError> {
         let rel = safe_relative(&entry.path)?;
         let src = self.path(&entry.blake3);
-        if entry.blake3.len() != 64 || !entry.blake3.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !is_hash(&entry.blake3) {
             return Err(file_err(&entry.path, "its content hash is malformed"));
         }
         let bytes = fs::read(&src).map_err(|e| {
@@ -105,6 +154,17 @@ impl BlobStore {
         }
         write_file(&dest, &bytes, self.durable).map_err(|e| file_err(&entry.path, e))
     }
+}
+
+/// The name a content has in a [`BlobStore`]: its BLAKE3, lowercase hex.
+pub fn blob_hash(data: &[u8]) -> String {
+    blake3::hash(data).to_hex().to_string()
+}
+
+/// True when `s` has the form of a BLAKE3 hash in lowercase hex (so it is
+/// safe as a file name).
+pub fn is_hash(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Checks that a sandbox path is relative and stays inside the sandbox.

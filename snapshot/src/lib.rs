@@ -37,7 +37,9 @@
 mod blobs;
 mod memory;
 
-pub use blobs::{BlobStore, HashCache, list_files, safe_relative, scan_sandbox, write_file};
+pub use blobs::{
+    BlobStore, HashCache, blob_hash, is_hash, list_files, safe_relative, scan_sandbox, write_file,
+};
 
 use std::collections::BTreeMap;
 
@@ -496,6 +498,17 @@ fn parse_header(p: &Parts<'_>) -> Result<Header, SnapshotError> {
         }
     }
     Ok(h)
+}
+
+/// The content hash a snapshot's trailer records (hex), read without any
+/// check: a snapshot's identity, for telling snapshots apart. `None` when
+/// `bytes` is too short to be a snapshot.
+pub fn stored_hash(bytes: &[u8]) -> Option<String> {
+    if bytes.len() < PREFIX + TRAILER || &bytes[..8] != MAGIC {
+        return None;
+    }
+    let t = &bytes[bytes.len() - TRAILER..];
+    Some(hex(&t[32..64]))
 }
 
 /// Reads a snapshot's header and checks its hash and signature, without

@@ -251,6 +251,34 @@ fn restoring_a_file_refuses_escapes_and_tampered_blobs() {
     assert!(err.contains("does not match its hash"), "{err}");
 }
 
+#[test]
+fn blobs_put_read_and_retain_by_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(dir.path(), true).unwrap();
+    let a = store.put(b"alpha").unwrap();
+    let b = store.put(b"beta").unwrap();
+    assert_eq!(store.put(b"alpha").unwrap(), a);
+    assert!(is_hash(&a) && is_hash(&b));
+    assert_eq!(store.read(&a).unwrap(), b"alpha");
+    // Bytes that are not what their name says are refused, as is a name
+    // that is not a hash.
+    std::fs::write(store.path(&b), b"BETA").unwrap();
+    assert_eq!(store.read(&b).unwrap_err().kind(), std::io::ErrorKind::InvalidData);
+    assert_eq!(store.read("../x").unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+    store.retain(&[a.as_str()].into_iter().collect()).unwrap();
+    assert!(store.contains(&a) && !store.contains(&b));
+}
+
+#[test]
+fn the_stored_hash_is_the_trailers() {
+    let k = key(4);
+    let (mem, base) = sample_memory(8);
+    let snap = snapshot_of(&mem, &base, &k);
+    assert_eq!(stored_hash(&snap), Some(inspect(&snap).unwrap().hash));
+    assert_eq!(stored_hash(b"ANDESNAP"), None);
+    assert_eq!(stored_hash(&[0u8; 512]), None);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
