@@ -308,16 +308,195 @@ fn a_vacated_job_resumes_from_its_own_checkpoint() {
     assert!(log.contains("Job was evicted") && log.contains("Job was checkpointed"), "{log}");
 }
 
-/// Vacates the job on host 1 once it has run a while past its last start.
-fn vacate_when_running(p: &Pool, starts: i64) {
-    wait_for("the job to run again", Duration::from_secs(90), || {
-        p.queue().first().is_some_and(|a| {
-            int(a, "JobStatus") == 2
-                && int(a, "NumJobStarts") == starts
-                && matches!(a.eval_attr("RemoteUserCpu"), Value::Real(c) if c > 0.3)
-        })
-    });
+/// The queue's ads, as text (for a failing test's message).
+fn queue_text(p: &Pool) -> String {
+    p.queue().iter().map(|a| a.to_string()).collect::<Vec<_>>().join("\n")
+}
+
+/// What the `digest` sample reads: `lines` lines of text.
+fn digest_input(lines: usize) -> String {
+    (0..lines).map(|i| format!("line {i} of the input, {}\n", "x".repeat(i % 37))).collect()
+}
+
+/// The module, input and arguments of a `digest` job compiled by `andes
+/// compile`, and what it prints, writes and burns (fuel) when run through
+/// once with `andes run`, uninterrupted.
+struct Digest {
+    module: String,
+    args: String,
+    stdout: String,
+    digests: String,
+    fuel: i64,
+}
+
+fn compiled_digest(p: &Pool, lines: usize, rounds: u32) -> Digest {
+    let module = p.compile("digest");
+    let jobs = p.path().join("jobs");
+    std::fs::write(jobs.join("input.txt"), digest_input(lines)).unwrap();
+    let args = format!("input.txt digests.txt {rounds}");
+    let dir = p.path().join("reference");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(jobs.join("input.txt"), dir.join("input.txt")).unwrap();
+    let o = common::andes()
+        .args(["run", "--json", "--dir"])
+        .arg(&dir)
+        .arg(jobs.join(&module))
+        .args(args.split(' '))
+        .output()
+        .unwrap();
+    let stdout = common::succeeded(o, "andes run");
+    let (printed, json) = stdout.trim_end().rsplit_once('\n').unwrap();
+    let json: serde_json::Value = serde_json::from_str(json).unwrap();
+    Digest {
+        module,
+        args,
+        stdout: format!("{printed}\n"),
+        digests: std::fs::read_to_string(dir.join("digests.txt")).unwrap(),
+        fuel: json["WasmFuelConsumed"].as_i64().unwrap(),
+    }
+}
+
+/// Checks a `digest` job that was checkpointed and resumed once ended as an
+/// uninterrupted run does, having run only part of the way the second time.
+fn resumed_as_if_never_stopped(p: &Pool, d: &Digest, first_host: &str) {
+    let h = &p.history()[0];
+    assert_eq!(int(h, "JobStatus"), 4, "{h}");
+    assert_eq!(int(h, "ExitCode"), 0, "{h}");
+    assert_eq!(int(h, "NumJobStarts"), 2, "{h}");
+    assert_eq!(int(h, "NumRestarts"), 1, "{h}");
+    assert!(int(h, "NumCkpts") >= 1, "{h}");
+    assert!(int(h, "CkptSize") >= 1, "{h}");
+    assert_eq!(text(h, "WasmCheckpoint"), "transparent", "{h}");
+    assert_eq!(text(h, "LastCheckpointPlatform"), "andes-snapshot-1/instrumentation-1", "{h}");
+    assert_ne!(text(h, "LastRemoteHost"), first_host, "{h}");
+    // Resumed, not restarted: the second run burnt only what was left.
+    let fuel = int(h, "WasmFuelConsumed");
+    assert!(fuel > 0 && fuel < d.fuel, "the last run used {fuel} of {} fuel", d.fuel);
+    let jobs = p.path().join("jobs");
+    assert_eq!(std::fs::read_to_string(jobs.join("d.out")).unwrap(), d.stdout);
+    assert_eq!(std::fs::read_to_string(jobs.join("digests.txt")).unwrap(), d.digests);
+}
+
+/// A module compiled by `andes compile` checkpoints by snapshot when its
+/// host shuts down gracefully (a vacate), and the job resumes from that
+/// snapshot on another host, ending exactly as a run never stopped does.
+#[test]
+fn a_compiled_job_vacated_from_its_host_resumes_elsewhere_from_its_snapshot() {
+    let mut p = Pool::new(
+        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
+         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
+         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
+        1,
+    );
+    let d = compiled_digest(&p, 3000, 150_000);
+    p.submit(
+        "alice",
+        "d",
+        &format!(
+            "executable = {}\narguments = {}\ntransfer_input_files = input.txt\n\
+             output = d.out\nerror = d.err\nlog = d.log\nqueue\n",
+            d.module, d.args
+        ),
+    );
+    wait_or(
+        "the job to make progress",
+        Duration::from_secs(60),
+        || {
+            p.queue().first().is_some_and(|a| {
+                int(a, "JobStatus") == 2
+                    && matches!(a.eval_attr("RemoteUserCpu"), Value::Real(c) if c > 0.5)
+            })
+        },
+        || p.logs(),
+    );
+    p.start_host(2, "");
+    // host1 leaves: its job is vacated, and snapshotted as it goes.
+    p.host_cmd(1, "root", &["host", "off", "-graceful"]);
+    wait_or(
+        "the job to finish",
+        Duration::from_secs(120),
+        || p.history().len() == 1,
+        || format!("{}\n{}", p.logs(), queue_text(&p)),
+    );
+    resumed_as_if_never_stopped(&p, &d, "slot1@host1");
+    let log = std::fs::read_to_string(p.path().join("jobs/d.log")).unwrap();
+    assert!(log.contains("Job was evicted") && log.contains("Job was checkpointed"), "{log}");
+    // Nothing of it is left in the spool.
+    let left: Vec<_> = std::fs::read_dir(p.path().join("spool/checkpoints"))
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// PERIODIC_CHECKPOINT snapshots a compiled job while it runs; when its host
+/// dies, the job resumes on another host from the last snapshot that
+/// reached the schedd.
+#[test]
+fn a_compiled_job_whose_host_dies_resumes_from_its_last_periodic_snapshot() {
+    let mut p = Pool::new(
+        "NUM_CPUS = 1\nPOLLING_INTERVAL = 1\n\
+         PERIODIC_CHECKPOINT = (time() - LastPeriodicCheckpoint) >= 1\n\
+         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
+         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
+        1,
+    );
+    let d = compiled_digest(&p, 3000, 150_000);
+    p.submit(
+        "alice",
+        "d",
+        &format!(
+            "executable = {}\narguments = {}\ntransfer_input_files = input.txt\n\
+             output = d.out\nerror = d.err\n+JobLeaseDuration = 3\nqueue\n",
+            d.module, d.args
+        ),
+    );
+    wait_or(
+        "two snapshots kept",
+        Duration::from_secs(60),
+        || p.queue().first().is_some_and(|a| int(a, "JobStatus") == 2 && int(a, "NumCkpts") >= 2),
+        || p.logs(),
+    );
+    p.start_host(2, "");
+    Pool::kill9(&mut p.hosts[0]);
+    wait_or("the job to finish", Duration::from_secs(120), || p.history().len() == 1, || p.logs());
+    resumed_as_if_never_stopped(&p, &d, "slot1@host1");
+}
+
+/// Vacates the job on host 1 once it has run a while past its last start:
+/// its RemoteUserCpu (the run's, from the host's updates) is past 0.3 s and
+/// is not `last`, the last run's final figure, which the queue shows until
+/// the new run's first update.
+fn vacate_when_running(p: &Pool, starts: i64, last: &mut f64) {
+    let mut seen = 0.0;
+    wait_or(
+        "the job to run again",
+        Duration::from_secs(90),
+        || {
+            p.queue().first().is_some_and(|a| {
+                let cpu = match a.eval_attr("RemoteUserCpu") {
+                    Value::Real(c) => c,
+                    _ => 0.0,
+                };
+                seen = cpu;
+                int(a, "JobStatus") == 2
+                    && int(a, "NumJobStarts") == starts
+                    && cpu > 0.3
+                    && cpu != *last
+            })
+        },
+        || format!("{}\n{}", p.logs(), queue_text(p)),
+    );
     p.host_cmd(1, "root", &["vacate", "slot1@host1"]);
+    // What the run will have used by its end: at least this.
+    wait_for("the vacate", Duration::from_secs(60), || {
+        p.queue()
+            .first()
+            .is_some_and(|a| int(a, "JobStatus") != 2 || int(a, "NumJobStarts") > starts)
+    });
+    *last = match p.queue().first().map(|a| a.eval_attr("RemoteUserCpu")) {
+        Some(Value::Real(c)) => c,
+        _ => seen,
+    };
 }
 
 #[test]
@@ -328,15 +507,17 @@ fn a_cooperative_job_vacated_three_times_resumes_from_what_it_saved() {
          SHADOW_QUEUE_UPDATE_INTERVAL = 1",
         1,
     );
-    // About 3 s of work on this machine; each vacate comes after 0.3 s of it.
+    // About 5 s of work on this machine; each vacate comes once a run has
+    // reported more than 0.3 s of it (the first report is 1 s in).
     p.submit(
         "alice",
         "c",
-        "executable = coop.wasm\narguments = 400000000\noutput = c.out\nerror = c.err\n\
+        "executable = coop.wasm\narguments = 900000000\noutput = c.out\nerror = c.err\n\
          +WasmCheckpoint = \"cooperative\"\ncheckpoint_exit_code = 85\nqueue\n",
     );
+    let mut last = 0.0;
     for starts in 1..=3 {
-        vacate_when_running(&p, starts);
+        vacate_when_running(&p, starts, &mut last);
     }
     wait_or("the job to finish", Duration::from_secs(180), || p.history().len() == 1, || p.logs());
     let h = &p.history()[0];
@@ -346,12 +527,12 @@ fn a_cooperative_job_vacated_three_times_resumes_from_what_it_saved() {
     assert!(int(h, "CkptSize") >= 1, "{h}");
     // Its output is what an uninterrupted run prints: the same bits.
     let mut sum = 0.0f64;
-    for k in 1..=400_000_000u64 {
+    for k in 1..=900_000_000u64 {
         let k = k as f64;
         sum += 1.0 / (k * k);
     }
     let out = std::fs::read_to_string(p.path().join("jobs/c.out")).unwrap();
-    assert_eq!(out, format!("sum of 1/k^2 for k = 1..=400000000: {sum:?}\n"));
+    assert_eq!(out, format!("sum of 1/k^2 for k = 1..=900000000: {sum:?}\n"));
     let err = std::fs::read_to_string(p.path().join("jobs/c.err")).unwrap();
     assert!(err.contains("resuming at term"), "{err}");
 }
@@ -367,18 +548,19 @@ fn a_checkpoint_exit_code_job_restarted_three_times_completes() {
     p.submit(
         "alice",
         "v",
-        "executable = vacate.wasm\narguments = 400000000\noutput = v.out\n\
+        "executable = vacate.wasm\narguments = 900000000\noutput = v.out\n\
          checkpoint_exit_code = 85\nqueue\n",
     );
+    let mut last = 0.0;
     for starts in 1..=3 {
-        vacate_when_running(&p, starts);
+        vacate_when_running(&p, starts, &mut last);
     }
     wait_or("the job to finish", Duration::from_secs(180), || p.history().len() == 1, || p.logs());
     let h = &p.history()[0];
     assert_eq!(int(h, "ExitCode"), 0, "{h}");
     assert_eq!(int(h, "NumJobStarts"), 4, "{h}");
     let out = std::fs::read_to_string(p.path().join("jobs/v.out")).unwrap();
-    assert!(out.contains("sum of 1/k^2 for k = 1..=400000000"), "{out}");
+    assert!(out.contains("sum of 1/k^2 for k = 1..=900000000"), "{out}");
 }
 
 #[test]

@@ -17,7 +17,7 @@
 //! | `SoftKill` | [`Control::soft_kill`] with the grace the machine computed |
 //! | `HardKill`, `KillBackfill` | [`Control::hard_kill`] |
 //! | `AbandonStarter` | aborts the starter's task and removes its sandbox |
-//! | `Checkpoint` | a cooperative job (`WasmCheckpoint = "cooperative"`) is asked to save (its `checkpoint-requested`) and `CheckpointFinished { ok: true }` is answered at once, so a vacate goes on while the job saves; each save reaches the shadow in the job's report. Other jobs: `ok: false` |
+//! | `Checkpoint` | a cooperative job (`WasmCheckpoint = "cooperative"`) is asked to save (its `checkpoint-requested`); a module compiled by `andes compile` is snapshotted at its next yield point (periodic: it goes on; vacate: the soft kill that follows takes the stopping snapshot). `CheckpointFinished { ok: true }` is answered at once, so a vacate goes on while the job saves; each save and snapshot reaches the shadow in the job's report. Other jobs: `ok: false` |
 //! | `RunBenchmarks` | runs two small Wasm loops ([`benchmark`]) and answers `BenchmarkFinished` |
 //! | `Publish` | keeps the ad for `andes host status` and, in a pool, sends it to the collector with the slot's claim id |
 //! | `ShutdownComplete` | the daemon's [`Daemon::run`] returns once no starter is left |
@@ -25,7 +25,13 @@
 //! | other claim notices | logged; a claim the startd no longer holds ends its report (`claim_alive = false`) |
 //!
 //! A sandbox is `$(EXECUTE)/dir_<slot>_<n>`, created empty for each job and
-//! removed when its starter is gone.
+//! removed when its starter is gone. A job compiled by `andes compile` also
+//! gets `$(EXECUTE)/ckpt_<slot>_<n>`, the contents of the sandbox files its
+//! snapshots name, kept until the shadow has had the last of them.
+//!
+//! Transparent checkpoints need [`SnapshotKeys`] ([`Daemon::set_snapshot_keys`]):
+//! the host signs each snapshot with its own key and restores only snapshots
+//! signed by keys the pool trusts as hosts.
 //!
 //! Claims ([`pool`]): the schedd-facing routes reach the daemon through
 //! [`Remote::pool`]; [`Daemon::pool`] feeds the machine [`Event::MatchNotified`],
@@ -138,6 +144,24 @@ pub struct BackfillJob {
     pub module: Arc<[u8]>,
 }
 
+/// How a host signs the transparent checkpoints it takes, and whose it
+/// restores.
+#[derive(Clone)]
+pub struct SnapshotKeys {
+    /// The public half of the host's key.
+    pub public: [u8; 32],
+    /// Signs with the host's key.
+    pub sign: crate::transparent::SignFn,
+    /// Whose snapshots a restore accepts (the pool's hosts).
+    pub trusted: crate::transparent::TrustFn,
+}
+
+impl fmt::Debug for SnapshotKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SnapshotKeys").field("public", &andes_snapshot::hex(&self.public)).finish()
+    }
+}
+
 /// Everything the daemon needs, read from the configuration.
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
@@ -248,6 +272,11 @@ struct Run {
     load: f64,
     /// Tells the daemon of each save of a cooperative job.
     saver: Option<tokio::task::JoinHandle<()>>,
+    /// The contents of the files its snapshots name (a module compiled by
+    /// `andes compile`, snapshots enabled).
+    blobs: Option<Arc<pool::BlobDir>>,
+    /// The snapshot it resumed from: its hash and the contents it names.
+    restored: Option<(String, Arc<std::collections::HashSet<String>>)>,
 }
 
 impl Drop for Run {
@@ -266,6 +295,8 @@ enum Finished {
     },
     /// The job saved its state (the guest SDK's `checkpoint.save`); it runs on.
     Saved,
+    /// The starter took a transparent checkpoint (or failed to).
+    Snapshot(Box<Result<crate::transparent::Checkpoint, String>>),
 }
 
 struct Exit {
@@ -392,11 +423,19 @@ pub struct Daemon {
     /// Each slot's current offer: the claim id the collector hands on.
     offers: HashMap<SlotId, String>,
     claims: HashMap<String, pool::ClaimEntry>,
+    /// Claims that ended before their shadow heard how the job ended: kept
+    /// (until the Unix second given) so it still can.
+    ended: HashMap<String, (pool::ClaimEntry, i64)>,
+    /// A fast shutdown was asked for: no waiting for shadows.
+    fast_shutdown: bool,
     store: pool::Modules,
     inputs: HashMap<SlotId, Vec<andes_protocol::pool::FileData>>,
     input_sizes: HashMap<SlotId, Vec<(String, u64)>>,
     /// The saved state an activation brought, until the job starts.
     saved_in: HashMap<SlotId, Arc<[u8]>>,
+    /// The snapshot an activation brought, until its job starts.
+    snapshot_in: HashMap<SlotId, andes_protocol::pool::SnapshotData>,
+    snapshot_keys: Option<SnapshotKeys>,
     starter_initial_update: u64,
     starter_update: u64,
     address: Option<String>,
@@ -416,6 +455,17 @@ fn deferred_attr(slot: SlotId, until: Option<i64>) -> Event {
         name: "JobDeferredUntil".into(),
         value: until.map(|t| classad::Expr::from(Value::Int(t))),
     }
+}
+
+/// The slot of claim `c`, if `caller` is its claimant.
+fn owned_by(c: &pool::ClaimEntry, caller: &str, claim_id: &str) -> Result<SlotId, pool::PoolError> {
+    if c.claimant != caller {
+        return Err(pool::PoolError::Forbidden(format!(
+            "claim {claim_id} belongs to {}, not {caller}",
+            c.claimant
+        )));
+    }
+    Ok(c.slot)
 }
 
 fn unix_now(clock: &dyn Clock) -> i64 {
@@ -438,7 +488,9 @@ impl Daemon {
         // Sandboxes a previous run left behind (a crash) belong to no job now.
         if let Ok(entries) = std::fs::read_dir(&config.execute) {
             for e in entries.flatten() {
-                if e.file_name().to_string_lossy().starts_with("dir_") {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with("dir_") || name.starts_with("ckpt_") {
                     remove_sandbox(&e.path());
                 }
             }
@@ -477,10 +529,14 @@ impl Daemon {
             rejections: Vec::new(),
             offers,
             claims: HashMap::new(),
+            ended: HashMap::new(),
+            fast_shutdown: false,
             store: pool::Modules::default(),
             inputs: HashMap::new(),
             input_sizes: HashMap::new(),
             saved_in: HashMap::new(),
+            snapshot_in: HashMap::new(),
+            snapshot_keys: None,
             starter_initial_update: config.starter_initial_update,
             starter_update: config.starter_update,
             address: None,
@@ -494,6 +550,13 @@ impl Daemon {
                     .ok()
             }),
         })
+    }
+
+    /// Lets the daemon take and restore transparent checkpoints of jobs
+    /// compiled by `andes compile`: signed with `keys`, restored only when a
+    /// trusted host signed them. Without keys such jobs run as plain ones.
+    pub fn set_snapshot_keys(&mut self, keys: SnapshotKeys) {
+        self.snapshot_keys = Some(keys);
     }
 
     /// Joins a pool: every slot ad the startd publishes goes to `publisher`
@@ -587,6 +650,7 @@ impl Daemon {
             .collect();
         let gone: Vec<String> =
             self.claims.keys().filter(|id| !held.contains(*id)).cloned().collect();
+        let until = self.now().saturating_add(pool::FINAL_REPORT_KEEP);
         for id in gone {
             if let Some(c) = self.claims.remove(&id) {
                 self.log(format!("slot {}: claim ended", c.slot));
@@ -600,8 +664,25 @@ impl Daemon {
                         r.ctl = None;
                     }
                 });
+                if c.owes_end() {
+                    self.ended.insert(id, (c, until));
+                }
             }
         }
+    }
+
+    /// Forgets ended claims whose shadow has heard the end, or stopped
+    /// asking.
+    fn prune_ended(&mut self) {
+        let now = self.now();
+        self.ended.retain(|_, (c, until)| c.owes_end() && now <= *until);
+    }
+
+    /// True while the daemon should stay up for shadows still owed the end
+    /// of their job (not after a fast shutdown).
+    fn owes_shadows(&mut self) -> bool {
+        self.prune_ended();
+        !self.fast_shutdown && !self.ended.is_empty()
     }
 
     fn claim_of_slot(&self, slot: SlotId) -> Option<&pool::ClaimEntry> {
@@ -619,13 +700,7 @@ impl Daemon {
                 .claims
                 .get(claim_id)
                 .ok_or_else(|| PoolError::NotFound(format!("no claim {claim_id} here")))?;
-            if c.claimant != caller {
-                return Err(PoolError::Forbidden(format!(
-                    "claim {claim_id} belongs to {}, not {caller}",
-                    c.claimant
-                )));
-            }
-            Ok(c.slot)
+            owned_by(c, caller, claim_id)
         };
         match req {
             PoolRequest::Match(m) => {
@@ -724,9 +799,14 @@ impl Daemon {
                 if let Some(st) = req.saved_state {
                     self.saved_in.insert(slot, Arc::from(st.data));
                 }
+                if let Some(snap) = req.snapshot {
+                    pool::check_snapshot(&snap)?;
+                    self.snapshot_in.insert(slot, snap);
+                }
                 let acts = self.activate(slot, req.claim_id.clone(), job, module);
                 self.inputs.remove(&slot);
                 self.saved_in.remove(&slot);
+                self.snapshot_in.remove(&slot);
                 if let Some(reason) = acts.iter().find_map(|a| match a {
                     Action::ActivationRefused { reason, .. } => Some(reason.clone()),
                     _ => None,
@@ -736,6 +816,17 @@ impl Daemon {
                 Ok(PoolReply::Done)
             }
             PoolRequest::Subscribe { caller, claim_id } => {
+                self.prune_ended();
+                if let Some((c, _)) = self.ended.get(&claim_id) {
+                    // The claim is over; its shadow still hears how it ended.
+                    owned_by(c, &caller, &claim_id)?;
+                    return Ok(PoolReply::Reports(
+                        c.report.subscribe(),
+                        self.starter_initial_update,
+                        self.starter_update,
+                        c.told_end.clone(),
+                    ));
+                }
                 owned(self, &caller, &claim_id)?;
                 let c = self.claims.get_mut(&claim_id).ok_or(PoolError::Stopping)?;
                 if c.lease_secs > 0 {
@@ -745,6 +836,7 @@ impl Daemon {
                     c.report.subscribe(),
                     self.starter_initial_update,
                     self.starter_update,
+                    c.told_end.clone(),
                 ))
             }
             PoolRequest::Edit { caller, req } => {
@@ -831,7 +923,10 @@ impl Daemon {
                 let how = if *kind == VacateKind::Fast { "fast" } else { "graceful" };
                 format!("vacating {what} ({how})")
             }
-            Command::Off(kind) => format!("shutting down ({})", shutdown_word(*kind)),
+            Command::Off(kind) => {
+                self.fast_shutdown |= *kind == ShutdownKind::Fast;
+                format!("shutting down ({})", shutdown_word(*kind))
+            }
             Command::SetAttr { slot, name, value } => {
                 let what = slot.map_or("every slot".to_string(), |s| format!("slot {s}"));
                 match value {
@@ -917,6 +1012,10 @@ impl Daemon {
             }
             return None;
         }
+        if let Finished::Snapshot(taken) = exit.finished {
+            self.on_snapshot(slot, *taken);
+            return None;
+        }
         let run = self.runs.remove(&slot)?;
         if self.deferred.remove(&slot) {
             self.feed(deferred_attr(slot, None));
@@ -931,7 +1030,7 @@ impl Daemon {
             Finished::Benchmark { mips, kflops } => {
                 (None, Event::BenchmarkFinished { slot, mips, kflops })
             }
-            Finished::Saved => return None,
+            Finished::Saved | Finished::Snapshot(_) => return None,
             Finished::Starter(result) => {
                 let event = match run.kind {
                     RunKind::Backfill => Event::BackfillExited { slot },
@@ -944,6 +1043,41 @@ impl Daemon {
         };
         self.feed(event);
         Some(ExitReport { slot, kind: run.kind, ending })
+    }
+
+    /// A transparent checkpoint of the slot's job: the shadow hears of it at
+    /// once (its report carries the snapshot and the file contents it names).
+    fn on_snapshot(&mut self, slot: SlotId, taken: Result<crate::transparent::Checkpoint, String>) {
+        let c = match taken {
+            Ok(c) => c,
+            Err(e) => {
+                self.log(format!("slot {slot}: checkpoint failed: {e}"));
+                return;
+            }
+        };
+        let Some(blobs) = self.runs.get(&slot).and_then(|r| r.blobs.clone()) else { return };
+        let Some(hash) = andes_snapshot::stored_hash(&c.bytes) else { return };
+        let files: Arc<std::collections::HashSet<String>> =
+            Arc::new(c.header.files.iter().map(|f| f.blake3.clone()).collect());
+        self.log(format!(
+            "slot {slot}: checkpoint taken ({} bytes, {} files{})",
+            c.bytes.len(),
+            files.len(),
+            if c.stopping { ", the job stops" } else { "" }
+        ));
+        let snap = Arc::new(pool::HostSnapshot {
+            hash: hash.clone(),
+            bytes: Arc::from(c.bytes),
+            files: files.clone(),
+            blobs,
+            stopping: c.stopping,
+        });
+        if let Some(claim) = self.claim_of_slot(slot) {
+            claim.publish(|r| {
+                Arc::make_mut(&mut r.known).insert(hash, files);
+                r.snapshot = Some(snap);
+            });
+        }
     }
 
     /// Appends the startd's copy of a finished job's ad to STARTD_HISTORY, in
@@ -1032,12 +1166,19 @@ impl Daemon {
         self.measure();
         self.tick();
         let mut last_wake = self.now();
-        while !self.finished() {
+        // Done once shut down with no starter left, and no shadow still owed
+        // the end of its job (that is looked at every 100 ms meanwhile).
+        while !self.finished() || self.owes_shadows() {
             let now = self.now();
             // A deadline already passed is served once per second at most.
             let deadline = self.next_deadline().max(last_wake.saturating_add(1)).max(now);
             let secs = u64::try_from(deadline - now).unwrap_or(0).min(u32::MAX as u64);
-            let wake = self.clock.sleep_until(self.clock.now() + Duration::from_secs(secs));
+            let nap = if self.finished() {
+                Duration::from_millis(100)
+            } else {
+                Duration::from_secs(secs)
+            };
+            let wake = self.clock.sleep_until(self.clock.now() + nap);
             tokio::select! {
                 _ = wake => {
                     last_wake = self.now();
@@ -1121,6 +1262,7 @@ impl Daemon {
                 }
                 let now = self.now();
                 let ctl = self.runs.get(slot).map(|r| r.ctl.clone());
+                let restored = self.runs.get(slot).and_then(|r| r.restored.clone());
                 let gid = match job.eval_attr("GlobalJobId") {
                     Value::Str(s) => Some(s.to_string()),
                     _ => None,
@@ -1131,6 +1273,7 @@ impl Daemon {
                     _ => None,
                 };
                 if let Some(c) = self.claims.get(claim_id) {
+                    c.told_end.store(false, std::sync::atomic::Ordering::Release);
                     c.publish(|r| {
                         r.state = andes_protocol::pool::RunState::Running;
                         r.job = gid;
@@ -1140,6 +1283,9 @@ impl Daemon {
                         r.evicted = false;
                         r.started = now;
                         r.deferral = deferral;
+                        r.snapshot = None;
+                        r.known = Arc::new(restored.iter().cloned().collect());
+                        r.restored = restored.map(|(h, _)| h);
                     });
                     // The shadow hears when the wait ends, so the queue shows it.
                     if let (Some(Some(_)), Some(ctl)) = (deferral, ctl) {
@@ -1197,8 +1343,10 @@ impl Daemon {
             Action::Checkpoint { slot, kind } => {
                 // A cooperative job is asked (its `checkpoint-requested`) and
                 // saves in its own time; a vacate goes on at once, the job
-                // saving within its grace. Snapshots of transparent jobs are
-                // not taken by the daemon yet.
+                // saving within its grace. A job compiled by `andes compile`
+                // is snapshotted at its next yield point: asked now for a
+                // periodic checkpoint; on a vacate, the soft kill that follows
+                // makes the starter take the stopping snapshot.
                 let cooperative =
                     self.startd.slots().iter().find(|s| s.id() == *slot).is_some_and(|s| {
                         s.job().is_some_and(|j| {
@@ -1209,6 +1357,12 @@ impl Daemon {
                     });
                 let run = self.runs.get(slot).filter(|r| r.kind == RunKind::Job);
                 let ok = match run {
+                    Some(r) if r.blobs.is_some() => {
+                        if *kind == andes_startd::CheckpointKind::Periodic {
+                            r.ctl.request_checkpoint();
+                        }
+                        true
+                    }
                     Some(r) if cooperative => {
                         r.ctl.request_checkpoint();
                         true
@@ -1324,6 +1478,18 @@ impl Daemon {
             RunKind::Job => self.saved_in.get(&slot).cloned(),
             _ => None,
         };
+        let (transparent, blobs, restored) = match (kind, &self.snapshot_keys) {
+            (RunKind::Job, Some(keys))
+                if andes_compile::instrumentation_version(&module).is_some() =>
+            {
+                let snap = self.snapshot_in.remove(&slot);
+                let (t, blobs, restored) = self
+                    .transparent(slot, generation, &ad, keys.clone(), snap)
+                    .map_err(|e| format!("preparing its checkpoints: {e}"))?;
+                (Some(t), Some(blobs), restored)
+            }
+            _ => (None, None, None),
+        };
         let spec = JobSpec {
             module,
             limits,
@@ -1332,7 +1498,7 @@ impl Daemon {
             inherit_stdio: false,
             digest,
             saved_state,
-            transparent: None,
+            transparent,
         };
         let ctl = Control::new();
         let saver = (kind == RunKind::Job).then(|| {
@@ -1368,9 +1534,64 @@ impl Daemon {
                 last_at: self.clock.now(),
                 load: 0.0,
                 saver,
+                blobs,
+                restored,
             },
         );
         Ok(())
+    }
+
+    /// Where a job compiled by `andes compile` keeps its snapshots' file
+    /// contents, and how its snapshots are signed and reported; with the
+    /// snapshot an activation brought, the job resumes from it.
+    #[allow(clippy::type_complexity)]
+    fn transparent(
+        &self,
+        slot: SlotId,
+        generation: u64,
+        ad: &ClassAd,
+        keys: SnapshotKeys,
+        snap: Option<andes_protocol::pool::SnapshotData>,
+    ) -> Result<
+        (
+            Arc<crate::Transparent>,
+            Arc<pool::BlobDir>,
+            Option<(String, Arc<std::collections::HashSet<String>>)>,
+        ),
+        std::io::Error,
+    > {
+        let blobs = Arc::new(pool::BlobDir::create(
+            self.execute.join(format!("ckpt_{slot}_{generation}")),
+        )?);
+        let mut restored = None;
+        let mut restore = None;
+        if let Some(snap) = snap {
+            let mut names = std::collections::HashSet::new();
+            for b in &snap.blobs {
+                names.insert(blobs.store.put(&b.data)?);
+            }
+            restored = Some((snap.hash, Arc::new(names)));
+            restore = Some(Arc::from(snap.bytes));
+        }
+        let job = match ad.eval_attr("GlobalJobId") {
+            Value::Str(s) => s.to_string(),
+            _ => format!("slot{slot}"),
+        };
+        let tx = self.exits_tx.clone();
+        let sink = Arc::new(move |taken: Result<crate::transparent::Checkpoint, String>| {
+            let finished = Finished::Snapshot(Box::new(taken));
+            let _ = tx.send(Exit { slot, generation, finished });
+        });
+        let t = crate::Transparent {
+            job,
+            public: keys.public,
+            sign: keys.sign,
+            blobs: blobs.store.clone(),
+            sink,
+            restore,
+            trusted: keys.trusted,
+        };
+        Ok((Arc::new(t), blobs, restored))
     }
 
     fn start_benchmark(&mut self, slot: SlotId) -> Result<(), String> {
@@ -1408,6 +1629,8 @@ impl Daemon {
                 last_at,
                 load: 0.0,
                 saver: None,
+                blobs: None,
+                restored: None,
             },
         );
         Ok(())
@@ -1458,5 +1681,13 @@ pub fn real_measurer() -> Measurer {
 /// The real machine's facts, with EXECUTE's free space as `Disk`.
 pub fn machine_info(execute: &Path) -> MachineInfo {
     let features: Vec<String> = WASM_FEATURES.iter().map(|s| s.to_string()).collect();
-    andes_startd::measure::machine_info(execute, WASMTIME_VERSION, &features)
+    let mut info = andes_startd::measure::machine_info(execute, WASMTIME_VERSION, &features);
+    info.checkpoint_platform = checkpoint_platform();
+    info
+}
+
+/// The `CheckpointPlatform` this host restores: the snapshot format and the
+/// instrumentation version of `andes compile`, nothing of the OS or CPU.
+pub fn checkpoint_platform() -> String {
+    andes_snapshot::platform(Some(andes_compile::INSTRUMENTATION_VERSION))
 }

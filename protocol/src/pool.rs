@@ -124,6 +124,29 @@ pub struct ActivateRequest {
     /// The state the job saved in an earlier run, which its `load` returns.
     #[serde(default)]
     pub saved_state: Option<SavedState>,
+    /// The transparent checkpoint the job resumes from (a module compiled by
+    /// `andes compile`), with every file content it names.
+    #[serde(default)]
+    pub snapshot: Option<SnapshotData>,
+}
+
+/// A transparent checkpoint on the wire: the signed snapshot and the contents
+/// of the sandbox files it names (blobs, by BLAKE3) that the receiver lacks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotData {
+    /// The snapshot's content hash (BLAKE3, hex, as its trailer holds it):
+    /// its identity, which the shadow passes back as [`WaitRequest::snapshot`].
+    pub hash: String,
+    /// The signed snapshot.
+    #[serde(serialize_with = "ser_b64", deserialize_with = "de_b64")]
+    pub bytes: Vec<u8>,
+    /// File contents, each named by its BLAKE3 (hex). From the host: those the
+    /// shadow's last kept snapshot does not name; to the host: all of them.
+    #[serde(default)]
+    pub blobs: Vec<FileData>,
+    /// True when the job stopped after it (the snapshot of a vacate).
+    #[serde(default)]
+    pub stopping: bool,
 }
 
 /// The state a cooperative job saved (the guest SDK's `checkpoint.save`).
@@ -157,6 +180,11 @@ pub struct WaitRequest {
     /// carries the job's saved state only when it is newer.
     #[serde(default)]
     pub saved_seq: u64,
+    /// The hash of the transparent checkpoint the shadow keeps for the job
+    /// (durably): a report carries the job's latest snapshot only when it is
+    /// another, with the file contents this one does not name.
+    #[serde(default)]
+    pub snapshot: Option<String>,
 }
 
 /// What a job is doing on the host.
@@ -200,6 +228,10 @@ pub struct JobReport {
     /// The job's last saved state, when newer than the shadow has.
     #[serde(default)]
     pub saved_state: Option<SavedState>,
+    /// The job's latest transparent checkpoint, when it is not the one the
+    /// shadow keeps ([`WaitRequest::snapshot`]).
+    #[serde(default)]
+    pub snapshot: Option<SnapshotData>,
 }
 
 /// `POST /v1/host/edit`: qedit of a running job reaches the host's copy.

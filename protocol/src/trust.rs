@@ -251,6 +251,12 @@ impl TrustFile {
     pub fn iter(&self) -> impl Iterator<Item = (&PublicKey, &Identity)> {
         self.by_key.iter().map(|(k, e)| (k, &e.identity))
     }
+
+    /// The raw public keys listed with `role` (for example the pool's hosts,
+    /// whose signed snapshots may be restored).
+    pub fn keys_with_role(&self, role: Role) -> std::collections::HashSet<[u8; 32]> {
+        self.iter().filter(|(_, id)| id.role == role).map(|(k, _)| *k.as_bytes()).collect()
+    }
 }
 
 #[cfg(test)]

@@ -13,4 +13,5 @@ pub mod queue;
 pub mod router;
 pub mod schedd;
 pub mod shadow;
+pub mod spool;
 pub mod userlog;

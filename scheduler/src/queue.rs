@@ -67,6 +67,11 @@ pub const PROTECTED_ATTRS: &[&str] = &[
     "RemoteUserCpu",
     "RemoteSysCpu",
     "CumulativeSuspensionTime",
+    "NumCkpts",
+    "NumRestarts",
+    "LastCkptTime",
+    "CkptSize",
+    "LastCheckpointPlatform",
 ];
 
 /// On an original job: its routed copy's id (`"C.P"`).
@@ -1155,6 +1160,14 @@ impl Ctx<'_, '_> {
         ad.insert_value("QDate", self.now);
         if !ad.contains("MyType") {
             ad.insert_value("MyType", "Job");
+        }
+        // HTCondor's counters a job starts with; the startd's
+        // IS_VALID_CHECKPOINT_PLATFORM lets a job with NumCkpts == 0 run on
+        // any platform.
+        for counter in ["NumCkpts", "NumRestarts"] {
+            if !ad.contains(counter) && s.procs.iter().all(|p| !p.contains(counter)) {
+                ad.insert_value(counter, 0i64);
+            }
         }
         let mut procs = Vec::with_capacity(s.procs.len());
         for (i, p) in s.procs.iter().enumerate() {

@@ -49,6 +49,7 @@ use crate::deferral::{Deferral, Readiness};
 use crate::job::{JobId, JobStatus};
 use crate::queue::{CLAIM_ID_ATTR, EventKind, PoolOp, Queue, QueueError};
 use crate::schedd::Schedd;
+use crate::spool::Spool;
 
 /// The sandbox names of the job's streams (as the host's starter uses them).
 pub const STDIN_NAME: &str = "_andes_stdin";
@@ -93,6 +94,10 @@ pub struct PoolConfig {
     /// schedd's spool); none: a job that exits with its CheckpointExitCode
     /// starts over.
     pub spool: Option<PathBuf>,
+    /// Whose signed transparent checkpoints are kept (the pool's hosts, as
+    /// raw ed25519 keys); none: any signer's (the host that restores a
+    /// snapshot checks its signer again).
+    pub snapshot_signers: Option<Arc<HashSet<[u8; 32]>>>,
 }
 
 impl PoolConfig {
@@ -110,6 +115,7 @@ impl PoolConfig {
             schedd_interval: Duration::from_secs(300),
             activate_wait_ms: 100,
             spool: None,
+            snapshot_signers: None,
         }
     }
 }
@@ -385,6 +391,12 @@ impl Inner {
                 EventKind::Held(_) | EventKind::Removed(_) => {
                     if let Some(s) = st.shadows.get(&e.id) {
                         let _ = s.send(Signal::Stop);
+                    }
+                    if matches!(e.kind, EventKind::Removed(_))
+                        && let Some(spool) = self.spool()
+                    {
+                        // Its checkpoints are of no more use.
+                        spool.remove_job(e.id);
                     }
                     wake = true;
                 }
@@ -850,8 +862,16 @@ impl Inner {
             _ => self.cfg.job_lease,
         };
         let mut report: JobReport;
+        let module = str_attr(&job, "CmdDigest").as_deref().and_then(digest_bytes);
+        // The transparent checkpoint the spool keeps for the job, by hash.
+        let mut have_snapshot = self.spool().and_then(|s| s.snapshot_hash(id));
         if reconnect {
-            let req = WaitRequest { claim_id: claim.claim_id.clone(), since: 0, saved_seq: 0 };
+            let req = WaitRequest {
+                claim_id: claim.claim_id.clone(),
+                since: 0,
+                saved_seq: 0,
+                snapshot: have_snapshot.clone(),
+            };
             match self.wait_until_lease(link, &req, lease).await {
                 Ok(r) => report = r,
                 Err(()) => {
@@ -876,6 +896,9 @@ impl Inner {
                 }
             };
             let digest = str_attr(&job, "CmdDigest").unwrap_or_default();
+            let snapshot = self.snapshot_to_send(id, module.as_ref());
+            have_snapshot = snapshot.as_ref().map(|s| s.hash.clone());
+            let resuming = snapshot.is_some();
             let req = ActivateRequest {
                 claim_id: claim.claim_id.clone(),
                 job: ad.to_string(),
@@ -887,10 +910,20 @@ impl Inner {
                     .saved_state_path(id)
                     .and_then(|p| std::fs::read(p).ok())
                     .map(|data| andes_protocol::pool::SavedState { seq: 0, data }),
+                snapshot,
             };
             match self.activate(link, &req, &digest, lease).await {
                 Ok(r) => {
-                    lane.send(LaneOp::Pool(id, PoolOp::Started(self.started_attrs(claim))));
+                    let mut started = self.started_attrs(claim);
+                    if resuming {
+                        // HTCondor's count of restarts from a checkpoint.
+                        let n = match job.eval_attr("NumRestarts") {
+                            Value::Int(n) => n,
+                            _ => 0,
+                        };
+                        started.insert_value("NumRestarts", n + 1);
+                    }
+                    lane.send(LaneOp::Pool(id, PoolOp::Started(started)));
                     report = r;
                 }
                 Err(e) => {
@@ -907,11 +940,34 @@ impl Inner {
         let mut last_deferred: Option<String> = None;
         // The seq of the job's last saved state kept in this run.
         let mut have_saved = 0u64;
+        // The job's host kept a snapshot as the job stopped (a vacate).
+        let mut stopped_with_snapshot = false;
         let mut ckpts = match job.eval_attr("NumCkpts") {
             Value::Int(n) => n,
             _ => 0,
         };
         loop {
+            if let Some(snap) = report.snapshot.take()
+                && Some(&snap.hash) != have_snapshot.as_ref()
+            {
+                // A transparent checkpoint: kept in the spool once checked,
+                // durably, and sent with the job when it next starts.
+                let stopping = snap.stopping;
+                match self.keep_snapshot(id, module, snap).await {
+                    Ok(kept) => {
+                        have_snapshot = Some(kept.hash);
+                        stopped_with_snapshot |= stopping;
+                        ckpts += 1;
+                        let mut a = ClassAd::new();
+                        a.insert_value("NumCkpts", ckpts);
+                        a.insert_value("LastCkptTime", self.clock.now());
+                        a.insert_value("CkptSize", kept.bytes.div_ceil(1024) as i64);
+                        a.insert_value("LastCheckpointPlatform", kept.platform.as_str());
+                        lane.send(LaneOp::Pool(id, PoolOp::Update(a)));
+                    }
+                    Err(e) => tracing::warn!("job {id}: its checkpoint was not kept: {e}"),
+                }
+            }
             if let Some(st) = report.saved_state.take()
                 && st.seq > have_saved
             {
@@ -954,13 +1010,18 @@ impl Inner {
                     );
                     lane.send(LaneOp::Pool(id, PoolOp::Evicted(ending)));
                 } else if report.evicted {
+                    if stopped_with_snapshot {
+                        // It left with a snapshot taken as it went.
+                        ending.insert_value("LastCkptTime", self.clock.now());
+                    }
                     lane.send(LaneOp::Pool(id, PoolOp::Evicted(ending)));
                 } else {
-                    if let Some(dir) = self.ckpt_dir(id) {
-                        let _ = std::fs::remove_dir_all(dir);
-                    }
-                    if let Some(p) = self.saved_state_path(id) {
-                        let _ = std::fs::remove_file(p);
+                    if !ending.contains("HoldReasonCode")
+                        && let Some(spool) = self.spool()
+                    {
+                        // Done: its checkpoints are of no more use. A held job
+                        // keeps them for its release.
+                        spool.remove_job(id);
                     }
                     if let Err(e) = write_outputs(&job, &report.outputs) {
                         ending.insert_value("HoldReasonCode", HOLD_TRANSFER_OUTPUT);
@@ -989,6 +1050,7 @@ impl Inner {
                 claim_id: claim.claim_id.clone(),
                 since: report.version,
                 saved_seq: have_saved,
+                snapshot: have_snapshot.clone(),
             };
             tokio::select! {
                 sig = signals.recv() => match sig {
@@ -1028,9 +1090,52 @@ impl Inner {
         }
     }
 
+    /// The spool's checkpoints, if the schedd has a spool.
+    fn spool(&self) -> Option<Spool> {
+        self.cfg.spool.as_deref().map(Spool::new)
+    }
+
     /// Where job `id`'s saved state (cooperative checkpoint) is kept.
     fn saved_state_path(&self, id: JobId) -> Option<PathBuf> {
-        self.cfg.spool.as_ref().map(|s| s.join("checkpoints").join(format!("{id}.state")))
+        self.spool().map(|s| s.saved_state_path(id))
+    }
+
+    /// The transparent checkpoint to resume job `id` from, with every file
+    /// content it names; a kept one that can no longer be used (damaged, or
+    /// of another module) is discarded and the job starts afresh.
+    fn snapshot_to_send(
+        &self,
+        id: JobId,
+        module: Option<&[u8; 32]>,
+    ) -> Option<andes_protocol::pool::SnapshotData> {
+        let (spool, module) = (self.spool()?, module?);
+        match spool.load_snapshot(id, module) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("job {id}: its checkpoint cannot be used ({e}); it starts afresh");
+                spool.remove_snapshot(id);
+                None
+            }
+        }
+    }
+
+    /// Keeps a transparent checkpoint from the job's host (every check, then
+    /// durably; on a worker thread, as it may be large).
+    async fn keep_snapshot(
+        &self,
+        id: JobId,
+        module: Option<[u8; 32]>,
+        snap: andes_protocol::pool::SnapshotData,
+    ) -> Result<crate::spool::Kept, String> {
+        let spool = self.spool().ok_or("the schedd has no SPOOL")?;
+        let module = module.ok_or("the job has no CmdDigest")?;
+        let signers = self.cfg.snapshot_signers.clone();
+        tokio::task::spawn_blocking(move || {
+            let trusted = |k: &[u8; 32]| signers.as_ref().is_none_or(|s| s.contains(k));
+            spool.keep_snapshot(id, &module, &trusted, &snap)
+        })
+        .await
+        .map_err(|e| format!("the task keeping it failed: {e}"))?
     }
 
     /// Keeps a saved state durably: written aside, synced, then renamed.
@@ -1048,7 +1153,7 @@ impl Inner {
 
     /// Where job `id`'s own checkpoint files are kept.
     fn ckpt_dir(&self, id: JobId) -> Option<PathBuf> {
-        self.cfg.spool.as_ref().map(|s| s.join("checkpoints").join(id.to_string()))
+        self.spool().map(|s| s.ckpt_dir(id))
     }
 
     fn started_attrs(&self, claim: &ClaimCtx) -> ClassAd {
@@ -1182,6 +1287,19 @@ fn host_ad(job: &ClassAd, slot: &ClassAd) -> ClassAd {
     }
     ad.remove(CLAIM_ID_ATTR);
     ad
+}
+
+/// `sha256:<hex>` (a `CmdDigest`) as bytes.
+fn digest_bytes(digest: &str) -> Option<[u8; 32]> {
+    let hex = digest.strip_prefix("sha256:")?;
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
 }
 
 fn lost_ad(reason: &str) -> ClassAd {

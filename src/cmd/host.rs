@@ -162,6 +162,17 @@ pub async fn serve(
     let clock = Arc::new(SystemClock);
     let mut daemon =
         Daemon::new(config, Arc::new(host), clock.clone(), andes_host::daemon::real_measurer())?;
+    if let Some(k) = &keypair {
+        // Snapshots of jobs compiled by `andes compile` are signed with the
+        // host's key; a restore takes only those signed by the pool's hosts.
+        let hosts = Arc::new(trust.keys_with_role(andes_protocol::Role::Host));
+        let signer = k.clone();
+        daemon.set_snapshot_keys(andes_host::daemon::SnapshotKeys {
+            public: *k.public().as_bytes(),
+            sign: Arc::new(move |m: &[u8]| signer.sign(m)),
+            trusted: Arc::new(move |key: &[u8; 32]| hosts.contains(key)),
+        });
+    }
     let remote = daemon.remote();
     let (listener, addr) =
         api::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;

@@ -76,6 +76,8 @@ pub async fn serve(
     let schedd = Schedd::open(&config, clock.clone())?;
     // Every idle cron job takes its next run (the manual: on restart).
     schedd.queue.recompute_cron(andes_protocol::Clock::now(&*clock)).await?;
+    // Transparent checkpoints are kept only when signed by the pool's hosts.
+    let hosts = Arc::new(trust.keys_with_role(andes_protocol::Role::Host));
     let auth =
         Auth::with_body_limit(Verifier::new(trust, VerifierConfig::default()), clock, BODY_LIMIT);
     let mut app = schedd.router(&auth);
@@ -89,6 +91,7 @@ pub async fn serve(
         pc.max_cleanup_retries = s.secs("SHADOW_MAX_JOB_CLEANUP_RETRIES", 5)?.max(0) as u32;
         pc.schedd_interval = secs("SCHEDD_INTERVAL", 300)?.max(Duration::from_secs(1));
         pc.spool = Some(spool.clone());
+        pc.snapshot_signers = Some(hosts);
         let pool = ScheddPool::start(&schedd, pc, keypair);
         app = app.merge(pool.router(&auth));
     }

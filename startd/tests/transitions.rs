@@ -556,11 +556,11 @@ fn a_transparent_checkpoint_needs_the_same_platform() {
     let mut h = Harness::idle(1, &[]);
     h.tick();
     let moved = "[ WasmCheckpoint = \"transparent\"; NumCkpts = 2; \
-                 LastCheckpointPlatform = \"WASM32 ANDES_SNAPSHOT_0\" ]";
+                 LastCheckpointPlatform = \"andes-snapshot-0/instrumentation-1\" ]";
     let a = h.claim(1, "c1", moved);
     assert!(a.iter().any(|x| matches!(x, Action::ClaimRefused { .. })));
     let same = "[ WasmCheckpoint = \"transparent\"; NumCkpts = 2; \
-                LastCheckpointPlatform = \"WASM32 ANDES_SNAPSHOT_1 ASYNCIFY_1\" ]";
+                LastCheckpointPlatform = \"andes-snapshot-1/instrumentation-1\" ]";
     assert_eq!(numbers(&h.claim(1, "c2", same)), vec![5]);
 }
 

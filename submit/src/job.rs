@@ -32,7 +32,8 @@ const DEFERRAL_CLAUSE: &str = "TARGET.HasJobDeferral && (((time() + ScheddInterv
 
 #[derive(Default)]
 pub(crate) struct ModuleCache {
-    by_path: HashMap<String, (String, u64)>,
+    /// Digest, length, and whether `andes compile` instrumented it.
+    by_path: HashMap<String, (String, u64, bool)>,
     modules: Vec<Module>,
 }
 
@@ -172,9 +173,15 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
                 .error(ErrorKind::MissingExecutable, "No 'executable' parameter was provided"));
         };
         let cmd_path = resolve(&self.iwd, &exe);
-        let (digest, exe_len) = self.module(&cmd_path, &eo)?;
+        let (digest, exe_len, instrumented) = self.module(&cmd_path, &eo)?;
         self.set("Cmd", lit(Value::string(cmd_path.as_str())));
         self.set("CmdDigest", lit(Value::string(digest.as_str())));
+        if instrumented {
+            // Built by `andes compile` (condor_compile's counterpart): the
+            // host checkpoints it by snapshot, as the standard universe did.
+            // `+WasmCheckpoint` below may still say otherwise.
+            self.set("WasmCheckpoint", lit(Value::string("transparent")));
+        }
 
         self.arguments()?;
         self.environment()?;
@@ -497,7 +504,7 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
         Ok(self.ad)
     }
 
-    fn module(&mut self, path: &str, o: &Origin) -> Result<(String, u64), SubmitError> {
+    fn module(&mut self, path: &str, o: &Origin) -> Result<(String, u64, bool), SubmitError> {
         if let Some(hit) = self.run.modules.by_path.get(path) {
             return Ok(hit.clone());
         }
@@ -513,7 +520,8 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
         let hex: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
         let digest = format!("sha256:{hex}");
         let len = bytes.len() as u64;
-        self.run.modules.by_path.insert(path.to_string(), (digest.clone(), len));
+        let instrumented = andes_compile::instrumentation_version(&bytes).is_some();
+        self.run.modules.by_path.insert(path.to_string(), (digest.clone(), len, instrumented));
         if !self.run.modules.modules.iter().any(|m| m.digest == digest && m.path == path) {
             self.run.modules.modules.push(Module {
                 path: path.to_string(),
@@ -521,7 +529,7 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
                 bytes,
             });
         }
-        Ok((digest, len))
+        Ok((digest, len, instrumented))
     }
 
     fn input_kb(&mut self, f: &str) -> u64 {

@@ -18,7 +18,32 @@ fn fs() -> MemFs {
     fs.add("/home/u/data/sub/w.dat", vec![1; 10]);
     fs.add("/home/u/rows.txt", b"# comment\nalpha 1\n\nbeta 2\n".to_vec());
     fs.add("/home/u/run1/job.wasm", MODULE.to_vec());
+    fs.add("/home/u/compiled.wasm", compiled());
     fs
+}
+
+/// A module as `andes compile` marks it: its version in a custom section.
+fn compiled() -> Vec<u8> {
+    let name = b"andes.instrumentation";
+    let mut section = vec![name.len() as u8];
+    section.extend_from_slice(name);
+    section.extend_from_slice(&1u32.to_le_bytes());
+    let mut m = MODULE.to_vec();
+    m.push(0);
+    m.push(section.len() as u8);
+    m.extend_from_slice(&section);
+    m
+}
+
+#[test]
+fn a_module_built_by_andes_compile_checkpoints_transparently() {
+    let job = one("executable = compiled.wasm\nqueue\n");
+    assert_eq!(s(&job, "WasmCheckpoint"), "transparent");
+    let plain = one("executable = job.wasm\nqueue\n");
+    assert!(plain.get("WasmCheckpoint").is_none());
+    // The submit file has the last word.
+    let own = one("executable = compiled.wasm\n+WasmCheckpoint = \"cooperative\"\nqueue\n");
+    assert_eq!(s(&own, "WasmCheckpoint"), "cooperative");
 }
 
 fn run_with(text: &str, tweak: impl FnOnce(&mut Context)) -> Result<Submission, SubmitError> {

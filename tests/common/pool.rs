@@ -256,7 +256,7 @@ impl Pool {
     pub fn submit(&self, user: &str, name: &str, text: &str) {
         let wasm = self.path().join("jobs");
         std::fs::create_dir_all(&wasm).unwrap();
-        for s in ["hello", "exit_code", "sleeper", "primes", "vacate", "stamp", "coop"] {
+        for s in ["hello", "exit_code", "sleeper", "primes", "vacate", "stamp", "coop", "digest"] {
             let dst = wasm.join(format!("{s}.wasm"));
             if !dst.exists() {
                 std::fs::copy(sample(s), dst).unwrap();
@@ -265,6 +265,23 @@ impl Pool {
         let f = wasm.join(format!("{name}.sub"));
         std::fs::write(&f, text).unwrap();
         self.ok(user, &["submit", f.to_str().unwrap()]);
+    }
+
+    /// `andes compile`s sample `name` into `jobs/<name>_c.wasm`, as a user
+    /// would before submitting it; returns that file name.
+    pub fn compile(&self, name: &str) -> String {
+        let jobs = self.path().join("jobs");
+        std::fs::create_dir_all(&jobs).unwrap();
+        let out = format!("{name}_c.wasm");
+        let o = andes()
+            .arg("compile")
+            .arg(sample(name))
+            .arg("-o")
+            .arg(jobs.join(&out))
+            .output()
+            .unwrap();
+        super::succeeded(o, "andes compile");
+        out
     }
 
     pub fn ads(&self, user: &str, args: &[&str]) -> Vec<ClassAd> {

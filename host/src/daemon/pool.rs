@@ -7,14 +7,14 @@
 //! by the schedd (its shadow polls), so a host never needs to reach a submit
 //! machine; the host reaches only the collector.
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use andes_protocol::pool::{
     self, ActivateRequest, ClaimReply, ClaimRequest, EditRequest, FileData, JobReport, MatchNotice,
-    NEED_MODULE, ReleaseRequest, RunState, WaitRequest,
+    NEED_MODULE, ReleaseRequest, RunState, SnapshotData, WaitRequest,
 };
 use andes_protocol::{ApiError, Auth, Caller, Role, SignedJson, VerifiedBody};
 use andes_startd::SlotId;
@@ -66,6 +66,89 @@ pub struct Report {
     pub deferral: Option<Option<i64>>,
     /// The job's last saved state (cooperative checkpoint) and its seq.
     pub saved: Option<(u64, Arc<[u8]>)>,
+    /// The job's latest transparent checkpoint.
+    pub snapshot: Option<Arc<HostSnapshot>>,
+    /// The file contents each snapshot of this run names (and the snapshot
+    /// the job resumed from), by snapshot hash: what a shadow that keeps one
+    /// of them already has.
+    pub known: Arc<HashMap<String, Arc<HashSet<String>>>>,
+    /// The hash of the snapshot the job resumed from (the shadow keeps it).
+    pub restored: Option<String>,
+}
+
+/// A transparent checkpoint the host took, kept for the shadow.
+#[derive(Debug)]
+pub struct HostSnapshot {
+    /// Its content hash (hex).
+    pub hash: String,
+    /// The signed snapshot.
+    pub bytes: Arc<[u8]>,
+    /// The BLAKE3 of every file content it names.
+    pub files: Arc<HashSet<String>>,
+    /// Where those contents are (kept while this snapshot is).
+    pub blobs: Arc<BlobDir>,
+    /// The job stopped after it (a vacate).
+    pub stopping: bool,
+}
+
+/// A run's directory of file contents (`EXECUTE/ckpt_<slot>_<n>`): removed
+/// when the last snapshot naming it, and the run itself, are gone.
+#[derive(Debug)]
+pub struct BlobDir {
+    /// The store in it.
+    pub store: andes_snapshot::BlobStore,
+    dir: PathBuf,
+}
+
+impl BlobDir {
+    /// Creates `dir` (empty) and a store in it.
+    pub fn create(dir: PathBuf) -> std::io::Result<BlobDir> {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        let store = andes_snapshot::BlobStore::open(&dir, false)?;
+        Ok(BlobDir { store, dir })
+    }
+}
+
+impl Drop for BlobDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The wire form of `snap` for a shadow that keeps the snapshot `have`:
+/// with the file contents that one does not name (all, when the host does
+/// not know it). `None` when `have` is `snap` itself, or a content cannot
+/// be read (logged; the shadow keeps what it has).
+fn snapshot_for(
+    snap: &HostSnapshot,
+    known: &HashMap<String, Arc<HashSet<String>>>,
+    have: Option<&str>,
+) -> Option<SnapshotData> {
+    if have == Some(snap.hash.as_str()) {
+        return None;
+    }
+    let held = have.and_then(|h| known.get(h));
+    let mut blobs = Vec::new();
+    let mut names: Vec<&String> =
+        snap.files.iter().filter(|f| held.is_none_or(|h| !h.contains(*f))).collect();
+    names.sort();
+    for name in names {
+        match snap.blobs.store.read(name) {
+            Ok(data) => blobs.push(FileData { name: name.clone(), data }),
+            Err(e) => {
+                tracing::error!("checkpoint {}: file content {name}: {e}", snap.hash);
+                return None;
+            }
+        }
+    }
+    Some(SnapshotData {
+        hash: snap.hash.clone(),
+        bytes: snap.bytes.to_vec(),
+        blobs,
+        stopping: snap.stopping,
+    })
 }
 
 impl Report {
@@ -82,12 +165,17 @@ impl Report {
             started: 0,
             deferral: None,
             saved: None,
+            snapshot: None,
+            known: Arc::new(HashMap::new()),
+            restored: None,
         }
     }
 
     /// The wire form, with usage read now; it carries the job's saved state
-    /// when that is newer than `have` (the seq the shadow holds).
-    pub fn to_wire(&self, clock: &dyn Clock, have: u64) -> JobReport {
+    /// when that is newer than `have` (the seq the shadow holds), and its
+    /// latest snapshot when that is not `have_snapshot` (the one the shadow
+    /// keeps).
+    pub fn to_wire(&self, clock: &dyn Clock, have: u64, have_snapshot: Option<&str>) -> JobReport {
         let mut saved = self.saved.clone();
         if let Some(ctl) = &self.ctl
             && let (n, Some(d)) = ctl.saved()
@@ -129,9 +217,18 @@ impl Report {
             saved_state: saved
                 .filter(|(seq, _)| *seq > have)
                 .map(|(seq, d)| andes_protocol::pool::SavedState { seq, data: d.to_vec() }),
+            snapshot: self
+                .snapshot
+                .as_ref()
+                .and_then(|s| snapshot_for(s, &self.known, have_snapshot)),
         }
     }
 }
+
+/// How long an ended claim's last report waits for its shadow (Unix
+/// seconds): a shadow that asks just after the claim ended (a vacate, the
+/// host shutting down) still hears how its job ended, and with what snapshot.
+pub const FINAL_REPORT_KEEP: i64 = 30;
 
 /// A claim the host holds for a schedd.
 pub(crate) struct ClaimEntry {
@@ -142,12 +239,29 @@ pub(crate) struct ClaimEntry {
     pub lease_until: Option<i64>,
     pub report: watch::Sender<Report>,
     pub updates_sent: u32,
+    /// Set once a shadow was sent a report of the claim's job ending (or of
+    /// the claim's end): the host owes it nothing more.
+    pub told_end: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ClaimEntry {
     pub(crate) fn new(slot: SlotId, claimant: String) -> ClaimEntry {
         let (report, _) = watch::channel(Report::idle(1));
-        ClaimEntry { slot, claimant, lease_secs: 0, lease_until: None, report, updates_sent: 0 }
+        ClaimEntry {
+            slot,
+            claimant,
+            lease_secs: 0,
+            lease_until: None,
+            report,
+            updates_sent: 0,
+            told_end: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+        }
+    }
+
+    /// True when the claim's shadow has not yet been told how its last job
+    /// ended.
+    pub(crate) fn owes_end(&self) -> bool {
+        !self.told_end.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Changes the report and bumps its version.
@@ -214,8 +328,9 @@ pub enum PoolReply {
     Claim(ClaimReply),
     /// Whether the module is here.
     Has(bool),
-    /// Reports to follow, and the update intervals (initial, then periodic).
-    Reports(watch::Receiver<Report>, u64, u64),
+    /// Reports to follow, the update intervals (initial, then periodic), and
+    /// the flag to set once the job's end was reported.
+    Reports(watch::Receiver<Report>, u64, u64, Arc<std::sync::atomic::AtomicBool>),
 }
 
 /// Why the daemon refused a [`PoolRequest`].
@@ -311,6 +426,27 @@ pub(crate) fn write_inputs(sandbox: &Path, inputs: &[FileData]) -> std::io::Resu
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(path, &f.data)?;
+    }
+    Ok(())
+}
+
+/// Checks the snapshot an activation brings: its hash is its trailer's and
+/// each file content is what its name (BLAKE3) says. Its signature and the
+/// rest are checked by the starter before the job resumes.
+pub(crate) fn check_snapshot(snap: &SnapshotData) -> Result<(), PoolError> {
+    if andes_snapshot::stored_hash(&snap.bytes).as_deref() != Some(snap.hash.as_str()) {
+        return Err(PoolError::BadInput(format!(
+            "the checkpoint is not an andes snapshot with hash {}",
+            snap.hash
+        )));
+    }
+    for b in &snap.blobs {
+        if !andes_snapshot::is_hash(&b.name) || andes_snapshot::blob_hash(&b.data) != b.name {
+            return Err(PoolError::BadInput(format!(
+                "the checkpoint's file content {:?} does not match its name",
+                b.name
+            )));
+        }
     }
     Ok(())
 }
@@ -589,18 +725,22 @@ async fn put_module(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Waits for a report newer than `since`, or until the next periodic update
-/// is due, or `max` passes; renews nothing itself (the daemon sees the
-/// receiver alive).
-async fn follow(
-    s: &PoolState,
-    mut rx: watch::Receiver<Report>,
-    since: u64,
-    have_saved: u64,
+/// What a shadow's long poll follows: a claim's reports, the starter's
+/// update intervals (initial, then periodic), and the flag set once the
+/// job's end was reported.
+struct Follow {
+    rx: watch::Receiver<Report>,
     initial: u64,
     periodic: u64,
-    max: Option<Duration>,
-) -> JobReport {
+    told_end: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Waits for a report newer than the shadow's (`req.since`), or until the
+/// next periodic update is due; renews nothing itself (the daemon sees the
+/// receiver alive).
+async fn follow(s: &PoolState, f: Follow, req: &WaitRequest) -> JobReport {
+    let Follow { mut rx, initial, periodic, told_end } = f;
+    let since = req.since;
     loop {
         let (version, started, state) = {
             let r = rx.borrow_and_update();
@@ -620,17 +760,22 @@ async fn follow(
         } else {
             periodic as i64
         };
-        let mut wait = Duration::from_secs(due.max(1) as u64);
-        if let Some(m) = max {
-            wait = wait.min(m);
-        }
+        let wait = Duration::from_secs(due.max(1) as u64);
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { break },
             _ = s.clock.sleep_until(s.clock.now() + wait) => break,
         }
     }
     let r = rx.borrow().clone();
-    r.to_wire(s.clock.as_ref(), have_saved)
+    told(&r, &told_end);
+    r.to_wire(s.clock.as_ref(), req.saved_seq, req.snapshot.as_deref())
+}
+
+/// Notes that `r`, about to be sent, tells the job's end (or the claim's).
+fn told(r: &Report, told_end: &std::sync::atomic::AtomicBool) {
+    if r.state == RunState::Exited || !r.claim_alive {
+        told_end.store(true, std::sync::atomic::Ordering::Release);
+    }
 }
 
 async fn activate(
@@ -641,14 +786,18 @@ async fn activate(
     let wait_ms = req.wait_ms.min(60_000);
     let claim_id = req.claim_id.clone();
     ask(&s, PoolRequest::Activate { caller: caller.identity.clone(), req: Box::new(req) }).await?;
-    let PoolReply::Reports(rx, initial, periodic) =
+    let PoolReply::Reports(rx, initial, periodic, told_end) =
         ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id }).await?
     else {
         return Err(ApiError::internal("unexpected reply"));
     };
-    let since = rx.borrow().version;
+    // The shadow keeps the snapshot it resumed the job from.
+    let have = rx.borrow().restored.clone();
+    let have = have.as_deref();
     if wait_ms == 0 {
-        return Ok(axum::Json(rx.borrow().to_wire(s.clock.as_ref(), 0)));
+        let r = rx.borrow().clone();
+        told(&r, &told_end);
+        return Ok(axum::Json(r.to_wire(s.clock.as_ref(), 0, have)));
     }
     // Answer when the job ends within wait_ms, else with its running report.
     let mut rx2 = rx.clone();
@@ -662,8 +811,10 @@ async fn activate(
             _ = s.clock.sleep_until(deadline) => break,
         }
     }
-    let _ = (since, initial, periodic);
-    Ok(axum::Json(rx2.borrow().to_wire(s.clock.as_ref(), 0)))
+    let _ = (initial, periodic);
+    let r = rx2.borrow().clone();
+    told(&r, &told_end);
+    Ok(axum::Json(r.to_wire(s.clock.as_ref(), 0, have)))
 }
 
 async fn wait(
@@ -671,12 +822,14 @@ async fn wait(
     caller: Caller,
     SignedJson(req): SignedJson<WaitRequest>,
 ) -> ApiResult<axum::Json<JobReport>> {
-    let PoolReply::Reports(rx, initial, periodic) =
-        ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id: req.claim_id }).await?
+    let PoolReply::Reports(rx, initial, periodic, told_end) =
+        ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id: req.claim_id.clone() })
+            .await?
     else {
         return Err(ApiError::internal("unexpected reply"));
     };
-    Ok(axum::Json(follow(&s, rx, req.since, req.saved_seq, initial, periodic, None).await))
+    let f = Follow { rx, initial, periodic, told_end };
+    Ok(axum::Json(follow(&s, f, &req).await))
 }
 
 async fn edit(
