@@ -147,9 +147,29 @@ fn ctrl_c_vacates_and_a_second_ctrl_c_kills() {
 /// `module arg` in `dir`, and kills it with SIGKILL (no chance to checkpoint
 /// then) once `made` exists: before it ends, since a 100 ms period and a run
 /// of seconds leave a wide margin.
-fn kill_once_checkpointed(dir: &Path, ckpt: &Path, module: &Path, arg: &str, made: &Path) {
+fn kill_once_checkpointed(
+    dir: &Path,
+    ckpt: &Path,
+    module: &Path,
+    arg: &str,
+    made: impl Fn() -> bool,
+) {
+    kill_once_checkpointed_with(&[], dir, ckpt, module, arg, made)
+}
+
+/// As [`kill_once_checkpointed`], with more options for `andes run`.
+fn kill_once_checkpointed_with(
+    options: &[&str],
+    dir: &Path,
+    ckpt: &Path,
+    module: &Path,
+    arg: &str,
+    made: impl Fn() -> bool,
+) {
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("andes"))
-        .args(["run", "--checkpoint-every", "100ms", "--dir"])
+        .args(["run", "--checkpoint-every", "100ms"])
+        .args(options)
+        .arg("--dir")
         .arg(dir)
         .arg("--checkpoint-dir")
         .arg(ckpt)
@@ -160,17 +180,27 @@ fn kill_once_checkpointed(dir: &Path, ckpt: &Path, module: &Path, arg: &str, mad
         .spawn()
         .unwrap();
     let t0 = std::time::Instant::now();
-    while !made.exists() {
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(60),
-            "no {} within 60 s",
-            made.display()
-        );
+    while !made() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "no checkpoint within 60 s");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     child.kill().unwrap();
     let killed = child.wait_with_output().unwrap();
     assert!(killed.stdout.is_empty(), "it had already finished");
+}
+
+/// `andes run --restore SNAPSHOT` on `module arg` in `dir`, to its end.
+fn run_restoring(dir: &Path, snapshot: &Path, module: &Path, arg: &str) -> std::process::Output {
+    Command::cargo_bin("andes")
+        .unwrap()
+        .args(["run", "--dir"])
+        .arg(dir)
+        .arg("--restore")
+        .arg(snapshot)
+        .arg(module)
+        .arg(arg)
+        .output()
+        .unwrap()
 }
 
 /// `andes run [--checkpoint-dir CKPT]` on `module arg` in `dir`, to its end.
@@ -193,7 +223,8 @@ fn a_cooperative_job_killed_outright_resumes_from_its_last_save() {
     let terms = "300000000";
     let whole = run_to_end(&dir, None, &sample("coop"), terms);
     assert_eq!(whole.status.code(), Some(0));
-    kill_once_checkpointed(&dir, &ckpt, &sample("coop"), terms, &ckpt.join("saved.state"));
+    let saved = ckpt.join("saved.state");
+    kill_once_checkpointed(&dir, &ckpt, &sample("coop"), terms, || saved.exists());
     let resumed = run_to_end(&dir, Some(&ckpt), &sample("coop"), terms);
     let err = String::from_utf8_lossy(&resumed.stderr);
     assert_eq!(resumed.status.code(), Some(0), "{err}");
@@ -225,20 +256,61 @@ fn a_compiled_job_killed_outright_resumes_from_its_last_snapshot() {
     let n = "400000000";
     let whole = run_to_end(&dir, None, &module, n);
     assert_eq!(whole.status.code(), Some(0));
-    let snapshot = ckpt.join("snapshot");
-    kill_once_checkpointed(&dir, &ckpt, &module, n, &snapshot);
+    // Snapshots are numbered files; sorting their names sorts them.
+    let numbered = |d: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        v.retain(|n| n.starts_with("snapshot-"));
+        v.sort();
+        v
+    };
+    kill_once_checkpointed(&dir, &ckpt, &module, n, || numbered(&ckpt).len() >= 2);
+    let taken = numbered(&ckpt);
+    assert_eq!(taken[0], "snapshot-00000001", "{taken:?}");
+    assert_eq!(taken[1], "snapshot-00000002", "{taken:?}");
+    // Any of them resumes the job: the first, then (by default) the last.
+    let first = top.join("first");
+    std::fs::copy(ckpt.join(&taken[0]), &first).unwrap();
+    let older = run_restoring(&dir, &ckpt.join(&taken[0]), &module, n);
+    assert_eq!(older.status.code(), Some(0), "{}", String::from_utf8_lossy(&older.stderr));
+    assert_eq!(older.stdout, whole.stdout);
+    // The same command resumes from the last and numbers on from it.
+    kill_once_checkpointed(&dir, &ckpt, &module, n, || numbered(&ckpt).last() > taken.last());
     let resumed = run_to_end(&dir, Some(&ckpt), &module, n);
     let err = String::from_utf8_lossy(&resumed.stderr);
     assert_eq!(resumed.status.code(), Some(0), "{err}");
     assert!(err.contains("resumes from its snapshot"), "{err}");
     assert_eq!(resumed.stdout, whole.stdout);
-    assert!(!snapshot.exists(), "the ended job's snapshot is gone");
+    assert!(numbered(&ckpt).is_empty(), "the ended job's snapshots are gone");
+
+    // --checkpoint-keep 2: only the latest two stay, and only the file
+    // contents they name.
+    let kept = top.join("kept");
+    kill_once_checkpointed_with(&["--checkpoint-keep", "2"], &dir, &kept, &module, n, || {
+        numbered(&kept).last().is_some_and(|l| l.as_str() >= "snapshot-00000005")
+    });
+    let left = numbered(&kept);
+    assert_eq!(left.len(), 2, "{left:?}");
+    let named: std::collections::BTreeSet<String> = left
+        .iter()
+        .flat_map(|f| {
+            let i = andes_snapshot::inspect(&std::fs::read(kept.join(f)).unwrap()).unwrap();
+            i.header.files.into_iter().map(|f| f.blake3)
+        })
+        .collect();
+    let stored: std::collections::BTreeSet<String> = std::fs::read_dir(kept.join("blobs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(stored, named);
 
     // A module that was not compiled has no snapshots to restore.
     let out = Command::cargo_bin("andes")
         .unwrap()
         .args(["run", "--restore"])
-        .arg(&snapshot)
+        .arg(&first)
         .arg(sample("primes"))
         .output()
         .unwrap();

@@ -56,11 +56,15 @@ pub struct RunArgs {
     result: Option<PathBuf>,
     /// Keep the job's checkpoints in D, and resume from them: a cooperative
     /// job's saved state (`saved.state`, written durably at each save); for a
-    /// module compiled by `andes compile`, its signed snapshot (`snapshot`,
-    /// with the sandbox's files under `blobs/` and the key that signs them,
-    /// `checkpoints`). A run interrupted in any way resumes from there.
+    /// module compiled by `andes compile`, its signed snapshots, numbered in
+    /// order (`snapshot-00000001`, ...; sorting the names sorts them), with
+    /// the sandbox's files under `blobs/` and the key that signs them
+    /// (`checkpoints`). A run interrupted in any way resumes from the last.
     #[arg(long, value_name = "D")]
     checkpoint_dir: Option<PathBuf>,
+    /// How many of the latest snapshots --checkpoint-dir keeps (0: all).
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "checkpoint_dir")]
+    checkpoint_keep: usize,
     /// Checkpoint this often (`10s`, `500ms`): a module compiled by `andes
     /// compile` is snapshotted and goes on; a cooperative job sees
     /// `checkpoint-requested`.
@@ -68,15 +72,38 @@ pub struct RunArgs {
     checkpoint_every: Option<String>,
     /// Resume from this snapshot (of a module compiled by `andes compile`),
     /// taken in checkpoint directory D: D's `blobs/` hold its files, D's key
-    /// must have signed it. Without it, a snapshot in --checkpoint-dir is used.
+    /// must have signed it. Without it, the last snapshot in --checkpoint-dir
+    /// is used.
     #[arg(long, value_name = "SNAPSHOT")]
     restore: Option<PathBuf>,
 }
 
-/// The file in a checkpoint directory that holds a transparent snapshot.
-pub const SNAPSHOT: &str = "snapshot";
+/// How the snapshots in a checkpoint directory are named: this, then their
+/// number in eight digits, so that sorting the names sorts the snapshots.
+pub const SNAPSHOT_PREFIX: &str = "snapshot-";
 /// The key in a checkpoint directory that signs its snapshots.
 pub const CHECKPOINT_KEY: &str = "checkpoints";
+
+/// The name of snapshot number `n`.
+fn snapshot_name(n: u64) -> String {
+    format!("{SNAPSHOT_PREFIX}{n:08}")
+}
+
+/// The numbered snapshots in `dir`, oldest first.
+fn snapshots(dir: &std::path::Path) -> Vec<(u64, PathBuf)> {
+    let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let n = name.to_str()?.strip_prefix(SNAPSHOT_PREFIX)?.parse().ok()?;
+            Some((n, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}
 
 /// The checkpoint directory's signing key, created on first use.
 fn checkpoint_key(dir: &std::path::Path) -> Result<andes_protocol::Keypair> {
@@ -89,29 +116,87 @@ fn checkpoint_key(dir: &std::path::Path) -> Result<andes_protocol::Keypair> {
     Ok(k)
 }
 
+/// The numbered snapshots of a checkpoint directory: each new one is written
+/// durably, then all but the latest `keep` go, with the file contents only
+/// they named.
+struct Numbered {
+    dir: PathBuf,
+    blobs: andes_snapshot::BlobStore,
+    keep: usize,
+    /// Every snapshot kept, and the contents it names.
+    kept: Vec<(u64, std::collections::HashSet<String>)>,
+}
+
+impl Numbered {
+    fn open(dir: &std::path::Path, blobs: andes_snapshot::BlobStore, keep: usize) -> Numbered {
+        let kept = snapshots(dir)
+            .into_iter()
+            .map(|(n, p)| {
+                let files = std::fs::read(&p)
+                    .ok()
+                    .and_then(|b| andes_snapshot::inspect(&b).ok())
+                    .map(|i| i.header.files.into_iter().map(|f| f.blake3).collect())
+                    .unwrap_or_default();
+                (n, files)
+            })
+            .collect();
+        Numbered { dir: dir.to_path_buf(), blobs, keep, kept }
+    }
+
+    fn keep(&mut self, c: &andes_host::Checkpoint) {
+        let n = self.kept.last().map_or(1, |(n, _)| n + 1);
+        let path = self.dir.join(snapshot_name(n));
+        if let Err(e) = andes_snapshot::write_file(&path, &c.bytes, true) {
+            eprintln!("andes: the snapshot was not kept in {}: {e}", path.display());
+            return;
+        }
+        eprintln!(
+            "andes: checkpoint: {} ({} bytes{})",
+            path.display(),
+            c.bytes.len(),
+            if c.stopping { ", the job stops" } else { "" }
+        );
+        self.kept.push((n, c.header.files.iter().map(|f| f.blake3.clone()).collect()));
+        if self.keep == 0 || self.kept.len() <= self.keep {
+            return;
+        }
+        let gone = self.kept.len() - self.keep;
+        for (n, _) in self.kept.drain(..gone) {
+            let _ = std::fs::remove_file(self.dir.join(snapshot_name(n)));
+        }
+        let named: std::collections::HashSet<&str> =
+            self.kept.iter().flat_map(|(_, f)| f.iter().map(String::as_str)).collect();
+        if let Err(e) = self.blobs.retain(&named) {
+            eprintln!("andes: old snapshot contents not removed: {e}");
+        }
+    }
+}
+
 /// Transparent checkpoints into (and from) a checkpoint directory.
 fn transparent(
     dir: &std::path::Path,
     restore: Option<&std::path::Path>,
+    keep: usize,
 ) -> Result<Option<Arc<andes_host::Transparent>>> {
     let key = checkpoint_key(dir)?;
     let public = *key.public().as_bytes();
     let blobs = andes_snapshot::BlobStore::open(&dir.join("blobs"), true)
         .with_context(|| format!("opening {}", dir.join("blobs").display()))?;
-    let snapshot_path = restore.map_or_else(|| dir.join(SNAPSHOT), |r| r.to_path_buf());
-    let restore = match std::fs::read(&snapshot_path) {
-        Ok(b) => {
+    let snapshot_path =
+        restore.map(Path::to_path_buf).or_else(|| snapshots(dir).pop().map(|s| s.1));
+    let restore = match &snapshot_path {
+        Some(p) => {
+            let b = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
             eprintln!(
                 "andes: the job resumes from its snapshot {} ({} bytes)",
-                snapshot_path.display(),
+                p.display(),
                 b.len()
             );
             Some(Arc::from(b))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && restore.is_none() => None,
-        Err(e) => bail!("reading {}: {e}", snapshot_path.display()),
+        None => None,
     };
-    let out = dir.join(SNAPSHOT);
+    let numbered = std::sync::Mutex::new(Numbered::open(dir, blobs.clone(), keep));
     let signer = key.clone();
     Ok(Some(Arc::new(andes_host::Transparent {
         job: "andes run".into(),
@@ -119,15 +204,7 @@ fn transparent(
         sign: Arc::new(move |m| signer.sign(m)),
         blobs,
         sink: Arc::new(move |c| match c {
-            Ok(c) => match andes_snapshot::write_file(&out, &c.bytes, true) {
-                Ok(()) => eprintln!(
-                    "andes: checkpoint: {} ({} bytes{})",
-                    out.display(),
-                    c.bytes.len(),
-                    if c.stopping { ", the job stops" } else { "" }
-                ),
-                Err(e) => eprintln!("andes: the snapshot was not kept in {}: {e}", out.display()),
-            },
+            Ok(c) => numbered.lock().unwrap_or_else(|e| e.into_inner()).keep(&c),
             Err(e) => eprintln!("andes: checkpoint failed: {e}"),
         }),
         restore,
@@ -286,7 +363,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                     sandbox.display()
                 );
             }
-            transparent(d, a.restore.as_deref())?
+            transparent(d, a.restore.as_deref(), a.checkpoint_keep)?
         }
         _ if a.restore.is_some() => bail!(
             "--restore: {} was not compiled by `andes compile`, so it has no snapshots",
@@ -380,16 +457,21 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         }
         r
     });
-    // A job that ended has nothing to resume: its snapshot goes. A vacated
-    // (or held) one keeps it, and the same command resumes it.
+    // A job that ended has nothing to resume: its snapshots go, with the
+    // file contents they named. A vacated (or held) one keeps them, and the
+    // same command resumes it from the last.
     if let (Some(dir), true) = (&snapshot_dir, instrumented) {
-        let snap = dir.join(SNAPSHOT);
         match result.ending {
             Ending::Exited(_) | Ending::Trapped { .. } => {
-                let _ = std::fs::remove_file(&snap);
+                for (_, p) in snapshots(dir) {
+                    let _ = std::fs::remove_file(p);
+                }
+                let _ = std::fs::remove_dir_all(dir.join("blobs"));
             }
-            Ending::Evicted { .. } if snap.exists() => {
-                eprintln!("andes: the same command resumes the job from {}", snap.display())
+            Ending::Evicted { .. } => {
+                if let Some((_, last)) = snapshots(dir).pop() {
+                    eprintln!("andes: the same command resumes the job from {}", last.display())
+                }
             }
             _ => {}
         }
