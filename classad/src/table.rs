@@ -70,8 +70,7 @@ pub(crate) struct Slot {
     val: u64,
 }
 
-/// The identity bits of a slot key (identities are at most 65,537, see
-/// [`INTERN_MAX`]).
+/// The identity bits of a slot key (identities are at most [`INTERN_MAX`]).
 const SLOT_ID_MASK: u32 = (1 << 20) - 1;
 const _: () = assert!(INTERN_MAX < SLOT_ID_MASK as usize && SLOT_ID_MASK <= ID_MASK);
 

@@ -94,6 +94,8 @@ fn operand() -> impl Strategy<Value = String> {
         1 => name.clone().prop_map(|n| n.to_string()),
         1 => name.clone().prop_map(|n| format!("other.{n}")),
         1 => name.clone().prop_map(|n| format!("(TARGET.{n})")),
+        1 => name.clone().prop_map(|n| format!(".{n}")),
+        1 => name.clone().prop_map(|n| format!("TARGET.{n}.b")),
         1 => name.prop_map(|n| format!("TARGET.{n} + 1")),
     ]
 }
