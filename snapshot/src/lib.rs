@@ -36,6 +36,7 @@
 
 mod blobs;
 mod memory;
+mod pages;
 
 pub use blobs::{
     BlobStore, HashCache, blob_hash, is_hash, list_files, safe_relative, scan_sandbox, write_file,

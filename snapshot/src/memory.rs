@@ -34,16 +34,22 @@ fn base_part(base: &[u8], start: usize, len: usize) -> &[u8] {
     if start >= base.len() { &[] } else { &base[start..(start + len).min(base.len())] }
 }
 
-/// Encodes chunks `first..first+count` of `bytes` into (table, data).
-fn encode_range(bytes: &[u8], base: &[u8], first: usize, count: usize) -> (Vec<u8>, Vec<u8>) {
-    let mut table = Vec::with_capacity(count * ENTRY);
-    // Room for every chunk raw: no regrowth (and its copies) on the way.
-    let room = (count * CHUNK).min(bytes.len().saturating_sub(first * CHUNK));
-    let mut data = Vec::with_capacity(room);
+/// Encodes chunks `first..first+count` of `bytes` into `table` (their
+/// entries) and `data` (room for every one of them raw); returns how many
+/// bytes of `data` they took.
+fn encode_range(
+    bytes: &[u8],
+    base: &[u8],
+    first: usize,
+    count: usize,
+    table: &mut [u8],
+    data: &mut [u8],
+) -> usize {
     let mut scratch = vec![0u8; CHUNK];
     let mut packed = vec![0u8; lz4_flex::block::get_maximum_output_size(CHUNK)];
-    for c in first..first + count {
-        let start = c * CHUNK;
+    let mut used = 0usize;
+    for (i, entry) in table.chunks_exact_mut(ENTRY).enumerate().take(count) {
+        let start = (first + i) * CHUNK;
         let src = &bytes[start..(start + CHUNK).min(bytes.len())];
         let b = base_part(base, start, src.len());
         let chunk: &[u8] = if b.is_empty() {
@@ -53,63 +59,76 @@ fn encode_range(bytes: &[u8], base: &[u8], first: usize, count: usize) -> (Vec<u
             xor_into(&mut scratch[..b.len()], &src[..b.len()], b);
             &scratch[..src.len()]
         };
-        if is_zero(chunk) {
-            table.push(ZERO);
-            table.extend_from_slice(&0u32.to_le_bytes());
-            continue;
-        }
-        // Random-looking data does not pay for a compression attempt: a
-        // probe of its first 4 KiB says so at a sixteenth of the cost.
-        let probe = &chunk[..chunk.len().min(PROBE)];
-        let worth = chunk.len() <= PROBE
-            || matches!(lz4_flex::block::compress_into(probe, &mut packed),
-                Ok(n) if n < probe.len() - probe.len() / 16);
-        let packed_len =
-            if worth { lz4_flex::block::compress_into(chunk, &mut packed).ok() } else { None };
-        match packed_len.ok_or(()) {
-            Ok(n) if n < chunk.len() - chunk.len() / 16 => {
-                table.push(LZ4);
-                table.extend_from_slice(&(n as u32).to_le_bytes());
-                data.extend_from_slice(&packed[..n]);
+        let (kind, stored) = if is_zero(chunk) {
+            (ZERO, 0)
+        } else {
+            // Random-looking data does not pay for a compression attempt: a
+            // probe of its first 4 KiB says so at a sixteenth of the cost.
+            let probe = &chunk[..chunk.len().min(PROBE)];
+            let worth = chunk.len() <= PROBE
+                || matches!(lz4_flex::block::compress_into(probe, &mut packed),
+                    Ok(n) if n < probe.len() - probe.len() / 16);
+            let packed_len =
+                if worth { lz4_flex::block::compress_into(chunk, &mut packed).ok() } else { None };
+            match packed_len {
+                Some(n) if n < chunk.len() - chunk.len() / 16 => {
+                    data[used..used + n].copy_from_slice(&packed[..n]);
+                    (LZ4, n)
+                }
+                _ => {
+                    data[used..used + chunk.len()].copy_from_slice(chunk);
+                    (RAW, chunk.len())
+                }
             }
-            _ => {
-                table.push(RAW);
-                table.extend_from_slice(&(chunk.len() as u32).to_le_bytes());
-                data.extend_from_slice(chunk);
-            }
-        }
+        };
+        entry[0] = kind;
+        entry[1..].copy_from_slice(&(stored as u32).to_le_bytes());
+        used += stored;
     }
-    (table, data)
+    used
 }
 
 /// Appends the section for `bytes`, diffed against `base`, to `out`.
+///
+/// Each thread writes its chunks' entries and data straight into `out` (its
+/// data where they would lie were every chunk raw); then the parts close
+/// up. So every byte is written once, and `out` grows once.
 pub(crate) fn encode(bytes: &[u8], base: &[u8], out: &mut Vec<u8>) {
     let chunks = bytes.len().div_ceil(CHUNK);
     out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
     out.extend_from_slice(&(chunks as u32).to_le_bytes());
+    let table_at = out.len();
+    let data_at = table_at + chunks * ENTRY;
+    crate::pages::grow_zeroed(out, data_at + bytes.len());
     let n = threads(chunks);
     let per = chunks.div_ceil(n.max(1)).max(1);
-    let parts: Vec<(Vec<u8>, Vec<u8>)> = if n == 1 {
-        vec![encode_range(bytes, base, 0, chunks)]
+    let (table, data) = out[table_at..].split_at_mut(chunks * ENTRY);
+    let used: Vec<usize> = if n == 1 {
+        vec![encode_range(bytes, base, 0, chunks, table, data)]
     } else {
         std::thread::scope(|s| {
-            let handles: Vec<_> = (0..n)
-                .map(|t| {
-                    let first = (t * per).min(chunks);
-                    let count = per.min(chunks - first);
-                    s.spawn(move || encode_range(bytes, base, first, count))
+            let handles: Vec<_> = table
+                .chunks_mut(per * ENTRY)
+                .zip(data.chunks_mut(per * CHUNK))
+                .enumerate()
+                .map(|(t, (table, data))| {
+                    let count = per.min(chunks - t * per);
+                    s.spawn(move || encode_range(bytes, base, t * per, count, table, data))
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
         })
     };
-    out.reserve(parts.iter().map(|(t, d)| t.len() + d.len()).sum());
-    for (table, _) in &parts {
-        out.extend_from_slice(table);
+    // Close the gaps that compressed and zero chunks left.
+    let mut end = data_at;
+    for (t, u) in used.iter().enumerate() {
+        let from = data_at + t * per * CHUNK;
+        if from != end {
+            out.copy_within(from..from + u, end);
+        }
+        end += u;
     }
-    for (_, data) in &parts {
-        out.extend_from_slice(data);
-    }
+    out.truncate(end);
 }
 
 struct Entry {
