@@ -1067,7 +1067,7 @@ impl Daemon {
         ));
         let snap = Arc::new(pool::HostSnapshot {
             hash: hash.clone(),
-            bytes: Arc::from(c.bytes),
+            bytes: Arc::new(c.bytes),
             files: files.clone(),
             blobs,
             stopping: c.stopping,

@@ -82,7 +82,7 @@ pub struct HostSnapshot {
     /// Its content hash (hex).
     pub hash: String,
     /// The signed snapshot.
-    pub bytes: Arc<[u8]>,
+    pub bytes: Arc<Vec<u8>>,
     /// The BLAKE3 of every file content it names.
     pub files: Arc<HashSet<String>>,
     /// Where those contents are (kept while this snapshot is).
