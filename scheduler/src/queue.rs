@@ -116,6 +116,16 @@ pub enum PoolOp {
     Grid(ClassAd),
 }
 
+/// One of a claim's queue updates, applied in order with others
+/// ([`Queue::in_order`]).
+#[derive(Clone, Debug)]
+pub enum JobOp {
+    /// What the shadow or the negotiation says of a job ([`Queue::pool`]).
+    Pool(JobId, PoolOp),
+    /// The job ended ([`Queue::job_exited`]).
+    Exited(JobId, ClassAd),
+}
+
 /// Who asks for a change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Actor {
@@ -574,6 +584,8 @@ enum Op {
     Deferral(DeferralOp),
     Route(JobId, ClassAd),
     EditInPlace(JobId, String, Vec<(String, Option<Expr>)>),
+    /// Several ops, in order, in the same commit; each answers on its own.
+    Many(Vec<Op>),
 }
 
 /// The schedd's deferral timer's requests.
@@ -588,6 +600,7 @@ enum Reply {
     Cluster(u32),
     Report(ChangeReport),
     Done,
+    Many(Vec<Result<Reply, QueueError>>),
 }
 
 struct Request {
@@ -784,6 +797,28 @@ impl Queue {
     /// hold (HoldReasonCode, HoldReason, HoldReasonSubCode) from the execute side.
     pub async fn job_exited(&self, id: JobId, ending: ClassAd, now: i64) -> Result<(), QueueError> {
         self.call(Op::Exited(id, ending), now).await.map(|_| ())
+    }
+
+    /// Applies `ops` in order, in one commit: each gets its own answer, and a
+    /// storage failure (`Err`) leaves none of them applied. What a claim's
+    /// updates go through, so a busy claim costs one commit per round of
+    /// updates rather than one per update.
+    pub async fn in_order(
+        &self,
+        ops: Vec<JobOp>,
+        now: i64,
+    ) -> Result<Vec<Result<(), QueueError>>, QueueError> {
+        let ops = ops
+            .into_iter()
+            .map(|op| match op {
+                JobOp::Pool(id, op) => Op::Pool(vec![id], op),
+                JobOp::Exited(id, ending) => Op::Exited(id, ending),
+            })
+            .collect();
+        match self.call(Op::Many(ops), now).await? {
+            Reply::Many(r) => Ok(r.into_iter().map(|r| r.map(|_| ())).collect()),
+            _ => unreachable!("many ops answer with many replies"),
+        }
     }
 
     /// Idle deferred jobs whose window may have closed unmatched: a cron job
@@ -1022,12 +1057,10 @@ fn prune_history(
     now: i64,
 ) -> Result<(), QueueError> {
     // Cheap when nothing is due: both deletes use the primary key.
-    tx.execute(
-        "DELETE FROM history WHERE seq <= (SELECT MAX(seq) FROM history) - ?1",
-        [config.history_max_jobs as i64],
-    )?;
+    tx.prepare_cached("DELETE FROM history WHERE seq <= (SELECT MAX(seq) FROM history) - ?1")?
+        .execute([config.history_max_jobs as i64])?;
     if let Some(age) = config.history_max_age {
-        tx.execute("DELETE FROM history WHERE left_queue < ?1", [now - age])?;
+        tx.prepare_cached("DELETE FROM history WHERE left_queue < ?1")?.execute([now - age])?;
     }
     Ok(())
 }
@@ -1056,6 +1089,18 @@ impl Ctx<'_, '_> {
                 Ok(Reply::Done)
             }
             Op::Exited(id, ending) => self.exited(*id, ending).map(|_| Reply::Done),
+            Op::Many(ops) => {
+                let mut replies = Vec::with_capacity(ops.len());
+                for op in ops {
+                    let r = self.apply(op);
+                    // A storage error fails the whole batch, as for one op.
+                    if let Err(QueueError::Storage(e)) = &r {
+                        return Err(QueueError::Storage(e.clone()));
+                    }
+                    replies.push(r);
+                }
+                Ok(Reply::Many(replies))
+            }
             Op::Periodic => self.periodic().map(Reply::Report),
             Op::Route(original, copy) => self.route(*original, copy).map(Reply::Cluster),
             Op::EditInPlace(id, route, changes) => {
@@ -1790,10 +1835,9 @@ impl Ctx<'_, '_> {
         if let Some(c) = self.state.clusters.get_mut(&id.cluster) {
             c.completed += 1;
         }
-        self.tx.execute(
-            "UPDATE clusters SET completed = completed + 1 WHERE id = ?1",
-            [id.cluster as i64],
-        )?;
+        self.tx
+            .prepare_cached("UPDATE clusters SET completed = completed + 1 WHERE id = ?1")?
+            .execute([id.cluster as i64])?;
         self.leave(id)
     }
 
