@@ -589,7 +589,7 @@ fn a_deferred_job_waits_on_its_host_and_starts_on_time() {
             q.len() == 2
                 && q.iter().all(|a| int(a, "JobStatus") == 2 && int(a, "JobDeferredUntil") > 0)
         },
-        || p.logs(),
+        || format!("{}\n{}", p.ok("alice", &["q", "-long"]), p.logs()),
     );
     let q = p.queue();
     let soon = job(&q, "1.0").unwrap().clone();

@@ -24,8 +24,9 @@
 //! | `ClaimAccepted` | spends the slot's offer: a new claim id replaces it |
 //! | other claim notices | logged; a claim the startd no longer holds ends its report (`claim_alive = false`) |
 //!
-//! A sandbox is `$(EXECUTE)/dir_<slot>_<n>`, created empty for each job and
-//! removed when its starter is gone. A job compiled by `andes compile` also
+//! A sandbox is `$(EXECUTE)/dir_<slot>_<n>`, empty when a job starts in it:
+//! when a job ends its sandbox is emptied and kept for the slot's next job
+//! (removed if it cannot be emptied, or if its starter had to be abandoned). A job compiled by `andes compile` also
 //! gets `$(EXECUTE)/ckpt_<slot>_<n>`, the contents of the sandbox files its
 //! snapshots name, kept until the shadow has had the last of them.
 //!
@@ -428,6 +429,8 @@ pub struct Daemon {
     ended: HashMap<String, (pool::ClaimEntry, i64)>,
     /// A fast shutdown was asked for: no waiting for shadows.
     fast_shutdown: bool,
+    /// Each slot's emptied sandbox, kept for its next job.
+    spare: HashMap<SlotId, PathBuf>,
     store: pool::Modules,
     inputs: HashMap<SlotId, Vec<andes_protocol::pool::FileData>>,
     input_sizes: HashMap<SlotId, Vec<(String, u64)>>,
@@ -531,6 +534,7 @@ impl Daemon {
             claims: HashMap::new(),
             ended: HashMap::new(),
             fast_shutdown: false,
+            spare: HashMap::new(),
             store: pool::Modules::default(),
             inputs: HashMap::new(),
             input_sizes: HashMap::new(),
@@ -656,6 +660,7 @@ impl Daemon {
                 self.log(format!("slot {}: claim ended", c.slot));
                 c.publish(|r| {
                     r.claim_alive = false;
+                    r.queued = 0;
                     if r.state == andes_protocol::pool::RunState::Running
                         || r.state == andes_protocol::pool::RunState::Suspended
                     {
@@ -803,6 +808,23 @@ impl Daemon {
                     pool::check_snapshot(&snap)?;
                     self.snapshot_in.insert(slot, snap);
                 }
+                let mut queue = std::collections::VecDeque::with_capacity(req.more.len());
+                for q in req.more {
+                    let module = self.store.get(&q.module_digest).ok_or(PoolError::NeedModule)?;
+                    let job = classad::parse_ad(&q.job)
+                        .map_err(|e| PoolError::BadInput(format!("a queued job ad: {e}")))?;
+                    pool::check_inputs(&job, &q.inputs)?;
+                    queue.push_back(pool::Queued { job, module, inputs: q.inputs });
+                }
+                if let Some(c) = self.claims.get_mut(&req.claim_id) {
+                    let n = queue.len() as u32;
+                    c.queue = queue;
+                    // A new activation: its jobs' ends are reported afresh.
+                    c.publish(|r| {
+                        r.ended = Arc::new(Vec::new());
+                        r.queued = n;
+                    });
+                }
                 let acts = self.activate(slot, req.claim_id.clone(), job, module);
                 self.inputs.remove(&slot);
                 self.saved_in.remove(&slot);
@@ -829,6 +851,7 @@ impl Daemon {
                 }
                 owned(self, &caller, &claim_id)?;
                 let c = self.claims.get_mut(&claim_id).ok_or(PoolError::Stopping)?;
+                c.heard = std::time::Instant::now();
                 if c.lease_secs > 0 {
                     c.lease_until = Some(now.saturating_add(c.lease_secs));
                 }
@@ -1025,7 +1048,7 @@ impl Daemon {
         {
             self.report_exit(slot, &run, result);
         }
-        remove_sandbox(&run.sandbox);
+        self.recycle_sandbox(slot, run.sandbox.clone());
         let (ending, event) = match exit.finished {
             Finished::Benchmark { mips, kflops } => {
                 (None, Event::BenchmarkFinished { slot, mips, kflops })
@@ -1042,6 +1065,9 @@ impl Daemon {
             }
         };
         self.feed(event);
+        if run.kind == RunKind::Job {
+            self.continue_claim(slot);
+        }
         Some(ExitReport { slot, kind: run.kind, ending })
     }
 
@@ -1145,6 +1171,10 @@ impl Daemon {
             ending.insert_value("HoldReason", e.as_str());
         }
         let saved = run.ctl.saved();
+        let gid = match job.eval_attr("GlobalJobId") {
+            Value::Str(s) => s.to_string(),
+            _ => String::new(),
+        };
         if let Some(c) = self.claims.get(&claim_id) {
             c.publish(|r| {
                 if let (n, Some(d)) = saved {
@@ -1152,10 +1182,66 @@ impl Daemon {
                 }
                 r.state = andes_protocol::pool::RunState::Exited;
                 r.ctl = None;
+                let mut update = ClassAd::new();
+                for n in ["RemoteUserCpu", "RemoteSysCpu", "ImageSize", "DiskUsage"] {
+                    if let Some(e) = ending.get(n) {
+                        update.insert(n, e.clone());
+                    }
+                }
+                let end = andes_protocol::pool::JobEnd {
+                    job: gid,
+                    version: r.version + 1,
+                    update: update.to_string(),
+                    ending: ending.to_string(),
+                    outputs: outputs.clone(),
+                    evicted,
+                };
+                Arc::make_mut(&mut r.ended).push(end);
                 r.ending = Some(ending);
                 r.outputs = Arc::new(outputs);
                 r.evicted = evicted;
             });
+        }
+    }
+
+    /// Starts the next job queued on the slot's claim, if its schedd still
+    /// follows the claim; else the queue is dropped (those jobs never ran).
+    fn continue_claim(&mut self, slot: SlotId) {
+        let Some(claim_id) = self
+            .startd
+            .slots()
+            .iter()
+            .find(|s| s.id() == slot && s.job().is_none())
+            .and_then(|s| s.claim_id())
+            .map(str::to_string)
+        else {
+            return;
+        };
+        let Some(c) = self.claims.get_mut(&claim_id) else { return };
+        if c.queue.is_empty() {
+            return;
+        }
+        if !c.followed() {
+            c.queue.clear();
+            c.publish(|r| r.queued = 0);
+            self.log(format!(
+                "slot {slot}: no shadow follows claim {claim_id}: queued jobs dropped"
+            ));
+            return;
+        }
+        let Some(next) = c.queue.pop_front() else { return };
+        self.input_sizes.insert(
+            slot,
+            next.inputs.iter().map(|f| (f.name.clone(), f.data.len() as u64)).collect(),
+        );
+        self.inputs.insert(slot, next.inputs);
+        let acts = self.activate(slot, claim_id.clone(), next.job, next.module);
+        self.inputs.remove(&slot);
+        if acts.iter().any(|a| matches!(a, Action::ActivationRefused { .. }))
+            && let Some(c) = self.claims.get_mut(&claim_id)
+        {
+            c.queue.clear();
+            c.publish(|r| r.queued = 0);
         }
     }
 
@@ -1274,7 +1360,9 @@ impl Daemon {
                 };
                 if let Some(c) = self.claims.get(claim_id) {
                     c.told_end.store(false, std::sync::atomic::Ordering::Release);
+                    let queued = c.queue.len() as u32;
                     c.publish(|r| {
+                        r.queued = queued;
                         r.state = andes_protocol::pool::RunState::Running;
                         r.job = gid;
                         r.ctl = ctl.clone();
@@ -1431,6 +1519,12 @@ impl Daemon {
     fn fresh_sandbox(&mut self, slot: SlotId) -> Result<(u64, PathBuf), std::io::Error> {
         self.generation += 1;
         let g = self.generation;
+        // The slot's last sandbox, emptied when its job ended: making and
+        // removing a directory per job costs more than the job itself when
+        // jobs are short.
+        if let Some(dir) = self.spare.remove(&slot) {
+            return Ok((g, dir));
+        }
         let dir = self.execute.join(format!("dir_{slot}_{g}"));
         if dir.exists() {
             std::fs::remove_dir_all(&dir)?;
@@ -1644,7 +1738,42 @@ impl Drop for Daemon {
             r.task.abort();
             remove_sandbox(&r.sandbox);
         }
+        for (_, d) in self.spare.drain() {
+            remove_sandbox(&d);
+        }
     }
+}
+
+impl Daemon {
+    /// Empties the sandbox of a job that ended and keeps it for the slot's
+    /// next job; one that cannot be emptied is removed.
+    fn recycle_sandbox(&mut self, slot: SlotId, dir: PathBuf) {
+        match empty_dir(&dir) {
+            Ok(()) => {
+                if let Some(old) = self.spare.insert(slot, dir) {
+                    remove_sandbox(&old);
+                }
+            }
+            Err(e) => {
+                tracing::debug!("{}: not emptied ({e}); removed", dir.display());
+                remove_sandbox(&dir);
+            }
+        }
+    }
+}
+
+/// Removes everything in `dir` (symbolic links themselves, never what they
+/// point to), leaving it empty.
+fn empty_dir(dir: &Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            std::fs::remove_dir_all(e.path())?;
+        } else {
+            std::fs::remove_file(e.path())?;
+        }
+    }
+    Ok(())
 }
 
 fn remove_sandbox(dir: &Path) {

@@ -113,6 +113,19 @@ impl Fixture {
     fn sandboxes(&self) -> usize {
         std::fs::read_dir(self.execute.path()).unwrap().count()
     }
+
+    /// Files left under EXECUTE by jobs that ended (an emptied sandbox kept
+    /// for the slot's next job holds none).
+    fn leftovers(&self) -> usize {
+        fn count(dir: &std::path::Path) -> usize {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .flatten()
+                .map(|e| if e.path().is_dir() { count(&e.path()) } else { 1 })
+                .sum()
+        }
+        count(self.execute.path())
+    }
 }
 
 fn numbers(acts: &[Action]) -> Vec<u8> {
@@ -173,8 +186,29 @@ async fn backfill_runs_while_idle_and_owner_activity_evicts_it() {
     assert_eq!(r.ending, Some(Ending::Evicted { vacated: false }));
     assert_eq!(f.state(), (State::Owner, Activity::Idle));
     assert_eq!(f.published_state(), "Owner");
-    assert!(!sandbox.exists(), "the sandbox was not removed");
-    assert_eq!(f.sandboxes(), 0);
+    assert!(
+        !sandbox.exists() || std::fs::read_dir(&sandbox).unwrap().next().is_none(),
+        "the sandbox was not emptied"
+    );
+    assert_eq!(f.leftovers(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slots_next_job_gets_its_sandbox_emptied() {
+    let mut f = daemon("");
+    f.run_job("hello", r#"[ JobUniverse = 5; Out = "out.txt" ]"#);
+    let first = f.d.sandbox(1).unwrap().to_path_buf();
+    assert_eq!(f.exit().await.ending, Some(Ending::Exited(0)));
+    // hello wrote out.txt and hello.out; nothing of them is left.
+    assert_eq!(f.leftovers(), 0);
+    assert!(first.is_dir(), "the emptied sandbox is kept for the next job");
+    f.d.feed(Event::ClaimReleased { slot: 1, claim_id: "c1".into() });
+    f.d.tick();
+    f.run_job("hello", r#"[ JobUniverse = 5; Out = "again.txt" ]"#);
+    assert_eq!(f.d.sandbox(1), Some(first.as_path()));
+    assert_eq!(f.exit().await.ending, Some(Ending::Exited(0)));
+    assert_eq!(f.leftovers(), 0);
+    drop(f);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,7 +252,7 @@ async fn vacate_fast_hard_kills_a_claimed_job() {
     let r = f.exit().await;
     assert_eq!(r.ending, Some(Ending::Evicted { vacated: false }));
     assert_eq!(f.state(), (State::Owner, Activity::Idle));
-    assert_eq!(f.sandboxes(), 0);
+    assert_eq!(f.leftovers(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -345,7 +379,7 @@ async fn off_peaceful_lets_jobs_run_to_their_end() {
     assert_eq!(f.exit().await.ending, Some(Ending::Exited(0)));
     assert_eq!(f.state(), (State::Owner, Activity::Idle));
     assert!(f.d.finished());
-    assert_eq!(f.sandboxes(), 0);
+    assert_eq!(f.leftovers(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@
 //! | `POST /v1/host/match` | negotiator | [`MatchNotice`] → 204 |
 //! | `POST /v1/host/claim` | schedd | [`ClaimRequest`] → [`ClaimReply`] |
 //! | `GET/PUT /v1/host/modules/{digest}` | schedd | module bytes |
-//! | `POST /v1/host/activate` | schedd (the claimant) | [`ActivateRequest`] → [`JobReport`] |
+//! | `POST /v1/host/activate` | schedd (the claimant) | [`ActivateRequest`] (a job, and perhaps more queued behind it) → [`JobReport`] |
 //! | `POST /v1/host/wait` | schedd (the claimant) | [`WaitRequest`] → [`JobReport`] |
 //! | `POST /v1/host/edit` | schedd (the claimant) | [`EditRequest`] → 204 |
 //! | `POST /v1/host/release` | schedd (the claimant) | [`ReleaseRequest`] → 204 |
@@ -128,6 +128,43 @@ pub struct ActivateRequest {
     /// `andes compile`), with every file content it names.
     #[serde(default)]
     pub snapshot: Option<SnapshotData>,
+    /// More jobs for the claim, run one after another as each ends (each in
+    /// an empty sandbox), without waiting for the schedd: a claim running
+    /// short jobs costs one round trip per batch rather than per job. Their
+    /// ends come in [`JobReport::ended`].
+    #[serde(default)]
+    pub more: Vec<QueuedJob>,
+}
+
+/// A job queued behind the one an activation runs ([`ActivateRequest::more`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QueuedJob {
+    /// The job ad, `$$()` references expanded against the slot's ad.
+    pub job: String,
+    /// `CmdDigest` of the module; the host must have it (409 [`NEED_MODULE`]).
+    pub module_digest: String,
+    /// The input files.
+    #[serde(default)]
+    pub inputs: Vec<FileData>,
+}
+
+/// How one job of a claim ended (an entry of [`JobReport::ended`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobEnd {
+    /// Its `GlobalJobId`.
+    pub job: String,
+    /// The report's version when it ended.
+    pub version: u64,
+    /// Its last update (usage), as an ad.
+    pub update: String,
+    /// Its ending (exit or hold attributes), as an ad.
+    pub ending: String,
+    /// Its output files.
+    #[serde(default)]
+    pub outputs: Vec<FileData>,
+    /// Evicted rather than ended on its own.
+    #[serde(default)]
+    pub evicted: bool,
 }
 
 /// A transparent checkpoint on the wire: the signed snapshot and the contents
@@ -232,6 +269,14 @@ pub struct JobReport {
     /// shadow keeps ([`WaitRequest::snapshot`]).
     #[serde(default)]
     pub snapshot: Option<SnapshotData>,
+    /// Jobs of the claim's current activation that ended after the version
+    /// the shadow had seen ([`WaitRequest::since`]), in order; the last of
+    /// them may be the job above.
+    #[serde(default)]
+    pub ended: Vec<JobEnd>,
+    /// Jobs of the activation still waiting for their turn on the claim.
+    #[serde(default)]
+    pub queued: u32,
 }
 
 /// `POST /v1/host/edit`: qedit of a running job reaches the host's copy.

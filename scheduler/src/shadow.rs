@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use andes_protocol::pool::{
     ActivateRequest, CLAIM_PENDING, ClaimReply, ClaimRequest, CollectorUpdate, DemandGroup,
-    DemandReply, DemandRequest, EditRequest, FileData, JobReport, MatchGrant, MatchesReply,
-    MatchesRequest, NEED_MODULE, ReleaseRequest, RunState, WaitRequest,
+    DemandReply, DemandRequest, EditRequest, FileData, JobEnd, JobReport, MatchGrant, MatchesReply,
+    MatchesRequest, NEED_MODULE, QueuedJob, ReleaseRequest, RunState, WaitRequest,
 };
 use andes_protocol::{
     ApiError, Auth, Client, ClientError, ClientErrorKind, Clock, Keypair, Role, SignedJson,
@@ -47,7 +47,7 @@ use tokio::sync::{Notify, mpsc};
 
 use crate::deferral::{Deferral, Readiness};
 use crate::job::{JobId, JobStatus};
-use crate::queue::{CLAIM_ID_ATTR, EventKind, PoolOp, Queue, QueueError};
+use crate::queue::{CLAIM_ID_ATTR, EventKind, JobOp, PoolOp, Queue};
 use crate::schedd::Schedd;
 use crate::spool::Spool;
 
@@ -117,6 +117,101 @@ impl PoolConfig {
             spool: None,
             snapshot_signers: None,
         }
+    }
+}
+
+/// Jobs per activation at most (see `run_claim`).
+const MAX_BATCH: usize = 32;
+
+/// How a job's shadow begins.
+enum Start {
+    /// It activates the claim with the job alone.
+    Activate,
+    /// The schedd restarted: it reconnects to the running job.
+    Reconnect,
+    /// The job was queued behind others; this is the claim's last report.
+    Queued(Box<JobReport>),
+}
+
+impl Start {
+    fn into_report(self) -> Option<JobReport> {
+        match self {
+            Start::Queued(r) => Some(*r),
+            _ => None,
+        }
+    }
+}
+
+/// The ends of an activation's jobs seen so far, by `GlobalJobId`: a job
+/// queued behind others learns how it ended from any report that said so.
+#[derive(Default)]
+struct Ends(HashMap<String, JobEnd>);
+
+/// What a report says of one job.
+enum Viewed {
+    /// It is about the job (running, or how it ended).
+    Mine(JobReport),
+    /// The job has not run yet (or was dropped: see `queued` and `claim_alive`).
+    NotYet(JobReport),
+}
+
+impl Ends {
+    /// Notes the ends `report` carries, and says what it tells of job `gid`.
+    fn view(&mut self, mut report: JobReport, gid: &str) -> Viewed {
+        for e in report.ended.drain(..) {
+            self.0.insert(e.job.clone(), e);
+        }
+        let current = report.job.as_deref() == Some(gid);
+        match self.0.get(gid) {
+            // The end of a job that is not the report's own is in its entry;
+            // the report's own keeps everything else it says (snapshots,
+            // saved states).
+            Some(e) if !current || report.state == RunState::Exited => {
+                if !current {
+                    report.saved_state = None;
+                    report.snapshot = None;
+                }
+                report.job = Some(gid.to_string());
+                report.state = RunState::Exited;
+                report.update = e.update.clone();
+                report.ending = Some(e.ending.clone());
+                report.outputs = e.outputs.clone();
+                report.evicted = e.evicted;
+                Viewed::Mine(report)
+            }
+            _ if current => Viewed::Mine(report),
+            _ => Viewed::NotYet(report),
+        }
+    }
+}
+
+/// A report with no job, for the claim as it is (`alive`) when none came.
+fn no_report(alive: bool) -> JobReport {
+    JobReport {
+        version: 0,
+        state: RunState::Idle,
+        job: None,
+        update: String::new(),
+        ending: None,
+        outputs: Vec::new(),
+        evicted: false,
+        claim_alive: alive,
+        saved_state: None,
+        snapshot: None,
+        ended: Vec::new(),
+        queued: 0,
+    }
+}
+
+/// `r` without what only its own job needs, for the job queued behind.
+fn light(r: JobReport) -> JobReport {
+    JobReport {
+        version: r.version,
+        state: r.state,
+        job: r.job,
+        queued: r.queued,
+        evicted: r.evicted,
+        ..no_report(r.claim_alive)
     }
 }
 
@@ -252,14 +347,27 @@ impl ScheddPool {
                 })
                 .collect()
         };
+        // Jobs of one claim (a batch the schedd stopped in the middle of)
+        // are followed in turn, and the claim released after the last.
+        let mut claims: HashMap<(String, String), Vec<JobId>> = HashMap::new();
         for (id, claim_id, addr) in running {
+            claims.entry((claim_id, addr)).or_default().push(id);
+        }
+        for ((claim_id, addr), mut ids) in claims {
+            ids.sort();
             let inner = self.inner.clone();
-            lock(&inner.state).busy.insert(id);
+            lock(&inner.state).busy.extend(ids.iter().copied());
             tokio::spawn(async move {
                 let lane = Lane::start(inner.clone());
                 let link = inner.link(&addr);
                 let claim = ClaimCtx { claim_id, slot_ad: ClassAd::new(), addr };
-                let alive = inner.shadow(&link, &claim, id, &lane, true).await;
+                let mut ends = Ends::default();
+                let mut alive = true;
+                for id in ids {
+                    (alive, _) = inner
+                        .shadow(&link, &claim, id, &lane.tx, Start::Reconnect, &mut ends)
+                        .await;
+                }
                 if alive {
                     inner.release(&link, &claim.claim_id).await;
                 }
@@ -277,6 +385,7 @@ fn str_attr(ad: &ClassAd, name: &str) -> Option<String> {
 }
 
 /// The claim a shadow runs on.
+#[derive(Clone)]
 struct ClaimCtx {
     claim_id: String,
     slot_ad: ClassAd,
@@ -292,8 +401,44 @@ struct Link {
 
 /// An ordered lane of queue updates for one claim.
 struct Lane {
-    tx: mpsc::UnboundedSender<LaneOp>,
+    tx: LaneTx,
     done: tokio::task::JoinHandle<()>,
+}
+
+/// Where a claim's shadows send their queue updates: straight to the
+/// lane, or (for a batch being taken in) gathered until `flush`, so the
+/// batch's updates go in one commit.
+#[derive(Clone)]
+struct LaneTx {
+    tx: mpsc::UnboundedSender<LaneOp>,
+    held: Option<Arc<Mutex<Vec<LaneOp>>>>,
+}
+
+impl LaneTx {
+    fn send(&self, op: LaneOp) {
+        match &self.held {
+            Some(h) => lock(h).push(op),
+            None => {
+                let _ = self.tx.send(op);
+            }
+        }
+    }
+
+    /// This lane, gathering updates until `flush`.
+    fn gathering(&self) -> LaneTx {
+        LaneTx { tx: self.tx.clone(), held: Some(Arc::default()) }
+    }
+
+    /// Sends what was gathered (before waiting on anything, so the queue is
+    /// not behind what the shadows know).
+    fn flush(&self) {
+        if let Some(h) = &self.held {
+            let ops = std::mem::take(&mut *lock(h));
+            if !ops.is_empty() {
+                let _ = self.tx.send(LaneOp::Many(ops));
+            }
+        }
+    }
 }
 
 enum LaneOp {
@@ -301,42 +446,39 @@ enum LaneOp {
     Exited(JobId, ClassAd),
     /// The job's part is over: it is no longer busy.
     Free(JobId),
+    /// Several, in order (what a batch's shadows said, sent at once).
+    Many(Vec<LaneOp>),
 }
 
 impl Lane {
     fn start(inner: Arc<Inner>) -> Lane {
         let (tx, mut rx) = mpsc::unbounded_channel::<LaneOp>();
         let done = tokio::spawn(async move {
-            while let Some(op) = rx.recv().await {
-                match op {
-                    LaneOp::Pool(id, op) => {
-                        let now = inner.clock.now();
-                        if let Err(e) = inner.queue.pool(vec![id], op, now).await {
-                            tracing::warn!("job {id}: {e}");
-                        }
+            while let Some(first) = rx.recv().await {
+                // Everything the claim has said meanwhile goes in one commit,
+                // in order; the jobs whose part is over are freed after it.
+                let mut ops = Vec::new();
+                let mut frees = Vec::new();
+                let mut todo = vec![first];
+                while let Some(op) = todo.pop().or_else(|| rx.try_recv().ok()) {
+                    match op {
+                        LaneOp::Pool(id, op) => ops.push(JobOp::Pool(id, op)),
+                        LaneOp::Exited(id, ending) => ops.push(JobOp::Exited(id, ending)),
+                        LaneOp::Free(id) => frees.push(id),
+                        LaneOp::Many(many) => todo.extend(many.into_iter().rev()),
                     }
-                    LaneOp::Exited(id, ending) => inner.final_update(id, ending).await,
-                    LaneOp::Free(id) => {
-                        let quiet = {
-                            let mut st = lock(&inner.state);
-                            st.busy.remove(&id);
-                            st.busy.is_empty()
-                        };
-                        inner.advertise.notify_one();
-                        if quiet {
-                            // The pool just went quiet: say so now, so the next
-                            // submit finds the negotiator up to date.
-                            inner.urgent.notify_one();
-                        }
-                    }
+                }
+                inner.apply_in_order(ops).await;
+                for id in frees {
+                    inner.free(id);
                 }
             }
         });
-        Lane { tx, done }
+        Lane { tx: LaneTx { tx, held: None }, done }
     }
 
     fn send(&self, op: LaneOp) {
-        let _ = self.tx.send(op);
+        self.tx.send(op);
     }
 
     async fn close(self) {
@@ -393,6 +535,7 @@ impl Inner {
                         let _ = s.send(Signal::Stop);
                     }
                     if matches!(e.kind, EventKind::Removed(_))
+                        && may_have_checkpoints(&e.ad)
                         && let Some(spool) = self.spool()
                     {
                         // Its checkpoints are of no more use.
@@ -807,133 +950,385 @@ impl Inner {
         // CLAIM_WORKLIFE = 1 would last anywhere from 0 to 2 s.
         let since = tokio::time::Instant::now();
         let mut job = first;
+        // Jobs per activation: grows while the claim's jobs are short (a
+        // batch costs one round trip, not one per job), back to one as soon
+        // as they are not.
+        let mut batch = 1usize;
+        // The last batch's ends being taken in while its host already runs
+        // the next batch.
+        let mut behind: Option<tokio::task::JoinHandle<bool>> = None;
+        let mut alive = true;
         loop {
-            let alive = self.shadow(&link, &claim, job, &lane, false).await;
+            let t = tokio::time::Instant::now();
+            let n;
+            match self.plain_batch(job, grant.autocluster, batch, &claim) {
+                Some((ids, req, lease)) => {
+                    n = ids.len();
+                    let digest = req.module_digest.clone();
+                    let sent = self.activate(&link, &req, &digest, lease).await;
+                    if let Some(h) = behind.take() {
+                        alive &= h.await.unwrap_or(false);
+                    }
+                    let report = match sent {
+                        Ok(r) => r,
+                        Err(e) => {
+                            // None of them started: they stay idle.
+                            tracing::warn!("job {job}: activation failed: {e}");
+                            for id in ids {
+                                lane.send(LaneOp::Free(id));
+                            }
+                            self.release(&link, &claim.claim_id).await;
+                            alive = false;
+                            break;
+                        }
+                    };
+                    // When the whole batch ended, its ends are taken in while
+                    // the host starts on the next one.
+                    let overlap = report.state == RunState::Exited
+                        && report.queued == 0
+                        && report.claim_alive;
+                    let task = {
+                        let (me, link, claim, lane) =
+                            (self.clone(), link.clone(), claim.clone(), lane.tx.clone());
+                        tokio::spawn(
+                            async move { me.take_in(&link, &claim, &lane, ids, report).await },
+                        )
+                    };
+                    if overlap && alive {
+                        behind = Some(task);
+                    } else {
+                        alive &= task.await.unwrap_or(false);
+                    }
+                }
+                None => {
+                    n = 1;
+                    if let Some(h) = behind.take() {
+                        alive &= h.await.unwrap_or(false);
+                    }
+                    let mut ends = Ends::default();
+                    let start = Start::Activate;
+                    alive &= self.shadow(&link, &claim, job, &lane.tx, start, &mut ends).await.0;
+                }
+            }
             if !alive {
                 break;
             }
+            let per_job = t.elapsed() / n as u32;
+            batch = if per_job < Duration::from_millis(10) {
+                (batch * 2).min(MAX_BATCH)
+            } else if per_job > Duration::from_millis(50) {
+                1
+            } else {
+                batch
+            };
             let worklife = self.cfg.claim_worklife;
             if worklife >= 0 && since.elapsed() >= Duration::from_secs(worklife as u64) {
-                self.release(&link, &claim.claim_id).await;
                 break;
             }
             match self.next_job(grant.autocluster) {
                 Some(next) => job = next,
-                None => {
-                    self.release(&link, &claim.claim_id).await;
-                    break;
-                }
+                None => break,
             }
+        }
+        if let Some(h) = behind.take() {
+            alive &= h.await.unwrap_or(false);
+        }
+        if alive {
+            self.release(&link, &claim.claim_id).await;
         }
         lock(&self.state).claims -= 1;
         lane.close().await;
     }
 
-    /// Runs one job on a claim (or reconnects to it). Returns whether the
-    /// claim is still usable.
+    /// Takes in how a batch's jobs ended (or follows them while they run),
+    /// in order, from the activation's report. Returns whether the claim is
+    /// still usable.
+    async fn take_in(
+        &self,
+        link: &Link,
+        claim: &ClaimCtx,
+        lane: &LaneTx,
+        ids: Vec<JobId>,
+        report: JobReport,
+    ) -> bool {
+        let lane = &lane.gathering();
+        let mut ends = Ends::default();
+        let mut last = Some(report);
+        let mut alive = true;
+        for id in ids {
+            // With no report (the host is lost) it never went out, as far as
+            // the schedd can know: it stays idle.
+            match last.take() {
+                Some(r) => {
+                    (alive, last) = self
+                        .shadow(link, claim, id, lane, Start::Queued(Box::new(r)), &mut ends)
+                        .await;
+                }
+                None => lane.send(LaneOp::Free(id)),
+            }
+        }
+        lane.flush();
+        alive
+    }
+
+    /// A batch of up to `n` jobs of autocluster `ac` starting with `first`,
+    /// as one activation of the claim, when `first` is a plain job: one whose
+    /// host needs nothing but its ad, module and input files (it neither
+    /// checkpoints nor waits for a DeferralTime). `None` for any other, which
+    /// its shadow activates alone.
+    fn plain_batch(
+        &self,
+        first: JobId,
+        ac: u32,
+        n: usize,
+        claim: &ClaimCtx,
+    ) -> Option<(Vec<JobId>, ActivateRequest, u64)> {
+        let job = self.queue.read().job(first).map(|v| v.ad())?;
+        if may_have_checkpoints(&job) || job.contains("DeferralTime") {
+            return None;
+        }
+        let inputs = read_inputs(&job, None).ok()?;
+        let lease = match job.eval_attr("JobLeaseDuration") {
+            Value::Int(n) if n > 0 => n as u64,
+            _ => self.cfg.job_lease,
+        };
+        let more = self.batch_behind(first, ac, n - 1, claim);
+        let mut ids = vec![first];
+        ids.extend(more.iter().map(|(id, _)| *id));
+        let req = ActivateRequest {
+            claim_id: claim.claim_id.clone(),
+            job: host_ad(&job, &claim.slot_ad).to_string(),
+            module_digest: str_attr(&job, "CmdDigest").unwrap_or_default(),
+            inputs,
+            lease_secs: lease,
+            wait_ms: self.cfg.activate_wait_ms,
+            saved_state: None,
+            snapshot: None,
+            more: more.into_iter().map(|(_, q)| q).collect(),
+        };
+        Some((ids, req, lease))
+    }
+
+    /// Up to `n` more jobs of autocluster `ac` to queue on the claim behind
+    /// `first`: jobs that run the same module and neither checkpoint nor
+    /// wait for a DeferralTime. A job whose input files cannot be read is
+    /// left for a later activation (which holds it).
+    fn batch_behind(
+        &self,
+        first: JobId,
+        ac: u32,
+        n: usize,
+        claim: &ClaimCtx,
+    ) -> Vec<(JobId, QueuedJob)> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let Some(digest) =
+            self.queue.read().job(first).and_then(|v| str_attr(&v.ad(), "CmdDigest"))
+        else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        while out.len() < n {
+            let Some(id) = self.next_job(ac) else { break };
+            let Some(job) = self.queue.read().job(id).map(|v| v.ad()) else {
+                lock(&self.state).busy.remove(&id);
+                continue;
+            };
+            let fits = str_attr(&job, "CmdDigest").as_deref() == Some(digest.as_str())
+                && !may_have_checkpoints(&job)
+                && !job.contains("DeferralTime");
+            let inputs = if fits { read_inputs(&job, None).ok() } else { None };
+            let Some(inputs) = inputs else {
+                // Not for a batch: it goes first on a later activation.
+                let mut st = lock(&self.state);
+                st.busy.remove(&id);
+                st.ac_jobs.entry(ac).or_default().push_front(id);
+                break;
+            };
+            let ad = host_ad(&job, &claim.slot_ad);
+            out.push((
+                id,
+                QueuedJob { job: ad.to_string(), module_digest: digest.clone(), inputs },
+            ));
+        }
+        out
+    }
+
+    /// Runs one job on a claim (or reconnects to it, or follows it where it
+    /// was queued behind others). Returns whether the claim is still usable,
+    /// and the claim's last report, for the job queued behind.
     async fn shadow(
         &self,
         link: &Link,
         claim: &ClaimCtx,
         id: JobId,
-        lane: &Lane,
-        reconnect: bool,
-    ) -> bool {
+        lane: &LaneTx,
+        start: Start,
+        ends: &mut Ends,
+    ) -> (bool, Option<JobReport>) {
         let (tx, mut signals) = mpsc::unbounded_channel();
         lock(&self.state).shadows.insert(id, tx);
-        let alive = self.shadow_inner(link, claim, id, lane, reconnect, &mut signals).await;
+        let r = self.shadow_inner(link, claim, id, lane, start, ends, &mut signals).await;
         lock(&self.state).shadows.remove(&id);
         lane.send(LaneOp::Free(id));
-        alive
+        r
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn shadow_inner(
         &self,
         link: &Link,
         claim: &ClaimCtx,
         id: JobId,
-        lane: &Lane,
-        reconnect: bool,
+        lane: &LaneTx,
+        start: Start,
+        ends: &mut Ends,
         signals: &mut mpsc::UnboundedReceiver<Signal>,
-    ) -> bool {
-        let Some(job) = self.queue.read().job(id).map(|v| v.ad()) else { return true };
+    ) -> (bool, Option<JobReport>) {
+        let Some(job) = self.queue.read().job(id).map(|v| v.ad()) else {
+            return (true, start.into_report());
+        };
+        let gid = str_attr(&job, "GlobalJobId").unwrap_or_default();
         let lease = match job.eval_attr("JobLeaseDuration") {
             Value::Int(n) if n > 0 => n as u64,
             _ => self.cfg.job_lease,
         };
-        let mut report: JobReport;
         let module = str_attr(&job, "CmdDigest").as_deref().and_then(digest_bytes);
         // The transparent checkpoint the spool keeps for the job, by hash.
-        let mut have_snapshot = self.spool().and_then(|s| s.snapshot_hash(id));
-        if reconnect {
-            let req = WaitRequest {
-                claim_id: claim.claim_id.clone(),
-                since: 0,
-                saved_seq: 0,
-                snapshot: have_snapshot.clone(),
-            };
-            match self.wait_until_lease(link, &req, lease).await {
-                Ok(r) => report = r,
-                Err(()) => {
+        // Only a job that checkpoints has anything in the spool.
+        let checkpoints = may_have_checkpoints(&job);
+        let mut have_snapshot =
+            self.spool().filter(|_| checkpoints).and_then(|s| s.snapshot_hash(id));
+        let mut report: JobReport = match start {
+            Start::Reconnect => {
+                let req = WaitRequest {
+                    claim_id: claim.claim_id.clone(),
+                    since: 0,
+                    saved_seq: 0,
+                    snapshot: have_snapshot.clone(),
+                };
+                let Ok(r) = self.wait_until_lease(link, &req, lease).await else {
                     lane.send(LaneOp::Pool(id, PoolOp::Evicted(lost_ad("the job's host is gone"))));
-                    return false;
-                }
-            }
-            lane.send(LaneOp::Pool(id, PoolOp::Reconnected));
-        } else {
-            let ad = host_ad(&job, &claim.slot_ad);
-            let inputs = match read_inputs(&job, self.ckpt_dir(id).as_deref()) {
-                Ok(i) => i,
-                Err(e) => {
-                    // Cannot start: hold it here, keep the claim.
-                    let mut attrs = ClassAd::new();
-                    attrs.insert_value("HoldReasonCode", HOLD_TRANSFER_INPUT);
-                    attrs.insert_value("HoldReasonSubCode", 0i64);
-                    attrs.insert_value("HoldReason", e.as_str());
-                    lane.send(LaneOp::Pool(id, PoolOp::Started(self.started_attrs(claim))));
-                    lane.send(LaneOp::Exited(id, attrs));
-                    return true;
-                }
-            };
-            let digest = str_attr(&job, "CmdDigest").unwrap_or_default();
-            let snapshot = self.snapshot_to_send(id, module.as_ref());
-            have_snapshot = snapshot.as_ref().map(|s| s.hash.clone());
-            let resuming = snapshot.is_some();
-            let req = ActivateRequest {
-                claim_id: claim.claim_id.clone(),
-                job: ad.to_string(),
-                module_digest: digest.clone(),
-                inputs,
-                lease_secs: lease,
-                wait_ms: self.cfg.activate_wait_ms,
-                saved_state: self
-                    .saved_state_path(id)
-                    .and_then(|p| std::fs::read(p).ok())
-                    .map(|data| andes_protocol::pool::SavedState { seq: 0, data }),
-                snapshot,
-            };
-            match self.activate(link, &req, &digest, lease).await {
-                Ok(r) => {
-                    let mut started = self.started_attrs(claim);
-                    if resuming {
-                        // HTCondor's count of restarts from a checkpoint.
-                        let n = match job.eval_attr("NumRestarts") {
-                            Value::Int(n) => n,
-                            _ => 0,
-                        };
-                        started.insert_value("NumRestarts", n + 1);
+                    return (false, None);
+                };
+                lane.send(LaneOp::Pool(id, PoolOp::Reconnected));
+                match ends.view(r, &gid) {
+                    Viewed::Mine(r) => r,
+                    Viewed::NotYet(r) => {
+                        lane.send(LaneOp::Pool(id, PoolOp::Evicted(lost_ad("the claim ended"))));
+                        return (r.claim_alive, Some(r));
                     }
-                    lane.send(LaneOp::Pool(id, PoolOp::Started(started)));
-                    report = r;
-                }
-                Err(e) => {
-                    // The job never started: it stays idle; the claim is given up.
-                    tracing::warn!("job {id}: activation failed: {e}");
-                    self.release(link, &claim.claim_id).await;
-                    return false;
                 }
             }
-        }
+            Start::Queued(first) => {
+                // Queued behind other jobs of the claim: it is followed once
+                // a report shows it ran (or that the host dropped it). One
+                // held or removed meanwhile is none of its business any more.
+                let idle =
+                    self.queue.read().job(id).is_some_and(|v| v.proc.status == JobStatus::Idle);
+                if !idle {
+                    return (first.claim_alive, Some(*first));
+                }
+                let mut r = *first;
+                loop {
+                    match ends.view(r, &gid) {
+                        Viewed::Mine(mine) => {
+                            lane.send(LaneOp::Pool(id, PoolOp::Started(self.started_attrs(claim))));
+                            break mine;
+                        }
+                        Viewed::NotYet(other) => {
+                            if !other.claim_alive || other.queued == 0 {
+                                // It never started: it stays idle.
+                                return (other.claim_alive, Some(other));
+                            }
+                            let req = WaitRequest {
+                                claim_id: claim.claim_id.clone(),
+                                since: other.version,
+                                saved_seq: 0,
+                                snapshot: None,
+                            };
+                            lane.flush();
+                            tokio::select! {
+                                sig = signals.recv() => {
+                                    if matches!(sig, Some(Signal::Stop) | None) {
+                                        self.release(link, &claim.claim_id).await;
+                                        return (false, None);
+                                    }
+                                    r = other;
+                                }
+                                got = self.wait_until_lease(link, &req, lease) => match got {
+                                    Ok(got) => r = got,
+                                    Err(()) => return (false, None),
+                                },
+                            }
+                        }
+                    }
+                }
+            }
+            Start::Activate => {
+                let ad = host_ad(&job, &claim.slot_ad);
+                let ckpt = self.ckpt_dir(id).filter(|_| checkpoints);
+                let inputs = match read_inputs(&job, ckpt.as_deref()) {
+                    Ok(i) => i,
+                    Err(e) => {
+                        // Cannot start: hold it here, keep the claim.
+                        let mut attrs = ClassAd::new();
+                        attrs.insert_value("HoldReasonCode", HOLD_TRANSFER_INPUT);
+                        attrs.insert_value("HoldReasonSubCode", 0i64);
+                        attrs.insert_value("HoldReason", e.as_str());
+                        lane.send(LaneOp::Pool(id, PoolOp::Started(self.started_attrs(claim))));
+                        lane.send(LaneOp::Exited(id, attrs));
+                        // The jobs meant to follow it never went out.
+                        return (true, Some(no_report(true)));
+                    }
+                };
+                let digest = str_attr(&job, "CmdDigest").unwrap_or_default();
+                let snapshot =
+                    if checkpoints { self.snapshot_to_send(id, module.as_ref()) } else { None };
+                have_snapshot = snapshot.as_ref().map(|s| s.hash.clone());
+                let resuming = snapshot.is_some();
+                let req = ActivateRequest {
+                    claim_id: claim.claim_id.clone(),
+                    job: ad.to_string(),
+                    module_digest: digest.clone(),
+                    inputs,
+                    lease_secs: lease,
+                    wait_ms: self.cfg.activate_wait_ms,
+                    saved_state: self
+                        .saved_state_path(id)
+                        .filter(|_| checkpoints)
+                        .and_then(|p| std::fs::read(p).ok())
+                        .map(|data| andes_protocol::pool::SavedState { seq: 0, data }),
+                    snapshot,
+                    more: Vec::new(),
+                };
+                match self.activate(link, &req, &digest, lease).await {
+                    Ok(r) => {
+                        let mut started = self.started_attrs(claim);
+                        if resuming {
+                            // HTCondor's count of restarts from a checkpoint.
+                            let n = match job.eval_attr("NumRestarts") {
+                                Value::Int(n) => n,
+                                _ => 0,
+                            };
+                            started.insert_value("NumRestarts", n + 1);
+                        }
+                        lane.send(LaneOp::Pool(id, PoolOp::Started(started)));
+                        match ends.view(r, &gid) {
+                            Viewed::Mine(r) => r,
+                            Viewed::NotYet(r) => r,
+                        }
+                    }
+                    Err(e) => {
+                        // The job never started: it stays idle; the claim is given up.
+                        tracing::warn!("job {id}: activation failed: {e}");
+                        self.release(link, &claim.claim_id).await;
+                        return (false, None);
+                    }
+                }
+            }
+        };
         let mut last_push = self.clock.now();
         let mut last_state = report.state;
         // Whether the job waits for its DeferralTime, as last told to the queue.
@@ -1016,7 +1411,8 @@ impl Inner {
                     }
                     lane.send(LaneOp::Pool(id, PoolOp::Evicted(ending)));
                 } else {
-                    if !ending.contains("HoldReasonCode")
+                    if checkpoints
+                        && !ending.contains("HoldReasonCode")
                         && let Some(spool) = self.spool()
                     {
                         // Done: its checkpoints are of no more use. A held job
@@ -1030,11 +1426,11 @@ impl Inner {
                     }
                     lane.send(LaneOp::Exited(id, ending));
                 }
-                return report.claim_alive;
+                return (report.claim_alive, Some(light(report)));
             }
             if !report.claim_alive {
                 lane.send(LaneOp::Pool(id, PoolOp::Evicted(lost_ad("the claim ended"))));
-                return false;
+                return (false, None);
             }
             let now = self.clock.now();
             let due = now - last_push >= self.cfg.queue_update_interval.as_secs() as i64;
@@ -1052,6 +1448,7 @@ impl Inner {
                 saved_seq: have_saved,
                 snapshot: have_snapshot.clone(),
             };
+            lane.flush();
             tokio::select! {
                 sig = signals.recv() => match sig {
                     Some(Signal::Edit(attrs)) => {
@@ -1073,17 +1470,24 @@ impl Inner {
                         if removed {
                             lane.send(LaneOp::Exited(id, ClassAd::new()));
                         }
-                        return false;
+                        return (false, None);
                     }
                 },
                 r = self.wait_until_lease(link, &req, lease) => match r {
-                    Ok(r) => report = r,
+                    Ok(r) => match ends.view(r, &gid) {
+                        Viewed::Mine(r) => report = r,
+                        Viewed::NotYet(_) => {
+                            // Its host moved on without saying how it ended.
+                            lane.send(LaneOp::Pool(id, PoolOp::Evicted(lost_ad("the claim ended"))));
+                            return (false, None);
+                        }
+                    },
                     Err(()) => {
                         lane.send(LaneOp::Pool(
                             id,
                             PoolOp::Evicted(lost_ad("the job's host did not answer within its lease")),
                         ));
-                        return false;
+                        return (false, None);
                     }
                 },
             }
@@ -1247,29 +1651,66 @@ impl Inner {
         }
     }
 
-    /// The shadow's final update, retried, else the job is requeued.
-    async fn final_update(&self, id: JobId, ending: ClassAd) {
+    /// A claim's queue updates, in order, in one commit. A commit that fails
+    /// is retried every SHADOW_JOB_CLEANUP_RETRY_DELAY, up to
+    /// SHADOW_MAX_JOB_CLEANUP_RETRIES times; then the jobs whose end it
+    /// carried are requeued (HTCondor's shadow's final update).
+    async fn apply_in_order(&self, ops: Vec<JobOp>) {
+        if ops.is_empty() {
+            return;
+        }
         let mut tries = 0;
         loop {
             let now = self.clock.now();
-            match self.queue.job_exited(id, ending.clone(), now).await {
-                Ok(()) => return,
-                Err(QueueError::Storage(e)) if tries < self.cfg.max_cleanup_retries => {
-                    tracing::warn!("job {id}: final update failed ({e}); retrying");
+            match self.queue.in_order(ops.clone(), now).await {
+                Ok(results) => {
+                    for (op, r) in ops.iter().zip(results) {
+                        if let Err(e) = r {
+                            // Held or removed meanwhile: nothing to apply.
+                            let id = match op {
+                                JobOp::Pool(id, _) | JobOp::Exited(id, _) => id,
+                            };
+                            tracing::debug!("job {id}: update not applied: {e}");
+                        }
+                    }
+                    return;
+                }
+                Err(e) if tries < self.cfg.max_cleanup_retries => {
+                    tracing::warn!("queue update failed ({e}); retrying");
                     tries += 1;
                     tokio::time::sleep(self.cfg.cleanup_retry_delay).await;
                 }
-                Err(QueueError::Storage(e)) => {
-                    tracing::error!("job {id}: final update failed {tries} times ({e}); requeued");
-                    let _ = self.queue.pool(vec![id], PoolOp::Evicted(ClassAd::new()), now).await;
-                    return;
-                }
                 Err(e) => {
-                    // Held or removed meanwhile: nothing to complete.
-                    tracing::debug!("job {id}: final update not applied: {e}");
+                    tracing::error!("queue update failed {tries} times ({e}); requeuing");
+                    for op in &ops {
+                        if let JobOp::Exited(id, _) = op {
+                            let r = self
+                                .queue
+                                .pool(vec![*id], PoolOp::Evicted(ClassAd::new()), now)
+                                .await;
+                            if let Err(e) = r {
+                                tracing::error!("job {id}: not requeued: {e}");
+                            }
+                        }
+                    }
                     return;
                 }
             }
+        }
+    }
+
+    /// A job's part on its claim is over: it is no longer busy.
+    fn free(&self, id: JobId) {
+        let quiet = {
+            let mut st = lock(&self.state);
+            st.busy.remove(&id);
+            st.busy.is_empty()
+        };
+        self.advertise.notify_one();
+        if quiet {
+            // The pool just went quiet: say so now, so the next submit finds
+            // the negotiator up to date.
+            self.urgent.notify_one();
         }
     }
 }
@@ -1287,6 +1728,14 @@ fn host_ad(job: &ClassAd, slot: &ClassAd) -> ClassAd {
     }
     ad.remove(CLAIM_ID_ATTR);
     ad
+}
+
+/// Whether a job may keep something in the spool's checkpoints: it
+/// checkpoints (`WasmCheckpoint`, `CheckpointExitCode`) or has (`NumCkpts`).
+fn may_have_checkpoints(job: &ClassAd) -> bool {
+    job.contains("WasmCheckpoint")
+        || job.contains("CheckpointExitCode")
+        || matches!(job.eval_attr("NumCkpts"), Value::Int(n) if n > 0)
 }
 
 /// `sha256:<hex>` (a `CmdDigest`) as bytes.

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use andes_protocol::pool::{
-    self, ActivateRequest, ClaimReply, ClaimRequest, EditRequest, FileData, JobReport, MatchNotice,
-    NEED_MODULE, ReleaseRequest, RunState, SnapshotData, WaitRequest,
+    self, ActivateRequest, ClaimReply, ClaimRequest, EditRequest, FileData, JobEnd, JobReport,
+    MatchNotice, NEED_MODULE, ReleaseRequest, RunState, SnapshotData, WaitRequest,
 };
 use andes_protocol::{ApiError, Auth, Caller, Role, SignedJson, VerifiedBody};
 use andes_startd::SlotId;
@@ -74,6 +74,10 @@ pub struct Report {
     pub known: Arc<HashMap<String, Arc<HashSet<String>>>>,
     /// The hash of the snapshot the job resumed from (the shadow keeps it).
     pub restored: Option<String>,
+    /// How each job of the current activation ended, in order.
+    pub ended: Arc<Vec<JobEnd>>,
+    /// Jobs of the activation still queued on the claim.
+    pub queued: u32,
 }
 
 /// A transparent checkpoint the host took, kept for the shadow.
@@ -168,14 +172,22 @@ impl Report {
             snapshot: None,
             known: Arc::new(HashMap::new()),
             restored: None,
+            ended: Arc::new(Vec::new()),
+            queued: 0,
         }
     }
 
     /// The wire form, with usage read now; it carries the job's saved state
-    /// when that is newer than `have` (the seq the shadow holds), and its
+    /// when that is newer than `have` (the seq the shadow holds), its
     /// latest snapshot when that is not `have_snapshot` (the one the shadow
-    /// keeps).
-    pub fn to_wire(&self, clock: &dyn Clock, have: u64, have_snapshot: Option<&str>) -> JobReport {
+    /// keeps), and the ends of the activation's jobs after version `since`.
+    pub fn to_wire(
+        &self,
+        clock: &dyn Clock,
+        since: u64,
+        have: u64,
+        have_snapshot: Option<&str>,
+    ) -> JobReport {
         let mut saved = self.saved.clone();
         if let Some(ctl) = &self.ctl
             && let (n, Some(d)) = ctl.saved()
@@ -221,8 +233,18 @@ impl Report {
                 .snapshot
                 .as_ref()
                 .and_then(|s| snapshot_for(s, &self.known, have_snapshot)),
+            ended: self.ended.iter().filter(|e| e.version > since).cloned().collect(),
+            queued: self.queued,
         }
     }
+}
+
+/// The job ad, module and input files of a job queued on a claim.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub job: ClassAd,
+    pub module: Arc<[u8]>,
+    pub inputs: Vec<FileData>,
 }
 
 /// How long an ended claim's last report waits for its shadow (Unix
@@ -242,6 +264,10 @@ pub(crate) struct ClaimEntry {
     /// Set once a shadow was sent a report of the claim's job ending (or of
     /// the claim's end): the host owes it nothing more.
     pub told_end: Arc<std::sync::atomic::AtomicBool>,
+    /// Jobs of the current activation waiting for their turn.
+    pub queue: std::collections::VecDeque<Queued>,
+    /// When a shadow last asked about the claim.
+    pub heard: std::time::Instant,
 }
 
 impl ClaimEntry {
@@ -255,7 +281,17 @@ impl ClaimEntry {
             report,
             updates_sent: 0,
             told_end: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            queue: std::collections::VecDeque::new(),
+            heard: std::time::Instant::now(),
         }
+    }
+
+    /// True while the claim's schedd follows it: a shadow is waiting on its
+    /// report, or asked within the last two seconds. A queued job starts only
+    /// then, so a schedd that died does not leave jobs running that it will
+    /// match again.
+    pub(crate) fn followed(&self) -> bool {
+        self.report.receiver_count() > 0 || self.heard.elapsed() < Duration::from_secs(2)
     }
 
     /// True when the claim's shadow has not yet been told how its last job
@@ -768,12 +804,12 @@ async fn follow(s: &PoolState, f: Follow, req: &WaitRequest) -> JobReport {
     }
     let r = rx.borrow().clone();
     told(&r, &told_end);
-    r.to_wire(s.clock.as_ref(), req.saved_seq, req.snapshot.as_deref())
+    r.to_wire(s.clock.as_ref(), since, req.saved_seq, req.snapshot.as_deref())
 }
 
 /// Notes that `r`, about to be sent, tells the job's end (or the claim's).
 fn told(r: &Report, told_end: &std::sync::atomic::AtomicBool) {
-    if r.state == RunState::Exited || !r.claim_alive {
+    if (r.state == RunState::Exited && r.queued == 0) || !r.claim_alive {
         told_end.store(true, std::sync::atomic::Ordering::Release);
     }
 }
@@ -797,13 +833,18 @@ async fn activate(
     if wait_ms == 0 {
         let r = rx.borrow().clone();
         told(&r, &told_end);
-        return Ok(axum::Json(r.to_wire(s.clock.as_ref(), 0, have)));
+        return Ok(axum::Json(r.to_wire(s.clock.as_ref(), 0, 0, have)));
     }
-    // Answer when the job ends within wait_ms, else with its running report.
+    // Answer when the job (and any queued behind it) ended within wait_ms,
+    // else with the report of the moment.
     let mut rx2 = rx.clone();
     let deadline = s.clock.now() + Duration::from_millis(wait_ms);
     loop {
-        if rx2.borrow_and_update().state == RunState::Exited || !rx2.borrow().claim_alive {
+        let done = {
+            let r = rx2.borrow_and_update();
+            (r.state == RunState::Exited && r.queued == 0) || !r.claim_alive
+        };
+        if done {
             break;
         }
         tokio::select! {
@@ -814,7 +855,7 @@ async fn activate(
     let _ = (initial, periodic);
     let r = rx2.borrow().clone();
     told(&r, &told_end);
-    Ok(axum::Json(r.to_wire(s.clock.as_ref(), 0, have)))
+    Ok(axum::Json(r.to_wire(s.clock.as_ref(), 0, 0, have)))
 }
 
 async fn wait(
