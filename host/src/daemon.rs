@@ -431,6 +431,9 @@ pub struct Daemon {
     fast_shutdown: bool,
     /// Each slot's emptied sandbox, kept for its next job.
     spare: HashMap<SlotId, PathBuf>,
+    /// Whether a module (by digest) was compiled by `andes compile`:
+    /// reading that means parsing the module, once per module, not per job.
+    instrumented: HashMap<[u8; 32], bool>,
     store: pool::Modules,
     inputs: HashMap<SlotId, Vec<andes_protocol::pool::FileData>>,
     input_sizes: HashMap<SlotId, Vec<(String, u64)>>,
@@ -535,6 +538,7 @@ impl Daemon {
             ended: HashMap::new(),
             fast_shutdown: false,
             spare: HashMap::new(),
+            instrumented: HashMap::new(),
             store: pool::Modules::default(),
             inputs: HashMap::new(),
             input_sizes: HashMap::new(),
@@ -629,8 +633,8 @@ impl Daemon {
                 break;
             }
             budget -= 1;
-            let acts = self.startd.handle(now, ev);
-            for a in &acts {
+            let mut acts = self.startd.handle(now, ev);
+            for a in &mut acts {
                 self.carry_out(a, &mut queue);
             }
             all.extend(acts);
@@ -775,7 +779,8 @@ impl Daemon {
                 self.store.put(d, bytes);
                 Ok(PoolReply::Done)
             }
-            PoolRequest::Activate { caller, req } => {
+            PoolRequest::Activate { caller, req, ads } => {
+                let (job, more) = *ads;
                 let slot = owned(self, &caller, &req.claim_id)?;
                 if self
                     .startd
@@ -787,8 +792,6 @@ impl Daemon {
                     return Err(PoolError::Pending);
                 }
                 let module = self.store.get(&req.module_digest).ok_or(PoolError::NeedModule)?;
-                let job = classad::parse_ad(&req.job)
-                    .map_err(|e| PoolError::BadInput(format!("the job ad: {e}")))?;
                 pool::check_inputs(&job, &req.inputs)?;
                 if let Some(c) = self.claims.get_mut(&req.claim_id) {
                     c.lease_secs = i64::try_from(req.lease_secs).unwrap_or(i64::MAX);
@@ -809,10 +812,8 @@ impl Daemon {
                     self.snapshot_in.insert(slot, snap);
                 }
                 let mut queue = std::collections::VecDeque::with_capacity(req.more.len());
-                for q in req.more {
+                for (q, job) in req.more.into_iter().zip(more) {
                     let module = self.store.get(&q.module_digest).ok_or(PoolError::NeedModule)?;
-                    let job = classad::parse_ad(&q.job)
-                        .map_err(|e| PoolError::BadInput(format!("a queued job ad: {e}")))?;
                     pool::check_inputs(&job, &q.inputs)?;
                     queue.push_back(pool::Queued { job, module, inputs: q.inputs });
                 }
@@ -1320,7 +1321,9 @@ impl Daemon {
             .collect()
     }
 
-    fn carry_out(&mut self, action: &Action, queue: &mut VecDeque<Event>) {
+    /// Does what the startd asked. A `StartJob`'s ad moves into the starter
+    /// (the action keeps an empty one): one clone fewer per job.
+    fn carry_out(&mut self, action: &mut Action, queue: &mut VecDeque<Event>) {
         match action {
             Action::Transition { slot, number, from, to } => self.log(format!(
                 "slot {slot}: {}/{} -> {}/{} ({number})",
@@ -1338,7 +1341,17 @@ impl Daemon {
                     });
                     return;
                 };
-                if let Err(e) = self.start(*slot, RunKind::Job, job.clone(), module) {
+                let ad = std::mem::take(job);
+                let gid = match ad.eval_attr("GlobalJobId") {
+                    Value::Str(s) => Some(s.to_string()),
+                    _ => None,
+                };
+                let deferral = match Deferral::decide(&ad, self.clock.unix_now_ms()) {
+                    Deferral::Wait(t) => Some(Some(t)),
+                    _ if ad.contains("DeferralTime") => Some(None),
+                    _ => None,
+                };
+                if let Err(e) = self.start(*slot, RunKind::Job, ad, module) {
                     self.log(format!("slot {slot}: cannot start the job: {e}"));
                     queue.push_back(Event::StarterExited {
                         slot: *slot,
@@ -1349,15 +1362,6 @@ impl Daemon {
                 let now = self.now();
                 let ctl = self.runs.get(slot).map(|r| r.ctl.clone());
                 let restored = self.runs.get(slot).and_then(|r| r.restored.clone());
-                let gid = match job.eval_attr("GlobalJobId") {
-                    Value::Str(s) => Some(s.to_string()),
-                    _ => None,
-                };
-                let deferral = match Deferral::decide(job, self.clock.unix_now_ms()) {
-                    Deferral::Wait(t) => Some(Some(t)),
-                    _ if job.contains("DeferralTime") => Some(None),
-                    _ => None,
-                };
                 if let Some(c) = self.claims.get(claim_id) {
                     c.told_end.store(false, std::sync::atomic::Ordering::Release);
                     let queued = c.queue.len() as u32;
@@ -1506,8 +1510,11 @@ impl Daemon {
                 }
                 self.log(format!("slot {slot}: claim {claim_id} accepted"))
             }
-            Action::ClaimBroken { slot, claim_id } | Action::ReleaseClaim { slot, claim_id } => {
-                self.log(format!("slot {slot}: claim {claim_id}: {action:?}"))
+            Action::ClaimBroken { slot, claim_id } => {
+                self.log(format!("slot {slot}: claim {claim_id} broken"))
+            }
+            Action::ReleaseClaim { slot, claim_id } => {
+                self.log(format!("slot {slot}: claim {claim_id} released"))
             }
             Action::ClaimRefused { slot, claim_id, reason }
             | Action::ActivationRefused { slot, claim_id, reason } => {
@@ -1572,10 +1579,11 @@ impl Daemon {
             RunKind::Job => self.saved_in.get(&slot).cloned(),
             _ => None,
         };
-        let (transparent, blobs, restored) = match (kind, &self.snapshot_keys) {
-            (RunKind::Job, Some(keys))
-                if andes_compile::instrumentation_version(&module).is_some() =>
-            {
+        let checkpoints = kind == RunKind::Job
+            && self.snapshot_keys.is_some()
+            && self.instrumented(&module, digest);
+        let (transparent, blobs, restored) = match (checkpoints, &self.snapshot_keys) {
+            (true, Some(keys)) => {
                 let snap = self.snapshot_in.remove(&slot);
                 let (t, blobs, restored) = self
                     .transparent(slot, generation, &ad, keys.clone(), snap)
@@ -1745,6 +1753,18 @@ impl Drop for Daemon {
 }
 
 impl Daemon {
+    /// Whether `module` (whose digest the job ad names, if it does) was
+    /// compiled by `andes compile`, remembered per digest.
+    fn instrumented(&mut self, module: &[u8], digest: Option<[u8; 32]>) -> bool {
+        let Some(d) = digest else {
+            return andes_compile::instrumentation_version(module).is_some();
+        };
+        *self
+            .instrumented
+            .entry(d)
+            .or_insert_with(|| andes_compile::instrumentation_version(module).is_some())
+    }
+
     /// Empties the sandbox of a job that ended and keeps it for the slot's
     /// next job; one that cannot be emptied is removed.
     fn recycle_sandbox(&mut self, slot: SlotId, dir: PathBuf) {

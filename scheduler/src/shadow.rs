@@ -121,7 +121,7 @@ impl PoolConfig {
 }
 
 /// Jobs per activation at most (see `run_claim`).
-const MAX_BATCH: usize = 32;
+const MAX_BATCH: usize = 128;
 
 /// How a job's shadow begins.
 enum Start {

@@ -331,6 +331,9 @@ pub enum PoolRequest {
         caller: String,
         /// The request.
         req: Box<ActivateRequest>,
+        /// Its job ad and its queued jobs' ads, parsed by the route (not by
+        /// the daemon's loop, which every slot waits on).
+        ads: Box<(ClassAd, Vec<ClassAd>)>,
     },
     /// Follow a claim's reports.
     Subscribe {
@@ -821,7 +824,17 @@ async fn activate(
 ) -> ApiResult<axum::Json<JobReport>> {
     let wait_ms = req.wait_ms.min(60_000);
     let claim_id = req.claim_id.clone();
-    ask(&s, PoolRequest::Activate { caller: caller.identity.clone(), req: Box::new(req) }).await?;
+    let job =
+        classad::parse_ad(&req.job).map_err(|e| PoolError::BadInput(format!("the job ad: {e}")))?;
+    let more = req
+        .more
+        .iter()
+        .map(|q| classad::parse_ad(&q.job))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| PoolError::BadInput(format!("a queued job ad: {e}")))?;
+    let ads = Box::new((job, more));
+    ask(&s, PoolRequest::Activate { caller: caller.identity.clone(), req: Box::new(req), ads })
+        .await?;
     let PoolReply::Reports(rx, initial, periodic, told_end) =
         ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id }).await?
     else {
