@@ -954,6 +954,8 @@ impl Inner {
         // batch costs one round trip, not one per job), back to one as soon
         // as they are not.
         let mut batch = 1usize;
+        // How long each job of the last batch took.
+        let mut per_job = Duration::ZERO;
         // The last batch's ends being taken in while its host already runs
         // the next batch.
         let mut behind: Option<tokio::task::JoinHandle<bool>> = None;
@@ -961,7 +963,16 @@ impl Inner {
         loop {
             let t = tokio::time::Instant::now();
             let n;
-            match self.plain_batch(job, grant.autocluster, batch, &claim) {
+            // A batch does not outlast CLAIM_WORKLIFE by more than a job: the
+            // claim takes no new jobs after it, queued ones included.
+            let mut size = batch;
+            if self.cfg.claim_worklife >= 0 && !per_job.is_zero() {
+                let left = Duration::from_secs(self.cfg.claim_worklife as u64)
+                    .saturating_sub(since.elapsed());
+                let fit = (left.as_nanos() / per_job.as_nanos()).max(1);
+                size = size.min(usize::try_from(fit).unwrap_or(usize::MAX));
+            }
+            match self.plain_batch(job, grant.autocluster, size, &claim) {
                 Some((ids, req, lease)) => {
                     n = ids.len();
                     let digest = req.module_digest.clone();
@@ -1013,7 +1024,7 @@ impl Inner {
             if !alive {
                 break;
             }
-            let per_job = t.elapsed() / n as u32;
+            per_job = t.elapsed() / n as u32;
             batch = if per_job < Duration::from_millis(10) {
                 (batch * 2).min(MAX_BATCH)
             } else if per_job > Duration::from_millis(50) {
