@@ -1,8 +1,8 @@
 //! The host's wasmtime engines, and the cache of compiled modules.
 //!
-//! The metered engine (fuel and epoch checks compiled in) runs every job on
-//! every platform. Where the host can stop guest code by signal (Linux on
-//! x86_64, [`crate::preempt`]) and [`HostConfig::meter_fuel`] is off, a
+//! The metered engine (fuel and epoch checks compiled in) can run every job
+//! on every platform. Where the host can stop guest code by signal (Linux on
+//! x86_64, `host/src/preempt.rs`) and [`HostConfig::meter_fuel`] is off, a
 //! second, unmetered engine runs the jobs that need no fuel: about twice as
 //! fast on loop-heavy code, since the checks at every loop header and
 //! function entry keep values in registers from surviving calls.
