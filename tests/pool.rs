@@ -287,7 +287,7 @@ fn a_vacated_job_resumes_from_its_own_checkpoint() {
     p.submit(
         "alice",
         "v",
-        "executable = vacate.wasm\narguments = 500000000\noutput = v.out\n\
+        "executable = vacate.wasm\narguments = 1500000000\noutput = v.out\n\
          checkpoint_exit_code = 85\nlog = v.log\nqueue\n",
     );
     wait_for("the job to make progress", Duration::from_secs(60), || {
@@ -304,7 +304,7 @@ fn a_vacated_job_resumes_from_its_own_checkpoint() {
     assert!(int(h, "LastCkptTime") > 0, "{h}");
     let out = std::fs::read_to_string(p.path().join("jobs/v.out")).unwrap();
     assert!(out.contains("resuming at term"), "{out}");
-    assert!(out.contains("sum of 1/k^2 for k = 1..=500000000"), "{out}");
+    assert!(out.contains("sum of 1/k^2 for k = 1..=1500000000"), "{out}");
     let log = std::fs::read_to_string(p.path().join("jobs/v.log")).unwrap();
     assert!(log.contains("Job was evicted") && log.contains("Job was checkpointed"), "{log}");
 }
@@ -508,12 +508,13 @@ fn a_cooperative_job_vacated_three_times_resumes_from_what_it_saved() {
          SHADOW_QUEUE_UPDATE_INTERVAL = 1",
         1,
     );
-    // About 5 s of work on this machine; each vacate comes once a run has
-    // reported more than 0.3 s of it (the first report is 1 s in).
+    // About 5 s of work on this machine (unmetered, as the host runs it by
+    // default); each vacate comes once a run has reported more than 0.3 s of
+    // it (the first report is 1 s in).
     p.submit(
         "alice",
         "c",
-        "executable = coop.wasm\narguments = 900000000\noutput = c.out\nerror = c.err\n\
+        "executable = coop.wasm\narguments = 2700000000\noutput = c.out\nerror = c.err\n\
          +WasmCheckpoint = \"cooperative\"\ncheckpoint_exit_code = 85\nqueue\n",
     );
     let mut last = 0.0;
@@ -528,12 +529,12 @@ fn a_cooperative_job_vacated_three_times_resumes_from_what_it_saved() {
     assert!(int(h, "CkptSize") >= 1, "{h}");
     // Its output is what an uninterrupted run prints: the same bits.
     let mut sum = 0.0f64;
-    for k in 1..=900_000_000u64 {
+    for k in 1..=2_700_000_000u64 {
         let k = k as f64;
         sum += 1.0 / (k * k);
     }
     let out = std::fs::read_to_string(p.path().join("jobs/c.out")).unwrap();
-    assert_eq!(out, format!("sum of 1/k^2 for k = 1..=900000000: {sum:?}\n"));
+    assert_eq!(out, format!("sum of 1/k^2 for k = 1..=2700000000: {sum:?}\n"));
     let err = std::fs::read_to_string(p.path().join("jobs/c.err")).unwrap();
     assert!(err.contains("resuming at term"), "{err}");
 }
@@ -549,7 +550,7 @@ fn a_checkpoint_exit_code_job_restarted_three_times_completes() {
     p.submit(
         "alice",
         "v",
-        "executable = vacate.wasm\narguments = 900000000\noutput = v.out\n\
+        "executable = vacate.wasm\narguments = 2700000000\noutput = v.out\n\
          checkpoint_exit_code = 85\nqueue\n",
     );
     let mut last = 0.0;
@@ -561,7 +562,7 @@ fn a_checkpoint_exit_code_job_restarted_three_times_completes() {
     assert_eq!(int(h, "ExitCode"), 0, "{h}");
     assert_eq!(int(h, "NumJobStarts"), 4, "{h}");
     let out = std::fs::read_to_string(p.path().join("jobs/v.out")).unwrap();
-    assert!(out.contains("sum of 1/k^2 for k = 1..=900000000"), "{out}");
+    assert!(out.contains("sum of 1/k^2 for k = 1..=2700000000"), "{out}");
 }
 
 #[test]

@@ -9,14 +9,15 @@
 //!   WAT, and `hello.wasm` with no stdin. `inline` runs `host.run` with
 //!   `block_on` on the bench thread; `spawned` runs it as a tokio task on the
 //!   one worker thread, as the startd would. Then a plain loop of sequential
-//!   runs gives jobs per second on one core.
+//!   runs gives jobs per second on one core. Each case runs on a metered
+//!   host and on one that runs jobs unmetered (`unmetered_...`).
 //! * `compute`: `primes N` under the full starter (fuel, epoch, yields; for
-//!   three `fuel_yield_interval`s), under a bare wasmtime embedding (default
+//!   three `fuel_yield_interval`s; and unmetered, `starter_unmetered`), under a bare wasmtime embedding (default
 //!   `Config`: no fuel, no epoch, sync WASI), and natively. Runs interleave,
 //!   round by round, so that load from the rest of the machine falls on all
 //!   of them alike.
 //! * `reaction`: suspend, resume and hard-kill latencies, for each fuel yield
-//!   interval.
+//!   interval, and on the unmetered engine (`reaction/unmetered/...`).
 //! * `memory`: RSS of 1,000 suspended small jobs.
 //!
 //! The samples must be built first: `cargo xtask samples`, and for the native
@@ -193,14 +194,30 @@ fn startup_sandbox() -> tempfile::TempDir {
 
 fn bench_startup(c: &mut Criterion, opts: &Opts) {
     let rt = runtime(1);
-    let host = host(HostConfig { max_instances: 16, ..Default::default() });
+    // The default host meters every job; the other runs jobs that need no
+    // fuel unmetered, each on a job thread of its own.
+    let hosts = [
+        ("", host(HostConfig { max_instances: 16, ..Default::default() })),
+        (
+            "unmetered_",
+            host(HostConfig { max_instances: 16, meter_fuel: false, ..Default::default() }),
+        ),
+    ];
     let sb = startup_sandbox();
     println!("startup: sandbox {}; load average {}", sb.path().display(), uptime());
     let clock = clock();
-    let cases = [("wat_trivial", wat(TRIVIAL_WAT)), ("hello", sample("hello"))];
+    let modules = [("wat_trivial", wat(TRIVIAL_WAT)), ("hello", sample("hello"))];
+    // (name, host, module)
+    type Case<'a> = (String, &'a Arc<Host>, &'a Arc<[u8]>);
+    let cases: Vec<Case> = hosts
+        .iter()
+        .flat_map(|(prefix, host)| {
+            modules.iter().map(move |(name, module)| (format!("{prefix}{name}"), host, module))
+        })
+        .collect();
     let mut g = c.benchmark_group("startup");
     g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
-    for (name, module) in &cases {
+    for (name, host, module) in &cases {
         let spec = job(module, "[]", sb.path());
         // The warm-up run compiles and pre-links the module.
         let r = rt.block_on(host.run(spec.clone(), Control::new(), clock.clone()));
@@ -216,7 +233,7 @@ fn bench_startup(c: &mut Criterion, opts: &Opts) {
             b.iter_batched(
                 || spec.clone(),
                 |s| {
-                    let (host, clock) = (host.clone(), clock.clone());
+                    let (host, clock) = ((*host).clone(), clock.clone());
                     rt.block_on(async move {
                         tokio::spawn(async move { host.run(s, Control::new(), clock).await })
                             .await
@@ -233,7 +250,7 @@ fn bench_startup(c: &mut Criterion, opts: &Opts) {
     }
     // Jobs per second: sequential runs on the bench thread for a fixed time.
     let secs = if opts.quick { 0.1 } else { 2.0 };
-    for (name, module) in &cases {
+    for (name, host, module) in &cases {
         let spec = job(module, "[]", sb.path());
         let t = Instant::now();
         let (cpu0, tcpu0) = (process_cpu_ns(), thread_cpu_ns());
@@ -380,7 +397,7 @@ fn bench_compute(opts: &Opts) {
     let rt = runtime(1);
     let clock = clock();
     let sb = tempfile::tempdir().expect("sandbox");
-    let hosts: Vec<(String, Arc<Host>)> = INTERVALS
+    let mut hosts: Vec<(String, Arc<Host>)> = INTERVALS
         .iter()
         .map(|&i| {
             let h =
@@ -389,6 +406,14 @@ fn bench_compute(opts: &Opts) {
             (format!("starter_yield_{i}"), h)
         })
         .collect();
+    // The default path of a host that does not meter every job.
+    hosts.insert(
+        0,
+        (
+            "starter_unmetered".into(),
+            host(HostConfig { max_instances: 4, meter_fuel: false, ..Default::default() }),
+        ),
+    );
     let bares: Vec<(&str, Bare)> = [
         ("bare_wasmtime", false, false),
         ("bare_fuel", true, false),
@@ -455,7 +480,12 @@ fn bench_compute(opts: &Opts) {
                 let h = &hosts.iter().find(|(n, _)| n == name).expect("host").1;
                 let c0 = thread_cpu_ns();
                 let r = rt.block_on(h.run(spec.clone(), Control::new(), clock.clone()));
-                let c = (thread_cpu_ns() - c0) as f64 / 1e9;
+                // A metered job runs on this thread; an unmetered one on a
+                // job thread of its own, whose CPU time the starter reports.
+                let mut c = (thread_cpu_ns() - c0) as f64 / 1e9;
+                if r.usage.fuel_unmetered {
+                    c += r.usage.remote_user_cpu;
+                }
                 assert_eq!(r.ending, Ending::Exited(0), "{name}: {r:?}");
                 fuel_used[i] = r.usage.fuel_consumed;
                 let out = std::fs::read_to_string(sb.path().join("out.txt")).unwrap_or_default();
@@ -628,13 +658,15 @@ fn bench_reaction(opts: &Opts) {
     let primes = sample("primes");
     let spin = sample("spin");
     let sleeper = sample("sleeper");
-    for &interval in intervals {
-        println!("reaction: fuel_yield_interval {interval}; load average {}", uptime());
-        let host = host(HostConfig {
-            max_instances: 8,
-            fuel_yield_interval: interval,
-            ..Default::default()
-        });
+    // Each fuel yield interval of the metered engine, then the unmetered
+    // engine (stopped by signal; the interval does not apply).
+    let variants = intervals
+        .iter()
+        .map(|&i| (i.to_string(), HostConfig { fuel_yield_interval: i, ..Default::default() }))
+        .chain([("unmetered".to_string(), HostConfig { meter_fuel: false, ..Default::default() })]);
+    for (interval, config) in variants {
+        println!("reaction: {interval}; load average {}", uptime());
+        let host = host(HostConfig { max_instances: 8, ..config });
         for (name, spec) in [
             ("primes", job(&primes, r#"[ Arguments = "1000000000000" ]"#, sb.path())),
             ("spin", job(&spin, "[]", sb.path())),

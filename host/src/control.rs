@@ -1,10 +1,16 @@
 //! The control surface the startd drives: suspend, resume, soft kill
 //! (vacate) and hard kill, and the usage a running job publishes.
 //!
-//! A job runs as a future. Suspending it means that future is no longer
-//! polled: the guest stops at its next fuel yield, keeps all its state and
-//! uses no CPU. A hard kill drops the future, which cancels the guest at
+//! A metered job runs as a future. Suspending it means that future is no
+//! longer polled: the guest stops at its next fuel yield, keeps all its state
+//! and uses no CPU. A hard kill drops the future, which cancels the guest at
 //! once, even inside a blocking host call such as a sleep.
+//!
+//! An unmetered job (Linux on x86_64, see `host/src/preempt.rs`) never yields on
+//! its own: it runs on a thread of its own, which a suspension blocks where the
+//! guest is and a hard kill traps, both by a signal; while the job waits in a
+//! host call, its future is simply not polled, or dropped, as above. The
+//! control surface and its guarantees are the same for both.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -67,8 +73,11 @@ pub struct Usage {
     pub image_size_kib: u64,
     /// Bytes the sandbox holds, in KiB (`DiskUsage`).
     pub disk_usage_kib: u64,
-    /// Fuel consumed (`WasmFuelConsumed`).
+    /// Fuel consumed (`WasmFuelConsumed`); 0 when the job ran unmetered.
     pub fuel_consumed: u64,
+    /// True when the job ran without fuel metering: nobody counted its fuel,
+    /// so `WasmFuelConsumed` is not published for it.
+    pub fuel_unmetered: bool,
 }
 
 #[derive(Debug, Default)]
@@ -118,6 +127,13 @@ pub struct Control {
     saved: Mutex<Option<Arc<[u8]>>>,
     saves: AtomicU64,
     saved_notify: tokio::sync::Notify,
+    /// Set while a metered job's future is held back by a suspension.
+    halted: AtomicBool,
+    /// Set once the job runs unmetered: its fuel is not counted.
+    unmetered: AtomicBool,
+    /// An unmetered job's link to its thread, while it runs.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    remote: Mutex<Option<Arc<crate::preempt::Remote>>>,
 }
 
 impl Control {
@@ -130,6 +146,51 @@ impl Control {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Passes the wanted state on to an unmetered job's thread. Called with
+    /// the state lock held (`s`), so that concurrent changes reach the job
+    /// in the order they were made.
+    fn sync_remote(&self, s: &CtlState) {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        {
+            let remote = self.remote.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(r) = remote {
+                use crate::preempt::{KILL, RUN, SUSPEND};
+                let want = if self.is_killed() {
+                    KILL
+                } else if s.suspended && !self.checkpoint_requested() {
+                    SUSPEND
+                } else {
+                    RUN
+                };
+                if r.request() != want {
+                    r.set_request(want);
+                }
+            }
+        }
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        let _ = s;
+    }
+
+    /// Links an unmetered job's thread to this control block, and passes it
+    /// what was asked before.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    pub(crate) fn attach(&self, r: Arc<crate::preempt::Remote>) {
+        let s = self.state();
+        self.unmetered.store(true, Ordering::SeqCst);
+        *self.remote.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        self.sync_remote(&s);
+    }
+
+    /// Ends the link made by [`Control::attach`], keeping the CPU time the
+    /// job used.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    pub(crate) fn detach(&self) {
+        let _s = self.state();
+        if let Some(r) = self.remote.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            self.cpu_ns.fetch_add(r.cpu_ns(), Ordering::Relaxed);
+        }
+    }
+
     /// Suspends the job: it stops at its next yield and stays stopped.
     pub fn suspend(&self, clock: &dyn Clock) {
         let mut s = self.state();
@@ -137,6 +198,7 @@ impl Control {
             s.suspended = true;
             s.suspended_since = Some(clock.now());
         }
+        self.sync_remote(&s);
     }
 
     /// Resumes a suspended job where it stopped.
@@ -147,11 +209,23 @@ impl Control {
         {
             w.wake();
         }
+        self.sync_remote(&s);
     }
 
     /// True while suspended.
     pub fn is_suspended(&self) -> bool {
         self.state().suspended
+    }
+
+    /// True once a suspension has taken effect: the guest runs no code until
+    /// it is resumed (it was stopped where it was, or its job is held back
+    /// while it waits in a host call).
+    pub fn is_stopped(&self) -> bool {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if let Some(r) = &*self.remote.lock().unwrap_or_else(|e| e.into_inner()) {
+            return r.is_stopped();
+        }
+        self.halted.load(Ordering::SeqCst) && self.is_suspended()
     }
 
     /// Asks the guest to vacate (soft kill); after `grace` it is hard-killed.
@@ -167,6 +241,7 @@ impl Control {
         if let Some(w) = s.waker.take() {
             w.wake();
         }
+        self.sync_remote(&s);
         drop(s);
         self.changed.notify_one();
     }
@@ -174,9 +249,12 @@ impl Control {
     /// Kills the job now.
     pub fn hard_kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
-        if let Some(w) = self.state().waker.take() {
+        let mut s = self.state();
+        if let Some(w) = s.waker.take() {
             w.wake();
         }
+        self.sync_remote(&s);
+        drop(s);
         self.changed.notify_one();
     }
 
@@ -219,9 +297,11 @@ impl Control {
     /// point, is captured, and stays suspended.
     pub fn request_checkpoint(&self) {
         self.ckpt_requested.store(true, Ordering::SeqCst);
-        if let Some(w) = self.state().waker.take() {
+        let mut s = self.state();
+        if let Some(w) = s.waker.take() {
             w.wake();
         }
+        self.sync_remote(&s);
     }
 
     /// True while a checkpoint request is pending.
@@ -232,6 +312,7 @@ impl Control {
     /// A transparent checkpoint was taken (or tried): the request is answered.
     pub fn checkpoint_taken(&self) {
         self.ckpt_requested.store(false, Ordering::SeqCst);
+        self.sync_remote(&self.state());
     }
 
     /// Records the guest's `save`: it answers any pending request.
@@ -239,6 +320,8 @@ impl Control {
         *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(state);
         self.saves.fetch_add(1, Ordering::SeqCst);
         self.ckpt_requested.store(false, Ordering::SeqCst);
+        // A suspended job that ran only to save stops again.
+        self.sync_remote(&self.state());
         self.saved_notify.notify_waiters();
     }
 
@@ -295,8 +378,15 @@ impl Control {
         if let Some(since) = s.suspended_since {
             suspended += now.saturating_duration_since(since);
         }
+        #[allow(unused_mut)]
+        let mut cpu_ns = self.cpu_ns.load(Ordering::Relaxed);
+        // An unmetered job's CPU time is read live from its thread's clock.
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if let Some(r) = &*self.remote.lock().unwrap_or_else(|e| e.into_inner()) {
+            cpu_ns += r.cpu_ns();
+        }
         Usage {
-            remote_user_cpu: self.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            remote_user_cpu: cpu_ns as f64 / 1e9,
             remote_wall_clock_time: s
                 .started
                 .map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64()),
@@ -304,6 +394,7 @@ impl Control {
             image_size_kib: self.memory_bytes.load(Ordering::Relaxed).div_ceil(1024),
             disk_usage_kib: self.disk_bytes.load(Ordering::Relaxed).div_ceil(1024),
             fuel_consumed: self.fuel_consumed.load(Ordering::Relaxed),
+            fuel_unmetered: self.unmetered.load(Ordering::SeqCst),
         }
     }
 }
@@ -334,9 +425,11 @@ impl<F: Future> Future for Controlled<F> {
             let mut s = self.ctl.state();
             if s.suspended && !self.ctl.checkpoint_requested() {
                 s.waker = Some(cx.waker().clone());
+                self.ctl.halted.store(true, Ordering::SeqCst);
                 return Poll::Pending;
             }
             s.waker = Some(cx.waker().clone());
+            self.ctl.halted.store(false, Ordering::SeqCst);
         }
         let t0 = crate::cputime::thread_cpu_ns();
         let r = self.inner.as_mut().poll(cx);

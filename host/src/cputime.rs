@@ -9,3 +9,29 @@ pub fn thread_cpu_ns() -> u64 {
 pub fn process_cpu_ns() -> u64 {
     cpu_time::ProcessTime::try_now().map(|t| t.as_duration().as_nanos() as u64).unwrap_or(0)
 }
+
+/// The CPU clock of one thread, readable from any thread of the process while
+/// that thread lives (Linux: `pthread_getcpuclockid`).
+#[cfg(target_os = "linux")]
+#[derive(Clone, Copy, Debug)]
+pub struct ThreadClock(libc::clockid_t);
+
+#[cfg(target_os = "linux")]
+impl ThreadClock {
+    /// The calling thread's clock.
+    pub fn current() -> Option<ThreadClock> {
+        let mut id: libc::clockid_t = 0;
+        // SAFETY: `pthread_self` is the calling thread, alive; `id` is ours.
+        let rc = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) };
+        (rc == 0).then_some(ThreadClock(id))
+    }
+
+    /// Nanoseconds of CPU time the thread has used. Call it only while the
+    /// thread lives: a dead thread's clock id may name another.
+    pub fn ns(&self) -> Option<u64> {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is ours; an invalid clock id is an error, not UB.
+        let rc = unsafe { libc::clock_gettime(self.0, &mut ts) };
+        (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+}

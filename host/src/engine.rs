@@ -1,4 +1,11 @@
-//! One wasmtime engine per host, and the cache of compiled modules.
+//! The host's wasmtime engines, and the cache of compiled modules.
+//!
+//! The metered engine (fuel and epoch checks compiled in) can run every job
+//! on every platform. Where the host can stop guest code by signal (Linux on
+//! x86_64, `host/src/preempt.rs`) and [`HostConfig::meter_fuel`] is off, a
+//! second, unmetered engine runs the jobs that need no fuel: about twice as
+//! fast on loop-heavy code, since the checks at every loop header and
+//! function entry keep values in registers from surviving calls.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -29,6 +36,16 @@ pub struct HostConfig {
     pub epoch_tick: Duration,
     /// Where compiled modules are cached; `None` keeps them in memory only.
     pub cache_dir: Option<PathBuf>,
+    /// Meter every job's fuel (the host configuration's
+    /// `STARTER_METER_FUEL`). When false, a job with no `MaxFuel` whose
+    /// module is not instrumented by `andes compile` runs on the unmetered
+    /// engine where the platform allows it (Linux on x86_64): about twice as
+    /// fast on compute, but nobody counts its fuel, so its
+    /// `WasmFuelConsumed` is not published ([`crate::Usage::fuel_unmetered`]).
+    /// Suspend, resume, vacate, hard kill and every limit work the same
+    /// either way. True by default, so that every job reports its fuel
+    /// unless the host chooses speed.
+    pub meter_fuel: bool,
 }
 
 impl Default for HostConfig {
@@ -40,6 +57,7 @@ impl Default for HostConfig {
             fuel_yield_interval: 1_000_000,
             epoch_tick: Duration::from_millis(5),
             cache_dir: None,
+            meter_fuel: true,
         }
     }
 }
@@ -54,6 +72,26 @@ pub struct Host {
     ticker: Option<std::thread::JoinHandle<()>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
     compilations: std::sync::atomic::AtomicU64,
+    /// The unmetered engine, when jobs may use it.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    pub(crate) unmetered: Option<Unmetered>,
+    /// Why jobs that need no fuel are metered anyway, if they are.
+    unmetered_off: Option<String>,
+}
+
+/// The engine for jobs that need no fuel: no fuel, no epoch checks, no wasm
+/// backtraces (a killed guest's trap is raised at the pad, see
+/// [`crate::preempt`]).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) struct Unmetered {
+    pub(crate) engine: Engine,
+    engine_key: String,
+    /// Compiled modules; `None` for a module instrumented by `andes
+    /// compile`, which always runs metered.
+    modules: Mutex<HashMap<[u8; 32], Option<Arc<Prepared>>>>,
+    pub(crate) linker: wasmtime::Linker<crate::starter::JobState>,
+    pub(crate) preempt: crate::preempt::Preempt,
+    pub(crate) threads: Arc<crate::jobthread::JobThreads>,
 }
 
 /// A module compiled and linked against the host's imports once, so that
@@ -66,6 +104,10 @@ pub(crate) struct Prepared {
     pub(crate) instrumentation: Option<u32>,
     /// Memory 0's initial image, computed at the first checkpoint.
     image: std::sync::OnceLock<Result<Arc<[u8]>, String>>,
+    /// On the unmetered engine: the module's function bodies, where a
+    /// signal may stop or trap the guest.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    pub(crate) code: Option<Arc<crate::preempt::GuestCode>>,
 }
 
 impl Prepared {
@@ -84,31 +126,75 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Bytes of each pool slot's table kept resident after its instance ends.
+const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+
+/// The engine configuration: `metered` compiles fuel and epoch checks in.
+fn engine_config(config: &HostConfig, metered: bool) -> Config {
+    let mut cfg = Config::new();
+    cfg.strategy(wasmtime::Strategy::Cranelift);
+    cfg.async_support(true);
+    cfg.consume_fuel(metered);
+    cfg.epoch_interruption(metered);
+    if !metered {
+        // A killed unmetered guest traps at the pad, in another module:
+        // there is no backtrace to take, and no frames to walk.
+        cfg.wasm_backtrace(false);
+    }
+    cfg.max_wasm_stack(config.max_wasm_stack);
+    cfg.async_stack_size(config.max_wasm_stack + (1 << 20));
+    let mut pool = PoolingAllocationConfig::default();
+    // A module instrumented by `andes compile` has a second memory, its
+    // checkpoint stack.
+    pool.total_memories(config.max_instances.saturating_mul(2))
+        .max_memories_per_module(2)
+        .total_tables(config.max_instances)
+        .total_core_instances(config.max_instances)
+        .total_stacks(config.max_instances)
+        .max_memory_size(config.max_memory_bytes as usize);
+    // A freed instance's table is zeroed with memset up to this size rather
+    // than decommitted: cheaper than the madvise, its TLB shootdown and the
+    // next job's page faults (hello: 47 to 42 µs start to exit, BENCHMARKS.md).
+    // Linear memory is not: a small job touches pages spread over its first
+    // megabyte (the stack's top, then data), and zeroing it all costs more.
+    pool.table_keep_resident(TABLE_KEEP_RESIDENT);
+    cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    cfg
+}
+
+/// The cache key of an engine's compiled code.
+fn engine_key(engine: &Engine, config: &HostConfig) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    config.max_wasm_stack.hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+impl Unmetered {
+    fn new(config: &HostConfig) -> Result<Unmetered, String> {
+        crate::preempt::install()?;
+        let engine = Engine::new(&engine_config(config, false))
+            .map_err(|e| format!("creating the unmetered engine: {e:#}"))?;
+        let preempt = crate::preempt::Preempt::new(&engine, config.max_wasm_stack)?;
+        let linker = crate::starter::make_linker(&engine).map_err(|e| format!("{e:#}"))?;
+        Ok(Unmetered {
+            engine_key: engine_key(&engine, config),
+            engine,
+            modules: Mutex::new(HashMap::new()),
+            linker,
+            preempt,
+            threads: crate::jobthread::JobThreads::new(),
+        })
+    }
+}
+
 impl Host {
     /// A host with this configuration.
     pub fn new(config: HostConfig) -> Result<Host> {
-        let mut cfg = Config::new();
-        cfg.strategy(wasmtime::Strategy::Cranelift);
-        cfg.async_support(true);
-        cfg.consume_fuel(true);
-        cfg.epoch_interruption(true);
-        cfg.max_wasm_stack(config.max_wasm_stack);
-        cfg.async_stack_size(config.max_wasm_stack + (1 << 20));
-        let mut pool = PoolingAllocationConfig::default();
-        // A module instrumented by `andes compile` has a second memory, its
-        // checkpoint stack.
-        pool.total_memories(config.max_instances.saturating_mul(2))
-            .max_memories_per_module(2)
-            .total_tables(config.max_instances)
-            .total_core_instances(config.max_instances)
-            .total_stacks(config.max_instances)
-            .max_memory_size(config.max_memory_bytes as usize);
-        cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&cfg).context("creating the wasm engine")?;
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut h);
-        config.max_wasm_stack.hash(&mut h);
-        let engine_key = format!("{:016x}", h.finish());
+        let engine =
+            Engine::new(&engine_config(&config, true)).context("creating the wasm engine")?;
+        let engine_key = engine_key(&engine, &config);
         if let Some(dir) = &config.cache_dir {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("creating the module cache {}", dir.display()))?;
@@ -129,6 +215,22 @@ impl Host {
                 .context("starting the epoch ticker")?
         };
         let linker = crate::starter::make_linker(&engine)?;
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        let (unmetered, unmetered_off) = match config.meter_fuel {
+            true => (None, Some("the host meters every job (meter_fuel)".to_string())),
+            false => match Unmetered::new(&config) {
+                Ok(u) => (Some(u), None),
+                Err(e) => {
+                    tracing::warn!("every job runs metered: {e}");
+                    (None, Some(e))
+                }
+            },
+        };
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        let unmetered_off = Some(match config.meter_fuel {
+            true => "the host meters every job (meter_fuel)".to_string(),
+            false => "this platform cannot stop unmetered guest code".to_string(),
+        });
         Ok(Host {
             linker,
             engine,
@@ -138,7 +240,17 @@ impl Host {
             ticker: Some(ticker),
             stop,
             compilations: Default::default(),
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+            unmetered,
+            unmetered_off,
         })
+    }
+
+    /// Why jobs that need no fuel are metered here anyway (`meter_fuel`, or
+    /// a platform that cannot stop unmetered guest code), or `None` when
+    /// they run unmetered.
+    pub fn unmetered_unavailable(&self) -> Option<&str> {
+        self.unmetered_off.as_deref()
     }
 
     /// The engine.
@@ -151,11 +263,11 @@ impl Host {
         &self.config
     }
 
-    fn cache_path(&self, digest: &[u8; 32]) -> Option<PathBuf> {
+    fn cache_path(&self, digest: &[u8; 32], engine_key: &str) -> Option<PathBuf> {
         self.config
             .cache_dir
             .as_ref()
-            .map(|d| d.join(format!("{}-{}.cwasm", hex(digest), self.engine_key)))
+            .map(|d| d.join(format!("{}-{}.cwasm", hex(digest), engine_key)))
     }
 
     /// The compiled module for these bytes: from memory, else from the disk
@@ -172,27 +284,75 @@ impl Host {
         if let Some(p) = self.lock().get(&digest) {
             return Ok(p.clone());
         }
-        let module = self.load_or_compile(bytes, &digest)?;
+        let module = self.load_or_compile(&self.engine, &self.engine_key, bytes, &digest)?;
         let pre = self.linker.instantiate_pre(&module).map_err(|e| format!("{e:#}"));
         let instrumentation = andes_compile::instrumentation_version(bytes);
-        let p = Arc::new(Prepared { module, pre, instrumentation, image: Default::default() });
+        let p = Arc::new(Prepared {
+            module,
+            pre,
+            instrumentation,
+            image: Default::default(),
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+            code: None,
+        });
         self.lock().insert(digest, p.clone());
         Ok(p)
     }
 
-    fn load_or_compile(&self, bytes: &[u8], digest: &[u8; 32]) -> Result<Module> {
-        let path = self.cache_path(digest);
+    /// The module compiled and pre-linked for the unmetered engine, or
+    /// `None` when this job must run metered: the host meters every job, or
+    /// the module is instrumented by `andes compile`.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    pub(crate) fn prepared_unmetered(
+        &self,
+        bytes: &[u8],
+        digest: Option<[u8; 32]>,
+    ) -> Result<Option<Arc<Prepared>>> {
+        let Some(u) = &self.unmetered else { return Ok(None) };
+        let digest = digest.unwrap_or_else(|| module_digest(bytes));
+        let lock = || u.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = lock().get(&digest) {
+            return Ok(p.clone());
+        }
+        // An instrumented module sets its checkpoint flag from the epoch
+        // callback: metered, and never compiled here.
+        if andes_compile::instrumentation_version(bytes).is_some() {
+            lock().insert(digest, None);
+            return Ok(None);
+        }
+        let module = self.load_or_compile(&u.engine, &u.engine_key, bytes, &digest)?;
+        let pre = u.linker.instantiate_pre(&module).map_err(|e| format!("{e:#}"));
+        let code = Some(Arc::new(crate::preempt::GuestCode::of(&module)));
+        let p = Arc::new(Prepared {
+            module,
+            pre,
+            instrumentation: None,
+            image: Default::default(),
+            code,
+        });
+        lock().insert(digest, Some(p.clone()));
+        Ok(Some(p))
+    }
+
+    fn load_or_compile(
+        &self,
+        engine: &Engine,
+        engine_key: &str,
+        bytes: &[u8],
+        digest: &[u8; 32],
+    ) -> Result<Module> {
+        let path = self.cache_path(digest, engine_key);
         if let Some(p) = &path
             && p.exists()
         {
             // SAFETY: files in the cache directory are written only by
             // `Module::serialize` below, under a name keyed by this engine's
             // compatibility hash; wasmtime also checks the header.
-            if let Ok(m) = unsafe { Module::deserialize_file(&self.engine, p) } {
+            if let Ok(m) = unsafe { Module::deserialize_file(engine, p) } {
                 return Ok(m);
             }
         }
-        let m = Module::new(&self.engine, bytes)?;
+        let m = Module::new(engine, bytes)?;
         self.compilations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(p) = &path
             && let Ok(data) = m.serialize()
@@ -214,12 +374,22 @@ impl Host {
 
     /// True when the module with this digest is compiled in memory.
     pub fn is_cached_in_memory(&self, digest: &[u8; 32]) -> bool {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if let Some(u) = &self.unmetered
+            && u.modules.lock().unwrap_or_else(|e| e.into_inner()).contains_key(digest)
+        {
+            return true;
+        }
         self.lock().contains_key(digest)
     }
 
     /// Forgets the in-memory cache (the disk cache stays).
     pub fn clear_memory_cache(&self) {
         self.lock().clear();
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if let Some(u) = &self.unmetered {
+            u.modules.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Arc<Prepared>>> {

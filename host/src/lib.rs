@@ -34,6 +34,10 @@ pub mod cputime;
 pub mod daemon;
 pub mod engine;
 pub mod imports;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod jobthread;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod preempt;
 pub mod sandbox;
 pub mod starter;
 pub mod transparent;

@@ -1,7 +1,9 @@
 //! The starter: runs one job's module in its sandbox, under the limits its
 //! ad sets, and says how it ended in HTCondor's terms.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -258,7 +260,10 @@ impl JobResult {
         ad.insert_value("CumulativeSuspensionTime", u.cumulative_suspension_time);
         ad.insert_value("ImageSize", u.image_size_kib as i64);
         ad.insert_value("DiskUsage", u.disk_usage_kib as i64);
-        ad.insert_value("WasmFuelConsumed", u.fuel_consumed as i64);
+        // Nobody counted an unmetered job's fuel: no figure rather than 0.
+        if !u.fuel_unmetered {
+            ad.insert_value("WasmFuelConsumed", u.fuel_consumed as i64);
+        }
         ad
     }
 }
@@ -319,6 +324,16 @@ pub(crate) struct JobState {
     pub(crate) quota: Arc<Quota>,
     /// A checkpoint was tried on this vacate already.
     vacate_checkpointed: bool,
+    /// An unmetered job's link to its thread.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    remote: Option<Arc<crate::preempt::Remote>>,
+}
+
+impl JobState {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    fn remote(&self) -> Option<Arc<crate::preempt::Remote>> {
+        self.remote.clone()
+    }
 }
 
 impl ImportState for JobState {
@@ -436,7 +451,7 @@ impl Host {
                 // Compile (or load the cached compilation) now, so the job
                 // starts at its time, not a compilation later. An error shows
                 // again, as a hold, when the job starts.
-                let _ = self.prepared(&spec.module, spec.digest);
+                self.precompile(&spec);
                 let ms = until.saturating_mul(1000) - clock.unix_now_ms();
                 let mut timer =
                     clock.sleep_until(clock.now() + Duration::from_millis(ms.max(0) as u64));
@@ -488,7 +503,15 @@ impl Host {
         let quota = Quota::new(spec.limits.disk_bytes, used, spec.limits.max_open_files);
         quota.set_control(ctl.clone());
         ctl.disk_bytes.store(used, std::sync::atomic::Ordering::Relaxed);
-        ctl.mark_started(clock.now());
+        let started = clock.now();
+        ctl.mark_started(started);
+        // The wall-clock limit counts from here: an unmetered job's guest
+        // starts running on its own thread as soon as it is set up.
+        let exec_deadline = spec.limits.execute_duration.map(|d| started + d);
+        let mut exec_timer = match exec_deadline {
+            Some(d) => clock.sleep_until(d),
+            None => Box::pin(std::future::pending()),
+        };
         // Fuel used before the snapshot counts against MaxFuel.
         let fuel_before = restored
             .as_ref()
@@ -506,24 +529,41 @@ impl Host {
             fuel_before,
             fuel_budget,
         });
-        let fut = instantiate_and_run(
-            self.setup(
-                &spec,
+        let unmetered = self.unmetered_for(&spec);
+        let metered = job_is_metered(&unmetered);
+        let job: JobFuture<'_> = match unmetered {
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+            Some(u) => self.start_unmetered(
+                self.setup(
+                    &spec,
+                    ctl.clone(),
+                    clock.clone(),
+                    io.clone(),
+                    quota.clone(),
+                    fuel_budget,
+                    None,
+                    Some(&u),
+                ),
                 ctl.clone(),
-                clock.clone(),
-                io.clone(),
-                quota.clone(),
-                fuel_budget,
-                restored.as_ref().map(|o| &o.header.wasi),
             ),
-            tp,
-        );
-        let mut controlled = Box::pin(Controlled { inner: Box::pin(fut), ctl: ctl.clone() });
-        let exec_deadline = spec.limits.execute_duration.map(|d| clock.now() + d);
-        let mut exec_timer = match exec_deadline {
-            Some(d) => clock.sleep_until(d),
-            None => Box::pin(std::future::pending()),
+            _ => {
+                let fut = instantiate_and_run(
+                    self.setup(
+                        &spec,
+                        ctl.clone(),
+                        clock.clone(),
+                        io.clone(),
+                        quota.clone(),
+                        fuel_budget,
+                        restored.as_ref().map(|o| &o.header.wasi),
+                        None,
+                    ),
+                    tp,
+                );
+                Box::pin(Controlled { inner: Box::pin(fut), ctl: ctl.clone() })
+            }
         };
+        let mut controlled = job;
         let mut timed_out = false;
         let outcome = loop {
             let vacate = ctl.vacate_deadline().map(|(d, _)| d);
@@ -541,8 +581,17 @@ impl Host {
                 _ = ctl.changed() => {}
             }
         };
+        drop(controlled);
         let mut usage = ctl.usage(clock.as_ref());
         usage.disk_usage_kib = quota.used.load(std::sync::atomic::Ordering::Relaxed).div_ceil(1024);
+        let outcome = match outcome {
+            // Nobody counted an unmetered job's fuel.
+            Ok(Inner::Finished { result, refused, .. }) if !metered => {
+                Ok(Inner::Finished { result, refused, fuel_left: fuel_budget })
+            }
+            other => other,
+        };
+        usage.fuel_unmetered = !metered;
         let ending = match outcome {
             Err(Stopped::Killed) => self.killed_ending(&spec, &quota, timed_out, &ctl),
             Ok(Inner::Setup(e)) => e,
@@ -665,10 +714,24 @@ impl Host {
         quota: Arc<Quota>,
         fuel_budget: u64,
         restoring: Option<&andes_snapshot::WasiState>,
+        unmetered: Option<&Unmetered>,
     ) -> Result<(Store<JobState>, Arc<crate::engine::Prepared>), Ending> {
-        let prepared = self.prepared(&spec.module, spec.digest).map_err(|e| {
-            held(HOLD_FAILED_TO_START, 0, format!("the module is not valid WebAssembly: {e:#}"))
-        })?;
+        let (engine, prepared) = match unmetered {
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+            Some(u) => (&u.engine, u.prepared.clone()),
+            #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+            Some(u) => match *u {},
+            None => (
+                &self.engine,
+                self.prepared(&spec.module, spec.digest).map_err(|e| {
+                    held(
+                        HOLD_FAILED_TO_START,
+                        0,
+                        format!("the module is not valid WebAssembly: {e:#}"),
+                    )
+                })?,
+            ),
+        };
         let bad_ad = |msg: String| held(HOLD_FAILED_TO_START, 0, msg);
         let argv = job_argv(&spec.ad).map_err(bad_ad)?;
         let env = job_env(&spec.ad).map_err(bad_ad)?;
@@ -758,7 +821,7 @@ impl Host {
         })?;
         let limiter = Limiter { max: spec.limits.memory_bytes, refused: None, ctl: ctl.clone() };
         let mut store = Store::new(
-            &self.engine,
+            engine,
             JobState {
                 wasi,
                 limiter,
@@ -768,9 +831,19 @@ impl Host {
                 flag: None,
                 quota,
                 vacate_checkpointed: false,
+                #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+                remote: unmetered.map(|u| u.remote.clone()),
             },
         );
         store.limiter(|s| &mut s.limiter);
+        // An unmetered job is stopped by its thread's signal and, at each
+        // crossing between host and guest, by the call hook.
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if let Some(u) = unmetered {
+            let remote = u.remote.clone();
+            store.call_hook(move |_, hook| remote.at_boundary(hook));
+            return Ok((store, prepared));
+        }
         let internal =
             |e: anyhow::Error| held(HOLD_FAILED_TO_START, 0, format!("host error: {e:#}"));
         store.set_fuel(fuel_budget).map_err(internal)?;
@@ -798,6 +871,137 @@ impl Host {
             Ok(UpdateDeadline::Continue(1))
         });
         Ok((store, prepared))
+    }
+}
+
+/// A running job as `Host::run` awaits it: the guest's future under its
+/// [`Control`] (metered), or the end of its job thread (unmetered).
+type JobFuture<'a> = Pin<Box<dyn Future<Output = Result<Inner, Stopped>> + Send + 'a>>;
+
+/// What an unmetered job runs on: its module compiled for the unmetered
+/// engine, that engine, and its link to the job thread.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) struct Unmetered {
+    prepared: Arc<crate::engine::Prepared>,
+    engine: wasmtime::Engine,
+    remote: Arc<crate::preempt::Remote>,
+}
+
+/// No platform but Linux on x86_64 runs jobs unmetered.
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+pub(crate) type Unmetered = std::convert::Infallible;
+
+fn job_is_metered(u: &Option<Unmetered>) -> bool {
+    u.is_none()
+}
+
+/// Kills an unmetered job whose `Host::run` was dropped before it ended.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+struct Abandon(Option<Arc<crate::preempt::Remote>>);
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        if let Some(r) = self.0.take() {
+            r.set_request(crate::preempt::KILL);
+        }
+    }
+}
+
+impl Host {
+    /// Whether this job runs unmetered, and on what: only when it needs no
+    /// fuel (no `MaxFuel`, no transparent checkpoints, a module not
+    /// instrumented by `andes compile`) and the host allows it.
+    fn unmetered_for(&self, spec: &JobSpec) -> Option<Unmetered> {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        {
+            let u = self.unmetered.as_ref()?;
+            if spec.limits.fuel.is_some() || spec.transparent.is_some() {
+                return None;
+            }
+            // A module that does not compile is held by the metered path,
+            // which says why.
+            let prepared = self.prepared_unmetered(&spec.module, spec.digest).ok()??;
+            let code = prepared.code.clone()?;
+            let remote = crate::preempt::Remote::new(code, &u.preempt);
+            Some(Unmetered { prepared, engine: u.engine.clone(), remote })
+        }
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        {
+            let _ = spec;
+            None
+        }
+    }
+
+    /// Compiles (or loads) the module a job will run, ahead of its start.
+    fn precompile(&self, spec: &JobSpec) {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if self.unmetered.is_some()
+            && spec.limits.fuel.is_none()
+            && spec.transparent.is_none()
+            && let Ok(Some(_)) = self.prepared_unmetered(&spec.module, spec.digest)
+        {
+            return;
+        }
+        let _ = self.prepared(&spec.module, spec.digest);
+    }
+
+    /// Runs an unmetered job on a job thread; the future ends when the job
+    /// does, and kills it if dropped first.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    fn start_unmetered(
+        &self,
+        setup: Result<(Store<JobState>, Arc<crate::engine::Prepared>), Ending>,
+        ctl: Arc<Control>,
+    ) -> JobFuture<'static> {
+        let remote = match &setup {
+            Ok((store, _)) => store.data().remote(),
+            Err(_) => None,
+        };
+        let Some(remote) = remote else {
+            // Setup failed: nothing to run.
+            return Box::pin(async move {
+                match setup {
+                    Err(ending) => Ok(Inner::Setup(ending)),
+                    Ok(_) => Ok(Inner::Setup(held(HOLD_FAILED_TO_START, 0, "host error"))),
+                }
+            });
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let handle = tokio::runtime::Handle::try_current().ok();
+        ctl.attach(remote.clone());
+        let work: crate::jobthread::Work = {
+            let remote = remote.clone();
+            Box::new(move || {
+                let _rt = handle.as_ref().map(|h| h.enter());
+                let r = crate::jobthread::drive(&remote, instantiate_and_run(setup, None));
+                ctl.detach();
+                let _ = tx.send(r);
+            })
+        };
+        let started = match &self.unmetered {
+            Some(u) => u.threads.run(work).map_err(|e| e.to_string()),
+            None => Err("no job threads".to_string()),
+        };
+        Box::pin(async move {
+            let mut guard = Abandon(Some(remote));
+            let r = match started {
+                Err(e) => Ok(Inner::Setup(held(
+                    HOLD_FAILED_TO_START,
+                    0,
+                    format!("cannot start a thread for the job: {e}"),
+                ))),
+                Ok(()) => rx.await.unwrap_or_else(|_| {
+                    Ok(Inner::Setup(held(
+                        HOLD_FAILED_TO_START,
+                        0,
+                        "host error: the job's thread ended without a result",
+                    )))
+                }),
+            };
+            guard.0 = None;
+            r
+        })
     }
 }
 
@@ -894,6 +1098,12 @@ async fn instantiate_and_run(
             "the module has no `_start` function (is it a wasm32-wasip1 command?)",
         ));
     };
+    // An unmetered job's signal handler patches trampolines through the
+    // store's context, which it learns from the guest's entry point.
+    // The guard forgets it before the store is dropped (declared after it).
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    let _known =
+        store.data().remote().map(|r| r.set_store(start.func().to_raw(&mut store) as usize));
     // Transparent checkpoints need an instrumented module, somewhere to put
     // its snapshots, and its initial image.
     let mut tp = match (tp, prepared.instrumentation) {
@@ -1054,6 +1264,8 @@ pub fn andes_import_signatures(host: &Host) -> Vec<(String, String, Vec<String>,
         flag: None,
         quota: Quota::new(0, 0, 0),
         vacate_checkpointed: false,
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        remote: None,
     };
     let mut store = Store::new(&host.engine, state);
     let mut linker: Linker<JobState> = Linker::new(&host.engine);

@@ -45,6 +45,11 @@ pub struct RunArgs {
     /// Print, as the last line, a JSON object of the attributes the run set.
     #[arg(long)]
     json: bool,
+    /// Count the job's fuel (WasmFuelConsumed) even without --fuel. Without
+    /// either, the job runs unmetered where the platform allows it (Linux on
+    /// x86_64): about twice as fast on compute, and its fuel is not counted.
+    #[arg(long)]
+    meter_fuel: bool,
     /// Take the job from this ClassAd file, as a schedd sends it (Arguments,
     /// Environment, In, Out, Err, RequestMemory, ...); options given here
     /// override it.
@@ -372,8 +377,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         _ => None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let host =
-        Host::new(HostConfig { max_instances: 4, cache_dir: cache_dir(), ..Default::default() })?;
+    let host = Host::new(HostConfig {
+        max_instances: 4,
+        cache_dir: cache_dir(),
+        meter_fuel: a.meter_fuel,
+        ..Default::default()
+    })?;
     let spec = JobSpec {
         module: module.into(),
         limits: Limits::from_ad(&ad),
@@ -494,9 +503,13 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     }
     let u = &result.usage;
     eprintln!("andes: {summary}");
+    let fuel = match u.fuel_unmetered {
+        true => "not metered".to_string(),
+        false => u.fuel_consumed.to_string(),
+    };
     eprintln!(
-        "andes: cpu {:.3}s, wall {:.3}s, memory {} KiB, fuel {}",
-        u.remote_user_cpu, u.remote_wall_clock_time, u.image_size_kib, u.fuel_consumed
+        "andes: cpu {:.3}s, wall {:.3}s, memory {} KiB, fuel {fuel}",
+        u.remote_user_cpu, u.remote_wall_clock_time, u.image_size_kib
     );
     if let Some(f) = &a.result {
         crate::settings::write_atomically(&f.display().to_string(), &ad.to_string())

@@ -202,7 +202,10 @@ impl Report {
             update.insert_value("RemoteSysCpu", 0.0);
             update.insert_value("ImageSize", u.image_size_kib as i64);
             update.insert_value("DiskUsage", u.disk_usage_kib as i64);
-            update.insert_value("WasmFuelConsumed", u.fuel_consumed as i64);
+            // Nobody counts an unmetered job's fuel: no figure rather than 0.
+            if !u.fuel_unmetered {
+                update.insert_value("WasmFuelConsumed", u.fuel_consumed as i64);
+            }
             update.insert_value("CumulativeSuspensionTime", u.cumulative_suspension_time);
         }
         let job_state = match self.state {

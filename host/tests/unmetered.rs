@@ -1,0 +1,739 @@
+//! The starter's unmetered mode (`HostConfig::meter_fuel = false`): jobs that
+//! need no fuel run with neither fuel nor epoch checks, on a thread of their
+//! own, and are suspended and killed by a signal to that thread. Every
+//! control operation, limit and exit path must behave exactly as on the
+//! metered engine. Linux on x86_64 only: elsewhere every job runs metered.
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use andes_host::starter::{
+    HOLD_DISK, HOLD_EXECUTE_DURATION, HOLD_FUEL, HOLD_MEMORY, HOLD_OUTPUT_TOO_BIG,
+};
+use andes_host::{
+    Clock, Control, Ending, Host, HostConfig, JobResult, JobSpec, Limits, SystemClock, VirtualClock,
+};
+use classad::{Value, parse_ad};
+
+static HOST: LazyLock<Host> = LazyLock::new(|| {
+    let h = Host::new(HostConfig {
+        max_instances: 48,
+        max_memory_bytes: 1 << 30,
+        meter_fuel: false,
+        ..Default::default()
+    })
+    .expect("host");
+    assert_eq!(h.unmetered_unavailable(), None, "this platform should run jobs unmetered");
+    h
+});
+
+/// How long any wait in these tests may take before it counts as a hang:
+/// far longer than any reaction should (the bench measures those), so that
+/// a loaded machine does not fail the tests.
+const HANG: Duration = Duration::from_secs(60);
+
+fn sample(name: &str) -> Arc<[u8]> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples/target/wasm32-wasip1/release")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&p)
+        .unwrap_or_else(|e| {
+            panic!("{}: {e}; build the samples first (`cargo xtask test` does)", p.display())
+        })
+        .into()
+}
+
+fn wat(text: &str) -> Arc<[u8]> {
+    wat::parse_str(text).expect("wat").into()
+}
+
+/// `(loop (br 0))`: no calls, no memory.
+const LOOP: &str =
+    r#"(module (memory (export "memory") 1) (func (export "_start") (loop (br 0))))"#;
+
+/// A loop that reads and writes memory, and calls a function of its own.
+const MEMORY_LOOP: &str = r#"(module (memory (export "memory") 1)
+    (func $bump (param $a i32)
+      (i32.store (local.get $a) (i32.add (i32.load (local.get $a)) (i32.const 1))))
+    (func (export "_start") (local $i i32)
+      (loop $l
+        (local.set $i (i32.and (i32.add (local.get $i) (i32.const 4)) (i32.const 65532)))
+        (call $bump (local.get $i))
+        (br $l))))"#;
+
+/// A loop that spends most of its time in libcalls (`memory.fill`).
+const FILL_LOOP: &str = r#"(module (memory (export "memory") 4)
+    (func (export "_start")
+      (loop $l (memory.fill (i32.const 0) (i32.const 7) (i32.const 200000)) (br $l))))"#;
+
+/// A loop that spends most of its time in host calls (`clock_time_get`).
+const HOST_CALL_LOOP: &str = r#"(module
+    (import "wasi_snapshot_preview1" "clock_time_get"
+      (func $now (param i32 i64 i32) (result i32)))
+    (memory (export "memory") 1)
+    (func (export "_start")
+      (loop $l (drop (call $now (i32.const 1) (i64.const 0) (i32.const 0))) (br $l))))"#;
+
+struct Sandbox(PathBuf);
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let p = std::env::temp_dir().join(format!("andes-unmetered-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Sandbox(p)
+    }
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.0.join(name)).unwrap_or_default()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn spec(module: Arc<[u8]>, ad: &str, sandbox: &Sandbox) -> JobSpec {
+    let ad = parse_ad(ad).unwrap();
+    JobSpec {
+        module,
+        limits: Limits::from_ad(&ad),
+        ad,
+        sandbox: sandbox.0.clone(),
+        inherit_stdio: false,
+        digest: None,
+        saved_state: None,
+        transparent: None,
+    }
+}
+
+async fn run(spec: JobSpec) -> JobResult {
+    HOST.run(spec, Control::new(), Arc::new(SystemClock)).await
+}
+
+fn held(r: &JobResult) -> (i32, String) {
+    match &r.ending {
+        Ending::Held { code, reason, .. } => (*code, reason.clone()),
+        other => panic!("expected a hold, got {other:?}"),
+    }
+}
+
+/// A job running as a tokio task, with its control block.
+struct Job {
+    ctl: Arc<Control>,
+    task: tokio::task::JoinHandle<JobResult>,
+}
+
+fn start(spec: JobSpec, clock: Arc<dyn Clock>) -> Job {
+    let ctl = Control::new();
+    let task = tokio::spawn({
+        let ctl = ctl.clone();
+        async move { HOST.run(spec, ctl, clock).await }
+    });
+    Job { ctl, task }
+}
+
+/// Yields until `cond` holds; panics after [`HANG`].
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < HANG, "waited {HANG:?} for {what}");
+        tokio::task::yield_now().await;
+    }
+}
+
+fn cpu(ctl: &Control) -> f64 {
+    ctl.usage(&SystemClock).remote_user_cpu
+}
+
+/// Waits until the job's guest has run for a while (its CPU time moved).
+async fn running(job: &Job) {
+    until("the job to start", || job.ctl.is_running()).await;
+    let c0 = cpu(&job.ctl);
+    until("the job to use CPU", || cpu(&job.ctl) > c0).await;
+}
+
+/// Kills the job and waits for its end, which must come soon.
+async fn kill(job: Job) -> JobResult {
+    let t = Instant::now();
+    job.ctl.hard_kill();
+    let r = tokio::time::timeout(HANG, job.task).await.expect("the kill took effect").unwrap();
+    assert!(t.elapsed() < HANG);
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_runs_unmetered_and_publishes_no_fuel() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.0.join("in.txt"), "one\ntwo\n").unwrap();
+    let r = run(spec(
+        sample("hello"),
+        r#"[ Cmd = "/home/alice/hello.wasm"; Arguments = "-n 'hello world' x";
+             Environment = "GREETING=bonjour OTHER=1"; In = "in.txt"; Out = "out.txt"; Err = "err.txt" ]"#,
+        &sb,
+    ))
+    .await;
+    assert_eq!(r.ending, Ending::Exited(0), "stderr: {}", sb.read("err.txt"));
+    assert_eq!(
+        sb.read("out.txt"),
+        "argv[0] = hello.wasm\nargv[1] = -n\nargv[2] = hello world\nargv[3] = x\n\
+         GREETING = bonjour\nstdin: ONE\nstdin: TWO\nwrote hello.out\n"
+    );
+    assert_eq!(sb.read("hello.out"), "bonjour, world\nargs: 4\nstdin lines: 2\n");
+    assert!(r.usage.fuel_unmetered);
+    assert_eq!(r.usage.fuel_consumed, 0);
+    let ad = r.to_ad();
+    assert_eq!(ad.eval_attr("ExitCode"), Value::Int(0));
+    assert_eq!(ad.get("WasmFuelConsumed"), None, "an unmetered job's fuel is not published");
+    assert!(matches!(ad.eval_attr("ImageSize"), Value::Int(n) if n > 0));
+    assert!(matches!(ad.eval_attr("RemoteUserCpu"), Value::Real(c) if c > 0.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_that_need_fuel_still_run_metered() {
+    let sb = Sandbox::new();
+    let r = run(spec(sample("spin"), "[ MaxFuel = 5000000 ]", &sb)).await;
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_FUEL);
+    assert!(reason.contains("MaxFuel = 5000000"), "{reason}");
+    assert!(r.usage.fuel_consumed >= 5_000_000 - 100_000, "{:?}", r.usage);
+    assert!(!r.usage.fuel_unmetered);
+    let r = run(spec(sample("hello"), r#"[ MaxFuel = 100000000000 ]"#, &sb)).await;
+    assert_eq!(r.ending, Ending::Exited(0));
+    assert!(matches!(r.to_ad().eval_attr("WasmFuelConsumed"), Value::Int(n) if n > 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_and_traps_are_the_same_as_metered() {
+    for code in [0, 3, 85, 126, 255] {
+        let sb = Sandbox::new();
+        let r = run(spec(sample("exit_code"), &format!("[ Arguments = \"{code}\" ]"), &sb)).await;
+        assert_eq!(r.ending, Ending::Exited(code));
+    }
+    let cases = [
+        (
+            "(module (memory (export \"memory\") 1) (func (export \"_start\") unreachable))",
+            4,
+            "unreachable",
+        ),
+        (
+            "(module (memory (export \"memory\") 1) (func (export \"_start\") \
+             (drop (i32.div_s (i32.const 1) (i32.const 0)))))",
+            8,
+            "integer_divide_by_zero",
+        ),
+        (
+            "(module (memory (export \"memory\") 1) (func (export \"_start\") \
+             (drop (i32.load (i32.const 1000000)))))",
+            11,
+            "memory_out_of_bounds",
+        ),
+    ];
+    for (text, signal, trap) in cases {
+        let sb = Sandbox::new();
+        let r = run(spec(wat(text), "[]", &sb)).await;
+        assert_eq!(r.ending, Ending::Trapped { signal, trap: trap.into() }, "{text}");
+    }
+    let sb = Sandbox::new();
+    let r = run(spec(sample("recurse"), "[]", &sb)).await;
+    assert_eq!(r.ending, Ending::Trapped { signal: 11, trap: "stack_overflow".into() });
+    let r = run(spec(sample("trap_divzero"), "[]", &sb)).await;
+    assert_eq!(r.ending, Ending::Trapped { signal: 8, trap: "integer_divide_by_zero".into() });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_as_on_the_metered_engine() {
+    let sb = Sandbox::new();
+    let r = run(spec(sample("membomb"), "[ RequestMemory = 64 ]", &sb)).await;
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_MEMORY);
+    assert!(reason.contains("RequestMemory allows 64.0 MiB"), "{reason}");
+
+    let sb = Sandbox::new();
+    let r =
+        run(spec(sample("flood"), r#"[ Out = "out.txt"; MaxOutputBytes = 100000 ]"#, &sb)).await;
+    assert_eq!(held(&r).0, HOLD_OUTPUT_TOO_BIG);
+    assert!(std::fs::metadata(sb.0.join("out.txt")).unwrap().len() <= 100_000);
+
+    let sb = Sandbox::new();
+    let r = run(spec(sample("flood"), r#"[ Out = "out.txt"; RequestDisk = 64 ]"#, &sb)).await;
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_DISK, "{reason}");
+    assert!(std::fs::metadata(sb.0.join("out.txt")).unwrap().len() <= 64 * 1024);
+
+    let sb = Sandbox::new();
+    let r = run(spec(sample("fdbomb"), r#"[ Out = "out.txt" ]"#, &sb)).await;
+    assert_eq!(r.ending, Ending::Exited(0));
+    let out = sb.read("out.txt");
+    let n: usize = out
+        .strip_prefix("opened ")
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(n <= Limits::default().max_open_files as usize, "{out}");
+
+    let sb = Sandbox::new();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("/etc/passwd", sb.0.join("outside_link")).unwrap();
+    let r = run(spec(sample("escape"), r#"[ Out = "out.txt" ]"#, &sb)).await;
+    let out = sb.read("out.txt");
+    assert_eq!(r.ending, Ending::Exited(0), "{out}");
+    assert!(!out.contains("escaped"), "{out}");
+    assert!(out.contains("../../etc/passwd: error PermissionDenied (errno 63)"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wall_clock_limit_stops_a_tight_loop_on_a_virtual_clock() {
+    let sb = Sandbox::new();
+    let vc = VirtualClock::new();
+    let job =
+        start(spec(wat(LOOP), "[ AllowedExecuteDuration = 3600 ]", &sb), Arc::new(vc.clone()));
+    running(&job).await;
+    vc.advance(Duration::from_secs(3599));
+    tokio::task::yield_now().await;
+    assert!(!job.task.is_finished());
+    vc.advance(Duration::from_secs(2));
+    let r = tokio::time::timeout(HANG, job.task).await.expect("the limit took effect").unwrap();
+    let (code, reason) = held(&r);
+    assert_eq!(code, HOLD_EXECUTE_DURATION);
+    assert_eq!(reason, "The job exceeded allowed execute duration of 1:00:00");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_kill_stops_loops_host_calls_sleeps_and_suspended_jobs() {
+    let cases = [
+        ("spin", sample("spin")),
+        ("loop", wat(LOOP)),
+        ("memory loop", wat(MEMORY_LOOP)),
+        ("memory.fill loop", wat(FILL_LOOP)),
+        ("host call loop", wat(HOST_CALL_LOOP)),
+        ("primes", sample("primes")),
+    ];
+    for (name, module) in cases {
+        eprintln!("kill: {name}");
+        let sb = Sandbox::new();
+        let job =
+            start(spec(module, r#"[ Arguments = "1000000000000" ]"#, &sb), Arc::new(SystemClock));
+        running(&job).await;
+        let r = kill(job).await;
+        assert_eq!(r.ending, Ending::Evicted { vacated: false }, "{name}");
+        assert!(r.usage.fuel_unmetered, "{name}");
+    }
+    // Blocked in a host call: the sleeper waits in poll_oneoff for an hour.
+    let sb = Sandbox::new();
+    let job = start(spec(sample("sleeper"), r#"[ Out = "out.txt" ]"#, &sb), Arc::new(SystemClock));
+    until("the sleeper to sleep", || sb.read("out.txt").contains("sleeping")).await;
+    let r = kill(job).await;
+    assert_eq!(r.ending, Ending::Evicted { vacated: false });
+    // Suspended first, in guest code and in a sleep.
+    for module in [wat(LOOP), sample("sleeper")] {
+        let sb = Sandbox::new();
+        let job = start(spec(module, "[]", &sb), Arc::new(SystemClock));
+        until("the job to start", || job.ctl.is_running()).await;
+        job.ctl.suspend(&SystemClock);
+        until("the suspension", || job.ctl.is_stopped()).await;
+        let r = kill(job).await;
+        assert_eq!(r.ending, Ending::Evicted { vacated: false });
+    }
+}
+
+/// Suspends `job`, and checks that its CPU time stands still while
+/// `meanwhile` runs to its end.
+/// Waits until a stopped job's CPU time has stood still while another job
+/// ran: the last instructions before its thread sleeps, and a signal sent
+/// just before it did, still count.
+async fn settle(job: &Job) {
+    let t = Instant::now();
+    loop {
+        let c = cpu(&job.ctl);
+        let sb = Sandbox::new();
+        let r = run(spec(
+            wat(r#"(module (memory (export "memory") 1) (func (export "_start")))"#),
+            "[]",
+            &sb,
+        ))
+        .await;
+        assert_eq!(r.ending, Ending::Exited(0));
+        if cpu(&job.ctl) == c {
+            return;
+        }
+        assert!(t.elapsed() < HANG, "the suspended job's CPU time kept moving");
+    }
+}
+
+/// False when the job ended before the suspension took effect.
+async fn suspended_while<F: std::future::Future<Output = ()>>(job: &Job, meanwhile: F) -> bool {
+    let t = Instant::now();
+    job.ctl.suspend(&SystemClock);
+    let t0 = Instant::now();
+    while !job.ctl.is_stopped() {
+        if job.task.is_finished() {
+            return false;
+        }
+        assert!(t0.elapsed() < HANG, "the suspension did not take effect: {:?}", job.ctl);
+        tokio::task::yield_now().await;
+    }
+    let took = t.elapsed();
+    settle(job).await;
+    let c0 = cpu(&job.ctl);
+    meanwhile.await;
+    let c1 = cpu(&job.ctl);
+    assert_eq!(c0, c1, "the suspended job used CPU (suspension took {took:?}): {:?}", job.ctl);
+    assert!(!job.task.is_finished());
+    assert!(job.ctl.is_stopped());
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_stops_the_cpu_and_resume_continues_where_it_stopped() {
+    let sb = Sandbox::new();
+    let job = start(
+        spec(sample("primes"), r#"[ Arguments = "30000000"; Out = "out.txt" ]"#, &sb),
+        Arc::new(SystemClock),
+    );
+    running(&job).await;
+    // Another job runs to its end while this one is suspended.
+    let other = Sandbox::new();
+    let suspended = suspended_while(&job, async {
+        let r =
+            run(spec(sample("primes"), r#"[ Arguments = "2000000"; Out = "out.txt" ]"#, &other))
+                .await;
+        assert_eq!(r.ending, Ending::Exited(0));
+        assert_eq!(other.read("out.txt").lines().last(), Some("primes below 2000000: 148933"));
+    })
+    .await;
+    assert!(suspended);
+    // Suspend and resume, again and again, in guest code or in host calls.
+    for _ in 0..25 {
+        job.ctl.resume(&SystemClock);
+        let c = cpu(&job.ctl);
+        until("the job to run again", || cpu(&job.ctl) > c || job.task.is_finished()).await;
+        let suspended = suspended_while(&job, async {
+            for _ in 0..50 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+        if !suspended {
+            break;
+        }
+    }
+    job.ctl.resume(&SystemClock);
+    let r = tokio::time::timeout(HANG, job.task).await.expect("finished").unwrap();
+    assert_eq!(r.ending, Ending::Exited(0));
+    assert_eq!(sb.read("out.txt").lines().last(), Some("primes below 30000000: 1857859"));
+    assert!(r.usage.cumulative_suspension_time > 0.0, "{:?}", r.usage);
+    assert!(r.updates.iter().any(|(k, _)| k == "Progress"), "{:?}", r.updates);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_stops_loops_in_libcalls_and_host_calls() {
+    for (name, module) in [
+        ("loop", wat(LOOP)),
+        ("memory loop", wat(MEMORY_LOOP)),
+        ("memory.fill loop", wat(FILL_LOOP)),
+        ("host call loop", wat(HOST_CALL_LOOP)),
+    ] {
+        let sb = Sandbox::new();
+        let job = start(spec(module, "[]", &sb), Arc::new(SystemClock));
+        running(&job).await;
+        for _ in 0..5 {
+            let other = Sandbox::new();
+            let suspended = suspended_while(&job, async {
+                let r = run(spec(sample("hello"), "[]", &other)).await;
+                assert_eq!(r.ending, Ending::Exited(0));
+            })
+            .await;
+            assert!(suspended, "{name}");
+            job.ctl.resume(&SystemClock);
+            let c = cpu(&job.ctl);
+            until("the job to run again", || cpu(&job.ctl) > c).await;
+        }
+        assert_eq!(kill(job).await.ending, Ending::Evicted { vacated: false }, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_sleeper_stays_stopped_and_resumes() {
+    let sb = Sandbox::new();
+    let job = start(spec(sample("sleeper"), r#"[ Out = "out.txt" ]"#, &sb), Arc::new(SystemClock));
+    until("the sleeper to sleep", || sb.read("out.txt").contains("sleeping")).await;
+    let suspended = suspended_while(&job, async {
+        let other = Sandbox::new();
+        let r = run(spec(sample("hello"), r#"[ Out = "out.txt" ]"#, &other)).await;
+        assert_eq!(r.ending, Ending::Exited(0));
+    })
+    .await;
+    assert!(suspended);
+    job.ctl.resume(&SystemClock);
+    assert!(!job.ctl.is_stopped());
+    let r = kill(job).await;
+    assert_eq!(r.ending, Ending::Evicted { vacated: false });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vacate_lets_a_cooperative_job_save_its_work_even_when_suspended() {
+    for suspend_first in [false, true] {
+        let sb = Sandbox::new();
+        let job =
+            start(spec(sample("vacate"), r#"[ Out = "out.txt" ]"#, &sb), Arc::new(SystemClock));
+        running(&job).await;
+        if suspend_first {
+            job.ctl.suspend(&SystemClock);
+            until("the suspension", || job.ctl.is_stopped()).await;
+        }
+        job.ctl.soft_kill(&SystemClock, Duration::from_secs(600));
+        let r = tokio::time::timeout(HANG, job.task).await.expect("vacated").unwrap();
+        assert_eq!(r.ending, Ending::Exited(85), "{}", sb.read("out.txt"));
+        assert!(sb.read("partial.txt").contains("terms_done"), "{}", sb.read("partial.txt"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vacate_grace_expiry_hard_kills_an_uncooperative_job() {
+    let sb = Sandbox::new();
+    let vc = VirtualClock::new();
+    let clock: Arc<dyn Clock> = Arc::new(vc.clone());
+    let job = start(spec(wat(MEMORY_LOOP), "[]", &sb), clock.clone());
+    running(&job).await;
+    job.ctl.soft_kill(clock.as_ref(), Duration::from_secs(600));
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!job.task.is_finished());
+    vc.advance(Duration::from_secs(601));
+    let r = tokio::time::timeout(HANG, job.task).await.expect("killed").unwrap();
+    assert_eq!(r.ending, Ending::Evicted { vacated: true });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_job_does_not_disturb_a_good_one_beside_it() {
+    let bad_sb = Sandbox::new();
+    let bad = start(spec(sample("spin"), "[]", &bad_sb), Arc::new(SystemClock));
+    let fill_sb = Sandbox::new();
+    let fill = start(spec(wat(FILL_LOOP), "[]", &fill_sb), Arc::new(SystemClock));
+    let sb = Sandbox::new();
+    let r = run(spec(sample("hello"), r#"[ Arguments = "x"; Out = "out.txt" ]"#, &sb)).await;
+    assert_eq!(r.ending, Ending::Exited(0));
+    assert!(sb.read("out.txt").contains("argv[1] = x"));
+    let sb2 = Sandbox::new();
+    let r = run(spec(sample("membomb"), "[ RequestMemory = 32 ]", &sb2)).await;
+    assert_eq!(held(&r).0, HOLD_MEMORY);
+    assert!(!bad.task.is_finished() && !fill.task.is_finished());
+    assert_eq!(kill(bad).await.ending, Ending::Evicted { vacated: false });
+    assert_eq!(kill(fill).await.ending, Ending::Evicted { vacated: false });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_run_kills_its_job_and_the_host_goes_on() {
+    let sb = Sandbox::new();
+    let job = start(spec(wat(LOOP), "[]", &sb), Arc::new(SystemClock));
+    running(&job).await;
+    job.task.abort();
+    let _ = job.task.await;
+    // The job's thread stops using CPU once its job is gone: its CPU time
+    // stands still while other jobs run, and they run as usual.
+    let t = Instant::now();
+    loop {
+        let c0 = cpu(&job.ctl);
+        let sb2 = Sandbox::new();
+        let r = run(spec(sample("hello"), "[]", &sb2)).await;
+        assert_eq!(r.ending, Ending::Exited(0));
+        if cpu(&job.ctl) == c0 {
+            break;
+        }
+        assert!(t.elapsed() < HANG, "the abandoned job still runs");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_outliving_its_host_is_still_killed_cleanly() {
+    // The host goes away while its abandoned job still runs: the kill that
+    // follows must still find the pad's trap site mapped, and the job's
+    // thread must stop.
+    let host = Arc::new(
+        Host::new(HostConfig { max_instances: 2, meter_fuel: false, ..Default::default() })
+            .expect("host"),
+    );
+    let sb = Sandbox::new();
+    let ctl = Control::new();
+    let task = tokio::spawn({
+        let (host, ctl, spec) = (host.clone(), ctl.clone(), spec(wat(LOOP), "[]", &sb));
+        async move { host.run(spec, ctl, Arc::new(SystemClock)).await }
+    });
+    until("the job to start", || ctl.is_running()).await;
+    let c0 = cpu(&ctl);
+    until("the job to use CPU", || cpu(&ctl) > c0).await;
+    // While it runs, its usage says its fuel is not counted.
+    assert!(ctl.usage(&SystemClock).fuel_unmetered);
+    task.abort();
+    let _ = task.await;
+    drop(host);
+    let t = Instant::now();
+    loop {
+        let c = cpu(&ctl);
+        let sb2 = Sandbox::new();
+        let r = run(spec(sample("hello"), "[]", &sb2)).await;
+        assert_eq!(r.ending, Ending::Exited(0));
+        if cpu(&ctl) == c {
+            break;
+        }
+        assert!(t.elapsed() < HANG, "the abandoned job still runs");
+    }
+}
+
+/// xorshift64*: the stress test's seeded choices.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Prints the seed when the stress test fails, so that it can be replayed
+/// with `ANDES_STRESS_SEED`.
+struct Seed(u64);
+
+impl Drop for Seed {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("stress test failed with ANDES_STRESS_SEED={}", self.0);
+        }
+    }
+}
+
+/// A job of the stress test: what it runs, and whether it burns CPU when
+/// it runs (a sleeper does not).
+struct Stressed {
+    name: &'static str,
+    job: Job,
+    burns: bool,
+    _sandbox: Sandbox,
+}
+
+fn stressed(rng: &mut Rng) -> Stressed {
+    let kinds: [(&'static str, Arc<[u8]>, &str, bool); 8] = [
+        ("loop", wat(LOOP), "[]", true),
+        ("memory loop", wat(MEMORY_LOOP), "[]", true),
+        ("memory.fill loop", wat(FILL_LOOP), "[]", true),
+        ("host call loop", wat(HOST_CALL_LOOP), "[]", true),
+        ("spin", sample("spin"), "[]", true),
+        ("sleeper", sample("sleeper"), "[]", false),
+        ("primes", sample("primes"), r#"[ Arguments = "1000000000000" ]"#, true),
+        // A metered job on the same host, beside the unmetered ones.
+        ("metered spin", sample("spin"), "[ MaxFuel = 1000000000000000 ]", true),
+    ];
+    let (name, module, ad, burns) = kinds[rng.below(kinds.len() as u64) as usize].clone();
+    let sb = Sandbox::new();
+    let job = start(spec(module, ad, &sb), Arc::new(SystemClock));
+    Stressed { name, job, burns, _sandbox: sb }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_random_suspend_resume_and_kill_of_concurrent_jobs() {
+    let seed =
+        std::env::var("ANDES_STRESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                | 1
+        });
+    let _seed = Seed(seed);
+    eprintln!("stress seed {seed}");
+    let mut rng = Rng(seed);
+    let mut jobs: Vec<Stressed> = (0..6).map(|_| stressed(&mut rng)).collect();
+    for j in &jobs {
+        until("a stressed job to start", || j.job.ctl.is_running()).await;
+    }
+    let mut witnesses = 0;
+    for step in 0..160 {
+        let i = rng.below(jobs.len() as u64) as usize;
+        let j = &jobs[i];
+        let what = format!("step {step}, job {i} ({}), seed {seed}", j.name);
+        match rng.below(10) {
+            0..=2 => {
+                j.job.ctl.suspend(&SystemClock);
+                let t = Instant::now();
+                while !j.job.ctl.is_stopped() {
+                    assert!(t.elapsed() < HANG, "{what}: the suspension did not take effect");
+                    assert!(!j.job.task.is_finished(), "{what}: the job ended");
+                    tokio::task::yield_now().await;
+                }
+            }
+            3..=5 => {
+                let was = j.job.ctl.is_suspended();
+                j.job.ctl.resume(&SystemClock);
+                if was && j.burns {
+                    let c = cpu(&j.job.ctl);
+                    let t = Instant::now();
+                    while cpu(&j.job.ctl) <= c {
+                        assert!(t.elapsed() < HANG, "{what}: the job did not resume");
+                        tokio::task::yield_now().await;
+                    }
+                }
+            }
+            6 => {
+                // A vacate none of these jobs heeds, with a grace that does
+                // not expire here: the job runs on, unsuspended.
+                j.job.ctl.soft_kill(&SystemClock, Duration::from_secs(3600));
+                assert!(!j.job.ctl.is_suspended(), "{what}");
+            }
+            7 => {
+                let old = std::mem::replace(&mut jobs[i], stressed(&mut rng));
+                let ending = kill(old.job).await.ending;
+                assert!(matches!(ending, Ending::Evicted { .. }), "{what}: {ending:?}");
+                until("a new stressed job to start", || jobs[i].job.ctl.is_running()).await;
+            }
+            _ => {
+                // Others progress while some are suspended, and those use no
+                // CPU meanwhile.
+                let mut stopped = Vec::new();
+                for (k, j) in jobs.iter().enumerate() {
+                    if j.job.ctl.is_stopped() {
+                        settle(&j.job).await;
+                        stopped.push((k, cpu(&j.job.ctl)));
+                    }
+                }
+                let sb = Sandbox::new();
+                let r = run(spec(
+                    sample("primes"),
+                    r#"[ Arguments = "300000"; Out = "out.txt" ]"#,
+                    &sb,
+                ))
+                .await;
+                assert_eq!(r.ending, Ending::Exited(0), "{what}");
+                assert_eq!(sb.read("out.txt").lines().last(), Some("primes below 300000: 25997"));
+                witnesses += 1;
+                for (k, c) in stopped {
+                    let j = &jobs[k];
+                    assert!(j.job.ctl.is_stopped(), "{what}: job {k} ({}) woke", j.name);
+                    assert_eq!(cpu(&j.job.ctl), c, "{what}: suspended job {k} ({}) ran", j.name);
+                }
+            }
+        }
+        for _ in 0..rng.below(20) {
+            tokio::task::yield_now().await;
+        }
+    }
+    assert!(witnesses > 0);
+    for (i, j) in jobs.into_iter().enumerate() {
+        let ending = kill(j.job).await.ending;
+        assert!(matches!(ending, Ending::Evicted { .. }), "job {i} ({}): {ending:?}", j.name);
+    }
+    // The host is as good as new.
+    let sb = Sandbox::new();
+    let r = run(spec(sample("hello"), r#"[ Out = "out.txt" ]"#, &sb)).await;
+    assert_eq!(r.ending, Ending::Exited(0));
+}
