@@ -112,6 +112,27 @@ fn hold_release_rm_and_qedit_reach_running_jobs() {
 }
 
 #[test]
+fn short_jobs_go_out_in_batches_and_run_metered() {
+    // One slot and many trivial jobs: the claim's activations grow into
+    // batches, and a job of a batch runs metered (its fuel is counted),
+    // while the first job, activated alone, runs as any job does.
+    let p = Pool::new("NUM_CPUS = 1", 1);
+    p.submit("alice", "many", "executable = exit_code.wasm\narguments = 0\nqueue 200\n");
+    wait_for("200 jobs in history", Duration::from_secs(120), || p.history().len() == 200);
+    let h = p.history();
+    assert!(h.iter().all(|a| int(a, "JobStatus") == 4 && int(a, "ExitCode") == 0));
+    let batched = h.iter().filter(|a| a.get("WasmFuelConsumed").is_some()).count();
+    assert!(batched > 0, "no job ran in a batch");
+    let first = h.iter().find(|a| int(a, "ProcId") == 0).unwrap();
+    if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        // Unmetered: nobody counted its fuel.
+        assert!(first.get("WasmFuelConsumed").is_none(), "{first}");
+    }
+    // Every job's shadow recorded its own start and end.
+    assert!(h.iter().all(|a| int(a, "NumJobStarts") == 1), "a job started twice");
+}
+
+#[test]
 fn claims_are_reused_until_claim_worklife() {
     for (worklife, claims) in [("-1", 1), ("0", 4)] {
         let p = Pool::new(&format!("CLAIM_WORKLIFE = {worklife}\nNUM_CPUS = 1"), 1);

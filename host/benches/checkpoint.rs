@@ -152,6 +152,7 @@ impl Rig {
             digest: Some(andes_host::engine::module_digest(&job.module)),
             saved_state: None,
             transparent: t,
+            metered: false,
         }
     }
 

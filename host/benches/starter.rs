@@ -154,6 +154,7 @@ fn job(module: &Arc<[u8]>, ad: &str, sandbox: &Path) -> JobSpec {
         digest: Some(module_digest(module)),
         saved_state: None,
         transparent: None,
+        metered: false,
     }
 }
 

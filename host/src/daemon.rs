@@ -431,6 +431,10 @@ pub struct Daemon {
     fast_shutdown: bool,
     /// Each slot's emptied sandbox, kept for its next job.
     spare: HashMap<SlotId, PathBuf>,
+    /// Slots whose next job is one of a batch (its schedd saw the claim's
+    /// jobs take under 10 ms each): it runs metered, since handing a job
+    /// that short to a thread of its own costs more than fuel checks do.
+    short: std::collections::HashSet<SlotId>,
     /// Whether a module (by digest) was compiled by `andes compile`:
     /// reading that means parsing the module, once per module, not per job.
     instrumented: HashMap<[u8; 32], bool>,
@@ -538,6 +542,7 @@ impl Daemon {
             ended: HashMap::new(),
             fast_shutdown: false,
             spare: HashMap::new(),
+            short: Default::default(),
             instrumented: HashMap::new(),
             store: pool::Modules::default(),
             inputs: HashMap::new(),
@@ -811,6 +816,7 @@ impl Daemon {
                     pool::check_snapshot(&snap)?;
                     self.snapshot_in.insert(slot, snap);
                 }
+                let batch = !req.more.is_empty();
                 let mut queue = std::collections::VecDeque::with_capacity(req.more.len());
                 for (q, job) in req.more.into_iter().zip(more) {
                     let module = self.store.get(&q.module_digest).ok_or(PoolError::NeedModule)?;
@@ -826,7 +832,11 @@ impl Daemon {
                         r.queued = n;
                     });
                 }
+                if batch {
+                    self.short.insert(slot);
+                }
                 let acts = self.activate(slot, req.claim_id.clone(), job, module);
+                self.short.remove(&slot);
                 self.inputs.remove(&slot);
                 self.saved_in.remove(&slot);
                 self.snapshot_in.remove(&slot);
@@ -1236,7 +1246,9 @@ impl Daemon {
             next.inputs.iter().map(|f| (f.name.clone(), f.data.len() as u64)).collect(),
         );
         self.inputs.insert(slot, next.inputs);
+        self.short.insert(slot);
         let acts = self.activate(slot, claim_id.clone(), next.job, next.module);
+        self.short.remove(&slot);
         self.inputs.remove(&slot);
         if acts.iter().any(|a| matches!(a, Action::ActivationRefused { .. }))
             && let Some(c) = self.claims.get_mut(&claim_id)
@@ -1601,6 +1613,7 @@ impl Daemon {
             digest,
             saved_state,
             transparent,
+            metered: kind == RunKind::Job && self.short.contains(&slot),
         };
         let ctl = Control::new();
         let saver = (kind == RunKind::Job).then(|| {

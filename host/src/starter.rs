@@ -290,6 +290,10 @@ pub struct JobSpec {
     /// Transparent checkpoints, for a module instrumented by `andes compile`:
     /// where snapshots go and which one to resume from.
     pub transparent: Option<Arc<Transparent>>,
+    /// Run with fuel checks even where the host runs jobs unmetered: for a
+    /// job known to be short, whose hand-off to a job thread of its own (and
+    /// back) would cost more than the checks.
+    pub metered: bool,
 }
 
 struct Limiter {
@@ -916,7 +920,7 @@ impl Host {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         {
             let u = self.unmetered.as_ref()?;
-            if spec.limits.fuel.is_some() || spec.transparent.is_some() {
+            if spec.metered || spec.limits.fuel.is_some() || spec.transparent.is_some() {
                 return None;
             }
             // A module that does not compile is held by the metered path,
@@ -937,6 +941,7 @@ impl Host {
     fn precompile(&self, spec: &JobSpec) {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         if self.unmetered.is_some()
+            && !spec.metered
             && spec.limits.fuel.is_none()
             && spec.transparent.is_none()
             && let Ok(Some(_)) = self.prepared_unmetered(&spec.module, spec.digest)

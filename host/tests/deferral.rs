@@ -76,6 +76,7 @@ fn start(deferral: &str) -> Run {
         digest: None,
         saved_state: None,
         transparent: None,
+        metered: false,
     };
     let ctl = Control::new();
     let clock: Arc<dyn Clock> = Arc::new(vc.clone());

@@ -156,6 +156,7 @@ impl Job {
             inherit_stdio: false,
             digest: None,
             saved_state: None,
+            metered: false,
             transparent: Some(Arc::new(Transparent {
                 job: "test#1.0".into(),
                 public: self.signer.verifying_key().to_bytes(),

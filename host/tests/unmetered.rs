@@ -109,6 +109,7 @@ fn spec(module: Arc<[u8]>, ad: &str, sandbox: &Sandbox) -> JobSpec {
         digest: None,
         saved_state: None,
         transparent: None,
+        metered: false,
     }
 }
 

@@ -392,6 +392,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         digest: None,
         saved_state,
         transparent,
+        metered: false,
     };
     let ckpt_dir = a.checkpoint_dir.clone();
     let result = rt.block_on(async {

@@ -89,6 +89,7 @@ async fn run_one(
         digest: None,
         saved_state: None,
         transparent: None,
+        metered: false,
     };
     let r = host.run(spec, Control::new(), clock).await;
     match r.ending {
