@@ -715,21 +715,30 @@ fn bench_memory(opts: &Opts) {
     if let Ok(module) = std::env::var("ANDES_BENCH_MEMORY_MODULE") {
         return memory_of(opts, &module);
     }
-    for module in MODULES {
-        let mut cmd = std::process::Command::new(std::env::current_exe().expect("exe"));
-        cmd.arg("--bench").arg("memory").env("ANDES_BENCH_MEMORY_MODULE", module);
-        if opts.quick {
-            cmd.arg("--test");
+    // Metered, then unmetered (each unmetered job holds a thread of its
+    // own while it runs or is suspended).
+    for unmetered in [false, true] {
+        for module in MODULES {
+            let mut cmd = std::process::Command::new(std::env::current_exe().expect("exe"));
+            cmd.arg("--bench").arg("memory").env("ANDES_BENCH_MEMORY_MODULE", module);
+            if unmetered {
+                cmd.env("ANDES_BENCH_MEMORY_UNMETERED", "1");
+            }
+            if opts.quick {
+                cmd.arg("--test");
+            }
+            let status = cmd.status().expect("memory child");
+            assert!(status.success(), "memory/{module}: {status}");
         }
-        let status = cmd.status().expect("memory child");
-        assert!(status.success(), "memory/{module}: {status}");
     }
 }
 
 fn memory_of(opts: &Opts, name: &str) {
     let jobs = if opts.quick { 10 } else { env_u64("ANDES_BENCH_JOBS", 1000) as usize };
-    println!("memory/{name}: {jobs} jobs; load average {}", uptime());
-    let config = HostConfig { max_instances: 1100, ..Default::default() };
+    let unmetered = std::env::var_os("ANDES_BENCH_MEMORY_UNMETERED").is_some();
+    let mode = if unmetered { "unmetered" } else { "metered" };
+    println!("memory/{name}/{mode}: {jobs} jobs; load average {}", uptime());
+    let config = HostConfig { max_instances: 1100, meter_fuel: !unmetered, ..Default::default() };
     let host = match Host::new(config.clone()) {
         Ok(h) => Arc::new(h),
         Err(e) => {
@@ -790,7 +799,7 @@ fn memory_of(opts: &Opts, name: &str) {
         std::thread::sleep(Duration::from_millis(50));
         let rss2 = status_kib("VmRSS:");
         println!(
-            "memory/{name}: RSS {} MiB before, {} MiB with {jobs} suspended = {:.1} KiB per job; \
+            "memory/{name}/{mode}: RSS {} MiB before, {} MiB with {jobs} suspended = {:.1} KiB per job; \
              {} MiB after killing all (peak {} MiB); all running after {:.0} ms, all killed in \
              {:.0} ms; {moved} jobs' CPU moved and the process used {proc_ms:.1} ms CPU in 300 ms \
              while all were suspended",
