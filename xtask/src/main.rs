@@ -37,6 +37,8 @@ fn samples() -> bool {
     if Command::new("rustup").arg("--version").output().is_ok() {
         run("rustup", &["target", "add", "wasm32-wasip1"]);
     }
+    // The tests read the samples from samples/target, wherever the
+    // environment (CARGO_TARGET_DIR) would put the build.
     cargo(&[
         "build",
         "--manifest-path",
@@ -44,6 +46,8 @@ fn samples() -> bool {
         "--target",
         "wasm32-wasip1",
         "--release",
+        "--target-dir",
+        "samples/target",
     ])
 }
 
