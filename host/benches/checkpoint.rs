@@ -373,7 +373,9 @@ fn checkpoints(rig: &Rig, quick: bool) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // `cargo test` runs benches with `--test`; `cargo bench` passes `--bench`.
-    let quick = args.iter().any(|a| a == "--test");
+    // `cargo bench` passes `--bench`; without it (`cargo test` runs every
+    // bench target once) or with `--test`, each section runs small.
+    let quick = args.iter().any(|a| a == "--test") || !args.iter().any(|a| a == "--bench");
     let filter = args.iter().find(|a| !a.starts_with('-')).cloned();
     let want = |s: &str| filter.as_deref().is_none_or(|f| s.contains(f));
     let rig = Rig::new();

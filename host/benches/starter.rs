@@ -90,7 +90,10 @@ impl Opts {
             }
             i += 1;
         }
-        Opts { filter, quick: args.iter().any(|a| a == "--test") }
+        // `cargo bench` passes `--bench`; without it (`cargo test` runs every
+        // bench target once) or with `--test`, each section runs small.
+        let quick = args.iter().any(|a| a == "--test") || !args.iter().any(|a| a == "--bench");
+        Opts { filter, quick }
     }
 
     /// True when `section` should run: no filter, or the filter names it (or
