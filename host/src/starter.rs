@@ -534,38 +534,25 @@ impl Host {
             fuel_budget,
         });
         let unmetered = self.unmetered_for(&spec);
-        let metered = job_is_metered(&unmetered);
+        let metered = unmetered.is_none();
+        // An unmetered job restores nothing: transparent checkpoints run metered.
+        let setup = self.setup(
+            &spec,
+            ctl.clone(),
+            clock.clone(),
+            io.clone(),
+            quota.clone(),
+            fuel_budget,
+            restored.as_ref().map(|o| &o.header.wasi),
+            unmetered.as_ref(),
+        );
         let job: JobFuture<'_> = match unmetered {
             #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-            Some(u) => self.start_unmetered(
-                self.setup(
-                    &spec,
-                    ctl.clone(),
-                    clock.clone(),
-                    io.clone(),
-                    quota.clone(),
-                    fuel_budget,
-                    None,
-                    Some(&u),
-                ),
-                ctl.clone(),
-            ),
-            _ => {
-                let fut = instantiate_and_run(
-                    self.setup(
-                        &spec,
-                        ctl.clone(),
-                        clock.clone(),
-                        io.clone(),
-                        quota.clone(),
-                        fuel_budget,
-                        restored.as_ref().map(|o| &o.header.wasi),
-                        None,
-                    ),
-                    tp,
-                );
-                Box::pin(Controlled { inner: Box::pin(fut), ctl: ctl.clone() })
-            }
+            Some(_) => self.start_unmetered(setup, ctl.clone()),
+            _ => Box::pin(Controlled {
+                inner: Box::pin(instantiate_and_run(setup, tp)),
+                ctl: ctl.clone(),
+            }),
         };
         let mut controlled = job;
         let mut timed_out = false;
@@ -894,10 +881,6 @@ pub(crate) struct Unmetered {
 /// No platform but Linux on x86_64 runs jobs unmetered.
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 pub(crate) type Unmetered = std::convert::Infallible;
-
-fn job_is_metered(u: &Option<Unmetered>) -> bool {
-    u.is_none()
-}
 
 /// Kills an unmetered job whose `Host::run` was dropped before it ended.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
