@@ -33,17 +33,12 @@ use andes_host::{
 use andes_snapshot::BlobStore;
 use ed25519_dalek::{Signer, SigningKey};
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::sample;
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn sample(name: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../samples/target/wasm32-wasip1/release")
-        .join(format!("{name}.wasm"));
-    std::fs::read(&p).unwrap_or_else(|e| {
-        panic!("{}: {e}; build the samples first (`cargo xtask samples`)", p.display())
-    })
 }
 
 fn compiled(module: &[u8]) -> Vec<u8> {
@@ -181,7 +176,7 @@ fn overhead(rig: &Rig, quick: bool) {
         (
             Job {
                 name: "primes".into(),
-                module: primes.clone().into(),
+                module: primes.clone(),
                 ad: format!(r#"[ Arguments = "{n}"; Out = "out.txt" ]"#),
                 inputs: vec![],
             },
@@ -190,7 +185,7 @@ fn overhead(rig: &Rig, quick: bool) {
         (
             Job {
                 name: "digest".into(),
-                module: digest.clone().into(),
+                module: digest.clone(),
                 ad: format!(r#"[ Arguments = "input.txt digests.txt {r}"; Out = "out.txt" ]"#),
                 inputs: vec![("input.txt".into(), digest_input(lines))],
             },

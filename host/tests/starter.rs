@@ -1,7 +1,6 @@
 //! The starter against real modules: the samples (built for wasm32-wasip1
 //! by `cargo xtask test`) and small WAT modules for exact traps.
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
@@ -14,72 +13,16 @@ use andes_host::{
 };
 use classad::{ClassAd, Value, parse_ad};
 
+mod common;
+use common::{Sandbox, held, sample, spec, wat};
+
 static HOST: LazyLock<Host> = LazyLock::new(|| {
     Host::new(HostConfig { max_instances: 32, max_memory_bytes: 1 << 30, ..Default::default() })
         .expect("host")
 });
 
-fn sample(name: &str) -> Arc<[u8]> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../samples/target/wasm32-wasip1/release")
-        .join(format!("{name}.wasm"));
-    std::fs::read(&p)
-        .unwrap_or_else(|e| {
-            panic!("{}: {e}; build the samples first (`cargo xtask test` does)", p.display())
-        })
-        .into()
-}
-
-fn wat(text: &str) -> Arc<[u8]> {
-    wat::parse_str(text).expect("wat").into()
-}
-
-struct Sandbox(PathBuf);
-
-impl Sandbox {
-    fn new() -> Sandbox {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let p = std::env::temp_dir().join(format!("andes-starter-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Sandbox(p)
-    }
-    fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.0.join(name)).unwrap_or_default()
-    }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn spec(module: Arc<[u8]>, ad: &str, sandbox: &Sandbox) -> JobSpec {
-    let ad = parse_ad(ad).unwrap();
-    JobSpec {
-        module,
-        limits: Limits::from_ad(&ad),
-        ad,
-        sandbox: sandbox.0.clone(),
-        inherit_stdio: false,
-        digest: None,
-        saved_state: None,
-        transparent: None,
-        metered: false,
-    }
-}
-
 async fn run(spec: JobSpec) -> JobResult {
     HOST.run(spec, Control::new(), Arc::new(SystemClock)).await
-}
-
-fn held(r: &JobResult) -> (i32, String) {
-    match &r.ending {
-        Ending::Held { code, reason, .. } => (*code, reason.clone()),
-        other => panic!("expected a hold, got {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

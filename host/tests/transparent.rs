@@ -14,14 +14,8 @@ use andes_host::{
 use andes_snapshot::BlobStore;
 use ed25519_dalek::{Signer, SigningKey};
 
-fn sample(name: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../samples/target/wasm32-wasip1/release")
-        .join(format!("{name}.wasm"));
-    std::fs::read(&p).unwrap_or_else(|e| {
-        panic!("{}: {e}; build the samples first (`cargo xtask samples`)", p.display())
-    })
-}
+mod common;
+use common::sample;
 
 /// A sample instrumented by `andes compile` (once per test binary).
 fn instrumented(name: &'static str) -> Arc<[u8]> {
@@ -495,7 +489,7 @@ fn a_bad_snapshot_is_refused_with_a_hold_that_says_why_and_the_sandbox_is_untouc
 #[test]
 fn a_module_not_compiled_for_checkpoints_runs_as_before_and_is_simply_not_checkpointed() {
     let job = Job::new(
-        sample("primes").into(),
+        sample("primes"),
         r#"[ Cmd = "primes.wasm"; Arguments = "20000000"; Out = "out.txt" ]"#,
         vec![],
     );

@@ -5,7 +5,6 @@
 //! metered engine. Linux on x86_64 only: elsewhere every job runs metered.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
@@ -15,7 +14,10 @@ use andes_host::starter::{
 use andes_host::{
     Clock, Control, Ending, Host, HostConfig, JobResult, JobSpec, Limits, SystemClock, VirtualClock,
 };
-use classad::{Value, parse_ad};
+use classad::Value;
+
+mod common;
+use common::{Sandbox, held, sample, spec, wat};
 
 static HOST: LazyLock<Host> = LazyLock::new(|| {
     let h = Host::new(HostConfig {
@@ -33,21 +35,6 @@ static HOST: LazyLock<Host> = LazyLock::new(|| {
 /// far longer than any reaction should (the bench measures those), so that
 /// a loaded machine does not fail the tests.
 const HANG: Duration = Duration::from_secs(60);
-
-fn sample(name: &str) -> Arc<[u8]> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../samples/target/wasm32-wasip1/release")
-        .join(format!("{name}.wasm"));
-    std::fs::read(&p)
-        .unwrap_or_else(|e| {
-            panic!("{}: {e}; build the samples first (`cargo xtask test` does)", p.display())
-        })
-        .into()
-}
-
-fn wat(text: &str) -> Arc<[u8]> {
-    wat::parse_str(text).expect("wat").into()
-}
 
 /// `(loop (br 0))`: no calls, no memory.
 const LOOP: &str =
@@ -76,52 +63,8 @@ const HOST_CALL_LOOP: &str = r#"(module
     (func (export "_start")
       (loop $l (drop (call $now (i32.const 1) (i64.const 0) (i32.const 0))) (br $l))))"#;
 
-struct Sandbox(PathBuf);
-
-impl Sandbox {
-    fn new() -> Sandbox {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let p = std::env::temp_dir().join(format!("andes-unmetered-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Sandbox(p)
-    }
-    fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.0.join(name)).unwrap_or_default()
-    }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn spec(module: Arc<[u8]>, ad: &str, sandbox: &Sandbox) -> JobSpec {
-    let ad = parse_ad(ad).unwrap();
-    JobSpec {
-        module,
-        limits: Limits::from_ad(&ad),
-        ad,
-        sandbox: sandbox.0.clone(),
-        inherit_stdio: false,
-        digest: None,
-        saved_state: None,
-        transparent: None,
-        metered: false,
-    }
-}
-
 async fn run(spec: JobSpec) -> JobResult {
     HOST.run(spec, Control::new(), Arc::new(SystemClock)).await
-}
-
-fn held(r: &JobResult) -> (i32, String) {
-    match &r.ending {
-        Ending::Held { code, reason, .. } => (*code, reason.clone()),
-        other => panic!("expected a hold, got {other:?}"),
-    }
 }
 
 /// A job running as a tokio task, with its control block.
