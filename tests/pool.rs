@@ -139,7 +139,13 @@ fn claims_are_reused_until_claim_worklife() {
         p.submit("alice", "hello", "executable = hello.wasm\noutput = h.$(Process).out\nqueue 4\n");
         wait_for("4 jobs done", Duration::from_secs(60), || p.history().len() == 4);
         let matches: i64 = p.history().iter().map(|a| int(a, "NumJobMatches").max(0)).sum();
-        assert_eq!(matches, claims, "CLAIM_WORKLIFE = {worklife}\n{}", p.logs());
+        assert_eq!(
+            matches,
+            claims,
+            "CLAIM_WORKLIFE = {worklife}\n{}\n{:#?}",
+            p.logs(),
+            p.history().iter().map(|a| a.to_string()).collect::<Vec<_>>()
+        );
     }
 }
 

@@ -145,7 +145,14 @@ impl Start {
 /// The ends of an activation's jobs seen so far, by `GlobalJobId`: a job
 /// queued behind others learns how it ended from any report that said so.
 #[derive(Default)]
-struct Ends(HashMap<String, JobEnd>);
+struct Ends {
+    ended: HashMap<String, JobEnd>,
+    /// The last report viewed, as the host sent it (see `light`): what the
+    /// job queued behind starts from. A view of an ended job rewrites its
+    /// report as that job's, so the report's own job (by then perhaps the
+    /// next one, already running) is kept here.
+    last: Option<JobReport>,
+}
 
 /// What a report says of one job.
 enum Viewed {
@@ -159,10 +166,11 @@ impl Ends {
     /// Notes the ends `report` carries, and says what it tells of job `gid`.
     fn view(&mut self, mut report: JobReport, gid: &str) -> Viewed {
         for e in report.ended.drain(..) {
-            self.0.insert(e.job.clone(), e);
+            self.ended.insert(e.job.clone(), e);
         }
+        self.last = Some(light(&report));
         let current = report.job.as_deref() == Some(gid);
-        match self.0.get(gid) {
+        match self.ended.get(gid) {
             // The end of a job that is not the report's own is in its entry;
             // the report's own keeps everything else it says (snapshots,
             // saved states).
@@ -182,6 +190,12 @@ impl Ends {
             _ if current => Viewed::Mine(report),
             _ => Viewed::NotYet(report),
         }
+    }
+
+    /// The report the job queued behind starts from, once the job `mine`
+    /// (the last viewed) is over: the last report as the host sent it.
+    fn behind(&mut self, mine: &JobReport) -> JobReport {
+        self.last.take().unwrap_or_else(|| light(mine))
     }
 }
 
@@ -204,11 +218,11 @@ fn no_report(alive: bool) -> JobReport {
 }
 
 /// `r` without what only its own job needs, for the job queued behind.
-fn light(r: JobReport) -> JobReport {
+fn light(r: &JobReport) -> JobReport {
     JobReport {
         version: r.version,
         state: r.state,
-        job: r.job,
+        job: r.job.clone(),
         queued: r.queued,
         evicted: r.evicted,
         ..no_report(r.claim_alive)
@@ -1437,7 +1451,10 @@ impl Inner {
                     }
                     lane.send(LaneOp::Exited(id, ending));
                 }
-                return (report.claim_alive, Some(light(report)));
+                // The job behind starts from the report as the host sent it:
+                // `report` may be this job's end, seen in a report about the
+                // next job, which is running already.
+                return (report.claim_alive, Some(ends.behind(&report)));
             }
             if !report.claim_alive {
                 lane.send(LaneOp::Pool(id, PoolOp::Evicted(lost_ad("the claim ended"))));
@@ -2049,6 +2066,57 @@ mod tests {
 
     fn ad(text: &str) -> ClassAd {
         classad::parse_ad(text).unwrap()
+    }
+
+    /// A batch of two: job 2 ends and job 3 starts in one step of the host,
+    /// so the shadow following job 2 may first hear of its end in a report
+    /// about job 3, running. Job 3 must be followed from that report; the
+    /// view rewritten as job 2's end would say job 3 never started (nothing
+    /// queued, not the report's job), and job 3 would run twice.
+    #[test]
+    fn a_job_whose_end_comes_with_the_next_ones_start_hands_that_start_on() {
+        let end = |job: &str| JobEnd {
+            job: job.into(),
+            version: 4,
+            update: "[ RemoteUserCpu = 0.1 ]".into(),
+            ending: "[ ExitCode = 0; ExitBySignal = false ]".into(),
+            outputs: Vec::new(),
+            evicted: false,
+        };
+        let next_running = JobReport {
+            version: 5,
+            state: RunState::Running,
+            job: Some("h#2.0#1".into()),
+            ended: vec![end("h#1.0#1")],
+            queued: 0,
+            ..no_report(true)
+        };
+        let mut ends = Ends::default();
+        let Viewed::Mine(mine) = ends.view(next_running, "h#1.0#1") else {
+            panic!("job 1's end is in the report")
+        };
+        assert_eq!(mine.state, RunState::Exited);
+        assert!(mine.ending.as_deref().is_some_and(|e| e.contains("ExitCode")));
+        let behind = ends.behind(&mine);
+        match ends.view(behind, "h#2.0#1") {
+            Viewed::Mine(r) => assert_eq!(r.state, RunState::Running),
+            Viewed::NotYet(r) => panic!("job 2 taken as never started: {r:?}"),
+        }
+        // A report about the job itself, ending it, hands on the same facts.
+        let own_end = JobReport {
+            version: 6,
+            state: RunState::Exited,
+            job: Some("h#2.0#1".into()),
+            ended: vec![end("h#2.0#1")],
+            queued: 0,
+            ..no_report(true)
+        };
+        let Viewed::Mine(mine) = ends.view(own_end, "h#2.0#1") else { panic!() };
+        let behind = ends.behind(&mine);
+        assert_eq!(
+            (behind.version, behind.state, behind.job.as_deref()),
+            (6, RunState::Exited, Some("h#2.0#1"))
+        );
     }
 
     #[test]
