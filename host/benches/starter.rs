@@ -10,7 +10,9 @@
 //!   `block_on` on the bench thread; `spawned` runs it as a tokio task on the
 //!   one worker thread, as the startd would. Then a plain loop of sequential
 //!   runs gives jobs per second on one core. Each case runs on a metered
-//!   host and on one that runs jobs unmetered (`unmetered_...`).
+//!   host and on one that runs jobs unmetered (`unmetered_...`), and the
+//!   unmetered ones also in place (`Host::run_in_place`, as the startd and
+//!   `andes run` start jobs: `unmetered_.../in_place_inline`, `..._spawned`).
 //! * `compute`: `primes N` under the full starter (fuel, epoch, yields; for
 //!   three `fuel_yield_interval`s; and unmetered, `starter_unmetered`), under a bare wasmtime embedding (default
 //!   `Config`: no fuel, no epoch, sync WASI), and natively. Runs interleave,
@@ -248,21 +250,59 @@ fn bench_startup(c: &mut Criterion, opts: &Opts) {
             )
         });
     }
+    // Unmetered jobs as the startd and `andes run` start them: in place on
+    // the calling thread (`Host::run_in_place`), no job thread to wake.
+    let unmetered = &hosts[1].1;
+    let in_place: Vec<Case> = modules
+        .iter()
+        .map(|(name, module)| (format!("unmetered_{name}/in_place"), unmetered, module))
+        .collect();
+    for (name, host, module) in &in_place {
+        let spec = job(module, "[]", sb.path());
+        g.bench_function(format!("{name}_inline"), |b| {
+            b.iter_batched(
+                || spec.clone(),
+                |s| rt.block_on(host.run_in_place(s, Control::new(), clock.clone())),
+                BatchSize::SmallInput,
+            )
+        });
+        g.bench_function(format!("{name}_spawned"), |b| {
+            b.iter_batched(
+                || spec.clone(),
+                |s| {
+                    let (host, clock) = ((*host).clone(), clock.clone());
+                    rt.block_on(async move {
+                        tokio::spawn(
+                            async move { host.run_in_place(s, Control::new(), clock).await },
+                        )
+                        .await
+                        .expect("job task")
+                    })
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
     g.finish();
     if !opts.wants("startup/rate") && opts.filter.as_deref().is_some_and(|f| f.contains('/')) {
         return;
     }
     // Jobs per second: sequential runs on the bench thread for a fixed time.
     let secs = if opts.quick { 0.1 } else { 2.0 };
-    for (name, host, module) in &cases {
+    for (name, host, module) in cases.iter().chain(&in_place) {
         let spec = job(module, "[]", sb.path());
+        let in_place = name.ends_with("/in_place");
         let t = Instant::now();
         let (cpu0, tcpu0) = (process_cpu_ns(), thread_cpu_ns());
         let mut n = 0u64;
         while t.elapsed().as_secs_f64() < secs {
             for _ in 0..100 {
-                let r: JobResult =
-                    rt.block_on(host.run(spec.clone(), Control::new(), clock.clone()));
+                let (s, ctl, clock) = (spec.clone(), Control::new(), clock.clone());
+                let r: JobResult = if in_place {
+                    rt.block_on(host.run_in_place(s, ctl, clock))
+                } else {
+                    rt.block_on(host.run(s, ctl, clock))
+                };
                 black_box(r);
             }
             n += 100;

@@ -134,6 +134,18 @@ pub struct Control {
     /// An unmetered job's link to its thread, while it runs.
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     remote: Mutex<Option<Arc<crate::preempt::Remote>>>,
+    /// Starts the job's watchdog at the first vacate, for a job that runs
+    /// without one until then ([`Control::arm_watch`]).
+    watch: Mutex<Option<WatchStart>>,
+}
+
+/// Starts a job's watchdog ([`Control::arm_watch`]).
+pub(crate) struct WatchStart(pub(crate) Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for WatchStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WatchStart")
+    }
 }
 
 impl Control {
@@ -242,8 +254,31 @@ impl Control {
             w.wake();
         }
         self.sync_remote(&s);
+        let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner()).take();
         drop(s);
+        if let Some(start) = watch {
+            (start.0)();
+        }
         self.changed.notify_one();
+    }
+
+    /// Leaves the start of the job's watchdog (which enforces the vacate
+    /// grace) to the first [`Control::soft_kill`], so that a job nobody
+    /// vacates runs without one. Hands `start` back when a vacate was
+    /// already asked for: start the watchdog now.
+    pub(crate) fn arm_watch(&self, start: WatchStart) -> Result<(), WatchStart> {
+        let s = self.state();
+        if s.vacate_deadline.is_some() {
+            return Err(start);
+        }
+        *self.watch.lock().unwrap_or_else(|e| e.into_inner()) = Some(start);
+        Ok(())
+    }
+
+    /// Withdraws what [`Control::arm_watch`] left, once the job has ended.
+    pub(crate) fn disarm_watch(&self) {
+        let _s = self.state();
+        self.watch.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 
     /// Kills the job now.

@@ -1632,8 +1632,10 @@ impl Daemon {
         let task = {
             let (host, ctl, clock, tx) =
                 (self.host.clone(), ctl.clone(), self.clock.clone(), self.exits_tx.clone());
+            // The job runs in place on this task's thread: the daemon stops
+            // it through its control, never by aborting the task alone.
             tokio::spawn(async move {
-                let result = host.run(spec, ctl, clock).await;
+                let result = host.run_in_place(spec, ctl, clock).await;
                 let _ = tx.send(Exit { slot, generation, finished: Finished::Starter(result) });
             })
         };

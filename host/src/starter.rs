@@ -5,7 +5,8 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use classad::{ClassAd, Value};
@@ -308,7 +309,7 @@ impl ResourceLimiter for Limiter {
             self.refused = Some(desired as u64);
             return Ok(false);
         }
-        self.ctl.memory_bytes.store(desired as u64, std::sync::atomic::Ordering::Relaxed);
+        self.ctl.memory_bytes.store(desired as u64, Ordering::Relaxed);
         Ok(true)
     }
     fn table_growing(&mut self, _cur: usize, desired: usize, _max: Option<usize>) -> Result<bool> {
@@ -438,8 +439,39 @@ enum Inner {
 
 impl Host {
     /// Runs a job to its end under `ctl`. Never panics on a bad module or ad:
-    /// every failure is an [`Ending`].
+    /// every failure is an [`Ending`]. Dropping the future stops the job.
     pub async fn run(&self, spec: JobSpec, ctl: Arc<Control>, clock: Arc<dyn Clock>) -> JobResult {
+        self.run_job(spec, ctl, clock, false).await
+    }
+
+    /// Runs a job to its end as [`Host::run`] does, except that an unmetered
+    /// job's guest runs on the calling thread, which it blocks until the job
+    /// ends ([`tokio::task::block_in_place`]: a worker of a multi-thread
+    /// runtime first hands its other tasks to a new worker). That saves
+    /// waking a job thread and being woken by it, which costs a trivial job
+    /// a fifth of its start-to-exit time, more when the other cores are busy.
+    ///
+    /// The future then completes within the poll that starts the job, so
+    /// dropping or aborting it does not stop the job: stop it through `ctl`
+    /// ([`Control::hard_kill`]). Spawn it as a task of its own when the
+    /// caller has other things to do meanwhile. On a current-thread runtime,
+    /// where no thread may block, this is [`Host::run`].
+    pub async fn run_in_place(
+        &self,
+        spec: JobSpec,
+        ctl: Arc<Control>,
+        clock: Arc<dyn Clock>,
+    ) -> JobResult {
+        self.run_job(spec, ctl, clock, true).await
+    }
+
+    async fn run_job(
+        &self,
+        spec: JobSpec,
+        ctl: Arc<Control>,
+        clock: Arc<dyn Clock>,
+        in_place: bool,
+    ) -> JobResult {
         let not_run = |ending| JobResult {
             ending,
             usage: Usage::default(),
@@ -506,16 +538,14 @@ impl Host {
         let used = disk_usage(&spec.sandbox);
         let quota = Quota::new(spec.limits.disk_bytes, used, spec.limits.max_open_files);
         quota.set_control(ctl.clone());
-        ctl.disk_bytes.store(used, std::sync::atomic::Ordering::Relaxed);
+        ctl.disk_bytes.store(used, Ordering::Relaxed);
         let started = clock.now();
         ctl.mark_started(started);
         // The wall-clock limit counts from here: an unmetered job's guest
         // starts running on its own thread as soon as it is set up.
         let exec_deadline = spec.limits.execute_duration.map(|d| started + d);
-        let mut exec_timer = match exec_deadline {
-            Some(d) => clock.sleep_until(d),
-            None => Box::pin(std::future::pending()),
-        };
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let watch = watchdog(ctl.clone(), clock.clone(), exec_deadline, timed_out.clone());
         // Fuel used before the snapshot counts against MaxFuel.
         let fuel_before = restored
             .as_ref()
@@ -546,35 +576,26 @@ impl Host {
             restored.as_ref().map(|o| &o.header.wasi),
             unmetered.as_ref(),
         );
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        let _ = in_place;
         let job: JobFuture<'_> = match unmetered {
             #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-            Some(_) => self.start_unmetered(setup, ctl.clone()),
-            _ => Box::pin(Controlled {
-                inner: Box::pin(instantiate_and_run(setup, tp)),
-                ctl: ctl.clone(),
-            }),
-        };
-        let mut controlled = job;
-        let mut timed_out = false;
-        let outcome = loop {
-            let vacate = ctl.vacate_deadline().map(|(d, _)| d);
-            let mut vacate_timer = match vacate {
-                Some(d) => clock.sleep_until(d),
-                None => Box::pin(std::future::pending()),
-            };
-            tokio::select! {
-                r = &mut controlled => break r,
-                _ = &mut exec_timer, if !timed_out => {
-                    timed_out = true;
-                    ctl.hard_kill();
-                }
-                _ = &mut vacate_timer => ctl.hard_kill(),
-                _ = ctl.changed() => {}
+            Some(_) if in_place && may_block_in_place() => {
+                // No other future to poll beside it: the watchdog is a task.
+                let outcome = run_unmetered_here(setup, &ctl, watch, exec_deadline.is_some());
+                Box::pin(std::future::ready(outcome))
             }
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+            Some(_) => Box::pin(with_watchdog(self.start_unmetered(setup, ctl.clone()), watch)),
+            _ => Box::pin(with_watchdog(
+                Controlled { inner: Box::pin(instantiate_and_run(setup, tp)), ctl: ctl.clone() },
+                watch,
+            )),
         };
-        drop(controlled);
+        let outcome = job.await;
+        let timed_out = timed_out.load(Ordering::SeqCst);
         let mut usage = ctl.usage(clock.as_ref());
-        usage.disk_usage_kib = quota.used.load(std::sync::atomic::Ordering::Relaxed).div_ceil(1024);
+        usage.disk_usage_kib = quota.used.load(Ordering::Relaxed).div_ceil(1024);
         let outcome = match outcome {
             // Nobody counted an unmetered job's fuel.
             Ok(Inner::Finished { result, refused, .. }) if !metered => {
@@ -592,12 +613,12 @@ impl Host {
             }
             Ok(Inner::Finished { result, refused, fuel_left }) => {
                 usage.fuel_consumed = fuel_budget.saturating_sub(fuel_left);
-                ctl.fuel_consumed.store(usage.fuel_consumed, std::sync::atomic::Ordering::Relaxed);
+                ctl.fuel_consumed.store(usage.fuel_consumed, Ordering::Relaxed);
                 self.finished_ending(&spec, result, refused, &quota, timed_out, &ctl)
             }
         };
         if usage.fuel_consumed == 0 {
-            usage.fuel_consumed = ctl.fuel_consumed.load(std::sync::atomic::Ordering::Relaxed);
+            usage.fuel_consumed = ctl.fuel_consumed.load(Ordering::Relaxed);
         }
         let log = std::mem::take(&mut *io.log.lock().unwrap_or_else(|e| e.into_inner()));
         JobResult { ending, usage, updates: io.take_updates(), log }
@@ -844,9 +865,7 @@ impl Host {
         store.epoch_deadline_callback(move |mut ctx| {
             let data = ctx.data();
             if let Ok(left) = ctx.get_fuel() {
-                data.ctl
-                    .fuel_consumed
-                    .store(fuel_budget.saturating_sub(left), std::sync::atomic::Ordering::Relaxed);
+                data.ctl.fuel_consumed.store(fuel_budget.saturating_sub(left), Ordering::Relaxed);
             }
             if data.ctl.is_killed() {
                 return Err(Trap::Interrupt.into());
@@ -893,6 +912,132 @@ impl Drop for Abandon {
             r.set_request(crate::preempt::KILL);
         }
     }
+}
+
+/// Enforces a running job's deadlines: hard-kills it when its wall-clock
+/// limit passes (recording that in `timed_out`) or when the grace of a
+/// vacate ends. Never completes: drop (or abort) it once the job has ended.
+async fn watchdog(
+    ctl: Arc<Control>,
+    clock: Arc<dyn Clock>,
+    exec_deadline: Option<Instant>,
+    timed_out: Arc<AtomicBool>,
+) -> std::convert::Infallible {
+    let mut exec_timer = match exec_deadline {
+        Some(d) => clock.sleep_until(d),
+        None => Box::pin(std::future::pending()),
+    };
+    loop {
+        let mut vacate_timer = match ctl.vacate_deadline() {
+            Some((d, _)) => clock.sleep_until(d),
+            None => Box::pin(std::future::pending()),
+        };
+        tokio::select! {
+            _ = &mut exec_timer => {
+                timed_out.store(true, Ordering::SeqCst);
+                ctl.hard_kill();
+                break;
+            }
+            _ = &mut vacate_timer => {
+                ctl.hard_kill();
+                break;
+            }
+            _ = ctl.changed() => {}
+        }
+    }
+    // A kill is final: nothing is left to watch.
+    std::future::pending().await
+}
+
+/// Runs `job` with its watchdog beside it; ends when the job does.
+async fn with_watchdog<J: Future<Output = Result<Inner, Stopped>>>(
+    job: J,
+    watch: impl Future<Output = std::convert::Infallible>,
+) -> Result<Inner, Stopped> {
+    tokio::select! {
+        r = job => r,
+        never = watch => match never {},
+    }
+}
+
+/// True when the calling thread may block for a whole job: a thread of a
+/// multi-thread runtime ([`tokio::task::block_in_place`] moves a worker's
+/// other tasks away first).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn may_block_in_place() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+}
+
+/// The ending of an unmetered job whose guest could not run at all.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn not_started(
+    setup: Result<(Store<JobState>, Arc<crate::engine::Prepared>), Ending>,
+) -> Result<Inner, Stopped> {
+    match setup {
+        Err(ending) => Ok(Inner::Setup(ending)),
+        Ok(_) => Ok(Inner::Setup(held(HOLD_FAILED_TO_START, 0, "host error"))),
+    }
+}
+
+/// What an unmetered job ends with when its thread ended without a result.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn lost_thread() -> Result<Inner, Stopped> {
+    Ok(Inner::Setup(held(
+        HOLD_FAILED_TO_START,
+        0,
+        "host error: the job's thread ended without a result",
+    )))
+}
+
+/// Runs an unmetered job's guest on the calling thread, blocking it until
+/// the job ends. Its watchdog becomes a task of the caller's runtime when it
+/// has something to watch: from the start if the job has a wall-clock limit
+/// (`timed`), else from its first vacate. Spawning it regardless would wake
+/// an idle worker thread twice per job, and a memory's decommit at the end
+/// would then have to reach that worker's CPU too: together a third of a
+/// trivial job's start-to-exit time.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn run_unmetered_here(
+    setup: Result<(Store<JobState>, Arc<crate::engine::Prepared>), Ending>,
+    ctl: &Arc<Control>,
+    watch: impl Future<Output = std::convert::Infallible> + Send + 'static,
+    timed: bool,
+) -> Result<Inner, Stopped> {
+    use crate::control::WatchStart;
+    let remote = match &setup {
+        Ok((store, _)) => store.data().remote(),
+        Err(_) => None,
+    };
+    let Some(remote) = remote else { return not_started(setup) };
+    let handle = tokio::runtime::Handle::current();
+    let task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<_>>>> = Arc::default();
+    let start = {
+        let (handle, task) = (handle.clone(), task.clone());
+        WatchStart(Box::new(move || {
+            let spawned = handle.spawn(watch);
+            *task.lock().unwrap_or_else(|e| e.into_inner()) = Some(spawned);
+        }))
+    };
+    if timed {
+        (start.0)();
+    } else if let Err(start) = ctl.arm_watch(start) {
+        (start.0)();
+    }
+    ctl.attach(remote.clone());
+    let r = tokio::task::block_in_place(|| {
+        let _rt = handle.enter();
+        // A panic is the job's end, as on a job thread, not the caller's.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::jobthread::drive(&remote, instantiate_and_run(setup, None))
+        }))
+    });
+    ctl.detach();
+    ctl.disarm_watch();
+    if let Some(t) = task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        t.abort();
+    }
+    r.unwrap_or_else(|_| lost_thread())
 }
 
 impl Host {
@@ -948,12 +1093,7 @@ impl Host {
         };
         let Some(remote) = remote else {
             // Setup failed: nothing to run.
-            return Box::pin(async move {
-                match setup {
-                    Err(ending) => Ok(Inner::Setup(ending)),
-                    Ok(_) => Ok(Inner::Setup(held(HOLD_FAILED_TO_START, 0, "host error"))),
-                }
-            });
+            return Box::pin(std::future::ready(not_started(setup)));
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let handle = tokio::runtime::Handle::try_current().ok();
@@ -979,13 +1119,7 @@ impl Host {
                     0,
                     format!("cannot start a thread for the job: {e}"),
                 ))),
-                Ok(()) => rx.await.unwrap_or_else(|_| {
-                    Ok(Inner::Setup(held(
-                        HOLD_FAILED_TO_START,
-                        0,
-                        "host error: the job's thread ended without a result",
-                    )))
-                }),
+                Ok(()) => rx.await.unwrap_or_else(|_| lost_thread()),
             };
             guard.0 = None;
             r

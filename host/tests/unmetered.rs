@@ -2,7 +2,9 @@
 //! need no fuel run with neither fuel nor epoch checks, on a thread of their
 //! own, and are suspended and killed by a signal to that thread. Every
 //! control operation, limit and exit path must behave exactly as on the
-//! metered engine. Linux on x86_64 only: elsewhere every job runs metered.
+//! metered engine, whether the job's guest runs on a job thread
+//! (`Host::run`) or on the caller's own thread (`Host::run_in_place`).
+//! Linux on x86_64 only: elsewhere every job runs metered.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::sync::{Arc, LazyLock};
@@ -63,8 +65,30 @@ const HOST_CALL_LOOP: &str = r#"(module
     (func (export "_start")
       (loop $l (drop (call $now (i32.const 1) (i64.const 0) (i32.const 0))) (br $l))))"#;
 
+/// Where a test job's guest runs.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    /// On a job thread: `Host::run`.
+    Thread,
+    /// On the thread of the task that runs it: `Host::run_in_place`.
+    InPlace,
+}
+
+const MODES: [Mode; 2] = [Mode::Thread, Mode::InPlace];
+
+async fn run_as(mode: Mode, spec: JobSpec, ctl: Arc<Control>, clock: Arc<dyn Clock>) -> JobResult {
+    match mode {
+        Mode::Thread => HOST.run(spec, ctl, clock).await,
+        Mode::InPlace => HOST.run_in_place(spec, ctl, clock).await,
+    }
+}
+
 async fn run(spec: JobSpec) -> JobResult {
-    HOST.run(spec, Control::new(), Arc::new(SystemClock)).await
+    run_as(Mode::Thread, spec, Control::new(), Arc::new(SystemClock)).await
+}
+
+async fn run_in_place(spec: JobSpec) -> JobResult {
+    run_as(Mode::InPlace, spec, Control::new(), Arc::new(SystemClock)).await
 }
 
 /// A job running as a tokio task, with its control block.
@@ -74,10 +98,14 @@ struct Job {
 }
 
 fn start(spec: JobSpec, clock: Arc<dyn Clock>) -> Job {
+    start_as(Mode::Thread, spec, clock)
+}
+
+fn start_as(mode: Mode, spec: JobSpec, clock: Arc<dyn Clock>) -> Job {
     let ctl = Control::new();
     let task = tokio::spawn({
         let ctl = ctl.clone();
-        async move { HOST.run(spec, ctl, clock).await }
+        async move { run_as(mode, spec, ctl, clock).await }
     });
     Job { ctl, task }
 }
@@ -113,16 +141,27 @@ async fn kill(job: Job) -> JobResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_runs_unmetered_and_publishes_no_fuel() {
+    for mode in MODES {
+        hello_unmetered(mode).await;
+    }
+}
+
+async fn hello_unmetered(mode: Mode) {
     let sb = Sandbox::new();
     std::fs::write(sb.0.join("in.txt"), "one\ntwo\n").unwrap();
-    let r = run(spec(
+    let r = run_as(
+        mode,
+        spec(
         sample("hello"),
         r#"[ Cmd = "/home/alice/hello.wasm"; Arguments = "-n 'hello world' x";
              Environment = "GREETING=bonjour OTHER=1"; In = "in.txt"; Out = "out.txt"; Err = "err.txt" ]"#,
-        &sb,
-    ))
+            &sb,
+        ),
+        Control::new(),
+        Arc::new(SystemClock),
+    )
     .await;
-    assert_eq!(r.ending, Ending::Exited(0), "stderr: {}", sb.read("err.txt"));
+    assert_eq!(r.ending, Ending::Exited(0), "{mode:?}: stderr: {}", sb.read("err.txt"));
     assert_eq!(
         sb.read("out.txt"),
         "argv[0] = hello.wasm\nargv[1] = -n\nargv[2] = hello world\nargv[3] = x\n\
@@ -182,10 +221,16 @@ async fn exit_codes_and_traps_are_the_same_as_metered() {
         let sb = Sandbox::new();
         let r = run(spec(wat(text), "[]", &sb)).await;
         assert_eq!(r.ending, Ending::Trapped { signal, trap: trap.into() }, "{text}");
+        let r = run_in_place(spec(wat(text), "[]", &sb)).await;
+        assert_eq!(r.ending, Ending::Trapped { signal, trap: trap.into() }, "in place: {text}");
     }
     let sb = Sandbox::new();
     let r = run(spec(sample("recurse"), "[]", &sb)).await;
     assert_eq!(r.ending, Ending::Trapped { signal: 11, trap: "stack_overflow".into() });
+    let r = run_in_place(spec(sample("recurse"), "[]", &sb)).await;
+    assert_eq!(r.ending, Ending::Trapped { signal: 11, trap: "stack_overflow".into() });
+    let r = run_in_place(spec(sample("exit_code"), "[ Arguments = \"85\" ]", &sb)).await;
+    assert_eq!(r.ending, Ending::Exited(85));
     let r = run(spec(sample("trap_divzero"), "[]", &sb)).await;
     assert_eq!(r.ending, Ending::Trapped { signal: 8, trap: "integer_divide_by_zero".into() });
 }
@@ -233,10 +278,19 @@ async fn limits_hold_as_on_the_metered_engine() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wall_clock_limit_stops_a_tight_loop_on_a_virtual_clock() {
+    for mode in MODES {
+        wall_clock_limit(mode).await;
+    }
+}
+
+async fn wall_clock_limit(mode: Mode) {
     let sb = Sandbox::new();
     let vc = VirtualClock::new();
-    let job =
-        start(spec(wat(LOOP), "[ AllowedExecuteDuration = 3600 ]", &sb), Arc::new(vc.clone()));
+    let job = start_as(
+        mode,
+        spec(wat(LOOP), "[ AllowedExecuteDuration = 3600 ]", &sb),
+        Arc::new(vc.clone()),
+    );
     running(&job).await;
     vc.advance(Duration::from_secs(3599));
     tokio::task::yield_now().await;
@@ -250,6 +304,12 @@ async fn the_wall_clock_limit_stops_a_tight_loop_on_a_virtual_clock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hard_kill_stops_loops_host_calls_sleeps_and_suspended_jobs() {
+    for mode in MODES {
+        hard_kill_stops(mode).await;
+    }
+}
+
+async fn hard_kill_stops(mode: Mode) {
     let cases = [
         ("spin", sample("spin")),
         ("loop", wat(LOOP)),
@@ -259,10 +319,13 @@ async fn hard_kill_stops_loops_host_calls_sleeps_and_suspended_jobs() {
         ("primes", sample("primes")),
     ];
     for (name, module) in cases {
-        eprintln!("kill: {name}");
+        eprintln!("kill: {name}, {mode:?}");
         let sb = Sandbox::new();
-        let job =
-            start(spec(module, r#"[ Arguments = "1000000000000" ]"#, &sb), Arc::new(SystemClock));
+        let job = start_as(
+            mode,
+            spec(module, r#"[ Arguments = "1000000000000" ]"#, &sb),
+            Arc::new(SystemClock),
+        );
         running(&job).await;
         let r = kill(job).await;
         assert_eq!(r.ending, Ending::Evicted { vacated: false }, "{name}");
@@ -270,14 +333,18 @@ async fn hard_kill_stops_loops_host_calls_sleeps_and_suspended_jobs() {
     }
     // Blocked in a host call: the sleeper waits in poll_oneoff for an hour.
     let sb = Sandbox::new();
-    let job = start(spec(sample("sleeper"), r#"[ Out = "out.txt" ]"#, &sb), Arc::new(SystemClock));
+    let job = start_as(
+        mode,
+        spec(sample("sleeper"), r#"[ Out = "out.txt" ]"#, &sb),
+        Arc::new(SystemClock),
+    );
     until("the sleeper to sleep", || sb.read("out.txt").contains("sleeping")).await;
     let r = kill(job).await;
     assert_eq!(r.ending, Ending::Evicted { vacated: false });
     // Suspended first, in guest code and in a sleep.
     for module in [wat(LOOP), sample("sleeper")] {
         let sb = Sandbox::new();
-        let job = start(spec(module, "[]", &sb), Arc::new(SystemClock));
+        let job = start_as(mode, spec(module, "[]", &sb), Arc::new(SystemClock));
         until("the job to start", || job.ctl.is_running()).await;
         job.ctl.suspend(&SystemClock);
         until("the suspension", || job.ctl.is_stopped()).await;
@@ -377,6 +444,12 @@ async fn suspend_stops_the_cpu_and_resume_continues_where_it_stopped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspend_stops_loops_in_libcalls_and_host_calls() {
+    for mode in MODES {
+        suspend_stops_loops(mode).await;
+    }
+}
+
+async fn suspend_stops_loops(mode: Mode) {
     for (name, module) in [
         ("loop", wat(LOOP)),
         ("memory loop", wat(MEMORY_LOOP)),
@@ -384,7 +457,7 @@ async fn suspend_stops_loops_in_libcalls_and_host_calls() {
         ("host call loop", wat(HOST_CALL_LOOP)),
     ] {
         let sb = Sandbox::new();
-        let job = start(spec(module, "[]", &sb), Arc::new(SystemClock));
+        let job = start_as(mode, spec(module, "[]", &sb), Arc::new(SystemClock));
         running(&job).await;
         for _ in 0..5 {
             let other = Sandbox::new();
@@ -393,19 +466,29 @@ async fn suspend_stops_loops_in_libcalls_and_host_calls() {
                 assert_eq!(r.ending, Ending::Exited(0));
             })
             .await;
-            assert!(suspended, "{name}");
+            assert!(suspended, "{name}, {mode:?}");
             job.ctl.resume(&SystemClock);
             let c = cpu(&job.ctl);
             until("the job to run again", || cpu(&job.ctl) > c).await;
         }
-        assert_eq!(kill(job).await.ending, Ending::Evicted { vacated: false }, "{name}");
+        assert_eq!(kill(job).await.ending, Ending::Evicted { vacated: false }, "{name}, {mode:?}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_sleeper_stays_stopped_and_resumes() {
+    for mode in MODES {
+        suspended_sleeper(mode).await;
+    }
+}
+
+async fn suspended_sleeper(mode: Mode) {
     let sb = Sandbox::new();
-    let job = start(spec(sample("sleeper"), r#"[ Out = "out.txt" ]"#, &sb), Arc::new(SystemClock));
+    let job = start_as(
+        mode,
+        spec(sample("sleeper"), r#"[ Out = "out.txt" ]"#, &sb),
+        Arc::new(SystemClock),
+    );
     until("the sleeper to sleep", || sb.read("out.txt").contains("sleeping")).await;
     let suspended = suspended_while(&job, async {
         let other = Sandbox::new();
@@ -422,10 +505,15 @@ async fn a_suspended_sleeper_stays_stopped_and_resumes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vacate_lets_a_cooperative_job_save_its_work_even_when_suspended() {
-    for suspend_first in [false, true] {
+    for (suspend_first, mode) in
+        [(false, Mode::Thread), (true, Mode::Thread), (true, Mode::InPlace)]
+    {
         let sb = Sandbox::new();
-        let job =
-            start(spec(sample("vacate"), r#"[ Out = "out.txt" ]"#, &sb), Arc::new(SystemClock));
+        let job = start_as(
+            mode,
+            spec(sample("vacate"), r#"[ Out = "out.txt" ]"#, &sb),
+            Arc::new(SystemClock),
+        );
         running(&job).await;
         if suspend_first {
             job.ctl.suspend(&SystemClock);
@@ -440,17 +528,47 @@ async fn vacate_lets_a_cooperative_job_save_its_work_even_when_suspended() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vacate_grace_expiry_hard_kills_an_uncooperative_job() {
+    for mode in MODES {
+        grace_expiry(mode, false).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_vacated_before_it_starts_is_hard_killed_when_the_grace_ends() {
+    for mode in MODES {
+        grace_expiry(mode, true).await;
+    }
+}
+
+/// Vacates a job that ignores it, once it runs or (`early`) before it
+/// starts, and checks that it is hard-killed when the grace ends, not before.
+async fn grace_expiry(mode: Mode, early: bool) {
     let sb = Sandbox::new();
     let vc = VirtualClock::new();
     let clock: Arc<dyn Clock> = Arc::new(vc.clone());
-    let job = start(spec(wat(MEMORY_LOOP), "[]", &sb), clock.clone());
+    let ctl = Control::new();
+    let grace = Duration::from_secs(600);
+    if early {
+        ctl.soft_kill(clock.as_ref(), grace);
+    }
+    let task = tokio::spawn({
+        let (spec, ctl, clock) = (spec(wat(MEMORY_LOOP), "[]", &sb), ctl.clone(), clock.clone());
+        async move { run_as(mode, spec, ctl, clock).await }
+    });
+    let job = Job { ctl, task };
     running(&job).await;
-    job.ctl.soft_kill(clock.as_ref(), Duration::from_secs(600));
+    if !early {
+        job.ctl.soft_kill(clock.as_ref(), grace);
+    }
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
-    assert!(!job.task.is_finished());
-    vc.advance(Duration::from_secs(601));
+    vc.advance(grace - Duration::from_secs(1));
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!job.task.is_finished(), "{mode:?}: killed before the grace ended");
+    vc.advance(Duration::from_secs(2));
     let r = tokio::time::timeout(HANG, job.task).await.expect("killed").unwrap();
     assert_eq!(r.ending, Ending::Evicted { vacated: true });
 }
@@ -458,7 +576,7 @@ async fn vacate_grace_expiry_hard_kills_an_uncooperative_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_job_does_not_disturb_a_good_one_beside_it() {
     let bad_sb = Sandbox::new();
-    let bad = start(spec(sample("spin"), "[]", &bad_sb), Arc::new(SystemClock));
+    let bad = start_as(Mode::InPlace, spec(sample("spin"), "[]", &bad_sb), Arc::new(SystemClock));
     let fill_sb = Sandbox::new();
     let fill = start(spec(wat(FILL_LOOP), "[]", &fill_sb), Arc::new(SystemClock));
     let sb = Sandbox::new();
@@ -531,6 +649,75 @@ async fn a_job_outliving_its_host_is_still_killed_cleanly() {
     }
 }
 
+/// In place, the guest runs on the caller's thread, whose CPU time then grows
+/// by the job's; on a job thread, the caller only waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn in_place_the_guest_runs_on_the_calling_thread() {
+    for mode in MODES {
+        let sb = Sandbox::new();
+        let t0 = cpu_time::ThreadTime::now();
+        let r = run_as(
+            mode,
+            spec(sample("primes"), r#"[ Arguments = "3000000"; Out = "out.txt" ]"#, &sb),
+            Control::new(),
+            Arc::new(SystemClock),
+        )
+        .await;
+        let caller = t0.elapsed().as_secs_f64();
+        assert_eq!(r.ending, Ending::Exited(0));
+        assert_eq!(sb.read("out.txt").lines().last(), Some("primes below 3000000: 216816"));
+        let job = r.usage.remote_user_cpu;
+        assert!(job > 0.0, "{:?}", r.usage);
+        match mode {
+            Mode::InPlace => assert!(caller >= job * 0.9, "caller {caller} s, job {job} s"),
+            Mode::Thread => assert!(caller < job * 0.5, "caller {caller} s, job {job} s"),
+        }
+    }
+}
+
+/// Jobs run in place block their own threads, never the runtime: on a
+/// runtime of one worker, several run at once while its timers fire and
+/// other jobs start and end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn jobs_in_place_leave_the_runtime_free() {
+    let sandboxes: Vec<Sandbox> = (0..3).map(|_| Sandbox::new()).collect();
+    let jobs: Vec<Job> = sandboxes
+        .iter()
+        .map(|sb| start_as(Mode::InPlace, spec(wat(LOOP), "[]", sb), Arc::new(SystemClock)))
+        .collect();
+    for job in &jobs {
+        running(job).await;
+    }
+    tokio::time::timeout(HANG, tokio::time::sleep(Duration::from_millis(5)))
+        .await
+        .expect("a timer fired while the jobs ran");
+    let other = Sandbox::new();
+    let hello = tokio::spawn(run_in_place(spec(sample("hello"), "[]", &other)));
+    let r = tokio::time::timeout(HANG, hello).await.expect("hello ran beside them").unwrap();
+    assert_eq!(r.ending, Ending::Exited(0));
+    for job in &jobs {
+        let c = cpu(&job.ctl);
+        until("each job to keep running", || cpu(&job.ctl) > c).await;
+    }
+    for job in jobs {
+        assert_eq!(kill(job).await.ending, Ending::Evicted { vacated: false });
+    }
+}
+
+/// No thread of a current-thread runtime may block: a job run in place runs
+/// on a job thread there, under the same control.
+#[tokio::test]
+async fn in_place_on_a_current_thread_runtime_uses_a_job_thread() {
+    let sb = Sandbox::new();
+    let r = run_in_place(spec(sample("hello"), "[]", &sb)).await;
+    assert_eq!(r.ending, Ending::Exited(0));
+    let job = start_as(Mode::InPlace, spec(wat(LOOP), "[]", &sb), Arc::new(SystemClock));
+    running(&job).await;
+    job.ctl.suspend(&SystemClock);
+    until("the suspension", || job.ctl.is_stopped()).await;
+    assert_eq!(kill(job).await.ending, Ending::Evicted { vacated: false });
+}
+
 /// xorshift64*: the stress test's seeded choices.
 struct Rng(u64);
 
@@ -562,6 +749,7 @@ impl Drop for Seed {
 /// it runs (a sleeper does not).
 struct Stressed {
     name: &'static str,
+    mode: Mode,
     job: Job,
     burns: bool,
     _sandbox: Sandbox,
@@ -580,9 +768,10 @@ fn stressed(rng: &mut Rng) -> Stressed {
         ("metered spin", sample("spin"), "[ MaxFuel = 1000000000000000 ]", true),
     ];
     let (name, module, ad, burns) = kinds[rng.below(kinds.len() as u64) as usize].clone();
+    let mode = MODES[rng.below(2) as usize];
     let sb = Sandbox::new();
-    let job = start(spec(module, ad, &sb), Arc::new(SystemClock));
-    Stressed { name, job, burns, _sandbox: sb }
+    let job = start_as(mode, spec(module, ad, &sb), Arc::new(SystemClock));
+    Stressed { name, mode, job, burns, _sandbox: sb }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -605,7 +794,7 @@ async fn stress_random_suspend_resume_and_kill_of_concurrent_jobs() {
     for step in 0..160 {
         let i = rng.below(jobs.len() as u64) as usize;
         let j = &jobs[i];
-        let what = format!("step {step}, job {i} ({}), seed {seed}", j.name);
+        let what = format!("step {step}, job {i} ({}, {:?}), seed {seed}", j.name, j.mode);
         match rng.below(10) {
             0..=2 => {
                 j.job.ctl.suspend(&SystemClock);

@@ -456,7 +456,8 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                 }
             })
         });
-        let r = host.run(spec, ctl.clone(), clock).await;
+        // On this thread: Ctrl-C reaches the job through its control.
+        let r = host.run_in_place(spec, ctl.clone(), clock).await;
         watcher.abort();
         if let Some(k) = keeper {
             k.abort();
