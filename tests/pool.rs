@@ -132,6 +132,59 @@ fn short_jobs_go_out_in_batches_and_run_metered() {
     assert!(h.iter().all(|a| int(a, "NumJobStarts") == 1), "a job started twice");
 }
 
+/// The ProcIds of cluster 1's jobs in the host's STARTD_HISTORY, one per run.
+fn runs_on_host(p: &Pool) -> Vec<i64> {
+    let text = std::fs::read_to_string(p.path().join("startd_history")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("*** ClusterId = 1 ProcId = "))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_job_held_while_queued_on_its_host_never_runs_there() {
+    // One slot, jobs of one module: short ones first, so the claim's batches
+    // grow, then a long one, with more of the batch queued on the host
+    // behind it. Those are held while it runs: the host must drop them
+    // unrun, and the long job must run on undisturbed. Only every other job
+    // is held: the claim goes on with the rest, its queue still followed.
+    let p = Pool::new("NUM_CPUS = 1", 1);
+    let long = 24;
+    let items: Vec<&str> = (0..48).map(|i| if i == long { "3000000000" } else { "1000" }).collect();
+    p.submit(
+        "alice",
+        "primes",
+        &format!("executable = primes.wasm\narguments = $(N)\nqueue N in ({})\n", items.join(", ")),
+    );
+    let long_id = format!("1.{long}");
+    wait_for("the long job to run", Duration::from_secs(120), || {
+        job(&p.queue(), &long_id).is_some_and(|a| int(a, "JobStatus") == 2)
+    });
+    p.ok("alice", &["hold", "--constraint", "JobStatus == 1 && ProcId % 2 == 1"]);
+    let held: Vec<i64> =
+        p.queue().iter().filter(|a| int(a, "JobStatus") == 5).map(|a| int(a, "ProcId")).collect();
+    assert!(!held.is_empty(), "nothing left to hold");
+    let others = 48 - held.len();
+    wait_for("every job not held to complete", Duration::from_secs(120), || {
+        p.history().len() == others
+    });
+    let ran = runs_on_host(&p);
+    let ran_held: Vec<_> = held.iter().filter(|id| ran.contains(id)).collect();
+    assert!(ran_held.is_empty(), "held jobs {ran_held:?} ran on the host: {ran:?}");
+    // The jobs queued behind the long one ran on from the host's queue as it
+    // ended: none was dropped there and sent again later, out of order.
+    assert!(ran.is_sorted(), "jobs ran out of order: {ran:?}");
+    let done = job(&p.history(), &long_id).unwrap().clone();
+    assert_eq!(int(&done, "NumJobStarts"), 1, "the long job was disturbed: {done}");
+    // Released, each held job runs once, and only once.
+    p.ok("alice", &["release", "1"]);
+    wait_for("all 48 jobs done", Duration::from_secs(120), || p.history().len() == 48);
+    let mut ran = runs_on_host(&p);
+    ran.sort();
+    assert_eq!(ran, (0..48).collect::<Vec<i64>>(), "each job runs on the host once");
+    assert!(p.history().iter().all(|a| int(a, "NumJobStarts") == 1 && int(a, "ExitCode") == 0));
+}
+
 #[test]
 fn claims_are_reused_until_claim_worklife() {
     for (worklife, claims) in [("-1", 1), ("0", 4)] {

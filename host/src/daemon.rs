@@ -858,11 +858,12 @@ impl Daemon {
                         self.starter_initial_update,
                         self.starter_update,
                         c.told_end.clone(),
+                        c.heard.clone(),
                     ));
                 }
                 owned(self, &caller, &claim_id)?;
                 let c = self.claims.get_mut(&claim_id).ok_or(PoolError::Stopping)?;
-                c.heard = std::time::Instant::now();
+                c.heard.now();
                 if c.lease_secs > 0 {
                     c.lease_until = Some(now.saturating_add(c.lease_secs));
                 }
@@ -871,6 +872,7 @@ impl Daemon {
                     self.starter_initial_update,
                     self.starter_update,
                     c.told_end.clone(),
+                    c.heard.clone(),
                 ))
             }
             PoolRequest::Edit { caller, req } => {
@@ -881,6 +883,24 @@ impl Daemon {
                 // Policy sees the change now, not at the next poll.
                 self.tick();
                 Ok(PoolReply::Done)
+            }
+            PoolRequest::Withdraw { caller, req } => {
+                owned(self, &caller, &req.claim_id)?;
+                let c = self.claims.get_mut(&req.claim_id).ok_or(PoolError::Stopping)?;
+                let is_it = |q: &pool::Queued| {
+                    let id = |name| match q.job.eval_attr(name) {
+                        classad::Value::Int(n) => u32::try_from(n).ok(),
+                        _ => None,
+                    };
+                    id("ClusterId") == Some(req.cluster) && id("ProcId") == Some(req.proc)
+                };
+                let Some(at) = c.queue.iter().position(is_it) else {
+                    return Ok(PoolReply::Withdrawn(false));
+                };
+                c.queue.remove(at);
+                let queued = c.queue.len() as u32;
+                c.publish(|r| r.queued = queued);
+                Ok(PoolReply::Withdrawn(true))
             }
             PoolRequest::Release { caller, claim_id } => {
                 let slot = owned(self, &caller, &claim_id)?;
@@ -1054,6 +1074,10 @@ impl Daemon {
         if self.deferred.remove(&slot) {
             self.feed(deferred_attr(slot, None));
         }
+        // Whether the claim's schedd follows it, judged before the end is
+        // published: the shadow's wait returns with the end, and until it
+        // asks again nobody listens, however alive its schedd is.
+        let followed = self.claim_of_slot(slot).is_some_and(|c| c.followed());
         if run.kind == RunKind::Job
             && let Finished::Starter(result) = &exit.finished
         {
@@ -1077,7 +1101,7 @@ impl Daemon {
         };
         self.feed(event);
         if run.kind == RunKind::Job {
-            self.continue_claim(slot);
+            self.continue_claim(slot, followed);
         }
         Some(ExitReport { slot, kind: run.kind, ending })
     }
@@ -1216,8 +1240,9 @@ impl Daemon {
     }
 
     /// Starts the next job queued on the slot's claim, if its schedd still
-    /// follows the claim; else the queue is dropped (those jobs never ran).
-    fn continue_claim(&mut self, slot: SlotId) {
+    /// follows the claim (or `followed` it when the last job ended); else the
+    /// queue is dropped (those jobs never ran).
+    fn continue_claim(&mut self, slot: SlotId, followed: bool) {
         let Some(claim_id) = self
             .startd
             .slots()
@@ -1232,7 +1257,7 @@ impl Daemon {
         if c.queue.is_empty() {
             return;
         }
-        if !c.followed() {
+        if !followed && !c.followed() {
             c.queue.clear();
             c.publish(|r| r.queued = 0);
             self.log(format!(

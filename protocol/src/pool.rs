@@ -12,6 +12,7 @@
 //! | `POST /v1/host/activate` | schedd (the claimant) | [`ActivateRequest`] (a job, and perhaps more queued behind it) → [`JobReport`] |
 //! | `POST /v1/host/wait` | schedd (the claimant) | [`WaitRequest`] → [`JobReport`] |
 //! | `POST /v1/host/edit` | schedd (the claimant) | [`EditRequest`] → 204 |
+//! | `POST /v1/host/withdraw` | schedd (the claimant) | [`WithdrawRequest`] → [`WithdrawReply`] |
 //! | `POST /v1/host/release` | schedd (the claimant) | [`ReleaseRequest`] → 204 |
 //!
 //! | route (on the schedd) | role | body → reply |
@@ -286,6 +287,26 @@ pub struct EditRequest {
     pub claim_id: String,
     /// The attributes, as an ad.
     pub attrs: String,
+}
+
+/// `POST /v1/host/withdraw`: a job queued on a claim behind others was held
+/// or removed: the host drops it unless it has started.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WithdrawRequest {
+    /// The claim.
+    pub claim_id: String,
+    /// The job's ClusterId.
+    pub cluster: u32,
+    /// The job's ProcId.
+    pub proc: u32,
+}
+
+/// The answer to a [`WithdrawRequest`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WithdrawReply {
+    /// True when the job was still queued and will not run; false when it
+    /// is not among the claim's queued jobs (it started, or ended).
+    pub withdrawn: bool,
 }
 
 /// `POST /v1/host/release`: the schedd is done with a claim (any job on it is killed).

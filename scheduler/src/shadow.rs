@@ -33,7 +33,8 @@ use std::time::Duration;
 use andes_protocol::pool::{
     ActivateRequest, CLAIM_PENDING, ClaimReply, ClaimRequest, CollectorUpdate, DemandGroup,
     DemandReply, DemandRequest, EditRequest, FileData, JobEnd, JobReport, MatchGrant, MatchesReply,
-    MatchesRequest, NEED_MODULE, QueuedJob, ReleaseRequest, RunState, WaitRequest,
+    MatchesRequest, NEED_MODULE, QueuedJob, ReleaseRequest, RunState, WaitRequest, WithdrawReply,
+    WithdrawRequest,
 };
 use andes_protocol::{
     ApiError, Auth, Client, ClientError, ClientErrorKind, Clock, Keypair, Role, SignedJson,
@@ -229,6 +230,20 @@ fn light(r: &JobReport) -> JobReport {
     }
 }
 
+/// Asks the host to drop job `id`, queued on a claim behind others, before
+/// it starts: true when it will not run there.
+async fn withdraw(link: &Link, claim_id: &str, id: JobId) -> bool {
+    let req =
+        WithdrawRequest { claim_id: claim_id.to_string(), cluster: id.cluster, proc: id.proc };
+    match link.short.call::<_, WithdrawReply>(Method::POST, "/v1/host/withdraw", Some(&req)).await {
+        Ok(r) => r.withdrawn,
+        Err(e) => {
+            tracing::debug!("job {id}: withdrawing it from its claim: {e}");
+            false
+        }
+    }
+}
+
 /// What the claim's shadow is told while its job runs.
 #[derive(Debug, Clone)]
 enum Signal {
@@ -248,6 +263,10 @@ struct Book {
     ac_jobs: HashMap<u32, VecDeque<JobId>>,
     /// Running shadows.
     shadows: HashMap<JobId, mpsc::UnboundedSender<Signal>>,
+    /// Jobs queued on a claim's host behind others, whose shadows have not
+    /// started yet: the host and claim to withdraw each from if it is held
+    /// or removed meanwhile.
+    queued: HashMap<JobId, (Link, String)>,
     /// Matches being claimed or claims held.
     claims: usize,
 }
@@ -541,12 +560,16 @@ impl Inner {
 
     fn on_events(&self, batch: &[crate::queue::QueueEvent]) {
         let mut wake = false;
-        let st = lock(&self.state);
+        let mut st = lock(&self.state);
         for e in batch {
             match &e.kind {
                 EventKind::Held(_) | EventKind::Removed(_) => {
                     if let Some(s) = st.shadows.get(&e.id) {
                         let _ = s.send(Signal::Stop);
+                    }
+                    if let Some((link, claim_id)) = st.queued.remove(&e.id) {
+                        let id = e.id;
+                        tokio::spawn(async move { withdraw(&link, &claim_id, id).await });
                     }
                     if matches!(e.kind, EventKind::Removed(_))
                         && may_have_checkpoints(&e.ad)
@@ -991,6 +1014,9 @@ impl Inner {
                     n = ids.len();
                     let digest = req.module_digest.clone();
                     let sent = self.activate(&link, &req, &digest, lease).await;
+                    if sent.is_ok() {
+                        self.note_queued(&link, &claim.claim_id, &ids[1..]);
+                    }
                     if let Some(h) = behind.take() {
                         alive &= h.await.unwrap_or(false);
                     }
@@ -1193,7 +1219,12 @@ impl Inner {
         ends: &mut Ends,
     ) -> (bool, Option<JobReport>) {
         let (tx, mut signals) = mpsc::unbounded_channel();
-        lock(&self.state).shadows.insert(id, tx);
+        {
+            // From here its own shadow stops it.
+            let mut st = lock(&self.state);
+            st.queued.remove(&id);
+            st.shadows.insert(id, tx);
+        }
         let r = self.shadow_inner(link, claim, id, lane, start, ends, &mut signals).await;
         lock(&self.state).shadows.remove(&id);
         lane.send(LaneOp::Free(id));
@@ -1249,10 +1280,13 @@ impl Inner {
             Start::Queued(first) => {
                 // Queued behind other jobs of the claim: it is followed once
                 // a report shows it ran (or that the host dropped it). One
-                // held or removed meanwhile is none of its business any more.
+                // held or removed meanwhile is withdrawn from the host's
+                // queue (if it started already, it is none of this claim's
+                // business any more: its end is not taken in).
                 let idle =
                     self.queue.read().job(id).is_some_and(|v| v.proc.status == JobStatus::Idle);
                 if !idle {
+                    withdraw(link, &claim.claim_id, id).await;
                     return (first.claim_alive, Some(*first));
                 }
                 let mut r = *first;
@@ -1277,6 +1311,11 @@ impl Inner {
                             tokio::select! {
                                 sig = signals.recv() => {
                                     if matches!(sig, Some(Signal::Stop) | None) {
+                                        // Still queued: the jobs ahead of it
+                                        // run on. Started: it is stopped.
+                                        if withdraw(link, &claim.claim_id, id).await {
+                                            return (other.claim_alive, Some(other));
+                                        }
                                         self.release(link, &claim.claim_id).await;
                                         return (false, None);
                                     }
@@ -1727,11 +1766,34 @@ impl Inner {
         }
     }
 
+    /// Notes the jobs an activation queued on the claim's host behind its
+    /// first, so that a hold or removal withdraws them from there. One held
+    /// or removed while the activation was on its way is withdrawn now.
+    fn note_queued(&self, link: &Link, claim_id: &str, ids: &[JobId]) {
+        let stopped: Vec<JobId> = {
+            let q = self.queue.read();
+            ids.iter()
+                .copied()
+                .filter(|id| q.job(*id).is_none_or(|v| v.proc.status != JobStatus::Idle))
+                .collect()
+        };
+        let mut st = lock(&self.state);
+        for id in ids.iter().filter(|id| !stopped.contains(id)) {
+            st.queued.insert(*id, (link.clone(), claim_id.to_string()));
+        }
+        drop(st);
+        for id in stopped {
+            let (link, claim_id) = (link.clone(), claim_id.to_string());
+            tokio::spawn(async move { withdraw(&link, &claim_id, id).await });
+        }
+    }
+
     /// A job's part on its claim is over: it is no longer busy.
     fn free(&self, id: JobId) {
         let quiet = {
             let mut st = lock(&self.state);
             st.busy.remove(&id);
+            st.queued.remove(&id);
             st.busy.is_empty()
         };
         self.advertise.notify_one();

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use andes_protocol::pool::{
     self, ActivateRequest, ClaimReply, ClaimRequest, EditRequest, FileData, JobEnd, JobReport,
-    MatchNotice, NEED_MODULE, ReleaseRequest, RunState, SnapshotData, WaitRequest,
+    MatchNotice, NEED_MODULE, ReleaseRequest, RunState, SnapshotData, WaitRequest, WithdrawReply,
+    WithdrawRequest,
 };
 use andes_protocol::{ApiError, Auth, Caller, Role, SignedJson, VerifiedBody};
 use andes_startd::SlotId;
@@ -255,6 +256,29 @@ pub(crate) struct Queued {
 /// host shutting down) still hears how its job ended, and with what snapshot.
 pub const FINAL_REPORT_KEEP: i64 = 30;
 
+/// When a claim's shadow was last heard from or answered; shared with the
+/// routes that answer it.
+#[derive(Clone, Debug)]
+pub struct Heard(Arc<std::sync::Mutex<std::time::Instant>>);
+
+impl Default for Heard {
+    fn default() -> Heard {
+        Heard(Arc::new(std::sync::Mutex::new(std::time::Instant::now())))
+    }
+}
+
+impl Heard {
+    /// Notes that the shadow was heard from (or answered) now.
+    pub fn now(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+    }
+
+    /// How long ago that was.
+    pub fn elapsed(&self) -> Duration {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).elapsed()
+    }
+}
+
 /// A claim the host holds for a schedd.
 pub(crate) struct ClaimEntry {
     pub slot: SlotId,
@@ -269,8 +293,9 @@ pub(crate) struct ClaimEntry {
     pub told_end: Arc<std::sync::atomic::AtomicBool>,
     /// Jobs of the current activation waiting for their turn.
     pub queue: std::collections::VecDeque<Queued>,
-    /// When a shadow last asked about the claim.
-    pub heard: std::time::Instant,
+    /// When a shadow last asked about the claim, or was last answered (a
+    /// long wait may have begun long before it ended).
+    pub heard: Heard,
 }
 
 impl ClaimEntry {
@@ -285,7 +310,7 @@ impl ClaimEntry {
             updates_sent: 0,
             told_end: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             queue: std::collections::VecDeque::new(),
-            heard: std::time::Instant::now(),
+            heard: Heard::default(),
         }
     }
 
@@ -352,6 +377,13 @@ pub enum PoolRequest {
         /// The request.
         req: EditRequest,
     },
+    /// A job queued on a claim is dropped before it starts.
+    Withdraw {
+        /// The caller's identity.
+        caller: String,
+        /// The request.
+        req: WithdrawRequest,
+    },
     /// The schedd is done with a claim.
     Release {
         /// The caller's identity.
@@ -370,9 +402,12 @@ pub enum PoolReply {
     Claim(ClaimReply),
     /// Whether the module is here.
     Has(bool),
+    /// Whether a queued job was withdrawn.
+    Withdrawn(bool),
     /// Reports to follow, the update intervals (initial, then periodic), and
     /// the flag to set once the job's end was reported.
-    Reports(watch::Receiver<Report>, u64, u64, Arc<std::sync::atomic::AtomicBool>),
+    /// Also when the shadow was last heard from, to renew as it is answered.
+    Reports(watch::Receiver<Report>, u64, u64, Arc<std::sync::atomic::AtomicBool>, Heard),
 }
 
 /// Why the daemon refused a [`PoolRequest`].
@@ -709,6 +744,7 @@ pub fn router(remote: Remote, clock: Arc<dyn Clock>, auth: &Auth) -> Router {
         .route("/v1/host/activate", post(activate))
         .route("/v1/host/wait", post(wait))
         .route("/v1/host/edit", post(edit))
+        .route("/v1/host/withdraw", post(withdraw))
         .route("/v1/host/release", post(release))
         .route_layer(andes_protocol::require(&[Role::Schedd]));
     negotiator.merge(schedd).layer(auth.layer()).with_state(PoolState { remote, clock })
@@ -775,13 +811,14 @@ struct Follow {
     initial: u64,
     periodic: u64,
     told_end: Arc<std::sync::atomic::AtomicBool>,
+    heard: Heard,
 }
 
 /// Waits for a report newer than the shadow's (`req.since`), or until the
 /// next periodic update is due; renews nothing itself (the daemon sees the
 /// receiver alive).
 async fn follow(s: &PoolState, f: Follow, req: &WaitRequest) -> JobReport {
-    let Follow { mut rx, initial, periodic, told_end } = f;
+    let Follow { mut rx, initial, periodic, told_end, heard } = f;
     let since = req.since;
     loop {
         let (version, started, state) = {
@@ -809,12 +846,14 @@ async fn follow(s: &PoolState, f: Follow, req: &WaitRequest) -> JobReport {
         }
     }
     let r = rx.borrow().clone();
-    told(&r, &told_end);
+    told(&r, &told_end, &heard);
     r.to_wire(s.clock.as_ref(), since, req.saved_seq, req.snapshot.as_deref())
 }
 
-/// Notes that `r`, about to be sent, tells the job's end (or the claim's).
-fn told(r: &Report, told_end: &std::sync::atomic::AtomicBool) {
+/// Notes that `r` is about to be sent (the shadow was answered now), and
+/// whether it tells the job's end (or the claim's).
+fn told(r: &Report, told_end: &std::sync::atomic::AtomicBool, heard: &Heard) {
+    heard.now();
     if (r.state == RunState::Exited && r.queued == 0) || !r.claim_alive {
         told_end.store(true, std::sync::atomic::Ordering::Release);
     }
@@ -838,7 +877,7 @@ async fn activate(
     let ads = Box::new((job, more));
     ask(&s, PoolRequest::Activate { caller: caller.identity.clone(), req: Box::new(req), ads })
         .await?;
-    let PoolReply::Reports(rx, initial, periodic, told_end) =
+    let PoolReply::Reports(rx, initial, periodic, told_end, heard) =
         ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id }).await?
     else {
         return Err(ApiError::internal("unexpected reply"));
@@ -848,7 +887,7 @@ async fn activate(
     let have = have.as_deref();
     if wait_ms == 0 {
         let r = rx.borrow().clone();
-        told(&r, &told_end);
+        told(&r, &told_end, &heard);
         return Ok(axum::Json(r.to_wire(s.clock.as_ref(), 0, 0, have)));
     }
     // Answer when the job (and any queued behind it) ended within wait_ms,
@@ -870,7 +909,7 @@ async fn activate(
     }
     let _ = (initial, periodic);
     let r = rx2.borrow().clone();
-    told(&r, &told_end);
+    told(&r, &told_end, &heard);
     Ok(axum::Json(r.to_wire(s.clock.as_ref(), 0, 0, have)))
 }
 
@@ -879,13 +918,13 @@ async fn wait(
     caller: Caller,
     SignedJson(req): SignedJson<WaitRequest>,
 ) -> ApiResult<axum::Json<JobReport>> {
-    let PoolReply::Reports(rx, initial, periodic, told_end) =
+    let PoolReply::Reports(rx, initial, periodic, told_end, heard) =
         ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id: req.claim_id.clone() })
             .await?
     else {
         return Err(ApiError::internal("unexpected reply"));
     };
-    let f = Follow { rx, initial, periodic, told_end };
+    let f = Follow { rx, initial, periodic, told_end, heard };
     Ok(axum::Json(follow(&s, f, &req).await))
 }
 
@@ -896,6 +935,19 @@ async fn edit(
 ) -> ApiResult<StatusCode> {
     ask(&s, PoolRequest::Edit { caller: caller.identity, req }).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+async fn withdraw(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<WithdrawRequest>,
+) -> ApiResult<axum::Json<WithdrawReply>> {
+    let PoolReply::Withdrawn(withdrawn) =
+        ask(&s, PoolRequest::Withdraw { caller: caller.identity, req }).await?
+    else {
+        return Err(ApiError::internal("unexpected reply"));
+    };
+    Ok(axum::Json(WithdrawReply { withdrawn }))
 }
 
 async fn release(
