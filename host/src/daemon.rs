@@ -1074,10 +1074,6 @@ impl Daemon {
         if self.deferred.remove(&slot) {
             self.feed(deferred_attr(slot, None));
         }
-        // Whether the claim's schedd follows it, judged before the end is
-        // published: the shadow's wait returns with the end, and until it
-        // asks again nobody listens, however alive its schedd is.
-        let followed = self.claim_of_slot(slot).is_some_and(|c| c.followed());
         if run.kind == RunKind::Job
             && let Finished::Starter(result) = &exit.finished
         {
@@ -1101,7 +1097,7 @@ impl Daemon {
         };
         self.feed(event);
         if run.kind == RunKind::Job {
-            self.continue_claim(slot, followed);
+            self.continue_claim(slot);
         }
         Some(ExitReport { slot, kind: run.kind, ending })
     }
@@ -1240,9 +1236,8 @@ impl Daemon {
     }
 
     /// Starts the next job queued on the slot's claim, if its schedd still
-    /// follows the claim (or `followed` it when the last job ended); else the
-    /// queue is dropped (those jobs never ran).
-    fn continue_claim(&mut self, slot: SlotId, followed: bool) {
+    /// follows the claim; else the queue is dropped (those jobs never ran).
+    fn continue_claim(&mut self, slot: SlotId) {
         let Some(claim_id) = self
             .startd
             .slots()
@@ -1257,7 +1252,7 @@ impl Daemon {
         if c.queue.is_empty() {
             return;
         }
-        if !followed && !c.followed() {
+        if !c.followed() {
             c.queue.clear();
             c.publish(|r| r.queued = 0);
             self.log(format!(

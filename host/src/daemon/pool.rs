@@ -315,7 +315,8 @@ impl ClaimEntry {
     }
 
     /// True while the claim's schedd follows it: a shadow is waiting on its
-    /// report, or asked within the last two seconds. A queued job starts only
+    /// report, or asked or was answered within the last two seconds (a wait
+    /// that returns with a job's end renews it as it goes). A queued job starts only
     /// then, so a schedd that died does not leave jobs running that it will
     /// match again.
     pub(crate) fn followed(&self) -> bool {
