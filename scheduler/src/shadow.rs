@@ -244,6 +244,11 @@ async fn withdraw(link: &Link, claim_id: &str, id: JobId) -> bool {
     }
 }
 
+/// [`withdraw`] as a task of its own, from the host and claim `at`.
+fn withdraw_soon((link, claim_id): (Link, String), id: JobId) {
+    tokio::spawn(async move { withdraw(&link, &claim_id, id).await });
+}
+
 /// What the claim's shadow is told while its job runs.
 #[derive(Debug, Clone)]
 enum Signal {
@@ -567,9 +572,8 @@ impl Inner {
                     if let Some(s) = st.shadows.get(&e.id) {
                         let _ = s.send(Signal::Stop);
                     }
-                    if let Some((link, claim_id)) = st.queued.remove(&e.id) {
-                        let id = e.id;
-                        tokio::spawn(async move { withdraw(&link, &claim_id, id).await });
+                    if let Some(at) = st.queued.remove(&e.id) {
+                        withdraw_soon(at, e.id);
                     }
                     if matches!(e.kind, EventKind::Removed(_))
                         && may_have_checkpoints(&e.ad)
@@ -1768,23 +1772,28 @@ impl Inner {
 
     /// Notes the jobs an activation queued on the claim's host behind its
     /// first, so that a hold or removal withdraws them from there. One held
-    /// or removed while the activation was on its way is withdrawn now.
+    /// or removed while the activation was on its way is withdrawn now. They
+    /// are noted before their states are read, so a hold committed meanwhile
+    /// is seen by one side or the other, and withdrawn by whichever takes it
+    /// off the list.
     fn note_queued(&self, link: &Link, claim_id: &str, ids: &[JobId]) {
+        {
+            let mut st = lock(&self.state);
+            for id in ids {
+                st.queued.insert(*id, (link.clone(), claim_id.to_string()));
+            }
+        }
         let stopped: Vec<JobId> = {
             let q = self.queue.read();
-            ids.iter()
-                .copied()
-                .filter(|id| q.job(*id).is_none_or(|v| v.proc.status != JobStatus::Idle))
-                .collect()
+            let stopped =
+                |id: &&JobId| q.job(**id).is_none_or(|v| v.proc.status != JobStatus::Idle);
+            ids.iter().filter(stopped).copied().collect()
         };
         let mut st = lock(&self.state);
-        for id in ids.iter().filter(|id| !stopped.contains(id)) {
-            st.queued.insert(*id, (link.clone(), claim_id.to_string()));
-        }
-        drop(st);
         for id in stopped {
-            let (link, claim_id) = (link.clone(), claim_id.to_string());
-            tokio::spawn(async move { withdraw(&link, &claim_id, id).await });
+            if let Some(at) = st.queued.remove(&id) {
+                withdraw_soon(at, id);
+            }
         }
     }
 
