@@ -969,6 +969,14 @@ fn may_block_in_place() -> bool {
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
+/// The link to an unmetered job's thread, once its setup succeeded.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn setup_remote(
+    setup: &Result<(Store<JobState>, Arc<crate::engine::Prepared>), Ending>,
+) -> Option<Arc<crate::preempt::Remote>> {
+    setup.as_ref().ok().and_then(|(store, _)| store.data().remote())
+}
+
 /// The ending of an unmetered job whose guest could not run at all.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn not_started(
@@ -1005,11 +1013,7 @@ fn run_unmetered_here(
     timed: bool,
 ) -> Result<Inner, Stopped> {
     use crate::control::WatchStart;
-    let remote = match &setup {
-        Ok((store, _)) => store.data().remote(),
-        Err(_) => None,
-    };
-    let Some(remote) = remote else { return not_started(setup) };
+    let Some(remote) = setup_remote(&setup) else { return not_started(setup) };
     let handle = tokio::runtime::Handle::current();
     let task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<_>>>> = Arc::default();
     let start = {
@@ -1087,11 +1091,7 @@ impl Host {
         setup: Result<(Store<JobState>, Arc<crate::engine::Prepared>), Ending>,
         ctl: Arc<Control>,
     ) -> JobFuture<'static> {
-        let remote = match &setup {
-            Ok((store, _)) => store.data().remote(),
-            Err(_) => None,
-        };
-        let Some(remote) = remote else {
+        let Some(remote) = setup_remote(&setup) else {
             // Setup failed: nothing to run.
             return Box::pin(std::future::ready(not_started(setup)));
         };
