@@ -129,6 +129,30 @@ fn wat(text: &str) -> Arc<[u8]> {
     wat::parse_str(text).expect("wat").into()
 }
 
+/// A start-to-exit case: a module on a host, run as `Host::run` does or
+/// (`in_place`) as `Host::run_in_place` does.
+struct Case<'a> {
+    name: String,
+    host: &'a Arc<Host>,
+    module: &'a Arc<[u8]>,
+    in_place: bool,
+}
+
+impl Case<'_> {
+    async fn run(&self, spec: JobSpec, clock: Arc<dyn Clock>) -> JobResult {
+        run_as(self.host, self.in_place, spec, clock).await
+    }
+}
+
+/// Runs one job to its end with a fresh control block, in place or not.
+async fn run_as(host: &Host, in_place: bool, spec: JobSpec, clock: Arc<dyn Clock>) -> JobResult {
+    if in_place {
+        host.run_in_place(spec, Control::new(), clock).await
+    } else {
+        host.run(spec, Control::new(), clock).await
+    }
+}
+
 /// A multi-thread runtime with `workers` worker threads: wasi-common's tokio
 /// flavour calls `block_in_place`, which a current-thread runtime refuses.
 fn runtime(workers: usize) -> Runtime {
@@ -213,70 +237,50 @@ fn bench_startup(c: &mut Criterion, opts: &Opts) {
     println!("startup: sandbox {}; load average {}", sb.path().display(), uptime());
     let clock = clock();
     let modules = [("wat_trivial", wat(TRIVIAL_WAT)), ("hello", sample("hello"))];
-    // (name, host, module)
-    type Case<'a> = (String, &'a Arc<Host>, &'a Arc<[u8]>);
+    // Unmetered jobs also as the startd and `andes run` start them: in place
+    // on the calling thread (`Host::run_in_place`), no job thread to wake.
+    let unmetered = &hosts[1].1;
     let cases: Vec<Case> = hosts
         .iter()
         .flat_map(|(prefix, host)| {
-            modules.iter().map(move |(name, module)| (format!("{prefix}{name}"), host, module))
+            modules.iter().map(move |(name, module)| Case {
+                name: format!("{prefix}{name}"),
+                host,
+                module,
+                in_place: false,
+            })
         })
+        .chain(modules.iter().map(|(name, module)| Case {
+            name: format!("unmetered_{name}"),
+            host: unmetered,
+            module,
+            in_place: true,
+        }))
         .collect();
     let mut g = c.benchmark_group("startup");
     g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
-    for (name, host, module) in &cases {
-        let spec = job(module, "[]", sb.path());
+    for case in &cases {
+        let spec = job(case.module, "[]", sb.path());
         // The warm-up run compiles and pre-links the module.
-        let r = rt.block_on(host.run(spec.clone(), Control::new(), clock.clone()));
-        assert_eq!(r.ending, Ending::Exited(0), "{name}: {r:?}");
-        g.bench_function(format!("{name}/inline"), |b| {
+        let r = rt.block_on(case.run(spec.clone(), clock.clone()));
+        assert_eq!(r.ending, Ending::Exited(0), "{}: {r:?}", case.name);
+        let (name, mode) = (&case.name, if case.in_place { "in_place_" } else { "" });
+        g.bench_function(format!("{name}/{mode}inline"), |b| {
             b.iter_batched(
                 || spec.clone(),
-                |s| rt.block_on(host.run(s, Control::new(), clock.clone())),
+                |s| rt.block_on(case.run(s, clock.clone())),
                 BatchSize::SmallInput,
             )
         });
-        g.bench_function(format!("{name}/spawned"), |b| {
+        g.bench_function(format!("{name}/{mode}spawned"), |b| {
             b.iter_batched(
                 || spec.clone(),
                 |s| {
-                    let (host, clock) = ((*host).clone(), clock.clone());
+                    let (host, clock, in_place) = (case.host.clone(), clock.clone(), case.in_place);
                     rt.block_on(async move {
-                        tokio::spawn(async move { host.run(s, Control::new(), clock).await })
+                        tokio::spawn(async move { run_as(&host, in_place, s, clock).await })
                             .await
                             .expect("job task")
-                    })
-                },
-                BatchSize::SmallInput,
-            )
-        });
-    }
-    // Unmetered jobs as the startd and `andes run` start them: in place on
-    // the calling thread (`Host::run_in_place`), no job thread to wake.
-    let unmetered = &hosts[1].1;
-    let in_place: Vec<Case> = modules
-        .iter()
-        .map(|(name, module)| (format!("unmetered_{name}/in_place"), unmetered, module))
-        .collect();
-    for (name, host, module) in &in_place {
-        let spec = job(module, "[]", sb.path());
-        g.bench_function(format!("{name}_inline"), |b| {
-            b.iter_batched(
-                || spec.clone(),
-                |s| rt.block_on(host.run_in_place(s, Control::new(), clock.clone())),
-                BatchSize::SmallInput,
-            )
-        });
-        g.bench_function(format!("{name}_spawned"), |b| {
-            b.iter_batched(
-                || spec.clone(),
-                |s| {
-                    let (host, clock) = ((*host).clone(), clock.clone());
-                    rt.block_on(async move {
-                        tokio::spawn(
-                            async move { host.run_in_place(s, Control::new(), clock).await },
-                        )
-                        .await
-                        .expect("job task")
                     })
                 },
                 BatchSize::SmallInput,
@@ -289,21 +293,15 @@ fn bench_startup(c: &mut Criterion, opts: &Opts) {
     }
     // Jobs per second: sequential runs on the bench thread for a fixed time.
     let secs = if opts.quick { 0.1 } else { 2.0 };
-    for (name, host, module) in cases.iter().chain(&in_place) {
-        let spec = job(module, "[]", sb.path());
-        let in_place = name.ends_with("/in_place");
+    for case in &cases {
+        let spec = job(case.module, "[]", sb.path());
+        let name = format!("{}{}", case.name, if case.in_place { "/in_place" } else { "" });
         let t = Instant::now();
         let (cpu0, tcpu0) = (process_cpu_ns(), thread_cpu_ns());
         let mut n = 0u64;
         while t.elapsed().as_secs_f64() < secs {
             for _ in 0..100 {
-                let (s, ctl, clock) = (spec.clone(), Control::new(), clock.clone());
-                let r: JobResult = if in_place {
-                    rt.block_on(host.run_in_place(s, ctl, clock))
-                } else {
-                    rt.block_on(host.run(s, ctl, clock))
-                };
-                black_box(r);
+                black_box(rt.block_on(case.run(spec.clone(), clock.clone())));
             }
             n += 100;
         }
