@@ -185,7 +185,23 @@ fn kill_once_checkpointed_with(
     arg: &str,
     made: impl Fn() -> bool,
 ) {
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("andes"))
+    let mut child = spawn_checkpointed(options, dir, ckpt, module, arg, made);
+    child.kill().unwrap();
+    let killed = child.wait_with_output().unwrap();
+    assert!(killed.stdout.is_empty(), "it had already finished");
+}
+
+/// Starts `andes run --checkpoint-every 100ms --checkpoint-dir CKPT` and
+/// returns once `made` holds.
+fn spawn_checkpointed(
+    options: &[&str],
+    dir: &Path,
+    ckpt: &Path,
+    module: &Path,
+    arg: &str,
+    made: impl Fn() -> bool,
+) -> std::process::Child {
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("andes"))
         .args(["run", "--checkpoint-every", "100ms"])
         .args(options)
         .arg("--dir")
@@ -195,7 +211,7 @@ fn kill_once_checkpointed_with(
         .arg(module)
         .arg(arg)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let t0 = std::time::Instant::now();
@@ -203,9 +219,7 @@ fn kill_once_checkpointed_with(
         assert!(t0.elapsed() < std::time::Duration::from_secs(60), "no checkpoint within 60 s");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    child.kill().unwrap();
-    let killed = child.wait_with_output().unwrap();
-    assert!(killed.stdout.is_empty(), "it had already finished");
+    child
 }
 
 /// `andes run --restore SNAPSHOT` on `module arg` in `dir`, to its end.
@@ -251,6 +265,77 @@ fn a_cooperative_job_killed_outright_resumes_from_its_last_save() {
     assert_eq!(resumed.stdout, whole.stdout);
 }
 
+/// `andes compile samples/primes.wasm -o TOP/primes.wasm`.
+fn compiled_primes(top: &Path) -> PathBuf {
+    let module = top.join("primes.wasm");
+    let compiled = Command::cargo_bin("andes")
+        .unwrap()
+        .args(["compile"])
+        .arg(sample("primes"))
+        .arg("-o")
+        .arg(&module)
+        .output()
+        .unwrap();
+    assert_eq!(compiled.status.code(), Some(0), "{}", String::from_utf8_lossy(&compiled.stderr));
+    module
+}
+
+/// The snapshots in a checkpoint directory, in order: they are numbered
+/// files, so sorting their names sorts them.
+fn numbered(d: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(d)
+        .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.retain(|n| n.starts_with("snapshot-"));
+    v.sort();
+    v
+}
+
+/// `--checkpoint-keep 2`: only the latest two snapshots stay, with only the
+/// file contents they name, both after a vacate and after a run killed
+/// outright (which may die between writing a snapshot and pruning the
+/// oldest: the next run prunes first).
+#[cfg(unix)]
+#[test]
+fn checkpoint_keep_leaves_the_latest_snapshots_and_their_contents() {
+    let top = sandbox("keep");
+    let dir = top.join("job");
+    std::fs::create_dir_all(&dir).unwrap();
+    let kept = top.join("kept");
+    let module = compiled_primes(&top);
+    let n = "400000000";
+    let keep = ["--checkpoint-keep", "2"];
+    kill_once_checkpointed_with(&keep, &dir, &kept, &module, n, || numbered(&kept).len() >= 2);
+    // Resumed from its last snapshot, then vacated (SIGINT) once it has
+    // taken more: it stops after a last snapshot, pruned.
+    let child = spawn_checkpointed(&keep, &dir, &kept, &module, n, || {
+        numbered(&kept).last().is_some_and(|l| l.as_str() >= "snapshot-00000005")
+    });
+    let pid = child.id().to_string();
+    std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.stdout.is_empty(), "it had already finished: {err}");
+    assert!(err.contains("resumes from its snapshot"), "{err}");
+    assert!(err.contains("the job stops"), "{err}");
+    let left = numbered(&kept);
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left[0].as_str() >= "snapshot-00000005", "{left:?}");
+    let named: std::collections::BTreeSet<String> = left
+        .iter()
+        .flat_map(|f| {
+            let i = andes_snapshot::inspect(&std::fs::read(kept.join(f)).unwrap()).unwrap();
+            i.header.files.into_iter().map(|f| f.blake3)
+        })
+        .collect();
+    let stored: std::collections::BTreeSet<String> = std::fs::read_dir(kept.join("blobs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(stored, named);
+}
+
 /// `andes compile`, then `andes run --checkpoint-every`: the job is
 /// snapshotted while it runs, killed with SIGKILL, and the same command
 /// resumes it from the snapshot in a fresh process, ending exactly as an
@@ -262,28 +347,10 @@ fn a_compiled_job_killed_outright_resumes_from_its_last_snapshot() {
     let dir = top.join("job");
     std::fs::create_dir_all(&dir).unwrap();
     let ckpt = top.join("ckpt");
-    let module = top.join("primes.wasm");
-    let compiled = Command::cargo_bin("andes")
-        .unwrap()
-        .args(["compile"])
-        .arg(sample("primes"))
-        .arg("-o")
-        .arg(&module)
-        .output()
-        .unwrap();
-    assert_eq!(compiled.status.code(), Some(0), "{}", String::from_utf8_lossy(&compiled.stderr));
+    let module = compiled_primes(&top);
     let n = "400000000";
     let whole = run_to_end(&dir, None, &module, n);
     assert_eq!(whole.status.code(), Some(0));
-    // Snapshots are numbered files; sorting their names sorts them.
-    let numbered = |d: &Path| -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(d)
-            .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-            .unwrap_or_default();
-        v.retain(|n| n.starts_with("snapshot-"));
-        v.sort();
-        v
-    };
     kill_once_checkpointed(&dir, &ckpt, &module, n, || numbered(&ckpt).len() >= 2);
     let taken = numbered(&ckpt);
     assert_eq!(taken[0], "snapshot-00000001", "{taken:?}");
@@ -302,28 +369,6 @@ fn a_compiled_job_killed_outright_resumes_from_its_last_snapshot() {
     assert!(err.contains("resumes from its snapshot"), "{err}");
     assert_eq!(resumed.stdout, whole.stdout);
     assert!(numbered(&ckpt).is_empty(), "the ended job's snapshots are gone");
-
-    // --checkpoint-keep 2: only the latest two stay, and only the file
-    // contents they name.
-    let kept = top.join("kept");
-    kill_once_checkpointed_with(&["--checkpoint-keep", "2"], &dir, &kept, &module, n, || {
-        numbered(&kept).last().is_some_and(|l| l.as_str() >= "snapshot-00000005")
-    });
-    let left = numbered(&kept);
-    assert_eq!(left.len(), 2, "{left:?}");
-    let named: std::collections::BTreeSet<String> = left
-        .iter()
-        .flat_map(|f| {
-            let i = andes_snapshot::inspect(&std::fs::read(kept.join(f)).unwrap()).unwrap();
-            i.header.files.into_iter().map(|f| f.blake3)
-        })
-        .collect();
-    let stored: std::collections::BTreeSet<String> = std::fs::read_dir(kept.join("blobs"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(stored, named);
 
     // A module that was not compiled has no snapshots to restore.
     let out = Command::cargo_bin("andes")

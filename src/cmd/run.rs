@@ -145,7 +145,11 @@ impl Numbered {
                 (n, files)
             })
             .collect();
-        Numbered { dir: dir.to_path_buf(), blobs, keep, kept }
+        // A run killed between writing a snapshot and pruning left one
+        // more than it keeps: this one tidies up first.
+        let mut n = Numbered { dir: dir.to_path_buf(), blobs, keep, kept };
+        n.prune();
+        n
     }
 
     fn keep(&mut self, c: &andes_host::Checkpoint) {
@@ -162,6 +166,12 @@ impl Numbered {
             if c.stopping { ", the job stops" } else { "" }
         );
         self.kept.push((n, c.header.files.iter().map(|f| f.blake3.clone()).collect()));
+        self.prune();
+    }
+
+    /// All but the latest `keep` snapshots go, with the contents only they
+    /// named.
+    fn prune(&mut self) {
         if self.keep == 0 || self.kept.len() <= self.keep {
             return;
         }
@@ -558,4 +568,28 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(f: F) -> Option<F::Ou
         std::task::Poll::Pending => std::task::Poll::Ready(None),
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Numbered, snapshot_name, snapshots};
+
+    /// A run killed between writing a snapshot and pruning the oldest left
+    /// one too many: the next run's directory drops it on opening.
+    #[test]
+    fn opening_a_checkpoint_directory_prunes_what_a_killed_run_left() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in 1..=3 {
+            std::fs::write(dir.path().join(snapshot_name(n)), b"snapshot").unwrap();
+        }
+        let blobs = andes_snapshot::BlobStore::open(&dir.path().join("blobs"), false).unwrap();
+        let orphan = blobs.put(b"contents no kept snapshot names").unwrap();
+        let _ = Numbered::open(dir.path(), blobs.clone(), 2);
+        let left: Vec<u64> = snapshots(dir.path()).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(left, [2, 3]);
+        assert!(!dir.path().join("blobs").join(&orphan).exists());
+        // Keeping all (0) removes nothing.
+        let _ = Numbered::open(dir.path(), blobs, 0);
+        assert_eq!(snapshots(dir.path()).len(), 2);
+    }
 }
