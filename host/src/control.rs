@@ -266,6 +266,7 @@ impl Control {
     /// grace) to the first [`Control::soft_kill`], so that a job nobody
     /// vacates runs without one. Hands `start` back when a vacate was
     /// already asked for: start the watchdog now.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     pub(crate) fn arm_watch(&self, start: WatchStart) -> Result<(), WatchStart> {
         let s = self.state();
         if s.vacate_deadline.is_some() {
@@ -276,6 +277,7 @@ impl Control {
     }
 
     /// Withdraws what [`Control::arm_watch`] left, once the job has ended.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     pub(crate) fn disarm_watch(&self) {
         let _s = self.state();
         self.watch.lock().unwrap_or_else(|e| e.into_inner()).take();
