@@ -119,7 +119,10 @@ pub struct Control {
     pub(crate) fuel_consumed: AtomicU64,
     /// The DeferralTime the job waits for (Unix seconds), 0 once it began.
     deferred_until: std::sync::atomic::AtomicI64,
-    /// Notified when the deferral wait ends.
+    /// True once the starter found the job need not wait for its
+    /// DeferralTime, or its wait is over.
+    deferral_over: AtomicBool,
+    /// Notified when `deferral_over` becomes true.
     began: tokio::sync::Notify,
     /// The host asks the guest to checkpoint (the SDK's `checkpoint-requested`).
     ckpt_requested: AtomicBool,
@@ -308,18 +311,23 @@ impl Control {
         }
     }
 
+    /// The starter's decision: the job waits until `Some(time)`, or (`None`)
+    /// it need not wait or its wait is over.
     pub(crate) fn set_deferred(&self, until: Option<i64>) {
         self.deferred_until.store(until.unwrap_or(0), Ordering::SeqCst);
         if until.is_none() {
+            self.deferral_over.store(true, Ordering::SeqCst);
             self.began.notify_waiters();
         }
     }
 
-    /// Completes once the job is no longer waiting for its DeferralTime.
+    /// Completes once the starter has found that the job need not wait for
+    /// its DeferralTime, or its wait is over (it starts, or ends unrun).
+    /// Before the starter has looked, the job is not taken to have begun.
     pub async fn begun(&self) {
         loop {
             let n = self.began.notified();
-            if self.deferred_until().is_none() {
+            if self.deferral_over.load(Ordering::SeqCst) {
                 return;
             }
             n.await;

@@ -479,7 +479,7 @@ impl Host {
             log: Vec::new(),
         };
         match Deferral::decide(&spec.ad, clock.unix_now_ms()) {
-            Deferral::Now => {}
+            Deferral::Now => ctl.set_deferred(None),
             Deferral::Wait(until) => {
                 // Wait for the time; a suspend does not stop the wait (the job
                 // starts and is at once suspended), a kill or vacate ends it.
@@ -488,22 +488,32 @@ impl Host {
                 // starts at its time, not a compilation later. An error shows
                 // again, as a hold, when the job starts.
                 self.precompile(&spec);
-                let ms = until.saturating_mul(1000) - clock.unix_now_ms();
-                let mut timer =
-                    clock.sleep_until(clock.now() + Duration::from_millis(ms.max(0) as u64));
+                // The timer runs on the monotonic clock, the time is on the
+                // wall clock: a wall clock slewed meanwhile is caught by
+                // checking it again when the timer fires, so the job never
+                // starts early.
                 loop {
-                    if ctl.is_killed() || ctl.vacate_requested() {
-                        ctl.set_deferred(None);
-                        return not_run(Ending::Evicted { vacated: ctl.vacate_requested() });
+                    let ms = until.saturating_mul(1000) - clock.unix_now_ms();
+                    if ms <= 0 {
+                        break;
                     }
-                    tokio::select! {
-                        _ = &mut timer => break,
-                        _ = ctl.changed() => {}
+                    let mut timer =
+                        clock.sleep_until(clock.now() + Duration::from_millis(ms as u64));
+                    loop {
+                        if ctl.is_killed() || ctl.vacate_requested() {
+                            ctl.set_deferred(None);
+                            return not_run(Ending::Evicted { vacated: ctl.vacate_requested() });
+                        }
+                        tokio::select! {
+                            _ = &mut timer => break,
+                            _ = ctl.changed() => {}
+                        }
                     }
                 }
                 ctl.set_deferred(None);
             }
             Deferral::Missed { time, late, window } => {
+                ctl.set_deferred(None);
                 return not_run(held(
                     HOLD_MISSED_DEFERRAL,
                     0,
@@ -513,7 +523,10 @@ impl Host {
                     ),
                 ));
             }
-            Deferral::Invalid(reason) => return not_run(held(HOLD_MISSED_DEFERRAL, 1, reason)),
+            Deferral::Invalid(reason) => {
+                ctl.set_deferred(None);
+                return not_run(held(HOLD_MISSED_DEFERRAL, 1, reason));
+            }
         }
         // Snapshots name the module by its digest: computed once.
         let mut spec = spec;

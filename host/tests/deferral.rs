@@ -62,7 +62,16 @@ struct Run {
 /// Starts hello with `deferral` (ClassAd attributes, `NOW` replaced by the
 /// virtual clock's Unix seconds) on a virtual clock.
 fn start(deferral: &str) -> Run {
-    let vc = VirtualClock::new();
+    start_on(deferral, VirtualClock::new(), |vc| Arc::new(vc))
+}
+
+/// As [`start`], with the starter's clock made by `clock` from the virtual
+/// one.
+fn start_on(
+    deferral: &str,
+    vc: Arc<VirtualClock>,
+    clock: impl FnOnce(Arc<VirtualClock>) -> Arc<dyn Clock>,
+) -> Run {
     let now = vc.unix_now() as i64;
     let text = format!("[ Out = \"out.txt\"; {} ]", deferral.replace("NOW", &now.to_string()));
     let ad = parse_ad(&text).unwrap();
@@ -79,7 +88,7 @@ fn start(deferral: &str) -> Run {
         metered: false,
     };
     let ctl = Control::new();
-    let clock: Arc<dyn Clock> = Arc::new(vc.clone());
+    let clock = clock(vc.clone());
     let job = tokio::spawn({
         let ctl = ctl.clone();
         async move { HOST.run(spec, ctl, clock).await }
@@ -119,6 +128,64 @@ async fn a_job_waits_for_its_deferral_time_then_runs() {
     assert_eq!(res.ending, Ending::Exited(0));
     assert!(r.sb.ran());
     assert_eq!(r.ctl.deferred_until(), None);
+}
+
+/// A virtual clock whose wall clock can be set back (as NTP may step or
+/// slew it) while its monotonic time goes on.
+struct SetBack {
+    vc: Arc<VirtualClock>,
+    behind_ms: Arc<std::sync::atomic::AtomicI64>,
+    /// How many timers the starter has set.
+    timers: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Clock for SetBack {
+    fn now(&self) -> std::time::Instant {
+        self.vc.now()
+    }
+    fn unix_now(&self) -> u64 {
+        (self.unix_now_ms() / 1000) as u64
+    }
+    fn unix_now_ms(&self) -> i64 {
+        self.vc.unix_now_ms() - self.behind_ms.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn sleep_until(
+        &self,
+        deadline: std::time::Instant,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        self.timers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.vc.sleep_until(deadline)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wall_clock_set_back_during_the_wait_does_not_start_the_job_early() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let behind_ms = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let timers = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let r = start_on("DeferralTime = NOW + 30", VirtualClock::new(), {
+        let (behind_ms, timers) = (behind_ms.clone(), timers.clone());
+        |vc| Arc::new(SetBack { vc, behind_ms, timers })
+    });
+    waiting(&r).await;
+    settle().await;
+    assert_eq!(timers.load(SeqCst), 1, "one timer, for the DeferralTime");
+    // The wall clock goes back 2 s while the job waits: by it, the 30 s
+    // the timer was set for are 28. The starter sees that when its timer
+    // fires and sets another for the 2 s left, or (wrongly) starts the job.
+    behind_ms.store(2_000, SeqCst);
+    r.vc.advance(Duration::from_secs(30));
+    let t = std::time::Instant::now();
+    while timers.load(SeqCst) == 1 && !r.job.is_finished() {
+        assert!(t.elapsed() < Duration::from_secs(60), "the starter neither waited nor ran");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(!r.job.is_finished() && !r.sb.ran(), "started by the monotonic clock, early");
+    assert_eq!(timers.load(SeqCst), 2);
+    assert!(r.ctl.deferred_until().is_some());
+    r.vc.advance(Duration::from_secs(2));
+    assert_eq!(r.job.await.unwrap().ending, Ending::Exited(0));
+    assert!(r.sb.ran());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,4 +282,25 @@ async fn example_cron_window_360_starts_a_job_up_to_six_minutes_late() {
     assert_eq!(r.job.await.unwrap().ending, Ending::Exited(0));
     let r = start("DeferralTime = NOW - 361; DeferralWindow = 360");
     assert!(matches!(r.job.await.unwrap().ending, Ending::Held { code: 25, .. }));
+}
+
+/// `Control::begun` (which tells the pool when a deferred job's wait is
+/// over) completes only once the starter has looked: a fresh control has not
+/// begun, a waiting job has not, and a job that started (or never had to
+/// wait) has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn begun_completes_only_once_the_starter_has_decided() {
+    let not_yet = |ctl: Arc<Control>| async move {
+        tokio::time::timeout(Duration::ZERO, ctl.begun()).await.is_err()
+    };
+    assert!(not_yet(Control::new()).await, "a job the starter has not seen has not begun");
+    let r = start("DeferralTime = NOW + 30");
+    waiting(&r).await;
+    assert!(not_yet(r.ctl.clone()).await, "a waiting job has not begun");
+    r.vc.advance(Duration::from_secs(30));
+    tokio::time::timeout(Duration::from_secs(60), r.ctl.begun()).await.expect("begun at its time");
+    assert_eq!(r.job.await.unwrap().ending, Ending::Exited(0));
+    let r = start("");
+    assert_eq!(r.job.await.unwrap().ending, Ending::Exited(0));
+    assert!(!not_yet(r.ctl.clone()).await, "a job that never waited has begun");
 }
