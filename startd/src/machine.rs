@@ -456,6 +456,9 @@ enum ClaimEnd {
 struct Claim {
     req: ClaimRequest,
     since: i64,
+    /// Jobs started on the claim: CLAIM_WORKLIFE bounds only the ones after
+    /// the first.
+    activations: u32,
     run_time: i64,
     suspend_time: i64,
     end: ClaimEnd,
@@ -1238,8 +1241,14 @@ impl Startd {
         s.ad.insert_value("ClientMachine", req.client_machine.as_str());
         s.ad.insert_value("CurrentRank", rank);
         acts.push(Action::ClaimAccepted { slot: s.id, claim_id: req.claim_id.clone() });
-        s.claim =
-            Some(Claim { req, since: now, run_time: 0, suspend_time: 0, end: ClaimEnd::Broken });
+        s.claim = Some(Claim {
+            req,
+            since: now,
+            activations: 0,
+            run_time: 0,
+            suspend_time: 0,
+            end: ClaimEnd::Broken,
+        });
         s.retire = Retire::default();
     }
 
@@ -1428,9 +1437,13 @@ impl Startd {
                 format!("the slot is {}/{}", s.state.as_str(), s.activity.as_str()),
             );
         }
-        let since = s.claim.as_ref().map_or(now, |c| c.since);
+        // CLAIM_WORKLIFE is when a claim stops accepting *new* jobs: the
+        // first, which the claim was made for, is never refused by it (a
+        // claim of worklife 0 runs exactly one job, even when its activation
+        // comes in the second after the claim's).
+        let (since, activations) = s.claim.as_ref().map_or((now, 0), |c| (c.since, c.activations));
         let worklife = self.pol_with(i, |p| &p.claim_worklife, &job).as_int().unwrap_or(-1);
-        if worklife >= 0 && now - since > worklife {
+        if activations > 0 && worklife >= 0 && now - since > worklife {
             refuse(acts, format!("the claim's CLAIM_WORKLIFE ({worklife} s) is over"));
             if let Some(c) = &mut self.slots[i].claim {
                 c.end = ClaimEnd::Expired;
@@ -1462,6 +1475,9 @@ impl Startd {
         if checkpointable {
             // The first periodic checkpoint counts from the job's start.
             s.ad.insert_value("LastPeriodicCheckpoint", now);
+        }
+        if let Some(c) = &mut s.claim {
+            c.activations += 1;
         }
         s.job = Some(Job {
             ad: job.clone(),

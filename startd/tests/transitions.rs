@@ -508,6 +508,23 @@ fn claim_worklife_closes_the_claim_after_the_job() {
     assert!(!a.iter().any(|x| matches!(x, Action::ClaimBroken { .. })));
 }
 
+/// CLAIM_WORKLIFE bounds when a claim takes *new* jobs: the first job, which
+/// the claim was made for, starts however late its activation comes, and
+/// only the next is refused.
+#[test]
+fn claim_worklife_never_refuses_a_claims_first_job() {
+    let mut h = Harness::idle(1, &["CLAIM_WORKLIFE = 0"]);
+    h.tick();
+    h.claim(1, "c1", VANILLA);
+    assert_eq!(h.sa(1), (State::Claimed, Activity::Idle));
+    // The activation comes in the next second (as it may, a few ms after
+    // the claim): the job starts.
+    h.now += 1;
+    let a = h.activate(1, "c1", VANILLA);
+    assert!(!a.iter().any(|x| matches!(x, Action::ActivationRefused { .. })), "{a:?}");
+    assert_eq!(h.sa(1), (State::Claimed, Activity::Busy));
+}
+
 #[test]
 fn a_jobs_own_retirement_time_can_only_lower_the_machines() {
     let job = "[ ClusterId = 1; ProcId = 0; ImageSize = 200000; MaxJobRetirementTime = 100 ]";
