@@ -415,16 +415,20 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             let w = tokio::spawn(async move {
                 // Listening before the job starts, so Ctrl-C is never lost.
                 let mut first = std::pin::pin!(tokio::signal::ctrl_c());
-                let _ = futures_poll_once(first.as_mut()).await;
+                let early = futures_poll_once(first.as_mut()).await;
                 let _ = ready_tx.send(());
-                if first.await.is_ok() {
+                if finish(early, first).await.is_ok() {
+                    // Listening again before saying so: a second Ctrl-C
+                    // that follows the message at once is never lost.
+                    let mut second = std::pin::pin!(tokio::signal::ctrl_c());
+                    let early = futures_poll_once(second.as_mut()).await;
                     eprintln!(
                         "andes: vacating the job ({}s to finish; Ctrl-C again to kill it)",
                         grace.as_secs()
                     );
                     ctl.request_checkpoint();
                     ctl.soft_kill(clock.as_ref(), grace);
-                    if tokio::signal::ctrl_c().await.is_ok() {
+                    if finish(early, second).await.is_ok() {
                         eprintln!("andes: killing the job");
                         ctl.hard_kill();
                     }
@@ -559,8 +563,17 @@ fn keep_state(dir: &std::path::Path, state: &[u8]) {
     }
 }
 
-/// Polls a future once, so that a signal listener registers its handler
-/// before the job starts.
+/// The output of `f`, already polled once by [`futures_poll_once`]: `early`
+/// if that poll finished it (a finished future must not be polled again).
+async fn finish<F: std::future::Future + Unpin>(early: Option<F::Output>, f: F) -> F::Output {
+    match early {
+        Some(v) => v,
+        None => f.await,
+    }
+}
+
+/// Polls a future once, so that a signal listener is registered before
+/// anything depends on it (the job's start, the vacate message).
 async fn futures_poll_once<F: std::future::Future + Unpin>(f: F) -> Option<F::Output> {
     let mut f = f;
     std::future::poll_fn(|cx| match std::pin::Pin::new(&mut f).poll(cx) {
