@@ -174,11 +174,15 @@ JOB_ROUTER_KEY_NAME = schedd
     );
     assert!(to_hole.len() >= 3, "the hole was probed again: {to_hole:?}");
     assert!(to_hole.len() <= 10, "the hole kept receiving jobs: {to_hole:?} over {span} s");
-    // After the first batch, one probe at a time, each later than the last.
+    // After the first batch, one probe at a time, each later than the last
+    // while the failures stay within the rate's 60 s window (the pauses of
+    // 4, 8 and 16 s; the doubling itself is unit-tested with exact times).
+    // Once only one failure is left in the window the route reopens, so
+    // later gaps depend on how long the good route took.
     let probes = &gaps[1..];
     assert!(probes[0] >= 4, "the first probe came too soon: {gaps:?}");
     assert!(
-        probes.windows(2).all(|w| w[1] > w[0]),
+        probes[..probes.len().min(3)].windows(2).all(|w| w[1] > w[0]),
         "probe gaps did not grow: {gaps:?}\n{}",
         source.logs()
     );

@@ -253,7 +253,7 @@ fn run_to_end(dir: &Path, ckpt: Option<&Path>, module: &Path, arg: &str) -> std:
 fn a_cooperative_job_killed_outright_resumes_from_its_last_save() {
     let dir = sandbox("coop");
     let ckpt = dir.join("ckpt");
-    let terms = "300000000";
+    let terms = "900000000";
     let whole = run_to_end(&dir, None, &sample("coop"), terms);
     assert_eq!(whole.status.code(), Some(0));
     let saved = ckpt.join("saved.state");

@@ -22,26 +22,43 @@ use http::Method;
 const MODULE: &[u8] = b"\0asm\x01\0\0\0";
 const PROCS: usize = 2;
 
+/// Starts the schedd on `listen`. A restart on the old port can find it
+/// taken for a moment: the clients keep connecting to it while the schedd
+/// is down, and an outgoing connection may be given that very port (a TCP
+/// self-connect). The schedd then exits at once; it is started again.
 fn start_schedd(dir: &Path, listen: &str) -> Child {
     let addr_file = dir.join("spool").join(".schedd_address");
-    let _ = std::fs::remove_file(&addr_file);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_andes"))
-        .args(["schedd", "--listen", listen])
-        .env("ANDES_CONFIG_DIR", dir)
-        .env_remove("ANDES_CONFIG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !addr_file.exists() {
-        if let Some(st) = child.try_wait().unwrap() {
-            panic!("the schedd exited: {st}");
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "the schedd did not start");
-        std::thread::sleep(Duration::from_millis(5));
+    let log = dir.join("schedd.err");
+    let mut exits = Vec::new();
+    loop {
+        let _ = std::fs::remove_file(&addr_file);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_andes"))
+            .args(["schedd", "--listen", listen])
+            .env("ANDES_CONFIG_DIR", dir)
+            .env_remove("ANDES_CONFIG")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        let exited = loop {
+            if addr_file.exists() {
+                return child;
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "the schedd did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let err = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            err.contains("in use") && exits.len() < 50,
+            "the schedd exited: {exited}\n{err}\nearlier exits: {exits:?}"
+        );
+        exits.push(err);
+        std::thread::sleep(Duration::from_millis(100));
     }
-    child
 }
 
 /// A small deterministic generator for the kill timing.
