@@ -478,8 +478,8 @@ impl Host {
             updates: Vec::new(),
             log: Vec::new(),
         };
-        match Deferral::decide(&spec.ad, clock.unix_now_ms()) {
-            Deferral::Now => ctl.set_deferred(None),
+        let waited = match Deferral::decide(&spec.ad, clock.unix_now_ms()) {
+            Deferral::Now => Ok(()),
             Deferral::Wait(until) => {
                 // Wait for the time; a suspend does not stop the wait (the job
                 // starts and is at once suspended), a kill or vacate ends it.
@@ -488,45 +488,22 @@ impl Host {
                 // starts at its time, not a compilation later. An error shows
                 // again, as a hold, when the job starts.
                 self.precompile(&spec);
-                // The timer runs on the monotonic clock, the time is on the
-                // wall clock: a wall clock slewed meanwhile is caught by
-                // checking it again when the timer fires, so the job never
-                // starts early.
-                loop {
-                    let ms = until.saturating_mul(1000) - clock.unix_now_ms();
-                    if ms <= 0 {
-                        break;
-                    }
-                    let mut timer =
-                        clock.sleep_until(clock.now() + Duration::from_millis(ms as u64));
-                    loop {
-                        if ctl.is_killed() || ctl.vacate_requested() {
-                            ctl.set_deferred(None);
-                            return not_run(Ending::Evicted { vacated: ctl.vacate_requested() });
-                        }
-                        tokio::select! {
-                            _ = &mut timer => break,
-                            _ = ctl.changed() => {}
-                        }
-                    }
-                }
-                ctl.set_deferred(None);
+                wait_until(until, &ctl, clock.as_ref()).await
             }
-            Deferral::Missed { time, late, window } => {
-                ctl.set_deferred(None);
-                return not_run(held(
-                    HOLD_MISSED_DEFERRAL,
-                    0,
-                    format!(
-                        "Job missed deferred execution time {time} by {late} seconds \
-                         (DeferralWindow {window} seconds)"
-                    ),
-                ));
-            }
-            Deferral::Invalid(reason) => {
-                ctl.set_deferred(None);
-                return not_run(held(HOLD_MISSED_DEFERRAL, 1, reason));
-            }
+            Deferral::Missed { time, late, window } => Err(held(
+                HOLD_MISSED_DEFERRAL,
+                0,
+                format!(
+                    "Job missed deferred execution time {time} by {late} seconds \
+                     (DeferralWindow {window} seconds)"
+                ),
+            )),
+            Deferral::Invalid(reason) => Err(held(HOLD_MISSED_DEFERRAL, 1, reason)),
+        };
+        // Decided, whichever way: the job no longer waits.
+        ctl.set_deferred(None);
+        if let Err(ending) = waited {
+            return not_run(ending);
         }
         // Snapshots name the module by its digest: computed once.
         let mut spec = spec;
@@ -970,6 +947,30 @@ async fn with_watchdog<J: Future<Output = Result<Inner, Stopped>>>(
     tokio::select! {
         r = job => r,
         never = watch => match never {},
+    }
+}
+
+/// Waits until `until` (Unix seconds) by the wall clock; a kill or vacate
+/// ends the wait with the job's ending instead. The timer runs on the
+/// monotonic clock, the time is on the wall clock: a wall clock set back
+/// meanwhile is caught by checking it again when the timer fires, so the job
+/// never starts early.
+async fn wait_until(until: i64, ctl: &Control, clock: &dyn Clock) -> Result<(), Ending> {
+    loop {
+        let ms = until.saturating_mul(1000) - clock.unix_now_ms();
+        if ms <= 0 {
+            return Ok(());
+        }
+        let mut timer = clock.sleep_until(clock.now() + Duration::from_millis(ms as u64));
+        loop {
+            if ctl.is_killed() || ctl.vacate_requested() {
+                return Err(Ending::Evicted { vacated: ctl.vacate_requested() });
+            }
+            tokio::select! {
+                _ = &mut timer => break,
+                _ = ctl.changed() => {}
+            }
+        }
     }
 }
 
