@@ -414,21 +414,19 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
             let w = tokio::spawn(async move {
                 // Listening before the job starts, so Ctrl-C is never lost.
-                let mut first = std::pin::pin!(tokio::signal::ctrl_c());
-                let early = futures_poll_once(first.as_mut()).await;
+                let first = ctrl_c_listener().await;
                 let _ = ready_tx.send(());
-                if finish(early, first).await.is_ok() {
+                if first.await.is_ok() {
                     // Listening again before saying so: a second Ctrl-C
                     // that follows the message at once is never lost.
-                    let mut second = std::pin::pin!(tokio::signal::ctrl_c());
-                    let early = futures_poll_once(second.as_mut()).await;
+                    let second = ctrl_c_listener().await;
                     eprintln!(
                         "andes: vacating the job ({}s to finish; Ctrl-C again to kill it)",
                         grace.as_secs()
                     );
                     ctl.request_checkpoint();
                     ctl.soft_kill(clock.as_ref(), grace);
-                    if finish(early, second).await.is_ok() {
+                    if second.await.is_ok() {
                         eprintln!("andes: killing the job");
                         ctl.hard_kill();
                     }
@@ -563,24 +561,17 @@ fn keep_state(dir: &std::path::Path, state: &[u8]) {
     }
 }
 
-/// The output of `f`, already polled once by [`futures_poll_once`]: `early`
-/// if that poll finished it (a finished future must not be polled again).
-async fn finish<F: std::future::Future + Unpin>(early: Option<F::Output>, f: F) -> F::Output {
+/// A Ctrl-C listener, registered by the time it is returned (so that a
+/// Ctrl-C from then on is never lost), to await.
+async fn ctrl_c_listener() -> std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>> {
+    let mut f = Box::pin(tokio::signal::ctrl_c());
+    // The first poll registers it; a poll that already finished it has the
+    // answer (a finished future must not be polled again).
+    let early = std::future::poll_fn(|cx| std::task::Poll::Ready(f.as_mut().poll(cx))).await;
     match early {
-        Some(v) => v,
-        None => f.await,
+        std::task::Poll::Ready(r) => Box::pin(std::future::ready(r)),
+        std::task::Poll::Pending => f,
     }
-}
-
-/// Polls a future once, so that a signal listener is registered before
-/// anything depends on it (the job's start, the vacate message).
-async fn futures_poll_once<F: std::future::Future + Unpin>(f: F) -> Option<F::Output> {
-    let mut f = f;
-    std::future::poll_fn(|cx| match std::pin::Pin::new(&mut f).poll(cx) {
-        std::task::Poll::Ready(v) => std::task::Poll::Ready(Some(v)),
-        std::task::Poll::Pending => std::task::Poll::Ready(None),
-    })
-    .await
 }
 
 #[cfg(test)]
