@@ -265,8 +265,13 @@ fn a_cooperative_job_killed_outright_resumes_from_its_last_save() {
     assert_eq!(resumed.stdout, whole.stdout);
 }
 
-/// `andes compile samples/primes.wasm -o TOP/primes.wasm`.
-fn compiled_primes(top: &Path) -> PathBuf {
+/// A compiled job's place, apart from its checkpoints: a fresh directory
+/// `top` holding the job's sandbox `top/job` and `top/primes.wasm`, made
+/// by `andes compile samples/primes.wasm`. Returns `(top, job, module)`.
+fn compiled_primes(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let top = sandbox(name);
+    let dir = top.join("job");
+    std::fs::create_dir_all(&dir).unwrap();
     let module = top.join("primes.wasm");
     let compiled = Command::cargo_bin("andes")
         .unwrap()
@@ -277,7 +282,7 @@ fn compiled_primes(top: &Path) -> PathBuf {
         .output()
         .unwrap();
     assert_eq!(compiled.status.code(), Some(0), "{}", String::from_utf8_lossy(&compiled.stderr));
-    module
+    (top, dir, module)
 }
 
 /// The snapshots in a checkpoint directory, in order: they are numbered
@@ -292,17 +297,14 @@ fn numbered(d: &Path) -> Vec<String> {
 }
 
 /// `--checkpoint-keep 2`: only the latest two snapshots stay, with only the
-/// file contents they name, both after a vacate and after a run killed
-/// outright (which may die between writing a snapshot and pruning the
-/// oldest: the next run prunes first).
+/// file contents they name, once a run killed outright (which may die
+/// between writing a snapshot and pruning the oldest: the next run prunes
+/// first) is resumed and then vacated.
 #[cfg(unix)]
 #[test]
 fn checkpoint_keep_leaves_the_latest_snapshots_and_their_contents() {
-    let top = sandbox("keep");
-    let dir = top.join("job");
-    std::fs::create_dir_all(&dir).unwrap();
+    let (top, dir, module) = compiled_primes("keep");
     let kept = top.join("kept");
-    let module = compiled_primes(&top);
     let n = "400000000";
     let keep = ["--checkpoint-keep", "2"];
     kill_once_checkpointed_with(&keep, &dir, &kept, &module, n, || numbered(&kept).len() >= 2);
@@ -342,12 +344,8 @@ fn checkpoint_keep_leaves_the_latest_snapshots_and_their_contents() {
 /// uninterrupted run does; the snapshot is removed once the job has ended.
 #[test]
 fn a_compiled_job_killed_outright_resumes_from_its_last_snapshot() {
-    let top = sandbox("transparent");
-    // The job's sandbox and its checkpoints, apart.
-    let dir = top.join("job");
-    std::fs::create_dir_all(&dir).unwrap();
+    let (top, dir, module) = compiled_primes("transparent");
     let ckpt = top.join("ckpt");
-    let module = compiled_primes(&top);
     let n = "400000000";
     let whole = run_to_end(&dir, None, &module, n);
     assert_eq!(whole.status.code(), Some(0));
