@@ -62,16 +62,13 @@ struct Run {
 /// Starts hello with `deferral` (ClassAd attributes, `NOW` replaced by the
 /// virtual clock's Unix seconds) on a virtual clock.
 fn start(deferral: &str) -> Run {
-    start_on(deferral, VirtualClock::new(), |vc| Arc::new(vc))
+    start_on(deferral, |vc| Arc::new(vc))
 }
 
 /// As [`start`], with the starter's clock made by `clock` from the virtual
 /// one.
-fn start_on(
-    deferral: &str,
-    vc: Arc<VirtualClock>,
-    clock: impl FnOnce(Arc<VirtualClock>) -> Arc<dyn Clock>,
-) -> Run {
+fn start_on(deferral: &str, clock: impl FnOnce(Arc<VirtualClock>) -> Arc<dyn Clock>) -> Run {
+    let vc = VirtualClock::new();
     let now = vc.unix_now() as i64;
     let text = format!("[ Out = \"out.txt\"; {} ]", deferral.replace("NOW", &now.to_string()));
     let ad = parse_ad(&text).unwrap();
@@ -163,7 +160,7 @@ async fn a_wall_clock_set_back_during_the_wait_does_not_start_the_job_early() {
     use std::sync::atomic::Ordering::SeqCst;
     let behind_ms = Arc::new(std::sync::atomic::AtomicI64::new(0));
     let timers = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let r = start_on("DeferralTime = NOW + 30", VirtualClock::new(), {
+    let r = start_on("DeferralTime = NOW + 30", {
         let (behind_ms, timers) = (behind_ms.clone(), timers.clone());
         |vc| Arc::new(SetBack { vc, behind_ms, timers })
     });
