@@ -346,7 +346,11 @@ fn check_paths(sandbox: &Path, descriptors: &[Descriptor]) -> Result<(), String>
         else {
             continue;
         };
-        if std::fs::symlink_metadata(sandbox.join(path)).is_err() {
+        if !path.is_empty()
+            && andes_beneath::Beneath::open(sandbox)
+                .and_then(|b| b.entry(path).map_err(std::io::Error::other))
+                .is_err()
+        {
             return Err(format!(
                 "descriptor {} refers to {path}, which was renamed or removed while open",
                 d.fd
@@ -531,23 +535,13 @@ pub(crate) async fn restore_descriptors(
     Ok(())
 }
 
-/// Writes the snapshot's files into the sandbox and removes the files the
-/// snapshot does not have, so the sandbox is as it was at the checkpoint.
+/// Writes the snapshot's files into the sandbox and removes everything else
+/// but directories, so the sandbox is as it was at the checkpoint; no link
+/// is followed.
 pub(crate) fn restore_sandbox(
     sandbox: &Path,
     header: &Header,
     blobs: &BlobStore,
 ) -> Result<(), String> {
-    let keep: std::collections::HashSet<&str> =
-        header.files.iter().map(|f| f.path.as_str()).collect();
-    for f in andes_snapshot::list_files(sandbox).map_err(|e| e.to_string())? {
-        if !keep.contains(f.as_str()) {
-            std::fs::remove_file(sandbox.join(&f))
-                .map_err(|e| format!("removing {f}, which the snapshot does not have: {e}"))?;
-        }
-    }
-    for f in &header.files {
-        blobs.restore(f, sandbox).map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    andes_snapshot::restore_files(sandbox, &header.files, blobs).map_err(|e| e.to_string())
 }

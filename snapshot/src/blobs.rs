@@ -8,6 +8,8 @@ use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
+use andes_beneath::{Beneath, Entry, Kind};
+
 use crate::{FileEntry, SnapshotError};
 
 /// Writes `bytes` to `path` atomically (a temporary file, then a rename);
@@ -57,31 +59,50 @@ impl BlobStore {
         self.path(hash).is_file()
     }
 
-    /// Stores the content of `src` unless the store already has it; returns
-    /// its hash and size.
+    /// Stores what `src` reads unless the store already has it; returns its
+    /// hash and size. The content is read once: hashed as it is copied to a
+    /// temporary file, which becomes the blob.
+    pub fn put_reader(&self, src: &mut dyn Read) -> io::Result<(String, u64)> {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self.dir.join(format!(".put.tmp{}-{n}", std::process::id()));
+        let result = (|| {
+            let mut out = fs::File::create(&tmp)?;
+            let mut h = blake3::Hasher::new();
+            let mut buf = vec![0u8; 256 * 1024];
+            let mut size = 0u64;
+            loop {
+                let n = src.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                h.update(&buf[..n]);
+                out.write_all(&buf[..n])?;
+                size += n as u64;
+            }
+            let hash = h.finalize().to_hex().to_string();
+            if self.contains(&hash) {
+                drop(out);
+                fs::remove_file(&tmp)?;
+            } else {
+                if self.durable {
+                    out.sync_all()?;
+                }
+                drop(out);
+                fs::rename(&tmp, self.path(&hash))?;
+            }
+            Ok((hash, size))
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    /// Stores the content of the file `src` (a path the caller trusts)
+    /// unless the store already has it; returns its hash and size.
     pub fn put_file(&self, src: &Path) -> io::Result<(String, u64)> {
-        let mut f = fs::File::open(src)?;
-        let mut h = blake3::Hasher::new();
-        let mut buf = vec![0u8; 256 * 1024];
-        let mut size = 0u64;
-        loop {
-            let n = f.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-            size += n as u64;
-        }
-        let hash = h.finalize().to_hex().to_string();
-        if !self.contains(&hash) {
-            let tmp = self.dir.join(format!(".{hash}.tmp{}", std::process::id()));
-            fs::copy(src, &tmp)?;
-            if self.durable {
-                fs::File::open(&tmp)?.sync_all()?;
-            }
-            fs::rename(&tmp, self.path(&hash))?;
-        }
-        Ok((hash, size))
+        self.put_reader(&mut fs::File::open(src)?)
     }
 
     /// Stores `data` unless the store already has it; returns its hash.
@@ -133,9 +154,17 @@ impl BlobStore {
         Ok(())
     }
 
-    /// Writes the file of `entry` under `root`, checking its content.
+    /// Writes the file of `entry` under `root`, checking its content. Nothing
+    /// is followed on the way: a link where a directory or the file should
+    /// be is refused, never written through.
     pub fn restore(&self, entry: &FileEntry, root: &Path) -> Result<(), SnapshotError> {
-        let rel = safe_relative(&entry.path)?;
+        let b = Beneath::open(root).map_err(|e| file_err(&entry.path, e))?;
+        self.restore_beneath(entry, &b)
+    }
+
+    /// [`BlobStore::restore`] into an opened root.
+    pub fn restore_beneath(&self, entry: &FileEntry, root: &Beneath) -> Result<(), SnapshotError> {
+        safe_relative(&entry.path)?;
         let src = self.path(&entry.blake3);
         if !is_hash(&entry.blake3) {
             return Err(file_err(&entry.path, "its content hash is malformed"));
@@ -148,11 +177,7 @@ impl BlobStore {
         {
             return Err(file_err(&entry.path, "its stored content does not match its hash"));
         }
-        let dest = root.join(rel);
-        if let Some(parent) = dest.parent() {
-            fs::create_dir_all(parent).map_err(|e| file_err(&entry.path, e))?;
-        }
-        write_file(&dest, &bytes, self.durable).map_err(|e| file_err(&entry.path, e))
+        root.write_atomic(&entry.path, &bytes, self.durable).map_err(|e| file_err(&entry.path, e))
     }
 }
 
@@ -167,10 +192,13 @@ pub fn is_hash(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// Checks that a sandbox path is relative and stays inside the sandbox.
+/// Checks that a sandbox path is relative and stays inside the sandbox:
+/// `/`-separated plain components (see [`andes_beneath::components`]).
 pub fn safe_relative(path: &str) -> Result<PathBuf, SnapshotError> {
     let p = Path::new(path);
-    if path.is_empty() || !p.components().all(|c| matches!(c, Component::Normal(_))) {
+    if andes_beneath::components(path).is_err()
+        || !p.components().all(|c| matches!(c, Component::Normal(_)))
+    {
         return Err(file_err(path, "the path leaves the sandbox or is not relative"));
     }
     Ok(p.to_path_buf())
@@ -183,42 +211,44 @@ pub struct HashCache {
     known: HashMap<PathBuf, (u64, SystemTime, String)>,
 }
 
-/// A regular file found under a sandbox: its relative path, that path as
-/// the snapshot names it (`/`-separated), and its metadata.
-struct Found {
-    rel: PathBuf,
-    shown: String,
-    meta: fs::Metadata,
-}
+/// Most files and directories a sandbox's walk looks at.
+pub const MAX_SANDBOX_ENTRIES: usize = 1 << 20;
 
-/// Every regular file under `sandbox`; symbolic links are neither followed
-/// nor listed.
-fn walk(sandbox: &Path) -> Result<Vec<Found>, SnapshotError> {
-    let mut out = Vec::new();
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let dir = sandbox.join(&rel);
-        let rd = fs::read_dir(&dir).map_err(|e| file_err(&rel.to_string_lossy(), e))?;
-        let mut names: Vec<_> = rd.filter_map(|e| e.ok()).collect();
-        names.sort_by_key(|e| e.file_name());
-        for e in names {
-            let r = rel.join(e.file_name());
-            let Ok(meta) = fs::symlink_metadata(e.path()) else { continue };
-            if meta.is_dir() {
-                stack.push(r);
-            } else if meta.is_file() {
-                let shown = r.to_string_lossy().replace('\\', "/");
-                out.push(Found { rel: r, shown, meta });
-            }
-        }
-    }
-    Ok(out)
+/// Every entry under `sandbox`, without following a link.
+fn walk(sandbox: &Path) -> Result<(Beneath, Vec<Entry>), SnapshotError> {
+    let b = Beneath::open(sandbox).map_err(|e| file_err(".", e))?;
+    let all = b.walk("", MAX_SANDBOX_ENTRIES).map_err(|e| file_err(".", e))?;
+    Ok((b, all))
 }
 
 /// Lists every regular file under `sandbox` (symbolic links are neither
 /// followed nor listed), as `/`-separated relative paths.
 pub fn list_files(sandbox: &Path) -> Result<Vec<String>, SnapshotError> {
-    Ok(walk(sandbox)?.into_iter().map(|f| f.shown).collect())
+    Ok(walk(sandbox)?.1.into_iter().filter(|e| e.kind == Kind::File).map(|e| e.path).collect())
+}
+
+/// Makes the sandbox hold what a snapshot's `files` say, and nothing else
+/// but directories: every other file, link and special file is removed (a
+/// link itself, never what it points to), then each file is written back,
+/// following no link on the way.
+pub fn restore_files(
+    sandbox: &Path,
+    files: &[FileEntry],
+    store: &BlobStore,
+) -> Result<(), SnapshotError> {
+    let (b, all) = walk(sandbox)?;
+    let keep: std::collections::HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    for e in all {
+        if e.kind != Kind::Dir && !(e.kind == Kind::File && keep.contains(e.path.as_str())) {
+            b.remove_file(&e.path).map_err(|err| {
+                file_err(&e.path, format!("removing it, which the snapshot does not have: {err}"))
+            })?;
+        }
+    }
+    for f in files {
+        store.restore_beneath(f, &b)?;
+    }
+    Ok(())
 }
 
 /// Lists every regular file under `sandbox` (symbolic links are not
@@ -229,23 +259,27 @@ pub fn scan_sandbox(
     cache: &mut HashCache,
 ) -> Result<Vec<FileEntry>, SnapshotError> {
     let mut out = Vec::new();
-    for Found { rel, shown, meta } in walk(sandbox)? {
-        let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    let (b, all) = walk(sandbox)?;
+    for e in all.into_iter().filter(|e| e.kind == Kind::File) {
+        let rel = PathBuf::from(&e.path);
+        let mtime = e.modified.unwrap_or(SystemTime::UNIX_EPOCH);
         let cached = cache
             .known
             .get(&rel)
-            .filter(|(s, m, h)| *s == meta.len() && *m == mtime && store.contains(h))
+            .filter(|(s, m, h)| *s == e.len && *m == mtime && store.contains(h))
             .map(|(_, _, h)| h.clone());
         let (hash, size) = match cached {
-            Some(h) => (h, meta.len()),
+            Some(h) => (h, e.len),
             None => {
-                let (h, s) =
-                    store.put_file(&sandbox.join(&rel)).map_err(|err| file_err(&shown, err))?;
+                // Opened beneath the sandbox, never through a link: a
+                // snapshot holds only the sandbox's own files.
+                let (mut f, _) = b.open_file(&e.path).map_err(|err| file_err(&e.path, err))?;
+                let (h, s) = store.put_reader(&mut f).map_err(|err| file_err(&e.path, err))?;
                 cache.known.insert(rel, (s, mtime, h.clone()));
                 (h, s)
             }
         };
-        out.push(FileEntry { path: shown, size, blake3: hash });
+        out.push(FileEntry { path: e.path, size, blake3: hash });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)

@@ -39,7 +39,8 @@ mod memory;
 mod pages;
 
 pub use blobs::{
-    BlobStore, HashCache, blob_hash, is_hash, list_files, safe_relative, scan_sandbox, write_file,
+    BlobStore, HashCache, MAX_SANDBOX_ENTRIES, blob_hash, is_hash, list_files, restore_files,
+    safe_relative, scan_sandbox, write_file,
 };
 
 use std::collections::BTreeMap;

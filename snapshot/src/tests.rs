@@ -322,3 +322,33 @@ proptest! {
         let _ = inspect(&bytes);
     }
 }
+
+#[cfg(unix)]
+#[test]
+fn a_snapshot_never_holds_or_writes_through_a_link() {
+    let top = tempfile::tempdir().unwrap();
+    std::fs::write(top.path().join("secret"), b"the host's key").unwrap();
+    std::fs::create_dir(top.path().join("outside")).unwrap();
+    let sandbox = top.path().join("sandbox");
+    std::fs::create_dir(&sandbox).unwrap();
+    std::os::unix::fs::symlink("../secret", sandbox.join("key")).unwrap();
+    std::os::unix::fs::symlink("../outside", sandbox.join("sub")).unwrap();
+    std::fs::write(sandbox.join("mine"), b"job data").unwrap();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(store_dir.path(), false).unwrap();
+    let files = scan_sandbox(&sandbox, &store, &mut HashCache::default()).unwrap();
+    let paths: Vec<_> = files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["mine"]);
+    for e in std::fs::read_dir(store_dir.path()).unwrap() {
+        assert_ne!(std::fs::read(e.unwrap().path()).unwrap(), b"the host's key");
+    }
+    // Restoring `sub/f` where the sandbox holds a link named `sub`: the link
+    // is removed (the snapshot has none), never written through.
+    let h = store.put(b"restored").unwrap();
+    let entry = FileEntry { path: "sub/f".into(), size: 8, blake3: h };
+    restore_files(&sandbox, &[entry], &store).unwrap();
+    assert_eq!(std::fs::read(sandbox.join("sub/f")).unwrap(), b"restored");
+    assert!(std::fs::read_dir(top.path().join("outside")).unwrap().next().is_none());
+    assert!(!sandbox.join("key").exists() && !sandbox.join("mine").exists());
+    assert_eq!(std::fs::read(top.path().join("secret")).unwrap(), b"the host's key");
+}

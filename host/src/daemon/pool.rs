@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use andes_beneath::{Beneath, Kind, Refused};
 use andes_protocol::pool::{
     self, ActivateRequest, ClaimReply, ClaimRequest, EditRequest, FileData, JobEnd, JobReport,
     MatchNotice, NEED_MODULE, ReleaseRequest, RunState, SnapshotData, WaitRequest, WithdrawReply,
@@ -496,14 +497,11 @@ impl Modules {
     }
 }
 
-/// Writes the input files into a fresh sandbox.
+/// Writes the input files into a fresh sandbox, following no link.
 pub(crate) fn write_inputs(sandbox: &Path, inputs: &[FileData]) -> std::io::Result<()> {
+    let b = Beneath::open(sandbox)?;
     for f in inputs {
-        let path = sandbox.join(&f.name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, &f.data)?;
+        b.write(&f.name, &f.data).map_err(std::io::Error::other)?;
     }
     Ok(())
 }
@@ -551,17 +549,32 @@ pub(crate) fn check_inputs(job: &ClassAd, inputs: &[FileData]) -> Result<(), Poo
     Ok(())
 }
 
-/// The output files of a finished job: TransferOutput's list if set, else
-/// every top-level file the job created or changed; the streams under their
-/// sandbox names. At most `limit` bytes in all; the rest is reported as an
-/// error in the returned string.
+/// Files a job may send back at most.
+pub const MAX_OUTPUT_FILES: usize = 10_000;
+
+/// The output files of a finished job: TransferOutput's list if set (a file
+/// under its base name; a directory with its contents under its base name,
+/// or, written with a trailing `/`, its contents alone, as HTCondor does),
+/// else every top-level regular file the job created or changed; the streams
+/// under their sandbox names. At most `limit` bytes in all.
+///
+/// Everything is read beneath the sandbox without following a link: a link or
+/// special file that the job names as an output (or puts in place of a
+/// stream) is refused, and the refusal is returned as the error (a hold);
+/// links and special files found among unnamed files are not sent back.
 pub(crate) fn collect_outputs(
     sandbox: &Path,
     job: &ClassAd,
     inputs: &[(String, u64)],
     limit: u64,
 ) -> (Vec<FileData>, Option<String>) {
-    let mut names: Vec<String> = Vec::new();
+    let b = match Beneath::open(sandbox) {
+        Ok(b) => b,
+        Err(e) => return (Vec::new(), Some(format!("cannot open the job's sandbox: {e}"))),
+    };
+    // (name sent back, path in the sandbox)
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    let mut error: Option<String> = None;
     let listed = match job.eval_attr("TransferOutput") {
         Value::Str(s) if !s.trim().is_empty() => Some(
             s.split(',')
@@ -571,63 +584,132 @@ pub(crate) fn collect_outputs(
         ),
         _ => None,
     };
-    let mut error = None;
     match &listed {
         Some(list) => {
             for n in list {
-                let base = n.rsplit('/').next().unwrap_or(n).to_string();
-                if !pool::safe_relative_name(&base) || !sandbox.join(&base).is_file() {
-                    error.get_or_insert_with(|| {
-                        format!("transfer_output_files names {n}, which the job did not create")
-                    });
-                    continue;
-                }
-                names.push(base);
-            }
-        }
-        None => {
-            if let Ok(rd) = std::fs::read_dir(sandbox) {
-                for e in rd.flatten() {
-                    let Ok(meta) = e.metadata() else { continue };
-                    if !meta.is_file() {
+                let contents_only = n.ends_with('/');
+                let path = n.trim_end_matches('/');
+                let base = path.rsplit('/').next().unwrap_or(path).to_string();
+                let entry = match b.entry(path) {
+                    Ok(e) => e,
+                    Err(Refused::Missing { .. }) => {
+                        error.get_or_insert_with(|| {
+                            format!("transfer_output_files names {n}, which the job did not create")
+                        });
                         continue;
                     }
-                    let name = e.file_name().to_string_lossy().to_string();
-                    if name == STDOUT_NAME || name == STDERR_NAME || name == STDIN_NAME {
+                    Err(e) => {
+                        error.get_or_insert_with(|| {
+                            format!("transfer_output_files names {n}, which is refused: {e}")
+                        });
+                        continue;
+                    }
+                };
+                match entry.kind {
+                    Kind::File => wanted.push((base, path.to_string())),
+                    Kind::Dir => match b.walk(path, MAX_OUTPUT_FILES) {
+                        Ok(found) => {
+                            for e in found {
+                                let rel = &e.path[path.len() + 1..];
+                                let name = if contents_only {
+                                    rel.to_string()
+                                } else {
+                                    format!("{base}/{rel}")
+                                };
+                                match e.kind {
+                                    Kind::File => wanted.push((name, e.path)),
+                                    Kind::Dir => {}
+                                    Kind::Link | Kind::Special => {
+                                        error.get_or_insert_with(|| {
+                                            format!(
+                                                "output directory {n} holds {}, which is not a \
+                                                 regular file (links and special files are not \
+                                                 transferred)",
+                                                e.path
+                                            )
+                                        });
+                                    }
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            error.get_or_insert_with(|| format!("output directory {n}: {e}"));
+                        }
+                    },
+                    Kind::Link | Kind::Special => {
+                        let why = b.read(path, 0).err().map(|e| e.to_string()).unwrap_or_default();
+                        error.get_or_insert_with(|| {
+                            format!("transfer_output_files names {n}, which is refused: {why}")
+                        });
+                    }
+                }
+            }
+        }
+        None => match b.list("", MAX_OUTPUT_FILES) {
+            Ok(found) => {
+                for e in found {
+                    let name = e.path;
+                    if e.kind != Kind::File
+                        || name == STDOUT_NAME
+                        || name == STDERR_NAME
+                        || name == STDIN_NAME
+                    {
+                        if matches!(e.kind, Kind::Link | Kind::Special) {
+                            tracing::info!("output {name} is not a regular file; not sent back");
+                        }
                         continue;
                     }
                     // An input file the job left as it was does not go back.
-                    if inputs.iter().any(|(n, len)| *n == name && *len == meta.len()) {
+                    if inputs.iter().any(|(n, len)| *n == name && *len == e.len) {
                         continue;
                     }
-                    names.push(name);
+                    wanted.push((name.clone(), name));
                 }
-            }
-        }
-    }
-    for s in [STDOUT_NAME, STDERR_NAME] {
-        if sandbox.join(s).is_file() {
-            names.push(s.to_string());
-        }
-    }
-    names.sort();
-    names.dedup();
-    let mut out = Vec::new();
-    let mut total = 0u64;
-    for name in names {
-        match std::fs::read(sandbox.join(&name)) {
-            Ok(data) => {
-                total += data.len() as u64;
-                if total > limit {
-                    error.get_or_insert_with(|| {
-                        format!("the output files exceed the job's RequestDisk ({limit} bytes)")
-                    });
-                    break;
-                }
-                out.push(FileData { name, data });
             }
             Err(e) => {
-                error.get_or_insert_with(|| format!("cannot read output file {name}: {e}"));
+                error.get_or_insert_with(|| format!("cannot list the job's output files: {e}"));
+            }
+        },
+    }
+    for s in [STDOUT_NAME, STDERR_NAME] {
+        match b.entry(s) {
+            Ok(e) if e.kind == Kind::File => wanted.push((s.to_string(), s.to_string())),
+            Ok(_) => {
+                let why = b.read(s, 0).err().map(|e| e.to_string()).unwrap_or_default();
+                error.get_or_insert_with(|| {
+                    format!(
+                        "the job replaced its {} stream: {why}",
+                        if s == STDOUT_NAME { "output" } else { "error" }
+                    )
+                });
+            }
+            Err(_) => {}
+        }
+    }
+    wanted.sort();
+    wanted.dedup_by(|a, b| a.0 == b.0);
+    if wanted.len() > MAX_OUTPUT_FILES {
+        error.get_or_insert_with(|| {
+            format!("the job has more than {MAX_OUTPUT_FILES} output files")
+        });
+        wanted.truncate(MAX_OUTPUT_FILES);
+    }
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    for (name, path) in wanted {
+        match b.read(&path, limit.saturating_sub(total)) {
+            Ok(data) => {
+                total += data.len() as u64;
+                out.push(FileData { name, data });
+            }
+            Err(Refused::TooLarge { .. }) => {
+                error.get_or_insert_with(|| {
+                    format!("the output files exceed the job's RequestDisk ({limit} bytes)")
+                });
+                break;
+            }
+            Err(e) => {
+                error.get_or_insert_with(|| format!("cannot send back output file {name}: {e}"));
             }
         }
     }
@@ -1002,6 +1084,78 @@ mod tests {
         let (out, err) = collect_outputs(p, &listed, &[], 1 << 20);
         assert_eq!(out.len(), 2);
         assert!(err.unwrap().contains("missing.txt"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn outputs_never_follow_links_nor_open_special_files() {
+        // The sandbox sits under EXECUTE beside the host's keys, as on a host.
+        let top = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(top.path().join("keys")).unwrap();
+        std::fs::write(top.path().join("keys/host"), b"SECRET KEY").unwrap();
+        let p = top.path().join("execute/dir_1_1");
+        std::fs::create_dir_all(&p).unwrap();
+        let link =
+            |target: &str, name: &str| std::os::unix::fs::symlink(target, p.join(name)).unwrap();
+        // Named streams replaced by links: refused, never read.
+        link("../../keys/host", STDOUT_NAME);
+        link("/etc/passwd", STDERR_NAME);
+        let (out, err) = collect_outputs(&p, &ClassAd::new(), &[], 1 << 20);
+        assert!(out.iter().all(|f| !f.data.windows(6).any(|w| w == b"SECRET")), "{out:?}");
+        let err = err.unwrap();
+        assert!(err.contains("symbolic link"), "{err}");
+        std::fs::remove_file(p.join(STDOUT_NAME)).unwrap();
+        std::fs::remove_file(p.join(STDERR_NAME)).unwrap();
+        // Unnamed outputs: links and special files are left behind.
+        link("../../keys/host", "r2");
+        let fifo = std::ffi::CString::new(p.join("pipe").to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::fs::write(p.join("real.txt"), b"mine").unwrap();
+        let (out, err) = collect_outputs(&p, &ClassAd::new(), &[], 1 << 20);
+        let names: Vec<_> = out.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["real.txt"]);
+        assert!(err.is_none(), "{err:?}");
+        // Named outputs: a link, a special file, a link on the way, a link in
+        // a named directory: each refused with the reason.
+        std::fs::create_dir(p.join("d")).unwrap();
+        std::fs::write(p.join("d/ok"), b"fine").unwrap();
+        std::os::unix::fs::symlink("../../../keys", p.join("d/keys")).unwrap();
+        link("../../keys", "kdir");
+        for (listed, want) in [
+            ("r2", "symbolic link"),
+            ("pipe", "not a regular file"),
+            ("kdir/host", "symbolic link"),
+            ("d", "not a regular file"),
+        ] {
+            let mut job = ClassAd::new();
+            job.insert_value("TransferOutput", listed);
+            let (out, err) = collect_outputs(&p, &job, &[], 1 << 20);
+            let err = err.unwrap_or_else(|| panic!("{listed}: no refusal"));
+            assert!(err.contains(want), "{listed}: {err}");
+            assert!(out.iter().all(|f| !f.data.starts_with(b"SECRET")), "{listed}");
+        }
+        // A named directory comes back with its regular files, under its name
+        // (or its contents alone with a trailing slash), as HTCondor does.
+        std::fs::remove_file(p.join("d/keys")).unwrap();
+        let mut job = ClassAd::new();
+        job.insert_value("TransferOutput", "d, d/");
+        let (out, err) = collect_outputs(&p, &job, &[], 1 << 20);
+        assert!(err.is_none(), "{err:?}");
+        let names: Vec<_> = out.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["d/ok", "ok"]);
+        assert_eq!(std::fs::read(top.path().join("keys/host")).unwrap(), b"SECRET KEY");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn inputs_are_written_without_following_links() {
+        let top = tempfile::tempdir().unwrap();
+        let p = top.path().join("sandbox");
+        std::fs::create_dir(&p).unwrap();
+        std::os::unix::fs::symlink("..", p.join("up")).unwrap();
+        let files = vec![FileData { name: "up/planted".into(), data: b"x".to_vec() }];
+        assert!(write_inputs(&p, &files).is_err());
+        assert!(!top.path().join("planted").exists());
     }
 
     #[test]
