@@ -19,9 +19,20 @@ mod plan;
 /// chains evaluate to error (HTCondor bounds this too).
 pub const MAX_ATTR_DEPTH: u32 = 1000;
 
+/// Steps one evaluation may take by default (see [`EvalOptions::max_steps`]):
+/// a few milliseconds of work, far beyond any real policy expression.
+pub const DEFAULT_MAX_STEPS: u64 = 100_000;
+
 /// Evaluation options.
 #[derive(Clone, Debug, Default)]
 pub struct EvalOptions {
+    /// The most steps (sub-expressions and attribute references evaluated)
+    /// one evaluation may take; past it the value is `error`, as HTCondor's
+    /// library gives for recursion it refuses. `None`: [`DEFAULT_MAX_STEPS`].
+    /// A chain such as `a1 = a0 + a0; a2 = a1 + a1; ...` doubles its work at
+    /// each link, so without a bound an expression of a few hundred bytes
+    /// could run for years.
+    pub max_steps: Option<u64>,
     /// Pure new-ClassAd semantics (`STRICT_CLASSAD_EVALUATION = true`): no
     /// fallback from MY to TARGET for plain names, and `MY` only inside a match.
     pub strict: bool,
@@ -38,6 +49,11 @@ pub struct Evaluator {
     opts: EvalOptions,
     rng: Rng,
     scratch: Scratch,
+    /// Steps left for all later evaluations together, when bounded
+    /// ([`Evaluator::set_step_pool`]).
+    pool: Option<u64>,
+    /// Some evaluation ran out of steps.
+    exhausted: bool,
 }
 
 #[derive(Default)]
@@ -73,7 +89,39 @@ impl Evaluator {
             Some(s) => Rng::seeded(s),
             None => Rng::from_time(),
         };
-        Evaluator { opts, rng, scratch: Scratch::default() }
+        Evaluator { opts, rng, scratch: Scratch::default(), pool: None, exhausted: false }
+    }
+
+    /// Bounds the steps of all later evaluations together (a request's whole
+    /// budget): once spent, every evaluation is `error` at once. `None`
+    /// removes the bound. Each evaluation is still bounded by
+    /// [`EvalOptions::max_steps`] too.
+    pub fn set_step_pool(&mut self, steps: Option<u64>) {
+        self.pool = steps;
+        self.exhausted = false;
+    }
+
+    /// True when an evaluation since the last [`Evaluator::set_step_pool`]
+    /// (or since this evaluator was made) ran out of steps: its value was
+    /// `error` for that reason, not for its own.
+    pub fn exhausted(&self) -> bool {
+        self.exhausted
+    }
+
+    /// Steps the next evaluation may take.
+    fn allowance(&self) -> u64 {
+        let each = self.opts.max_steps.unwrap_or(DEFAULT_MAX_STEPS);
+        self.pool.map_or(each, |p| p.min(each))
+    }
+
+    /// Records what an evaluation allowed `allowed` steps had left.
+    fn spent(&mut self, allowed: u64, left: u64) {
+        if left == 0 {
+            self.exhausted = true;
+        }
+        if let Some(p) = &mut self.pool {
+            *p = p.saturating_sub(allowed - left);
+        }
     }
 
     /// The options.
@@ -89,8 +137,12 @@ impl Evaluator {
     /// Evaluates `expr` with `my` as the current ad (an empty ad when
     /// `None`) and `target` as the other ad of a match, if any.
     pub fn eval(&mut self, expr: &Expr, my: Option<&ClassAd>, target: Option<&ClassAd>) -> Value {
-        let mut cx = self.cx(my.unwrap_or(&EMPTY), target);
-        cx.eval(expr, MY)
+        let allowed = self.allowance();
+        let mut cx = self.cx(my.unwrap_or(&EMPTY), target, allowed);
+        let v = cx.eval(expr, MY);
+        let left = cx.steps;
+        self.spent(allowed, left);
+        v
     }
 
     /// Evaluates `expr` with MY = `my` against each ad of `targets` in turn
@@ -143,7 +195,14 @@ impl Evaluator {
                 }
             }
             let v = match &plan {
-                Some(p) => self.cx(my, Some(t.borrow())).eval_plan(p),
+                Some(p) => {
+                    let allowed = self.allowance();
+                    let mut cx = self.cx(my, Some(t.borrow()), allowed);
+                    let v = cx.eval_plan(p);
+                    let left = cx.steps;
+                    self.spent(allowed, left);
+                    v
+                }
                 None => self.eval(expr, Some(my), Some(t.borrow())),
             };
             f(i, v);
@@ -152,7 +211,12 @@ impl Evaluator {
 
     /// A context for one evaluation, with the scratch space cleared.
     #[inline]
-    fn cx<'a>(&'a mut self, my: &'a ClassAd, target: Option<&'a ClassAd>) -> Cx<'a, 'a> {
+    fn cx<'a>(
+        &'a mut self,
+        my: &'a ClassAd,
+        target: Option<&'a ClassAd>,
+        steps: u64,
+    ) -> Cx<'a, 'a> {
         let cx = Cx {
             my,
             target,
@@ -162,6 +226,7 @@ impl Evaluator {
             s: &mut self.scratch,
             depth: 0,
             nest: 0,
+            steps,
         };
         cx.s.frames.clear();
         cx.s.in_progress.clear();
@@ -247,6 +312,8 @@ struct Cx<'a, 'r> {
     depth: u32,
     /// Expression nesting, for stack checks.
     nest: u32,
+    /// Steps this evaluation has left; at 0 every further step is `error`.
+    steps: u64,
 }
 
 impl<'a> Cx<'a, '_> {
@@ -495,6 +562,15 @@ impl<'a> Cx<'a, '_> {
     /// Evaluates `e` with `frame` as the current ad.
     #[inline]
     fn eval(&mut self, e: &Expr, frame: u32) -> Value {
+        if let Expr::Lit(v) = e {
+            return v.clone();
+        }
+        // Every other node is a step; with none left the whole remaining
+        // tree collapses to `error` without being walked.
+        if self.steps == 0 {
+            return Value::Error;
+        }
+        self.steps -= 1;
         match e {
             Expr::Lit(v) => v.clone(),
             Expr::Attr { name, absolute: false }

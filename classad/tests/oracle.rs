@@ -62,7 +62,8 @@ fn eval_case(case: &Json, strict: bool) -> Json {
     let v = ev.eval(&expr, my.as_ref(), target.as_ref());
     if let (Some(m), Some(t)) = (&my, &target) {
         // The negotiator's scan gives the value `eval` gives (on one clock).
-        let opts = EvalOptions { strict, seed: Some(1), now: Some(1_700_000_000) };
+        let opts =
+            EvalOptions { strict, seed: Some(1), now: Some(1_700_000_000), ..Default::default() };
         let want = Evaluator::with_options(opts.clone()).eval(&expr, Some(m), Some(t));
         let mut got = None;
         Evaluator::with_options(opts).scan(&expr, m, std::slice::from_ref(t), |_, v| got = Some(v));

@@ -123,7 +123,7 @@ fn expr_text() -> impl Strategy<Value = String> {
 }
 
 fn options(strict: bool) -> EvalOptions {
-    EvalOptions { strict, now: Some(1_700_000_000), seed: Some(7) }
+    EvalOptions { strict, now: Some(1_700_000_000), seed: Some(7), ..Default::default() }
 }
 
 /// The values of `scan`, and those of `eval` one ad at a time, with

@@ -39,6 +39,7 @@ fuzz_target!(|data: &[u8]| {
         now: Some(1_700_000_000),
         seed: Some(1),
         strict: flags & 1 != 0,
+        ..Default::default()
     });
     if let Some(expr) = &expr {
         let v = ev.eval(expr, Some(&my), Some(&target));

@@ -765,6 +765,7 @@ impl Startd {
                 now: Some(now),
                 seed: Some(0),
                 strict: false,
+                ..Default::default()
             }),
             measured: Measurements::default(),
             keyboard_active: now - NO_CONSOLE_IDLE,
@@ -891,7 +892,7 @@ impl Startd {
                             s.dirty = true;
                         }
                         _ => acts.push(Action::EventRejected {
-                            reason: format!("slot {slot}: no job on claim {claim_id}"),
+                            reason: format!("slot {slot}: no job on the claim named"),
                         }),
                     }
                 }
@@ -1507,7 +1508,10 @@ impl Startd {
         }
         if s.claim_id() != Some(claim_id) {
             acts.push(Action::EventRejected {
-                reason: format!("slot {}: no claim {claim_id} to release", s.id),
+                reason: format!(
+                    "slot {}: the claim named is not its claim; nothing released",
+                    s.id
+                ),
             });
             return;
         }

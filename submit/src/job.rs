@@ -728,6 +728,7 @@ fn eval_const(e: &Expr) -> Value {
         strict: false,
         now: Some(0),
         seed: Some(0),
+        ..Default::default()
     })
     .eval(e, None, None)
 }

@@ -275,6 +275,7 @@ impl Ctx<'_> {
             strict: false,
             now: Some(self.now),
             seed: Some(self.now as u64),
+            ..Default::default()
         })
     }
 
@@ -499,6 +500,7 @@ pub fn plan(input: &Snapshot, accountant: &Accountant, cfg: &NegotiatorConfig, n
         strict: false,
         now: Some(now),
         seed: Some(now as u64),
+        ..Default::default()
     });
     let mut stats = PlanStats { slots: input.slots.len(), ..PlanStats::default() };
 
