@@ -52,6 +52,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use andes_protocol::pool::public_claim_id;
 use andes_startd::{
     Action, Event, MachineInfo, Measurements, Policy, PolicyError, ShutdownKind, SlotId, Startd,
     StarterOutcome, VacateKind,
@@ -710,17 +711,18 @@ impl Daemon {
         use pool::{PoolError, PoolReply, PoolRequest};
         let now = self.now();
         let owned = |me: &Self, caller: &str, claim_id: &str| -> Result<SlotId, PoolError> {
-            let c = me
-                .claims
-                .get(claim_id)
-                .ok_or_else(|| PoolError::NotFound(format!("no claim {claim_id} here")))?;
+            let c = me.claims.get(claim_id).ok_or_else(|| {
+                PoolError::NotFound(format!("no claim {} here", public_claim_id(claim_id)))
+            })?;
             owned_by(c, caller, claim_id)
         };
         match req {
             PoolRequest::Match(m) => {
                 let slot = pool::claim_slot(&m.claim_id)
                     .filter(|s| self.offers.get(s) == Some(&m.claim_id))
-                    .ok_or_else(|| PoolError::NotFound(format!("no offer {}", m.claim_id)))?;
+                    .ok_or_else(|| {
+                        PoolError::NotFound(format!("no offer {}", public_claim_id(&m.claim_id)))
+                    })?;
                 self.feed(Event::MatchNotified { slot, claim_id: m.claim_id });
                 Ok(PoolReply::Done)
             }
@@ -927,7 +929,10 @@ impl Daemon {
             })
             .collect();
         for (slot, id) in expired {
-            self.log(format!("slot {slot}: claim {id}: the job lease expired; releasing"));
+            self.log(format!(
+                "slot {slot}: claim {}: the job lease expired; releasing",
+                public_claim_id(&id)
+            ));
             self.feed(Event::ClaimReleased { slot, claim_id: id });
         }
     }
@@ -1366,7 +1371,10 @@ impl Daemon {
             )),
             Action::StartJob { slot, claim_id, job } => {
                 let Some(module) = self.modules.get(slot).cloned() else {
-                    self.log(format!("slot {slot}: claim {claim_id} activated with no module"));
+                    self.log(format!(
+                        "slot {slot}: claim {} activated with no module",
+                        public_claim_id(claim_id)
+                    ));
                     queue.push_back(Event::StarterExited {
                         slot: *slot,
                         outcome: StarterOutcome::Failed,
@@ -1540,18 +1548,17 @@ impl Daemon {
                 if self.offers.get(slot) == Some(claim_id) {
                     self.offers.insert(*slot, pool::new_claim_id(*slot));
                 }
-                self.log(format!("slot {slot}: claim {claim_id} accepted"))
+                self.log(format!("slot {slot}: claim {} accepted", public_claim_id(claim_id)))
             }
             Action::ClaimBroken { slot, claim_id } => {
-                self.log(format!("slot {slot}: claim {claim_id} broken"))
+                self.log(format!("slot {slot}: claim {} broken", public_claim_id(claim_id)))
             }
             Action::ReleaseClaim { slot, claim_id } => {
-                self.log(format!("slot {slot}: claim {claim_id} released"))
+                self.log(format!("slot {slot}: claim {} released", public_claim_id(claim_id)))
             }
             Action::ClaimRefused { slot, claim_id, reason }
-            | Action::ActivationRefused { slot, claim_id, reason } => {
-                self.log(format!("slot {slot}: claim {claim_id} refused: {reason}"))
-            }
+            | Action::ActivationRefused { slot, claim_id, reason } => self
+                .log(format!("slot {slot}: claim {} refused: {reason}", public_claim_id(claim_id))),
         }
     }
 
@@ -1596,16 +1603,14 @@ impl Daemon {
             Value::Str(d) => pool::parse_digest(&d),
             _ => None,
         };
-        let limits = match kind {
-            RunKind::Job => {
-                let slot_ad = self.ads.get(&slot);
-                let int = |n: &str| match slot_ad.map(|a| a.eval_attr(n)) {
-                    Some(Value::Int(v)) => Some(v),
-                    _ => None,
-                };
-                Limits::in_slot(&ad, int("Memory"), int("Disk"))
-            }
-            _ => Limits::from_ad(&ad),
+        // Every job, from a schedd or backfill, is held to its slot's size.
+        let limits = {
+            let slot_ad = self.ads.get(&slot);
+            let int = |n: &str| match slot_ad.map(|a| a.eval_attr(n)) {
+                Some(Value::Int(v)) => Some(v),
+                _ => None,
+            };
+            Limits::in_slot(&ad, int("Memory"), int("Disk"))
         };
         let saved_state = match kind {
             RunKind::Job => self.saved_in.get(&slot).cloned(),

@@ -65,6 +65,17 @@ pub fn safe_relative_name(name: &str) -> bool {
         && name.split('/').all(|c| !c.is_empty() && c != "." && c != ".." && c.len() <= 255)
 }
 
+/// The public form of a claim id, for logs and messages: the slot it names
+/// and the first bytes of its SHA-256, as HTCondor logs a claim's public part
+/// only. A claim id is a bearer secret: whoever holds it may use the slot.
+pub fn public_claim_id(claim_id: &str) -> String {
+    use sha2::Digest;
+    let slot = claim_id.split_once('#').map_or("?", |(s, _)| s);
+    let slot: String = slot.chars().filter(char::is_ascii_alphanumeric).take(16).collect();
+    let h = sha2::Sha256::digest(claim_id.as_bytes());
+    format!("{slot}#{:02x}{:02x}{:02x}{:02x}…", h[0], h[1], h[2], h[3])
+}
+
 /// `POST /v1/host/match`: the negotiator tells a host that a slot was matched.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MatchNotice {

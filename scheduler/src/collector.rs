@@ -23,6 +23,8 @@ pub mod api;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use std::sync::Arc;
+
 use classad::{ClassAd, EvalOptions, Evaluator, Expr, Value};
 
 /// HTCondor's default CLASSAD_LIFETIME: an ad not refreshed for this many seconds is
@@ -138,7 +140,7 @@ impl std::error::Error for CollectorError {}
 
 #[derive(Debug, Clone)]
 struct Entry {
-    ad: ClassAd,
+    ad: Arc<ClassAd>,
     private: Option<ClassAd>,
     identity: String,
     last_heard: i64,
@@ -228,7 +230,13 @@ impl Collector {
         ad.insert_value("AuthenticatedIdentity", identity);
         self.ads.insert(
             k,
-            Entry { ad, private, identity: identity.to_string(), last_heard: now, lifetime },
+            Entry {
+                ad: Arc::new(ad),
+                private,
+                identity: identity.to_string(),
+                last_heard: now,
+                lifetime,
+            },
         );
         self.generation += 1;
         Ok(lifetime)
@@ -286,7 +294,8 @@ impl Collector {
     /// The public ads of `kind` (every kind when `None`) for which `constraint`
     /// (evaluated with MY = the ad, at `now`) is `true`, with only the `projection`
     /// attributes (case-insensitively) when it is not empty. Sorted by `Name`. Never
-    /// an expired ad, nor a private one.
+    /// an expired ad, nor a private one. (The API takes a [`Collector::snapshot`]
+    /// under its lock and runs [`select`] after releasing it.)
     pub fn query(
         &self,
         kind: Option<AdType>,
@@ -294,22 +303,22 @@ impl Collector {
         projection: &[String],
         now: i64,
     ) -> Vec<ClassAd> {
-        let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
-        let mut found: Vec<(&(AdType, String), &Entry)> = self
-            .live(kind, now)
-            .filter(|(_, e)| {
-                constraint
-                    .is_none_or(|c| matches!(ev.eval(c, Some(&e.ad), None), Value::Bool(true)))
-            })
-            .collect();
+        select(&self.snapshot(kind, now), constraint, projection, now).unwrap_or_default()
+    }
+
+    /// The live public ads of `kind` (every kind when `None`), sorted by
+    /// `Name`, sharing their storage with the collector: cheap to take under
+    /// a lock, to be filtered by [`select`] after it is released.
+    pub fn snapshot(&self, kind: Option<AdType>, now: i64) -> Vec<Arc<ClassAd>> {
+        let mut found: Vec<(&(AdType, String), &Entry)> = self.live(kind, now).collect();
         found.sort_by(|a, b| (&a.0.1, a.0.0).cmp(&(&b.0.1, b.0.0)));
-        found.into_iter().map(|(_, e)| project(&e.ad, projection)).collect()
+        found.into_iter().map(|(_, e)| e.ad.clone()).collect()
     }
 
     /// Every live ad of `kind` with its private ad, sorted by `Name`: the negotiator's
     /// view.
     pub fn ads(&self, kind: AdType, now: i64) -> Vec<(ClassAd, Option<ClassAd>)> {
-        self.live(Some(kind), now).map(|(_, e)| (e.ad.clone(), e.private.clone())).collect()
+        self.live(Some(kind), now).map(|(_, e)| ((*e.ad).clone(), e.private.clone())).collect()
     }
 
     /// The private ad published with the ad `name` of `kind`, if it is live.
@@ -349,6 +358,39 @@ impl Collector {
     ) -> impl Iterator<Item = (&(AdType, String), &Entry)> {
         self.ads.iter().filter(move |(k, e)| kind.is_none_or(|t| k.0 == t) && !e.expired(now))
     }
+}
+
+/// Steps a query's constraint may take over all the ads it is evaluated on.
+pub const QUERY_STEPS: u64 = 20_000_000;
+
+/// The ads of `ads` for which `constraint` (evaluated with MY = the ad, at
+/// `now`) is `true`, projected; refused when the constraint takes more than
+/// [`QUERY_STEPS`] evaluation steps in all.
+pub fn select(
+    ads: &[Arc<ClassAd>],
+    constraint: Option<&Expr>,
+    projection: &[String],
+    now: i64,
+) -> Result<Vec<ClassAd>, String> {
+    let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
+    ev.set_step_pool(Some(QUERY_STEPS));
+    let mut out = Vec::new();
+    for ad in ads {
+        if let Some(c) = constraint {
+            let v = ev.eval(c, Some(ad), None);
+            if ev.exhausted() {
+                return Err(format!(
+                    "the constraint takes more than {QUERY_STEPS} evaluation steps over the \
+                     ads it is applied to; simplify it"
+                ));
+            }
+            if !matches!(v, Value::Bool(true)) {
+                continue;
+            }
+        }
+        out.push(project(ad, projection));
+    }
+    Ok(out)
 }
 
 /// `ad` with only the attributes named in `projection` (all when it is empty).

@@ -96,6 +96,60 @@ const FINAL_ATTRS: [&str; 9] = [
 /// so a restarted schedd can reconnect, never shown by queries or history.
 pub const CLAIM_ID_ATTR: &str = "ClaimId";
 
+/// `SpooledInput`: the input files of a job submitted with `andes submit
+/// -spool`, uploaded beforehand: `name=sha256:<hex>` pairs, comma separated.
+/// The schedd reads them from its own store, never from the submitter's
+/// directories.
+pub const SPOOLED_INPUT: &str = "SpooledInput";
+
+/// The (name, digest) pairs of a [`SPOOLED_INPUT`] list; malformed items are
+/// skipped (the submit refuses them).
+pub fn spooled_inputs(list: &str) -> Vec<(String, String)> {
+    list.split(',')
+        .filter_map(|item| {
+            let (name, digest) = item.trim().rsplit_once('=')?;
+            Some((name.trim().to_string(), digest.trim().to_string()))
+        })
+        .filter(|(n, d)| !n.is_empty() && d.starts_with("sha256:"))
+        .collect()
+}
+
+/// Attributes no query shows and no constraint can see (so that a constraint
+/// such as `regexp("^1#", ClaimId)` is no oracle for another user's claim):
+/// HTCondor's private attributes.
+pub const PRIVATE_ATTRS: &[&str] =
+    &[CLAIM_ID_ATTR, "ClaimIds", "Capability", "ChildClaimIds", "TransferKey", "TransferSocket"];
+
+/// True when `name` is one of [`PRIVATE_ATTRS`].
+pub fn is_private(name: &str) -> bool {
+    PRIVATE_ATTRS.iter().any(|p| p.eq_ignore_ascii_case(name))
+}
+
+/// `ad` without its [`PRIVATE_ATTRS`].
+pub fn public_ad(mut ad: ClassAd) -> ClassAd {
+    for p in PRIVATE_ATTRS {
+        if ad.contains(p) {
+            ad.remove(p);
+        }
+    }
+    ad
+}
+
+/// Steps one request's constraint may take over all the jobs it is evaluated
+/// on (about a second of work); past it the request is refused.
+pub const REQUEST_STEPS: u64 = 20_000_000;
+
+/// Jobs read per hold of the queue's read lock when a request walks the queue:
+/// the lock is never held while a constraint is evaluated.
+const READ_CHUNK: usize = 256;
+
+fn too_costly(what: &str) -> QueueError {
+    QueueError::Invalid(format!(
+        "the {what} takes more than {REQUEST_STEPS} evaluation steps over the jobs it is \
+         applied to; simplify it"
+    ))
+}
+
 /// What the shadows and the negotiation tell the queue about jobs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PoolOp {
@@ -197,6 +251,11 @@ pub struct Targets {
     /// A ClassAd constraint every selected job must satisfy.
     #[serde(default)]
     pub constraint: Option<String>,
+    /// The jobs the constraint was found true of, outside the queue's writer
+    /// ([`Queue::change`] evaluates it before handing the change over, so that
+    /// a costly constraint never holds up other writes). Sorted.
+    #[serde(skip)]
+    pub matched: Option<Vec<JobId>>,
 }
 
 /// A change to jobs already in the queue.
@@ -305,7 +364,21 @@ pub struct QueueConfig {
     pub cron_time_zone: jiff::tz::TimeZone,
     /// SCHEDD_INTERVAL in seconds, for deferred jobs without ScheddInterval.
     pub schedd_interval: i64,
+    /// Bytes of modules (and other uploads) each user may keep stored.
+    pub upload_quota_bytes: u64,
+    /// Uploads each user may keep stored.
+    pub upload_quota_count: u64,
+    /// Seconds an upload no job in the queue refers to is kept (the time a
+    /// client has between uploading and submitting).
+    pub upload_grace: i64,
 }
+
+/// Default [`QueueConfig::upload_quota_bytes`]: 4 GiB.
+pub const DEFAULT_UPLOAD_QUOTA_BYTES: u64 = 4 << 30;
+/// Default [`QueueConfig::upload_quota_count`].
+pub const DEFAULT_UPLOAD_QUOTA_COUNT: u64 = 10_000;
+/// Default [`QueueConfig::upload_grace`]: one hour.
+pub const DEFAULT_UPLOAD_GRACE: i64 = 3600;
 
 impl QueueConfig {
     /// Defaults for a database at `path`.
@@ -319,6 +392,9 @@ impl QueueConfig {
             notify: None,
             cron_time_zone: jiff::tz::TimeZone::system(),
             schedd_interval: 300,
+            upload_quota_bytes: DEFAULT_UPLOAD_QUOTA_BYTES,
+            upload_quota_count: DEFAULT_UPLOAD_QUOTA_COUNT,
+            upload_grace: DEFAULT_UPLOAD_GRACE,
         }
     }
 }
@@ -451,6 +527,29 @@ impl QueueState {
         self.clusters.get(&id)
     }
 
+    /// The uploads (modules, spooled inputs) the queued jobs refer to: every
+    /// `CmdDigest`, and each digest named in `SpooledInput`.
+    pub fn referenced_uploads(&self) -> std::collections::HashSet<String> {
+        let mut out = std::collections::HashSet::new();
+        let mut add = |ad: &ClassAd| {
+            if let Value::Str(d) = ad.eval_attr("CmdDigest") {
+                out.insert(d.to_string());
+            }
+            if let Value::Str(list) = ad.eval_attr(SPOOLED_INPUT) {
+                for (_, d) in spooled_inputs(&list) {
+                    out.insert(d);
+                }
+            }
+        };
+        for c in self.clusters.values() {
+            add(&c.ad);
+        }
+        for p in self.jobs.values() {
+            add(&p.ad);
+        }
+        out
+    }
+
     /// condor_q's summary: one row per (owner, batch), in the order first seen.
     pub fn summary(&self, owners: &[String]) -> Vec<SummaryRow> {
         let mut rows: Vec<SummaryRow> = Vec::new();
@@ -580,7 +679,9 @@ enum Op {
     Pool(Vec<JobId>, PoolOp),
     Exited(JobId, ClassAd),
     Periodic,
-    StoreModule(String, Vec<u8>),
+    StoreModule(Actor, String, Vec<u8>),
+    /// Removes uploads no job refers to, older than the grace.
+    CollectUploads,
     Deferral(DeferralOp),
     Route(JobId, ClassAd),
     EditInPlace(JobId, String, Vec<(String, Option<Expr>)>),
@@ -598,6 +699,7 @@ enum DeferralOp {
 
 enum Reply {
     Cluster(u32),
+    Count(u64),
     Report(ChangeReport),
     Done,
     Many(Vec<Result<Reply, QueueError>>),
@@ -640,6 +742,24 @@ fn open(path: &Path) -> Result<Connection, QueueError> {
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
     Ok(conn)
+}
+
+/// Queues made before uploads were accounted: each stored module gets its
+/// size, no uploader and the time of the upgrade.
+fn migrate_modules(conn: &Connection) -> Result<(), QueueError> {
+    let has: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('modules') WHERE name = 'uploader'")?
+        .exists([])?;
+    if !has {
+        conn.execute_batch(
+            "ALTER TABLE modules ADD COLUMN uploader TEXT NOT NULL DEFAULT '';
+             ALTER TABLE modules ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE modules ADD COLUMN stored INTEGER NOT NULL DEFAULT 0;
+             UPDATE modules SET size = length(data), stored = CAST(strftime('%s','now') AS INTEGER);",
+        )?;
+    }
+    conn.execute_batch("CREATE INDEX IF NOT EXISTS modules_uploader ON modules (uploader)")?;
+    Ok(())
 }
 
 fn parse_stored(text: &str, what: &str) -> Result<ClassAd, QueueError> {
@@ -706,6 +826,7 @@ impl Queue {
     pub fn open(config: QueueConfig) -> Result<Queue, QueueError> {
         let conn = open(&config.path)?;
         conn.execute_batch(SCHEMA)?;
+        migrate_modules(&conn)?;
         let state = Arc::new(RwLock::new(load(&conn, &config.schedd_name)?));
         let reader = Arc::new(std::sync::Mutex::new(open(&config.path)?));
         let (tx, rx) = mpsc::sync_channel::<Request>(4096);
@@ -721,6 +842,61 @@ impl Queue {
     /// A read view of the queue. Hold it briefly: writers wait for it.
     pub fn read(&self) -> RwLockReadGuard<'_, QueueState> {
         self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The public ads (see [`PRIVATE_ATTRS`]) of the jobs `wanted` selects for
+    /// which `constraint` is true, in id order, at most `limit`. The read lock
+    /// is taken for a few hundred jobs at a time and released before any
+    /// constraint is evaluated; the constraint is evaluated on what the caller
+    /// may see, within [`REQUEST_STEPS`] in all. Blocking: call it off the
+    /// async runtime.
+    pub fn query(
+        &self,
+        wanted: impl Fn(&JobView<'_>) -> bool,
+        constraint: Option<&Expr>,
+        limit: Option<usize>,
+        now: i64,
+    ) -> Result<Vec<(JobId, ClassAd)>, QueueError> {
+        let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
+        ev.set_step_pool(Some(REQUEST_STEPS));
+        let mut out = Vec::new();
+        let mut from = JobId::new(0, 0);
+        loop {
+            let (chunk, last) = {
+                let st = self.read();
+                let mut last = None;
+                let mut chunk: Vec<(JobId, ClassAd)> = Vec::new();
+                for (id, proc) in st.jobs.range(from..).take(READ_CHUNK) {
+                    last = Some(*id);
+                    let Some(cluster) = st.clusters.get(&id.cluster) else { continue };
+                    let v = JobView { id: *id, cluster, proc, schedd: &st.schedd_name };
+                    if wanted(&v) {
+                        chunk.push((v.id, public_ad(v.ad())));
+                    }
+                }
+                (chunk, last)
+            };
+            for (id, ad) in chunk {
+                if let Some(c) = constraint {
+                    let v = ev.eval(c, Some(&ad), None);
+                    if ev.exhausted() {
+                        return Err(too_costly("constraint"));
+                    }
+                    if !is_true(&v) {
+                        continue;
+                    }
+                }
+                if limit.is_some_and(|l| out.len() >= l) {
+                    return Ok(out);
+                }
+                out.push((id, ad));
+            }
+            match last {
+                Some(l) if l.proc < u32::MAX => from = JobId::new(l.cluster, l.proc + 1),
+                Some(l) if l.cluster < u32::MAX => from = JobId::new(l.cluster + 1, 0),
+                _ => return Ok(out),
+            }
+        }
     }
 
     async fn call(&self, op: Op, now: i64) -> Result<Reply, QueueError> {
@@ -775,6 +951,36 @@ impl Queue {
         change: Change,
         now: i64,
     ) -> Result<ChangeReport, QueueError> {
+        let mut targets = targets;
+        if let Some(text) = targets.constraint.take() {
+            // The constraint is evaluated here, on the jobs' public ads, out of
+            // the writer's way and within a budget; the writer then checks
+            // the rest (ids, owners, rights) as always.
+            let c = parse_constraint(&text)?;
+            let (q, t, a) = (self.clone(), targets.clone(), actor.clone());
+            let matched = tokio::task::spawn_blocking(move || {
+                let named = !t.ids.is_empty() || !t.owners.is_empty();
+                q.query(
+                    |v| {
+                        if named {
+                            t.ids.iter().any(|sel| sel.selects(v.id))
+                                || t.owners.iter().any(|o| o == v.owner())
+                        } else {
+                            a.admin || v.owner() == a.name
+                        }
+                    },
+                    Some(&c),
+                    None,
+                    now,
+                )
+            })
+            .await
+            .map_err(|e| QueueError::Storage(e.to_string()))??;
+            let mut ids: Vec<JobId> = matched.into_iter().map(|(id, _)| id).collect();
+            ids.sort();
+            targets.matched = Some(ids);
+            targets.constraint = Some(text);
+        }
         match self.call(Op::Change(actor.clone(), targets, change), now).await? {
             Reply::Report(r) => Ok(r),
             _ => unreachable!("change replies with a report"),
@@ -874,9 +1080,17 @@ impl Queue {
         }
     }
 
-    /// Stores a module under its digest (`sha256:<hex>`), durably. The digest is
-    /// checked against the bytes.
-    pub async fn store_module(&self, digest: &str, bytes: Vec<u8>) -> Result<(), QueueError> {
+    /// Stores a module under its digest (`sha256:<hex>`), durably, counted
+    /// against `actor`'s upload quota. The digest is checked against the
+    /// bytes. Uploads no queued job refers to are removed after
+    /// [`QueueConfig::upload_grace`] ([`Queue::collect_uploads`]).
+    pub async fn store_module(
+        &self,
+        actor: &Actor,
+        digest: &str,
+        bytes: Vec<u8>,
+        now: i64,
+    ) -> Result<(), QueueError> {
         let actual = module_digest(&bytes);
         if actual != digest {
             return Err(QueueError::Invalid(format!(
@@ -886,7 +1100,16 @@ impl Queue {
         if !bytes.starts_with(b"\0asm") {
             return Err(QueueError::Invalid(format!("{digest} is not a Wasm module")));
         }
-        self.call(Op::StoreModule(digest.to_string(), bytes), 0).await.map(|_| ())
+        self.call(Op::StoreModule(actor.clone(), digest.to_string(), bytes), now).await.map(|_| ())
+    }
+
+    /// Removes the uploads no job in the queue refers to that are older than
+    /// [`QueueConfig::upload_grace`]; returns how many.
+    pub async fn collect_uploads(&self, now: i64) -> Result<u64, QueueError> {
+        match self.call(Op::CollectUploads, now).await? {
+            Reply::Count(n) => Ok(n),
+            _ => unreachable!("collecting uploads replies with a count"),
+        }
     }
 
     /// True when the module with this digest is stored.
@@ -915,29 +1138,47 @@ impl Queue {
         limit: Option<usize>,
     ) -> Result<Vec<ClassAd>, QueueError> {
         let constraint = constraint.map(parse_constraint).transpose()?;
-        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        let mut stmt = conn.prepare("SELECT owner, ad FROM history ORDER BY seq DESC")?;
-        let mut rows = stmt.query([])?;
-        let mut out = Vec::new();
         let mut ev = Evaluator::new();
-        while let Some(r) = rows.next()? {
-            if limit.is_some_and(|l| out.len() >= l) {
-                break;
+        ev.set_step_pool(Some(REQUEST_STEPS));
+        let mut out = Vec::new();
+        let mut before = i64::MAX;
+        loop {
+            // A few hundred rows per hold of the reader, which submits share:
+            // the constraint is evaluated with it released.
+            let rows: Vec<(i64, String, String)> = {
+                let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+                let mut stmt = conn.prepare_cached(
+                    "SELECT seq, owner, ad FROM history WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2",
+                )?;
+                let rows = stmt.query_map(rusqlite::params![before, READ_CHUNK as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?;
+                rows.collect::<Result<_, _>>()?
+            };
+            if rows.is_empty() {
+                return Ok(out);
             }
-            let owner: String = r.get(0)?;
-            if !owners.is_empty() && !owners.contains(&owner) {
-                continue;
+            for (seq, owner, text) in rows {
+                before = seq;
+                if limit.is_some_and(|l| out.len() >= l) {
+                    return Ok(out);
+                }
+                if !owners.is_empty() && !owners.contains(&owner) {
+                    continue;
+                }
+                let ad = public_ad(parse_stored(&text, "history ad")?);
+                if let Some(c) = &constraint {
+                    let v = ev.eval(c, Some(&ad), None);
+                    if ev.exhausted() {
+                        return Err(too_costly("constraint"));
+                    }
+                    if !is_true(&v) {
+                        continue;
+                    }
+                }
+                out.push(ad);
             }
-            let text: String = r.get(1)?;
-            let ad = parse_stored(&text, "history ad")?;
-            if let Some(c) = &constraint
-                && !is_true(&ev.eval(c, Some(&ad), None))
-            {
-                continue;
-            }
-            out.push(ad);
         }
-        Ok(out)
     }
 }
 
@@ -1157,12 +1398,50 @@ impl Ctx<'_, '_> {
                 }
                 Ok(Reply::Done)
             }
-            Op::StoreModule(digest, bytes) => {
+            Op::StoreModule(actor, digest, bytes) => {
+                let known: bool = self
+                    .tx
+                    .prepare_cached("SELECT 1 FROM modules WHERE digest = ?1")?
+                    .exists([&digest])?;
+                if known {
+                    return Ok(Reply::Done);
+                }
+                let (bytes_held, count): (i64, i64) = self.tx.query_row(
+                    "SELECT COALESCE(SUM(size), 0), COUNT(*) FROM modules WHERE uploader = ?1",
+                    [actor.name.as_str()],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?;
+                let (max_bytes, max_count) =
+                    (self.config.upload_quota_bytes, self.config.upload_quota_count);
+                if bytes_held as u64 + bytes.len() as u64 > max_bytes || count as u64 >= max_count {
+                    return Err(QueueError::Forbidden(format!(
+                        "{} keeps {count} uploads of {bytes_held} bytes here; one more of {} \
+                         bytes would pass the quota of {max_count} uploads or {max_bytes} \
+                         bytes (uploads no queued job uses are removed after {} s)",
+                        actor.name,
+                        bytes.len(),
+                        self.config.upload_grace
+                    )));
+                }
                 self.tx.execute(
-                    "INSERT OR IGNORE INTO modules (digest, data) VALUES (?1, ?2)",
-                    params![digest, bytes],
+                    "INSERT INTO modules (digest, data, uploader, size, stored) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![digest, bytes, actor.name, bytes.len() as i64, self.now],
                 )?;
                 Ok(Reply::Done)
+            }
+            Op::CollectUploads => {
+                let used = self.state.referenced_uploads();
+                let old: Vec<String> = self
+                    .tx
+                    .prepare_cached("SELECT digest FROM modules WHERE stored < ?1")?
+                    .query_map([self.now - self.config.upload_grace], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?;
+                let mut removed = 0;
+                for d in old.iter().filter(|d| !used.contains(d.as_str())) {
+                    removed += self.tx.execute("DELETE FROM modules WHERE digest = ?1", [d])?;
+                }
+                Ok(Reply::Count(removed as u64))
             }
         }
     }
@@ -1357,12 +1636,25 @@ impl Ctx<'_, '_> {
         }
         ids.sort();
         ids.dedup();
-        if let Some(c) = constraint {
+        if let Some(m) = &t.matched {
+            ids.retain(|id| m.binary_search(id).is_ok());
+        } else if let Some(c) = constraint {
             let mut ev =
                 Evaluator::with_options(EvalOptions { now: Some(self.now), ..Default::default() });
-            ids.retain(|id| {
-                self.state.job(*id).is_some_and(|v| is_true(&ev.eval(&c, Some(&v.ad()), None)))
-            });
+            ev.set_step_pool(Some(REQUEST_STEPS));
+            let mut kept = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(v) = self.state.job(id) {
+                    let ok = is_true(&ev.eval(&c, Some(&public_ad(v.ad())), None));
+                    if ev.exhausted() {
+                        return Err(too_costly("constraint"));
+                    }
+                    if ok {
+                        kept.push(id);
+                    }
+                }
+            }
+            ids = kept;
         }
         Ok(ids)
     }

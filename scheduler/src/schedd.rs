@@ -11,16 +11,14 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use classad::{ClassAd, EvalOptions, Evaluator};
+use classad::ClassAd;
 
 use crate::api::{
     ChangeRequest, HistoryRequest, NewClusterReply, QueryReply, QueryRequest, SubmitReply,
     SubmitRequest, SummaryReply, SummaryRequest, Totals,
 };
-use crate::job::{JobId, JobSelector, JobStatus};
-use crate::queue::{
-    Actor, ChangeReport, Queue, QueueConfig, QueueError, Submit, is_true, parse_constraint,
-};
+use crate::job::{JobSelector, JobStatus};
+use crate::queue::{Actor, ChangeReport, Queue, QueueConfig, QueueError, Submit, parse_constraint};
 
 /// The largest request the schedd reads: a cluster of a few hundred thousand jobs,
 /// or a module.
@@ -127,6 +125,11 @@ impl Schedd {
                 if let Err(e) = me.queue.periodic(me.clock.now()).await {
                     tracing::error!("periodic job policy: {e}");
                 }
+                match me.queue.collect_uploads(me.clock.now()).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!("removed {n} uploads no queued job uses"),
+                    Err(e) => tracing::error!("collecting unused uploads: {e}"),
+                }
             }
         })
     }
@@ -190,11 +193,15 @@ async fn has_module(
 
 async fn put_module(
     State(s): State<Schedd>,
+    caller: Caller,
     Path(digest): Path<String>,
     VerifiedBody(body): VerifiedBody,
 ) -> Result<StatusCode, ApiError> {
     check_digest(&digest)?;
-    s.queue.store_module(&digest, body.to_vec()).await.map_err(api_error)?;
+    s.queue
+        .store_module(&actor(&caller), &digest, body.to_vec(), s.now())
+        .await
+        .map_err(api_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -253,18 +260,18 @@ async fn submit(
     Ok(axum::Json(SubmitReply { cluster, count }))
 }
 
+/// A job ad as a query shows it: no private attribute, only the projected
+/// ones when a projection is given.
 fn project(ad: &ClassAd, projection: &[String]) -> String {
     if projection.is_empty() {
-        if ad.contains(crate::queue::CLAIM_ID_ATTR) {
-            let mut ad = ad.clone();
-            ad.remove(crate::queue::CLAIM_ID_ATTR);
-            return ad.to_string();
+        if crate::queue::PRIVATE_ATTRS.iter().any(|p| ad.contains(p)) {
+            return crate::queue::public_ad(ad.clone()).to_string();
         }
         return ad.to_string();
     }
     let mut out = ClassAd::new();
     for p in projection {
-        if p.eq_ignore_ascii_case(crate::queue::CLAIM_ID_ATTR) {
+        if crate::queue::is_private(p) {
             continue;
         }
         if let Some((name, e)) = ad.get_entry(p) {
@@ -280,30 +287,23 @@ async fn query(
 ) -> ApiResult<QueryReply> {
     let constraint =
         req.targets.constraint.as_deref().map(parse_constraint).transpose().map_err(api_error)?;
-    let mut ev = Evaluator::with_options(EvalOptions { now: Some(s.now()), ..Default::default() });
-    let st = s.queue.read();
-    let t = &req.targets;
-    let wanted = |id: JobId, owner: &str| {
-        (t.ids.is_empty() && t.owners.is_empty())
-            || t.ids.iter().any(|sel: &JobSelector| sel.selects(id))
-            || t.owners.iter().any(|o| o == owner)
-    };
-    let mut ads = Vec::new();
-    for v in st.jobs() {
-        if req.limit.is_some_and(|l| ads.len() >= l) {
-            break;
-        }
-        if !wanted(v.id, v.owner()) {
-            continue;
-        }
-        let ad = v.ad();
-        if let Some(c) = &constraint
-            && !is_true(&ev.eval(c, Some(&ad), None))
-        {
-            continue;
-        }
-        ads.push(project(&ad, &req.projection));
-    }
+    let now = s.now();
+    let q = s.queue.clone();
+    // Off the runtime, and with the queue's lock taken only a few hundred jobs
+    // at a time: a costly constraint delays nobody else.
+    let ads = tokio::task::spawn_blocking(move || {
+        let t = &req.targets;
+        let wanted = |v: &crate::queue::JobView<'_>| {
+            (t.ids.is_empty() && t.owners.is_empty())
+                || t.ids.iter().any(|sel: &JobSelector| sel.selects(v.id))
+                || t.owners.iter().any(|o| o == v.owner())
+        };
+        q.query(wanted, constraint.as_ref(), req.limit, now)
+            .map(|found| found.iter().map(|(_, ad)| project(ad, &req.projection)).collect())
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?
+    .map_err(api_error)?;
     Ok(axum::Json(QueryReply { ads }))
 }
 

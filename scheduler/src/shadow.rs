@@ -1711,7 +1711,10 @@ impl Inner {
                 Err(e) if not_found(&e) => return Err(()),
                 Err(e) => {
                     if start.elapsed() >= lease {
-                        tracing::warn!("claim {}: lease over: {e}", req.claim_id);
+                        tracing::warn!(
+                            "claim {}: lease over: {e}",
+                            andes_protocol::pool::public_claim_id(&req.claim_id)
+                        );
                         return Err(());
                     }
                     tracing::debug!("waiting on the host: {e}");

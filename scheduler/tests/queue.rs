@@ -346,15 +346,18 @@ async fn modules_are_content_addressed() {
     let m = b"\0asm\x01\0\0\0".to_vec();
     let d = andes_scheduler::queue::module_digest(&m);
     assert!(!q.has_module(&d).unwrap());
-    q.store_module(&d, m.clone()).await.unwrap();
-    q.store_module(&d, m.clone()).await.unwrap();
+    q.store_module(&Actor::user("alice"), &d, m.clone(), 1).await.unwrap();
+    q.store_module(&Actor::user("alice"), &d, m.clone(), 1).await.unwrap();
     assert!(q.has_module(&d).unwrap());
     assert_eq!(q.module(&d).unwrap(), Some(m));
-    let bad = q.store_module(&d, b"\0asm\x01\0\0\0\0".to_vec()).await;
+    let bad = q.store_module(&Actor::user("alice"), &d, b"\0asm\x01\0\0\0\0".to_vec(), 1).await;
     assert!(matches!(bad, Err(QueueError::Invalid(m)) if m.contains("mismatch")));
     let not_wasm = b"#!/bin/sh".to_vec();
     let d2 = andes_scheduler::queue::module_digest(&not_wasm);
-    assert!(matches!(q.store_module(&d2, not_wasm).await, Err(QueueError::Invalid(_))));
+    assert!(matches!(
+        q.store_module(&Actor::user("alice"), &d2, not_wasm, 1).await,
+        Err(QueueError::Invalid(_))
+    ));
 }
 
 #[tokio::test]

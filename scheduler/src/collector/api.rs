@@ -186,8 +186,16 @@ async fn query(
         })
         .transpose()?;
     let now = s.clock.now();
-    let ads = s.lock().query(kind, constraint.as_ref(), &req.projection, now);
-    // Unparsing happens after the lock is released.
+    // Only the snapshot is taken under the lock; the constraint is evaluated
+    // (within its budget) and the ads unparsed after it is released, off the
+    // runtime.
+    let snapshot = s.lock().snapshot(kind, now);
+    let ads = tokio::task::spawn_blocking(move || {
+        crate::collector::select(&snapshot, constraint.as_ref(), &req.projection, now)
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?
+    .map_err(ApiError::bad_request)?;
     Ok(axum::Json(QueryReply { ads: ads.iter().map(ClassAd::to_string).collect() }))
 }
 
