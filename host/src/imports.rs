@@ -30,6 +30,11 @@ pub const MAX_LOG_LINE: usize = 4096;
 /// Most log lines kept per job; later lines are counted, not kept.
 pub const MAX_LOG_LINES: usize = 10_000;
 
+/// Most distinct attributes a guest may set in one run.
+pub const MAX_SET_ATTRS: usize = 256;
+/// Most bytes (names and value texts) of the attributes a guest has set.
+pub const MAX_SET_BYTES: usize = 1 << 20;
+
 /// Attributes a guest may set (besides names beginning with `Chirp`).
 pub const SETTABLE: &[&str] = &["Progress"];
 
@@ -65,6 +70,9 @@ pub struct JobIo {
     pub log_dropped: std::sync::atomic::AtomicU64,
     /// The state the job saved in an earlier run, for `load`.
     pub loaded: Option<Arc<[u8]>>,
+    /// Bytes of each attribute the guest set (lower-cased name), bounded by
+    /// [`MAX_SET_ATTRS`] and [`MAX_SET_BYTES`].
+    pub(crate) set: Mutex<std::collections::HashMap<String, usize>>,
 }
 
 impl JobIo {
@@ -272,7 +280,27 @@ pub fn set_attr(io: &JobIo, name: &str, value: &str) -> Result<(), String> {
     }
     let e = classad::parse_expr(value)
         .map_err(|e| format!("value of {name} is not a ClassAd expression: {e}"))?;
+    let mut set = io.set.lock().unwrap_or_else(|e| e.into_inner());
+    let bytes = name.len() + value.len();
+    let before = set.get(&name.to_ascii_lowercase()).copied();
+    if before.is_none() && set.len() >= MAX_SET_ATTRS {
+        return Err(format!(
+            "the job has set {MAX_SET_ATTRS} attributes already, the most allowed; {name} is not set"
+        ));
+    }
+    let total = set.values().sum::<usize>() - before.unwrap_or(0) + bytes;
+    if total > MAX_SET_BYTES {
+        return Err(format!(
+            "the attributes the job set would hold {total} bytes, more than the {MAX_SET_BYTES} \
+             allowed; {name} is not set"
+        ));
+    }
+    set.insert(name.to_ascii_lowercase(), bytes);
+    drop(set);
     io.ad.lock().unwrap_or_else(|e| e.into_inner()).insert(name, e.clone());
-    io.updates.lock().unwrap_or_else(|e| e.into_inner()).push((name.to_string(), e));
+    let mut updates = io.updates.lock().unwrap_or_else(|e| e.into_inner());
+    // Only the latest value of each name is waiting to be sent.
+    updates.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    updates.push((name.to_string(), e));
     Ok(())
 }

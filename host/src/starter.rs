@@ -16,7 +16,7 @@ use wasmtime::{Linker, ResourceLimiter, Store, Trap, UpdateDeadline};
 use crate::control::{Clock, Control, Controlled, Stopped, Usage};
 use crate::engine::Host;
 use crate::imports::{self, ImportState, JobIo};
-use crate::sandbox::{Exceeded, Quota, QuotaDir, QuotaFile, disk_usage};
+use crate::sandbox::{Exceeded, Quota, QuotaDir, QuotaFile, sandbox_usage};
 use crate::transparent::{self, Transparent};
 
 /// HTCondor's HoldReasonCode for a job the starter could not start.
@@ -113,8 +113,10 @@ pub struct Limits {
     pub disk_bytes: u64,
     /// Bytes each of stdout and stderr may hold (`MaxOutputBytes`).
     pub output_bytes: u64,
-    /// Files the job may have open at once.
+    /// Files and directories the job may have open at once.
     pub max_open_files: u32,
+    /// Files, directories and links the sandbox may hold.
+    pub max_entries: u64,
 }
 
 impl Default for Limits {
@@ -126,6 +128,7 @@ impl Default for Limits {
             disk_bytes: 1 << 30,
             output_bytes: 256 << 20,
             max_open_files: 256,
+            max_entries: crate::sandbox::DEFAULT_MAX_ENTRIES,
         }
     }
 }
@@ -148,24 +151,30 @@ fn literal_int(ad: &ClassAd, name: &str) -> Option<i64> {
 
 impl Limits {
     /// The limits of a job running in a slot of `slot_memory_mb` MiB and
-    /// `slot_disk_kib` KiB: a RequestMemory or RequestDisk the user gave (a
-    /// number) is the cap; HTCondor's default estimates (`ifthenelse(MemoryUsage
-    /// ...)`, `DiskUsage`), which only size the match, leave the job its slot's.
+    /// `slot_disk_kib` KiB: each is the smaller of what the job asked (a
+    /// RequestMemory or RequestDisk the user gave as a number) and what the
+    /// slot has, so an ad edited to ask for more than its slot gets the slot's;
+    /// HTCondor's default estimates (`ifthenelse(MemoryUsage ...)`,
+    /// `DiskUsage`), which only size the match, leave the job its slot's.
     pub fn in_slot(
         ad: &ClassAd,
         slot_memory_mb: Option<i64>,
         slot_disk_kib: Option<i64>,
     ) -> Limits {
         let mut l = Limits::from_ad(ad);
-        if literal_int(ad, "RequestMemory").is_none()
-            && let Some(mb) = slot_memory_mb.filter(|m| *m > 0)
-        {
-            l.memory_bytes = (mb as u64).saturating_mul(1 << 20);
+        if let Some(mb) = slot_memory_mb.filter(|m| *m > 0) {
+            let slot = (mb as u64).saturating_mul(1 << 20);
+            l.memory_bytes = match literal_int(ad, "RequestMemory") {
+                Some(_) => l.memory_bytes.min(slot),
+                None => slot,
+            };
         }
-        if literal_int(ad, "RequestDisk").is_none()
-            && let Some(kib) = slot_disk_kib.filter(|k| *k > 0)
-        {
-            l.disk_bytes = (kib as u64).saturating_mul(1024);
+        if let Some(kib) = slot_disk_kib.filter(|k| *k > 0) {
+            let slot = (kib as u64).saturating_mul(1024);
+            l.disk_bytes = match literal_int(ad, "RequestDisk") {
+                Some(_) => l.disk_bytes.min(slot),
+                None => slot,
+            };
         }
         l
     }
@@ -188,6 +197,7 @@ impl Limits {
                 .filter(|b| *b > 0)
                 .map_or(d.output_bytes, |b| b as u64),
             max_open_files: d.max_open_files,
+            max_entries: d.max_entries,
         }
     }
 }
@@ -525,8 +535,14 @@ impl Host {
             loaded: spec.saved_state.clone(),
             ..Default::default()
         });
-        let used = disk_usage(&spec.sandbox);
-        let quota = Quota::new(spec.limits.disk_bytes, used, spec.limits.max_open_files);
+        let (used, entries) = sandbox_usage(&spec.sandbox, spec.limits.max_entries as usize);
+        let quota = Quota::with_entries(
+            spec.limits.disk_bytes,
+            used,
+            spec.limits.max_open_files,
+            spec.limits.max_entries,
+            entries,
+        );
         quota.set_control(ctl.clone());
         ctl.disk_bytes.store(used, Ordering::Relaxed);
         let started = clock.now();
@@ -628,6 +644,14 @@ impl Host {
                 format!(
                     "the job's sandbox outgrew its disk limit of {} (RequestDisk)",
                     mib(spec.limits.disk_bytes)
+                ),
+            ),
+            Some(Exceeded::Entries) => held(
+                HOLD_DISK,
+                28,
+                format!(
+                    "the job's sandbox outgrew its limit of {} files, directories and links",
+                    spec.limits.max_entries
                 ),
             ),
             Some(Exceeded::Output) => held(
