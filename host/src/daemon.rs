@@ -1573,7 +1573,7 @@ impl Daemon {
         }
         let dir = self.execute.join(format!("dir_{slot}_{g}"));
         if dir.exists() {
-            std::fs::remove_dir_all(&dir)?;
+            remove_sandbox(&dir);
         }
         std::fs::create_dir_all(&dir)?;
         Ok((g, dir))
@@ -1823,21 +1823,14 @@ impl Daemon {
 }
 
 /// Removes everything in `dir` (symbolic links themselves, never what they
-/// point to), leaving it empty.
+/// point to, at any depth), leaving it empty.
 fn empty_dir(dir: &Path) -> std::io::Result<()> {
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        if e.file_type()?.is_dir() {
-            std::fs::remove_dir_all(e.path())?;
-        } else {
-            std::fs::remove_file(e.path())?;
-        }
-    }
-    Ok(())
+    andes_beneath::Beneath::open(dir)?.clear()
 }
 
 fn remove_sandbox(dir: &Path) {
-    if let Err(e) = std::fs::remove_dir_all(dir)
+    let r = empty_dir(dir).and_then(|_| std::fs::remove_dir(dir));
+    if let Err(e) = r
         && e.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!("cannot remove sandbox {}: {e}", dir.display());

@@ -696,6 +696,11 @@ impl Host {
             )
         };
         let e = match (result, refused) {
+            // A limit the job ran into holds it however it then ends, even
+            // by returning before the stop reaches it.
+            (Ok(()), _) if quota.exceeded().is_some() => {
+                return self.killed_ending(spec, quota, timed_out, ctl);
+            }
             (Ok(()), None) => return Ending::Exited(0),
             (Ok(()), Some(asked)) => return memory_hold(asked),
             (Err(e), _) => e,

@@ -432,3 +432,20 @@ async fn benchmarks_measure_mips_and_kflops() {
     f.d.tick();
     assert_eq!(f.state(), (State::Unclaimed, Activity::Idle));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_asking_for_more_than_its_slot_gets_the_slots_memory() {
+    // The slot has 96 MiB; the job's ad (say, edited after its match) asks
+    // for 4096: the cap is the smaller.
+    let mut f = daemon("MEMORY = 96");
+    f.run_job("membomb", r#"[ JobUniverse = 5; Out = "out.txt"; RequestMemory = 4096 ]"#);
+    let sandbox = f.d.sandbox(1).unwrap().to_path_buf();
+    let r = f.exit().await;
+    match r.ending {
+        Some(Ending::Held { code, reason, .. }) => {
+            assert_eq!(code, andes_host::starter::HOLD_MEMORY, "{reason}");
+            assert!(reason.contains("RequestMemory allows 96.0 MiB"), "{reason}");
+        }
+        other => panic!("{other:?}: {:?}", std::fs::read_to_string(sandbox.join("out.txt"))),
+    }
+}

@@ -418,3 +418,29 @@ async fn a_long_invalid_log_line_is_cut_not_a_host_panic() {
     let (_, line) = &r.log[0];
     assert!(line.len() <= andes_host::imports::MAX_LOG_LINE && line.starts_with('\u{fffd}'));
 }
+
+#[test]
+fn each_limit_is_the_smaller_of_the_jobs_request_and_its_slot() {
+    let ad = |text: &str| parse_ad(text).unwrap();
+    let l = Limits::in_slot(
+        &ad("[ RequestMemory = 4096; RequestDisk = 10000000 ]"),
+        Some(1024),
+        Some(5000),
+    );
+    assert_eq!(l.memory_bytes, 1024 << 20);
+    assert_eq!(l.disk_bytes, 5000 * 1024);
+    let l =
+        Limits::in_slot(&ad("[ RequestMemory = 64; RequestDisk = 100 ]"), Some(1024), Some(5000));
+    assert_eq!(l.memory_bytes, 64 << 20);
+    assert_eq!(l.disk_bytes, 100 * 1024);
+    // HTCondor's estimates (not numbers) leave the job its slot's.
+    let l = Limits::in_slot(
+        &ad(
+            "[ RequestMemory = ifThenElse(MemoryUsage =!= undefined, MemoryUsage, 1); RequestDisk = DiskUsage ]",
+        ),
+        Some(1024),
+        Some(5000),
+    );
+    assert_eq!(l.memory_bytes, 1024 << 20);
+    assert_eq!(l.disk_bytes, 5000 * 1024);
+}
