@@ -30,6 +30,8 @@ enum Command {
     Schedd(cmd::schedd::ScheddArgs),
     /// Submit jobs from a submit description file (condor_submit).
     Submit(cmd::submit::SubmitArgs),
+    /// Fetch the output of jobs submitted with --spool (condor_transfer_data).
+    TransferData(cmd::transfer::TransferArgs),
     /// Show the job queue (condor_q).
     Q(cmd::q::QArgs),
     /// Show jobs that left the queue (condor_history).
@@ -73,8 +75,18 @@ enum Command {
 /// The subcommands that take HTCondor's single-dash long options (`-nobatch`,
 /// `-af`, `-constraint`): for them `-word` means `--word`.
 const CONDOR_STYLE: &[&str] = &[
-    "submit", "q", "history", "hold", "release", "rm", "qedit", "host", "vacate", "status",
+    "submit",
+    "q",
+    "history",
+    "hold",
+    "release",
+    "rm",
+    "qedit",
+    "host",
+    "vacate",
+    "status",
     "userprio",
+    "transfer-data",
 ];
 
 fn condor_style_args(args: Vec<OsString>) -> Vec<OsString> {
@@ -131,6 +143,7 @@ fn main() -> ExitCode {
         Command::Keygen(a) => cmd::keygen::run(a),
         Command::Schedd(a) => cmd::schedd::run(a),
         Command::Submit(a) => cmd::submit::run(a),
+        Command::TransferData(a) => cmd::transfer::run(a),
         Command::Q(a) => cmd::q::run(a),
         Command::History(a) => cmd::q::history(a),
         Command::Hold(a) => cmd::act::run(cmd::act::Verb::Hold, a),

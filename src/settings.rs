@@ -46,6 +46,7 @@
 //! | `JOB_LEASE_DURATION` | `2400` | JobLeaseDuration of jobs that do not set it |
 //! | `SHADOW_QUEUE_UPDATE_INTERVAL` | `900` | seconds between a shadow's updates of the queue |
 //! | `SHADOW_JOB_CLEANUP_RETRY_DELAY`, `SHADOW_MAX_JOB_CLEANUP_RETRIES` | `30`, `5` | the final update's retries |
+//! | `USER_ACCOUNT_MAP` | (none: each identity is the account of its name) | `identity = account` pairs (`* = account` for everyone): the local account whose rights the schedd reads and writes a job owner's files with. The schedd acts for an owner with its own rights only when the owner's account is its own; running as root it takes the owner's account for that work; otherwise it accepts only jobs submitted with `--spool` |
 //!
 //! `andes host` reads the same file on top of the startd's defaults and
 //! default policy (`andes_startd::default_config`): NUM_CPUS, SLOT_TYPE_N,

@@ -172,3 +172,55 @@ fn a_constraint_cannot_read_another_users_claim() {
     }
     p.ok("alice", &["rm", "-constraint", "true"]);
 }
+
+#[test]
+fn a_schedd_that_cannot_act_as_a_user_takes_only_spooled_jobs() {
+    // No identity map: alice is no account the schedd may act as (it is not
+    // root, or alice has no account here), so it must never touch her paths.
+    let p = Pool::new("USER_ACCOUNT_MAP =", 1);
+    let jobs = p.path().join("jobs");
+    std::fs::create_dir_all(jobs.join("data")).unwrap();
+    std::fs::write(jobs.join("in.txt"), "line one\nline two\n").unwrap();
+    std::fs::write(jobs.join("data/a.txt"), "aaa").unwrap();
+    let sub = "executable = hello.wasm\narguments = x\ninput = in.txt\n\
+               transfer_input_files = data\noutput = out/s.out\nerror = out/s.err\n\
+               log = s.log\nqueue\n";
+    std::fs::copy(sample("hello"), jobs.join("hello.wasm")).unwrap();
+    std::fs::write(jobs.join("s.sub"), sub).unwrap();
+    let o = p.cmd("alice", &["submit", "s.sub"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--spool"), "{err}");
+    assert!(p.queue().is_empty());
+    let out = p.ok("alice", &["submit", "--spool", "s.sub"]);
+    assert!(out.contains("1 job(s) submitted"), "{out}");
+    wait_or(
+        "the spooled job completed and kept in the queue",
+        Duration::from_secs(60),
+        || p.queue().iter().any(|a| int(a, "JobStatus") == 4),
+        || p.logs(),
+    );
+    // The schedd wrote nothing of hers: not the output, not the log.
+    assert!(!jobs.join("out").exists() && !jobs.join("s.log").exists());
+    // Nobody else may fetch it.
+    let cluster = out.trim().rsplit(' ').next().unwrap().trim_end_matches('.').to_string();
+    let id = format!("{cluster}.0");
+    let o = p.cmd("bob", &["transfer-data", &id]);
+    assert!(!o.status.success(), "{o:?}");
+    let got = p.ok("alice", &["transfer-data"]);
+    assert!(got.contains(&format!("Fetched the output of job {id}")), "{got}");
+    let out = std::fs::read_to_string(jobs.join("out/s.out")).unwrap();
+    assert!(out.contains("stdin: LINE ONE") && out.contains("stdin: LINE TWO"), "{out}");
+    assert!(std::fs::read_to_string(jobs.join("hello.out")).unwrap().contains("args: 2"));
+    let log = std::fs::read_to_string(jobs.join("s.log")).unwrap();
+    for event in ["000 (", "001 (", "005 ("] {
+        let e = format!("{event}{:03}.000.000)", cluster.parse::<u32>().unwrap());
+        assert!(log.contains(&e), "{e} missing from\n{log}");
+    }
+    wait_or(
+        "the fetched job left the queue",
+        Duration::from_secs(30),
+        || p.queue().is_empty(),
+        || p.logs(),
+    );
+    assert_eq!(p.history().len(), 1);
+}

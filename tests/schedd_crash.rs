@@ -79,6 +79,10 @@ fn acknowledged_jobs_survive_kill_9() {
     let kp = Keypair::generate("alice").unwrap();
     kp.save(&keys, false).unwrap();
     std::fs::write(dir.path().join("trust"), format!("user alice {}\n", kp.public_line())).unwrap();
+    // alice is this test's own account, for the schedd's file work.
+    let me = whoami::fallible::username().unwrap_or_else(|_| "root".into());
+    let map = format!("USER_ACCOUNT_MAP = alice = {me}\n");
+    std::fs::write(dir.path().join("andes.config"), map).unwrap();
     let mut schedd = start_schedd(dir.path(), "127.0.0.1:0");
     let addr: SocketAddr = std::fs::read_to_string(dir.path().join("spool/.schedd_address"))
         .unwrap()

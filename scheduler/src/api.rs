@@ -11,6 +11,9 @@
 //! | `POST /v1/summary` | user | [`SummaryRequest`] → [`SummaryReply`] |
 //! | `POST /v1/change` | user | [`ChangeRequest`] → [`ChangeReport`] |
 //! | `POST /v1/history` | user | [`HistoryRequest`] → [`QueryReply`] |
+//! | `PUT /v1/uploads/{digest}` | user | file bytes → 204 (a spooled input file) |
+//! | `POST /v1/transfer` | user | [`TransferRequest`] → [`TransferReply`] (a spooled job's output) |
+//! | `POST /v1/transfer/done` | user | [`TransferDoneRequest`] → [`ChangeReport`] |
 //!
 //! Every request is signed (see `andes-protocol`); `admin` passes wherever `user`
 //! does. Errors are `{"error": "..."}` with 400 (bad request), 401 (not
@@ -137,4 +140,33 @@ pub struct HistoryRequest {
     /// Only these attributes (all when empty).
     #[serde(default)]
     pub projection: Vec<String>,
+}
+
+/// `POST /v1/transfer`: the output of a spooled job (submitted with
+/// `--spool`), as condor_transfer_data fetches it. Its owner's (or an
+/// admin's) only.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TransferRequest {
+    /// The job.
+    pub job: crate::job::JobId,
+}
+
+/// A spooled job's output as the schedd keeps it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TransferReply {
+    /// The job's ad (its Iwd, Out, Err and UserLog say where each goes).
+    pub ad: String,
+    /// The output files under their sandbox names (`_andes_stdout`,
+    /// `_andes_stderr`, the rest as the job named them).
+    pub files: Vec<andes_protocol::pool::FileData>,
+    /// The job's event log, as text to append to its `UserLog`.
+    pub log: String,
+}
+
+/// `POST /v1/transfer/done`: the owner has the output of these spooled jobs;
+/// each gets `StageOutFinish`, and a completed one leaves the queue.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TransferDoneRequest {
+    /// The jobs.
+    pub jobs: Vec<crate::job::JobId>,
 }

@@ -6,11 +6,14 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use classad::{ClassAd, Value};
 use jiff::Timestamp;
 
 use crate::queue::{EventKind, EventSink, QueueEvent};
+use crate::transfer;
+use crate::userfs::{Access, Accounts};
 use crate::userlog::{self, EventJobId, FormatOptions, JobEvent, UserLog};
 
 /// The path of a job's event log: `UserLog`, relative to `Iwd` unless absolute.
@@ -122,26 +125,55 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
 }
 
 /// A sink writing every job's events to its log, in UTC ISO dates, naming
-/// `submit_host` in submit events.
-pub fn sink_for(submit_host: String) -> EventSink {
+/// `submit_host` in submit events: with the owner's rights (see
+/// [`crate::userfs`]), or, for a spooled job, into its spool directory under
+/// `spool` (fetched with its output).
+pub fn sink_for(submit_host: String, accounts: Arc<Accounts>, spool: Option<PathBuf>) -> EventSink {
     Box::new(move |events: &[QueueEvent]| {
-        let mut logs: HashMap<PathBuf, Vec<JobEvent>> = HashMap::new();
+        // (path, owner, spooled) → events, in order.
+        let mut logs: HashMap<(PathBuf, String, bool), Vec<JobEvent>> = HashMap::new();
         for e in events {
-            let Some(path) = log_path(&e.ad) else { continue };
+            let spooled = transfer::is_spooled(&e.ad);
+            let path = if spooled {
+                match (&spool, log_path(&e.ad)) {
+                    (Some(s), Some(_)) => {
+                        transfer::spooled_dir(s, e.id).join(transfer::SPOOLED_LOG)
+                    }
+                    _ => continue,
+                }
+            } else {
+                match log_path(&e.ad) {
+                    Some(p) => p,
+                    None => continue,
+                }
+            };
+            let owner = match e.ad.eval_attr("Owner") {
+                Value::Str(o) => o.to_string(),
+                _ => String::new(),
+            };
             let time = Timestamp::from_second(e.time).unwrap_or(Timestamp::UNIX_EPOCH);
             for kind in events_for(e, &submit_host) {
-                logs.entry(path.clone()).or_default().push(JobEvent::new(
-                    EventJobId::from(e.id),
-                    time,
-                    kind,
-                ));
+                logs.entry((path.clone(), owner.clone(), spooled))
+                    .or_default()
+                    .push(JobEvent::new(EventJobId::from(e.id), time, kind));
             }
         }
-        for (path, evs) in logs {
-            let r = UserLog::open(&path, FormatOptions::utc())
-                .and_then(|mut log| evs.iter().try_for_each(|ev| log.append(ev)));
-            if let Err(err) = r {
-                tracing::warn!("job event log {}: {err}", path.display());
+        for ((path, owner, spooled), evs) in logs {
+            let write = || {
+                if spooled && let Some(dir) = path.parent() {
+                    // Opening the log reports what goes wrong here.
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                UserLog::open(&path, FormatOptions::utc())
+                    .and_then(|mut log| evs.iter().try_for_each(|ev| log.append(ev)))
+            };
+            // A spooled job's log is the schedd's own file; anyone else's is
+            // written with its owner's rights.
+            let access = if spooled { Access::Own } else { accounts.access(&owner) };
+            match Accounts::run(&access, write) {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::warn!("job event log {}: {err}", path.display()),
+                Err(why) => tracing::warn!("job event log {}: {why}", path.display()),
             }
         }
     })

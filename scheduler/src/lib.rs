@@ -14,4 +14,6 @@ pub mod router;
 pub mod schedd;
 pub mod shadow;
 pub mod spool;
+pub mod transfer;
+pub mod userfs;
 pub mod userlog;

@@ -682,6 +682,8 @@ enum Op {
     StoreModule(Actor, String, Vec<u8>),
     /// Removes uploads no job refers to, older than the grace.
     CollectUploads,
+    /// Spooled jobs whose output their owner fetched.
+    Fetched(Actor, Vec<JobId>),
     Deferral(DeferralOp),
     Route(JobId, ClassAd),
     EditInPlace(JobId, String, Vec<(String, Option<Expr>)>),
@@ -1091,16 +1093,44 @@ impl Queue {
         bytes: Vec<u8>,
         now: i64,
     ) -> Result<(), QueueError> {
-        let actual = module_digest(&bytes);
-        if actual != digest {
-            return Err(QueueError::Invalid(format!(
-                "module digest mismatch: named {digest}, content is {actual}"
-            )));
-        }
         if !bytes.starts_with(b"\0asm") {
             return Err(QueueError::Invalid(format!("{digest} is not a Wasm module")));
         }
+        self.store_upload(actor, digest, bytes, now).await
+    }
+
+    /// Stores an upload (a spooled input file, say) under its digest
+    /// (`sha256:<hex>`), durably, counted against `actor`'s upload quota
+    /// as modules are. The digest is checked against the bytes.
+    pub async fn store_upload(
+        &self,
+        actor: &Actor,
+        digest: &str,
+        bytes: Vec<u8>,
+        now: i64,
+    ) -> Result<(), QueueError> {
+        let actual = module_digest(&bytes);
+        if actual != digest {
+            return Err(QueueError::Invalid(format!(
+                "upload digest mismatch: named {digest}, content is {actual}"
+            )));
+        }
         self.call(Op::StoreModule(actor.clone(), digest.to_string(), bytes), now).await.map(|_| ())
+    }
+
+    /// The owner of spooled jobs `ids` has fetched their output
+    /// (`andes transfer-data`): each gets `StageOutFinish`, and a completed
+    /// one leaves the queue. Only the owner (or an admin) may say so.
+    pub async fn output_fetched(
+        &self,
+        actor: &Actor,
+        ids: Vec<JobId>,
+        now: i64,
+    ) -> Result<ChangeReport, QueueError> {
+        match self.call(Op::Fetched(actor.clone(), ids), now).await? {
+            Reply::Report(r) => Ok(r),
+            _ => unreachable!("fetched replies with a report"),
+        }
     }
 
     /// Removes the uploads no job in the queue refers to that are older than
@@ -1429,6 +1459,34 @@ impl Ctx<'_, '_> {
                     params![digest, bytes, actor.name, bytes.len() as i64, self.now],
                 )?;
                 Ok(Reply::Done)
+            }
+            Op::Fetched(actor, ids) => {
+                let mut report = ChangeReport::default();
+                for id in ids {
+                    let Some(v) = self.state.job(*id) else {
+                        report.skipped.push((*id, "not in the queue".into()));
+                        continue;
+                    };
+                    if !actor.admin && v.owner() != actor.name {
+                        return Err(QueueError::Forbidden(format!(
+                            "job {id} belongs to {}; {} may act only on their own jobs",
+                            v.owner(),
+                            actor.name
+                        )));
+                    }
+                    let status = v.proc.status;
+                    if let Some(p) = self.state.jobs.get_mut(id) {
+                        p.ad.insert_value("StageOutStart", self.now);
+                        p.ad.insert_value("StageOutFinish", self.now);
+                    }
+                    if status == JobStatus::Completed && !self.leave_in_queue(*id) {
+                        self.leave(*id)?;
+                    } else {
+                        self.persist(*id)?;
+                    }
+                    report.changed.push(*id);
+                }
+                Ok(Reply::Report(report))
             }
             Op::CollectUploads => {
                 let used = self.state.referenced_uploads();
@@ -1999,6 +2057,18 @@ impl Ctx<'_, '_> {
                 fired.push((v.id, a));
             }
         }
+        // Completed jobs kept by LeaveJobInQueue leave once it is false.
+        let done: Vec<JobId> = self
+            .state
+            .jobs()
+            .filter(|v| v.proc.status == JobStatus::Completed)
+            .map(|v| v.id)
+            .collect();
+        for id in done {
+            if !self.leave_in_queue(id) {
+                self.leave(id)?;
+            }
+        }
         let mut report = ChangeReport::default();
         for (id, action) in fired {
             let r = match action {
@@ -2130,7 +2200,26 @@ impl Ctx<'_, '_> {
         self.tx
             .prepare_cached("UPDATE clusters SET completed = completed + 1 WHERE id = ?1")?
             .execute([id.cluster as i64])?;
+        if self.leave_in_queue(id) {
+            // HTCondor's LeaveJobInQueue: a spooled job waits, completed, for
+            // its owner to fetch its output.
+            return self.persist(id);
+        }
         self.leave(id)
+    }
+
+    /// True when the job's `LeaveJobInQueue` is true now.
+    fn leave_in_queue(&self, id: JobId) -> bool {
+        let Some(v) = self.state.job(id) else { return false };
+        if v.proc.ad.get("LeaveJobInQueue").is_none()
+            && v.cluster.ad.get("LeaveJobInQueue").is_none()
+        {
+            return false;
+        }
+        let ad = v.ad();
+        let mut ev =
+            Evaluator::with_options(EvalOptions { now: Some(self.now), ..Default::default() });
+        is_true(&ev.eval_attr(&ad, None, "LeaveJobInQueue"))
     }
 
     /// A routed copy was removed: its original, unless held or removed

@@ -15,10 +15,12 @@ use classad::ClassAd;
 
 use crate::api::{
     ChangeRequest, HistoryRequest, NewClusterReply, QueryReply, QueryRequest, SubmitReply,
-    SubmitRequest, SummaryReply, SummaryRequest, Totals,
+    SubmitRequest, SummaryReply, SummaryRequest, Totals, TransferDoneRequest, TransferReply,
+    TransferRequest,
 };
 use crate::job::{JobSelector, JobStatus};
 use crate::queue::{Actor, ChangeReport, Queue, QueueConfig, QueueError, Submit, parse_constraint};
+use crate::userfs::{Access, Accounts};
 
 /// The largest request the schedd reads: a cluster of a few hundred thousand jobs,
 /// or a module.
@@ -43,6 +45,9 @@ pub struct ScheddConfig {
     pub cron_time_zone: jiff::tz::TimeZone,
     /// SCHEDD_INTERVAL, seconds: a deferred job's lead when it sets no ScheddInterval.
     pub schedd_interval: i64,
+    /// Whose rights each owner's files are read and written with
+    /// (USER_ACCOUNT_MAP; see [`crate::userfs`]).
+    pub accounts: Arc<Accounts>,
 }
 
 /// A running schedd's shared state.
@@ -52,6 +57,10 @@ pub struct Schedd {
     pub queue: Queue,
     clock: Arc<dyn Clock>,
     events: EventTap,
+    /// Whose rights each owner's files are handled with.
+    accounts: Arc<Accounts>,
+    /// The schedd's spool (where spooled jobs' outputs are kept).
+    spool: PathBuf,
 }
 
 type EventTap =
@@ -72,7 +81,11 @@ impl Schedd {
         qc.history_max_age = config.history_max_age;
         qc.cron_time_zone = config.cron_time_zone.clone();
         qc.schedd_interval = config.schedd_interval;
-        let log = crate::eventlog::sink_for(config.submit_host.clone());
+        let log = crate::eventlog::sink_for(
+            config.submit_host.clone(),
+            config.accounts.clone(),
+            Some(config.data_dir.clone()),
+        );
         let tap: EventTap = Arc::new(std::sync::Mutex::new(Vec::new()));
         let t = tap.clone();
         // Followers hear of a commit before anyone can read it; the event
@@ -82,7 +95,13 @@ impl Schedd {
             subscribers.retain(|tx| tx.send(events.to_vec()).is_ok());
         }));
         qc.sink = Some(Box::new(move |events: &[crate::queue::QueueEvent]| log(events)));
-        Ok(Schedd { queue: Queue::open(qc)?, clock, events: tap })
+        Ok(Schedd {
+            queue: Queue::open(qc)?,
+            clock,
+            events: tap,
+            accounts: config.accounts.clone(),
+            spool: config.data_dir.clone(),
+        })
     }
 
     /// A stream of the queue's events from now on; each caller (the pool
@@ -108,6 +127,9 @@ impl Schedd {
             .route("/v1/summary", post(summary))
             .route("/v1/change", post(change))
             .route("/v1/history", post(history))
+            .route("/v1/uploads/{digest}", axum::routing::put(put_upload))
+            .route("/v1/transfer", post(transfer))
+            .route("/v1/transfer/done", post(transfer_done))
             .layer(andes_protocol::require(&[Role::User]))
             .layer(auth.layer())
             .with_state(self.clone())
@@ -124,6 +146,12 @@ impl Schedd {
                 tick.tick().await;
                 if let Err(e) = me.queue.periodic(me.clock.now()).await {
                     tracing::error!("periodic job policy: {e}");
+                }
+                let gone = crate::transfer::sweep_spooled(&me.spool, |id| {
+                    me.queue.read().job(id).is_some()
+                });
+                if gone > 0 {
+                    tracing::info!("removed the spooled output of {gone} jobs that left the queue");
                 }
                 match me.queue.collect_uploads(me.clock.now()).await {
                     Ok(0) => {}
@@ -205,6 +233,68 @@ async fn put_module(
     Ok(StatusCode::NO_CONTENT)
 }
 
+async fn put_upload(
+    State(s): State<Schedd>,
+    caller: Caller,
+    Path(digest): Path<String>,
+    VerifiedBody(body): VerifiedBody,
+) -> Result<StatusCode, ApiError> {
+    check_digest(&digest)?;
+    s.queue
+        .store_upload(&actor(&caller), &digest, body.to_vec(), s.now())
+        .await
+        .map_err(api_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn transfer(
+    State(s): State<Schedd>,
+    caller: Caller,
+    SignedJson(req): SignedJson<TransferRequest>,
+) -> ApiResult<TransferReply> {
+    let id = req.job;
+    let ad = s
+        .queue
+        .read()
+        .job(id)
+        .map(|v| v.ad())
+        .ok_or_else(|| ApiError::not_found(format!("job {id} is not in the queue")))?;
+    let owner = crate::queue::public_ad(ad.clone()).eval_attr("Owner");
+    let a = actor(&caller);
+    if !a.admin && owner.as_str() != Some(a.name.as_str()) {
+        return Err(ApiError::forbidden(format!(
+            "job {id} belongs to {}; {} may fetch only their own output",
+            owner.as_str().unwrap_or("someone else"),
+            a.name
+        )));
+    }
+    if !crate::transfer::is_spooled(&ad) {
+        return Err(ApiError::bad_request(format!(
+            "job {id} was not submitted with --spool: its output went to its directories"
+        )));
+    }
+    let dir = crate::transfer::spooled_dir(&s.spool, id);
+    let (files, log) =
+        tokio::task::spawn_blocking(move || crate::transfer::spooled_outputs(&dir, TRANSFER_LIMIT))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map_err(ApiError::internal)?;
+    let ad = crate::queue::public_ad(ad).to_string();
+    Ok(axum::Json(TransferReply { ad, files, log }))
+}
+
+/// The most output bytes one `transfer` answer carries.
+const TRANSFER_LIMIT: u64 = 48 << 20;
+
+async fn transfer_done(
+    State(s): State<Schedd>,
+    caller: Caller,
+    SignedJson(req): SignedJson<TransferDoneRequest>,
+) -> ApiResult<ChangeReport> {
+    let r = s.queue.output_fetched(&actor(&caller), req.jobs, s.now()).await.map_err(api_error)?;
+    Ok(axum::Json(r))
+}
+
 async fn new_cluster(State(s): State<Schedd>, caller: Caller) -> ApiResult<NewClusterReply> {
     Ok(axum::Json(NewClusterReply { cluster: s.queue.reserve_cluster(&actor(&caller)) }))
 }
@@ -249,6 +339,32 @@ async fn submit(
             return Err(ApiError::bad_request(format!(
                 "module {digest} is not stored; PUT it to /v1/modules/{digest} first"
             )));
+        }
+    }
+    // Files: a spooled job names uploads, which must be stored; any other
+    // job's files are read and written in its owner's directories, which
+    // this schedd may do only with the owner's rights.
+    for (i, p) in procs.iter().enumerate() {
+        let mut job = cluster_ad.clone();
+        job.update(p);
+        if crate::transfer::is_spooled(&job) {
+            let list = job.eval_attr(crate::transfer::SPOOLED_INPUT);
+            for (name, digest) in crate::transfer::spooled_inputs(list.as_str().unwrap_or("")) {
+                if !andes_protocol::pool::safe_relative_name(&name) {
+                    return Err(ApiError::bad_request(format!(
+                        "job {i}: spooled input name {name:?} is not allowed"
+                    )));
+                }
+                check_digest(&digest)?;
+                if !s.queue.has_module(&digest).map_err(api_error)? {
+                    return Err(ApiError::bad_request(format!(
+                        "job {i}: spooled input {name} ({digest}) is not stored; PUT it to \
+                         /v1/uploads/{digest} first"
+                    )));
+                }
+            }
+        } else if let Access::SpoolOnly(why) = s.accounts.access(&caller.identity) {
+            return Err(ApiError::forbidden(why));
         }
     }
     let count = procs.len() as u32;

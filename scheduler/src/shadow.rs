@@ -51,6 +51,8 @@ use crate::job::{JobId, JobStatus};
 use crate::queue::{CLAIM_ID_ATTR, EventKind, JobOp, PoolOp, Queue};
 use crate::schedd::Schedd;
 use crate::spool::Spool;
+use crate::transfer;
+use crate::userfs::Accounts;
 
 /// The sandbox names of the job's streams (as the host's starter uses them).
 pub const STDIN_NAME: &str = "_andes_stdin";
@@ -99,6 +101,8 @@ pub struct PoolConfig {
     /// raw ed25519 keys); none: any signer's (the host that restores a
     /// snapshot checks its signer again).
     pub snapshot_signers: Option<Arc<HashSet<[u8; 32]>>>,
+    /// Whose rights the schedd reads and writes each owner's files with.
+    pub accounts: Arc<Accounts>,
 }
 
 impl PoolConfig {
@@ -117,6 +121,7 @@ impl PoolConfig {
             activate_wait_ms: 100,
             spool: None,
             snapshot_signers: None,
+            accounts: Arc::new(Accounts::current()),
         }
     }
 }
@@ -1142,7 +1147,7 @@ impl Inner {
         if may_have_checkpoints(&job) || job.contains("DeferralTime") {
             return None;
         }
-        let inputs = read_inputs(&job, None).ok()?;
+        let inputs = self.read_inputs(&job, None).ok()?;
         let lease = match job.eval_attr("JobLeaseDuration") {
             Value::Int(n) if n > 0 => n as u64,
             _ => self.cfg.job_lease,
@@ -1193,7 +1198,7 @@ impl Inner {
             let fits = str_attr(&job, "CmdDigest").as_deref() == Some(digest.as_str())
                 && !may_have_checkpoints(&job)
                 && !job.contains("DeferralTime");
-            let inputs = if fits { read_inputs(&job, None).ok() } else { None };
+            let inputs = if fits { self.read_inputs(&job, None).ok() } else { None };
             let Some(inputs) = inputs else {
                 // Not for a batch: it goes first on a later activation.
                 let mut st = lock(&self.state);
@@ -1337,7 +1342,7 @@ impl Inner {
             Start::Activate => {
                 let ad = host_ad(&job, &claim.slot_ad);
                 let ckpt = self.ckpt_dir(id).filter(|_| checkpoints);
-                let inputs = match read_inputs(&job, ckpt.as_deref()) {
+                let inputs = match self.read_inputs(&job, ckpt.as_deref()) {
                     Ok(i) => i,
                     Err(e) => {
                         // Cannot start: hold it here, keep the claim.
@@ -1487,7 +1492,13 @@ impl Inner {
                         // keeps them for its release.
                         spool.remove_job(id);
                     }
-                    if let Err(e) = write_outputs(&job, &report.outputs) {
+                    if let Err(e) = write_outputs(
+                        id,
+                        &job,
+                        &report.outputs,
+                        &self.cfg.accounts,
+                        self.cfg.spool.as_deref(),
+                    ) {
                         ending.insert_value("HoldReasonCode", HOLD_TRANSFER_OUTPUT);
                         ending.insert_value("HoldReasonSubCode", 0i64);
                         ending.insert_value("HoldReason", e.as_str());
@@ -1563,6 +1574,11 @@ impl Inner {
                 },
             }
         }
+    }
+
+    /// The job's input files (see [`read_inputs`]).
+    fn read_inputs(&self, job: &ClassAd, ckpt: Option<&Path>) -> Result<Vec<FileData>, String> {
+        read_inputs(job, ckpt, &self.cfg.accounts, &|d| self.queue.module(d).ok().flatten())
     }
 
     /// The spool's checkpoints, if the schedd has a spool.
@@ -1950,18 +1966,6 @@ fn matching_paren(s: &str) -> Option<usize> {
     None
 }
 
-fn iwd_of(job: &ClassAd) -> PathBuf {
-    PathBuf::from(str_attr(job, "Iwd").unwrap_or_else(|| ".".into()))
-}
-
-fn resolve(iwd: &Path, p: &str) -> PathBuf {
-    let p = Path::new(p);
-    if p.is_absolute() { p.to_path_buf() } else { iwd.join(p) }
-}
-
-/// Input files at most (count), and bytes at most when the job names no RequestDisk.
-const MAX_INPUT_FILES: usize = 10_000;
-
 /// Keeps a checkpointing job's files (all but its streams) in `dir`,
 /// replacing the previous checkpoint whole.
 fn save_checkpoint(dir: &Path, outputs: &[FileData]) -> std::io::Result<()> {
@@ -1985,112 +1989,92 @@ fn save_checkpoint(dir: &Path, outputs: &[FileData]) -> std::io::Result<()> {
     std::fs::rename(&tmp, dir)
 }
 
-/// The job's input files: TransferInput (files, and directories with
-/// their contents), the stdin file, and the files of its last checkpoint
-/// (`ckpt`, which replace input files of the same name), read from the
-/// submit side, bounded by RequestDisk.
-fn read_inputs(job: &ClassAd, ckpt: Option<&Path>) -> Result<Vec<FileData>, String> {
-    let iwd = iwd_of(job);
-    let limit = match job.eval_attr("RequestDisk") {
-        Value::Int(kib) if kib > 0 => (kib as u64).saturating_mul(1024),
-        _ => 1 << 30,
-    };
-    let mut out = Vec::new();
-    let mut total = 0u64;
-    let mut add = |name: String, path: &Path, out: &mut Vec<FileData>| -> Result<(), String> {
-        let data = std::fs::read(path)
-            .map_err(|e| format!("cannot read input file {}: {e}", path.display()))?;
-        total += data.len() as u64;
-        if total > limit {
-            return Err(format!(
-                "the input files exceed the job's RequestDisk ({} KiB)",
-                limit / 1024
-            ));
-        }
-        if out.len() >= MAX_INPUT_FILES {
-            return Err(format!("more than {MAX_INPUT_FILES} input files"));
-        }
-        out.push(FileData { name, data });
-        Ok(())
-    };
-    if let Some(list) = str_attr(job, "TransferInput") {
-        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let path = resolve(&iwd, item);
-            let base = path
-                .file_name()
-                .map(|b| b.to_string_lossy().to_string())
-                .ok_or_else(|| format!("input file {item} has no name"))?;
-            if path.is_dir() {
-                let mut stack = vec![(path.clone(), base)];
-                while let Some((dir, prefix)) = stack.pop() {
-                    let rd = std::fs::read_dir(&dir).map_err(|e| {
-                        format!("cannot read input directory {}: {e}", dir.display())
-                    })?;
-                    for e in rd.flatten() {
-                        let name = format!("{prefix}/{}", e.file_name().to_string_lossy());
-                        let p = e.path();
-                        if p.is_dir() {
-                            stack.push((p, name));
-                        } else {
-                            add(name, &p, &mut out)?;
-                        }
-                    }
-                }
-            } else {
-                add(base, &path, &mut out)?;
+/// The job's input files: from the submitter's directories with the owner's
+/// rights (see [`crate::userfs`]), or for a spooled job from what was
+/// uploaded (`uploads` gives an upload's bytes by digest); then the files of
+/// its last checkpoint (`ckpt`), which replace inputs of the same name. At
+/// most RequestDisk bytes in all.
+fn read_inputs(
+    job: &ClassAd,
+    ckpt: Option<&Path>,
+    accounts: &Accounts,
+    uploads: &dyn Fn(&str) -> Option<Vec<u8>>,
+) -> Result<Vec<FileData>, String> {
+    let limit = transfer::input_limit(job);
+    let mut out = if transfer::is_spooled(job) {
+        let list = str_attr(job, transfer::SPOOLED_INPUT).unwrap_or_default();
+        let mut out = Vec::new();
+        let mut total = 0u64;
+        for (name, digest) in transfer::spooled_inputs(&list) {
+            if !andes_protocol::pool::safe_relative_name(&name) {
+                return Err(format!("the spooled input file name {name:?} is not allowed"));
             }
-        }
-    }
-    if let Some(input) = str_attr(job, "In")
-        && input != "/dev/null"
-    {
-        add(STDIN_NAME.to_string(), &resolve(&iwd, &input), &mut out)?;
-    }
-    if let Some(dir) = ckpt.filter(|d| d.is_dir()) {
-        let mut stack = vec![(dir.to_path_buf(), String::new())];
-        while let Some((d, prefix)) = stack.pop() {
-            let rd = std::fs::read_dir(&d)
-                .map_err(|e| format!("cannot read the checkpoint {}: {e}", d.display()))?;
-            for e in rd.flatten() {
-                let name = format!("{prefix}{}", e.file_name().to_string_lossy());
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push((p, format!("{name}/")));
-                } else {
-                    out.retain(|f| f.name != name);
-                    add(name, &p, &mut out)?;
-                }
+            let data = uploads(&digest)
+                .ok_or_else(|| format!("the spooled input file {name} ({digest}) is not stored"))?;
+            total += data.len() as u64;
+            if total > limit {
+                return Err(format!(
+                    "the input files exceed the job's RequestDisk ({} KiB)",
+                    limit / 1024
+                ));
             }
+            out.push(FileData { name, data });
         }
+        out
+    } else {
+        let owner = str_attr(job, "Owner").unwrap_or_default();
+        let access = accounts.access(&owner);
+        Accounts::run(&access, || {
+            transfer::input_files(job).and_then(|files| transfer::read_files(&files, limit))
+        })??
+    };
+    if let Some(dir) = ckpt {
+        add_checkpoint_files(dir, &mut out, limit)?;
     }
     Ok(out)
 }
 
-/// Writes the output files beside the submit file: the streams to Out and
-/// Err, the rest into Iwd under their own names.
-fn write_outputs(job: &ClassAd, outputs: &[FileData]) -> Result<(), String> {
-    let iwd = iwd_of(job);
-    for f in outputs {
-        if !andes_protocol::pool::safe_relative_name(&f.name) {
-            return Err(format!("the host sent an output file named {:?}", f.name));
-        }
-        let target = match f.name.as_str() {
-            STDOUT_NAME => match str_attr(job, "Out") {
-                Some(p) => resolve(&iwd, &p),
-                None => continue,
-            },
-            STDERR_NAME => match str_attr(job, "Err") {
-                Some(p) => resolve(&iwd, &p),
-                None => continue,
-            },
-            name => iwd.join(name),
-        };
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-        }
-        std::fs::write(&target, &f.data)
-            .map_err(|e| format!("cannot write output file {}: {e}", target.display()))?;
+/// Writes the output files: a spooled job's into its spool directory (under
+/// `spool`), anyone else's into the submitter's directories with the owner's
+/// rights.
+fn write_outputs(
+    id: JobId,
+    job: &ClassAd,
+    outputs: &[FileData],
+    accounts: &Accounts,
+    spool: Option<&Path>,
+) -> Result<(), String> {
+    if transfer::is_spooled(job) {
+        let spool = spool.ok_or("the schedd has no SPOOL for a spooled job's output")?;
+        return transfer::keep_spooled_outputs(&transfer::spooled_dir(spool, id), outputs);
+    }
+    let owner = str_attr(job, "Owner").unwrap_or_default();
+    let access = accounts.access(&owner);
+    Accounts::run(&access, || transfer::write_outputs(job, outputs))?
+}
+
+/// The files of a job's own last checkpoint (`ckpt`, in the schedd's spool),
+/// which replace input files of the same name in `out`; `total` and `limit`
+/// are the bytes so far and at most.
+fn add_checkpoint_files(ckpt: &Path, out: &mut Vec<FileData>, limit: u64) -> Result<(), String> {
+    if !ckpt.is_dir() {
+        return Ok(());
+    }
+    let b = andes_beneath::Beneath::open(ckpt)
+        .map_err(|e| format!("cannot read the checkpoint {}: {e}", ckpt.display()))?;
+    let found = b
+        .walk("", transfer::MAX_INPUT_FILES)
+        .map_err(|e| format!("cannot read the checkpoint {}: {e}", ckpt.display()))?;
+    for e in found.into_iter().filter(|e| e.kind == andes_beneath::Kind::File) {
+        out.retain(|f| f.name != e.path);
+        let total: u64 = out.iter().map(|f| f.data.len() as u64).sum();
+        let data = b.read(&e.path, limit.saturating_sub(total)).map_err(|err| match err {
+            andes_beneath::Refused::TooLarge { .. } => {
+                format!("the input files exceed the job's RequestDisk ({} KiB)", limit / 1024)
+            }
+            err => format!("cannot read the checkpoint: {err}"),
+        })?;
+        out.push(FileData { name: e.path, data });
     }
     Ok(())
 }
@@ -2228,8 +2212,10 @@ mod tests {
                  Out = "out/job.out"; Err = "job.err"; RequestDisk = 1 ]"#,
             iwd.display()
         ));
+        let own = Accounts::current();
+        let none = |_: &str| None;
         let mut names: Vec<_> =
-            read_inputs(&job, None).unwrap().into_iter().map(|f| f.name).collect();
+            read_inputs(&job, None, &own, &none).unwrap().into_iter().map(|f| f.name).collect();
         names.sort();
         assert_eq!(names, ["_andes_stdin", "d/x", "data.txt"]);
         let outputs = vec![
@@ -2237,15 +2223,16 @@ mod tests {
             FileData { name: STDERR_NAME.into(), data: b"oops".to_vec() },
             FileData { name: "result".into(), data: b"42".to_vec() },
         ];
-        write_outputs(&job, &outputs).unwrap();
+        let id = JobId::new(1, 0);
+        write_outputs(id, &job, &outputs, &own, None).unwrap();
         assert_eq!(std::fs::read(iwd.join("out/job.out")).unwrap(), b"hello");
         assert_eq!(std::fs::read(iwd.join("job.err")).unwrap(), b"oops");
         assert_eq!(std::fs::read(iwd.join("result")).unwrap(), b"42");
         let bad = vec![FileData { name: "../escape".into(), data: vec![] }];
-        assert!(write_outputs(&job, &bad).is_err());
+        assert!(write_outputs(id, &job, &bad, &own, None).is_err());
         // Over RequestDisk (1 KiB).
         std::fs::write(iwd.join("data.txt"), vec![0u8; 2048]).unwrap();
-        assert!(read_inputs(&job, None).unwrap_err().contains("RequestDisk"));
+        assert!(read_inputs(&job, None, &own, &none).unwrap_err().contains("RequestDisk"));
     }
 
     #[test]
@@ -2268,11 +2255,12 @@ mod tests {
         std::fs::write(dir.path().join("partial.txt"), "stale input").unwrap();
         let job =
             ad(&format!(r#"[ Iwd = "{}"; TransferInput = "partial.txt" ]"#, dir.path().display()));
-        let mut got: Vec<(String, String)> = read_inputs(&job, Some(&ckpt))
-            .unwrap()
-            .into_iter()
-            .map(|f| (f.name, String::from_utf8(f.data).unwrap()))
-            .collect();
+        let mut got: Vec<(String, String)> =
+            read_inputs(&job, Some(&ckpt), &Accounts::current(), &|_| None)
+                .unwrap()
+                .into_iter()
+                .map(|f| (f.name, String::from_utf8(f.data).unwrap()))
+                .collect();
         got.sort();
         assert_eq!(
             got,

@@ -16,4 +16,5 @@ pub mod schedd;
 pub mod snapshot;
 pub mod status;
 pub mod submit;
+pub mod transfer;
 pub mod vacate;

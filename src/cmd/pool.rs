@@ -93,6 +93,13 @@ fn config_text(dir: &Path, user: &str, collector: &str, slots: Option<u32>) -> S
     let _ = writeln!(c, "SCHEDD_ADDRESS = 127.0.0.1:0");
     let _ = writeln!(c, "HOST_ADDRESS = 127.0.0.1:0");
     let _ = writeln!(c, "COLLECTOR_ADDRESS_FILE = $(LOCAL_DIR)/.collector_address");
+    if let Ok(account) = whoami::fallible::username() {
+        let _ = writeln!(
+            c,
+            "# The pool's user is this account: the schedd handles their files as its own."
+        );
+        let _ = writeln!(c, "USER_ACCOUNT_MAP = {user} = {account}");
+    }
     if let Some(n) = slots {
         let _ = writeln!(c, "NUM_CPUS = {n}");
     }

@@ -56,6 +56,12 @@ pub async fn serve(
         cron_time_zone: andes_cron::time_zone(&s.get("CRON_TIME_ZONE")?.unwrap_or_default())
             .map_err(|e| anyhow::anyhow!("CRON_TIME_ZONE: {e}"))?,
         schedd_interval: s.secs("SCHEDD_INTERVAL", 300)?.max(0),
+        accounts: Arc::new(
+            andes_scheduler::userfs::Accounts::detect(
+                &s.get("USER_ACCOUNT_MAP")?.unwrap_or_default(),
+            )
+            .map_err(|e| anyhow::anyhow!(e))?,
+        ),
     };
     let collector = s.collector_host()?;
     let keypair = match s.daemon_keypair("SCHEDD_KEY_NAME") {
@@ -92,6 +98,7 @@ pub async fn serve(
         pc.schedd_interval = secs("SCHEDD_INTERVAL", 300)?.max(Duration::from_secs(1));
         pc.spool = Some(spool.clone());
         pc.snapshot_signers = Some(hosts);
+        pc.accounts = config.accounts.clone();
         let pool = ScheddPool::start(&schedd, pc, keypair);
         app = app.merge(pool.router(&auth));
     }

@@ -30,6 +30,53 @@ pub struct SubmitArgs {
     /// With --dump: print JSON (HTCondor's form) instead of old ClassAd syntax.
     #[arg(long, requires = "dump")]
     json: bool,
+    /// Send the input files with the jobs (condor_submit -spool): the schedd
+    /// keeps them, and the output, in its own spool until you fetch it with
+    /// `andes transfer-data`. Needed where the schedd cannot act as you (it
+    /// does not run as root, or you have no account on its machine).
+    #[arg(long)]
+    spool: bool,
+}
+
+/// Uploads every job's input files (read here, with the user's own rights)
+/// and names them in the job's `SpooledInput`, as condor_submit -spool does;
+/// the jobs then stay in the queue once completed until their output is
+/// fetched (`LeaveJobInQueue`).
+async fn spool_inputs(
+    c: &andes_protocol::Client,
+    jobs: &mut [classad::ClassAd],
+    now: i64,
+) -> Result<()> {
+    use andes_scheduler::transfer;
+    let mut sent = std::collections::HashSet::new();
+    for (i, job) in jobs.iter_mut().enumerate() {
+        let files = transfer::input_files(job).map_err(|e| anyhow!("job {i}: {e}"))?;
+        let data = transfer::read_files(&files, transfer::input_limit(job))
+            .map_err(|e| anyhow!("job {i}: {e}"))?;
+        let mut list = Vec::with_capacity(data.len());
+        for f in data {
+            let digest = andes_scheduler::queue::module_digest(&f.data);
+            if sent.insert(digest.clone()) {
+                let path = format!("/v1/uploads/{digest}");
+                let r = c.request(http::Method::PUT, &path, f.data.into()).await?;
+                if !r.status.is_success() {
+                    return Err(anyhow!(
+                        "uploading input file {} failed: {}",
+                        f.name,
+                        r.error_reason().unwrap_or_else(|| r.status.to_string())
+                    ));
+                }
+            }
+            list.push(format!("{}={digest}", f.name));
+        }
+        job.insert_value(transfer::SPOOLED_INPUT, list.join(","));
+        job.insert_value("StageInStart", now);
+        job.insert_value("StageInFinish", now);
+        let leave = classad::parse_expr(transfer::SPOOLED_LEAVE_IN_QUEUE)
+            .map_err(|e| anyhow!("LeaveJobInQueue: {e}"))?;
+        job.insert("LeaveJobInQueue", leave);
+    }
+    Ok(())
 }
 
 fn read_description(file: &PathBuf) -> Result<(String, String)> {
@@ -74,7 +121,10 @@ pub fn run(args: SubmitArgs) -> Result<ExitCode> {
         let c = &session.client;
         let NewClusterReply { cluster } =
             c.call(http::Method::POST, "/v1/cluster", None::<&()>).await?;
-        let out = expand(&desc, &context(cluster))?;
+        let mut out = expand(&desc, &context(cluster))?;
+        if args.spool {
+            spool_inputs(c, &mut out.jobs, now).await?;
+        }
         for m in &out.modules {
             let path = format!("/v1/modules/{}", m.digest);
             let have = c.get(&path).await?;

@@ -29,6 +29,11 @@ pub fn keys_and_trust(dir: &Path, who: &[(&str, &str)]) {
     std::fs::write(dir.join("trust"), trust).unwrap();
 }
 
+/// The account the tests run as (and the daemons they start).
+pub fn this_account() -> String {
+    whoami::fallible::username().unwrap_or_else(|_| "root".into())
+}
+
 /// The standard output of a command that must have succeeded (`what` names
 /// it when it did not, with both its outputs).
 pub fn succeeded(o: std::process::Output, what: &str) -> String {
@@ -68,6 +73,8 @@ impl Daemon {
     ) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         keys_and_trust(dir.path(), who);
+        // The test's identities are all this one account (the daemon's).
+        let config = format!("USER_ACCOUNT_MAP = * = {}\n{config}", this_account());
         std::fs::write(dir.path().join("andes.config"), config).unwrap();
         let child = andes()
             .arg(subcommand)

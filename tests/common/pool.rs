@@ -112,7 +112,10 @@ impl Pool {
             }
             std::fs::write(&f, t).unwrap();
         }
-        let common = format!("{COMMON}\n{extra}\n");
+        // The test's users alice, bob and carol are identities of this one
+        // account (the schedd runs as it): their files are its own.
+        let account = super::this_account();
+        let common = format!("{COMMON}\nUSER_ACCOUNT_MAP = * = {account}\n{extra}\n");
         let mut pool = Pool { dir, common, cm: None, schedd: None, hosts: Vec::new() };
         pool.start_cm();
         pool.start_schedd();

@@ -51,6 +51,34 @@ fn samples() -> bool {
     ])
 }
 
+/// The local accounts the root-only tests act as.
+const TEST_ACCOUNTS: [&str; 2] = ["andes-alice", "andes-bob"];
+
+/// The tests that need root (a schedd switching to its users' accounts):
+/// run as root, with the test accounts made if missing; otherwise they are
+/// reported as not run, never as passed.
+fn as_root_tests() -> bool {
+    let uid =
+        Command::new("id").arg("-u").output().ok().and_then(|o| {
+            String::from_utf8(o.stdout).ok().and_then(|s| s.trim().parse::<u32>().ok())
+        });
+    if uid != Some(0) {
+        eprintln!(
+            "xtask: NOT RUN: tests/as_root.rs (a root schedd acting as each user) needs root; \
+             run `cargo xtask test` as root to run it"
+        );
+        return true;
+    }
+    for user in TEST_ACCOUNTS {
+        let known = Command::new("id").arg(user).output().is_ok_and(|o| o.status.success());
+        if !known && !run("useradd", &["-M", "-s", "/usr/sbin/nologin", user]) {
+            eprintln!("xtask: cannot make the test account {user}");
+            return false;
+        }
+    }
+    cargo(&["test", "-p", "andes", "--test", "as_root", "--", "--ignored"])
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ok = match args.first().map(String::as_str) {
@@ -60,6 +88,7 @@ fn main() -> ExitCode {
                 && cargo(&["test", "--workspace", "--all-targets", "--no-fail-fast"])
                 && cargo(&["test", "--workspace", "--doc"])
                 && cargo(&["test", "--manifest-path", "guest-sdk/Cargo.toml"])
+                && as_root_tests()
         }
         Some("bench") => {
             let mut a = vec!["bench", "--workspace"];
