@@ -1,6 +1,7 @@
 //! The schedd over real HTTP, as a real process: single-job submits from 8
 //! concurrent clients, a `queue 100000` submit end to end (expansion, upload,
-//! commit), and condor_q's summary over a million queued jobs.
+//! commit), condor_q's summary over a million queued jobs, and one submit's
+//! latency with and without another client's costly queries running.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -42,7 +43,13 @@ fn start() -> Schedd {
     let kp = Keypair::generate("alice").unwrap();
     kp.save(&dir.path().join("keys"), false).unwrap();
     std::fs::write(dir.path().join("trust"), format!("user alice {}\n", kp.public_line())).unwrap();
-    std::fs::write(dir.path().join("andes.config"), "SCHEDD_ADDRESS = 127.0.0.1:0\n").unwrap();
+    // alice is this process's own account, for the schedd's file work.
+    let me = whoami::fallible::username().unwrap_or_else(|_| "root".into());
+    std::fs::write(
+        dir.path().join("andes.config"),
+        format!("SCHEDD_ADDRESS = 127.0.0.1:0\nUSER_ACCOUNT_MAP = alice = {me}\n"),
+    )
+    .unwrap();
     let child = andes()
         .arg("schedd")
         .env("ANDES_CONFIG_DIR", dir.path())
@@ -182,5 +189,86 @@ fn summary_1m(c: &mut Criterion) {
     eprintln!("schedd with 1,000,000 jobs: {}", rss_of(s.child.id()));
 }
 
-criterion_group!(benches, concurrent_single_submits, submit_file_100k, summary_1m);
+/// `[a0 = 1; a1 = a0 + a0; ...].aN > 0`: 2^N steps without a budget.
+fn doubling(n: usize) -> String {
+    let mut s = String::from("[a0 = 1");
+    for i in 1..=n {
+        s.push_str(&format!("; a{i} = a{} + a{}", i - 1, i - 1));
+    }
+    format!("{s}].a{n} > 0")
+}
+
+/// One single-job submit's latency on a queue of 10,000 jobs, alone and
+/// while another client sends costly queries (each refused at its step
+/// budget) back to back.
+fn submit_beside_costly_queries(c: &mut Criterion) {
+    let s = start();
+    let rt = runtime();
+    let client = Client::new(&s.url, s.kp.clone()).unwrap().with_timeout(Duration::from_secs(120));
+    let digest = upload(&rt, &client);
+    let req = SubmitRequest {
+        cluster: None,
+        cluster_ad: format!(r#"[Cmd = "job.wasm"; CmdDigest = "{digest}"]"#),
+        procs: (0..scale(10_000)).map(|i| format!(r#"[Args = "{i}"]"#)).collect(),
+    };
+    let _: SubmitReply = rt.block_on(client.call(Method::POST, "/v1/submit", Some(&req))).unwrap();
+    let one = SubmitRequest {
+        cluster: None,
+        cluster_ad: format!(r#"[Cmd = "job.wasm"; CmdDigest = "{digest}"]"#),
+        procs: vec!["[]".into()],
+    };
+    let mut g = c.benchmark_group("schedd");
+    g.sample_size(50);
+    g.bench_function("submit_1_job_alone", |b| {
+        b.iter(|| {
+            let _: SubmitReply =
+                rt.block_on(client.call(Method::POST, "/v1/submit", Some(&one))).unwrap();
+        })
+    });
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let costly = {
+        let (url, kp, stop) = (s.url.clone(), s.kp.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let rt = runtime();
+            let c = Client::new(&url, kp).unwrap().with_timeout(Duration::from_secs(120));
+            let req = andes_scheduler::api::QueryRequest {
+                targets: andes_scheduler::api::Targets {
+                    constraint: Some(doubling(40)),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let mut refused = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = rt.block_on(c.request(
+                    Method::POST,
+                    "/v1/query",
+                    serde_json::to_vec(&req).unwrap().into(),
+                ));
+                if r.is_ok_and(|r| r.status == http::StatusCode::BAD_REQUEST) {
+                    refused += 1;
+                }
+            }
+            refused
+        })
+    };
+    g.bench_function("submit_1_job_beside_costly_queries", |b| {
+        b.iter(|| {
+            let _: SubmitReply =
+                rt.block_on(client.call(Method::POST, "/v1/submit", Some(&one))).unwrap();
+        })
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let refused = costly.join().unwrap();
+    eprintln!("costly queries refused at their budget meanwhile: {refused}");
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    concurrent_single_submits,
+    submit_file_100k,
+    summary_1m,
+    submit_beside_costly_queries
+);
 criterion_main!(benches);

@@ -2212,7 +2212,8 @@ mod tests {
                  Out = "out/job.out"; Err = "job.err"; RequestDisk = 1 ]"#,
             iwd.display()
         ));
-        let own = Accounts::current();
+        // Every owner is the schedd's own account here.
+        let own = Accounts::fixed("tester", false, "* = tester", |_| None).unwrap();
         let none = |_: &str| None;
         let mut names: Vec<_> =
             read_inputs(&job, None, &own, &none).unwrap().into_iter().map(|f| f.name).collect();
@@ -2255,12 +2256,12 @@ mod tests {
         std::fs::write(dir.path().join("partial.txt"), "stale input").unwrap();
         let job =
             ad(&format!(r#"[ Iwd = "{}"; TransferInput = "partial.txt" ]"#, dir.path().display()));
-        let mut got: Vec<(String, String)> =
-            read_inputs(&job, Some(&ckpt), &Accounts::current(), &|_| None)
-                .unwrap()
-                .into_iter()
-                .map(|f| (f.name, String::from_utf8(f.data).unwrap()))
-                .collect();
+        let own = Accounts::fixed("tester", false, "* = tester", |_| None).unwrap();
+        let mut got: Vec<(String, String)> = read_inputs(&job, Some(&ckpt), &own, &|_| None)
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.name, String::from_utf8(f.data).unwrap()))
+            .collect();
         got.sort();
         assert_eq!(
             got,
