@@ -684,6 +684,9 @@ enum Op {
     CollectUploads,
     /// Spooled jobs whose output their owner fetched.
     Fetched(Actor, Vec<JobId>),
+    /// Panics inside the writer (tests of its recovery).
+    #[cfg(test)]
+    Panic,
     Deferral(DeferralOp),
     Route(JobId, ClassAd),
     EditInPlace(JobId, String, Vec<(String, Option<Expr>)>),
@@ -1265,13 +1268,58 @@ impl Writer {
         }
     }
 
-    fn batch(&mut self, reqs: Vec<Request>) {
+    /// Applies a batch of requests in one transaction. A request whose
+    /// operation panics fails alone: the transaction is rolled back, the
+    /// in-memory queue reloaded from the database, and the rest applied
+    /// again without it, so one bad request never stops the writer nor
+    /// costs anyone else's.
+    fn batch(&mut self, mut reqs: Vec<Request>) {
+        loop {
+            match self.attempt(&reqs) {
+                Attempt::Committed(results, batch) => {
+                    if let Some(sink) = &self.config.sink
+                        && !batch.events.is_empty()
+                    {
+                        sink(&batch.events);
+                    }
+                    for (req, r) in reqs.into_iter().zip(results) {
+                        let _ = req.reply.send(r);
+                    }
+                    return;
+                }
+                Attempt::Failed(e) => {
+                    for req in reqs {
+                        let _ = req.reply.send(Err(e.clone()));
+                    }
+                    return;
+                }
+                Attempt::Panicked(i, msg) => {
+                    let bad = reqs.remove(i);
+                    tracing::error!(
+                        "a job queue request could not be applied ({msg}); it was refused and the \
+                         others applied without it"
+                    );
+                    let _ = bad.reply.send(Err(QueueError::Invalid(format!(
+                        "the schedd could not apply this request ({msg}); nothing of it was kept"
+                    ))));
+                    if reqs.is_empty() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One try at a batch, holding the write lock throughout so that readers
+    /// never see a change before its commit.
+    fn attempt(&mut self, reqs: &[Request]) -> Attempt {
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         let mut results = Vec::with_capacity(reqs.len());
         let mut batch = Batch::default();
+        let mut panicked = None;
         let outcome = (|| -> Result<(), QueueError> {
             let tx = self.conn.transaction()?;
-            for req in &reqs {
+            for (i, req) in reqs.iter().enumerate() {
                 let mut ctx = Ctx {
                     tx: &tx,
                     state: &mut state,
@@ -1279,7 +1327,22 @@ impl Writer {
                     batch: &mut batch,
                     config: &self.config,
                 };
-                let r = ctx.apply(&req.op);
+                let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    ctx.apply(&req.op)
+                })) {
+                    Ok(r) => r,
+                    Err(payload) => {
+                        let msg = payload
+                            .downcast_ref::<String>()
+                            .map(String::as_str)
+                            .or_else(|| payload.downcast_ref::<&str>().copied())
+                            .unwrap_or("a panic")
+                            .to_string();
+                        panicked = Some((i, msg));
+                        // Dropping the transaction rolls it back.
+                        return Err(QueueError::Storage("rolled back".into()));
+                    }
+                };
                 // A storage error inside an op fails the whole batch.
                 if let Err(QueueError::Storage(e)) = &r {
                     return Err(QueueError::Storage(e.clone()));
@@ -1297,29 +1360,40 @@ impl Writer {
                 {
                     notify(&batch.events);
                 }
-                drop(state);
-                if let Some(sink) = &self.config.sink
-                    && !batch.events.is_empty()
-                {
-                    sink(&batch.events);
-                }
-                for (req, r) in reqs.into_iter().zip(results) {
-                    let _ = req.reply.send(r);
-                }
+                Attempt::Committed(results, batch)
             }
             Err(e) => {
-                tracing::error!("job queue commit failed: {e}; reloading from the database");
+                // The in-memory queue may hold part of what was rolled back.
                 match load(&self.conn, &self.config.schedd_name) {
-                    Ok(fresh) => *state = fresh,
+                    Ok(fresh) => {
+                        let reserved = std::mem::take(&mut state.reserved);
+                        let next = state.next_cluster;
+                        *state = fresh;
+                        state.reserved = reserved;
+                        state.next_cluster = state.next_cluster.max(next);
+                    }
                     Err(e2) => tracing::error!("reloading the job queue failed: {e2}"),
                 }
-                drop(state);
-                for req in reqs {
-                    let _ = req.reply.send(Err(e.clone()));
+                match panicked {
+                    Some((i, msg)) => Attempt::Panicked(i, msg),
+                    None => {
+                        tracing::error!("job queue commit failed: {e}; reloaded from the database");
+                        Attempt::Failed(e)
+                    }
                 }
             }
         }
     }
+}
+
+/// How one try at a batch went.
+enum Attempt {
+    /// Committed: each request's result, and the events to log.
+    Committed(Vec<Result<Reply, QueueError>>, Batch),
+    /// Nothing was kept; every request fails with this.
+    Failed(QueueError),
+    /// Request `.0` panicked (`.1` says how); nothing was kept.
+    Panicked(usize, String),
 }
 
 fn prune_history(
@@ -1460,6 +1534,8 @@ impl Ctx<'_, '_> {
                 )?;
                 Ok(Reply::Done)
             }
+            #[cfg(test)]
+            Op::Panic => panic!("a test's panic"),
             Op::Fetched(actor, ids) => {
                 let mut report = ChangeReport::default();
                 for id in ids {
@@ -2462,4 +2538,41 @@ pub fn factor(ads: Vec<ClassAd>) -> Submit {
         })
         .collect();
     Submit { cluster: None, cluster_ad, procs }
+}
+
+#[cfg(test)]
+mod writer_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_request_fails_alone_and_the_writer_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = Queue::open(QueueConfig::new(dir.path().join("q.db"), "test")).unwrap();
+        let alice = Actor::user("alice");
+        let submit = |n: i64| Submit {
+            cluster: None,
+            cluster_ad: classad::parse_ad(&format!("[Cmd = \"job.wasm\"; N = {n}]")).unwrap(),
+            procs: vec![ClassAd::new()],
+        };
+        // One batch: a submit, a panic, another submit.
+        let (a, bad, b) = tokio::join!(
+            q.submit(&alice, submit(1), 1),
+            q.call(Op::Panic, 1),
+            q.submit(&alice, submit(2), 1),
+        );
+        let err = bad.err().unwrap().to_string();
+        assert!(err.contains("could not apply") && err.contains("a test's panic"), "{err}");
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_ne!(a, b);
+        // Later writes still work, and every acknowledged job is there.
+        let c = q.submit(&alice, submit(3), 2).await.unwrap();
+        assert_eq!(q.read().len(), 3);
+        drop(q);
+        let q = Queue::open(QueueConfig::new(dir.path().join("q.db"), "test")).unwrap();
+        let ids: Vec<u32> = q.read().jobs().map(|v| v.id.cluster).collect();
+        assert_eq!(ids.len(), 3);
+        for id in [a, b, c] {
+            assert!(ids.contains(&id), "{ids:?}");
+        }
+    }
 }

@@ -383,3 +383,16 @@ async fn reserved_clusters_belong_to_their_reserver() {
     let c3 = q.submit(&alice, jobs(1, ""), 2).await.unwrap();
     assert!(c3 > c, "the acknowledged cluster's id is not handed out again");
 }
+
+#[tokio::test]
+async fn a_submit_the_writer_cannot_apply_fails_alone() {
+    // A step of 2^32 - 1 once overflowed the cron parser inside the queue's
+    // writer, and every later write failed with it.
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let alice = Actor::user("alice");
+    let r = q.submit(&alice, jobs(1, r#"CronMinute = "1-59/4294967295""#), 1).await;
+    assert!(r.is_err(), "{r:?}");
+    let ok = q.submit(&alice, jobs(2, ""), 2).await.unwrap();
+    assert_eq!(q.read().cluster_jobs(ok).count(), 2);
+}
