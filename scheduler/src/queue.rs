@@ -431,8 +431,19 @@ pub struct QueueState {
     /// Cluster ids handed out by [`Queue::reserve_cluster`] and not yet used, with
     /// the owner each was reserved for.
     reserved: BTreeMap<u32, Arc<str>>,
+    /// Cluster ids below this may have been handed out (it is on disk), so
+    /// after a restart none of them is handed out again.
+    cluster_mark: u32,
     schedd_name: Arc<str>,
 }
+
+/// How far ahead of the ids handed out the on-disk high-water mark is set
+/// (one write per this many reservations).
+const CLUSTER_MARK_STEP: u32 = 1000;
+
+/// Seconds a submit's token is kept, for a client retrying after a lost
+/// answer to get the first answer again.
+const SUBMIT_TOKEN_KEEP: i64 = 86_400;
 
 /// Reservations kept at most; the oldest is dropped past this.
 const MAX_RESERVED: usize = 100_000;
@@ -687,6 +698,8 @@ enum Op {
     /// Panics inside the writer (tests of its recovery).
     #[cfg(test)]
     Panic,
+    /// Raises the on-disk high-water mark of cluster ids.
+    Mark(u32),
     Deferral(DeferralOp),
     Route(JobId, ClassAd),
     EditInPlace(JobId, String, Vec<(String, Option<Expr>)>),
@@ -738,6 +751,8 @@ CREATE TABLE IF NOT EXISTS history (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, cluster INTEGER NOT NULL, proc INTEGER NOT NULL,
     owner TEXT NOT NULL, left_queue INTEGER NOT NULL, ad TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS modules (digest TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS submits (
+    cluster INTEGER PRIMARY KEY, owner TEXT NOT NULL, token TEXT NOT NULL, at INTEGER NOT NULL);
 ";
 
 fn open(path: &Path) -> Result<Connection, QueueError> {
@@ -777,12 +792,18 @@ fn load(conn: &Connection, schedd_name: &str) -> Result<QueueState, QueueError> 
         jobs: BTreeMap::new(),
         next_cluster: 1,
         reserved: BTreeMap::new(),
+        cluster_mark: 1,
         schedd_name: schedd_name.into(),
     };
-    let next: Option<i64> = conn
-        .query_row("SELECT value FROM meta WHERE key = 'next_cluster'", [], |r| r.get(0))
-        .optional()?;
-    st.next_cluster = next.unwrap_or(1) as u32;
+    let meta = |key: &str| -> Result<Option<i64>, QueueError> {
+        Ok(conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    };
+    // Past every id ever handed out, reserved or submitted.
+    let next = meta("next_cluster")?.unwrap_or(1).max(meta("cluster_mark")?.unwrap_or(1));
+    st.next_cluster = next.clamp(1, i64::from(u32::MAX)) as u32;
+    st.cluster_mark = st.next_cluster;
     let mut stmt = conn.prepare("SELECT id, ad, submitted, completed FROM clusters")?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
@@ -926,18 +947,25 @@ impl Queue {
 
     /// Hands out a cluster id for `actor` to expand a submit description with
     /// (`$(Cluster)`), as condor_submit asks the schedd for a new cluster first.
-    /// Held in memory only: an id reserved before a restart is refused after it
-    /// (the client expands and submits again). The id of a cluster that was
-    /// acknowledged is never handed out again.
-    pub fn reserve_cluster(&self, actor: &Actor) -> u32 {
-        let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
-        let id = st.next_cluster;
-        st.next_cluster += 1;
-        st.reserved.insert(id, actor.name.as_str().into());
-        if st.reserved.len() > MAX_RESERVED {
-            st.reserved.pop_first();
+    /// The reservation itself is held in memory: one made before a restart is
+    /// refused after it, clearly (the client expands and submits again). No id
+    /// handed out is ever handed out again, restart or not: a high-water mark
+    /// past it is on disk before the id is returned.
+    pub async fn reserve_cluster(&self, actor: &Actor, now: i64) -> Result<u32, QueueError> {
+        let (id, mark) = {
+            let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let id = st.next_cluster;
+            st.next_cluster += 1;
+            st.reserved.insert(id, actor.name.as_str().into());
+            if st.reserved.len() > MAX_RESERVED {
+                st.reserved.pop_first();
+            }
+            (id, st.cluster_mark)
+        };
+        if id >= mark {
+            self.call(Op::Mark(id.saturating_add(CLUSTER_MARK_STEP)), now).await?;
         }
-        id
+        Ok(id)
     }
 
     /// Submits a cluster; returns its ClusterId once it is durable.
@@ -1396,11 +1424,24 @@ enum Attempt {
     Panicked(usize, String),
 }
 
+/// What identifies a submit's content: the SHA-256 of its ads' text.
+fn submit_token(s: &Submit) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(s.cluster_ad.to_string().as_bytes());
+    for p in &s.procs {
+        h.update(b"\n");
+        h.update(p.to_string().as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn prune_history(
     tx: &rusqlite::Transaction<'_>,
     config: &QueueConfig,
     now: i64,
 ) -> Result<(), QueueError> {
+    tx.prepare_cached("DELETE FROM submits WHERE at < ?1")?.execute([now - SUBMIT_TOKEN_KEEP])?;
     // Cheap when nothing is due: both deletes use the primary key.
     tx.prepare_cached("DELETE FROM history WHERE seq <= (SELECT MAX(seq) FROM history) - ?1")?
         .execute([config.history_max_jobs as i64])?;
@@ -1536,6 +1577,15 @@ impl Ctx<'_, '_> {
             }
             #[cfg(test)]
             Op::Panic => panic!("a test's panic"),
+            Op::Mark(mark) => {
+                self.tx.execute(
+                    "INSERT INTO meta (key, value) VALUES ('cluster_mark', ?1)
+                     ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)",
+                    [i64::from(*mark)],
+                )?;
+                self.state.cluster_mark = self.state.cluster_mark.max(*mark);
+                Ok(Reply::Done)
+            }
             Op::Fetched(actor, ids) => {
                 let mut report = ChangeReport::default();
                 for id in ids {
@@ -1601,12 +1651,33 @@ impl Ctx<'_, '_> {
                     )));
                 }
                 None => {
+                    // The same submit again (its answer was lost): the first
+                    // answer, not a duplicate.
+                    let first: Option<(String, String)> = self
+                        .tx
+                        .prepare_cached("SELECT owner, token FROM submits WHERE cluster = ?1")?
+                        .query_row([i64::from(c)], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()?;
+                    if let Some((owner, token)) = first
+                        && owner == actor.name
+                        && token == submit_token(s)
+                    {
+                        return Ok(c);
+                    }
                     return Err(QueueError::Invalid(format!(
-                        "cluster {c} is not reserved (the schedd may have restarted); submit again"
+                        "cluster {c} is not reserved (the schedd may have restarted, or it was \
+                         used by another submit); submit again"
                     )));
                 }
             },
         };
+        if s.cluster.is_some() {
+            self.tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO submits (cluster, owner, token, at) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![i64::from(cluster), actor.name, submit_token(s), self.now])?;
+        }
         let mut ad = s.cluster_ad.clone();
         let cluster_held = submitted_held(ad.get("JobStatus"));
         let cluster_cron = andes_cron::Field::ALL.iter().any(|f| ad.contains(f.attribute()));

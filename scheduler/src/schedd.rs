@@ -296,7 +296,8 @@ async fn transfer_done(
 }
 
 async fn new_cluster(State(s): State<Schedd>, caller: Caller) -> ApiResult<NewClusterReply> {
-    Ok(axum::Json(NewClusterReply { cluster: s.queue.reserve_cluster(&actor(&caller)) }))
+    let cluster = s.queue.reserve_cluster(&actor(&caller), s.now()).await.map_err(api_error)?;
+    Ok(axum::Json(NewClusterReply { cluster }))
 }
 
 fn parse_ad(text: &str, what: &str) -> Result<ClassAd, ApiError> {

@@ -365,23 +365,35 @@ async fn reserved_clusters_belong_to_their_reserver() {
     let dir = tempfile::tempdir().unwrap();
     let q = open(&dir);
     let (alice, bob) = (Actor::user("alice"), Actor::user("bob"));
-    let c = q.reserve_cluster(&alice);
+    let c = q.reserve_cluster(&alice, 1).await.unwrap();
     let mut s = jobs(1, "");
     s.cluster = Some(c);
     let e = q.submit(&bob, s.clone(), 1).await;
     assert!(matches!(e, Err(QueueError::Forbidden(_))), "{e:?}");
     assert_eq!(q.submit(&alice, s.clone(), 1).await.unwrap(), c);
-    let e = q.submit(&alice, s, 1).await;
+    // The same submit again (its answer lost): the first answer, no duplicate.
+    assert_eq!(q.submit(&alice, s.clone(), 1).await.unwrap(), c);
+    assert_eq!(q.read().cluster_jobs(c).count(), 1);
+    // Other content under the same id, or another user: refused.
+    let mut other = jobs(2, "");
+    other.cluster = Some(c);
+    let e = q.submit(&alice, other, 1).await;
     assert!(matches!(e, Err(QueueError::Invalid(m)) if m.contains("not reserved")), "used once");
-    // A reservation does not survive a restart; acknowledged ids are never reused.
-    let c2 = q.reserve_cluster(&alice);
+    assert!(q.submit(&bob, s.clone(), 1).await.is_err());
+    // A reservation does not survive a restart (it is refused clearly), and no
+    // id handed out is handed out again.
+    let c2 = q.reserve_cluster(&alice, 1).await.unwrap();
     drop(q);
     let q = open(&dir);
-    let mut s = jobs(1, "");
-    s.cluster = Some(c2);
-    assert!(q.submit(&alice, s, 2).await.is_err());
+    let mut s2 = jobs(1, "");
+    s2.cluster = Some(c2);
+    let e = q.submit(&alice, s2, 2).await;
+    assert!(matches!(&e, Err(QueueError::Invalid(m)) if m.contains("not reserved")), "{e:?}");
     let c3 = q.submit(&alice, jobs(1, ""), 2).await.unwrap();
-    assert!(c3 > c, "the acknowledged cluster's id is not handed out again");
+    assert!(c3 > c2, "a reserved id is not handed out again after a restart");
+    assert!(q.reserve_cluster(&alice, 2).await.unwrap() > c3);
+    // The acknowledged submit is still recognised after the restart.
+    assert_eq!(q.submit(&alice, s, 3).await.unwrap(), c);
 }
 
 #[tokio::test]

@@ -38,6 +38,30 @@ pub struct SubmitArgs {
     spool: bool,
 }
 
+/// Sends the submit, again if its answer is lost on the way (a timeout, a
+/// cut connection, a schedd restarting): the schedd recognises the same
+/// submit to the same reserved cluster and answers as the first time, so a
+/// retry never queues the jobs twice.
+async fn submit_retrying(c: &andes_protocol::Client, req: &SubmitRequest) -> Result<SubmitReply> {
+    use andes_protocol::client::ClientErrorKind as K;
+    let mut wait = std::time::Duration::from_millis(250);
+    for attempt in 1.. {
+        match c.call::<_, SubmitReply>(http::Method::POST, "/v1/submit", Some(req)).await {
+            Ok(r) => return Ok(r),
+            Err(e)
+                if attempt < 6
+                    && matches!(e.kind, K::Timeout(_) | K::Connect(_) | K::Refused(_) | K::Http(_)) =>
+            {
+                eprintln!("andes submit: {e}; trying again in {wait:?}");
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    unreachable!("the loop returns")
+}
+
 /// Uploads every job's input files (read here, with the user's own rights)
 /// and names them in the job's `SpooledInput`, as condor_submit -spool does;
 /// the jobs then stay in the queue once completed until their output is
@@ -147,7 +171,7 @@ pub fn run(args: SubmitArgs) -> Result<ExitCode> {
             cluster_ad: s.cluster_ad.to_string(),
             procs: s.procs.iter().map(|p| p.to_string()).collect(),
         };
-        let reply: SubmitReply = c.call(http::Method::POST, "/v1/submit", Some(&req)).await?;
+        let reply = submit_retrying(c, &req).await?;
         println!("{} job(s) submitted to cluster {}.", reply.count, reply.cluster);
         Ok(ExitCode::SUCCESS)
     })
