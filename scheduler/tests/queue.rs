@@ -408,3 +408,73 @@ async fn a_submit_the_writer_cannot_apply_fails_alone() {
     let ok = q.submit(&alice, jobs(2, ""), 2).await.unwrap();
     assert_eq!(q.read().cluster_jobs(ok).count(), 2);
 }
+
+#[tokio::test]
+async fn an_activation_is_recorded_before_it_is_sent_and_cleared_if_it_never_happened() {
+    use andes_scheduler::queue::{ACTIVATION_PENDING, PoolOp};
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let alice = Actor::user("alice");
+    let c = q.submit(&alice, jobs(2, ""), 1).await.unwrap();
+    let (a, b) = (JobId::new(c, 0), JobId::new(c, 1));
+    let claim = |id: &str| {
+        ad(&format!(r#"[ClaimId = "{id}"; StartdAddr = "h:1"; RemoteHost = "slot1@h"]"#))
+    };
+    q.pool(vec![a, b], PoolOp::Activating(claim("c1")), 2).await.unwrap();
+    let pending = |id| q.read().job(id).unwrap().ad().contains(ACTIVATION_PENDING);
+    assert!(pending(a) && pending(b));
+    assert_eq!(status(&q, a), Some(JobStatus::Idle), "pending jobs stay idle");
+    // It survives a restart: the schedd asks the host after it.
+    drop(q);
+    let q = open(&dir);
+    assert!(q.read().job(a).unwrap().ad().contains(ACTIVATION_PENDING));
+    // Another claim's word changes nothing; this claim's clears it.
+    q.pool(vec![a], PoolOp::NotStarted("c2".into()), 3).await.unwrap();
+    assert!(q.read().job(a).unwrap().ad().contains(ACTIVATION_PENDING));
+    q.pool(vec![a], PoolOp::NotStarted("c1".into()), 3).await.unwrap();
+    let ad_a = q.read().job(a).unwrap().ad();
+    assert!(!ad_a.contains(ACTIVATION_PENDING) && !ad_a.contains("ClaimId"), "{ad_a}");
+    // Started: no longer pending, running.
+    q.pool(vec![b], PoolOp::Started(ClassAd::new()), 4).await.unwrap();
+    assert_eq!(status(&q, b), Some(JobStatus::Running));
+    assert!(!q.read().job(b).unwrap().ad().contains(ACTIVATION_PENDING));
+    // A pending job held, then released, is matched afresh.
+    q.pool(vec![a], PoolOp::Activating(claim("c3")), 5).await.unwrap();
+    q.change(&alice, ids(&[&a.to_string()]), Change::Hold { reason: "x".into() }, 5).await.unwrap();
+    q.change(&alice, ids(&[&a.to_string()]), Change::Release { reason: "y".into() }, 6)
+        .await
+        .unwrap();
+    assert!(!q.read().job(a).unwrap().ad().contains(ACTIVATION_PENDING));
+}
+
+#[tokio::test]
+async fn uploads_are_bounded_per_user_and_unused_ones_collected() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = QueueConfig::new(dir.path().join("queue.db"), "schedd@test");
+    cfg.upload_quota_bytes = 100;
+    cfg.upload_quota_count = 3;
+    cfg.upload_grace = 60;
+    let q = Queue::open(cfg).unwrap();
+    let (alice, bob) = (Actor::user("alice"), Actor::user("bob"));
+    let blob = |n: u8, len: usize| vec![n; len];
+    let digest = |b: &[u8]| andes_scheduler::queue::module_digest(b);
+    let (a1, a2, a3) = (blob(1, 40), blob(2, 40), blob(3, 40));
+    q.store_upload(&alice, &digest(&a1), a1.clone(), 0).await.unwrap();
+    q.store_upload(&alice, &digest(&a2), a2.clone(), 0).await.unwrap();
+    // A third of 40 bytes would pass alice's 100: refused, and only hers.
+    let e = q.store_upload(&alice, &digest(&a3), a3.clone(), 0).await;
+    assert!(matches!(&e, Err(QueueError::Forbidden(m)) if m.contains("quota")), "{e:?}");
+    q.store_upload(&bob, &digest(&a3), a3.clone(), 0).await.unwrap();
+    // Storing what is already stored costs nothing.
+    q.store_upload(&alice, &digest(&a1), a1.clone(), 0).await.unwrap();
+    // A job refers to a1 (as a spooled input); a2 and a3 are unused.
+    let job = format!(r#"SpooledInput = "in.txt={}""#, digest(&a1));
+    q.submit(&alice, jobs(1, &job), 10).await.unwrap();
+    // Within the grace, nothing goes; after it, the unused ones do.
+    assert_eq!(q.collect_uploads(30).await.unwrap(), 0);
+    assert_eq!(q.collect_uploads(100).await.unwrap(), 2);
+    assert!(q.has_module(&digest(&a1)).unwrap());
+    assert!(!q.has_module(&digest(&a2)).unwrap() && !q.has_module(&digest(&a3)).unwrap());
+    // Alice's quota has room again.
+    q.store_upload(&alice, &digest(&a3), a3, 100).await.unwrap();
+}
