@@ -182,6 +182,12 @@ pub struct DaemonConfig {
     pub starter_update: u64,
     /// STARTD_HISTORY: the file each finished job's ad is appended to.
     pub history: Option<PathBuf>,
+    /// ALIVE_INTERVAL: seconds between a schedd's keep-alives when its claim
+    /// does not say (HTCondor's knob; andes: 10).
+    pub alive_interval: u64,
+    /// MAX_CLAIM_ALIVES_MISSED: keep-alives a claim may miss before it is
+    /// released (HTCondor: 6; andes: 3).
+    pub max_alives_missed: u64,
 }
 
 impl DaemonConfig {
@@ -242,6 +248,8 @@ impl DaemonConfig {
             backfill,
             starter_initial_update: int("STARTER_INITIAL_UPDATE_INTERVAL", 8),
             starter_update: int("STARTER_UPDATE_INTERVAL", 300),
+            alive_interval: int("ALIVE_INTERVAL", 10),
+            max_alives_missed: int("MAX_CLAIM_ALIVES_MISSED", 3),
             history: cfg
                 .get("STARTD_HISTORY")
                 .ok()
@@ -449,6 +457,8 @@ pub struct Daemon {
     snapshot_keys: Option<SnapshotKeys>,
     starter_initial_update: u64,
     starter_update: u64,
+    alive_interval: u64,
+    max_alives_missed: u64,
     address: Option<String>,
     publisher: Option<mpsc::UnboundedSender<PublishedAd>>,
     history: Option<std::fs::File>,
@@ -553,6 +563,8 @@ impl Daemon {
             snapshot_keys: None,
             starter_initial_update: config.starter_initial_update,
             starter_update: config.starter_update,
+            alive_interval: config.alive_interval,
+            max_alives_missed: config.max_alives_missed,
             address: None,
             publisher: None,
             history: config.history.as_ref().and_then(|p| {
@@ -709,7 +721,6 @@ impl Daemon {
     pub fn pool(&mut self, req: pool::PoolRequest) -> Result<pool::PoolReply, pool::PoolError> {
         use andes_protocol::pool::ClaimReply;
         use pool::{PoolError, PoolReply, PoolRequest};
-        let now = self.now();
         let owned = |me: &Self, caller: &str, claim_id: &str| -> Result<SlotId, PoolError> {
             let c = me.claims.get(claim_id).ok_or_else(|| {
                 PoolError::NotFound(format!("no claim {} here", public_claim_id(claim_id)))
@@ -734,14 +745,26 @@ impl Daemon {
                         slot_ad: None,
                     }))
                 };
+                // A claimant that restarted lets go at once of what its
+                // earlier life held and runs no job.
+                if let Some(inc) = &req.incarnation {
+                    self.forget_earlier_lives(&caller, inc);
+                }
                 let Some(slot) = pool::claim_slot(&req.claim_id)
                     .filter(|s| self.offers.get(s) == Some(&req.claim_id))
                 else {
                     return refused(format!(
                         "claim id {} is not this host's current offer (already claimed, or stale)",
-                        req.claim_id
+                        public_claim_id(&req.claim_id)
                     ));
                 };
+                let alive = req
+                    .alive_interval
+                    .filter(|&a| a > 0)
+                    .unwrap_or(self.alive_interval)
+                    .clamp(1, 3600);
+                let claim_lease = Duration::from_secs(alive.saturating_mul(self.max_alives_missed));
+                let incarnation = req.incarnation.clone();
                 let ad = classad::parse_ad(&req.ad)
                     .map_err(|e| PoolError::BadInput(format!("the request ad: {e}")))?;
                 let claim = andes_startd::ClaimRequest {
@@ -760,7 +783,9 @@ impl Daemon {
                 };
                 // The claim is recorded first so that the startd's actions
                 // find it; a refusal removes it again.
-                self.claims.insert(req.claim_id.clone(), pool::ClaimEntry::new(slot, caller));
+                let mut entry = pool::ClaimEntry::new(slot, caller, self.clock.now(), claim_lease);
+                entry.incarnation = incarnation;
+                self.claims.insert(req.claim_id.clone(), entry);
                 let acts = self.feed(event);
                 let refusal = acts.iter().find_map(|a| match a {
                     Action::ClaimRefused { claim_id, reason, .. } if *claim_id == req.claim_id => {
@@ -798,11 +823,23 @@ impl Daemon {
                     // A preempting claim waits for the slot's current job to go.
                     return Err(PoolError::Pending);
                 }
+                // A job runs once: a second activation of a job this host
+                // already runs or holds queued (its schedd lost track) is
+                // refused.
+                if let Value::Str(gid) = job.eval_attr("GlobalJobId")
+                    && self.holds_job(&gid)
+                {
+                    return Err(PoolError::Refused(format!(
+                        "job {gid} is already running or queued on this host"
+                    )));
+                }
                 let module = self.store.get(&req.module_digest).ok_or(PoolError::NeedModule)?;
                 pool::check_inputs(&job, &req.inputs)?;
+                let mono = self.clock.now();
                 if let Some(c) = self.claims.get_mut(&req.claim_id) {
-                    c.lease_secs = i64::try_from(req.lease_secs).unwrap_or(i64::MAX);
-                    c.lease_until = Some(now.saturating_add(c.lease_secs));
+                    c.acknowledged();
+                    c.job_lease = Some(Duration::from_secs(req.lease_secs.min(1 << 32)));
+                    c.renewed = mono;
                     c.updates_sent = 0;
                 }
                 self.input_sizes.insert(
@@ -850,35 +887,55 @@ impl Daemon {
                 }
                 Ok(PoolReply::Done)
             }
-            PoolRequest::Subscribe { caller, claim_id } => {
+            PoolRequest::Subscribe { caller, claim_id, incarnation } => {
                 self.prune_ended();
-                if let Some((c, _)) = self.ended.get(&claim_id) {
+                if let Some((c, _)) = self.ended.get_mut(&claim_id) {
                     // The claim is over; its shadow still hears how it ended.
                     owned_by(c, &caller, &claim_id)?;
+                    follows_again(c, incarnation);
                     return Ok(PoolReply::Reports(
                         c.report.subscribe(),
                         self.starter_initial_update,
                         self.starter_update,
-                        c.told_end.clone(),
+                        c.end_sent.clone(),
                         c.heard.clone(),
                     ));
                 }
                 owned(self, &caller, &claim_id)?;
+                let mono = self.clock.now();
                 let c = self.claims.get_mut(&claim_id).ok_or(PoolError::Stopping)?;
                 c.heard.now();
-                if c.lease_secs > 0 {
-                    c.lease_until = Some(now.saturating_add(c.lease_secs));
-                }
+                c.renewed = mono;
+                follows_again(c, incarnation);
                 Ok(PoolReply::Reports(
                     c.report.subscribe(),
                     self.starter_initial_update,
                     self.starter_update,
-                    c.told_end.clone(),
+                    c.end_sent.clone(),
                     c.heard.clone(),
                 ))
             }
+            PoolRequest::Alive { caller, req } => {
+                let released = self.forget_earlier_lives(&caller, &req.incarnation);
+                let mono = self.clock.now();
+                let mut unknown = Vec::new();
+                for id in req.claims {
+                    match self.claims.get_mut(&id) {
+                        Some(c) if c.claimant == caller => {
+                            c.renewed = mono;
+                            follows_again(c, Some(req.incarnation.clone()));
+                        }
+                        _ => unknown.push(id),
+                    }
+                }
+                Ok(PoolReply::Alive(andes_protocol::pool::AliveReply { unknown, released }))
+            }
             PoolRequest::Edit { caller, req } => {
                 let slot = owned(self, &caller, &req.claim_id)?;
+                if let Some(c) = self.claims.get_mut(&req.claim_id) {
+                    c.renewed = self.clock.now();
+                    c.acknowledged();
+                }
                 let attrs = classad::parse_ad(&req.attrs)
                     .map_err(|e| PoolError::BadInput(format!("the attributes: {e}")))?;
                 self.feed(Event::JobUpdated { slot, claim_id: req.claim_id, attrs });
@@ -889,6 +946,7 @@ impl Daemon {
             PoolRequest::Withdraw { caller, req } => {
                 owned(self, &caller, &req.claim_id)?;
                 let c = self.claims.get_mut(&req.claim_id).ok_or(PoolError::Stopping)?;
+                c.acknowledged();
                 let is_it = |q: &pool::Queued| {
                     let id = |name| match q.job.eval_attr(name) {
                         classad::Value::Int(n) => u32::try_from(n).ok(),
@@ -905,7 +963,17 @@ impl Daemon {
                 Ok(PoolReply::Withdrawn(true))
             }
             PoolRequest::Release { caller, claim_id } => {
+                // Releasing a claim that already ended acknowledges its end.
+                if let Some((c, _)) = self.ended.get(&claim_id) {
+                    owned_by(c, &caller, &claim_id)?;
+                    c.acknowledged();
+                    self.prune_ended();
+                    return Ok(PoolReply::Done);
+                }
                 let slot = owned(self, &caller, &claim_id)?;
+                if let Some(c) = self.claims.get(&claim_id) {
+                    c.acknowledged();
+                }
                 self.feed(Event::ClaimReleased { slot, claim_id });
                 self.tick();
                 Ok(PoolReply::Done)
@@ -913,28 +981,70 @@ impl Daemon {
         }
     }
 
-    /// Claims whose lease ran out: released, their jobs killed.
+    /// True when a slot runs, or a claim holds queued, the job `gid`.
+    fn holds_job(&self, gid: &str) -> bool {
+        let is = |ad: &ClassAd| matches!(ad.eval_attr("GlobalJobId"), Value::Str(g) if *g == *gid);
+        self.startd.slots().iter().any(|s| s.job().is_some_and(is))
+            || self.claims.values().any(|c| c.queue.iter().any(|q| is(&q.job)))
+    }
+
+    /// True while claim `c`'s slot runs (or has queued) a job of it.
+    fn claim_running(&self, c: &pool::ClaimEntry) -> bool {
+        self.runs.get(&c.slot).is_some_and(|r| r.kind == RunKind::Job) || !c.queue.is_empty()
+    }
+
+    /// Claims whose lease ran out: released, their jobs killed. A claim runs
+    /// on its job lease while a job of it runs, on its keep-alive lease
+    /// otherwise (so a claim accepted and never used, or left idle by a
+    /// schedd that died, is back to Unclaimed within seconds).
     fn expire_leases(&mut self) {
-        let now = self.now();
-        let expired: Vec<(SlotId, String)> = self
-            .claims
-            .iter_mut()
-            .filter_map(|(id, c)| {
-                if c.report.receiver_count() > 0 && c.lease_secs > 0 {
-                    // A shadow is listening right now: the lease is live.
-                    c.lease_until = Some(now.saturating_add(c.lease_secs));
-                }
-                let over = c.lease_until.is_some_and(|t| now > t);
-                over.then(|| (c.slot, id.clone()))
-            })
-            .collect();
-        for (slot, id) in expired {
+        let mono = self.clock.now();
+        let mut expired: Vec<(SlotId, String, bool)> = Vec::new();
+        for (id, c) in &self.claims {
+            let running = self.claim_running(c);
+            let listening = c.report.receiver_count() > 0;
+            if !listening && mono >= c.expires(running) {
+                expired.push((c.slot, id.clone(), running));
+            }
+        }
+        for c in self.claims.values_mut() {
+            if c.report.receiver_count() > 0 {
+                // A shadow is listening right now: the lease is live.
+                c.renewed = mono;
+            }
+        }
+        for (slot, id, running) in expired {
+            let what = if running { "the job lease" } else { "the claim's lease (no keep-alive)" };
             self.log(format!(
-                "slot {slot}: claim {}: the job lease expired; releasing",
+                "slot {slot}: claim {}: {what} expired; releasing",
                 public_claim_id(&id)
             ));
             self.feed(Event::ClaimReleased { slot, claim_id: id });
         }
+    }
+
+    /// Releases the claims of `claimant`'s earlier incarnations that run no
+    /// job (those that do wait for the new one to follow them, or for their
+    /// job lease); returns how many.
+    fn forget_earlier_lives(&mut self, claimant: &str, incarnation: &str) -> u32 {
+        let old: Vec<(SlotId, String)> = self
+            .claims
+            .iter()
+            .filter(|(_, c)| {
+                c.claimant == claimant
+                    && c.incarnation.as_deref().is_some_and(|i| i != incarnation)
+                    && !self.claim_running(c)
+            })
+            .map(|(id, c)| (c.slot, id.clone()))
+            .collect();
+        for (slot, id) in &old {
+            self.log(format!(
+                "slot {slot}: claim {}: its schedd restarted; releasing",
+                public_claim_id(id)
+            ));
+            self.feed(Event::ClaimReleased { slot: *slot, claim_id: id.clone() });
+        }
+        old.len() as u32
     }
 
     /// Activates a claim with a job and the module it runs: hands the module
@@ -960,16 +1070,24 @@ impl Daemon {
         self.feed(Event::Measured(m))
     }
 
-    /// Feeds a [`Event::Tick`].
+    /// Releases the claims whose lease ran out, then feeds a [`Event::Tick`].
     pub fn tick(&mut self) -> Vec<Action> {
+        self.expire_leases();
         self.feed(Event::Tick)
     }
 
     /// When the daemon next needs to wake: the machine's next deadline or
     /// the next measurement, in Unix seconds.
     pub fn next_deadline(&self) -> i64 {
-        let lease = self.claims.values().filter_map(|c| c.lease_until).min().unwrap_or(i64::MAX);
-        self.startd.next_deadline().min(self.next_measure).min(lease.saturating_add(1))
+        let mono = self.clock.now();
+        let lease = self.claims.values().map(|c| c.expires(self.claim_running(c))).min().map_or(
+            i64::MAX,
+            |t| {
+                let secs = t.saturating_duration_since(mono).as_secs_f64().ceil() as i64;
+                self.now().saturating_add(secs)
+            },
+        );
+        self.startd.next_deadline().min(self.next_measure).min(lease)
     }
 
     /// Carries out a command, then evaluates the policy at once (a tick), so
@@ -1309,7 +1427,6 @@ impl Daemon {
                     if last_wake >= self.next_measure {
                         self.measure();
                     }
-                    self.expire_leases();
                     self.tick();
                 }
                 Some(exit) = self.exits_rx.recv() => {
@@ -1404,6 +1521,7 @@ impl Daemon {
                 let restored = self.runs.get(slot).and_then(|r| r.restored.clone());
                 if let Some(c) = self.claims.get(claim_id) {
                     c.told_end.store(false, std::sync::atomic::Ordering::Release);
+                    c.end_sent.store(false, std::sync::atomic::Ordering::Release);
                     let queued = c.queue.len() as u32;
                     c.publish(|r| {
                         r.queued = queued;
@@ -1819,6 +1937,20 @@ impl Daemon {
                 remove_sandbox(&dir);
             }
         }
+    }
+}
+
+/// A schedd asks about claim `c` again. From the run it holds the claim
+/// for, that acknowledges the end it was last sent; from a new run (it
+/// restarted), the claim becomes that run's, and what the old run was sent
+/// but may not have kept is sent again.
+fn follows_again(c: &mut pool::ClaimEntry, incarnation: Option<String>) {
+    match incarnation {
+        Some(i) if c.incarnation.as_deref() != Some(i.as_str()) => {
+            c.incarnation = Some(i);
+            c.end_sent.store(false, std::sync::atomic::Ordering::Release);
+        }
+        _ => c.acknowledged(),
     }
 }
 

@@ -449,3 +449,109 @@ async fn a_job_asking_for_more_than_its_slot_gets_the_slots_memory() {
         other => panic!("{other:?}: {:?}", std::fs::read_to_string(sandbox.join("out.txt"))),
     }
 }
+
+/// Joins the fixture's daemon to a pool; returns the slot's current offer
+/// (the claim id the negotiator would hand out) and the ad channel.
+fn offer(
+    f: &mut Fixture,
+) -> (String, tokio::sync::mpsc::UnboundedReceiver<andes_host::daemon::PublishedAd>) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    f.d.join_pool("127.0.0.1:1".into(), tx);
+    let mut id = None;
+    while let Ok(p) = rx.try_recv() {
+        if let Value::Str(c) = p.private.eval_attr("ClaimId") {
+            id = Some(c.to_string());
+        }
+    }
+    (id.expect("an offer"), rx)
+}
+
+fn claim_request(id: &str, incarnation: &str) -> andes_host::daemon::pool::PoolRequest {
+    andes_host::daemon::pool::PoolRequest::Claim {
+        caller: "schedd".into(),
+        req: andes_protocol::pool::ClaimRequest {
+            claim_id: id.into(),
+            owner: "alice".into(),
+            user: None,
+            client_machine: "schedd@test".into(),
+            ad: VANILLA.into(),
+            incarnation: Some(incarnation.into()),
+            alive_interval: Some(5),
+        },
+    }
+}
+
+fn alive(incarnation: &str, claims: &[&str]) -> andes_host::daemon::pool::PoolRequest {
+    andes_host::daemon::pool::PoolRequest::Alive {
+        caller: "schedd".into(),
+        req: andes_protocol::pool::AliveRequest {
+            incarnation: incarnation.into(),
+            claims: claims.iter().map(|c| c.to_string()).collect(),
+        },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_nobody_uses_returns_to_unclaimed_within_its_lease() {
+    let mut f = daemon("MAX_CLAIM_ALIVES_MISSED = 3");
+    let (id, _rx) = offer(&mut f);
+    f.d.pool(claim_request(&id, "one")).unwrap();
+    assert_eq!(f.state(), (State::Claimed, Activity::Idle));
+    // A lease of 3 keep-alives of 5 s: a keep-alive at 10 s renews it.
+    f.advance(10);
+    assert_eq!(f.state(), (State::Claimed, Activity::Idle));
+    f.d.pool(alive("one", &[&id])).unwrap();
+    f.advance(10);
+    assert_eq!(f.state(), (State::Claimed, Activity::Idle));
+    // No keep-alive for 15 s more: the claim is gone, the slot free again.
+    f.advance(6);
+    assert_ne!(f.state().0, State::Claimed, "a claim nobody holds stayed claimed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_schedd_frees_its_idle_claims_at_once_and_keeps_its_running_jobs() {
+    let mut f = daemon("");
+    let (id, _rx) = offer(&mut f);
+    f.d.pool(claim_request(&id, "one")).unwrap();
+    assert_eq!(f.state(), (State::Claimed, Activity::Idle));
+    // The schedd restarts: its new incarnation frees the unused claim at once.
+    let r = f.d.pool(alive("two", &[])).unwrap();
+    assert!(matches!(r, andes_host::daemon::pool::PoolReply::Alive(ref a) if a.released == 1));
+    assert_ne!(f.state().0, State::Claimed, "the earlier run's idle claim was kept");
+    // A claim running a job is kept for the new run to follow again, and
+    // lives on its job lease, not its keep-alive lease.
+    let mut f = daemon("");
+    let (id, _rx) = offer(&mut f);
+    f.d.pool(claim_request(&id, "one")).unwrap();
+    let module = sample("spin");
+    let digest = {
+        use sha2::Digest;
+        let h = sha2::Sha256::digest(&module[..]);
+        format!("sha256:{}", h.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    };
+    f.d.pool(andes_host::daemon::pool::PoolRequest::PutModule(digest.clone(), module)).unwrap();
+    let req = andes_protocol::pool::ActivateRequest {
+        claim_id: id.clone(),
+        job: VANILLA.into(),
+        module_digest: digest,
+        inputs: Vec::new(),
+        lease_secs: 2400,
+        wait_ms: 0,
+        saved_state: None,
+        snapshot: None,
+        more: Vec::new(),
+    };
+    f.d.pool(andes_host::daemon::pool::PoolRequest::Activate {
+        caller: "schedd".into(),
+        req: Box::new(req),
+        ads: Box::new((parse_ad(VANILLA).unwrap(), Vec::new())),
+    })
+    .unwrap();
+    assert_eq!(f.state(), (State::Claimed, Activity::Busy));
+    let r = f.d.pool(alive("two", &[])).unwrap();
+    assert!(matches!(r, andes_host::daemon::pool::PoolReply::Alive(ref a) if a.released == 0));
+    assert_eq!(f.state(), (State::Claimed, Activity::Busy));
+    f.advance(60);
+    assert_eq!(f.state(), (State::Claimed, Activity::Busy), "the job lease holds it");
+    f.d.command(Command::Vacate { slot: None, kind: VacateKind::Fast }).unwrap();
+}

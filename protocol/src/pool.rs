@@ -99,6 +99,35 @@ pub struct ClaimRequest {
     pub client_machine: String,
     /// The request (job) ad.
     pub ad: String,
+    /// The claiming schedd's incarnation (random, new at each start): a host
+    /// that sees a new one releases the claims of the old that run no job.
+    #[serde(default)]
+    pub incarnation: Option<String>,
+    /// Seconds between the schedd's keep-alives (its ALIVE_INTERVAL): a claim
+    /// that runs no job and is not heard from for MAX_CLAIM_ALIVES_MISSED of
+    /// them is released.
+    #[serde(default)]
+    pub alive_interval: Option<u64>,
+}
+
+/// `POST /v1/host/alive`: the schedd still holds these claims (HTCondor's
+/// claim keep-alive). Also tells the host the schedd's incarnation.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AliveRequest {
+    /// The schedd's incarnation.
+    pub incarnation: String,
+    /// The claims it holds on this host.
+    #[serde(default)]
+    pub claims: Vec<String>,
+}
+
+/// The answer to a keep-alive.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct AliveReply {
+    /// Claims named that the host no longer holds for the caller.
+    pub unknown: Vec<String>,
+    /// Claims of the caller's earlier incarnations the host released.
+    pub released: u32,
 }
 
 /// The answer to a claim.
@@ -234,6 +263,10 @@ pub struct WaitRequest {
     /// another, with the file contents this one does not name.
     #[serde(default)]
     pub snapshot: Option<String>,
+    /// The asking schedd's incarnation: a schedd that restarted and follows
+    /// a running job again takes the claim over for its new incarnation.
+    #[serde(default)]
+    pub incarnation: Option<String>,
 }
 
 /// What a job is doing on the host.
@@ -401,6 +434,11 @@ pub struct MatchesRequest {
 pub struct MatchesReply {
     /// Matches it will claim.
     pub taken: u32,
+    /// The claim ids of the matches it will claim: only their hosts hear of
+    /// the match (a slot put in the Matched state for a match nobody claims
+    /// would refuse every other for MATCH_TIMEOUT).
+    #[serde(default)]
+    pub claimed: Vec<String>,
 }
 
 /// `POST /v1/collector/update`: publish an ad (machine ads from hosts,

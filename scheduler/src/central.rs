@@ -59,6 +59,13 @@ pub struct CycleStats {
     pub total_time: Duration,
 }
 
+/// Seconds a match handed out may wait for its schedd's claim before the
+/// slot is offered again (a schedd that died, or never got the match): a
+/// second claim with the same offer is refused by the host, so offering
+/// again is safe; the grace only avoids offering a slot twice while its
+/// claim is on its way.
+pub const OFFER_GRACE: i64 = 10;
+
 /// The central manager's shared state.
 pub struct Central {
     /// The collector's store (its routes share it).
@@ -69,10 +76,11 @@ pub struct Central {
     keypair: Arc<Keypair>,
     cfg: CentralConfig,
     clients: Mutex<HashMap<String, Client>>,
-    /// Offers handed out, by slot name, with the submitter they went to: not
-    /// offered again until the slot's claim id changes, and counted as that
-    /// submitter's in the meantime.
-    handed: Mutex<HashMap<String, (String, String)>>,
+    /// Offers handed out, by slot name, with the submitter they went to and
+    /// when: not offered again until the slot's claim id changes or, if
+    /// nobody claimed it within [`OFFER_GRACE`], at the next cycle after;
+    /// counted as that submitter's in the meantime.
+    handed: Mutex<HashMap<String, (String, String, i64)>>,
     cycles: std::sync::atomic::AtomicU64,
 }
 
@@ -233,8 +241,9 @@ impl Central {
                     continue;
                 };
                 live.insert(name.clone());
-                if let Some((offer, submitter)) = handed.get(&name)
+                if let Some((offer, submitter, when)) = handed.get(&name)
                     && *offer == claim_id
+                    && now.saturating_sub(*when) < OFFER_GRACE
                 {
                     // Matched, not yet claimed as far as the collector knows:
                     // no candidate, but the submitter's for fair share.
@@ -331,7 +340,7 @@ impl Central {
                 let Some(slot) = snapshot.slots.get(m.slot_index) else { continue };
                 let Some(host) = str_attr(&slot.ad, "MyAddress") else { continue };
                 let name = str_attr(&slot.ad, "Name").unwrap_or_default();
-                handed.insert(name.clone(), (slot.claim_id.clone(), req.submitter.clone()));
+                handed.insert(name.clone(), (slot.claim_id.clone(), req.submitter.clone(), now));
                 *in_use.entry(req.submitter.clone()).or_default() += 1;
                 per.entry(req.schedd.clone()).or_default().matches.push(MatchGrant {
                     autocluster: req.autocluster,
@@ -350,17 +359,6 @@ impl Central {
                 });
             }
         }
-        // The hosts hear of their matches (Matched, MATCH_TIMEOUT) while the
-        // schedds claim; a lost notice only skips the Matched state.
-        for (host, notice) in notices {
-            if let Some(c) = self.client(&host) {
-                tokio::spawn(async move {
-                    if let Err(e) = c.post_json("/v1/host/match", &notice).await {
-                        tracing::debug!("match notice to {host}: {e}");
-                    }
-                });
-            }
-        }
         let sends = per.into_iter().filter_map(|(schedd, req)| {
             let addr = schedd_addr.get(&schedd)?.clone();
             let client = self.client(&addr)?;
@@ -370,10 +368,29 @@ impl Central {
                 (schedd, r)
             })
         });
+        let mut claimed = HashSet::new();
         for (schedd, r) in futures_join_all(sends).await {
             match r {
-                Ok(r) => stats.taken += r.taken,
+                Ok(r) => {
+                    stats.taken += r.taken;
+                    claimed.extend(r.claimed);
+                }
                 Err(e) => tracing::warn!("schedd {schedd}: matches not delivered: {e}"),
+            }
+        }
+        // The hosts hear of the matches their schedds took (Matched,
+        // MATCH_TIMEOUT); a match not delivered or not taken leaves its slot
+        // free for the next cycle. A lost notice only skips the Matched state.
+        for (host, notice) in notices {
+            if !claimed.contains(&notice.claim_id) {
+                continue;
+            }
+            if let Some(c) = self.client(&host) {
+                tokio::spawn(async move {
+                    if let Err(e) = c.post_json("/v1/host/match", &notice).await {
+                        tracing::debug!("match notice to {host}: {e}");
+                    }
+                });
             }
         }
         self.account(now, &in_use);

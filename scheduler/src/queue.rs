@@ -114,6 +114,10 @@ pub fn spooled_inputs(list: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Set on an idle job whose activation was sent (or is about to be) and
+/// not yet seen to start: see [`PoolOp::Activating`].
+pub const ACTIVATION_PENDING: &str = "ActivationPending";
+
 /// Attributes no query shows and no constraint can see (so that a constraint
 /// such as `regexp("^1#", ClaimId)` is no oracle for another user's claim):
 /// HTCondor's private attributes.
@@ -157,6 +161,16 @@ pub enum PoolOp {
     Matched,
     /// The job's autocluster found no match (LastRejMatchReason, LastRejMatchTime).
     Rejected(String),
+    /// The job is about to be activated on a claim (these attributes:
+    /// RemoteHost, ClaimId, StartdAddr): recorded, with
+    /// [`ACTIVATION_PENDING`], before the activation is sent, so that a
+    /// schedd that dies meanwhile asks the host after its restart instead of
+    /// running the job a second time elsewhere. The job stays idle.
+    Activating(ClassAd),
+    /// An activation on claim `.0` recorded with [`PoolOp::Activating`] did
+    /// not happen: the record is cleared; the job stays idle. (Nothing is
+    /// done to a job that started, or that is pending on another claim.)
+    NotStarted(String),
     /// The job started on a claim: these attributes (RemoteHost, ClaimId, ...) are set.
     Started(ClassAd),
     /// The shadow's periodic update of a running job.
@@ -439,7 +453,7 @@ pub struct QueueState {
 
 /// How far ahead of the ids handed out the on-disk high-water mark is set
 /// (one write per this many reservations).
-const CLUSTER_MARK_STEP: u32 = 1000;
+const CLUSTER_MARK_STEP: u32 = 100;
 
 /// Seconds a submit's token is kept, for a client retrying after a lost
 /// answer to get the first answer again.
@@ -1987,6 +2001,13 @@ impl Ctx<'_, '_> {
             }
         }
         p.ad.insert_value("ReleaseReason", reason.as_str());
+        // An activation pending when it was held is no more: released, it is
+        // matched afresh.
+        if p.ad.remove(ACTIVATION_PENDING).is_some() {
+            for a in [CLAIM_ID_ATTR, "StartdAddr", "RemoteHost"] {
+                p.ad.remove(a);
+            }
+        }
         self.set_status(id, JobStatus::Idle);
         self.schedule_cron(id)?;
         self.persist(id)?;
@@ -2062,6 +2083,26 @@ impl Ctx<'_, '_> {
                 p.ad.insert_value("LastRejMatchReason", reason.as_str());
                 p.ad.insert_value("LastRejMatchTime", now);
             }
+            PoolOp::Activating(attrs) => {
+                if p.status != JobStatus::Idle {
+                    return Err(QueueError::Invalid(format!(
+                        "job {id} cannot start: status {}",
+                        p.status.letter()
+                    )));
+                }
+                p.ad.update(attrs);
+                p.ad.insert_value(ACTIVATION_PENDING, true);
+            }
+            PoolOp::NotStarted(claim) => {
+                let same = matches!(p.ad.eval_attr(CLAIM_ID_ATTR), Value::Str(c) if *c == **claim);
+                // Idle, or held or removed meanwhile: the claim is not the job's.
+                let running = p.status.is_active();
+                if !running && same && p.ad.remove(ACTIVATION_PENDING).is_some() {
+                    for a in [CLAIM_ID_ATTR, "StartdAddr", "RemoteHost"] {
+                        p.ad.remove(a);
+                    }
+                }
+            }
             PoolOp::Started(attrs) => {
                 if p.status != JobStatus::Idle {
                     return Err(QueueError::Invalid(format!(
@@ -2070,6 +2111,7 @@ impl Ctx<'_, '_> {
                     )));
                 }
                 p.ad.update(attrs);
+                p.ad.remove(ACTIVATION_PENDING);
                 return self.started(id);
             }
             PoolOp::Update(attrs) => {
@@ -2092,6 +2134,7 @@ impl Ctx<'_, '_> {
             PoolOp::Evicted(attrs) => {
                 let was = p.status;
                 p.ad.update(attrs);
+                p.ad.remove(ACTIVATION_PENDING);
                 if let Some(host) = p.ad.remove("RemoteHost") {
                     p.ad.insert("LastRemoteHost", host);
                 }

@@ -31,10 +31,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use andes_protocol::pool::{
-    ActivateRequest, CLAIM_PENDING, ClaimReply, ClaimRequest, CollectorUpdate, DemandGroup,
-    DemandReply, DemandRequest, EditRequest, FileData, JobEnd, JobReport, MatchGrant, MatchesReply,
-    MatchesRequest, NEED_MODULE, QueuedJob, ReleaseRequest, RunState, WaitRequest, WithdrawReply,
-    WithdrawRequest,
+    ActivateRequest, AliveReply, AliveRequest, CLAIM_PENDING, ClaimReply, ClaimRequest,
+    CollectorQuery, CollectorQueryReply, CollectorUpdate, DemandGroup, DemandReply, DemandRequest,
+    EditRequest, FileData, JobEnd, JobReport, MatchGrant, MatchesReply, MatchesRequest,
+    NEED_MODULE, QueuedJob, ReleaseRequest, RunState, WaitRequest, WithdrawReply, WithdrawRequest,
 };
 use andes_protocol::{
     ApiError, Auth, Client, ClientError, ClientErrorKind, Clock, Keypair, Role, SignedJson,
@@ -48,7 +48,7 @@ use tokio::sync::{Notify, mpsc};
 
 use crate::deferral::{Deferral, Readiness};
 use crate::job::{JobId, JobStatus};
-use crate::queue::{CLAIM_ID_ATTR, EventKind, JobOp, PoolOp, Queue};
+use crate::queue::{ACTIVATION_PENDING, CLAIM_ID_ATTR, EventKind, JobOp, PoolOp, Queue};
 use crate::schedd::Schedd;
 use crate::spool::Spool;
 use crate::transfer;
@@ -103,6 +103,9 @@ pub struct PoolConfig {
     pub snapshot_signers: Option<Arc<HashSet<[u8; 32]>>>,
     /// Whose rights the schedd reads and writes each owner's files with.
     pub accounts: Arc<Accounts>,
+    /// ALIVE_INTERVAL: how often the schedd tells each host which claims it
+    /// still holds (a host releases an unused claim not heard from for a few).
+    pub alive_interval: Duration,
 }
 
 impl PoolConfig {
@@ -122,6 +125,7 @@ impl PoolConfig {
             spool: None,
             snapshot_signers: None,
             accounts: Arc::new(Accounts::current()),
+            alive_interval: Duration::from_secs(10),
         }
     }
 }
@@ -299,12 +303,24 @@ struct Inner {
     wakes: Mutex<BTreeSet<(i64, JobId)>>,
     /// Wakes the deferral timer when an earlier wake was added.
     rewake: Notify,
+    /// This run of the schedd, random: hosts release the unused claims of an
+    /// earlier run as soon as they hear of a new one.
+    incarnation: String,
+    /// The claims this run holds: claim id → host address (for keep-alives).
+    held: Mutex<HashMap<String, String>>,
 }
 
 /// The schedd's pool side; cheap to clone.
 #[derive(Clone)]
 pub struct ScheddPool {
     inner: Arc<Inner>,
+}
+
+/// A fresh random incarnation id (128 bits, hex).
+fn new_incarnation() -> String {
+    let mut b = [0u8; 16];
+    rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -328,6 +344,8 @@ impl ScheddPool {
             last_idle: std::sync::atomic::AtomicI64::new(0),
             wakes: Mutex::new(BTreeSet::new()),
             rewake: Notify::new(),
+            incarnation: new_incarnation(),
+            held: Mutex::new(HashMap::new()),
         });
         let pool = ScheddPool { inner };
         let mut events = schedd.take_events();
@@ -359,6 +377,10 @@ impl ScheddPool {
             tokio::spawn(async move { inner.deferral_loop().await });
         }
         pool.reconnect_all();
+        {
+            let inner = pool.inner.clone();
+            tokio::spawn(async move { inner.alive_loop().await });
+        }
         pool
     }
 
@@ -381,7 +403,12 @@ impl ScheddPool {
         let running: Vec<(JobId, String, String)> = {
             let st = self.inner.queue.read();
             st.jobs()
-                .filter(|v| v.proc.status.is_active() || v.proc.status == JobStatus::Removed)
+                .filter(|v| {
+                    v.proc.status.is_active()
+                        || v.proc.status == JobStatus::Removed
+                        || (v.proc.status == JobStatus::Idle
+                            && v.proc.ad.contains(ACTIVATION_PENDING))
+                })
                 .filter_map(|v| {
                     let ad = v.ad();
                     let claim = str_attr(&ad, CLAIM_ID_ATTR)?;
@@ -400,20 +427,19 @@ impl ScheddPool {
             ids.sort();
             let inner = self.inner.clone();
             lock(&inner.state).busy.extend(ids.iter().copied());
+            lock(&inner.held).insert(claim_id.clone(), addr.clone());
             tokio::spawn(async move {
                 let lane = Lane::start(inner.clone());
                 let link = inner.link(&addr);
                 let claim = ClaimCtx { claim_id, slot_ad: ClassAd::new(), addr };
                 let mut ends = Ends::default();
-                let mut alive = true;
                 for id in ids {
-                    (alive, _) = inner
-                        .shadow(&link, &claim, id, &lane.tx, Start::Reconnect, &mut ends)
-                        .await;
+                    inner.shadow(&link, &claim, id, &lane.tx, Start::Reconnect, &mut ends).await;
                 }
-                if alive {
-                    inner.release(&link, &claim.claim_id).await;
-                }
+                // Released (or its end acknowledged) once all is committed.
+                lane.tx.committed().await;
+                inner.release(&link, &claim.claim_id).await;
+                lock(&inner.held).remove(&claim.claim_id);
                 lane.close().await;
             });
         }
@@ -472,6 +498,18 @@ impl LaneTx {
         LaneTx { tx: self.tx.clone(), held: Some(Arc::default()) }
     }
 
+    /// Sends what was gathered, then waits until everything sent so far is
+    /// committed. A shadow does this before it asks anything more of the
+    /// claim's host, since the host takes its next request as the
+    /// acknowledgement that what it reported is kept.
+    async fn committed(&self) {
+        self.flush();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.tx.send(LaneOp::Sync(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
     /// Sends what was gathered (before waiting on anything, so the queue is
     /// not behind what the shadows know).
     fn flush(&self) {
@@ -491,6 +529,8 @@ enum LaneOp {
     Free(JobId),
     /// Several, in order (what a batch's shadows said, sent at once).
     Many(Vec<LaneOp>),
+    /// Answered once everything sent before it is committed.
+    Sync(tokio::sync::oneshot::Sender<()>),
 }
 
 impl Lane {
@@ -502,6 +542,7 @@ impl Lane {
                 // in order; the jobs whose part is over are freed after it.
                 let mut ops = Vec::new();
                 let mut frees = Vec::new();
+                let mut syncs = Vec::new();
                 let mut todo = vec![first];
                 while let Some(op) = todo.pop().or_else(|| rx.try_recv().ok()) {
                     match op {
@@ -509,11 +550,15 @@ impl Lane {
                         LaneOp::Exited(id, ending) => ops.push(JobOp::Exited(id, ending)),
                         LaneOp::Free(id) => frees.push(id),
                         LaneOp::Many(many) => todo.extend(many.into_iter().rev()),
+                        LaneOp::Sync(tx) => syncs.push(tx),
                     }
                 }
                 inner.apply_in_order(ops).await;
                 for id in frees {
                     inner.free(id);
+                }
+                for tx in syncs {
+                    let _ = tx.send(());
                 }
             }
         });
@@ -870,6 +915,10 @@ impl Inner {
             if v.proc.status != JobStatus::Idle || state.busy.contains(&v.id) {
                 continue;
             }
+            // An activation sent and not resolved: its host may be running it.
+            if v.proc.ad.contains(ACTIVATION_PENDING) {
+                continue;
+            }
             if v.routed_away() || !self.offerable(&v, now) {
                 continue;
             }
@@ -935,6 +984,7 @@ impl Inner {
             }
             if st.job(id).is_some_and(|v| {
                 v.proc.status == JobStatus::Idle
+                    && !v.proc.ad.contains(ACTIVATION_PENDING)
                     && !v.routed_away()
                     && self.offerable(&v, self.clock.now())
             }) {
@@ -968,6 +1018,8 @@ impl Inner {
             user: None,
             client_machine: self.cfg.name.clone(),
             ad: job_ad.to_string(),
+            incarnation: Some(self.incarnation.clone()),
+            alive_interval: Some(self.cfg.alive_interval.as_secs().max(1)),
         };
         let reply: Result<ClaimReply, _> =
             link.short.call(Method::POST, "/v1/host/claim", Some(&req)).await;
@@ -991,6 +1043,7 @@ impl Inner {
             }
         }
         lane.send(LaneOp::Pool(first, PoolOp::Matched));
+        lock(&self.held).insert(grant.claim_id.clone(), grant.host_address.clone());
         let claim = ClaimCtx { claim_id: grant.claim_id, slot_ad, addr: grant.host_address };
         // The claim's age to the millisecond: with whole seconds a claim of
         // CLAIM_WORKLIFE = 1 would last anywhere from 0 to 2 s.
@@ -1002,9 +1055,6 @@ impl Inner {
         let mut batch = 1usize;
         // How long each job of the last batch took.
         let mut per_job = Duration::ZERO;
-        // The last batch's ends being taken in while its host already runs
-        // the next batch.
-        let mut behind: Option<tokio::task::JoinHandle<bool>> = None;
         let mut alive = true;
         loop {
             let t = tokio::time::Instant::now();
@@ -1022,12 +1072,22 @@ impl Inner {
                 Some((ids, req, lease)) => {
                     n = ids.len();
                     let digest = req.module_digest.clone();
-                    let sent = self.activate(&link, &req, &digest, lease).await;
+                    // Recorded before it is sent (see PoolOp::Activating),
+                    // for every job of the batch: a schedd that dies while
+                    // the host runs them asks the host after its restart.
+                    let intent = PoolOp::Activating(self.started_attrs(&claim));
+                    let sent = match self.queue.pool(ids.clone(), intent, self.clock.now()).await {
+                        Ok(()) => self.activate(&link, &req, &digest, lease).await,
+                        Err(e) => Err(format!("recording the activation: {e}")),
+                    };
+                    if sent.is_err() {
+                        for id in &ids {
+                            let op = PoolOp::NotStarted(claim.claim_id.clone());
+                            lane.send(LaneOp::Pool(*id, op));
+                        }
+                    }
                     if sent.is_ok() {
                         self.note_queued(&link, &claim.claim_id, &ids[1..]);
-                    }
-                    if let Some(h) = behind.take() {
-                        alive &= h.await.unwrap_or(false);
                     }
                     let report = match sent {
                         Ok(r) => r,
@@ -1037,34 +1097,17 @@ impl Inner {
                             for id in ids {
                                 lane.send(LaneOp::Free(id));
                             }
-                            self.release(&link, &claim.claim_id).await;
-                            alive = false;
                             break;
                         }
                     };
-                    // When the whole batch ended, its ends are taken in while
-                    // the host starts on the next one.
-                    let overlap = report.state == RunState::Exited
-                        && report.queued == 0
-                        && report.claim_alive;
-                    let task = {
-                        let (me, link, claim, lane) =
-                            (self.clone(), link.clone(), claim.clone(), lane.tx.clone());
-                        tokio::spawn(
-                            async move { me.take_in(&link, &claim, &lane, ids, report).await },
-                        )
-                    };
-                    if overlap && alive {
-                        behind = Some(task);
-                    } else {
-                        alive &= task.await.unwrap_or(false);
-                    }
+                    // The batch's ends are taken in, and committed, before
+                    // anything more is asked of the host: it takes the next
+                    // request (an activation resets its list of ends) as the
+                    // acknowledgement that they are kept.
+                    alive &= self.take_in(&link, &claim, &lane.tx, ids, report).await;
                 }
                 None => {
                     n = 1;
-                    if let Some(h) = behind.take() {
-                        alive &= h.await.unwrap_or(false);
-                    }
                     let mut ends = Ends::default();
                     let start = Start::Activate;
                     alive &= self.shadow(&link, &claim, job, &lane.tx, start, &mut ends).await.0;
@@ -1090,14 +1133,76 @@ impl Inner {
                 None => break,
             }
         }
-        if let Some(h) = behind.take() {
-            alive &= h.await.unwrap_or(false);
-        }
-        if alive {
-            self.release(&link, &claim.claim_id).await;
-        }
+        // Released (or, for a claim that already ended, its end acknowledged)
+        // once everything it reported is committed.
+        lane.tx.committed().await;
+        self.release(&link, &claim.claim_id).await;
+        lock(&self.held).remove(&claim.claim_id);
         lock(&self.state).claims -= 1;
         lane.close().await;
+    }
+
+    /// Tells each host, every ALIVE_INTERVAL, which of its claims this run
+    /// of the schedd holds (HTCondor's claim keep-alive); at start, tells the
+    /// hosts whose slots the collector shows claimed by this schedd that it
+    /// restarted, so they release what its earlier run left idle at once.
+    async fn alive_loop(self: Arc<Self>) {
+        self.announce_restart().await;
+        loop {
+            tokio::time::sleep(self.cfg.alive_interval).await;
+            let mut by_host: HashMap<String, Vec<String>> = HashMap::new();
+            for (claim, addr) in lock(&self.held).iter() {
+                by_host.entry(addr.clone()).or_default().push(claim.clone());
+            }
+            for (addr, claims) in by_host {
+                let req = AliveRequest { incarnation: self.incarnation.clone(), claims };
+                let link = self.link(&addr);
+                let r: Result<AliveReply, _> =
+                    link.short.call(Method::POST, "/v1/host/alive", Some(&req)).await;
+                if let Err(e) = r {
+                    tracing::debug!("keep-alive to {addr}: {e}");
+                }
+            }
+        }
+    }
+
+    /// At start: the hosts whose slots the collector shows claimed by this
+    /// schedd (its earlier run) hear of this run's incarnation.
+    async fn announce_restart(&self) {
+        let Some(url) = self.cfg.collector.clone() else { return };
+        let Ok(client) = Client::new(&url, self.keypair.clone()) else { return };
+        let q = CollectorQuery {
+            kind: Some("Machine".into()),
+            constraint: Some(format!(
+                "ClientMachine == {}",
+                classad::Value::Str(self.cfg.name.as_str().into())
+            )),
+            projection: vec!["MyAddress".into()],
+        };
+        let found: Result<CollectorQueryReply, _> =
+            client.call(Method::POST, "/v1/collector/query", Some(&q)).await;
+        let Ok(found) = found else { return };
+        let mut hosts = HashSet::new();
+        for text in found.ads {
+            if let Ok(ad) = classad::parse_ad(&text)
+                && let Some(addr) = str_attr(&ad, "MyAddress")
+            {
+                hosts.insert(addr);
+            }
+        }
+        for addr in hosts {
+            let req = AliveRequest { incarnation: self.incarnation.clone(), claims: Vec::new() };
+            let r: Result<AliveReply, _> =
+                self.link(&addr).short.call(Method::POST, "/v1/host/alive", Some(&req)).await;
+            match r {
+                Ok(r) if r.released > 0 => tracing::info!(
+                    "{addr} released {} claims of this schedd's earlier run",
+                    r.released
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::debug!("telling {addr} of this run: {e}"),
+            }
+        }
     }
 
     /// Takes in how a batch's jobs ended (or follows them while they run),
@@ -1124,10 +1229,13 @@ impl Inner {
                         .shadow(link, claim, id, lane, Start::Queued(Box::new(r)), &mut ends)
                         .await;
                 }
-                None => lane.send(LaneOp::Free(id)),
+                None => {
+                    lane.send(LaneOp::Pool(id, PoolOp::NotStarted(claim.claim_id.clone())));
+                    lane.send(LaneOp::Free(id));
+                }
             }
         }
-        lane.flush();
+        lane.committed().await;
         alive
     }
 
@@ -1236,6 +1344,9 @@ impl Inner {
         }
         let r = self.shadow_inner(link, claim, id, lane, start, ends, &mut signals).await;
         lock(&self.state).shadows.remove(&id);
+        // Whatever path ended it: a job this claim never started is not
+        // pending on it any more (a no-op for one that started).
+        lane.send(LaneOp::Pool(id, PoolOp::NotStarted(claim.claim_id.clone())));
         lane.send(LaneOp::Free(id));
         r
     }
@@ -1268,20 +1379,43 @@ impl Inner {
         let mut report: JobReport = match start {
             Start::Reconnect => {
                 let req = WaitRequest {
+                    incarnation: Some(self.incarnation.clone()),
                     claim_id: claim.claim_id.clone(),
                     since: 0,
                     saved_seq: 0,
                     snapshot: have_snapshot.clone(),
                 };
+                // A job whose activation was recorded but never seen to
+                // start (the schedd died in between): the host says whether
+                // it runs; if not, it stays idle, never started twice.
+                let pending = job.contains(ACTIVATION_PENDING)
+                    && self.queue.read().job(id).is_some_and(|v| v.proc.status == JobStatus::Idle);
+                let lost = |why: &str| {
+                    if pending {
+                        PoolOp::NotStarted(claim.claim_id.clone())
+                    } else {
+                        PoolOp::Evicted(lost_ad(why))
+                    }
+                };
                 let Ok(r) = self.wait_until_lease(link, &req, lease).await else {
-                    lane.send(LaneOp::Pool(id, PoolOp::Evicted(lost_ad("the job's host is gone"))));
+                    lane.send(LaneOp::Pool(id, lost("the job's host is gone")));
                     return (false, None);
                 };
-                lane.send(LaneOp::Pool(id, PoolOp::Reconnected));
                 match ends.view(r, &gid) {
-                    Viewed::Mine(r) => r,
+                    Viewed::Mine(r) => {
+                        let op = if pending {
+                            PoolOp::Started(ClassAd::new())
+                        } else {
+                            PoolOp::Reconnected
+                        };
+                        lane.send(LaneOp::Pool(id, op));
+                        r
+                    }
                     Viewed::NotYet(r) => {
-                        lane.send(LaneOp::Pool(id, PoolOp::Evicted(lost_ad("the claim ended"))));
+                        if !pending {
+                            lane.send(LaneOp::Pool(id, PoolOp::Reconnected));
+                        }
+                        lane.send(LaneOp::Pool(id, lost("the claim ended")));
                         return (r.claim_alive, Some(r));
                     }
                 }
@@ -1311,12 +1445,13 @@ impl Inner {
                                 return (other.claim_alive, Some(other));
                             }
                             let req = WaitRequest {
+                                incarnation: Some(self.incarnation.clone()),
                                 claim_id: claim.claim_id.clone(),
                                 since: other.version,
                                 saved_seq: 0,
                                 snapshot: None,
                             };
-                            lane.flush();
+                            lane.committed().await;
                             tokio::select! {
                                 sig = signals.recv() => {
                                     if matches!(sig, Some(Signal::Stop) | None) {
@@ -1376,6 +1511,16 @@ impl Inner {
                     snapshot,
                     more: Vec::new(),
                 };
+                // Recorded before it is sent: see PoolOp::Activating.
+                if let Err(e) = self
+                    .queue
+                    .pool(vec![id], PoolOp::Activating(self.started_attrs(claim)), self.clock.now())
+                    .await
+                {
+                    tracing::warn!("job {id}: not activated: {e}");
+                    self.release(link, &claim.claim_id).await;
+                    return (false, None);
+                }
                 match self.activate(link, &req, &digest, lease).await {
                     Ok(r) => {
                         let mut started = self.started_attrs(claim);
@@ -1396,6 +1541,7 @@ impl Inner {
                     Err(e) => {
                         // The job never started: it stays idle; the claim is given up.
                         tracing::warn!("job {id}: activation failed: {e}");
+                        lane.send(LaneOp::Pool(id, PoolOp::NotStarted(claim.claim_id.clone())));
                         self.release(link, &claim.claim_id).await;
                         return (false, None);
                     }
@@ -1525,12 +1671,13 @@ impl Inner {
                 last_deferred = deferred;
             }
             let req = WaitRequest {
+                incarnation: Some(self.incarnation.clone()),
                 claim_id: claim.claim_id.clone(),
                 since: report.version,
                 saved_seq: have_saved,
                 snapshot: have_snapshot.clone(),
             };
-            lane.flush();
+            lane.committed().await;
             tokio::select! {
                 sig = signals.recv() => match sig {
                     Some(Signal::Edit(attrs)) => {
@@ -2094,9 +2241,11 @@ async fn matches(
 ) -> ApiResult<MatchesReply> {
     let inner = &p.inner;
     let mut taken = 0;
+    let mut claimed = Vec::new();
     for grant in req.matches {
         let Some(job) = inner.next_job(grant.autocluster) else { continue };
         taken += 1;
+        claimed.push(grant.claim_id.clone());
         lock(&inner.state).claims += 1;
         tokio::spawn(inner.clone().run_claim(grant, job));
     }
@@ -2115,7 +2264,7 @@ async fn matches(
             let _ = inner.queue.pool(vec![id], PoolOp::Rejected(reason), now).await;
         }
     }
-    Ok(axum::Json(MatchesReply { taken }))
+    Ok(axum::Json(MatchesReply { taken, claimed }))
 }
 
 #[cfg(test)]

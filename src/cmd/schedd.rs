@@ -99,6 +99,7 @@ pub async fn serve(
         pc.spool = Some(spool.clone());
         pc.snapshot_signers = Some(hosts);
         pc.accounts = config.accounts.clone();
+        pc.alive_interval = secs("ALIVE_INTERVAL", 10)?.max(Duration::from_secs(1));
         let pool = ScheddPool::start(&schedd, pc, keypair);
         app = app.merge(pool.router(&auth));
     }

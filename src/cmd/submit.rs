@@ -50,7 +50,10 @@ async fn submit_retrying(c: &andes_protocol::Client, req: &SubmitRequest) -> Res
             Ok(r) => return Ok(r),
             Err(e)
                 if attempt < 6
-                    && matches!(e.kind, K::Timeout(_) | K::Connect(_) | K::Refused(_) | K::Http(_)) =>
+                    && matches!(
+                        e.kind,
+                        K::Timeout(_) | K::Connect(_) | K::Refused(_) | K::Http(_)
+                    ) =>
             {
                 eprintln!("andes submit: {e}; trying again in {wait:?}");
                 tokio::time::sleep(wait).await;

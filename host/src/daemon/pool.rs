@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use andes_beneath::{Beneath, Kind, Refused};
 use andes_protocol::pool::{
-    self, ActivateRequest, ClaimReply, ClaimRequest, EditRequest, FileData, JobEnd, JobReport,
-    MatchNotice, NEED_MODULE, ReleaseRequest, RunState, SnapshotData, WaitRequest, WithdrawReply,
-    WithdrawRequest,
+    self, ActivateRequest, AliveReply, AliveRequest, ClaimReply, ClaimRequest, EditRequest,
+    FileData, JobEnd, JobReport, MatchNotice, NEED_MODULE, ReleaseRequest, RunState, SnapshotData,
+    WaitRequest, WithdrawReply, WithdrawRequest,
 };
 use andes_protocol::{ApiError, Auth, Caller, Role, SignedJson, VerifiedBody};
 use andes_startd::SlotId;
@@ -255,7 +255,7 @@ pub(crate) struct Queued {
 /// How long an ended claim's last report waits for its shadow (Unix
 /// seconds): a shadow that asks just after the claim ended (a vacate, the
 /// host shutting down) still hears how its job ended, and with what snapshot.
-pub const FINAL_REPORT_KEEP: i64 = 30;
+pub const FINAL_REPORT_KEEP: i64 = 120;
 
 /// When a claim's shadow was last heard from or answered; shared with the
 /// routes that answer it.
@@ -285,13 +285,27 @@ pub(crate) struct ClaimEntry {
     pub slot: SlotId,
     /// The identity that claimed it: the only one that may use it.
     pub claimant: String,
-    pub lease_secs: i64,
-    pub lease_until: Option<i64>,
+    /// The claimant's incarnation (a schedd that restarts has a new one).
+    pub incarnation: Option<String>,
+    /// When the claimant was last heard from about this claim (the daemon's
+    /// monotonic clock: a wall-clock step moves no lease).
+    pub renewed: std::time::Instant,
+    /// How long the claim lives unheard from while it runs no job (the
+    /// schedd's ALIVE_INTERVAL times MAX_CLAIM_ALIVES_MISSED).
+    pub claim_lease: Duration,
+    /// How long it lives unheard from while it runs a job (the job's
+    /// JobLeaseDuration), once activated.
+    pub job_lease: Option<Duration>,
     pub report: watch::Sender<Report>,
     pub updates_sent: u32,
-    /// Set once a shadow was sent a report of the claim's job ending (or of
-    /// the claim's end): the host owes it nothing more.
+    /// Set once the claim's schedd has acknowledged a report of its job's
+    /// end (or of the claim's end), by asking anything more of the claim
+    /// after it was sent (a schedd does so only once what it was told is
+    /// on its disk): the host owes it nothing more.
     pub told_end: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when a report of the job's end (or the claim's) was sent, and
+    /// not yet acknowledged.
+    pub end_sent: Arc<std::sync::atomic::AtomicBool>,
     /// Jobs of the current activation waiting for their turn.
     pub queue: std::collections::VecDeque<Queued>,
     /// When a shadow last asked about the claim, or was last answered (a
@@ -300,16 +314,24 @@ pub(crate) struct ClaimEntry {
 }
 
 impl ClaimEntry {
-    pub(crate) fn new(slot: SlotId, claimant: String) -> ClaimEntry {
+    pub(crate) fn new(
+        slot: SlotId,
+        claimant: String,
+        now: std::time::Instant,
+        claim_lease: Duration,
+    ) -> ClaimEntry {
         let (report, _) = watch::channel(Report::idle(1));
         ClaimEntry {
             slot,
             claimant,
-            lease_secs: 0,
-            lease_until: None,
+            incarnation: None,
+            renewed: now,
+            claim_lease,
+            job_lease: None,
             report,
             updates_sent: 0,
             told_end: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            end_sent: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             queue: std::collections::VecDeque::new(),
             heard: Heard::default(),
         }
@@ -324,8 +346,26 @@ impl ClaimEntry {
         self.report.receiver_count() > 0 || self.heard.elapsed() < Duration::from_secs(2)
     }
 
+    /// When the claim's lease runs out if nothing renews it: a job lease
+    /// while it runs a job (`running`), else the claim's keep-alive lease.
+    pub(crate) fn expires(&self, running: bool) -> std::time::Instant {
+        let lease = match (running, self.job_lease) {
+            (true, Some(j)) => j.max(self.claim_lease),
+            _ => self.claim_lease,
+        };
+        self.renewed + lease
+    }
+
+    /// The claim's schedd asks something more of it: an end sent before is
+    /// now acknowledged.
+    pub(crate) fn acknowledged(&self) {
+        if self.end_sent.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            self.told_end.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+
     /// True when the claim's shadow has not yet been told how its last job
-    /// ended.
+    /// ended (or has not acknowledged it).
     pub(crate) fn owes_end(&self) -> bool {
         !self.told_end.load(std::sync::atomic::Ordering::Acquire)
     }
@@ -371,6 +411,16 @@ pub enum PoolRequest {
         caller: String,
         /// The claim.
         claim_id: String,
+        /// The caller's incarnation, if it says (a restarted schedd takes
+        /// the claim over).
+        incarnation: Option<String>,
+    },
+    /// The schedd still holds these claims.
+    Alive {
+        /// The caller's identity.
+        caller: String,
+        /// The request.
+        req: AliveRequest,
     },
     /// qedit reaches the host's copy of the job ad.
     Edit {
@@ -406,6 +456,8 @@ pub enum PoolReply {
     Has(bool),
     /// Whether a queued job was withdrawn.
     Withdrawn(bool),
+    /// The keep-alive's answer.
+    Alive(AliveReply),
     /// Reports to follow, the update intervals (initial, then periodic), and
     /// the flag to set once the job's end was reported.
     /// Also when the shadow was last heard from, to renew as it is answered.
@@ -829,6 +881,7 @@ pub fn router(remote: Remote, clock: Arc<dyn Clock>, auth: &Auth) -> Router {
         .route("/v1/host/edit", post(edit))
         .route("/v1/host/withdraw", post(withdraw))
         .route("/v1/host/release", post(release))
+        .route("/v1/host/alive", post(alive))
         .route_layer(andes_protocol::require(&[Role::Schedd]));
     negotiator.merge(schedd).layer(auth.layer()).with_state(PoolState { remote, clock })
 }
@@ -934,11 +987,12 @@ async fn follow(s: &PoolState, f: Follow, req: &WaitRequest) -> JobReport {
 }
 
 /// Notes that `r` is about to be sent (the shadow was answered now), and
-/// whether it tells the job's end (or the claim's).
-fn told(r: &Report, told_end: &std::sync::atomic::AtomicBool, heard: &Heard) {
+/// whether it tells the job's end (or the claim's): acknowledged by the
+/// shadow's next request about the claim.
+fn told(r: &Report, end_sent: &std::sync::atomic::AtomicBool, heard: &Heard) {
     heard.now();
     if (r.state == RunState::Exited && r.queued == 0) || !r.claim_alive {
-        told_end.store(true, std::sync::atomic::Ordering::Release);
+        end_sent.store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -961,7 +1015,8 @@ async fn activate(
     ask(&s, PoolRequest::Activate { caller: caller.identity.clone(), req: Box::new(req), ads })
         .await?;
     let PoolReply::Reports(rx, initial, periodic, told_end, heard) =
-        ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id }).await?
+        ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id, incarnation: None })
+            .await?
     else {
         return Err(ApiError::internal("unexpected reply"));
     };
@@ -1001,9 +1056,15 @@ async fn wait(
     caller: Caller,
     SignedJson(req): SignedJson<WaitRequest>,
 ) -> ApiResult<axum::Json<JobReport>> {
-    let PoolReply::Reports(rx, initial, periodic, told_end, heard) =
-        ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id: req.claim_id.clone() })
-            .await?
+    let PoolReply::Reports(rx, initial, periodic, told_end, heard) = ask(
+        &s,
+        PoolRequest::Subscribe {
+            caller: caller.identity,
+            claim_id: req.claim_id.clone(),
+            incarnation: req.incarnation.clone(),
+        },
+    )
+    .await?
     else {
         return Err(ApiError::internal("unexpected reply"));
     };
@@ -1031,6 +1092,20 @@ async fn withdraw(
         return Err(ApiError::internal("unexpected reply"));
     };
     Ok(axum::Json(WithdrawReply { withdrawn }))
+}
+
+async fn alive(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<AliveRequest>,
+) -> ApiResult<axum::Json<AliveReply>> {
+    if req.incarnation.len() > 128 || req.claims.len() > 100_000 {
+        return Err(ApiError::bad_request("the keep-alive is too large"));
+    }
+    match ask(&s, PoolRequest::Alive { caller: caller.identity, req }).await? {
+        PoolReply::Alive(r) => Ok(axum::Json(r)),
+        _ => Err(ApiError::internal("unexpected reply")),
+    }
 }
 
 async fn release(
