@@ -145,3 +145,27 @@ fn dump_needs_no_schedd() {
     assert_eq!(text.matches("ProcId = ").count(), 2, "{text}");
     assert!(text.contains("CmdDigest = \"sha256:"));
 }
+
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_the_schedd_gracefully() {
+    let mut pool = start();
+    let addr_file = pool.path().join("spool/.schedd_address");
+    assert!(addr_file.exists());
+    let st = std::process::Command::new("kill")
+        .args(["-TERM", &pool.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = pool.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "no exit on SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // A graceful stop: a clean exit, and its address withdrawn.
+    assert!(status.success(), "{status}");
+    assert!(!addr_file.exists());
+}

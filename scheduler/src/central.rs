@@ -182,8 +182,8 @@ impl Central {
                 return;
             }
         };
-        let tmp = f.with_extension("tmp");
-        if let Err(e) = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, f)) {
+        // Atomically and durably: a crash leaves the last whole state.
+        if let Err(e) = andes_snapshot::write_file(f, text.as_bytes(), true) {
             tracing::warn!("cannot save the accountant to {}: {e}", f.display());
         }
     }

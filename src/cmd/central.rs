@@ -28,7 +28,7 @@ pub fn run(args: CentralArgs) -> Result<ExitCode> {
     let s = Settings::load()?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(serve(s, args.listen, None, None, async {
-        let _ = tokio::signal::ctrl_c().await;
+        super::stop_signal().await;
         eprintln!("andes central-manager: interrupted, stopping");
     }))?;
     Ok(ExitCode::SUCCESS)

@@ -110,7 +110,7 @@ fn daemon(listen: Option<SocketAddr>) -> Result<ExitCode> {
     let s = Settings::load_over(base)?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(serve(s, listen, None, async {
-        let _ = tokio::signal::ctrl_c().await;
+        super::stop_signal().await;
     }))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -230,7 +230,8 @@ pub async fn serve(
         stop.await;
         eprintln!("andes host: shutting down (graceful)");
         let _ = remote.command(andes_host::daemon::Command::Off(OffMode::Graceful.into())).await;
-        if tokio::signal::ctrl_c().await.is_ok() {
+        {
+            super::stop_signal().await;
             eprintln!("andes host: interrupted again, shutting down (fast)");
             let _ = remote.command(andes_host::daemon::Command::Off(OffMode::Fast.into())).await;
         }

@@ -18,3 +18,28 @@ pub mod status;
 pub mod submit;
 pub mod transfer;
 pub mod vacate;
+
+/// Completes when the process is asked to stop: Ctrl-C (SIGINT) or, on Unix,
+/// SIGTERM (what service managers and `kill` send). Daemons stop gracefully
+/// on either.
+pub async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -189,7 +189,7 @@ fn up(args: UpArgs) -> Result<ExitCode> {
         println!("pool ready");
         let stop = stop_tx.clone();
         tokio::spawn(async move {
-            let _ = tokio::signal::ctrl_c().await;
+            super::stop_signal().await;
             eprintln!("andes pool: interrupted, stopping");
             let _ = stop.send(true);
         });

@@ -26,7 +26,7 @@ pub fn run(args: ScheddArgs) -> Result<ExitCode> {
     let s = Settings::load()?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(serve(s, args.listen, None, async {
-        let _ = tokio::signal::ctrl_c().await;
+        super::stop_signal().await;
         eprintln!("andes schedd: interrupted, stopping");
     }))?;
     Ok(ExitCode::SUCCESS)
