@@ -28,7 +28,7 @@ pub enum ExitDecision {
 }
 
 /// A hold's reason, code and subcode.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HoldInfo {
     /// HoldReason.
     pub reason: String,

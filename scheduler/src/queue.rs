@@ -325,7 +325,7 @@ pub struct QueueEvent {
 }
 
 /// The kinds of [`QueueEvent`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum EventKind {
     /// Submitted.
     Submitted,
@@ -765,6 +765,9 @@ CREATE TABLE IF NOT EXISTS history (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, cluster INTEGER NOT NULL, proc INTEGER NOT NULL,
     owner TEXT NOT NULL, left_queue INTEGER NOT NULL, ad TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS modules (digest TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS pending_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, cluster INTEGER NOT NULL, proc INTEGER NOT NULL,
+    time INTEGER NOT NULL, kind TEXT NOT NULL, ad TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS submits (
     cluster INTEGER PRIMARY KEY, owner TEXT NOT NULL, token TEXT NOT NULL, at INTEGER NOT NULL);
 ";
@@ -776,6 +779,41 @@ fn open(path: &Path) -> Result<Connection, QueueError> {
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
     Ok(conn)
+}
+
+/// Events committed but perhaps not yet in their event logs when the schedd
+/// stopped (a crash between a commit and the log's write): written now, then
+/// forgotten. A log may get an event twice this way, never lose one.
+fn replay_pending_events(conn: &Connection, config: &QueueConfig) -> Result<(), QueueError> {
+    let Some(sink) = &config.sink else { return Ok(()) };
+    let mut events = Vec::new();
+    let mut last = 0i64;
+    {
+        let mut stmt = conn.prepare(
+            "SELECT seq, cluster, proc, time, kind, ad FROM pending_events ORDER BY seq",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            last = r.get(0)?;
+            let (cluster, proc): (i64, i64) = (r.get(1)?, r.get(2)?);
+            let kind: String = r.get(4)?;
+            let ad: String = r.get(5)?;
+            let Ok(kind) = serde_json::from_str::<EventKind>(&kind) else { continue };
+            let Ok(ad) = classad::parse_ad(&ad) else { continue };
+            events.push(QueueEvent {
+                id: JobId::new(cluster as u32, proc as u32),
+                time: r.get(3)?,
+                kind,
+                ad: Arc::new(ad),
+            });
+        }
+    }
+    if !events.is_empty() {
+        tracing::info!("writing {} job events the event logs may not have", events.len());
+        sink(&events);
+        conn.execute("DELETE FROM pending_events WHERE seq <= ?1", [last])?;
+    }
+    Ok(())
 }
 
 /// Queues made before uploads were accounted: each stored module gets its
@@ -868,6 +906,7 @@ impl Queue {
         conn.execute_batch(SCHEMA)?;
         migrate_modules(&conn)?;
         let state = Arc::new(RwLock::new(load(&conn, &config.schedd_name)?));
+        replay_pending_events(&conn, &config)?;
         let reader = Arc::new(std::sync::Mutex::new(open(&config.path)?));
         let (tx, rx) = mpsc::sync_channel::<Request>(4096);
         let deferral_config = Arc::new((config.cron_time_zone.clone(), config.schedd_interval));
@@ -1294,6 +1333,8 @@ struct Writer {
 #[derive(Default)]
 struct Batch {
     events: Vec<QueueEvent>,
+    /// The last `pending_events` row written for the event logs.
+    logged: i64,
 }
 
 impl Writer {
@@ -1319,10 +1360,24 @@ impl Writer {
         loop {
             match self.attempt(&reqs) {
                 Attempt::Committed(results, batch) => {
+                    let mut logged = true;
                     if let Some(sink) = &self.config.sink
                         && !batch.events.is_empty()
                     {
-                        sink(&batch.events);
+                        // A failing log writer never stops the queue: its
+                        // events stay pending, for the next start.
+                        let events = &batch.events;
+                        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink(events)))
+                            .is_err()
+                        {
+                            tracing::error!(
+                                "writing job event logs failed; retried at the next start"
+                            );
+                            logged = false;
+                        }
+                    }
+                    if logged && batch.logged > 0 {
+                        self.forget_logged(batch.logged);
                     }
                     for (req, r) in reqs.into_iter().zip(results) {
                         let _ = req.reply.send(r);
@@ -1349,6 +1404,21 @@ impl Writer {
                     }
                 }
             }
+        }
+    }
+
+    /// The event logs have every pending event up to `seq`: they are
+    /// forgotten. Not synced: a crash before this reaches the disk only
+    /// writes those events again at the next start.
+    fn forget_logged(&mut self, seq: i64) {
+        let r = self
+            .conn
+            .pragma_update(None, "synchronous", "NORMAL")
+            .and_then(|_| self.conn.execute("DELETE FROM pending_events WHERE seq <= ?1", [seq]))
+            .and_then(|_| self.conn.pragma_update(None, "synchronous", "FULL"));
+        if let Err(e) = r {
+            tracing::warn!("forgetting logged events: {e}");
+            let _ = self.conn.pragma_update(None, "synchronous", "FULL");
         }
     }
 
@@ -1531,7 +1601,7 @@ impl Ctx<'_, '_> {
                 self.event(
                     *id,
                     EventKind::Note(format!("job router: edited in place by route {route}")),
-                );
+                )?;
                 Ok(Reply::Done)
             }
             Op::Deferral(DeferralOp::Missed(ids)) => {
@@ -1783,26 +1853,48 @@ impl Ctx<'_, '_> {
         for (id, status, p) in procs {
             self.state.jobs.insert(id, Proc { status, entered: self.now, ad: p });
             if want_events {
-                self.event(id, EventKind::Submitted);
+                self.event(id, EventKind::Submitted)?;
                 if status == JobStatus::Held
                     && let Some(v) = self.state.job(id)
                 {
                     let info = hold_info_of(&v.ad());
-                    self.event(id, EventKind::Held(info));
+                    self.event(id, EventKind::Held(info))?;
                 }
             }
         }
         Ok(cluster)
     }
 
-    fn event(&mut self, id: JobId, kind: EventKind) {
+    fn event(&mut self, id: JobId, kind: EventKind) -> Result<(), QueueError> {
         if self.config.sink.is_none() && self.config.notify.is_none() {
-            return;
+            return Ok(());
         }
         if let Some(v) = self.state.job(id) {
             let ad = Arc::new(v.ad());
+            // An event bound for an event log is kept in the same
+            // transaction as its change until the log has it: a crash between
+            // the commit and the log's write loses nothing (it is written at
+            // the next start).
+            if self.config.sink.is_some() && ad.contains("UserLog") {
+                let kind_text = serde_json::to_string(&kind)
+                    .map_err(|e| QueueError::Storage(format!("an event: {e}")))?;
+                self.tx
+                    .prepare_cached(
+                        "INSERT INTO pending_events (cluster, proc, time, kind, ad) \
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
+                    )?
+                    .execute(params![
+                        id.cluster as i64,
+                        id.proc as i64,
+                        self.now,
+                        kind_text,
+                        ad.to_string()
+                    ])?;
+                self.batch.logged = self.batch.logged.max(self.tx.last_insert_rowid());
+            }
             self.batch.events.push(QueueEvent { id, time: self.now, kind, ad });
         }
+        Ok(())
     }
 
     /// The jobs `targets` names, checked against the actor's rights.
@@ -1911,7 +2003,7 @@ impl Ctx<'_, '_> {
                     self.schedule_cron(id)?;
                 }
                 self.persist(id)?;
-                self.event(id, EventKind::Edited(attr.clone()));
+                self.event(id, EventKind::Edited(attr.clone()))?;
                 report.changed.push(id);
             }
             return Ok(report);
@@ -1981,7 +2073,7 @@ impl Ctx<'_, '_> {
         p.ad.remove("ReleaseReason");
         self.set_status(id, JobStatus::Held);
         self.persist(id)?;
-        self.event(id, EventKind::Held(info));
+        self.event(id, EventKind::Held(info))?;
         self.remove_copy_of(id, "held")?;
         Ok(None)
     }
@@ -2011,7 +2103,7 @@ impl Ctx<'_, '_> {
         self.set_status(id, JobStatus::Idle);
         self.schedule_cron(id)?;
         self.persist(id)?;
-        self.event(id, EventKind::Released(reason));
+        self.event(id, EventKind::Released(reason))?;
         Ok(None)
     }
 
@@ -2024,7 +2116,7 @@ impl Ctx<'_, '_> {
         // A routed original has no shadow: it leaves at once.
         let active = p.status.is_active() && !p.ad.contains(ROUTED_TO);
         self.set_status(id, JobStatus::Removed);
-        self.event(id, EventKind::Removed(reason));
+        self.event(id, EventKind::Removed(reason))?;
         self.remove_copy_of(id, "removed")?;
         self.copy_removed(id)?;
         if active {
@@ -2059,7 +2151,7 @@ impl Ctx<'_, '_> {
         p.ad.insert_value("JobCurrentStartDate", now);
         self.set_status(id, JobStatus::Running);
         self.persist(id)?;
-        self.event(id, EventKind::Executing);
+        self.event(id, EventKind::Executing)?;
         self.mirror(id)
     }
 
@@ -2150,7 +2242,7 @@ impl Ctx<'_, '_> {
                         self.schedule_cron(id)?;
                         self.persist(id)?;
                         let checkpointed = attrs.contains("LastCkptTime");
-                        self.event(id, EventKind::Evicted { checkpointed });
+                        self.event(id, EventKind::Evicted { checkpointed })?;
                         self.mirror(id)?;
                     }
                     JobStatus::Removed => return self.leave(id),
@@ -2208,20 +2300,20 @@ impl Ctx<'_, '_> {
                 self.complete(id)
             }
             ExitDecision::Hold(info) => {
-                self.event(id, EventKind::Terminated);
+                self.event(id, EventKind::Terminated)?;
                 self.set_status(id, JobStatus::Idle);
                 self.hold(id, info).map(|_| ())
             }
             ExitDecision::Requeue => {
-                self.event(id, EventKind::Terminated);
+                self.event(id, EventKind::Terminated)?;
                 self.set_status(id, JobStatus::Idle);
                 if self.is_cron(id) {
-                    self.note_skipped(id);
+                    self.note_skipped(id)?;
                     self.schedule_cron(id)?;
                 }
                 self.persist(id)?;
                 self.mirror(id)?;
-                self.event(id, EventKind::Requeued);
+                self.event(id, EventKind::Requeued)?;
                 Ok(())
             }
         }
@@ -2308,7 +2400,7 @@ impl Ctx<'_, '_> {
         self.event(
             original,
             EventKind::Note(format!("job router: routed to job {to} (route {route})")),
-        );
+        )?;
         Ok(cluster)
     }
 
@@ -2357,7 +2449,7 @@ impl Ctx<'_, '_> {
         self.set_status(original, mirrored);
         self.persist(original)?;
         if mirrored == JobStatus::Running {
-            self.event(original, EventKind::Executing);
+            self.event(original, EventKind::Executing)?;
         }
         Ok(())
     }
@@ -2383,7 +2475,7 @@ impl Ctx<'_, '_> {
             p.ad.insert_value("CompletionDate", self.now);
         }
         self.set_status(id, JobStatus::Completed);
-        self.event(id, EventKind::Terminated);
+        self.event(id, EventKind::Terminated)?;
         if let Some(c) = self.state.clusters.get_mut(&id.cluster) {
             c.completed += 1;
         }
@@ -2431,7 +2523,7 @@ impl Ctx<'_, '_> {
                 EventKind::Note(format!(
                     "job router: routed copy {copy} was removed; the job is idle again"
                 )),
-            );
+            )?;
         }
         Ok(())
     }
@@ -2485,12 +2577,12 @@ impl Ctx<'_, '_> {
 
     /// Notes runs skipped because the previous run of a cron job was still
     /// running when they came due (never two instances at once).
-    fn note_skipped(&mut self, id: JobId) {
-        let Some(ad) = self.state.job(id).map(|v| v.ad()) else { return };
-        let Value::Int(last) = ad.eval_attr("DeferralTime") else { return };
+    fn note_skipped(&mut self, id: JobId) -> Result<(), QueueError> {
+        let Some(ad) = self.state.job(id).map(|v| v.ad()) else { return Ok(()) };
+        let Value::Int(last) = ad.eval_attr("DeferralTime") else { return Ok(()) };
         let n = deferral::runs_between(&ad, last, self.now, &self.config.cron_time_zone);
         if n == 0 {
-            return;
+            return Ok(());
         }
         let total = self.int_attr(id, "CronSkippedRuns") + n as i64;
         if let Some(p) = self.state.jobs.get_mut(&id) {
@@ -2502,7 +2594,7 @@ impl Ctx<'_, '_> {
                 "cron: {n} scheduled run(s) skipped: the run of {} was still running",
                 fmt_time(last)
             )),
-        );
+        )
     }
 
     /// An idle deferred job whose window closed before it was matched: a
@@ -2537,7 +2629,7 @@ impl Ctx<'_, '_> {
                     fmt_time(d.time),
                     d.window
                 )),
-            );
+            )?;
             self.schedule_cron(id)?;
             return self.persist(id);
         }

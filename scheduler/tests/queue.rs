@@ -478,3 +478,37 @@ async fn uploads_are_bounded_per_user_and_unused_ones_collected() {
     // Alice's quota has room again.
     q.store_upload(&alice, &digest(&a3), a3, 100).await.unwrap();
 }
+
+#[tokio::test]
+async fn events_committed_but_not_yet_logged_are_written_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("queue.db");
+    // The schedd dies between the commit and the event log's write: here
+    // its log writer fails before writing anything, as a crash would.
+    let mut cfg = QueueConfig::new(&path, "schedd@test");
+    cfg.sink = Some(Box::new(|_: &[QueueEvent]| panic!("the schedd died before writing the log")));
+    let q = Queue::open(cfg).unwrap();
+    let logged = jobs(1, r#"UserLog = "/tmp/job.log""#);
+    let _ = q.submit(&Actor::user("alice"), logged, 1).await;
+    drop(q);
+    // At the next start the event reaches the log writer.
+    let seen: Arc<Mutex<Vec<QueueEvent>>> = Arc::default();
+    let opened = |seen: Arc<Mutex<Vec<QueueEvent>>>| {
+        let mut cfg = QueueConfig::new(&path, "schedd@test");
+        cfg.sink =
+            Some(Box::new(move |e: &[QueueEvent]| seen.lock().unwrap().extend_from_slice(e)));
+        Queue::open(cfg).unwrap()
+    };
+    let q = opened(seen.clone());
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].kind, EventKind::Submitted);
+        assert_eq!(seen[0].ad.eval_attr("UserLog"), Value::from("/tmp/job.log"));
+    }
+    // Written once: a later start has nothing more to write.
+    drop(q);
+    let again: Arc<Mutex<Vec<QueueEvent>>> = Arc::default();
+    let _q = opened(again.clone());
+    assert!(again.lock().unwrap().is_empty());
+}
