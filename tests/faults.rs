@@ -164,3 +164,20 @@ fn a_schedd_killed_while_jobs_stream_in_loses_none_runs_none_twice_and_frees_eve
         },
     );
 }
+
+#[test]
+fn a_central_manager_killed_and_restarted_has_the_whole_pool_again_within_seconds() {
+    // Ads are due only every 300 s: without reconnecting, a restarted
+    // central manager would know no slot and no schedd for five minutes.
+    let mut p = Pool::new("UPDATE_INTERVAL = 300\nSCHEDD_INTERVAL = 300\n", 1);
+    wait_or("both slots", Duration::from_secs(30), || p.slots().len() == 2, || p.logs());
+    p.restart_cm();
+    wait_or(
+        "both slots known to the restarted central manager",
+        Duration::from_secs(30),
+        || p.slots().len() == 2,
+        || p.logs(),
+    );
+    p.submit("alice", "after", "executable = hello.wasm\nqueue 2\n");
+    wait_or("the jobs run", Duration::from_secs(60), || p.history().len() == 2, || p.logs());
+}

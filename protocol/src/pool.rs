@@ -463,6 +463,19 @@ pub struct CollectorInvalidate {
     pub name: String,
 }
 
+/// The collector's answer to an update.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CollectorUpdateReply {
+    /// Seconds the ad lives unless refreshed (its `ClassAdLifetime`, else
+    /// CLASSAD_LIFETIME).
+    pub lifetime: i64,
+    /// The collector's incarnation (random, new at each start): a publisher
+    /// that sees it change sends all its ads again at once, since a
+    /// restarted collector holds none.
+    #[serde(default)]
+    pub incarnation: String,
+}
+
 /// `POST /v1/collector/query`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct CollectorQuery {

@@ -32,9 +32,10 @@ use std::time::Duration;
 
 use andes_protocol::pool::{
     ActivateRequest, AliveReply, AliveRequest, CLAIM_PENDING, ClaimReply, ClaimRequest,
-    CollectorQuery, CollectorQueryReply, CollectorUpdate, DemandGroup, DemandReply, DemandRequest,
-    EditRequest, FileData, JobEnd, JobReport, MatchGrant, MatchesReply, MatchesRequest,
-    NEED_MODULE, QueuedJob, ReleaseRequest, RunState, WaitRequest, WithdrawReply, WithdrawRequest,
+    CollectorQuery, CollectorQueryReply, CollectorUpdate, CollectorUpdateReply, DemandGroup,
+    DemandReply, DemandRequest, EditRequest, FileData, JobEnd, JobReport, MatchGrant, MatchesReply,
+    MatchesRequest, NEED_MODULE, QueuedJob, ReleaseRequest, RunState, WaitRequest, WithdrawReply,
+    WithdrawRequest,
 };
 use andes_protocol::{
     ApiError, Auth, Client, ClientError, ClientErrorKind, Clock, Keypair, Role, SignedJson,
@@ -69,6 +70,10 @@ pub const HOLD_TRANSFER_INPUT: i64 = 13;
 /// The least time between two advertisements: a queue that changes with
 /// every job still sends its ads (and wakes the negotiator) at most this often.
 pub const ADVERTISE_GAP: Duration = Duration::from_millis(200);
+
+/// The most time between two rounds of the schedd's ads, whatever
+/// SCHEDD_INTERVAL says: a collector that restarted has them again within it.
+pub const ADVERTISE_HEARTBEAT: Duration = Duration::from_secs(10);
 
 /// How the schedd's pool side is set up (from the configuration).
 #[derive(Clone, Debug)]
@@ -802,7 +807,11 @@ impl Inner {
             }
         };
         let mut failing = false;
+        let mut incarnation: Option<String> = None;
         loop {
+            // Every ad, again if the collector turns out to have restarted
+            // (it holds none of ours) as they go.
+            let mut restarted = false;
             for (kind, ad) in self.ads() {
                 if kind == "Scheduler"
                     && let Value::Int(n) = ad.eval_attr("TotalIdleJobs")
@@ -811,7 +820,16 @@ impl Inner {
                 }
                 let body = CollectorUpdate { kind: kind.into(), ad: ad.to_string(), private: None };
                 match client.post_json("/v1/collector/update", &body).await {
-                    Ok(r) if r.status.is_success() => failing = false,
+                    Ok(r) if r.status.is_success() => {
+                        failing = false;
+                        if let Ok(reply) = r.json::<CollectorUpdateReply>()
+                            && !reply.incarnation.is_empty()
+                        {
+                            restarted |=
+                                incarnation.as_ref().is_some_and(|i| *i != reply.incarnation);
+                            incarnation = Some(reply.incarnation);
+                        }
+                    }
                     Ok(r) => {
                         if !failing {
                             tracing::warn!(
@@ -829,15 +847,27 @@ impl Inner {
                     }
                 }
             }
+            if restarted {
+                tracing::info!("the collector restarted: sending every ad again");
+                continue;
+            }
             // Changes arriving within ADVERTISE_GAP go out together, unless
             // they bring work to a pool that had none.
             tokio::select! {
                 _ = tokio::time::sleep(ADVERTISE_GAP) => {}
                 _ = self.urgent.notified() => {}
             }
+            // A failing collector is tried again every second; a quiet
+            // schedd still sends its ads every ADVERTISE_HEARTBEAT, so that a
+            // collector that restarted has them again within seconds.
+            let wait = if failing {
+                Duration::from_secs(1)
+            } else {
+                self.cfg.schedd_interval.min(ADVERTISE_HEARTBEAT)
+            };
             tokio::select! {
                 _ = self.advertise.notified() => {}
-                _ = tokio::time::sleep(self.cfg.schedd_interval) => {}
+                _ = tokio::time::sleep(wait) => {}
             }
         }
     }

@@ -190,6 +190,19 @@ impl Pool {
         self.cm = Some(p);
     }
 
+    /// Kills the central manager (SIGKILL) and starts it again at the same
+    /// address, as a restarted machine would be.
+    pub fn restart_cm(&mut self) {
+        let addr = std::fs::read_to_string(self.path().join(".collector_address")).unwrap();
+        let addr = addr.trim().to_string();
+        Pool::kill9(&mut self.cm);
+        let _ = std::fs::remove_file(self.path().join(".collector_address"));
+        let config = format!("{}CENTRAL_MANAGER_ADDRESS = {addr}\n", self.common);
+        let mut p = self.spawn("cm", &["central-manager"], &config);
+        self.wait_file(&mut p, &self.path().join(".collector_address"));
+        self.cm = Some(p);
+    }
+
     pub fn start_schedd(&mut self) {
         let f = self.path().join("spool/.schedd_address");
         let _ = std::fs::remove_file(&f);

@@ -30,11 +30,16 @@ pub use andes_protocol::pool::{
 };
 
 /// The answer to an update.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct UpdateReply {
-    /// Seconds the ad lives unless refreshed (its `ClassAdLifetime`, else
-    /// CLASSAD_LIFETIME).
-    pub lifetime: i64,
+pub use andes_protocol::pool::CollectorUpdateReply as UpdateReply;
+
+/// This collector's incarnation: random, new at each start of the process.
+fn incarnation() -> &'static str {
+    static INCARNATION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    INCARNATION.get_or_init(|| {
+        let mut b = [0u8; 16];
+        rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut b);
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    })
 }
 
 /// The answer to an invalidation.
@@ -153,7 +158,7 @@ async fn update(
     if wakes && let Some(p) = &s.poke {
         p.notify_one();
     }
-    Ok(axum::Json(UpdateReply { lifetime }))
+    Ok(axum::Json(UpdateReply { lifetime, incarnation: incarnation().to_string() }))
 }
 
 async fn invalidate(
