@@ -32,15 +32,19 @@
 //! signals again, backing off from 100 µs to 10 ms, until one of those took
 //! effect.
 //!
-//! The patch needs three facts about wasmtime 36 that are not its public API:
-//! a `VMFuncRef` holds its instance's `VMContext` at offset 24; a `VMContext`
-//! starts with the magic `core` and holds its `VMStoreContext` at offset 8;
-//! and the trampolines out of guest code push the guest's frame pointer and
-//! return address as a frame record, and copy them to the `VMStoreContext`'s
-//! `last_wasm_exit_fp` (offset 0x28) and `last_wasm_exit_pc` (0x30), whose
-//! `stack_limit` (0x10) is `max_wasm_stack` below where the guest was entered
-//! on its fiber stack, and tells that stack from the job thread's own and
-//! from a signal stack. Likewise
+//! The patch needs facts about wasmtime 36 that are not its public API. Where
+//! its runtime structures keep things, it reads from wasmtime's own published
+//! layout (`wasmtime_environ::VMOffsets` for the host's pointer size): a
+//! `VMFuncRef` holds its instance's `VMContext`; a `VMContext` starts with the
+//! magic `core` and holds its `VMStoreContext`; that holds `stack_limit`,
+//! `last_wasm_exit_fp` and `last_wasm_exit_pc`. Those pointers are followed
+//! at set-up only through reads that cannot fault (`process_vm_readv` on the
+//! process itself), and used only once the magic is found. What no layout
+//! says: the trampolines out of guest code push the guest's frame pointer and
+//! return address as a frame record and copy them to `last_wasm_exit_fp` and
+//! `last_wasm_exit_pc`, and `stack_limit` is `max_wasm_stack` below where the
+//! guest was entered on its fiber stack, which tells that stack from the job
+//! thread's own and from a signal stack. Likewise
 //! the pad's trap site is where wasmtime's own SIGILL handling must recognise
 //! a trap. All of it is checked when the host starts ([`Preempt::new`]): the
 //! pad is run once, with a store signal handler that records where wasmtime's
@@ -133,6 +137,8 @@ impl Preempt {
     /// `max_wasm_stack` and an async stack at least [`HOST_SLACK`] larger),
     /// and checks that the trampoline patch works.
     pub(crate) fn new(engine: &Engine, wasm_stack: usize) -> Result<Preempt, String> {
+        // The layout is computed here, not first in a signal handler.
+        std::sync::LazyLock::force(&LAYOUT);
         let (pad, trap_pc) = pad(engine)?;
         let preempt = Preempt { _pad: pad, trap_pc, wasm_stack };
         probe(engine, &preempt)?;
@@ -397,16 +403,23 @@ impl Remote {
         if func_ref == 0 {
             return known;
         }
-        // SAFETY: `func_ref` is a live `VMFuncRef` of a core wasm function,
-        // whose fourth word is its instance's `VMContext`.
-        let vmctx = unsafe { *((func_ref + VMFUNCREF_VMCTX) as *const usize) };
-        if vmctx == 0 {
+        // Every word is read without faulting, and used only if the
+        // `VMContext` it leads to carries wasmtime's magic: a layout other
+        // than the one published leaves the store unknown and the patch off.
+        let l = &*LAYOUT;
+        if l.func_ref_vmctx + 8 > l.func_ref_size {
             return known;
         }
-        // SAFETY: a `VMContext` begins with its magic and its store context.
-        let (magic, store) =
-            unsafe { (*(vmctx as *const u32), *((vmctx + VMCTX_STORE_CONTEXT) as *const usize)) };
-        if magic == u32::from_le_bytes(*b"core") {
+        let Some(vmctx) = read_word(func_ref + l.func_ref_vmctx) else { return known };
+        let (Some(magic), Some(store)) =
+            (read_word(vmctx + l.vmctx_magic), read_word(vmctx + l.vmctx_store_context))
+        else {
+            return known;
+        };
+        let magic = (magic & 0xffff_ffff) as u32;
+        if magic == wasmtime_environ::VMCONTEXT_MAGIC
+            && [l.stack_limit, l.exit_fp, l.exit_pc].iter().all(|o| read_word(store + o).is_some())
+        {
             self.vmstore.store(store, Ordering::SeqCst);
         }
         known
@@ -439,11 +452,12 @@ impl Remote {
         }
         // SAFETY: the store context lives as long as the job's store (the
         // contract, and `StoreKnown`).
+        let l = &*LAYOUT;
         let (limit, exit_fp, exit_pc) = unsafe {
             (
-                std::ptr::read_volatile((vmstore + STACK_LIMIT) as *const usize),
-                std::ptr::read_volatile((vmstore + EXIT_FP) as *const usize),
-                std::ptr::read_volatile((vmstore + EXIT_PC) as *const usize),
+                std::ptr::read_volatile((vmstore + l.stack_limit) as *const usize),
+                std::ptr::read_volatile((vmstore + l.exit_fp) as *const usize),
+                std::ptr::read_volatile((vmstore + l.exit_pc) as *const usize),
             )
         };
         // Not in the guest (the limit is unset), or not on its fiber stack.
@@ -565,19 +579,57 @@ fn signal_mask(how: libc::c_int) {
     }
 }
 
-/// Offset of `vmctx` in wasmtime 36's `VMFuncRef` (after `array_call`,
-/// `wasm_call` and the type index, each a word on 64-bit hosts).
-const VMFUNCREF_VMCTX: usize = 24;
-/// Offset of the `VMStoreContext` pointer in a `VMContext` (after its magic).
-const VMCTX_STORE_CONTEXT: usize = 8;
-/// Offset of `stack_limit` in `VMStoreContext` (after fuel and the epoch
-/// deadline).
-const STACK_LIMIT: usize = 0x10;
-/// Offsets of `last_wasm_exit_fp` and `last_wasm_exit_pc` in
-/// `VMStoreContext` (after fuel, epoch deadline, stack limit and the GC
-/// heap's base and length).
-const EXIT_FP: usize = 0x28;
-const EXIT_PC: usize = 0x30;
+/// Where wasmtime keeps what the patch reads, from wasmtime's own published
+/// layout (`wasmtime_environ::VMOffsets` for this host's pointer size), never
+/// from numbers written here: a wasmtime whose layout moved is read where it
+/// says, and a change the probe at start-up does not pass leaves every job
+/// metered.
+struct Layout {
+    /// `vmctx` in a `VMFuncRef`.
+    func_ref_vmctx: usize,
+    /// The size of a `VMFuncRef`.
+    func_ref_size: usize,
+    /// The magic at the start of a `VMContext`.
+    vmctx_magic: usize,
+    /// The `VMStoreContext` pointer in a `VMContext`.
+    vmctx_store_context: usize,
+    /// `stack_limit` in a `VMStoreContext`.
+    stack_limit: usize,
+    /// `last_wasm_exit_fp` and `last_wasm_exit_pc` in a `VMStoreContext`.
+    exit_fp: usize,
+    exit_pc: usize,
+}
+
+static LAYOUT: std::sync::LazyLock<Layout> = std::sync::LazyLock::new(|| {
+    use wasmtime_environ::PtrSize;
+    let p = wasmtime_environ::HostPtr;
+    Layout {
+        func_ref_vmctx: usize::from(p.vm_func_ref_vmctx()),
+        func_ref_size: usize::from(p.size_of_vm_func_ref()),
+        vmctx_magic: usize::from(p.vmctx_magic()),
+        vmctx_store_context: usize::from(p.vmctx_store_context()),
+        stack_limit: usize::from(p.vmstore_context_stack_limit()),
+        exit_fp: usize::from(p.vmstore_context_last_wasm_exit_fp()),
+        exit_pc: usize::from(p.vmstore_context_last_wasm_exit_pc()),
+    }
+});
+
+/// Reads a word at `addr` of this process without ever faulting: through
+/// `process_vm_readv` on ourselves, which answers an unmapped address with
+/// an error. Used where a pointer comes from wasmtime's internals, before
+/// anything is trusted to be where the layout says.
+fn read_word(addr: usize) -> Option<usize> {
+    if addr == 0 || !addr.is_multiple_of(std::mem::align_of::<usize>()) {
+        return None;
+    }
+    let mut out = 0usize;
+    let local = libc::iovec { iov_base: (&mut out as *mut usize).cast(), iov_len: 8 };
+    let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: 8 };
+    // SAFETY: both iovecs describe 8 bytes; the local one is `out`. The
+    // kernel checks the remote one and fails rather than faulting.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == 8).then_some(out)
+}
 /// How far above the stack pointer a trampoline's frame record may be.
 const SCAN_LIMIT: usize = 64 << 10;
 
@@ -921,6 +973,40 @@ impl Kicker {
                     self.more.wait_timeout(w, wait).unwrap_or_else(|e| e.into_inner()).0
                 }
             };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_never_fault_on_unmapped_or_misaligned_addresses() {
+        let word = 0x1234_5678_9abc_def0usize;
+        assert_eq!(read_word(&word as *const usize as usize), Some(word));
+        assert_eq!(read_word(0), None);
+        assert_eq!(read_word(8), None, "the zero page is not mapped");
+        assert_eq!(read_word((&word as *const usize as usize) + 1), None);
+        assert_eq!(read_word(usize::MAX & !7), None);
+    }
+
+    #[test]
+    fn a_func_ref_that_is_not_one_leaves_the_store_unknown() {
+        // Garbage where a VMFuncRef should be: pointers into nowhere and to
+        // memory without wasmtime's magic. Nothing faults; nothing is used.
+        let engine = Engine::default();
+        let module = Module::new(&engine, "(module)").unwrap();
+        let remote = Remote::new(
+            Arc::new(GuestCode::of(&module)),
+            &Preempt { _pad: module.clone(), trap_pc: 0, wasm_stack: 0 },
+        );
+        let junk = [0usize, 0, 0, 8, 0, 0, 0, 0];
+        let no_magic = [0u64; 8];
+        let points_to_no_magic = [0usize, 0, 0, no_magic.as_ptr() as usize, 0, 0, 0, 0];
+        for f in [junk.as_ptr() as usize, points_to_no_magic.as_ptr() as usize, 16] {
+            let _known = remote.set_store(f);
+            assert_eq!(remote.vmstore.load(Ordering::SeqCst), 0);
         }
     }
 }
