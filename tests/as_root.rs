@@ -145,11 +145,19 @@ fn a_root_schedd_reads_and_writes_each_users_files_as_that_user() {
         );
         assert!(o.status.success(), "{o:?}");
     }
+    // A directory only root may write: a log there must not appear.
+    let roots = home.top.join("root-only");
+    std::fs::create_dir_all(&roots).unwrap();
+    std::fs::set_permissions(&roots, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let forbidden = roots.join("as-root.log");
     let o = submit_from(
         &p,
         "andes-alice",
         &alice,
-        "executable = hello.wasm\noutput = out2.txt\nlog = /root/andes-as-root.log\nqueue\n",
+        &format!(
+            "executable = hello.wasm\noutput = out2.txt\nlog = {}\nqueue\n",
+            forbidden.display()
+        ),
     );
     assert!(o.status.success(), "{o:?}");
     wait_or(
@@ -171,6 +179,6 @@ fn a_root_schedd_reads_and_writes_each_users_files_as_that_user() {
         assert_eq!(m.uid(), alice_uid, "{f} is not alice's");
     }
     assert!(std::fs::read_to_string(alice.join("out.txt")).unwrap().contains("stdin: LINE ONE"));
-    assert!(!Path::new("/root/andes-as-root.log").exists(), "a log was written as root");
+    assert!(!forbidden.exists(), "a log was written as root");
     assert!(!alice.join("shadow.out").exists() && !alice.join("bobs.out").exists());
 }

@@ -181,3 +181,28 @@ fn a_central_manager_killed_and_restarted_has_the_whole_pool_again_within_second
     p.submit("alice", "after", "executable = hello.wasm\nqueue 2\n");
     wait_or("the jobs run", Duration::from_secs(60), || p.history().len() == 2, || p.logs());
 }
+
+#[test]
+fn a_job_that_cannot_be_started_is_held_after_a_few_tries_not_rescheduled_forever() {
+    // An input larger than the host takes in one activation: each try is
+    // refused. After a few, the job is held with the host's reason.
+    let p = Pool::new("", 1);
+    let jobs = p.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::write(jobs.join("big.bin"), vec![7u8; 24 << 20]).unwrap();
+    p.submit(
+        "alice",
+        "big",
+        "executable = hello.wasm\ntransfer_input_files = big.bin\nrequest_disk = 64MB\nqueue\n",
+    );
+    wait_or(
+        "the job held",
+        Duration::from_secs(120),
+        || p.queue().iter().any(|a| int(a, "JobStatus") == 5),
+        || p.logs(),
+    );
+    let ad = &p.queue()[0];
+    assert_eq!(int(ad, "NumShadowExceptions"), 5, "{ad}");
+    let reason = text(ad, "HoldReason");
+    assert!(reason.contains("could not be started on 5 matches"), "{reason}");
+}

@@ -114,6 +114,9 @@ pub fn spooled_inputs(list: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Activations of a job that may fail in a row before it is held.
+pub const MAX_ACTIVATION_FAILURES: i64 = 5;
+
 /// Set on an idle job whose activation was sent (or is about to be) and
 /// not yet seen to start: see [`PoolOp::Activating`].
 pub const ACTIVATION_PENDING: &str = "ActivationPending";
@@ -171,6 +174,11 @@ pub enum PoolOp {
     /// not happen: the record is cleared; the job stays idle. (Nothing is
     /// done to a job that started, or that is pending on another claim.)
     NotStarted(String),
+    /// An activation on claim `.0` failed (`.1` says why): as
+    /// [`PoolOp::NotStarted`], and counted in `NumShadowExceptions`; after
+    /// [`MAX_ACTIVATION_FAILURES`] the job is held with the reason, never
+    /// matched and refused without end.
+    ActivationFailed(String, String),
     /// The job started on a claim: these attributes (RemoteHost, ClaimId, ...) are set.
     Started(ClassAd),
     /// The shadow's periodic update of a running job.
@@ -2195,6 +2203,30 @@ impl Ctx<'_, '_> {
                     }
                 }
             }
+            PoolOp::ActivationFailed(claim, reason) => {
+                let same = matches!(p.ad.eval_attr(CLAIM_ID_ATTR), Value::Str(c) if *c == **claim);
+                if p.status.is_active() || !same {
+                    return Ok(());
+                }
+                p.ad.remove(ACTIVATION_PENDING);
+                for a in [CLAIM_ID_ATTR, "StartdAddr", "RemoteHost"] {
+                    p.ad.remove(a);
+                }
+                let n = int(&p.ad, "NumShadowExceptions") + 1;
+                p.ad.insert_value("NumShadowExceptions", n);
+                p.ad.insert_value("LastShadowException", reason.as_str());
+                if n >= MAX_ACTIVATION_FAILURES && p.status == JobStatus::Idle {
+                    let info = HoldInfo {
+                        reason: format!(
+                            "the job could not be started on {n} matches in a row; the last \
+                             time: {reason}"
+                        ),
+                        code: hold_code::DOWNLOAD_FILE_ERROR,
+                        subcode: 0,
+                    };
+                    return self.hold(id, info).map(|_| ());
+                }
+            }
             PoolOp::Started(attrs) => {
                 if p.status != JobStatus::Idle {
                     return Err(QueueError::Invalid(format!(
@@ -2204,6 +2236,7 @@ impl Ctx<'_, '_> {
                 }
                 p.ad.update(attrs);
                 p.ad.remove(ACTIVATION_PENDING);
+                p.ad.remove("NumShadowExceptions");
                 return self.started(id);
             }
             PoolOp::Update(attrs) => {

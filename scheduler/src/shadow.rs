@@ -1110,8 +1110,12 @@ impl Inner {
                         Ok(()) => self.activate(&link, &req, &digest, lease).await,
                         Err(e) => Err(format!("recording the activation: {e}")),
                     };
-                    if sent.is_err() {
-                        for id in &ids {
+                    if let Err(e) = &sent {
+                        // The first job counts the failure; the rest just
+                        // go back to idle.
+                        let failed = PoolOp::ActivationFailed(claim.claim_id.clone(), e.clone());
+                        lane.send(LaneOp::Pool(ids[0], failed));
+                        for id in &ids[1..] {
                             let op = PoolOp::NotStarted(claim.claim_id.clone());
                             lane.send(LaneOp::Pool(*id, op));
                         }
@@ -1571,7 +1575,8 @@ impl Inner {
                     Err(e) => {
                         // The job never started: it stays idle; the claim is given up.
                         tracing::warn!("job {id}: activation failed: {e}");
-                        lane.send(LaneOp::Pool(id, PoolOp::NotStarted(claim.claim_id.clone())));
+                        let failed = PoolOp::ActivationFailed(claim.claim_id.clone(), e.clone());
+                        lane.send(LaneOp::Pool(id, failed));
                         self.release(link, &claim.claim_id).await;
                         return (false, None);
                     }
