@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use andes_protocol::{Client, Keypair};
+use andes_protocol::{Client, Keypair, Transport, TrustFile};
 use andes_scheduler::api::{SubmitReply, SubmitRequest, SummaryReply, SummaryRequest};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::Method;
@@ -24,6 +24,14 @@ struct Schedd {
     url: String,
     dir: tempfile::TempDir,
     kp: Arc<Keypair>,
+    transport: Transport,
+}
+
+impl Schedd {
+    /// A client of the schedd as alice (over TLS, as every andes connection).
+    fn client(&self) -> Client {
+        Client::with_transport(&self.url, self.kp.clone(), &self.transport).unwrap()
+    }
 }
 
 impl Drop for Schedd {
@@ -41,7 +49,12 @@ fn start() -> Schedd {
     let dir = tempfile::tempdir().unwrap();
     let kp = Keypair::generate("alice").unwrap();
     kp.save(&dir.path().join("keys"), false).unwrap();
-    std::fs::write(dir.path().join("trust"), format!("user alice {}\n", kp.public_line())).unwrap();
+    let schedd = Keypair::generate("schedd").unwrap();
+    schedd.save(&dir.path().join("keys"), false).unwrap();
+    let trust =
+        format!("user alice {}\nschedd schedd {}\n", kp.public_line(), schedd.public_line());
+    std::fs::write(dir.path().join("trust"), &trust).unwrap();
+    let transport = Transport::Tls(Arc::new(TrustFile::parse(&trust, "trust").unwrap()));
     std::fs::write(dir.path().join("andes.config"), "SCHEDD_ADDRESS = 127.0.0.1:0\n").unwrap();
     let child = andes()
         .arg("schedd")
@@ -57,7 +70,7 @@ fn start() -> Schedd {
         std::thread::sleep(Duration::from_millis(10));
     }
     let url = format!("http://{}", std::fs::read_to_string(&f).unwrap().trim());
-    Schedd { child, url, dir, kp: Arc::new(kp) }
+    Schedd { child, url, dir, kp: Arc::new(kp), transport }
 }
 
 fn rss_of(pid: u32) -> String {
@@ -80,7 +93,7 @@ fn upload(rt: &tokio::runtime::Runtime, c: &Client) -> String {
 fn concurrent_single_submits(c: &mut Criterion) {
     let s = start();
     let rt = runtime();
-    let client = Client::new(&s.url, s.kp.clone()).unwrap();
+    let client = s.client();
     let digest = upload(&rt, &client);
     let mut g = c.benchmark_group("schedd");
     g.sample_size(10).measurement_time(Duration::from_secs(15));
@@ -91,7 +104,7 @@ fn concurrent_single_submits(c: &mut Criterion) {
             rt.block_on(async {
                 let mut tasks = Vec::new();
                 for _ in 0..8 {
-                    let c = Client::new(&s.url, s.kp.clone()).unwrap();
+                    let c = s.client();
                     let d = digest.clone();
                     tasks.push(tokio::spawn(async move {
                         for i in 0..50 {
@@ -150,7 +163,7 @@ fn submit_file_100k(c: &mut Criterion) {
 fn summary_1m(c: &mut Criterion) {
     let s = start();
     let rt = runtime();
-    let client = Client::new(&s.url, s.kp.clone()).unwrap().with_timeout(Duration::from_secs(600));
+    let client = s.client().with_timeout(Duration::from_secs(600));
     let digest = upload(&rt, &client);
     for _ in 0..10 {
         let req = SubmitRequest {
