@@ -69,6 +69,9 @@ pub fn central_config(s: &Settings) -> Result<CentralConfig> {
     })
 }
 
+/// Routes served beside the central manager's, made with its authentication.
+pub type ExtraRoutes = Box<dyn FnOnce(&Auth) -> axum::Router + Send>;
+
 /// Runs a central manager from `s` until `stop` completes: binds
 /// (CENTRAL_MANAGER_ADDRESS unless `listen`), writes COLLECTOR_ADDRESS_FILE,
 /// reports the address on `ready`. `extra` routes (the pool's own, made with the
@@ -78,7 +81,7 @@ pub async fn serve(
     s: Settings,
     listen: Option<SocketAddr>,
     ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
-    extra: Option<Box<dyn FnOnce(&Auth) -> axum::Router + Send>>,
+    extra: Option<ExtraRoutes>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let trust = s.trust("the central manager")?;

@@ -225,9 +225,7 @@ fn up(args: UpArgs) -> Result<ExitCode> {
 
 /// `POST /v1/pool/down` (admin): stops the pool `andes pool up` runs. Served by the
 /// central manager, behind its authentication.
-fn down_router(
-    stop: tokio::sync::watch::Sender<bool>,
-) -> Box<dyn FnOnce(&andes_protocol::Auth) -> axum::Router + Send> {
+fn down_router(stop: tokio::sync::watch::Sender<bool>) -> super::central::ExtraRoutes {
     let stop = Arc::new(stop);
     Box::new(move |auth| {
         axum::Router::new()
