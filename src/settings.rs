@@ -50,7 +50,7 @@
 //! | `SCHEDD_REPLAY_CACHE`, `HOST_REPLAY_CACHE`, `CENTRAL_MANAGER_REPLAY_CACHE` | `$(SPOOL)/replay_cache`, `$(LOCAL_DIR)/host_replay_cache.$(HOST_KEY_NAME)`, `$(LOCAL_DIR)/central_replay_cache` | each daemon's file of accepted request nonces, so a request is never accepted twice, even across a restart (one file per daemon) |
 //! | `MAX_CONNECTIONS` | `1024` | connections a daemon serves at once; more wait until some close |
 //! | `HEADER_READ_TIMEOUT`, `IDLE_CONNECTION_TIMEOUT`, `TLS_HANDSHAKE_TIMEOUT`, `REQUEST_BODY_TIMEOUT` | `30`, `60`, `10`, `60` | seconds a daemon waits for a request's head (also an idle keep-alive connection's next request), on a connection where nothing moves, for a TLS handshake, and for a request's body |
-//! | `PER_KEY_REQUEST_RATE`, `PER_KEY_REQUEST_BURST`, `PER_KEY_REPLAY_SHARE` | `1000`, `2000`, `131072` | requests a second one key may make on average and at once, and nonces it may hold in a daemon's replay cache; past them that key gets 429 |
+//! | `PER_KEY_REQUEST_RATE`, `PER_KEY_REQUEST_BURST`, `PER_KEY_REPLAY_SHARE` | `10000`, `20000`, `131072` | requests a second one key may make on average and at once, and nonces it may hold in a daemon's replay cache once that is half full (524,288 nonces); past them that key gets 429 |
 //!
 //! `andes host` reads the same file on top of the startd's defaults and
 //! default policy (`andes_startd::default_config`): NUM_CPUS, SLOT_TYPE_N,
@@ -429,4 +429,34 @@ pub fn write_atomically(path: &str, text: &str) -> std::io::Result<()> {
     let tmp = format!("{path}.tmp{}", std::process::id());
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(lines: &[(&str, &str)]) -> Settings {
+        let mut config = Config::new();
+        for (k, v) in lines {
+            config.set(k, v).unwrap();
+        }
+        Settings { config }
+    }
+
+    #[test]
+    fn plain_http_is_refused_before_binding_anywhere_but_loopback() {
+        let plain = settings(&[("USE_PLAINTEXT_HTTP", "True")]);
+        let e = plain.check_listen("SCHEDD_ADDRESS", "0.0.0.0:9618".parse().unwrap()).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("SCHEDD_ADDRESS = 0.0.0.0:9618 is not a loopback address"), "{text}");
+        assert!(text.contains("plain HTTP is only for a personal pool on 127.0.0.1"), "{text}");
+        plain.check_listen("SCHEDD_ADDRESS", "127.0.0.1:0".parse().unwrap()).unwrap();
+        plain.check_listen("HOST_ADDRESS", "[::1]:9619".parse().unwrap()).unwrap();
+        // With TLS (the default) any address will do.
+        let tls = settings(&[]);
+        assert!(!tls.plaintext().unwrap());
+        tls.check_listen("SCHEDD_ADDRESS", "0.0.0.0:9618".parse().unwrap()).unwrap();
+        let bad = settings(&[("USE_PLAINTEXT_HTTP", "maybe")]);
+        assert!(bad.plaintext().unwrap_err().to_string().contains("expected True or False"));
+    }
 }

@@ -88,14 +88,15 @@ pub struct VerifierConfig {
     /// requests get 503 with `Retry-After` until nonces expire: the verifier never
     /// forgets a nonce still inside the window, so a replay is never let through.
     pub nonce_cap: usize,
-    /// The most nonces one key may hold (default a quarter of `nonce_cap`): past it
-    /// that key's requests get 429, and no one else's, so one key cannot fill the cache
-    /// for everyone.
+    /// The most nonces one key may hold once the cache is half full (default a quarter
+    /// of `nonce_cap`): past it that key's requests get 429, and no one else's, so one
+    /// key cannot fill the cache for everyone. A busy key may use more of a cache that
+    /// is less than half full.
     pub per_key_nonces: usize,
-    /// Requests per second one key may make on average (default 1,000); past it and
+    /// Requests per second one key may make on average (default 10,000); past it and
     /// its burst, that key gets 429.
     pub per_key_rate: u32,
-    /// Requests one key may make at once above its rate (default 2,000).
+    /// Requests one key may make at once above its rate (default 20,000).
     pub per_key_burst: u32,
 }
 
@@ -105,8 +106,8 @@ impl Default for VerifierConfig {
             max_skew: 300,
             nonce_cap: 1 << 19,
             per_key_nonces: 1 << 17,
-            per_key_rate: 1000,
-            per_key_burst: 2000,
+            per_key_rate: 10_000,
+            per_key_burst: 20_000,
         }
     }
 }
@@ -361,7 +362,7 @@ impl Verifier {
         }
         let key = *headers.key.as_bytes();
         let held = cache.per_key.get(&key).copied().unwrap_or(0);
-        if held >= self.config.per_key_nonces {
+        if held >= self.config.per_key_nonces && cache.seen.len() >= self.config.nonce_cap / 2 {
             return Err(AuthError::TooManyRequests {
                 identity: identity.name,
                 why: format!(
@@ -624,9 +625,10 @@ mod tests {
     #[test]
     fn one_key_over_its_nonce_share_gets_429_alone() {
         let config =
-            VerifierConfig { per_key_nonces: 3, nonce_cap: 10, ..VerifierConfig::default() };
+            VerifierConfig { per_key_nonces: 3, nonce_cap: 8, ..VerifierConfig::default() };
         let (v, alice, bob) = two_users(config);
-        for n in 0..3 {
+        // While the cache is less than half full a busy key may hold more.
+        for n in 0..4 {
             v.verify("POST", "/jobs", &signed(&alice, T0, n, b""), b"", &here(), T0).unwrap();
         }
         let e = v.verify("POST", "/jobs", &signed(&alice, T0, 9, b""), b"", &here(), T0 + 5);

@@ -296,7 +296,7 @@ async fn a_request_signed_for_one_daemon_is_refused_by_another() {
 async fn one_key_flooding_nonces_gets_429_and_others_pass() {
     let k = keys();
     let clock = Arc::new(ManualClock::new(T0));
-    let config = VerifierConfig { per_key_nonces: 5, ..VerifierConfig::default() };
+    let config = VerifierConfig { per_key_nonces: 5, nonce_cap: 10, ..VerifierConfig::default() };
     let v = Verifier::new((*k.trust).clone(), config);
     let (addr, _stop) = daemon(v, clock, Some(&k.schedd), Limits::default()).await;
     let alice = tls_client(&k, addr, &k.alice);
