@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use andes_protocol::{Client, Keypair};
+use andes_protocol::{Client, Keypair, Transport, TrustFile};
 use andes_scheduler::api::{SubmitReply, SubmitRequest, SummaryReply, SummaryRequest};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::Method;
@@ -25,6 +25,14 @@ struct Schedd {
     url: String,
     dir: tempfile::TempDir,
     kp: Arc<Keypair>,
+    transport: Transport,
+}
+
+impl Schedd {
+    /// A client of the schedd as alice (over TLS, as every andes connection).
+    fn client(&self) -> Client {
+        Client::with_transport(&self.url, self.kp.clone(), &self.transport).unwrap()
+    }
 }
 
 impl Drop for Schedd {
@@ -42,7 +50,12 @@ fn start() -> Schedd {
     let dir = tempfile::tempdir().unwrap();
     let kp = Keypair::generate("alice").unwrap();
     kp.save(&dir.path().join("keys"), false).unwrap();
-    std::fs::write(dir.path().join("trust"), format!("user alice {}\n", kp.public_line())).unwrap();
+    let schedd = Keypair::generate("schedd").unwrap();
+    schedd.save(&dir.path().join("keys"), false).unwrap();
+    let trust =
+        format!("user alice {}\nschedd schedd {}\n", kp.public_line(), schedd.public_line());
+    std::fs::write(dir.path().join("trust"), &trust).unwrap();
+    let transport = Transport::Tls(Arc::new(TrustFile::parse(&trust, "trust").unwrap()));
     // alice is this process's own account, for the schedd's file work.
     let me = whoami::fallible::username().unwrap_or_else(|_| "root".into());
     std::fs::write(
@@ -64,7 +77,7 @@ fn start() -> Schedd {
         std::thread::sleep(Duration::from_millis(10));
     }
     let url = format!("http://{}", std::fs::read_to_string(&f).unwrap().trim());
-    Schedd { child, url, dir, kp: Arc::new(kp) }
+    Schedd { child, url, dir, kp: Arc::new(kp), transport }
 }
 
 fn rss_of(pid: u32) -> String {
@@ -87,7 +100,7 @@ fn upload(rt: &tokio::runtime::Runtime, c: &Client) -> String {
 fn concurrent_single_submits(c: &mut Criterion) {
     let s = start();
     let rt = runtime();
-    let client = Client::new(&s.url, s.kp.clone()).unwrap();
+    let client = s.client();
     let digest = upload(&rt, &client);
     let mut g = c.benchmark_group("schedd");
     g.sample_size(10).measurement_time(Duration::from_secs(15));
@@ -98,7 +111,7 @@ fn concurrent_single_submits(c: &mut Criterion) {
             rt.block_on(async {
                 let mut tasks = Vec::new();
                 for _ in 0..8 {
-                    let c = Client::new(&s.url, s.kp.clone()).unwrap();
+                    let c = s.client();
                     let d = digest.clone();
                     tasks.push(tokio::spawn(async move {
                         for i in 0..50 {
@@ -157,7 +170,7 @@ fn submit_file_100k(c: &mut Criterion) {
 fn summary_1m(c: &mut Criterion) {
     let s = start();
     let rt = runtime();
-    let client = Client::new(&s.url, s.kp.clone()).unwrap().with_timeout(Duration::from_secs(600));
+    let client = s.client().with_timeout(Duration::from_secs(600));
     let digest = upload(&rt, &client);
     for _ in 0..10 {
         let req = SubmitRequest {
@@ -204,7 +217,7 @@ fn doubling(n: usize) -> String {
 fn submit_beside_costly_queries(c: &mut Criterion) {
     let s = start();
     let rt = runtime();
-    let client = Client::new(&s.url, s.kp.clone()).unwrap().with_timeout(Duration::from_secs(120));
+    let client = s.client().with_timeout(Duration::from_secs(120));
     let digest = upload(&rt, &client);
     let req = SubmitRequest {
         cluster: None,
@@ -227,10 +240,9 @@ fn submit_beside_costly_queries(c: &mut Criterion) {
     });
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let costly = {
-        let (url, kp, stop) = (s.url.clone(), s.kp.clone(), stop.clone());
+        let (c, stop) = (s.client().with_timeout(Duration::from_secs(120)), stop.clone());
         std::thread::spawn(move || {
             let rt = runtime();
-            let c = Client::new(&url, kp).unwrap().with_timeout(Duration::from_secs(120));
             let req = andes_scheduler::api::QueryRequest {
                 targets: andes_scheduler::api::Targets {
                     constraint: Some(doubling(40)),

@@ -47,12 +47,18 @@
 //! | `SHADOW_QUEUE_UPDATE_INTERVAL` | `900` | seconds between a shadow's updates of the queue |
 //! | `SHADOW_JOB_CLEANUP_RETRY_DELAY`, `SHADOW_MAX_JOB_CLEANUP_RETRIES` | `30`, `5` | the final update's retries |
 //! | `USER_ACCOUNT_MAP` | (none: each identity is the account of its name) | `identity = account` pairs (`* = account` for everyone): the local account whose rights the schedd reads and writes a job owner's files with. The schedd acts for an owner with its own rights only when the owner's account is its own; running as root it takes the owner's account for that work; otherwise it accepts only jobs submitted with `--spool` |
+//! | `USE_PLAINTEXT_HTTP` | `False` | `True` drops TLS for plain HTTP: only for a personal pool on 127.0.0.1 (a daemon refuses to start if it would listen elsewhere; a command refuses a daemon elsewhere). Otherwise every connection is TLS 1.3 authenticated by the pool's keys, and commands need the trust file too |
+//! | `SCHEDD_REPLAY_CACHE`, `HOST_REPLAY_CACHE`, `CENTRAL_MANAGER_REPLAY_CACHE` | `$(SPOOL)/replay_cache`, `$(LOCAL_DIR)/host_replay_cache.$(HOST_KEY_NAME)`, `$(LOCAL_DIR)/central_replay_cache` | each daemon's file of accepted request nonces, so a request is never accepted twice, even across a restart (one file per daemon) |
+//! | `MAX_CONNECTIONS` | `1024` | connections a daemon serves at once; more wait until some close |
+//! | `HEADER_READ_TIMEOUT`, `IDLE_CONNECTION_TIMEOUT`, `TLS_HANDSHAKE_TIMEOUT`, `REQUEST_BODY_TIMEOUT` | `30`, `60`, `10`, `60` | seconds a daemon waits for a request's head (also an idle keep-alive connection's next request), on a connection where nothing moves, for a TLS handshake, and for a request's body |
+//! | `PER_KEY_REQUEST_RATE`, `PER_KEY_REQUEST_BURST`, `PER_KEY_REPLAY_SHARE` | `10000`, `20000`, `131072` | requests a second one key may make on average and at once, and nonces it may hold in a daemon's replay cache once that is half full (524,288 nonces); past them that key gets 429 |
 //!
 //! `andes host` reads the same file on top of the startd's defaults and
 //! default policy (`andes_startd::default_config`): NUM_CPUS, SLOT_TYPE_N,
 //! START, ..., ENABLE_BACKFILL, BACKFILL_JOBS and `BACKFILL_JOB_<name>`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
 use classad::config::Config;
@@ -94,6 +100,9 @@ JOB_LEASE_DURATION = 2400
 SHADOW_QUEUE_UPDATE_INTERVAL = 900
 SHADOW_JOB_CLEANUP_RETRY_DELAY = 30
 SHADOW_MAX_JOB_CLEANUP_RETRIES = 5
+SCHEDD_REPLAY_CACHE = $(SPOOL)/replay_cache
+HOST_REPLAY_CACHE = $(LOCAL_DIR)/host_replay_cache.$(HOST_KEY_NAME)
+CENTRAL_MANAGER_REPLAY_CACHE = $(LOCAL_DIR)/central_replay_cache
 "#;
 
 fn host_name() -> String {
@@ -296,10 +305,159 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// Whether the pool opted out of TLS (USE_PLAINTEXT_HTTP).
+    pub fn plaintext(&self) -> Result<bool> {
+        self.bool("USE_PLAINTEXT_HTTP", false)
+    }
+
+    /// How this process reaches daemons (TLS with the trust file, or plain HTTP when
+    /// USE_PLAINTEXT_HTTP is set), installed for every client the process makes.
+    /// `who` names what needs the trust file, for the error.
+    pub fn install_transport(&self, who: &str) -> Result<andes_protocol::Transport> {
+        let t = if self.plaintext()? {
+            andes_protocol::Transport::Plain
+        } else {
+            let trust = self.trust(who).context(
+                "connections are TLS authenticated by the pool's keys (set \
+                 USE_PLAINTEXT_HTTP = True only for a personal pool on 127.0.0.1)",
+            )?;
+            andes_protocol::Transport::Tls(Arc::new(trust))
+        };
+        t.clone().install();
+        Ok(t)
+    }
+
+    /// Refuses, before binding, a daemon that would serve plain HTTP on an address
+    /// other than loopback.
+    pub fn check_listen(&self, knob: &str, addr: std::net::SocketAddr) -> Result<()> {
+        if self.plaintext()? && !addr.ip().is_loopback() {
+            return Err(anyhow!(
+                "USE_PLAINTEXT_HTTP = True, but {knob} = {addr} is not a loopback address: \
+                 plain HTTP is only for a personal pool on 127.0.0.1; listen on 127.0.0.1, \
+                 or remove USE_PLAINTEXT_HTTP to use TLS"
+            ));
+        }
+        Ok(())
+    }
+
+    /// A daemon's verifier over `trust`: the per-key limits from the configuration
+    /// and its replay-cache file (the knob `cache_knob`).
+    pub fn verifier(
+        &self,
+        trust: andes_protocol::TrustFile,
+        cache_knob: &str,
+    ) -> Result<andes_protocol::Verifier> {
+        let d = andes_protocol::VerifierConfig::default();
+        let positive = |name: &str, default: u64| -> Result<u64> {
+            match self.int(name)? {
+                None => Ok(default),
+                Some(n) if n > 0 => Ok(n as u64),
+                Some(n) => Err(anyhow!("{name} = {n}: expected a positive number")),
+            }
+        };
+        let config = andes_protocol::VerifierConfig {
+            per_key_rate: u32::try_from(positive("PER_KEY_REQUEST_RATE", d.per_key_rate.into())?)
+                .unwrap_or(u32::MAX),
+            per_key_burst: u32::try_from(positive(
+                "PER_KEY_REQUEST_BURST",
+                d.per_key_burst.into(),
+            )?)
+            .unwrap_or(u32::MAX),
+            per_key_nonces: usize::try_from(positive(
+                "PER_KEY_REPLAY_SHARE",
+                d.per_key_nonces as u64,
+            )?)
+            .unwrap_or(usize::MAX),
+            ..d
+        };
+        let path = self.path(cache_knob)?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("{cache_knob}: creating {}", parent.display()))?;
+        }
+        let now = classad::eval::system_now();
+        andes_protocol::Verifier::with_replay_file(trust, config, &path, now)
+            .with_context(|| format!("{cache_knob} = {}", path.display()))
+    }
+
+    /// Sets `auth`'s body deadline from REQUEST_BODY_TIMEOUT.
+    pub fn body_timeout(&self, auth: &andes_protocol::Auth) -> Result<()> {
+        let secs = self.secs("REQUEST_BODY_TIMEOUT", 60)?.max(1) as u64;
+        auth.set_body_timeout(std::time::Duration::from_secs(secs));
+        Ok(())
+    }
+
+    /// The server of a daemon bound to `listener`: TLS presenting `keypair` (the knob
+    /// `key_knob` names it), or plain HTTP when USE_PLAINTEXT_HTTP is set; with the
+    /// connection limits of the configuration.
+    pub fn server(
+        &self,
+        listener: tokio::net::TcpListener,
+        keypair: Option<&andes_protocol::Keypair>,
+        key_knob: &str,
+        auth: &andes_protocol::Auth,
+    ) -> Result<andes_protocol::Server> {
+        let server = if self.plaintext()? {
+            andes_protocol::Server::plain(listener)?
+        } else {
+            let Some(k) = keypair else {
+                return Err(anyhow!(
+                    "the daemon serves TLS with its own key, and {key_knob} names none: make \
+                     one with `andes keygen` and list it in the trust file (or set \
+                     USE_PLAINTEXT_HTTP = True for a personal pool on 127.0.0.1)"
+                ));
+            };
+            andes_protocol::Server::tls(listener, k, auth)?
+        };
+        self.body_timeout(auth)?;
+        let secs = |name: &str, default: i64| -> Result<std::time::Duration> {
+            Ok(std::time::Duration::from_secs(self.secs(name, default)?.max(1) as u64))
+        };
+        let limits = andes_protocol::Limits {
+            max_connections: self.int("MAX_CONNECTIONS")?.unwrap_or(1024).max(1) as usize,
+            handshake_timeout: secs("TLS_HANDSHAKE_TIMEOUT", 10)?,
+            header_read_timeout: secs("HEADER_READ_TIMEOUT", 30)?,
+            idle_timeout: secs("IDLE_CONNECTION_TIMEOUT", 60)?,
+        };
+        Ok(server.with_limits(limits))
+    }
+}
+
 /// Writes `text` to `path` through a temporary file and a rename, so a reader never
 /// sees half of it (the daemons' address files).
 pub fn write_atomically(path: &str, text: &str) -> std::io::Result<()> {
     let tmp = format!("{path}.tmp{}", std::process::id());
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(lines: &[(&str, &str)]) -> Settings {
+        let mut config = Config::new();
+        for (k, v) in lines {
+            config.set(k, v).unwrap();
+        }
+        Settings { config }
+    }
+
+    #[test]
+    fn plain_http_is_refused_before_binding_anywhere_but_loopback() {
+        let plain = settings(&[("USE_PLAINTEXT_HTTP", "True")]);
+        let e = plain.check_listen("SCHEDD_ADDRESS", "0.0.0.0:9618".parse().unwrap()).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("SCHEDD_ADDRESS = 0.0.0.0:9618 is not a loopback address"), "{text}");
+        assert!(text.contains("plain HTTP is only for a personal pool on 127.0.0.1"), "{text}");
+        plain.check_listen("SCHEDD_ADDRESS", "127.0.0.1:0".parse().unwrap()).unwrap();
+        plain.check_listen("HOST_ADDRESS", "[::1]:9619".parse().unwrap()).unwrap();
+        // With TLS (the default) any address will do.
+        let tls = settings(&[]);
+        assert!(!tls.plaintext().unwrap());
+        tls.check_listen("SCHEDD_ADDRESS", "0.0.0.0:9618".parse().unwrap()).unwrap();
+        let bad = settings(&[("USE_PLAINTEXT_HTTP", "maybe")]);
+        assert!(bad.plaintext().unwrap_err().to_string().contains("expected True or False"));
+    }
 }

@@ -10,7 +10,7 @@ mod common;
 fn start() -> common::Daemon {
     common::Daemon::start(
         "host",
-        &[("root", "admin"), ("alice", "user"), ("mallory", "")],
+        &[("host", "host"), ("root", "admin"), ("alice", "user"), ("mallory", "")],
         "HOST_ADDRESS = 127.0.0.1:0\nNUM_CPUS = 2\nMEMORY = 2048\n",
         ".host_address",
     )
@@ -62,7 +62,7 @@ fn host_status_set_attr_vacate_and_off() {
     let e = h.fails("alice", &["host", "set-attr", "KeyboardIdle", "0"]);
     assert!(e.contains("403"), "{e}");
     let e = h.fails("mallory", &["host", "status"]);
-    assert!(e.contains("401"), "{e}");
+    assert!(e.contains("the key is not in the pool's trust file"), "{e}");
     let e = h.fails("root", &["host", "set-attr", "State", "\"Claimed\""]);
     assert!(e.contains("startd manages it"), "{e}");
     let e = h.fails("root", &["host", "set-attr", "Foo", "(1 +"]);

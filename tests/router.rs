@@ -42,12 +42,22 @@ fn wait_history(p: &Pool, site: &str, completed: &str, aborted: &str) -> String 
 }
 
 /// The source pool (no execute hosts of its own) and `n` target pools that
-/// trust the source's router key as the user `router`.
+/// trust the source's router key as the user `router`. The source trusts each
+/// target's schedd key, which its router's TLS connections must find; its
+/// schedd reads it when restarted with its routes.
 fn pools(n: usize) -> (Pool, Vec<Pool>) {
     let source = Pool::new("", 0);
     let key = std::fs::read_to_string(source.path().join("keys/schedd.pub")).unwrap();
     let line = format!("user router {}", key.trim());
-    let targets = (0..n).map(|_| Pool::new_trusting("", 1, std::slice::from_ref(&line))).collect();
+    let targets: Vec<Pool> =
+        (0..n).map(|_| Pool::new_trusting("", 1, std::slice::from_ref(&line))).collect();
+    let trust = source.path().join("trust");
+    let mut text = std::fs::read_to_string(&trust).unwrap();
+    for (i, t) in targets.iter().enumerate() {
+        let key = std::fs::read_to_string(t.path().join("keys/schedd.pub")).unwrap();
+        text.push_str(&format!("schedd site{i} {}\n", key.trim()));
+    }
+    std::fs::write(&trust, text).unwrap();
     (source, targets)
 }
 

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use andes_protocol::{Client, Keypair};
+use andes_protocol::{Client, Keypair, Transport, TrustFile};
 use andes_scheduler::api::{QueryReply, QueryRequest, SubmitReply, SubmitRequest};
 use http::Method;
 
@@ -78,7 +78,12 @@ fn acknowledged_jobs_survive_kill_9() {
     let keys = dir.path().join("keys");
     let kp = Keypair::generate("alice").unwrap();
     kp.save(&keys, false).unwrap();
-    std::fs::write(dir.path().join("trust"), format!("user alice {}\n", kp.public_line())).unwrap();
+    let schedd_key = Keypair::generate("schedd").unwrap();
+    schedd_key.save(&keys, false).unwrap();
+    let trust =
+        format!("user alice {}\nschedd schedd {}\n", kp.public_line(), schedd_key.public_line());
+    std::fs::write(dir.path().join("trust"), &trust).unwrap();
+    let transport = Transport::Tls(Arc::new(TrustFile::parse(&trust, "trust").unwrap()));
     // alice is this test's own account, for the schedd's file work.
     let me = whoami::fallible::username().unwrap_or_else(|_| "root".into());
     let map = format!("USER_ACCOUNT_MAP = alice = {me}\n");
@@ -89,12 +94,14 @@ fn acknowledged_jobs_survive_kill_9() {
         .trim()
         .parse()
         .unwrap();
-    let url = format!("http://{addr}");
+    let url = addr.to_string();
     let kp = Arc::new(kp);
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let digest = andes_scheduler::queue::module_digest(MODULE);
-    let client = Client::new(&url, kp.clone()).unwrap().with_timeout(Duration::from_secs(300));
+    let client = Client::with_transport(&url, kp.clone(), &transport)
+        .unwrap()
+        .with_timeout(Duration::from_secs(300));
     rt.block_on(async {
         let r = client.request(Method::PUT, &format!("/v1/modules/{digest}"), MODULE.into()).await;
         assert!(r.unwrap().status.is_success());
@@ -106,10 +113,18 @@ fn acknowledged_jobs_survive_kill_9() {
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for c in 0..4 {
-        let (acked, stop, url, kp, digest) =
-            (acked.clone(), stop.clone(), url.clone(), kp.clone(), digest.clone());
+        let (acked, stop, url, kp, digest, transport) = (
+            acked.clone(),
+            stop.clone(),
+            url.clone(),
+            kp.clone(),
+            digest.clone(),
+            transport.clone(),
+        );
         tasks.push(rt.spawn(async move {
-            let client = Client::new(&url, kp).unwrap().with_timeout(Duration::from_secs(10));
+            let client = Client::with_transport(&url, kp, &transport)
+                .unwrap()
+                .with_timeout(Duration::from_secs(10));
             let mut attempt = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 attempt += 1;

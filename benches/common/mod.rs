@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use andes_protocol::{Client, Keypair};
+use andes_protocol::{Client, Keypair, Transport, TrustFile};
 use http::Method;
 
 /// A sample job built for wasm32-wasip1.
@@ -40,11 +40,28 @@ impl Drop for PersonalPool {
     }
 }
 
-/// Starts `andes pool up --slots N` and waits until it is ready.
+/// Whether the pool runs plain HTTP (`ANDES_BENCH_PLAINTEXT=1`) rather than TLS.
+pub fn plaintext() -> bool {
+    std::env::var_os("ANDES_BENCH_PLAINTEXT").is_some_and(|v| v == "1")
+}
+
+/// How the benchmark's clients reach a pool whose trust file is `dir/trust`.
+pub fn transport(dir: &Path) -> Transport {
+    if plaintext() {
+        Transport::Plain
+    } else {
+        Transport::Tls(Arc::new(TrustFile::load(&dir.join("trust")).unwrap()))
+    }
+}
+
+/// Starts `andes pool up --slots N` (with `--plaintext` under
+/// `ANDES_BENCH_PLAINTEXT=1`) and waits until it is ready.
 pub fn pool_up(slots: usize) -> PersonalPool {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_andes"))
-        .args(["pool", "up", "--slots", &slots.to_string(), "--dir"])
+        .args(["pool", "up", "--slots", &slots.to_string()])
+        .args(plaintext().then_some("--plaintext"))
+        .arg("--dir")
         .arg(dir.path())
         .env("USER", "bench")
         .stdout(Stdio::piped())
@@ -64,15 +81,13 @@ pub fn pool_up(slots: usize) -> PersonalPool {
     let kp = Arc::new(Keypair::load(&dir.path().join("keys/bench")).unwrap());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let cm = std::fs::read_to_string(dir.path().join(".collector_address")).unwrap();
-    let (client, collector) = {
-        let _g = rt.enter();
-        (
-            Client::new(&format!("http://{}", addr.trim()), kp.clone())
-                .unwrap()
-                .with_timeout(Duration::from_secs(600)),
-            Client::new(&format!("http://{}", cm.trim()), kp).unwrap(),
-        )
-    };
+    let t = transport(dir.path());
+    let (client, collector) = (
+        Client::with_transport(addr.trim(), kp.clone(), &t)
+            .unwrap()
+            .with_timeout(Duration::from_secs(600)),
+        Client::with_transport(cm.trim(), kp, &t).unwrap(),
+    );
     PersonalPool { child, dir, client, collector, rt }
 }
 

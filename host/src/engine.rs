@@ -6,6 +6,27 @@
 //! second, unmetered engine runs the jobs that need no fuel: about twice as
 //! fast on loop-heavy code, since the checks at every loop header and
 //! function entry keep values in registers from surviving calls.
+//!
+//! # The compiled-module cache
+//!
+//! [`HostConfig::cache_dir`] holds native code that wasmtime loads without
+//! checking it (`Module::deserialize` is `unsafe`): whoever can write a file
+//! there can run code as the host. So:
+//!
+//! * [`Host::new`] refuses, with an error saying what to do, a cache directory
+//!   that others can write (group- or world-writable, or owned by another
+//!   user), rather than falling back to no disk cache: a host that silently
+//!   compiled every module again would hide a misconfiguration, or an attack,
+//!   from its operator. A directory it creates is created mode 0700.
+//! * Each cache file is `andesMC1`, a BLAKE3 MAC keyed with a secret of the
+//!   cache (`.key` in the directory, 32 random bytes, mode 0600, made on first
+//!   use) over the engine's key, the module's digest and the compiled code, then
+//!   the code. The whole file is read into memory, its MAC checked, and only
+//!   those bytes are deserialized; a file failing the check is removed (with a
+//!   warning) and the module compiled again.
+//! * On Windows, file modes and owners are not checked (access there is governed
+//!   by ACLs, which the default per-user location already restricts): only the
+//!   MAC is.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -67,6 +88,8 @@ pub struct Host {
     pub(crate) engine: Engine,
     pub(crate) config: HostConfig,
     engine_key: String,
+    /// The secret the disk cache's files are authenticated with.
+    cache_key: Option<[u8; 32]>,
     modules: Mutex<HashMap<[u8; 32], Arc<Prepared>>>,
     pub(crate) linker: wasmtime::Linker<crate::starter::JobState>,
     ticker: Option<std::thread::JoinHandle<()>>,
@@ -195,10 +218,10 @@ impl Host {
         let engine =
             Engine::new(&engine_config(&config, true)).context("creating the wasm engine")?;
         let engine_key = engine_key(&engine, &config);
-        if let Some(dir) = &config.cache_dir {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating the module cache {}", dir.display()))?;
-        }
+        let cache_key = match &config.cache_dir {
+            Some(dir) => Some(open_cache(dir)?),
+            None => None,
+        };
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let ticker = {
             let engine = engine.clone();
@@ -236,6 +259,7 @@ impl Host {
             engine,
             config,
             engine_key,
+            cache_key,
             modules: Mutex::new(HashMap::new()),
             ticker: Some(ticker),
             stop,
@@ -342,22 +366,36 @@ impl Host {
         digest: &[u8; 32],
     ) -> Result<Module> {
         let path = self.cache_path(digest, engine_key);
-        if let Some(p) = &path
-            && p.exists()
+        if let (Some(p), Some(key)) = (&path, &self.cache_key)
+            && let Ok(file) = std::fs::read(p)
         {
-            // SAFETY: files in the cache directory are written only by
-            // `Module::serialize` below, under a name keyed by this engine's
-            // compatibility hash; wasmtime also checks the header.
-            if let Ok(m) = unsafe { Module::deserialize_file(engine, p) } {
-                return Ok(m);
+            match open_cached(key, engine_key, digest, &file) {
+                // SAFETY: these bytes are exactly what `Module::serialize` below
+                // wrote for this engine (its compatibility key is in the name and
+                // under the MAC), authenticated with the cache's secret, which only
+                // this user can read; wasmtime also checks the header.
+                Some(code) => match unsafe { Module::deserialize(engine, code) } {
+                    Ok(m) => return Ok(m),
+                    Err(e) => {
+                        tracing::warn!("module cache {}: {e:#}; compiling again", p.display())
+                    }
+                },
+                None => {
+                    tracing::warn!(
+                        "module cache {}: the file fails its integrity check (not written by \
+                         this host, or altered); removed, compiling again",
+                        p.display()
+                    );
+                    let _ = std::fs::remove_file(p);
+                }
             }
         }
         let m = Module::new(engine, bytes)?;
         self.compilations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Some(p) = &path
-            && let Ok(data) = m.serialize()
+        if let (Some(p), Some(key)) = (&path, &self.cache_key)
+            && let Ok(code) = m.serialize()
         {
-            write_atomically(p, &data);
+            write_atomically(p, &seal(key, engine_key, digest, &code));
         }
         Ok(m)
     }
@@ -395,6 +433,122 @@ impl Host {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Arc<Prepared>>> {
         self.modules.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The magic that starts a cache file.
+const CACHE_MAGIC: &[u8; 8] = b"andesMC1";
+
+fn cache_mac(key: &[u8; 32], engine_key: &str, digest: &[u8; 32], code: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(&(engine_key.len() as u64).to_le_bytes());
+    h.update(engine_key.as_bytes());
+    h.update(digest);
+    h.update(code);
+    *h.finalize().as_bytes()
+}
+
+/// A cache file's bytes: the magic, the MAC, the code.
+fn seal(key: &[u8; 32], engine_key: &str, digest: &[u8; 32], code: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(CACHE_MAGIC.len() + 32 + code.len());
+    out.extend_from_slice(CACHE_MAGIC);
+    out.extend_from_slice(&cache_mac(key, engine_key, digest, code));
+    out.extend_from_slice(code);
+    out
+}
+
+/// The code of a cache file whose MAC is right, else `None`.
+fn open_cached<'a>(
+    key: &[u8; 32],
+    engine_key: &str,
+    digest: &[u8; 32],
+    file: &'a [u8],
+) -> Option<&'a [u8]> {
+    let rest = file.strip_prefix(&CACHE_MAGIC[..])?;
+    let (mac, code) = rest.split_at_checked(32)?;
+    let want = blake3::Hash::from(cache_mac(key, engine_key, digest, code));
+    // `blake3::Hash` compares in constant time.
+    (want == blake3::Hash::from(<[u8; 32]>::try_from(mac).ok()?)).then_some(code)
+}
+
+/// Checks (and creates, mode 0700) the cache directory and returns its secret,
+/// making it on first use.
+fn open_cache(dir: &Path) -> Result<[u8; 32]> {
+    if !dir.exists() {
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(dir).with_context(|| format!("creating the module cache {}", dir.display()))?;
+    }
+    check_private(dir, "the module cache directory", 0o022)?;
+    let key_path = dir.join(".key");
+    let mut key = [0u8; 32];
+    match std::fs::read(&key_path) {
+        Ok(k) => {
+            check_private(&key_path, "the module cache's key", 0o077)?;
+            key = k.try_into().map_err(|_| {
+                anyhow::anyhow!(
+                    "the module cache's key {} is not 32 bytes: remove it (the cache's files \
+                     are then compiled again)",
+                    key_path.display()
+                )
+            })?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut key);
+            let mut o = std::fs::OpenOptions::new();
+            o.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+            let mut f = o.open(&key_path).with_context(|| {
+                format!("creating the module cache's key {}", key_path.display())
+            })?;
+            std::io::Write::write_all(&mut f, &key).with_context(|| {
+                format!("writing the module cache's key {}", key_path.display())
+            })?;
+        }
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("reading the module cache's key {}", key_path.display()));
+        }
+    }
+    Ok(key)
+}
+
+/// Refuses a path owned by another user or with any of the mode bits `forbidden`
+/// (0o022: others may write it; 0o077: others may read it too). Unix only; see the
+/// module documentation for Windows.
+#[cfg(unix)]
+fn check_private(path: &Path, what: &str, forbidden: u32) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).with_context(|| format!("{what} {}", path.display()))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if m.uid() != me {
+        anyhow::bail!(
+            "{what} {} belongs to user id {}, not to this user ({me}): it holds native code the \
+             host runs, so only the host's own user may own it; chown it, or point \
+             MODULE_CACHE elsewhere",
+            path.display(),
+            m.uid()
+        );
+    }
+    if m.mode() & forbidden != 0 {
+        anyhow::bail!(
+            "{what} {} is open to others (mode {:o}): it guards native code the host runs, so \
+             only its owner may {}; chmod {}, or point MODULE_CACHE elsewhere",
+            path.display(),
+            m.mode() & 0o7777,
+            if forbidden == 0o022 { "write it" } else { "read or write it" },
+            if forbidden == 0o022 { "go-w (0700 for a directory)" } else { "600" }
+        );
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_private(_path: &Path, _what: &str, _forbidden: u32) -> Result<()> {
+    Ok(())
 }
 
 fn write_atomically(path: &Path, data: &[u8]) {

@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 
-use andes_protocol::{Keypair, SignedHeaders, TrustFile, Verifier, VerifierConfig};
+use andes_protocol::{Destination, Keypair, SignedHeaders, TrustFile, Verifier, VerifierConfig};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use http::HeaderMap;
 
@@ -24,9 +24,10 @@ fn bench(c: &mut Criterion) {
     let trust = TrustFile::parse(&lines, "bench").unwrap();
     let verifier = Verifier::new(trust, VerifierConfig::default());
     let body = vec![b'x'; 1024];
+    let here = Destination::Key(Keypair::from_seed("schedd", [3; 32]).unwrap().public());
 
     c.bench_function("sign 1 KiB request", |b| {
-        b.iter(|| SignedHeaders::sign(&alice, "POST", "/v1/jobs", &body, T0))
+        b.iter(|| SignedHeaders::sign(&alice, &here, "POST", "/v1/jobs", &body, T0))
     });
 
     // One request a second of virtual time: the replay cache stays at its steady size.
@@ -36,16 +37,17 @@ fn bench(c: &mut Criterion) {
             || {
                 now.set(now.get() + 1);
                 let mut h = HeaderMap::new();
-                SignedHeaders::sign(&alice, "POST", "/v1/jobs", &body, now.get()).apply(&mut h);
+                SignedHeaders::sign(&alice, &here, "POST", "/v1/jobs", &body, now.get())
+                    .apply(&mut h);
                 (h, now.get())
             },
-            |(h, t)| verifier.verify("POST", "/v1/jobs", &h, &body, t).unwrap(),
+            |(h, t)| verifier.verify("POST", "/v1/jobs", &h, &body, &here, t).unwrap(),
             BatchSize::SmallInput,
         )
     });
 
     let mut unknown = HeaderMap::new();
-    SignedHeaders::sign(&eve, "POST", "/v1/jobs", &body, T0).apply(&mut unknown);
+    SignedHeaders::sign(&eve, &here, "POST", "/v1/jobs", &body, T0).apply(&mut unknown);
     c.bench_function("refuse unknown key (headers only)", |b| {
         b.iter(|| verifier.check_headers(&unknown, T0).unwrap_err())
     });

@@ -2,14 +2,17 @@
 //! into the directory given: `cargo run -p andes-protocol --example fuzz_seeds fuzz/corpus/request`.
 //!
 //! Each seed is a flag byte, `METHOD\nPATH\n`, header lines, an empty line and the body.
-//! The signed seeds use the fuzz target's trusted key and its fixed "now".
+//! The signed seeds use the fuzz target's trusted key, its fixed "now" and its
+//! destination ([`DESTINATION`]).
 
 use std::path::PathBuf;
 
-use andes_protocol::{Keypair, SignedHeaders};
+use andes_protocol::{Destination, Keypair, SignedHeaders};
 use http::HeaderMap;
 
 const NOW: i64 = 1_800_000_000;
+/// The daemon the fuzz target's verifier stands for: a loopback one over plain HTTP.
+const DESTINATION: &str = "127.0.0.1:9618";
 
 fn seed(flags: u8, method: &str, path: &str, headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
     let mut out = vec![flags];
@@ -27,7 +30,8 @@ fn seed(flags: u8, method: &str, path: &str, headers: &HeaderMap, body: &[u8]) -
 
 fn signed(kp: &Keypair, method: &str, path: &str, body: &[u8], ts: i64, n: u8) -> HeaderMap {
     let mut h = HeaderMap::new();
-    SignedHeaders::sign_with_nonce(kp, method, path, body, ts, vec![n; 16]).apply(&mut h);
+    let dest = Destination::Addr(DESTINATION.into());
+    SignedHeaders::sign_with_nonce(kp, &dest, method, path, body, ts, vec![n; 16]).apply(&mut h);
     h.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     h
 }

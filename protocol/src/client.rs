@@ -1,26 +1,37 @@
-//! The HTTP client every andes part uses to call another: it signs each request and
-//! returns the status and the JSON body.
+//! The HTTP client every andes part uses to call another: it connects (over TLS with
+//! the pool's raw public keys, see [`crate::tls`], or plain HTTP to a loopback daemon),
+//! signs each request for the daemon the connection reached, and returns the status
+//! and the JSON body.
 //!
-//! Built on hyper 1 and hyper-util's client (the stack axum's server already brings
-//! in): plain HTTP/1.1, because the requests are authenticated by their signatures
-//! rather than by TLS, and no second HTTP stack or TLS library is compiled in.
+//! Built on hyper 1's HTTP/1.1 connections with a small pool of its own: a request is
+//! signed only once its connection is chosen, because the signature names the
+//! destination, which over TLS is the key the server's handshake proved.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, StatusCode, Uri, header};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::ErrorBody;
 use crate::key::Keypair;
-use crate::sign::SignedHeaders;
+use crate::sign::{Destination, SignedHeaders};
+use crate::tls;
+use crate::trust::{Role, TrustFile};
 use crate::verify::{Clock, SystemClock};
+
+/// How long an unused pooled connection is kept: shorter than a server's header read
+/// timeout ([`crate::serve::Limits`]), so the client lets go of a connection first.
+pub const POOL_IDLE: Duration = Duration::from_secs(20);
+/// Time to set up a connection (TCP and the TLS handshake).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most idle connections a client keeps.
+const POOL_MAX_IDLE: usize = 32;
 
 /// Default time a whole request may take: 30 s.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -36,9 +47,12 @@ pub enum ClientErrorKind {
     /// Nothing listens at the address.
     #[error("connection refused: is the daemon running at {0}?")]
     Refused(String),
-    /// Connecting failed otherwise.
+    /// Connecting failed otherwise (including a TLS handshake refused either way).
     #[error("cannot connect: {0}")]
     Connect(String),
+    /// Plain HTTP was asked for a daemon that is not on the loopback interface.
+    #[error("plain HTTP is only for daemons on 127.0.0.1 (USE_PLAINTEXT_HTTP); {0} needs TLS")]
+    PlainNotLoopback(String),
     /// The request or response failed at the HTTP level.
     #[error("HTTP error: {0}")]
     Http(String),
@@ -98,14 +112,59 @@ impl Response {
     }
 }
 
+/// How a client reaches daemons: decided once per process by the pool's configuration
+/// ([`Transport::install`]), or given to one client ([`Client::with_transport`]).
+#[derive(Clone)]
+pub enum Transport {
+    /// TLS 1.3 with raw public keys; a server's key must be in this trust file.
+    Tls(Arc<TrustFile>),
+    /// Plain HTTP, to loopback daemons only (a personal pool's opt-out).
+    Plain,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transport::Tls(t) => write!(f, "Tls({} keys)", t.len()),
+            Transport::Plain => f.write_str("Plain"),
+        }
+    }
+}
+
+static INSTALLED: RwLock<Option<Transport>> = RwLock::new(None);
+
+impl Transport {
+    /// Makes `self` the transport of every [`Client::new`] in this process from now on
+    /// (a daemon or command calls it once, after reading its configuration).
+    pub fn install(self) {
+        *INSTALLED.write().unwrap_or_else(PoisonError::into_inner) = Some(self);
+    }
+
+    /// The installed transport; plain HTTP if none was installed, which reaches only
+    /// loopback daemons serving plain HTTP.
+    pub fn installed() -> Transport {
+        INSTALLED.read().unwrap_or_else(PoisonError::into_inner).clone().unwrap_or(Transport::Plain)
+    }
+}
+
+/// An open HTTP/1.1 connection and the daemon it reached.
+struct Conn {
+    send: SendRequest<Full<Bytes>>,
+    dest: Destination,
+    idle_since: Instant,
+}
+
 /// A signing HTTP client for one daemon.
 #[derive(Clone)]
 pub struct Client {
     scheme_authority: String,
     authority: String,
+    host: String,
+    port: u16,
     prefix: String,
     keypair: Arc<Keypair>,
-    http: HyperClient<HttpConnector, Full<Bytes>>,
+    tls: Option<(tokio_rustls::TlsConnector, rustls::pki_types::ServerName<'static>)>,
+    idle: Arc<Mutex<Vec<Conn>>>,
     clock: Arc<dyn Clock>,
     timeout: Duration,
     max_response: usize,
@@ -116,47 +175,97 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("base_url", &format_args!("{}{}", self.scheme_authority, self.prefix))
             .field("key", &self.keypair.name())
+            .field("tls", &self.tls.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl Client {
-    /// A client for the daemon at `base_url` (`http://host:port`, optionally with a path
-    /// prefix), signing with `keypair`. Must be used inside a tokio runtime.
+    /// A client for the daemon at `base_url`, signing with `keypair`, over the process's
+    /// installed [`Transport`]. `base_url` is `HOST:PORT` or `http://HOST:PORT`
+    /// (optionally with a path prefix); the transport, not the scheme, decides between
+    /// TLS and plain HTTP. `https://` insists on TLS.
     pub fn new(base_url: &str, keypair: Arc<Keypair>) -> Result<Client, ClientError> {
+        Client::with_transport(base_url, keypair, &Transport::installed())
+    }
+
+    /// A client over `transport`, accepting over TLS a server with a daemon role
+    /// ([`tls::DAEMON_ROLES`]).
+    pub fn with_transport(
+        base_url: &str,
+        keypair: Arc<Keypair>,
+        transport: &Transport,
+    ) -> Result<Client, ClientError> {
+        Client::expecting(base_url, keypair, transport, tls::DAEMON_ROLES)
+    }
+
+    /// A client over `transport` that accepts over TLS only a server whose key the
+    /// trust file gives one of `roles`.
+    pub fn expecting(
+        base_url: &str,
+        keypair: Arc<Keypair>,
+        transport: &Transport,
+        roles: &[Role],
+    ) -> Result<Client, ClientError> {
         let bad = |why: String| ClientError {
             method: None,
             url: base_url.to_string(),
             kind: ClientErrorKind::BadUrl(why),
         };
-        let uri: Uri = base_url.parse().map_err(|e| bad(format!("not a URL ({e})")))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(bad(
-                    "https is not supported: andes requests are signed, use http://".into()
-                ));
-            }
-            _ => return Err(bad("expected http://HOST:PORT".into())),
-        }
-        let authority = uri.authority().ok_or_else(|| bad("no host".into()))?.to_string();
+        let (insist_tls, rest) = if let Some(r) = base_url.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = base_url.strip_prefix("http://") {
+            (false, r)
+        } else if base_url.contains("://") {
+            return Err(bad("expected HOST:PORT or http://HOST:PORT".into()));
+        } else {
+            (false, base_url)
+        };
+        let uri: Uri =
+            format!("http://{rest}").parse().map_err(|e| bad(format!("not a URL ({e})")))?;
+        let auth = uri.authority().ok_or_else(|| bad("no host".into()))?;
+        let authority = auth.to_string();
+        let port = auth.port_u16().ok_or_else(|| bad("no port: expected HOST:PORT".into()))?;
+        let host = auth.host().trim_start_matches('[').trim_end_matches(']').to_string();
         if uri.query().is_some() {
             return Err(bad("a base URL has no query".into()));
         }
         let prefix = uri.path().trim_end_matches('/').to_string();
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(10)));
-        connector.set_nodelay(true);
-        let http = HyperClient::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(connector);
+        let tls = match transport {
+            Transport::Plain if insist_tls => {
+                return Err(bad("https:// needs TLS, but this process uses plain HTTP".into()));
+            }
+            Transport::Plain => {
+                if !crate::serve::is_loopback_authority(&authority, port) {
+                    return Err(ClientError {
+                        method: None,
+                        url: base_url.to_string(),
+                        kind: ClientErrorKind::PlainNotLoopback(authority),
+                    });
+                }
+                None
+            }
+            Transport::Tls(trust) => {
+                let config = tls::client_config(&keypair, trust.clone(), roles)
+                    .map_err(|e| bad(format!("TLS configuration: {e}")))?;
+                let name =
+                    rustls::pki_types::ServerName::try_from(host.clone()).unwrap_or_else(|_| {
+                        rustls::pki_types::ServerName::try_from("andes.invalid")
+                            .expect("a valid DNS name")
+                    });
+                Some((tokio_rustls::TlsConnector::from(config), name))
+            }
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
         Ok(Client {
-            scheme_authority: format!("http://{authority}"),
+            scheme_authority: format!("{scheme}://{authority}"),
             authority,
+            host,
+            port,
             prefix,
             keypair,
-            http,
+            tls,
+            idle: Arc::new(Mutex::new(Vec::new())),
             clock: Arc::new(SystemClock),
             timeout: DEFAULT_TIMEOUT,
             max_response: DEFAULT_MAX_RESPONSE,
@@ -186,6 +295,11 @@ impl Client {
         &self.keypair
     }
 
+    /// Whether this client speaks TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}{}{}", self.scheme_authority, self.prefix, path)
     }
@@ -194,39 +308,127 @@ impl Client {
         ClientError { method: Some(method.clone()), url: self.url(path), kind }
     }
 
-    /// Builds the signed request for `path` (starting with `/`, relative to the base
-    /// URL, with its query if any), without sending it.
-    pub fn prepare(
-        &self,
-        method: Method,
-        path: &str,
-        body: Bytes,
-    ) -> Result<http::Request<Full<Bytes>>, ClientError> {
-        if !path.starts_with('/') {
-            return Err(self.error(
-                &method,
-                path,
-                ClientErrorKind::BadUrl("the path must start with `/`".into()),
-            ));
+    /// A ready connection: an idle one of the pool, else a new one. The flag tells
+    /// whether it was pooled (a request on it may find it closed by the server).
+    async fn checkout(&self) -> Result<(Conn, bool), ClientErrorKind> {
+        loop {
+            let c = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+            let Some(mut c) = c else { break };
+            if c.send.is_closed() || c.idle_since.elapsed() >= POOL_IDLE {
+                continue;
+            }
+            if c.send.ready().await.is_ok() {
+                return Ok((c, true));
+            }
         }
-        let uri: Uri = self
-            .url(path)
-            .parse()
-            .map_err(|e| self.error(&method, path, ClientErrorKind::BadUrl(format!("{e}"))))?;
+        Ok((self.connect().await?, false))
+    }
+
+    fn checkin(&self, mut c: Conn) {
+        if c.send.is_closed() {
+            return;
+        }
+        c.idle_since = Instant::now();
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        idle.retain(|c| !c.send.is_closed() && c.idle_since.elapsed() < POOL_IDLE);
+        if idle.len() < POOL_MAX_IDLE {
+            idle.push(c);
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, ClientErrorKind> {
+        let setup = async {
+            let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+                .await
+                .map_err(|e| self.classify_io(e))?;
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("TCP_NODELAY: {e}");
+            }
+            match &self.tls {
+                None => {
+                    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+                        .await
+                        .map_err(|e| ClientErrorKind::Connect(e.to_string()))?;
+                    tokio::spawn(async move {
+                        if let Err(e) = conn.await {
+                            tracing::debug!("connection: {e}");
+                        }
+                    });
+                    Ok(Conn {
+                        send,
+                        dest: Destination::Addr(self.authority.clone()),
+                        idle_since: Instant::now(),
+                    })
+                }
+                Some((connector, name)) => {
+                    let stream = connector
+                        .connect(name.clone(), tcp)
+                        .await
+                        .map_err(|e| ClientErrorKind::Connect(format!("TLS: {}", chain(&e))))?;
+                    let key = tls::peer_key(stream.get_ref().1).ok_or_else(|| {
+                        ClientErrorKind::Connect("TLS: the server presented no key".into())
+                    })?;
+                    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                        .await
+                        .map_err(|e| ClientErrorKind::Connect(e.to_string()))?;
+                    tokio::spawn(async move {
+                        if let Err(e) = conn.await {
+                            tracing::debug!("connection: {e}");
+                        }
+                    });
+                    Ok(Conn { send, dest: Destination::Key(key), idle_since: Instant::now() })
+                }
+            }
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, setup).await {
+            Ok(r) => r,
+            Err(_) => Err(ClientErrorKind::Connect(format!(
+                "no connection to {} within {CONNECT_TIMEOUT:?}",
+                self.authority
+            ))),
+        }
+    }
+
+    fn classify_io(&self, e: std::io::Error) -> ClientErrorKind {
+        if e.kind() == std::io::ErrorKind::ConnectionRefused {
+            ClientErrorKind::Refused(self.authority.clone())
+        } else {
+            ClientErrorKind::Connect(format!("{}: {e}", self.authority))
+        }
+    }
+
+    /// The signed request for `path` (starting with `/`, relative to the base URL,
+    /// with its query if any) to the daemon `dest`.
+    fn build(
+        &self,
+        method: &Method,
+        path: &str,
+        body: &Bytes,
+        dest: &Destination,
+    ) -> Result<http::Request<Full<Bytes>>, ClientErrorKind> {
+        if !path.starts_with('/') {
+            return Err(ClientErrorKind::BadUrl("the path must start with `/`".into()));
+        }
+        let target = format!("{}{}", self.prefix, path);
+        let uri: Uri = target.parse().map_err(|e| ClientErrorKind::BadUrl(format!("{e}")))?;
         // Sign exactly what is sent, as the server will see it.
         let signed_path = uri.path_and_query().map_or("/", |p| p.as_str());
         let signed = SignedHeaders::sign(
             &self.keypair,
+            dest,
             method.as_str(),
             signed_path,
-            &body,
+            body,
             self.clock.now(),
         );
         let mut req = http::Request::new(Full::new(body.clone()));
-        *req.method_mut() = method;
+        *req.method_mut() = method.clone();
         *req.uri_mut() = uri;
         let h = req.headers_mut();
         signed.apply(h);
+        if let Ok(host) = header::HeaderValue::try_from(self.authority.as_str()) {
+            h.insert(header::HOST, host);
+        }
         if !body.is_empty() {
             h.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
         }
@@ -234,58 +436,118 @@ impl Client {
         Ok(req)
     }
 
-    /// Sends a request (normally from [`Client::prepare`]) and reads the answer.
+    /// Builds the signed request for `path` (starting with `/`, relative to the base
+    /// URL, with its query if any), without sending it. It is signed for the daemon
+    /// this client reaches, which over TLS means connecting first to learn its key.
+    pub async fn prepare(
+        &self,
+        method: Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<http::Request<Full<Bytes>>, ClientError> {
+        let made = async {
+            let (conn, _) = self.checkout().await?;
+            let req = self.build(&method, path, &body, &conn.dest);
+            self.checkin(conn);
+            req
+        };
+        match tokio::time::timeout(self.timeout, made).await {
+            Ok(r) => r.map_err(|k| self.error(&method, path, k)),
+            Err(_) => Err(self.error(&method, path, ClientErrorKind::Timeout(self.timeout))),
+        }
+    }
+
+    /// Sends a request (normally from [`Client::prepare`]) as it is and reads the
+    /// answer.
     pub async fn send(&self, req: http::Request<Full<Bytes>>) -> Result<Response, ClientError> {
         let method = req.method().clone();
         let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
         let path = path.strip_prefix(&self.prefix).unwrap_or(&path).to_string();
         let exchange = async {
-            let resp = self.http.request(req).await.map_err(|e| self.classify(e))?;
-            let status = resp.status();
-            let body = match Limited::new(resp.into_body(), self.max_response).collect().await {
-                Ok(c) => c.to_bytes(),
-                Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
-                    return Err(ClientErrorKind::TooLarge(self.max_response));
-                }
-                Err(e) => return Err(ClientErrorKind::Http(e.to_string())),
-            };
-            Ok(Response { status, body })
+            let (conn, _) = self.checkout().await?;
+            self.exchange(conn, req).await.map_err(|(k, _)| k)
         };
+        self.finish(&method, &path, exchange).await
+    }
+
+    async fn finish(
+        &self,
+        method: &Method,
+        path: &str,
+        exchange: impl Future<Output = Result<Response, ClientErrorKind>>,
+    ) -> Result<Response, ClientError> {
         match tokio::time::timeout(self.timeout, exchange).await {
             Ok(Ok(r)) => Ok(r),
-            Ok(Err(kind)) => Err(self.error(&method, &path, kind)),
-            Err(_) => Err(self.error(&method, &path, ClientErrorKind::Timeout(self.timeout))),
+            Ok(Err(kind)) => Err(self.error(method, path, kind)),
+            Err(_) => Err(self.error(method, path, ClientErrorKind::Timeout(self.timeout))),
         }
     }
 
-    fn classify(&self, e: hyper_util::client::legacy::Error) -> ClientErrorKind {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-        let mut innermost = e.to_string();
-        while let Some(s) = source {
-            if s.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
-            {
-                return ClientErrorKind::Refused(self.authority.clone());
+    /// One request on `conn`. On failure, whether the request certainly never reached
+    /// the server (so sending it again cannot do anything twice).
+    async fn exchange(
+        &self,
+        mut conn: Conn,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<Response, (ClientErrorKind, bool)> {
+        let resp = match conn.send.try_send_request(req).await {
+            Ok(r) => r,
+            Err(mut e) => {
+                // The request comes back only if it was never written.
+                let unsent = e.take_message().is_some();
+                let e = e.into_error();
+                let text = chain(&e);
+                // Over TLS 1.3 a server refuses the client's key after the client's
+                // side of the handshake is done: the first request hears the alert.
+                if self.tls.is_some() && text.contains("received fatal alert") {
+                    return Err((
+                        ClientErrorKind::Connect(format!(
+                            "the daemon at {} refused this key ({} {}) in the TLS handshake \
+                             ({text}): the key is not in the pool's trust file there",
+                            self.authority,
+                            self.keypair.name(),
+                            self.keypair.public()
+                        )),
+                        false,
+                    ));
+                }
+                return Err((ClientErrorKind::Http(text), unsent || e.is_canceled()));
             }
-            innermost = s.to_string();
-            source = s.source();
-        }
-        if e.is_connect() {
-            ClientErrorKind::Connect(innermost)
-        } else {
-            ClientErrorKind::Http(innermost)
-        }
+        };
+        let status = resp.status();
+        let body = match Limited::new(resp.into_body(), self.max_response).collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                return Err((ClientErrorKind::TooLarge(self.max_response), false));
+            }
+            Err(e) => return Err((ClientErrorKind::Http(e.to_string()), false)),
+        };
+        self.checkin(conn);
+        Ok(Response { status, body })
     }
 
-    /// Signs and sends a request with a raw body.
+    /// Signs and sends a request with a raw body. A request on a pooled connection
+    /// that the server had closed, and which therefore never reached it, is signed
+    /// again and sent once more on a new connection.
     pub async fn request(
         &self,
         method: Method,
         path: &str,
         body: Bytes,
     ) -> Result<Response, ClientError> {
-        let req = self.prepare(method, path, body)?;
-        self.send(req).await
+        let exchange = async {
+            let mut retried = false;
+            loop {
+                let (conn, pooled) = self.checkout().await?;
+                let req = self.build(&method, path, &body, &conn.dest)?;
+                match self.exchange(conn, req).await {
+                    Ok(r) => return Ok(r),
+                    Err((_, true)) if pooled && !retried => retried = true,
+                    Err((kind, _)) => return Err(kind),
+                }
+            }
+        };
+        self.finish(&method, path, exchange).await
     }
 
     /// `GET path`.
@@ -332,4 +594,19 @@ impl Client {
         }
         resp.json().map_err(|e| self.error(&method, path, ClientErrorKind::BadJson(e.to_string())))
     }
+}
+
+/// An error and its sources, as one line.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let t = s.to_string();
+        if !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        source = s.source();
+    }
+    text
 }

@@ -80,6 +80,53 @@ pub enum AuthError {
         /// Seconds until the oldest one expires.
         retry_after: u64,
     },
+    /// The request was signed for another daemon (401): a request captured on its way
+    /// to one daemon is refused by every other.
+    #[error("the request was signed for another daemon ({signed_for}); this one is {this}")]
+    WrongDestination {
+        /// The `Andes-Destination` the request was signed for.
+        signed_for: String,
+        /// What this daemon accepts.
+        this: String,
+    },
+    /// The request's signing key is not the key its TLS connection was authenticated
+    /// with (401).
+    #[error(
+        "the request is signed by key {signer} but its TLS connection was authenticated \
+         as key {tls}: sign with the key the connection presents"
+    )]
+    TlsKeyMismatch {
+        /// The key that signed the request, base64.
+        signer: String,
+        /// The client key of the TLS session, base64.
+        tls: String,
+    },
+    /// One key sent more than its share (429): too many requests per second, or too
+    /// many nonces held in the replay cache. Only that key is refused.
+    #[error("too many requests from {identity}: {why}; retry in {retry_after} s")]
+    TooManyRequests {
+        /// Whose key.
+        identity: String,
+        /// Which limit.
+        why: String,
+        /// Seconds until the key is under its limit again.
+        retry_after: u64,
+    },
+    /// The body did not arrive within the deadline (408).
+    #[error("the request body did not arrive within {secs} s")]
+    BodyTimeout {
+        /// The deadline, seconds.
+        secs: u64,
+    },
+    /// The accepted nonce could not be written to the replay-cache file (503): the
+    /// request is refused rather than accepted without a record that survives a
+    /// restart.
+    #[error("cannot record the request in the replay cache: {0}")]
+    ReplayCacheWrite(String),
+    /// The request did not come through [`crate::serve`], so there is no connection
+    /// identity to check it against (500: a programming error).
+    #[error("this request did not come through andes_protocol::serve: no connection identity")]
+    NoConnection,
     /// The caller's role is not allowed on this route (403).
     #[error(
         "{identity} (role {role}) may not use this route; it needs role {}",
@@ -126,8 +173,15 @@ impl AuthError {
             | AuthError::UnknownKey { .. }
             | AuthError::BadSignature { .. }
             | AuthError::Skewed { .. }
-            | AuthError::Replayed { .. } => StatusCode::UNAUTHORIZED,
-            AuthError::ReplayCacheFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            | AuthError::Replayed { .. }
+            | AuthError::WrongDestination { .. }
+            | AuthError::TlsKeyMismatch { .. } => StatusCode::UNAUTHORIZED,
+            AuthError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            AuthError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            AuthError::ReplayCacheFull { .. } | AuthError::ReplayCacheWrite(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            AuthError::NoConnection => StatusCode::INTERNAL_SERVER_ERROR,
             AuthError::Forbidden { .. } => StatusCode::FORBIDDEN,
             AuthError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AuthError::BodyRead(_) | AuthError::BadJson(_) => StatusCode::BAD_REQUEST,
@@ -140,7 +194,8 @@ impl IntoResponse for AuthError {
     fn into_response(self) -> Response {
         let mut r = ApiError::new(self.status(), self.to_string()).into_response();
         match self {
-            AuthError::ReplayCacheFull { retry_after, .. } => {
+            AuthError::ReplayCacheFull { retry_after, .. }
+            | AuthError::TooManyRequests { retry_after, .. } => {
                 r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
             }
             e if e.status() == StatusCode::UNAUTHORIZED => {

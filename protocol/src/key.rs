@@ -241,6 +241,11 @@ impl Keypair {
         format!("{KEY_TYPE} {} {}", self.public(), self.name)
     }
 
+    /// The secret seed (for the TLS identity built from this key).
+    pub(crate) fn seed(&self) -> [u8; 32] {
+        self.signing.to_bytes()
+    }
+
     /// Signs `message`.
     pub fn sign(&self, message: &[u8]) -> [u8; 64] {
         self.signing.sign(message).to_bytes()

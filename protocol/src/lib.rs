@@ -4,7 +4,11 @@
 //! * [`key`]: ed25519 key pairs and their files (`andes keygen`).
 //! * [`trust`]: the pool's trust file, mapping public keys to identities and roles.
 //! * [`sign`]: what a request's signature covers and the `Andes-*` headers.
-//! * [`verify`]: the receiver's checks (trust, clock skew, signature, replay).
+//! * [`verify`]: the receiver's checks (trust, clock skew, destination, signature,
+//!   replay, per-key limits); [`replay`]: its file, which survives a restart.
+//! * [`tls`]: TLS 1.3 authenticated by the pool's keys as raw public keys.
+//! * [`serve`]: the one way a daemon serves: TLS (or loopback plain HTTP), hyper, and
+//!   the connection limits.
 //! * [`server`]: axum layers and extractors: a handler gets [`Caller`] and the body.
 //! * [`client`]: the signing HTTP client.
 //! * [`pool`]: the messages between negotiator, schedd and execute host.
@@ -15,15 +19,19 @@ pub mod client;
 pub mod error;
 pub mod key;
 pub mod pool;
+pub mod replay;
+pub mod serve;
 pub mod server;
 pub mod sign;
+pub mod tls;
 pub mod trust;
 pub mod verify;
 
-pub use client::{Client, ClientError, ClientErrorKind, Response};
+pub use client::{Client, ClientError, ClientErrorKind, Response, Transport};
 pub use error::{ApiError, AuthError, ErrorBody};
 pub use key::{Keypair, PublicKey};
+pub use serve::{ConnectionInfo, Limits, ServeError, Server};
 pub use server::{Auth, SignedJson, VerifiedBody, decode_json, require};
-pub use sign::SignedHeaders;
+pub use sign::{Destination, SignedHeaders};
 pub use trust::{Identity, Role, TrustFile};
 pub use verify::{Caller, Clock, ManualClock, SystemClock, Verifier, VerifierConfig};

@@ -20,6 +20,8 @@
 //!     .route("/v1/jobs", post(submit))
 //!     .layer(andes_protocol::require(&[Role::User]))
 //!     .layer(auth.layer());
+//! // Then served by `andes_protocol::serve::Server`, which gives each request the
+//! // connection's identities the layer checks.
 //! # Ok(()) }
 //! ```
 
@@ -27,7 +29,9 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{FromRequestParts, OriginalUri, Request};
@@ -40,11 +44,14 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::error::AuthError;
+use crate::serve::ConnectionInfo;
 use crate::trust::Role;
 use crate::verify::{Caller, Clock, Verifier};
 
 /// Default request body limit: 16 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 16 << 20;
+/// Default time a request's body may take to arrive once its headers are accepted.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -52,6 +59,7 @@ struct AuthInner {
     verifier: Verifier,
     clock: Arc<dyn Clock>,
     body_limit: usize,
+    body_timeout_ms: AtomicU64,
 }
 
 /// The authentication of a daemon's HTTP API: a [`Verifier`], the clock it reads and
@@ -79,7 +87,26 @@ impl Auth {
 
     /// Authentication with a body limit in bytes (larger bodies get 413).
     pub fn with_body_limit(verifier: Verifier, clock: Arc<dyn Clock>, body_limit: usize) -> Self {
-        Auth { inner: Arc::new(AuthInner { verifier, clock, body_limit }) }
+        Auth {
+            inner: Arc::new(AuthInner {
+                verifier,
+                clock,
+                body_limit,
+                body_timeout_ms: AtomicU64::new(DEFAULT_BODY_TIMEOUT.as_millis() as u64),
+            }),
+        }
+    }
+
+    /// Sets how long a request's body may take to arrive once its headers are
+    /// accepted (default [`DEFAULT_BODY_TIMEOUT`]); a slower one gets 408.
+    pub fn set_body_timeout(&self, timeout: Duration) {
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self.inner.body_timeout_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// How long a request's body may take to arrive.
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.inner.body_timeout_ms.load(Ordering::Relaxed))
     }
 
     /// The verifier (to replace the trust file, or read its state).
@@ -100,12 +127,26 @@ impl Auth {
     }
 
     /// Authenticates one request: the headers are checked first (an unsigned, unknown
-    /// or stale request is refused before its body is read), then the body is read
-    /// up to the limit and the signature and nonce are checked. Returns the request
-    /// with the caller and the body attached.
+    /// or stale request, or one signed by another key than its TLS connection's, is
+    /// refused before its body is read), then the body is read up to the limit and
+    /// within the body deadline, and the destination, signature and nonce are
+    /// checked. Returns the request with the caller and the body attached.
+    ///
+    /// The request must carry the [`ConnectionInfo`] that [`crate::serve`] gives it.
     pub async fn authenticate(&self, req: Request) -> Result<Request, AuthError> {
         let a = &*self.inner;
+        let conn =
+            req.extensions().get::<ConnectionInfo>().cloned().ok_or(AuthError::NoConnection)?;
         let pending = a.verifier.check_headers(req.headers(), a.clock.now())?;
+        if let Some(tls) = &conn.peer_key
+            && *tls != pending.headers().key
+        {
+            return Err(AuthError::TlsKeyMismatch {
+                signer: pending.headers().key.to_base64(),
+                tls: tls.to_base64(),
+            });
+        }
+        let this = conn.accepts(&pending.headers().destination);
         let (mut parts, body) = req.into_parts();
         let declared = parts
             .headers
@@ -115,19 +156,28 @@ impl Auth {
         if declared.is_some_and(|n| n > a.body_limit as u64) {
             return Err(AuthError::TooLarge { limit: a.body_limit });
         }
-        let bytes = match Limited::new(body, a.body_limit).collect().await {
-            Ok(c) => c.to_bytes(),
-            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+        let deadline = self.body_timeout();
+        let collected = tokio::time::timeout(deadline, Limited::new(body, a.body_limit).collect());
+        let bytes = match collected.await {
+            Err(_) => return Err(AuthError::BodyTimeout { secs: deadline.as_secs().max(1) }),
+            Ok(Ok(c)) => c.to_bytes(),
+            Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
                 return Err(AuthError::TooLarge { limit: a.body_limit });
             }
-            Err(e) => return Err(AuthError::BodyRead(e.to_string())),
+            Ok(Err(e)) => return Err(AuthError::BodyRead(e.to_string())),
         };
         // Nested routers strip their prefix from the URI; the signature covers the
         // path the client sent.
         let uri = parts.extensions.get::<OriginalUri>().map_or(&parts.uri, |o| &o.0);
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
-        let caller =
-            a.verifier.finish(pending, parts.method.as_str(), &path, &bytes, a.clock.now())?;
+        let caller = a.verifier.finish(
+            pending,
+            parts.method.as_str(),
+            &path,
+            &bytes,
+            &this,
+            a.clock.now(),
+        )?;
         parts.extensions.insert(caller);
         parts.extensions.insert(VerifiedBody(bytes.clone()));
         Ok(Request::from_parts(parts, Body::from(bytes)))
@@ -273,19 +323,4 @@ pub fn decode_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, AuthError> {
         return Err(AuthError::BadJson("the body is empty; expected a JSON document".into()));
     }
     serde_json::from_slice(body).map_err(|e| AuthError::BadJson(e.to_string()))
-}
-
-/// `listener` with TCP_NODELAY set on every connection it accepts. Every andes
-/// daemon serves through this: a response is written in more than one piece,
-/// and with Nagle's algorithm on, the last piece waits for the peer's delayed
-/// ACK (about 40 ms on Linux) on every request.
-pub fn nodelay(
-    listener: tokio::net::TcpListener,
-) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
-    use axum::serve::ListenerExt;
-    listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("TCP_NODELAY: {e}");
-        }
-    })
 }

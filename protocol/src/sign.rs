@@ -3,7 +3,8 @@
 //! A request is signed over this text (lines joined by `\n`, no trailing newline):
 //!
 //! ```text
-//! andes-request-v1
+//! andes-request-v2
+//! DESTINATION          (see below)
 //! METHOD
 //! /path?query
 //! TIMESTAMP            (Unix seconds, decimal)
@@ -12,8 +13,21 @@
 //! PUBLIC KEY           (base64)
 //! ```
 //!
-//! and the four headers [`KEY`], [`TIMESTAMP`], [`NONCE`] and [`SIGNATURE`] carry the key,
-//! timestamp, nonce and the base64 ed25519 signature.
+//! and the five headers [`KEY`], [`TIMESTAMP`], [`NONCE`], [`DESTINATION`] and
+//! [`SIGNATURE`] carry the key, timestamp, nonce, destination and the base64 ed25519
+//! signature.
+//!
+//! The destination names the one daemon the request is for, so that a request captured
+//! on its way to one daemon is refused by every other, even one trusting the same key.
+//! One rule covers both transports: it is what the client *authenticated* the server
+//! as ([`Destination`]):
+//!
+//! * over TLS, the server's public key as its handshake proved it:
+//!   `key ed25519 BASE64`; the server accepts only its own key;
+//! * over plain HTTP (allowed only on the loopback interface, where nothing
+//!   authenticates the server), the authority the client dialled: `addr HOST:PORT`;
+//!   the server accepts only a loopback host (`127.0.0.0/8`, `localhost`, `[::1]`)
+//!   with its own port, which no other daemon on the machine can hold.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -25,13 +39,15 @@ use crate::error::AuthError;
 use crate::key::{Keypair, PublicKey};
 
 /// The version tag that starts every signed string.
-pub const VERSION: &str = "andes-request-v1";
+pub const VERSION: &str = "andes-request-v2";
 /// `Andes-Key`: the signer's public key, base64.
 pub const KEY: HeaderName = HeaderName::from_static("andes-key");
 /// `Andes-Timestamp`: when the request was signed, Unix seconds.
 pub const TIMESTAMP: HeaderName = HeaderName::from_static("andes-timestamp");
 /// `Andes-Nonce`: random bytes, base64, never reused.
 pub const NONCE: HeaderName = HeaderName::from_static("andes-nonce");
+/// `Andes-Destination`: the daemon the request is for ([`Destination`]'s text).
+pub const DESTINATION: HeaderName = HeaderName::from_static("andes-destination");
 /// `Andes-Signature`: the ed25519 signature of the signed string, base64.
 pub const SIGNATURE: HeaderName = HeaderName::from_static("andes-signature");
 /// Bytes of nonce a client makes (128 bits).
@@ -41,6 +57,44 @@ pub const MIN_NONCE_LEN: usize = 16;
 /// Longest nonce accepted, bytes.
 pub const MAX_NONCE_LEN: usize = 64;
 
+/// Longest `Andes-Destination` accepted, bytes.
+pub const MAX_DESTINATION_LEN: usize = 300;
+
+/// The daemon a request is signed for (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Destination {
+    /// Over TLS: the server's public key, as its handshake proved it.
+    Key(PublicKey),
+    /// Over plain HTTP on the loopback interface: the `HOST:PORT` the client dialled.
+    Addr(String),
+}
+
+impl Destination {
+    /// Parses the text of [`Destination`]'s `Display` (`key ed25519 BASE64` or
+    /// `addr HOST:PORT`).
+    pub fn parse(text: &str) -> Result<Destination, String> {
+        if let Some(k) = text.strip_prefix("key ed25519 ") {
+            return PublicKey::from_base64(k).map(Destination::Key).map_err(|e| e.to_string());
+        }
+        if let Some(a) = text.strip_prefix("addr ") {
+            if a.is_empty() || !a.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err("the address must be HOST:PORT in visible ASCII".into());
+            }
+            return Ok(Destination::Addr(a.to_string()));
+        }
+        Err("expected `key ed25519 BASE64` or `addr HOST:PORT`".into())
+    }
+}
+
+impl std::fmt::Display for Destination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Destination::Key(k) => write!(f, "key ed25519 {k}"),
+            Destination::Addr(a) => write!(f, "addr {a}"),
+        }
+    }
+}
+
 /// The SHA-256 of a body.
 pub fn body_digest(body: &[u8]) -> [u8; 32] {
     Sha256::digest(body).into()
@@ -48,6 +102,7 @@ pub fn body_digest(body: &[u8]) -> [u8; 32] {
 
 /// The text a request's signature covers (see the module documentation).
 pub fn signing_string(
+    destination: &Destination,
     method: &str,
     path_and_query: &str,
     timestamp: i64,
@@ -61,7 +116,7 @@ pub fn signing_string(
         hex.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
     }
     format!(
-        "{VERSION}\n{method}\n{path_and_query}\n{timestamp}\n{}\n{hex}\n{}",
+        "{VERSION}\n{destination}\n{method}\n{path_and_query}\n{timestamp}\n{}\n{hex}\n{}",
         B64.encode(nonce),
         key.to_base64()
     )
@@ -90,14 +145,17 @@ pub struct SignedHeaders {
     pub timestamp: i64,
     /// `Andes-Nonce`, decoded.
     pub nonce: Vec<u8>,
+    /// `Andes-Destination`, parsed.
+    pub destination: Destination,
     /// `Andes-Signature`, decoded.
     pub signature: [u8; 64],
 }
 
 impl SignedHeaders {
-    /// Signs a request with a fresh random nonce.
+    /// Signs a request for `destination` with a fresh random nonce.
     pub fn sign(
         keypair: &Keypair,
+        destination: &Destination,
         method: &str,
         path_and_query: &str,
         body: &[u8],
@@ -105,13 +163,14 @@ impl SignedHeaders {
     ) -> Self {
         let mut nonce = vec![0u8; NONCE_LEN];
         OsRng.fill_bytes(&mut nonce);
-        Self::sign_with_nonce(keypair, method, path_and_query, body, timestamp, nonce)
+        Self::sign_with_nonce(keypair, destination, method, path_and_query, body, timestamp, nonce)
     }
 
     /// Signs a request with the given nonce (tests and fuzzing; real requests use
     /// [`SignedHeaders::sign`]).
     pub fn sign_with_nonce(
         keypair: &Keypair,
+        destination: &Destination,
         method: &str,
         path_and_query: &str,
         body: &[u8],
@@ -119,24 +178,44 @@ impl SignedHeaders {
         nonce: Vec<u8>,
     ) -> Self {
         let key = keypair.public();
-        let text =
-            signing_string(method, path_and_query, timestamp, &nonce, &body_digest(body), &key);
-        SignedHeaders { key, timestamp, nonce, signature: keypair.sign(text.as_bytes()) }
+        let text = signing_string(
+            destination,
+            method,
+            path_and_query,
+            timestamp,
+            &nonce,
+            &body_digest(body),
+            &key,
+        );
+        SignedHeaders {
+            key,
+            timestamp,
+            nonce,
+            destination: destination.clone(),
+            signature: keypair.sign(text.as_bytes()),
+        }
     }
 
-    /// Sets the four headers on `headers`.
+    /// Sets the five headers on `headers`.
     pub fn apply(&self, headers: &mut HeaderMap) {
         let v = |s: String| HeaderValue::try_from(s).expect("base64 and digits are valid");
         headers.insert(KEY, v(self.key.to_base64()));
         headers.insert(TIMESTAMP, HeaderValue::from(self.timestamp));
         headers.insert(NONCE, v(B64.encode(&self.nonce)));
+        // A destination is parsed or built from visible ASCII only.
+        if let Ok(d) = HeaderValue::try_from(self.destination.to_string()) {
+            headers.insert(DESTINATION, d);
+        }
         headers.insert(SIGNATURE, v(B64.encode(self.signature)));
     }
 
-    /// Parses the four headers. No `Andes-*` header at all is [`AuthError::Unsigned`];
+    /// Parses the five headers. No `Andes-*` header at all is [`AuthError::Unsigned`];
     /// a missing, repeated or malformed one is [`AuthError::MalformedHeader`].
     pub fn from_headers(headers: &HeaderMap) -> Result<Self, AuthError> {
-        if [&KEY, &TIMESTAMP, &NONCE, &SIGNATURE].iter().all(|h| !headers.contains_key(*h)) {
+        if [&KEY, &TIMESTAMP, &NONCE, &DESTINATION, &SIGNATURE]
+            .iter()
+            .all(|h| !headers.contains_key(*h))
+        {
             return Err(AuthError::Unsigned);
         }
         let key = one(headers, &KEY, "Andes-Key", 64)?;
@@ -163,6 +242,9 @@ impl SignedHeaders {
                 header: "Andes-Nonce",
                 reason: format!("expected {MIN_NONCE_LEN} to {MAX_NONCE_LEN} bytes of base64"),
             })?;
+        let destination = one(headers, &DESTINATION, "Andes-Destination", MAX_DESTINATION_LEN)?;
+        let destination = Destination::parse(destination)
+            .map_err(|reason| AuthError::MalformedHeader { header: "Andes-Destination", reason })?;
         let sig = one(headers, &SIGNATURE, "Andes-Signature", 100)?;
         let signature: [u8; 64] =
             B64.decode(sig).ok().and_then(|s| s.try_into().ok()).ok_or_else(|| {
@@ -171,13 +253,14 @@ impl SignedHeaders {
                     reason: "expected 64 bytes of base64".into(),
                 }
             })?;
-        Ok(SignedHeaders { key, timestamp, nonce, signature })
+        Ok(SignedHeaders { key, timestamp, nonce, destination, signature })
     }
 
     /// Checks the signature against a request (not the key's trust, the time or
     /// replay: see [`crate::Verifier`]).
     pub fn signature_matches(&self, method: &str, path_and_query: &str, body: &[u8]) -> bool {
         let text = signing_string(
+            &self.destination,
             method,
             path_and_query,
             self.timestamp,
@@ -216,10 +299,15 @@ mod tests {
         Keypair::from_seed("alice", [1; 32]).unwrap()
     }
 
+    fn dest() -> Destination {
+        Destination::Addr("127.0.0.1:9618".into())
+    }
+
     #[test]
     fn signing_string_is_exact() {
         let k = kp();
         let s = signing_string(
+            &dest(),
             "POST",
             "/jobs?x=1",
             1_700_000_000,
@@ -230,7 +318,7 @@ mod tests {
         assert_eq!(
             s,
             format!(
-                "andes-request-v1\nPOST\n/jobs?x=1\n1700000000\nAAAAAAAAAAAAAAAAAAAAAA==\n\
+                "andes-request-v2\naddr 127.0.0.1:9618\nPOST\n/jobs?x=1\n1700000000\nAAAAAAAAAAAAAAAAAAAAAA==\n\
                  e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n{}",
                 k.public()
             )
@@ -240,17 +328,20 @@ mod tests {
     #[test]
     fn signature_covers_every_part() {
         let k = kp();
-        let h = SignedHeaders::sign_with_nonce(&k, "POST", "/a?b=1", b"{}", 100, vec![7; 16]);
+        let h =
+            SignedHeaders::sign_with_nonce(&k, &dest(), "POST", "/a?b=1", b"{}", 100, vec![7; 16]);
         assert!(h.signature_matches("POST", "/a?b=1", b"{}"));
         assert!(!h.signature_matches("GET", "/a?b=1", b"{}"));
         assert!(!h.signature_matches("POST", "/a?b=2", b"{}"));
         assert!(!h.signature_matches("POST", "/a?b=1", b"{ }"));
-        for tweak in 0..4 {
+        for tweak in 0..6 {
             let mut t = h.clone();
             match tweak {
                 0 => t.timestamp += 1,
                 1 => t.nonce[0] ^= 1,
                 2 => t.signature[5] ^= 1,
+                3 => t.destination = Destination::Addr("127.0.0.1:9619".into()),
+                4 => t.destination = Destination::Key(k.public()),
                 _ => t.key = Keypair::from_seed("x", [2; 32]).unwrap().public(),
             }
             assert!(!t.signature_matches("POST", "/a?b=1", b"{}"), "tweak {tweak}");
@@ -260,8 +351,8 @@ mod tests {
     #[test]
     fn headers_round_trip_and_fresh_nonces() {
         let k = kp();
-        let a = SignedHeaders::sign(&k, "GET", "/", b"", -5);
-        let b = SignedHeaders::sign(&k, "GET", "/", b"", -5);
+        let a = SignedHeaders::sign(&k, &dest(), "GET", "/", b"", -5);
+        let b = SignedHeaders::sign(&k, &dest(), "GET", "/", b"", -5);
         assert_ne!(a.nonce, b.nonce);
         assert_eq!(a.nonce.len(), 16);
         let mut m = HeaderMap::new();
@@ -274,13 +365,15 @@ mod tests {
         assert_eq!(SignedHeaders::from_headers(&HeaderMap::new()), Err(AuthError::Unsigned));
         let k = kp();
         let mut good = HeaderMap::new();
-        SignedHeaders::sign(&k, "GET", "/", b"", 1).apply(&mut good);
+        SignedHeaders::sign(&k, &dest(), "GET", "/", b"", 1).apply(&mut good);
         let cases: Vec<(HeaderName, &str, &str)> = vec![
             (KEY, "AAAA", "Andes-Key"),
             (TIMESTAMP, "12a", "Andes-Timestamp"),
             (TIMESTAMP, "99999999999999999999", "Andes-Timestamp"),
             (NONCE, "AAAA", "Andes-Nonce"),
             (SIGNATURE, "AAAA", "Andes-Signature"),
+            (DESTINATION, "127.0.0.1:9618", "Andes-Destination"),
+            (DESTINATION, "key ed25519 AAAA", "Andes-Destination"),
         ];
         for (name, value, header) in cases {
             let mut m = good.clone();
@@ -303,6 +396,15 @@ mod tests {
         assert!(
             SignedHeaders::from_headers(&m).unwrap_err().to_string().contains("more than once")
         );
+    }
+
+    #[test]
+    fn destinations_round_trip() {
+        for d in [dest(), Destination::Key(kp().public())] {
+            assert_eq!(Destination::parse(&d.to_string()), Ok(d));
+        }
+        assert!(Destination::parse("addr ").is_err());
+        assert!(Destination::parse("addr a b").is_err());
     }
 
     #[test]

@@ -1,11 +1,12 @@
-//! A real axum server on 127.0.0.1 and the real client: every acceptance and
-//! rejection, each with its status and reason.
+//! A real server on 127.0.0.1 (TLS, as every daemon serves) and the real client:
+//! every acceptance and rejection, each with its status and reason.
 
 use std::sync::Arc;
 
 use andes_protocol::{
-    Auth, Caller, Client, ClientErrorKind, ErrorBody, Keypair, ManualClock, Response, Role,
-    SignedJson, TrustFile, VerifiedBody, Verifier, VerifierConfig, require,
+    Auth, Caller, Client, ClientErrorKind, ConnectionInfo, Destination, ErrorBody, Keypair,
+    ManualClock, Response, Role, Server, SignedJson, Transport, TrustFile, VerifiedBody, Verifier,
+    VerifierConfig, require,
 };
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -19,6 +20,7 @@ const LIMIT: usize = 1024;
 
 struct Pool {
     base: String,
+    trust: Arc<TrustFile>,
     clock: Arc<ManualClock>,
     alice: Arc<Keypair>,
     schedd: Arc<Keypair>,
@@ -28,7 +30,9 @@ struct Pool {
 
 impl Pool {
     fn client(&self, kp: &Arc<Keypair>) -> Client {
-        Client::new(&self.base, kp.clone()).unwrap().with_clock(self.clock.clone())
+        Client::with_transport(&self.base, kp.clone(), &Transport::Tls(self.trust.clone()))
+            .unwrap()
+            .with_clock(self.clock.clone())
     }
 }
 
@@ -61,7 +65,7 @@ async fn start() -> Pool {
     .unwrap();
     let clock = Arc::new(ManualClock::new(T0));
     let auth = Auth::with_body_limit(
-        Verifier::new(trust, VerifierConfig::default()),
+        Verifier::new(trust.clone(), VerifierConfig::default()),
         clock.clone(),
         LIMIT,
     );
@@ -74,8 +78,17 @@ async fn start() -> Pool {
     let app = users.merge(schedds).layer(auth.layer());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Pool { base: format!("http://{addr}"), clock, alice, schedd, root, eve }
+    let server = Server::tls(listener, &schedd, &auth).unwrap();
+    tokio::spawn(server.serve(app, std::future::pending()));
+    Pool {
+        base: format!("https://{addr}"),
+        trust: Arc::new(trust),
+        clock,
+        alice,
+        schedd,
+        root,
+        eve,
+    }
 }
 
 /// Asserts the status and that the `{"error": ...}` reason contains `want`.
@@ -124,10 +137,7 @@ async fn accepted_with_caller_and_body() {
 async fn unsigned_is_401() {
     let p = start().await;
     let c = p.client(&p.alice);
-    let req = http::Request::builder()
-        .uri(format!("{}/v1/queue", p.base))
-        .body(Full::new(Bytes::new()))
-        .unwrap();
+    let req = http::Request::builder().uri("/v1/queue").body(Full::new(Bytes::new())).unwrap();
     let r = c.send(req).await.unwrap();
     refused(&r, StatusCode::UNAUTHORIZED, "not signed");
 }
@@ -138,44 +148,56 @@ async fn tampered_body_path_or_key_is_401() {
     let c = p.client(&p.alice);
     let body = Bytes::from_static(br#"{"cmd":"a","count":1}"#);
 
-    let mut req = c.prepare(Method::POST, "/v1/jobs", body.clone()).unwrap();
+    let mut req = c.prepare(Method::POST, "/v1/jobs", body.clone()).await.unwrap();
     *req.body_mut() = Full::new(Bytes::from_static(br#"{"cmd":"b","count":1}"#));
     refused(&c.send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "bad signature from alice");
 
-    let mut req = c.prepare(Method::GET, "/v1/queue?x=1", Bytes::new()).unwrap();
-    *req.uri_mut() = format!("{}/v1/queue?x=2", p.base).parse().unwrap();
+    let mut req = c.prepare(Method::GET, "/v1/queue?x=1", Bytes::new()).await.unwrap();
+    *req.uri_mut() = "/v1/queue?x=2".parse().unwrap();
     refused(&c.send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "bad signature");
 
-    // Signed by alice, claiming to be root.
-    let mut req = c.prepare(Method::POST, "/v1/jobs", body).unwrap();
+    // Signed by alice, claiming to be root: refused before the signature is even
+    // checked, as alice's TLS session is not root's.
+    let mut req = c.prepare(Method::POST, "/v1/jobs", body).await.unwrap();
     req.headers_mut()
         .insert("andes-key", HeaderValue::from_str(&p.root.public().to_base64()).unwrap());
-    refused(&c.send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "bad signature from root");
+    refused(
+        &c.send(req).await.unwrap(),
+        StatusCode::UNAUTHORIZED,
+        &format!(
+            "signed by key {} but its TLS connection was authenticated as key {}",
+            p.root.public(),
+            p.alice.public()
+        ),
+    );
 
-    let mut req = c.prepare(Method::GET, "/v1/queue", Bytes::new()).unwrap();
+    let mut req = c.prepare(Method::GET, "/v1/queue", Bytes::new()).await.unwrap();
     req.headers_mut().insert("andes-signature", HeaderValue::from_static("bm90IGEgc2lnbmF0dXJl"));
     refused(&c.send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "malformed Andes-Signature");
 }
 
 #[tokio::test]
-async fn unknown_key_is_401() {
+async fn unknown_key_is_refused_at_the_handshake() {
     let p = start().await;
-    let r = p.client(&p.eve).get("/v1/queue").await.unwrap();
-    refused(&r, StatusCode::UNAUTHORIZED, &format!("unknown key {}", p.eve.public()));
+    let e = p.client(&p.eve).get("/v1/queue").await.unwrap_err();
+    assert!(matches!(e.kind, ClientErrorKind::Connect(_)), "{e:?}");
+    let want = format!("refused this key (eve {}) in the TLS handshake", p.eve.public());
+    assert!(e.to_string().contains(&want), "{e}");
+    assert!(e.to_string().contains("not in the pool's trust file"), "{e}");
 }
 
 #[tokio::test]
 async fn expired_or_early_is_401() {
     let p = start().await;
     let late = Arc::new(ManualClock::new(T0 - 301));
-    let c = Client::new(&p.base, p.alice.clone()).unwrap().with_clock(late.clone());
+    let c = p.client(&p.alice).with_clock(late.clone());
     refused(&c.get("/v1/queue").await.unwrap(), StatusCode::UNAUTHORIZED, "301 s behind");
     late.set(T0 + 1000);
     refused(&c.get("/v1/queue").await.unwrap(), StatusCode::UNAUTHORIZED, "1000 s ahead of");
     late.set(T0 - 300);
     assert_eq!(c.get("/v1/queue").await.unwrap().status, StatusCode::OK);
     // The same request becomes stale as the server's clock moves on.
-    let req = p.client(&p.alice).prepare(Method::GET, "/v1/queue", Bytes::new()).unwrap();
+    let req = p.client(&p.alice).prepare(Method::GET, "/v1/queue", Bytes::new()).await.unwrap();
     p.clock.advance(301);
     refused(&p.client(&p.alice).send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "behind");
 }
@@ -186,6 +208,7 @@ async fn replay_is_401() {
     let c = p.client(&p.alice);
     let req = c
         .prepare(Method::POST, "/v1/jobs", Bytes::from_static(br#"{"cmd":"a","count":1}"#))
+        .await
         .unwrap();
     let again = req.clone();
     assert_eq!(c.send(req).await.unwrap().status, StatusCode::OK);
@@ -252,7 +275,16 @@ async fn streamed_body_over_the_limit_is_413_without_content_length() {
         Auth::with_body_limit(Verifier::new(trust, VerifierConfig::default()), p.clock.clone(), 10);
     let mut req = axum::extract::Request::new(axum::body::Body::new(Endless));
     *req.uri_mut() = "/x".parse().unwrap();
-    andes_protocol::SignedHeaders::sign(&p.alice, "GET", "/x", b"", T0).apply(req.headers_mut());
+    let here = "127.0.0.1:9618".parse().unwrap();
+    req.extensions_mut().insert(ConnectionInfo {
+        peer_key: None,
+        local_key: None,
+        local_addr: here,
+        remote_addr: here,
+    });
+    let dest = Destination::Addr(here.to_string());
+    andes_protocol::SignedHeaders::sign(&p.alice, &dest, "GET", "/x", b"", T0)
+        .apply(req.headers_mut());
     let e = auth.authenticate(req).await.unwrap_err();
     assert_eq!(e, andes_protocol::AuthError::TooLarge { limit: 10 });
 }
@@ -289,11 +321,17 @@ async fn connection_refused_names_the_daemon() {
 async fn bad_base_urls() {
     let kp = Arc::new(Keypair::from_seed("alice", [1; 32]).unwrap());
     for (url, want) in [
-        ("https://h:1", "https is not supported"),
-        ("h:1", "expected http://"),
+        ("https://127.0.0.1:1", "https:// needs TLS"),
+        ("ftp://h:1", "expected HOST:PORT"),
+        ("127.0.0.1", "no port"),
         ("http://", "http://: bad URL: not a URL"),
+        ("192.0.2.1:9618", "plain HTTP is only for daemons on 127.0.0.1"),
+        ("example.org:9618", "plain HTTP is only for daemons on 127.0.0.1"),
     ] {
-        let e = Client::new(url, kp.clone()).unwrap_err();
+        let e = Client::with_transport(url, kp.clone(), &Transport::Plain).unwrap_err();
         assert!(e.to_string().contains(want), "{url}: {e}");
+    }
+    for url in ["127.0.0.1:9618", "http://localhost:9618/prefix", "[::1]:9618"] {
+        Client::with_transport(url, kp.clone(), &Transport::Plain).unwrap();
     }
 }

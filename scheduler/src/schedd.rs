@@ -167,14 +167,15 @@ impl Schedd {
     }
 }
 
-/// Serves `schedd` on `listener` until the future is dropped.
+/// Serves `schedd` through `server` (TLS or loopback plain HTTP, see
+/// [`andes_protocol::Server`]) until the future is dropped.
 pub async fn serve(
     schedd: Schedd,
     auth: Auth,
-    listener: tokio::net::TcpListener,
+    server: andes_protocol::Server,
 ) -> std::io::Result<()> {
     let app = schedd.router(&auth);
-    axum::serve(andes_protocol::server::nodelay(listener), app).await
+    server.serve(app, std::future::pending()).await
 }
 
 /// Binds `addr` (port 0 picks one) and reports the address bound.

@@ -56,7 +56,8 @@ async fn fixture(body_limit: usize) -> Fixture {
     );
     let (listener, addr) =
         andes_scheduler::schedd::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    tokio::spawn(andes_scheduler::schedd::serve(schedd.clone(), auth, listener));
+    let server = andes_protocol::Server::plain(listener).unwrap();
+    tokio::spawn(andes_scheduler::schedd::serve(schedd.clone(), auth, server));
     let url = format!("http://{addr}");
     let client = |k: &Arc<Keypair>| Client::new(&url, k.clone()).unwrap().with_clock(clock.clone());
     Fixture { alice: client(&alice), bob: client(&bob), url, addr, schedd, _dir: dir }
@@ -151,7 +152,7 @@ async fn unsigned_truncated_and_replayed_requests_are_refused() {
     assert!(out.starts_with("HTTP/1.1 401"), "{out}");
     assert!(out.contains("error"), "{out}");
     // A signed request whose body is cut short never reaches the queue.
-    let req = f.alice.prepare(Method::POST, "/v1/cluster", Vec::new().into()).unwrap();
+    let req = f.alice.prepare(Method::POST, "/v1/cluster", Vec::new().into()).await.unwrap();
     let mut s = tokio::net::TcpStream::connect(f.addr).await.unwrap();
     let mut head = String::from("POST /v1/cluster HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n");
     for (k, v) in req.headers() {
@@ -167,7 +168,7 @@ async fn unsigned_truncated_and_replayed_requests_are_refused() {
     assert!(!out.starts_with("HTTP/1.1 200"), "{out}");
     // Replay: the same signed request twice.
     let body = serde_json::to_vec(&QueryRequest::default()).unwrap();
-    let req = f.bob.prepare(Method::POST, "/v1/query", body.into()).unwrap();
+    let req = f.bob.prepare(Method::POST, "/v1/query", body.into()).await.unwrap();
     let again = {
         let mut b = http::Request::builder().method(req.method()).uri(req.uri());
         for (k, v) in req.headers() {

@@ -53,7 +53,8 @@ async fn fixture() -> Fixture {
     let app = andes_scheduler::collector::api::router(collector.clone(), clock.clone(), &auth);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let server = andes_protocol::Server::plain(listener).unwrap();
+    tokio::spawn(server.serve(app, std::future::pending()));
     let client = |k: &Arc<Keypair>| Client::new(&url, k.clone()).unwrap().with_clock(clock.clone());
     Fixture {
         host: client(&host),

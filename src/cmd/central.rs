@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use andes_protocol::{Auth, SystemClock, Verifier, VerifierConfig};
+use andes_protocol::{Auth, SystemClock};
 use andes_scheduler::central::{self, Central, CentralConfig, SetFactorRequest, UserPrioReply};
 use andes_scheduler::collector::Collector;
 use andes_scheduler::negotiator::{AccountantConfig, NegotiatorConfig};
@@ -69,15 +69,19 @@ pub fn central_config(s: &Settings) -> Result<CentralConfig> {
     })
 }
 
+/// Routes served beside the central manager's, made with its authentication.
+pub type ExtraRoutes = Box<dyn FnOnce(&Auth) -> axum::Router + Send>;
+
 /// Runs a central manager from `s` until `stop` completes: binds
 /// (CENTRAL_MANAGER_ADDRESS unless `listen`), writes COLLECTOR_ADDRESS_FILE,
-/// reports the address on `ready`. `extra` routes (the pool's own) are
-/// served beside the collector's and the negotiator's.
+/// reports the address on `ready`. `extra` routes (the pool's own, made with the
+/// central manager's authentication) are served beside the collector's and the
+/// negotiator's.
 pub async fn serve(
     s: Settings,
     listen: Option<SocketAddr>,
     ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
-    extra: Option<axum::Router>,
+    extra: Option<ExtraRoutes>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let trust = s.trust("the central manager")?;
@@ -85,7 +89,10 @@ pub async fn serve(
         return Err(anyhow!("set COLLECTOR_HOST (or CENTRAL_MANAGER_ADDRESS) to HOST:PORT"));
     }
     let listen = s.listen("CENTRAL_MANAGER_ADDRESS", listen)?;
+    s.check_listen("CENTRAL_MANAGER_ADDRESS", listen)?;
+    s.install_transport("the central manager")?;
     let keypair = Arc::new(s.daemon_keypair("NEGOTIATOR_KEY_NAME")?);
+    let central_key = keypair.clone();
     let cfg = central_config(&s)?;
     let lifetime = s.secs("CLASSAD_LIFETIME", 900)?.max(1);
     let address_file = s.get("COLLECTOR_ADDRESS_FILE")?;
@@ -94,17 +101,18 @@ pub async fn serve(
     let poke = Arc::new(tokio::sync::Notify::new());
     let central =
         Arc::new(Central::new(collector.clone(), poke.clone(), clock.clone(), keypair, cfg));
-    let auth = Auth::new(Verifier::new(trust, VerifierConfig::default()), clock.clone());
+    let auth = Auth::new(s.verifier(trust, "CENTRAL_MANAGER_REPLAY_CACHE")?, clock.clone());
     let mut app =
         andes_scheduler::collector::api::router_with_poke(collector, clock, &auth, Some(poke))
             .merge(central::router(central.clone(), &auth));
     if let Some(extra) = extra {
-        app = app.merge(extra);
+        app = app.merge(extra(&auth));
     }
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
+    let server = s.server(listener, Some(&central_key), "NEGOTIATOR_KEY_NAME", &auth)?;
     if let Some(f) = &address_file {
         crate::settings::write_atomically(f, &addr.to_string())
             .with_context(|| format!("writing COLLECTOR_ADDRESS_FILE {f}"))?;
@@ -114,10 +122,7 @@ pub async fn serve(
     if let Some(r) = ready {
         let _ = r.send(addr);
     }
-    axum::serve(andes_protocol::server::nodelay(listener), app)
-        .with_graceful_shutdown(stop)
-        .await
-        .context("serving")?;
+    server.serve(app, stop).await.context("serving")?;
     negotiator.abort();
     if let Some(f) = &address_file {
         let _ = std::fs::remove_file(f);

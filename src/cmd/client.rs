@@ -34,6 +34,7 @@ impl Session {
 
     /// Connects as the user `settings` name to the daemon at `url`.
     pub fn open_url(settings: &Settings, url: String) -> Result<Session> {
+        settings.install_transport("connecting to the pool")?;
         let keypair = Arc::new(settings.keypair()?);
         let client = Client::new(&url, keypair)?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -11,7 +11,7 @@ use andes_host::daemon::api::{
 };
 use andes_host::daemon::{Daemon, DaemonConfig};
 use andes_host::{Host, HostConfig, SystemClock};
-use andes_protocol::{Auth, Client, Verifier, VerifierConfig};
+use andes_protocol::{Auth, Client};
 use anyhow::{Context, Result, anyhow};
 use clap::{Args, Subcommand};
 use classad::{ClassAd, Value};
@@ -130,6 +130,8 @@ pub async fn serve(
     let execute = s.path("EXECUTE")?;
     let trust = s.trust("the host")?;
     let listen = s.listen("HOST_ADDRESS", listen)?;
+    s.check_listen("HOST_ADDRESS", listen)?;
+    s.install_transport("the host")?;
     std::fs::create_dir_all(&execute)
         .with_context(|| format!("creating EXECUTE {}", execute.display()))?;
     let mut info = andes_host::daemon::machine_info(&execute);
@@ -156,12 +158,16 @@ pub async fn serve(
         ..Default::default()
     })?;
     let collector = s.collector_host()?;
-    let keypair = match &collector {
-        Some(_) => Some(Arc::new(
+    let keypair = match (&collector, s.plaintext()?) {
+        (Some(_), _) => Some(Arc::new(
             s.daemon_keypair("HOST_KEY_NAME")
                 .context("a host in a pool (COLLECTOR_HOST is set) needs its key")?,
         )),
-        None => None,
+        (None, false) => Some(Arc::new(
+            s.daemon_keypair("HOST_KEY_NAME")
+                .context("the host serves TLS with its key (HOST_KEY_NAME)")?,
+        )),
+        (None, true) => None,
     };
     let address_file = s.get("HOST_ADDRESS_FILE")?;
     let clock = Arc::new(SystemClock);
@@ -181,10 +187,9 @@ pub async fn serve(
     let remote = daemon.remote();
     let (listener, addr) =
         api::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
-    let auth = Auth::new(
-        Verifier::new(trust, VerifierConfig::default()),
-        Arc::new(andes_protocol::SystemClock),
-    );
+    let auth =
+        Auth::new(s.verifier(trust, "HOST_REPLAY_CACHE")?, Arc::new(andes_protocol::SystemClock));
+    let server = s.server(listener, keypair.as_deref(), "HOST_KEY_NAME", &auth)?;
     let mut app = api::router(remote.clone(), &auth);
     let mut publisher = None;
     let mut withdraw = None;
@@ -219,8 +224,8 @@ pub async fn serve(
     );
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
-        axum::serve(andes_protocol::server::nodelay(listener), app)
-            .with_graceful_shutdown(async move {
+        server
+            .serve(app, async move {
                 let _ = stop_rx.await;
             })
             .await
@@ -273,12 +278,18 @@ impl HostSession {
     /// file if it wrote one, else HOST_ADDRESS.
     pub fn open() -> Result<HostSession> {
         let s = Settings::load()?;
+        s.install_transport("connecting to the host")?;
         let keypair = Arc::new(s.keypair()?);
         let addr = match s.get("HOST_ADDRESS_FILE")?.and_then(|f| std::fs::read_to_string(f).ok()) {
             Some(a) if !a.trim().is_empty() => a.trim().to_string(),
             _ => s.require("HOST_ADDRESS")?,
         };
-        let client = Client::new(&format!("http://{addr}"), keypair)?;
+        let client = Client::expecting(
+            &addr,
+            keypair,
+            &andes_protocol::Transport::installed(),
+            &[andes_protocol::Role::Host],
+        )?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         Ok(HostSession { client, rt })
     }

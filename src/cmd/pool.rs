@@ -39,6 +39,10 @@ pub struct UpArgs {
     /// Execute slots (default: one per CPU).
     #[arg(long, value_name = "N")]
     slots: Option<u32>,
+    /// Plain HTTP instead of TLS between the pool's parts (USE_PLAINTEXT_HTTP: the
+    /// pool listens on 127.0.0.1 only, so this is for one machine's own pool).
+    #[arg(long)]
+    plaintext: bool,
 }
 
 /// The key names of a personal pool's daemons.
@@ -84,7 +88,13 @@ fn keys_and_trust(dir: &Path, user: &str) -> Result<()> {
     Ok(())
 }
 
-fn config_text(dir: &Path, user: &str, collector: &str, slots: Option<u32>) -> String {
+fn config_text(
+    dir: &Path,
+    user: &str,
+    collector: &str,
+    slots: Option<u32>,
+    plaintext: bool,
+) -> String {
     let mut c = String::new();
     let _ = writeln!(c, "# A personal andes pool, written by `andes pool up`.");
     let _ = writeln!(c, "LOCAL_DIR = {}", dir.display());
@@ -102,6 +112,10 @@ fn config_text(dir: &Path, user: &str, collector: &str, slots: Option<u32>) -> S
     }
     if let Some(n) = slots {
         let _ = writeln!(c, "NUM_CPUS = {n}");
+    }
+    if plaintext {
+        let _ = writeln!(c, "# Plain HTTP between the pool's parts, all on 127.0.0.1.");
+        let _ = writeln!(c, "USE_PLAINTEXT_HTTP = True");
     }
     let _ = writeln!(c, "# A personal pool runs jobs whenever it has a free slot.");
     for line in [
@@ -140,7 +154,10 @@ fn up(args: UpArgs) -> Result<ExitCode> {
     let config_path = dir.join("andes.config");
     // The central manager's address is known once it listens: a first
     // configuration names port 0, the final one the port bound.
-    std::fs::write(&config_path, config_text(&dir, &user, "127.0.0.1:0", args.slots))?;
+    std::fs::write(
+        &config_path,
+        config_text(&dir, &user, "127.0.0.1:0", args.slots, args.plaintext),
+    )?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         // The host stops first (its jobs vacate, its slots are withdrawn),
@@ -159,7 +176,7 @@ fn up(args: UpArgs) -> Result<ExitCode> {
         let base = || andes_host::daemon::base_config(std::env::vars());
         let cm_settings = Settings::load_file_over(&config_path, base())?;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let down = down_router(stop_tx.clone(), &cm_settings)?;
+        let down = down_router(stop_tx.clone());
         let cm = tokio::spawn(super::central::serve(
             cm_settings,
             Some("127.0.0.1:0".parse()?),
@@ -168,7 +185,10 @@ fn up(args: UpArgs) -> Result<ExitCode> {
             stopped_late(),
         ));
         let cm_addr = rx.await.map_err(|_| anyhow!("the central manager did not start"))?;
-        std::fs::write(&config_path, config_text(&dir, &user, &cm_addr.to_string(), args.slots))?;
+        std::fs::write(
+            &config_path,
+            config_text(&dir, &user, &cm_addr.to_string(), args.slots, args.plaintext),
+        )?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let schedd = tokio::spawn(super::schedd::serve(
             Settings::load_file_over(&config_path, base())?,
@@ -210,25 +230,25 @@ fn up(args: UpArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `POST /v1/pool/down` (admin): stops the pool `andes pool up` runs.
-fn down_router(stop: tokio::sync::watch::Sender<bool>, s: &Settings) -> Result<axum::Router> {
-    use andes_protocol::{Auth, SystemClock, Verifier, VerifierConfig};
-    let trust = s.trust("the pool")?;
-    let auth = Auth::new(Verifier::new(trust, VerifierConfig::default()), Arc::new(SystemClock));
+/// `POST /v1/pool/down` (admin): stops the pool `andes pool up` runs. Served by the
+/// central manager, behind its authentication.
+fn down_router(stop: tokio::sync::watch::Sender<bool>) -> super::central::ExtraRoutes {
     let stop = Arc::new(stop);
-    Ok(axum::Router::new()
-        .route(
-            "/v1/pool/down",
-            axum::routing::post(move || {
-                let stop = stop.clone();
-                async move {
-                    let _ = stop.send(true);
-                    axum::http::StatusCode::NO_CONTENT
-                }
-            }),
-        )
-        .layer(andes_protocol::require(&[Role::Admin]))
-        .layer(auth.layer()))
+    Box::new(move |auth| {
+        axum::Router::new()
+            .route(
+                "/v1/pool/down",
+                axum::routing::post(move || {
+                    let stop = stop.clone();
+                    async move {
+                        let _ = stop.send(true);
+                        axum::http::StatusCode::NO_CONTENT
+                    }
+                }),
+            )
+            .layer(andes_protocol::require(&[Role::Admin]))
+            .layer(auth.layer())
+    })
 }
 
 fn down() -> Result<ExitCode> {

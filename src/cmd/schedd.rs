@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use andes_protocol::{Auth, SystemClock, Verifier, VerifierConfig};
+use andes_protocol::{Auth, SystemClock};
 use andes_scheduler::schedd::{self, BODY_LIMIT, Schedd, ScheddConfig};
 use andes_scheduler::shadow::{PoolConfig, ScheddPool};
 use anyhow::{Context, Result};
@@ -45,6 +45,8 @@ pub async fn serve(
     let spool = s.path("SPOOL")?;
     let trust = s.trust("the schedd")?;
     let listen = s.listen("SCHEDD_ADDRESS", listen)?;
+    s.check_listen("SCHEDD_ADDRESS", listen)?;
+    s.install_transport("the schedd")?;
     let interval = s.int("PERIODIC_EXPR_INTERVAL")?.unwrap_or(60).max(1) as u64;
     let mut config = ScheddConfig {
         name: s.require("SCHEDD_NAME")?,
@@ -69,6 +71,9 @@ pub async fn serve(
         Err(e) if collector.is_some() => {
             return Err(e.context("a schedd in a pool (COLLECTOR_HOST is set) needs its key"));
         }
+        Err(e) if !s.plaintext()? => {
+            return Err(e.context("the schedd serves TLS with its key (SCHEDD_KEY_NAME)"));
+        }
         Err(_) => None,
     };
     let secs = |name: &str, default: i64| -> Result<Duration> {
@@ -84,8 +89,8 @@ pub async fn serve(
     schedd.queue.recompute_cron(andes_protocol::Clock::now(&*clock)).await?;
     // Transparent checkpoints are kept only when signed by the pool's hosts.
     let hosts = Arc::new(trust.keys_with_role(andes_protocol::Role::Host));
-    let auth =
-        Auth::with_body_limit(Verifier::new(trust, VerifierConfig::default()), clock, BODY_LIMIT);
+    let auth = Auth::with_body_limit(s.verifier(trust, "SCHEDD_REPLAY_CACHE")?, clock, BODY_LIMIT);
+    let server = s.server(listener, keypair.as_deref(), "SCHEDD_KEY_NAME", &auth)?;
     let mut app = schedd.router(&auth);
     if let Some(keypair) = keypair {
         let mut pc = PoolConfig::new(&config.name, &s.advertised(addr)?);
@@ -141,10 +146,7 @@ pub async fn serve(
     if let Some(r) = ready {
         let _ = r.send(addr);
     }
-    axum::serve(andes_protocol::server::nodelay(listener), app)
-        .with_graceful_shutdown(stop)
-        .await
-        .context("serving")?;
+    server.serve(app, stop).await.context("serving")?;
     if let Some(f) = &address_file {
         let _ = std::fs::remove_file(f);
     }

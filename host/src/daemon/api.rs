@@ -105,16 +105,15 @@ pub fn router(remote: Remote, auth: &Auth) -> Router {
     read.merge(admin).layer(auth.layer()).with_state(remote)
 }
 
-/// Serves the API on `listener` until `stop` completes.
+/// Serves the API through `server` (TLS or loopback plain HTTP, see
+/// [`andes_protocol::Server`]) until `stop` completes.
 pub async fn serve(
     remote: Remote,
     auth: Auth,
-    listener: tokio::net::TcpListener,
+    server: andes_protocol::Server,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(andes_protocol::server::nodelay(listener), router(remote, &auth))
-        .with_graceful_shutdown(stop)
-        .await
+    server.serve(router(remote, &auth), stop).await
 }
 
 /// Binds `addr` (port 0 picks one) and reports the address bound.
