@@ -247,11 +247,11 @@ fn parse_field(field: Field, value: &str) -> Result<ParsedField, CronError> {
             let n = number(field, value, base)?;
             (n, n)
         };
-        let step = step.unwrap_or(1);
-        let mut v = a;
-        while v <= b {
+        // A step may be as large as `u32::MAX`: stepping past `b` ends the
+        // item (adding the step to `v` could overflow).
+        let step = usize::try_from(step.unwrap_or(1)).unwrap_or(usize::MAX);
+        for v in (a..=b).step_by(step) {
             bits |= 1 << v;
-            v += step;
         }
     }
     if field == Field::DayOfWeek && bits & (1 << 7) != 0 {
@@ -553,5 +553,17 @@ mod tests {
         }
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn a_step_past_the_largest_number_is_one_value_not_an_overflow() {
+        // Found by fuzzing: adding the step to the last value overflowed.
+        let s = Schedule::parse([Some("1-59/4294967295"), None, None, None, None]).unwrap();
+        assert_eq!(s.minutes, 1 << 1);
+        let s = Schedule::parse([Some("*/4294967295"), Some("3-23/4294967290"), None, None, None])
+            .unwrap();
+        assert_eq!((s.minutes, s.hours), (1, 1 << 3));
+        let e = Schedule::parse([Some("1-59/4294967296"), None, None, None, None]).unwrap_err();
+        assert!(e.to_string().contains("step 4294967296 is too large"), "{e}");
     }
 }
