@@ -46,6 +46,11 @@ fn expr_json_string(e: &Expr) -> Json {
     Json::String(format!("/Expr({e})/"))
 }
 
+/// The expression text of a JSON string of the form `/Expr(<text>)/`.
+fn expr_text(s: &str) -> Option<&str> {
+    s.strip_prefix("/Expr(").and_then(|r| r.strip_suffix(")/"))
+}
+
 /// An expression as a JSON value: literals natively, others as `/Expr(...)/`.
 pub fn expr_to_json(e: &Expr) -> Json {
     match e {
@@ -56,6 +61,9 @@ pub fn expr_to_json(e: &Expr) -> Json {
             Some(n) if *r != 0.0 || !r.is_sign_negative() => Json::Number(n),
             _ => expr_json_string(e),
         },
+        // A string of that form would read back as an expression: it is
+        // written as one, whose value is the string.
+        Expr::Lit(Value::Str(s)) if expr_text(s).is_some() => expr_json_string(e),
         Expr::Lit(Value::Str(s)) => Json::String(s.to_string()),
         Expr::List(items) => Json::Array(items.iter().map(expr_to_json).collect()),
         Expr::Record(ad) => ad_to_json(ad),
@@ -101,7 +109,7 @@ fn expr_from_json(j: &Json, path: &str, depth: u32) -> Result<Expr, JsonError> {
             Some(i) => Expr::Lit(Value::Int(i)),
             None => Expr::Lit(Value::Real(n.as_f64().unwrap_or(f64::NAN))),
         },
-        Json::String(s) => match s.strip_prefix("/Expr(").and_then(|r| r.strip_suffix(")/")) {
+        Json::String(s) => match expr_text(s) {
             Some(text) => parse_expr(text).map_err(|e: ParseError| JsonError {
                 path: path.into(),
                 msg: format!("bad expression: {e}"),
@@ -220,4 +228,27 @@ pub fn parse_oracle_expr(text: &str) -> Option<Expr> {
         return None;
     }
     parse_expr(text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_string_that_looks_like_an_expression_stays_a_string() {
+        // Found by fuzzing: the string "/Expr(1 +)/" was written as itself,
+        // which reads back as an expression (here a bad one).
+        for s in ["/Expr(1 +)/", "/Expr(1)/", "/Expr()/", "/Expr(\"x\")/"] {
+            let mut ad = ClassAd::new();
+            ad.insert("n", Expr::Lit(Value::string(s)));
+            let text = ad_to_json_string(&ad);
+            assert_eq!(ad_from_json_str(&text), Ok(ad.clone()), "{s:?} as {text}");
+            let serde: ClassAd =
+                serde_json::from_str(&serde_json::to_string(&ad).unwrap()).unwrap();
+            assert_eq!(serde, ad);
+        }
+        // Other strings are written as themselves.
+        let ad = crate::parse_ad(r#"[a = "/Expr(1)"; b = "Expr(1)/"; c = "x"]"#).unwrap();
+        assert_eq!(ad_to_json(&ad).to_string(), r#"{"a":"/Expr(1)","b":"Expr(1)/","c":"x"}"#);
+    }
 }

@@ -247,11 +247,11 @@ fn parse_field(field: Field, value: &str) -> Result<ParsedField, CronError> {
             let n = number(field, value, base)?;
             (n, n)
         };
-        let step = step.unwrap_or(1);
-        let mut v = a;
-        while v <= b {
+        // A step may be as large as `u32::MAX`: stepping past `b` ends the
+        // item (adding the step to `v` could overflow).
+        let step = usize::try_from(step.unwrap_or(1)).unwrap_or(usize::MAX);
+        for v in (a..=b).step_by(step) {
             bits |= 1 << v;
-            v += step;
         }
     }
     if field == Field::DayOfWeek && bits & (1 << 7) != 0 {
@@ -438,7 +438,9 @@ impl Schedule {
                 found_day.get_or_insert(day);
             }
         }
-        best
+        // A run in the last hours of 9999 is past the range a time zone can
+        // read (it could not be the start of the next search): none.
+        best.filter(|&t| jiff::Timestamp::from_second(t).is_ok())
     }
 
     /// The earliest run of one local day at or after `start`.
@@ -553,5 +555,28 @@ mod tests {
         }
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn a_step_past_the_largest_number_is_one_value_not_an_overflow() {
+        // Found by fuzzing: adding the step to the last value overflowed.
+        let s = Schedule::parse([Some("1-59/4294967295"), None, None, None, None]).unwrap();
+        assert_eq!(s.minutes, 1 << 1);
+        let s = Schedule::parse([Some("*/4294967295"), Some("3-23/4294967290"), None, None, None])
+            .unwrap();
+        assert_eq!((s.minutes, s.hours), (1, 1 << 3));
+        let e = Schedule::parse([Some("1-59/4294967296"), None, None, None, None]).unwrap_err();
+        assert!(e.to_string().contains("step 4294967296 is too large"), "{e}");
+    }
+
+    #[test]
+    fn no_run_past_the_last_instant_a_time_zone_reads() {
+        // Found by fuzzing: minute 5 after 9999-12-30 21:56:33 UTC gave
+        // 22:05, past jiff's last instant (22:00), and the search from that
+        // run then had no answer.
+        let s = Schedule::parse([Some("5"), None, None, None, None]).unwrap();
+        let max = jiff::Timestamp::MAX.as_second();
+        assert_eq!(s.next_after(max - 207, &TimeZone::UTC), None);
+        assert_eq!(s.next_after(max - 3600, &TimeZone::UTC), Some(max - 3300));
     }
 }

@@ -265,9 +265,7 @@ impl Keypair {
                 }
             }
         }
-        let secret_text =
-            format!("{SECRET_KEY_TYPE} {} {}\n", B64.encode(self.signing.to_bytes()), self.name);
-        write_file(&secret, secret_text.as_bytes(), 0o600, force)?;
+        write_file(&secret, self.to_secret_text().as_bytes(), 0o600, force)?;
         write_file(&public, format!("{}\n", self.public_line()).as_bytes(), 0o644, force)?;
         Ok(SavedKey { secret, public })
     }
@@ -289,6 +287,19 @@ impl Keypair {
             return Err(malformed(path, "the file is too large to be a key"));
         }
         Self::parse_secret(&text).map_err(|reason| malformed(path, reason))
+    }
+
+    /// The secret key file's content: `ed25519-secret <base64 seed> NAME` and a
+    /// newline. Whoever reads it holds the key: write it only where
+    /// [`Keypair::save`] would (mode 0600).
+    pub fn to_secret_text(&self) -> String {
+        format!("{SECRET_KEY_TYPE} {} {}\n", B64.encode(self.signing.to_bytes()), self.name)
+    }
+
+    /// The key pair in a secret key file's content ([`Keypair::to_secret_text`]);
+    /// the error says what is wrong. [`Keypair::load`] reads a file with it.
+    pub fn from_secret_text(text: &str) -> Result<Self, &'static str> {
+        Self::parse_secret(text)
     }
 
     /// Loads the key pair `NAME` from the keys directory ([`keys_dir`]).
@@ -489,6 +500,22 @@ mod tests {
         write_file(&p, &vec![b'a'; 5000], 0o600, true).unwrap();
         assert!(Keypair::load(&p).unwrap_err().to_string().contains("too large"));
         assert!(matches!(Keypair::load(&dir.path().join("missing")), Err(KeyError::Io { .. })));
+    }
+
+    #[test]
+    fn secret_text_reads_back_the_same_key() {
+        let kp = Keypair::from_seed("schedd@submit-1", [9; 32]).unwrap();
+        let text = kp.to_secret_text();
+        assert!(text.starts_with("ed25519-secret ") && text.ends_with(" schedd@submit-1\n"));
+        let back = Keypair::from_secret_text(&text).unwrap();
+        assert_eq!((back.name(), back.public()), (kp.name(), kp.public()));
+        assert_eq!(back.sign(b"m"), kp.sign(b"m"));
+        let e = Keypair::from_secret_text(&kp.public_line()).unwrap_err();
+        assert_eq!(e, "this is a public key; give the secret key file");
+        // What `save` writes is this text.
+        let dir = tempfile::tempdir().unwrap();
+        let saved = kp.save(dir.path(), false).unwrap();
+        assert_eq!(fs::read_to_string(saved.secret).unwrap(), text);
     }
 
     #[test]

@@ -156,6 +156,17 @@ pub struct TrustFile {
     by_key: HashMap<PublicKey, Entry>,
 }
 
+/// Two trust files are equal when they trust the same keys as the same
+/// identities (wherever the keys were listed).
+impl PartialEq for TrustFile {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_key.len() == other.by_key.len()
+            && self.iter().all(|(k, id)| other.lookup(k) == Some(id))
+    }
+}
+
+impl Eq for TrustFile {}
+
 impl TrustFile {
     /// An empty trust file (trusts nobody).
     pub fn new() -> Self {
@@ -252,6 +263,21 @@ impl TrustFile {
         self.by_key.iter().map(|(k, e)| (k, &e.identity))
     }
 
+    /// The trust file's text: a line `ROLE IDENTITY ed25519 PUBLIC-KEY` for each
+    /// key, in the order of the lines they were read from (keys added by
+    /// [`TrustFile::insert`] last, ordered by key). [`TrustFile::parse`] reads it
+    /// back to an equal trust file.
+    pub fn to_text(&self) -> String {
+        let mut entries: Vec<_> = self.by_key.iter().collect();
+        entries.sort_by_key(|(k, e)| (e.line == 0, e.line, *k.as_bytes()));
+        let mut out = String::new();
+        for (key, e) in entries {
+            let id = &e.identity;
+            out.push_str(&format!("{} {} {KEY_TYPE} {key}\n", id.role, id.name));
+        }
+        out
+    }
+
     /// The raw public keys listed with `role` (for example the pool's hosts,
     /// whose signed snapshots may be restored).
     pub fn keys_with_role(&self, role: Role) -> std::collections::HashSet<[u8; 32]> {
@@ -340,6 +366,36 @@ mod tests {
         assert!(matches!(e.kind, TrustErrorKind::Io(_)));
         std::fs::write(&p, b"\xff\xfe").unwrap();
         assert!(matches!(TrustFile::load(&p).unwrap_err().kind, TrustErrorKind::NotText));
+    }
+
+    #[test]
+    fn the_text_reads_back_equal() {
+        let text = format!(
+            "# pool\nUSER alice ed25519 {} laptop\n\n  host exec-1\ted25519 {}  # x\n\
+             admin root ed25519 {}\n",
+            key(3),
+            key(1),
+            key(2)
+        );
+        let t = TrustFile::parse(&text, "t").unwrap();
+        let again = t.to_text();
+        assert_eq!(
+            again,
+            format!(
+                "user alice ed25519 {}\nhost exec-1 ed25519 {}\nadmin root ed25519 {}\n",
+                key(3),
+                key(1),
+                key(2)
+            )
+        );
+        assert_eq!(TrustFile::parse(&again, "t").unwrap(), t);
+        let mut other = TrustFile::new();
+        other.insert(key(2), Identity { name: "root".into(), role: Role::Admin }).unwrap();
+        assert_ne!(other, t);
+        other.insert(key(1), Identity { name: "exec-1".into(), role: Role::Host }).unwrap();
+        other.insert(key(3), Identity { name: "alice".into(), role: Role::Schedd }).unwrap();
+        assert_ne!(other, t);
+        assert_eq!(TrustFile::new().to_text(), "");
     }
 
     #[test]
