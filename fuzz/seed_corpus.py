@@ -146,6 +146,12 @@ def wire_bodies(job, machine):
         {"mode": "graceful"},
         {"slot": None, "name": "KeyboardIdle", "value": "600"},
         {"message": "vacating slot 1"},
+        {"incarnation": "7f3a9c", "claims": ["<127.0.0.1:9619>#1#9f2c"]},
+        {"unknown": ["<127.0.0.1:9619>#1#9f2c"], "released": 1},
+        {"lifetime": 900, "incarnation": "c0ffee"},
+        {"job": {"cluster": 12, "proc": 0}},
+        {"ad": job, "files": [f], "log": "000 (012.000.000) ...\n"},
+        {"jobs": [{"cluster": 12, "proc": 0}, {"cluster": 12, "proc": 1}]},
     ]
 
 

@@ -7,12 +7,15 @@
 //! line, and the body (raw bytes). Flag bit 0: sign the request with the trusted key
 //! (overriding the `Andes-*` headers) so the later checks are reached; bits 1..7: how
 //! many seconds before "now" it was signed, times 8 (0..=1016, so both sides of the
-//! 300 s window). Seeds: `cargo run -p andes-protocol --example fuzz_seeds DIR`.
+//! 300 s window). A re-signed request names this verifier's destination (a server
+//! key); the same request presented to another destination must be refused without
+//! spending its nonce. Seeds: `cargo run -p andes-protocol --example fuzz_seeds DIR`.
 #![no_main]
 
 use andes_protocol::sign::check_request_line;
 use andes_protocol::{
-    AuthError, Keypair, SignedHeaders, TrustFile, Verifier, VerifierConfig, decode_json,
+    AuthError, Destination, Keypair, SignedHeaders, TrustFile, Verifier, VerifierConfig,
+    decode_json,
 };
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
@@ -63,14 +66,17 @@ fuzz_target!(|data: &[u8]| {
     let alice = Keypair::from_seed("alice", [1; 32]).unwrap();
     let trust =
         TrustFile::parse(&format!("user alice ed25519 {}\n", alice.public()), "trust").unwrap();
-    let verifier = Verifier::new(trust, VerifierConfig { max_skew: SKEW, nonce_cap: 4 });
+    let config = VerifierConfig { max_skew: SKEW, nonce_cap: 4, ..VerifierConfig::default() };
+    let verifier = Verifier::new(trust, config);
+    let here = Destination::Key(Keypair::from_seed("schedd", [2; 32]).unwrap().public());
+    let elsewhere = Destination::Addr("127.0.0.1:9618".into());
 
     let resigned = flags & 1 == 1;
     let age = i64::from(flags >> 1) * 8;
     if resigned {
         let nonce = body.iter().chain(path.as_bytes()).copied().cycle().take(16).collect();
         let nonce = if body.is_empty() && path.is_empty() { vec![0; 16] } else { nonce };
-        SignedHeaders::sign_with_nonce(&alice, method, path, body, NOW - age, nonce)
+        SignedHeaders::sign_with_nonce(&alice, &here, method, path, body, NOW - age, nonce)
             .apply(&mut headers);
     }
 
@@ -81,12 +87,16 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(SignedHeaders::from_headers(&again).as_ref(), Ok(&h));
     }
 
-    let first = verifier.verify(method, path, &headers, body, NOW);
+    // Signed for this daemon, it is no good to another.
+    if resigned {
+        assert!(verifier.verify(method, path, &headers, body, &elsewhere, NOW).is_err());
+    }
+    let first = verifier.verify(method, path, &headers, body, &here, NOW);
     match &first {
         Ok(caller) => {
             assert_eq!(caller.identity, "alice");
             assert_eq!(caller.key, alice.public());
-            let second = verifier.verify(method, path, &headers, body, NOW);
+            let second = verifier.verify(method, path, &headers, body, &here, NOW);
             assert_eq!(second, Err(AuthError::Replayed { window: SKEW }));
         }
         Err(e) => {

@@ -238,6 +238,18 @@ const TYPES: &[(&str, fn(&[u8]))] = &[
         }
     }),
     ("host::CommandReply", plain::<host_api::CommandReply>),
+    // Claim leases, collector incarnations and spooled transfer.
+    ("pool::AliveRequest", plain::<pool::AliveRequest>),
+    ("pool::AliveReply", plain::<pool::AliveReply>),
+    ("pool::CollectorUpdateReply", plain::<pool::CollectorUpdateReply>),
+    ("schedd::TransferRequest", plain::<schedd_api::TransferRequest>),
+    ("schedd::TransferReply", |b| {
+        if let Some(r) = round_trip::<schedd_api::TransferReply>(b) {
+            ad(&r.ad);
+            files(&r.files);
+        }
+    }),
+    ("schedd::TransferDoneRequest", plain::<schedd_api::TransferDoneRequest>),
 ];
 
 fuzz_target!(|data: &[u8]| {
