@@ -32,6 +32,33 @@ impl ThreadClock {
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: `ts` is ours; an invalid clock id is an error, not UB.
         let rc = unsafe { libc::clock_gettime(self.0, &mut ts) };
-        (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+        if rc != 0 {
+            return None;
+        }
+        #[allow(clippy::useless_conversion)] // time_t and c_long are i32 on 32-bit Linux
+        timespec_ns(ts.tv_sec.into(), ts.tv_nsec.into())
+    }
+}
+
+/// A clock reading in nanoseconds. One that reads negative or past u64
+/// nanoseconds (a broken or interposed `clock_gettime`, as libfaketime's with
+/// a negative offset) is unknown, never a wrapped value or a panic.
+#[cfg(target_os = "linux")]
+fn timespec_ns(secs: i64, nanos: i64) -> Option<u64> {
+    u64::try_from(secs).ok()?.checked_mul(1_000_000_000)?.checked_add(u64::try_from(nanos).ok()?)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::{ThreadClock, timespec_ns};
+
+    #[test]
+    fn a_clock_reading_negative_or_huge_is_unknown_not_a_panic() {
+        assert_eq!(timespec_ns(-100, 5), None);
+        assert_eq!(timespec_ns(1, -1), None);
+        assert_eq!(timespec_ns(i64::MAX, 0), None);
+        assert_eq!(timespec_ns(2, 7), Some(2_000_000_007));
+        let c = ThreadClock::current().unwrap();
+        assert!(c.ns().is_some());
     }
 }

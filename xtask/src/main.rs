@@ -4,6 +4,10 @@
 //!   sample jobs for wasm32-wasip1, then runs every test.
 //! - `cargo xtask samples`: builds the sample jobs only.
 //! - `cargo xtask bench`: the criterion benchmarks.
+//! - `cargo xtask faults [--seed N] [--seconds S]`: the fault harness
+//!   (`tests/fault_harness.rs`) for S seconds of faults (default 1800), with
+//!   the schedule of seed N (default: the time); the test suite runs it for a
+//!   minute.
 //! - `cargo xtask demo [--keep]`: a personal pool running a mixed batch of
 //!   sample jobs (see [`demo`]).
 
@@ -79,6 +83,37 @@ fn as_root_tests() -> bool {
     cargo(&["test", "-p", "andes", "--test", "as_root", "--", "--ignored"])
 }
 
+/// The fault harness, long: `--seed N` (default: the time) and `--seconds S`
+/// (default 1800) of faults.
+fn faults(args: &[String]) -> bool {
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(1)
+        .to_string();
+    let mut seconds = "1800".to_string();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match (a.as_str(), it.next()) {
+            ("--seed", Some(v)) => seed = v.clone(),
+            ("--seconds", Some(v)) => seconds = v.clone(),
+            _ => {
+                eprintln!("usage: cargo xtask faults [--seed N] [--seconds S]");
+                return false;
+            }
+        }
+    }
+    eprintln!("xtask: fault harness, seed {seed}, {seconds} s of faults");
+    samples()
+        && Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["test", "-p", "andes", "--test", "fault_harness", "--", "--nocapture"])
+            .env("ANDES_FAULT_SEED", &seed)
+            .env("ANDES_FAULT_SECONDS", &seconds)
+            .current_dir(root())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ok = match args.first().map(String::as_str) {
@@ -95,9 +130,10 @@ fn main() -> ExitCode {
             a.extend(args[1..].iter().map(String::as_str));
             samples() && cargo(&a)
         }
+        Some("faults") => faults(&args[1..]),
         Some("demo") => demo::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test|samples|bench|demo>");
+            eprintln!("usage: cargo xtask <test|samples|bench|faults|demo>");
             false
         }
     };
