@@ -36,14 +36,14 @@ pub const HOLD_EXECUTE_DURATION: i32 = 47;
 pub const HOLD_FUEL: i32 = 101;
 /// andes's HoldReasonCode: the sandbox outgrew `RequestDisk`.
 pub const HOLD_DISK: i32 = 102;
-/// HTCondor's HoldReasonCode 25: the job arrived after its DeferralTime and
-/// its DeferralWindow.
-pub const HOLD_MISSED_DEFERRAL: i32 = 25;
-/// andes's HoldReasonCode: a transparent checkpoint failed for good. Subcode
-/// 1: the snapshot to resume from was refused (corrupt, untrusted, of
-/// another module, from another instrumentation); 2: the job's call stack
-/// outgrew its checkpoint stack.
-pub const HOLD_CHECKPOINT: i32 = 103;
+/// HTCondor's HoldReasonCode 20 (`MissedDeferredExecutionTime`): the job
+/// arrived after its DeferralTime and its DeferralWindow.
+pub const HOLD_MISSED_DEFERRAL: i32 = 20;
+/// HTCondor's HoldReasonCode 36 (`FailedToCheckpoint`): a transparent
+/// checkpoint failed for good. Subcode 1: the snapshot to resume from was
+/// refused (corrupt, untrusted, of another module, from another
+/// instrumentation); 2: the job's call stack outgrew its checkpoint stack.
+pub const HOLD_CHECKPOINT: i32 = 36;
 
 /// What the starter does with a job's `DeferralTime`, by the host's clock.
 #[derive(Clone, Debug, PartialEq, Eq)]

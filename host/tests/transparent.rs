@@ -463,7 +463,7 @@ fn a_bad_snapshot_is_refused_with_a_hold_that_says_why_and_the_sandbox_is_untouc
     let sandbox = job.sandbox(false);
     std::fs::write(sandbox.join("keep.txt"), b"mine").unwrap();
     let (code, sub, why) = held(&run(job.spec(&sandbox, Some(bad.into()))));
-    assert_eq!((code, sub), (103, 1));
+    assert_eq!((code, sub), (36, 1));
     assert!(why.contains("corrupted"), "{why}");
     assert_eq!(std::fs::read(sandbox.join("keep.txt")).unwrap(), b"mine", "nothing lost");
 

@@ -149,30 +149,32 @@ pub mod hold_code {
     pub const UNABLE_TO_OPEN_OUTPUT: i64 = 7;
     /// The input file could not be opened.
     pub const UNABLE_TO_OPEN_INPUT: i64 = 8;
-    /// Input files could not be transferred.
-    pub const DOWNLOAD_FILE_ERROR: i64 = 12;
-    /// Output files could not be transferred.
-    pub const UPLOAD_FILE_ERROR: i64 = 13;
+    /// The job's output files could not be brought back (`TransferOutputError`).
+    pub const TRANSFER_OUTPUT_ERROR: i64 = 12;
+    /// The job's input files could not be sent (`TransferInputError`).
+    pub const TRANSFER_INPUT_ERROR: i64 = 13;
     /// The initial working directory could not be accessed.
     pub const IWD_ERROR: i64 = 14;
     /// The job was submitted on hold (`hold = true`).
     pub const SUBMITTED_ON_HOLD: i64 = 15;
-    /// The job missed its deferral window.
-    pub const MISSED_DEFERRED_EXECUTION_TIME: i64 = 25;
-    /// The job's output exceeded its limit.
+    /// The job missed its deferral window (`MissedDeferredExecutionTime`).
+    pub const MISSED_DEFERRED_EXECUTION_TIME: i64 = 20;
+    /// The job's cron settings cannot be read (`InvalidCronSettings`).
+    pub const INVALID_CRON_SETTINGS: i64 = 25;
+    /// The job's output exceeded its limit (`MaxTransferOutputSizeExceeded`).
     pub const MAX_OUTPUT_EXCEEDED: i64 = 33;
-    /// The job used more memory than it requested.
+    /// The job used more memory than it requested (`JobOutOfResources`).
     pub const JOB_OUT_OF_RESOURCES: i64 = 34;
-    /// The job ran longer than its allowed execute duration.
+    /// A checkpoint failed for good (`FailedToCheckpoint`; subcode 1: the
+    /// snapshot to resume from was refused; 2: the job's call stack outgrew
+    /// its checkpoint stack).
+    pub const FAILED_TO_CHECKPOINT: i64 = 36;
+    /// The job ran longer than its allowed execute duration (`JobExecuteExceeded`).
     pub const JOB_EXECUTE_EXCEEDED: i64 = 47;
     /// andes: the job used up its `MaxFuel`.
     pub const FUEL_EXHAUSTED: i64 = 101;
     /// andes: the job wrote more than its `RequestDisk` into its sandbox.
     pub const DISK_QUOTA_EXCEEDED: i64 = 102;
-    /// andes: a transparent checkpoint failed for good (subcode 1: the
-    /// snapshot to resume from was refused; 2: the job's call stack outgrew
-    /// its checkpoint stack).
-    pub const CHECKPOINT_FAILED: i64 = 103;
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ pub const PROTECTED_ATTRS: &[&str] = &[
     "CmdDigest",
     "JobUniverse",
     "NumJobStarts",
+    "NumJobCompletions",
     "NumShadowStarts",
     "NumHolds",
     "JobStartDate",
@@ -2221,7 +2222,7 @@ impl Ctx<'_, '_> {
                             "the job could not be started on {n} matches in a row; the last \
                              time: {reason}"
                         ),
-                        code: hold_code::DOWNLOAD_FILE_ERROR,
+                        code: hold_code::TRANSFER_INPUT_ERROR,
                         subcode: 0,
                     };
                     return self.hold(id, info).map(|_| ());
@@ -2325,6 +2326,17 @@ impl Ctx<'_, '_> {
             self.set_status(id, JobStatus::Idle);
             self.hold(id, info)?;
             return Ok(());
+        }
+        // The job ran to its end (HTCondor's shadow counts it before the exit
+        // policy reads it: `max_retries` is `NumJobCompletions > JobMaxRetries`).
+        if matches!(ending.eval_attr("ExitCode"), Value::Int(_))
+            || matches!(ending.eval_attr("ExitBySignal"), Value::Bool(true))
+        {
+            let n = match p.ad.eval_attr("NumJobCompletions") {
+                Value::Int(n) => n.max(0) + 1,
+                _ => 1,
+            };
+            p.ad.insert_value("NumJobCompletions", n);
         }
         let ad = self.state.job(id).expect("present").ad();
         match policy::on_exit(&ad, self.now) {
@@ -2600,8 +2612,11 @@ impl Ctx<'_, '_> {
                 Ok(())
             }
             Some(Err(e)) => {
-                let info =
-                    HoldInfo { reason: e.to_string(), code: hold_code::JOB_POLICY, subcode: 0 };
+                let info = HoldInfo {
+                    reason: e.to_string(),
+                    code: hold_code::INVALID_CRON_SETTINGS,
+                    subcode: 0,
+                };
                 self.hold(id, info).map(|_| ())
             }
             None => Ok(()),

@@ -63,9 +63,9 @@ pub const STDOUT_NAME: &str = "_andes_stdout";
 pub const STDERR_NAME: &str = "_andes_stderr";
 
 /// HTCondor's HoldReasonCode 12: transferring the output files failed.
-pub const HOLD_TRANSFER_OUTPUT: i64 = 12;
+pub const HOLD_TRANSFER_OUTPUT: i64 = crate::job::hold_code::TRANSFER_OUTPUT_ERROR;
 /// HTCondor's HoldReasonCode 13: transferring the input files failed.
-pub const HOLD_TRANSFER_INPUT: i64 = 13;
+pub const HOLD_TRANSFER_INPUT: i64 = crate::job::hold_code::TRANSFER_INPUT_ERROR;
 
 /// The least time between two advertisements: a queue that changes with
 /// every job still sends its ads (and wakes the negotiator) at most this often.

@@ -142,7 +142,7 @@ async fn a_deferred_job_that_misses_its_window_unmatched_is_held() {
     assert_eq!(status(&f.q, id), Some(JobStatus::Idle), "still within the window");
     f.q.deferral_missed(vec![id], T0 + 720).await.unwrap();
     assert_eq!(status(&f.q, id), Some(JobStatus::Held));
-    assert_eq!(attr(&f.q, id, "HoldReasonCode"), Value::Int(25));
+    assert_eq!(attr(&f.q, id, "HoldReasonCode"), Value::Int(20));
     let Value::Str(r) = attr(&f.q, id, "HoldReason") else { panic!() };
     assert!(r.contains("by 120 seconds") && r.contains("DeferralWindow 120"), "{r}");
 }
@@ -249,4 +249,25 @@ async fn running_deferred_jobs_show_in_the_summary_and_cron_next_runs() {
     assert_eq!(attr(&f.q, id, "JobDeferredUntil"), Value::Undefined);
     assert!(!f.q.read().job(id).unwrap().proc.ad.contains("JobDeferredUntil"));
     assert_eq!(f.q.read().summary(&[])[0].deferred, 0);
+}
+
+#[tokio::test]
+async fn a_cron_schedule_that_becomes_unreadable_holds_the_job_as_invalid_cron_settings() {
+    // The schedule names another attribute; an edit of that one is not a cron
+    // field's, so it is taken, and the schedule is read again at the restart.
+    let f = fixture(TimeZone::UTC);
+    let id = submit(
+        &f.q,
+        r#"CronMinute = Every; Every = "*/5"; DeferralWindow = 0; OnExitRemove = false"#,
+        T0,
+    )
+    .await;
+    assert_eq!(attr(&f.q, id, "DeferralTime"), Value::Int(T0 + 300));
+    let edit = Change::Edit { attr: "Every".into(), expr: "\"99\"".into() };
+    f.q.change(&Actor::user("alice"), ids(id), edit, T0).await.unwrap();
+    f.q.recompute_cron(T0 + 10).await.unwrap();
+    assert_eq!(status(&f.q, id), Some(JobStatus::Held));
+    assert_eq!(attr(&f.q, id, "HoldReasonCode"), Value::Int(25), "InvalidCronSettings");
+    let Value::Str(r) = attr(&f.q, id, "HoldReason") else { panic!() };
+    assert!(r.contains("99"), "{r}");
 }

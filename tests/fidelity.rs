@@ -1,0 +1,85 @@
+//! What an HTCondor user expects of the schedd's job policy, on a pool of real
+//! processes: submit files as condor_submit documents them.
+
+mod common;
+
+use std::time::Duration;
+
+use common::pool::{Pool, int, wait_or};
+
+/// The history ad of job `c.0`, once it is there.
+fn finished(p: &Pool, c: i64) -> classad::ClassAd {
+    let mut found = None;
+    wait_or(
+        &format!("job {c}.0 in the history"),
+        Duration::from_secs(120),
+        || {
+            found = p.history().into_iter().find(|a| int(a, "ClusterId") == c);
+            found.is_some()
+        },
+        || p.logs(),
+    );
+    found.unwrap()
+}
+
+#[test]
+fn max_retries_success_exit_code_and_retry_until_work_as_condor_submit_documents() {
+    let p = Pool::new("", 1);
+    // Exits 3 under max_retries = 2: three runs in all, then it leaves.
+    p.submit("alice", "r", "executable = exit_code.wasm\narguments = 3\nmax_retries = 2\nqueue\n");
+    // 3 means success here: one run.
+    p.submit(
+        "alice",
+        "s",
+        "executable = exit_code.wasm\narguments = 3\nmax_retries = 5\nsuccess_exit_code = 3\nqueue\n",
+    );
+    // retry_until an exit code: no retry once it is seen.
+    p.submit(
+        "alice",
+        "u",
+        "executable = exit_code.wasm\narguments = 3\nmax_retries = 5\nretry_until = 3\nqueue\n",
+    );
+    let retried = finished(&p, 1);
+    assert_eq!(int(&retried, "NumJobStarts"), 3, "{retried}");
+    assert_eq!(int(&retried, "NumJobCompletions"), 3, "{retried}");
+    assert_eq!(int(&retried, "ExitCode"), 3, "{retried}");
+    assert_eq!(int(&retried, "JobStatus"), 4, "{retried}");
+    for c in [2, 3] {
+        let once = finished(&p, c);
+        assert_eq!(int(&once, "NumJobStarts"), 1, "{once}");
+        assert_eq!(int(&once, "NumJobCompletions"), 1, "{once}");
+    }
+}
+
+#[test]
+fn a_bad_value_queues_nothing_and_names_its_line_and_a_misspelt_command_is_a_warning() {
+    let p = Pool::new("", 0);
+    let jobs = p.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::copy(common::pool::sample("hello"), jobs.join("hello.wasm")).unwrap();
+    for (line, want) in [
+        ("deferral_time = abc", "bad.sub:2: deferral_time = abc: must be an integer"),
+        ("cron_minute = 99", "bad.sub:2: cron_minute = 99: 99 is outside 0-59"),
+        ("request_memory = lots", "bad.sub:2: request_memory = lots: must be a number"),
+    ] {
+        std::fs::write(jobs.join("bad.sub"), format!("executable = hello.wasm\n{line}\nqueue 2\n"))
+            .unwrap();
+        let o = p.cmd("alice", &["submit", "bad.sub"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{line}: {err}");
+    }
+    assert!(p.queue().is_empty(), "nothing is queued from a failing submit");
+    std::fs::write(jobs.join("typo.sub"), "executable = hello.wasm\nrequirments = True\nqueue\n")
+        .unwrap();
+    let o = p.cmd("alice", &["submit", "typo.sub"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "WARNING: typo.sub:2: the line 'requirments = True' was unused by andes submit. \
+             Is it a typo?"
+        ),
+        "{err}"
+    );
+    assert_eq!(p.queue().len(), 1);
+}
