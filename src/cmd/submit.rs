@@ -131,8 +131,14 @@ pub fn run(args: SubmitArgs) -> Result<ExitCode> {
         ctx.batch_name = args.batch_name.clone();
         ctx
     };
+    // Checked before the pool is asked for anything: a bad file queues
+    // nothing and reserves no cluster, and its warnings show once.
+    let checked = expand(&desc, &context(1))?;
+    for w in &checked.warnings {
+        eprintln!("WARNING: {w}");
+    }
     if args.dump {
-        let out = expand(&desc, &context(1))?;
+        let out = checked;
         if args.json {
             let ads: Vec<serde_json::Value> =
                 out.jobs.iter().map(classad::json::ad_to_json).collect();

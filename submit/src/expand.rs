@@ -39,6 +39,10 @@ pub struct Submission {
     pub jobs: Vec<ClassAd>,
     /// The distinct modules named by the jobs' `Cmd`/`CmdDigest`.
     pub modules: Vec<Module>,
+    /// Warnings for the user, as condor_submit prints them: each line that
+    /// defined something nothing read (`FILE:LINE: the line 'X = V' was
+    /// unused by andes submit. Is it a typo?`).
+    pub warnings: Vec<String>,
 }
 
 /// Runs `desc` against `ctx`: applies its commands and macros in order, and
@@ -91,7 +95,19 @@ pub fn expand(desc: &SubmitDescription, ctx: &Context<'_>) -> Result<Submission,
             "no `queue` statement: nothing to submit",
         ));
     }
-    Ok(Submission { jobs: run.jobs, modules: run.modules.into_modules() })
+    let warnings = run
+        .macros
+        .unused()
+        .into_iter()
+        .map(|(text, o)| {
+            format!(
+                "{}:{}: the line '{text}' was unused by andes submit. Is it a typo?",
+                o.source,
+                o.line.unwrap_or(0)
+            )
+        })
+        .collect();
+    Ok(Submission { jobs: run.jobs, modules: run.modules.into_modules(), warnings })
 }
 
 pub(crate) struct Run<'c, 'f> {

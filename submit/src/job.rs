@@ -49,6 +49,18 @@ pub(crate) struct JobBuilder<'r, 'c, 'f> {
     proc: i64,
     iwd: String,
     ad: ClassAd,
+    /// Commands whose value must evaluate to a number once the ad is whole.
+    numeric: Vec<NumericCheck>,
+}
+
+/// A command whose expression must evaluate, in the finished job ad, to a
+/// number (an integer when `integer`), unless it depends on the machine.
+struct NumericCheck {
+    command: &'static str,
+    value: String,
+    origin: Origin,
+    attr: &'static str,
+    integer: bool,
 }
 
 fn lit(v: impl Into<Value>) -> Expr {
@@ -63,7 +75,7 @@ fn unquote(s: &str) -> &str {
 
 impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
     pub fn new(run: &'r mut Run<'c, 'f>, queue: &'r Origin, proc: i64) -> Self {
-        JobBuilder { run, queue, proc, iwd: String::new(), ad: ClassAd::new() }
+        JobBuilder { run, queue, proc, iwd: String::new(), ad: ClassAd::new(), numeric: Vec::new() }
     }
 
     /// The expanded, trimmed value of the first of `names` that is defined
@@ -97,6 +109,62 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
 
     fn set(&mut self, attr: &str, e: Expr) {
         self.ad.insert(attr, e);
+    }
+
+    /// Checks, once the ad is whole, that `attr` (from `command = value`)
+    /// evaluates to a number.
+    fn must_be_numeric(
+        &mut self,
+        command: &'static str,
+        value: &str,
+        origin: &Origin,
+        attr: &'static str,
+        integer: bool,
+    ) {
+        let origin = origin.clone();
+        self.numeric.push(NumericCheck { command, value: value.into(), origin, attr, integer });
+    }
+
+    /// Fails on the first command of [`Self::must_be_numeric`] whose value
+    /// is not a number in the finished ad (an expression that names the
+    /// machine, `TARGET.…`, is judged at match time instead).
+    fn check_numeric(&self) -> Result<(), SubmitError> {
+        for c in &self.numeric {
+            let Some(e) = self.ad.get(c.attr) else { continue };
+            if references_target(e) {
+                continue;
+            }
+            let mut ev = classad::Evaluator::with_options(classad::EvalOptions {
+                strict: false,
+                now: Some(self.run.ctx.qdate),
+                seed: Some(0),
+                ..Default::default()
+            });
+            // An expression of attributes the job gets later (NumJobStarts,
+            // MemoryUsage) is undefined now and judged when it runs; a lone
+            // name the ad lacks is a typo or a word, never a number.
+            let bare = matches!(e, Expr::Attr { .. });
+            let ok = match ev.eval(e, Some(&self.ad), None) {
+                Value::Int(_) => true,
+                Value::Real(_) => !c.integer,
+                Value::Undefined => !bare,
+                _ => false,
+            };
+            if !ok {
+                let what = if c.integer {
+                    "an integer (for a time: Unix seconds, such as `time() + 3600`)"
+                } else {
+                    "a number, with an optional unit such as `2GB`"
+                };
+                return Err(c.origin.error(
+                    ErrorKind::InvalidValue,
+                    format!("{} = {}: must be {what}; it evaluates to {}", c.command, c.value, {
+                        ev.eval(e, Some(&self.ad), None)
+                    }),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `name` given as an expression, copied into `attr`.
@@ -267,6 +335,7 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
                     None => self.expr("request_cpus", &v, &o)?,
                 };
                 self.set("RequestCpus", e);
+                self.must_be_numeric("request_cpus", &v, &o, "RequestCpus", false);
                 true
             }
             None => {
@@ -283,6 +352,7 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
                     None => self.expr("request_memory", &v, &o)?,
                 };
                 self.set("RequestMemory", e);
+                self.must_be_numeric("request_memory", &v, &o, "RequestMemory", false);
             }
             None => {
                 self.set("RequestMemory", classad::parse_expr(mem_default).unwrap_or(lit(128i64)))
@@ -295,6 +365,7 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
                     None => self.expr("request_disk", &v, &o)?,
                 };
                 self.set("RequestDisk", e);
+                self.must_be_numeric("request_disk", &v, &o, "RequestDisk", false);
             }
             None => self.set("RequestDisk", Expr::attr("DiskUsage")),
         }
@@ -316,6 +387,7 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
         if let Some((v, o)) = self.cmd(&["deferral_time", "DeferralTime"])? {
             let e = self.expr("deferral_time", &v, &o)?;
             self.set("DeferralTime", e);
+            self.must_be_numeric("deferral_time", &v, &o, "DeferralTime", true);
             deferral = true;
             deferral_line = Some(o);
         }
@@ -428,11 +500,15 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
             self.set(attr, lit(Value::string(v.as_str())));
         }
         if deferral {
-            for (given, attr, default) in
-                [(window, "DeferralWindow", 0i64), (prep, "DeferralPrepTime", 300)]
-            {
+            for (given, command, attr, default) in [
+                (window, "deferral_window", "DeferralWindow", 0i64),
+                (prep, "deferral_prep_time", "DeferralPrepTime", 300),
+            ] {
                 let e = match given {
-                    Some((v, o)) => self.expr(attr, &v, &o)?,
+                    Some((v, o)) => {
+                        self.must_be_numeric(command, &v, &o, attr, true);
+                        self.expr(attr, &v, &o)?
+                    }
                     None => lit(default),
                 };
                 self.set(attr, e);
@@ -501,6 +577,7 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
             let e = self.expr(&format!("+{name}"), v.trim(), &o)?;
             self.set(&name, e);
         }
+        self.check_numeric()?;
         Ok(self.ad)
     }
 
@@ -807,6 +884,12 @@ pub(crate) fn parse_bytes(v: &str, base: u64) -> Option<i64> {
 
 /// Every attribute name an expression refers to (lower case), including
 /// the `x` of `TARGET.x` and `MY.x`.
+/// Whether `e` reads an attribute of the machine (`TARGET.…`), which only
+/// matchmaking can evaluate.
+fn references_target(e: &Expr) -> bool {
+    e.to_string().to_ascii_lowercase().contains("target.")
+}
+
 fn referenced(e: &Expr) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![e];

@@ -4,7 +4,8 @@
 //! and size limits); this layer adds the submit-only functions `$F...()`,
 //! `$RANDOM_INTEGER()` and `$RANDOM_CHOICE()` in the text being expanded.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 
 use classad::config::{Config, ConfigError};
 
@@ -17,6 +18,9 @@ pub(crate) struct Macros {
     cfg: Config,
     defs: HashMap<String, (String, usize)>,
     rng: u64,
+    /// Names (lower case) something looked up: a command read, a macro
+    /// expanded by name.
+    used: RefCell<HashSet<String>>,
 }
 
 /// Where a value came from, for error messages.
@@ -38,6 +42,7 @@ impl Macros {
             cfg: Config::with_env(env.iter().cloned()),
             defs: HashMap::new(),
             rng: seed ^ 0x9e37_79b9_7f4a_7c15,
+            used: RefCell::default(),
         }
     }
 
@@ -67,7 +72,39 @@ impl Macros {
     }
 
     pub fn is_defined(&self, name: &str) -> bool {
-        self.cfg.is_defined(name)
+        let defined = self.cfg.is_defined(name);
+        if defined {
+            self.used.borrow_mut().insert(name.to_ascii_lowercase());
+        }
+        defined
+    }
+
+    /// The lines of the file that defined a name nothing read: neither a
+    /// command nor a macro any value names (`$(name)`), as condor_submit
+    /// warns of (a misspelt command, most often). Sorted by line.
+    pub fn unused(&self) -> Vec<(String, Origin)> {
+        let used = self.used.borrow();
+        let mut texts = String::new();
+        for n in self.defs.keys() {
+            if let Some(raw) = self.cfg.raw(n) {
+                texts.push_str(&raw.to_ascii_lowercase());
+                texts.push('\n');
+            }
+        }
+        let mut out: Vec<(String, Origin)> = self
+            .defs
+            .iter()
+            .filter(|(n, _)| !used.contains(*n))
+            .filter(|(n, _)| {
+                !texts.contains(&format!("$({n})")) && !texts.contains(&format!("$({n}:"))
+            })
+            .map(|(n, (src, line))| {
+                let text = format!("{n} = {}", self.cfg.raw(n).unwrap_or_default());
+                (text, Origin { source: src.clone(), line: Some(*line) })
+            })
+            .collect();
+        out.sort_by_key(|(_, o)| o.line);
+        out
     }
 
     /// Where `name` was defined, for messages about its value.
@@ -98,6 +135,7 @@ impl Macros {
         let Some(raw) = self.cfg.raw(name).map(str::to_string) else {
             return Ok(None);
         };
+        self.used.borrow_mut().insert(name.to_ascii_lowercase());
         let origin = self.origin(name, fallback);
         self.expand_depth(&raw, iwd, &origin, depth).map(Some)
     }

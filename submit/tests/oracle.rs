@@ -255,10 +255,15 @@ fn oracle_submit_corpus() {
         let sub = match result {
             Ok(s) => s,
             Err(e) => {
-                // Deliberate: a cron field out of range is a submit error here
-                // (CONFORMANCE.md); HTCondor copies it and its schedd runs the
-                // job every minute instead.
-                if e.to_string().contains("cron_") && e.to_string().contains("is outside") {
+                // Deliberate (CONFORMANCE.md): a cron field out of range is a
+                // submit error here; HTCondor copies it and its schedd runs the
+                // job every minute instead. And a resource request that is not
+                // a number (HTCondor: a reference to a missing attribute, so
+                // the job never matches) is an error too.
+                let text = e.to_string();
+                if (text.contains("cron_") && text.contains("is outside"))
+                    || (text.contains("request_") && text.contains("must be a number"))
+                {
                     rejected_ok += 1;
                     rejected_total += 1;
                     println!("{id}: rejected on purpose (HTCondor accepts it): {e}");

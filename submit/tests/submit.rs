@@ -256,8 +256,10 @@ fn requests_with_units() {
     );
     let ad = one(&format!("{EXE}request_memory = -5\nrequest_disk = 3 MB\nqueue\n"));
     assert_eq!((i(&ad, "RequestMemory"), i(&ad, "RequestDisk")), (-4, 3072));
-    let ad = one(&format!("{EXE}request_memory = lots\nrequest_cpus = 1 + 1\nqueue\n"));
-    assert_eq!(ex(&ad, "RequestMemory"), "lots");
+    let ad = one(&format!(
+        "{EXE}request_memory = 1024 * (NumJobStarts + 1)\nrequest_cpus = 1 + 1\nqueue\n"
+    ));
+    assert_eq!(ex(&ad, "RequestMemory"), "1024 * (NumJobStarts + 1)");
     assert_eq!(ex(&ad, "RequestCpus"), "1 + 1");
     let e = err(&format!("{EXE}request_memory = 1 +\nqueue\n"));
     assert_eq!((e.kind(), e.line()), (ErrorKind::Expression, Some(2)));
@@ -540,4 +542,46 @@ fn syntax_errors_name_file_and_line() {
     assert_eq!((e.kind(), e.line()), (ErrorKind::Queue, Some(2)));
     let e = err("+1bad = 3\nqueue\n");
     assert_eq!((e.kind(), e.line()), (ErrorKind::Syntax, Some(1)));
+}
+
+#[test]
+fn bad_values_are_errors_with_their_line_and_a_misspelt_command_is_warned_of() {
+    for (line, want) in [
+        ("deferral_time = abc", "deferral_time = abc: must be an integer"),
+        ("cron_minute = 99", "99 is outside 0-59"),
+        ("request_memory = lots", "request_memory = lots: must be a number"),
+        ("request_disk = plenty", "request_disk = plenty: must be a number"),
+        ("request_cpus = \"two\"", "request_cpus = \"two\": must be a number"),
+    ] {
+        let e = run_with(&format!("executable = job.wasm\n{line}\nqueue\n"), |_| {}).unwrap_err();
+        assert_eq!(e.line(), Some(2), "{line}: {e}");
+        assert!(e.to_string().contains(want), "{line}: {e}");
+    }
+    // With a deferral time, its window must be a number too.
+    let e = run_with(
+        "executable = job.wasm\ndeferral_time = time() + 60\ndeferral_window = soon\nqueue\n",
+        |_| {},
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("deferral_window = soon: must be an integer"), "{e}");
+    // What names the machine, or evaluates to a number, is taken.
+    let ok = run_with(
+        "executable = job.wasm\nrequest_memory = TARGET.Memory / 2\n\
+         request_disk = ifthenelse(DiskUsage isnt undefined, DiskUsage, 2048)\n\
+         deferral_time = time() + 3600\nqueue\n",
+        |_| {},
+    )
+    .unwrap();
+    assert!(ok.warnings.is_empty(), "{:?}", ok.warnings);
+    // A misspelt command is a warning naming its line; a macro some value
+    // uses is not.
+    let s = run_with(
+        "executable = job.wasm\nrequirments = True\nn = 7\narguments = $(n)\nqueue\n",
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(
+        s.warnings,
+        vec!["job.sub:2: the line 'requirments = True' was unused by andes submit. Is it a typo?"]
+    );
 }
