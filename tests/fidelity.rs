@@ -83,3 +83,33 @@ fn a_bad_value_queues_nothing_and_names_its_line_and_a_misspelt_command_is_a_war
     );
     assert_eq!(p.queue().len(), 1);
 }
+
+#[test]
+fn a_vacate_ends_a_plain_job_at_once_as_htcondors_sigterm_does() {
+    // The grace is long: waiting it out would take ten minutes.
+    let p = Pool::new(
+        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 600\nKILLING_TIMEOUT = 600\n",
+        1,
+    );
+    let jobs = p.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::copy(common::pool::sample("spin"), jobs.join("spin.wasm")).unwrap();
+    std::fs::write(jobs.join("spin.sub"), "executable = spin.wasm\nlog = spin.log\nqueue\n")
+        .unwrap();
+    p.ok("alice", &["submit", "spin.sub"]);
+    wait_or(
+        "the job to run",
+        Duration::from_secs(60),
+        || p.queue().first().is_some_and(|a| int(a, "JobStatus") == 2),
+        || p.logs(),
+    );
+    p.host_cmd(1, "root", &["vacate", "slot1@host1"]);
+    let log = jobs.join("spin.log");
+    wait_or(
+        "the eviction in the job's log",
+        Duration::from_secs(60),
+        || std::fs::read_to_string(&log).unwrap_or_default().contains("Job was evicted"),
+        || format!("{}\n{}", std::fs::read_to_string(&log).unwrap_or_default(), p.logs()),
+    );
+    p.ok("alice", &["rm", "1"]);
+}

@@ -111,6 +111,8 @@ pub struct Control {
     changed: tokio::sync::Notify,
     killed: AtomicBool,
     vacate: AtomicBool,
+    /// The job cannot hear a soft kill (see [`Control::set_hears_vacate`]).
+    deaf: AtomicBool,
     running: AtomicBool,
     /// CPU time in nanoseconds.
     cpu_ns: AtomicU64,
@@ -243,7 +245,20 @@ impl Control {
         self.halted.load(Ordering::SeqCst) && self.is_suspended()
     }
 
-    /// Asks the guest to vacate (soft kill); after `grace` it is hard-killed.
+    /// Says whether the job can hear a soft kill: it imports the SDK's
+    /// vacate or checkpoint calls, or checkpoints transparently. One that
+    /// cannot is ended by the soft kill itself, as a plain program is by
+    /// HTCondor's SIGTERM, instead of running out the grace; a vacate asked
+    /// for before this was known is carried out now.
+    pub fn set_hears_vacate(&self, hears: bool) {
+        self.deaf.store(!hears, Ordering::SeqCst);
+        if !hears && self.vacate_requested() {
+            self.hard_kill();
+        }
+    }
+
+    /// Asks the guest to vacate (soft kill); after `grace` it is hard-killed,
+    /// or at once if it cannot hear it ([`Control::set_hears_vacate`]).
     pub fn soft_kill(&self, clock: &dyn Clock, grace: Duration) {
         let mut s = self.state();
         if s.vacate_deadline.is_none() {
@@ -263,6 +278,9 @@ impl Control {
             (start.0)();
         }
         self.changed.notify_one();
+        if self.deaf.load(Ordering::SeqCst) {
+            self.hard_kill();
+        }
     }
 
     /// Leaves the start of the job's watchdog (which enforces the vacate

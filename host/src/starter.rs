@@ -1246,6 +1246,12 @@ async fn instantiate_and_run(
             ));
         }
     };
+    // A job hears a soft kill if it asks for it (the SDK's vacate calls) or
+    // is snapshotted by the host when vacated; any other is ended by it.
+    let asks = pre.module().imports().any(|i| {
+        i.module() == crate::imports::CONTROL && matches!(i.name(), "vacate-requested" | "deadline")
+    });
+    store.data().ctl.set_hears_vacate(asks || tp.is_some());
     let instance = match pre.instantiate_async(&mut store).await {
         Ok(i) => i,
         Err(e) => {

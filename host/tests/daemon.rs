@@ -293,7 +293,8 @@ async fn a_cooperative_job_is_asked_to_checkpoint_and_the_vacate_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owner_activity_suspends_a_job_then_preempts_it() {
     let mut f = daemon("");
-    f.run_job("spin", VANILLA);
+    // `deaf` hears the notice and ignores it (a plain job would end at it).
+    f.run_job("deaf", VANILLA);
     let keyboard = |f: &mut Fixture| {
         f.d.command(Command::SetAttr {
             slot: None,
@@ -338,12 +339,13 @@ async fn off_fast_kills_and_completes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn off_graceful_vacates_then_kills_after_max_vacate_time() {
     let mut f = daemon("");
-    f.run_job("spin", VANILLA);
+    // `deaf` hears the notice and ignores it (a plain job would end at it).
+    f.run_job("deaf", VANILLA);
     f.d.command(Command::Off(ShutdownKind::Graceful)).unwrap();
     assert_eq!(f.state(), (State::Preempting, Activity::Vacating));
     let ctl = f.d.control(1).unwrap();
     assert!(ctl.vacate_requested() && !ctl.is_killed());
-    // spin ignores the notice; no new claim is taken meanwhile.
+    // deaf ignores the notice; no new claim is taken meanwhile.
     f.advance(5 * 60);
     assert_eq!(f.state(), (State::Preempting, Activity::Vacating));
     assert!(!f.d.shutdown_complete());

@@ -318,13 +318,15 @@ async fn vacate_lets_a_cooperative_job_save_its_work() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vacate_grace_expiry_hard_kills_an_uncooperative_job() {
+    // `deaf` can hear a vacate (it imports the SDK's call) but never asks
+    // again: it gets its grace, then the hard kill.
     let sb = Sandbox::new();
     let vc = VirtualClock::new();
     let clock: Arc<dyn Clock> = Arc::new(vc.clone());
     let ctl = Control::new();
     let job = tokio::spawn({
         let (ctl, clock) = (ctl.clone(), clock.clone());
-        let spec = spec(sample("spin"), "[]", &sb);
+        let spec = spec(sample("deaf"), "[]", &sb);
         async move { HOST.run(spec, ctl, clock).await }
     });
     while !ctl.is_running() {
@@ -339,6 +341,31 @@ async fn vacate_grace_expiry_hard_kills_an_uncooperative_job() {
     vc.advance(Duration::from_secs(601));
     let r = job.await.unwrap();
     assert_eq!(r.ending, Ending::Evicted { vacated: true });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vacate_ends_a_job_that_cannot_hear_it_at_once_not_after_the_grace() {
+    // Plain programs (a spinning loop, a sleeper in poll_oneoff) have no way
+    // to hear a soft kill: as HTCondor's SIGTERM ends a plain process, the
+    // vacate ends them, with no wait for MACHINE_MAX_VACATE_TIME.
+    for name in ["spin", "sleeper"] {
+        let sb = Sandbox::new();
+        let vc = VirtualClock::new();
+        let clock: Arc<dyn Clock> = Arc::new(vc.clone());
+        let ctl = Control::new();
+        let job = tokio::spawn({
+            let (ctl, clock) = (ctl.clone(), clock.clone());
+            let spec = spec(sample(name), "[]", &sb);
+            async move { HOST.run(spec, ctl, clock).await }
+        });
+        while !ctl.is_running() {
+            tokio::task::yield_now().await;
+        }
+        ctl.soft_kill(clock.as_ref(), Duration::from_secs(600));
+        // No virtual time passes: the vacate alone ends it.
+        let r = tokio::time::timeout(Duration::from_secs(60), job).await.expect(name).unwrap();
+        assert_eq!(r.ending, Ending::Evicted { vacated: true }, "{name}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

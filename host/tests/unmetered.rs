@@ -540,8 +540,9 @@ async fn a_job_vacated_before_it_starts_is_hard_killed_when_the_grace_ends() {
     }
 }
 
-/// Vacates a job that ignores it, once it runs or (`early`) before it
-/// starts, and checks that it is hard-killed when the grace ends, not before.
+/// Vacates a job that can hear a vacate but ignores it (`deaf`), once it
+/// runs or (`early`) before it starts, and checks that it is hard-killed
+/// when the grace ends, not before.
 async fn grace_expiry(mode: Mode, early: bool) {
     let sb = Sandbox::new();
     let vc = VirtualClock::new();
@@ -552,7 +553,7 @@ async fn grace_expiry(mode: Mode, early: bool) {
         ctl.soft_kill(clock.as_ref(), grace);
     }
     let task = tokio::spawn({
-        let (spec, ctl, clock) = (spec(wat(MEMORY_LOOP), "[]", &sb), ctl.clone(), clock.clone());
+        let (spec, ctl, clock) = (spec(sample("deaf"), "[]", &sb), ctl.clone(), clock.clone());
         async move { run_as(mode, spec, ctl, clock).await }
     });
     let job = Job { ctl, task };
@@ -817,10 +818,13 @@ async fn stress_random_suspend_resume_and_kill_of_concurrent_jobs() {
                 }
             }
             6 => {
-                // A vacate none of these jobs heeds, with a grace that does
-                // not expire here: the job runs on, unsuspended.
-                j.job.ctl.soft_kill(&SystemClock, Duration::from_secs(3600));
-                assert!(!j.job.ctl.is_suspended(), "{what}");
+                // None of these jobs can hear a vacate: however long the
+                // grace, the vacate itself ends it, suspended or not.
+                let old = std::mem::replace(&mut jobs[i], stressed(&mut rng));
+                old.job.ctl.soft_kill(&SystemClock, Duration::from_secs(3600));
+                let r = tokio::time::timeout(HANG, old.job.task).await.expect(&what).unwrap();
+                assert_eq!(r.ending, Ending::Evicted { vacated: true }, "{what}");
+                until("a new stressed job to start", || jobs[i].job.ctl.is_running()).await;
             }
             7 => {
                 let old = std::mem::replace(&mut jobs[i], stressed(&mut rng));
