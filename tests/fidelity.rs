@@ -113,3 +113,34 @@ fn a_vacate_ends_a_plain_job_at_once_as_htcondors_sigterm_does() {
     );
     p.ok("alice", &["rm", "1"]);
 }
+
+#[test]
+fn a_suspended_job_is_status_7_with_its_log_events_and_suspension_time() {
+    // The owner comes back (KeyboardIdle 0): the job is suspended; gone
+    // again, it continues.
+    let p = Pool::new(
+        "NUM_CPUS = 1\nWANT_SUSPEND = True\nSUSPEND = KeyboardIdle < 60\n\
+         CONTINUE = KeyboardIdle >= 60\nPREEMPT = False\nSTARTER_UPDATE_INTERVAL = 1\n\
+         STARTER_INITIAL_UPDATE_INTERVAL = 1\n",
+        1,
+    );
+    let jobs = p.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::copy(common::pool::sample("spin"), jobs.join("spin.wasm")).unwrap();
+    std::fs::write(jobs.join("spin.sub"), "executable = spin.wasm\nlog = spin.log\nqueue\n")
+        .unwrap();
+    p.ok("alice", &["submit", "spin.sub"]);
+    let status = || p.queue().first().map(|a| int(a, "JobStatus"));
+    wait_or("the job to run", Duration::from_secs(60), || status() == Some(2), || p.logs());
+    p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "0"]);
+    wait_or("status 7", Duration::from_secs(60), || status() == Some(7), || p.logs());
+    p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "1000"]);
+    wait_or("running again", Duration::from_secs(60), || status() == Some(2), || p.logs());
+    let ad = p.queue().remove(0);
+    assert_eq!(int(&ad, "TotalSuspensions"), 1, "{ad}");
+    assert!(int(&ad, "CumulativeSuspensionTime") >= 0, "an integer: {ad}");
+    let log = std::fs::read_to_string(jobs.join("spin.log")).unwrap();
+    assert!(log.contains("010 (") && log.contains("Job was suspended."), "{log}");
+    assert!(log.contains("011 (") && log.contains("Job was unsuspended."), "{log}");
+    p.ok("alice", &["rm", "1"]);
+}

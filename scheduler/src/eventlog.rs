@@ -120,6 +120,9 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
             })]
         }
         EventKind::Note(text) => vec![U::Generic(text.chars().take(1000).collect())],
+        // One process: a Wasm job is one.
+        EventKind::Suspended => vec![U::Suspended(1)],
+        EventKind::Unsuspended => vec![U::Unsuspended],
         EventKind::Requeued | EventKind::Edited(_) => Vec::new(),
     }
 }

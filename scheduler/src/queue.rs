@@ -75,6 +75,24 @@ pub const PROTECTED_ATTRS: &[&str] = &[
     "LastCheckpointPlatform",
 ];
 
+/// Attributes of the job's whole life that the schedd keeps itself: an
+/// execute host's figure for its own run never replaces them.
+const LIFETIME_ATTRS: [&str; 1] = ["CumulativeSuspensionTime"];
+
+/// Merges what an execute host reports into a job's ad, but for
+/// [`LIFETIME_ATTRS`].
+fn update_from_host(ad: &mut ClassAd, attrs: &ClassAd) {
+    if LIFETIME_ATTRS.iter().any(|a| attrs.contains(a)) {
+        let mut attrs = attrs.clone();
+        for a in LIFETIME_ATTRS {
+            attrs.remove(a);
+        }
+        ad.update(&attrs);
+    } else {
+        ad.update(attrs);
+    }
+}
+
 /// On an original job: its routed copy's id (`"C.P"`).
 pub const ROUTED_TO: &str = "RoutedToJobId";
 /// On a routed copy: the original's id (`"C.P"`).
@@ -186,6 +204,8 @@ pub enum PoolOp {
     Update(ClassAd),
     /// The shadow reconnected to the running job (NumJobReconnects).
     Reconnected,
+    /// The host suspended (`true`) or resumed (`false`) the running job.
+    Suspension(bool),
     /// The job stopped without ending (evicted, lease lost): back to idle.
     Evicted(ClassAd),
     /// The job router's view of a routed copy at its target (GridJobId):
@@ -361,6 +381,10 @@ pub enum EventKind {
     /// A note for the job's event log (a generic event): skipped or missed
     /// cron runs.
     Note(String),
+    /// Suspended by the execute host's policy (user log 010).
+    Suspended,
+    /// Running again after a suspension (user log 011).
+    Unsuspended,
 }
 
 /// Receives events after each commit (the schedd writes event logs from here).
@@ -2058,6 +2082,20 @@ impl Ctx<'_, '_> {
 
     fn set_status(&mut self, id: JobId, status: JobStatus) {
         if let Some(p) = self.state.jobs.get_mut(&id) {
+            // Leaving a suspension, however (resumed, vacated, ended): its
+            // time counts, as HTCondor's CumulativeSuspensionTime.
+            if p.status == JobStatus::Suspended && status != JobStatus::Suspended {
+                let since = match p.ad.eval_attr("LastSuspensionTime") {
+                    Value::Int(t) if t > 0 => t,
+                    _ => self.now,
+                };
+                let total = match p.ad.eval_attr("CumulativeSuspensionTime") {
+                    Value::Int(t) => t,
+                    _ => 0,
+                };
+                p.ad.insert_value("CumulativeSuspensionTime", total + (self.now - since).max(0));
+                p.ad.insert_value("LastSuspensionTime", 0i64);
+            }
             p.status = status;
             p.entered = self.now;
         }
@@ -2191,7 +2229,7 @@ impl Ctx<'_, '_> {
                         p.status.letter()
                     )));
                 }
-                p.ad.update(attrs);
+                update_from_host(&mut p.ad, attrs);
                 p.ad.insert_value(ACTIVATION_PENDING, true);
             }
             PoolOp::NotStarted(claim) => {
@@ -2235,7 +2273,7 @@ impl Ctx<'_, '_> {
                         p.status.letter()
                     )));
                 }
-                p.ad.update(attrs);
+                update_from_host(&mut p.ad, attrs);
                 p.ad.remove(ACTIVATION_PENDING);
                 p.ad.remove("NumShadowExceptions");
                 return self.started(id);
@@ -2244,7 +2282,7 @@ impl Ctx<'_, '_> {
                 if !p.status.is_active() {
                     return Ok(());
                 }
-                p.ad.update(attrs);
+                update_from_host(&mut p.ad, attrs);
                 // The host reports `JobDeferredUntil = undefined` once the
                 // job's wait for its DeferralTime is over.
                 if matches!(attrs.get("JobDeferredUntil"), Some(Expr::Lit(Value::Undefined))) {
@@ -2252,6 +2290,20 @@ impl Ctx<'_, '_> {
                 }
             }
             PoolOp::Grid(attrs) => p.ad.update(attrs),
+            PoolOp::Suspension(on) => match (p.status, *on) {
+                (JobStatus::Running, true) => {
+                    let n = int(&p.ad, "TotalSuspensions").max(0);
+                    p.ad.insert_value("TotalSuspensions", n + 1);
+                    p.ad.insert_value("LastSuspensionTime", now);
+                    self.set_status(id, JobStatus::Suspended);
+                    self.event(id, EventKind::Suspended)?;
+                }
+                (JobStatus::Suspended, false) => {
+                    self.set_status(id, JobStatus::Running);
+                    self.event(id, EventKind::Unsuspended)?;
+                }
+                _ => return Ok(()),
+            },
             PoolOp::Reconnected => {
                 let n = int(&p.ad, "NumJobReconnects");
                 p.ad.insert_value("NumJobReconnects", n + 1);
@@ -2259,7 +2311,7 @@ impl Ctx<'_, '_> {
             }
             PoolOp::Evicted(attrs) => {
                 let was = p.status;
-                p.ad.update(attrs);
+                update_from_host(&mut p.ad, attrs);
                 p.ad.remove(ACTIVATION_PENDING);
                 if let Some(host) = p.ad.remove("RemoteHost") {
                     p.ad.insert("LastRemoteHost", host);
@@ -2299,7 +2351,7 @@ impl Ctx<'_, '_> {
                 was.letter()
             )));
         }
-        p.ad.update(ending);
+        update_from_host(&mut p.ad, ending);
         p.ad.remove(CLAIM_ID_ATTR);
         p.ad.remove("JobDeferredUntil");
         if let Some(host) = p.ad.remove("RemoteHost") {

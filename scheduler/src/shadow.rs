@@ -1584,7 +1584,9 @@ impl Inner {
             }
         };
         let mut last_push = self.clock.now();
-        let mut last_state = report.state;
+        // A job suspended before this first look is one suspension to record.
+        let mut last_state =
+            if report.state == RunState::Suspended { RunState::Running } else { report.state };
         // Whether the job waits for its DeferralTime, as last told to the queue.
         let mut last_deferred: Option<String> = None;
         // The seq of the job's last saved state kept in this run.
@@ -1699,6 +1701,18 @@ impl Inner {
             let due = now - last_push >= self.cfg.queue_update_interval.as_secs() as i64;
             let update = ad_or_empty(Some(&report.update));
             let deferred = update.get("JobDeferredUntil").map(|e| e.to_string());
+            // Suspended and resumed by the host: the queue's status 7 and
+            // the job log's 010 and 011 events.
+            match (last_state, report.state) {
+                (RunState::Suspended, RunState::Suspended) => {}
+                (_, RunState::Suspended) => {
+                    lane.send(LaneOp::Pool(id, PoolOp::Suspension(true)));
+                }
+                (RunState::Suspended, RunState::Running) => {
+                    lane.send(LaneOp::Pool(id, PoolOp::Suspension(false)));
+                }
+                _ => {}
+            }
             if due || report.state != last_state || deferred != last_deferred {
                 lane.send(LaneOp::Pool(id, PoolOp::Update(update)));
                 last_push = now;

@@ -515,3 +515,32 @@ async fn events_committed_but_not_yet_logged_are_written_at_the_next_start() {
     let _q = opened(again.clone());
     assert!(again.lock().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_suspended_job_is_status_7_and_its_suspensions_are_counted_and_timed() {
+    use andes_scheduler::queue::PoolOp;
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let c = q.submit(&Actor::user("alice"), jobs(1, ""), 1).await.unwrap();
+    let id = JobId::new(c, 0);
+    q.job_started(id, 5).await.unwrap();
+    q.pool(vec![id], PoolOp::Suspension(true), 10).await.unwrap();
+    assert_eq!(status(&q, id), Some(JobStatus::Suspended));
+    let a = q.read().job(id).unwrap().ad();
+    assert_eq!(a.eval_attr("JobStatus"), Value::Int(7));
+    assert_eq!(a.eval_attr("TotalSuspensions"), Value::Int(1));
+    assert_eq!(a.eval_attr("LastSuspensionTime"), Value::Int(10));
+    // A second report of the same suspension changes nothing.
+    q.pool(vec![id], PoolOp::Suspension(true), 12).await.unwrap();
+    q.pool(vec![id], PoolOp::Suspension(false), 25).await.unwrap();
+    let a = q.read().job(id).unwrap().ad();
+    assert_eq!(a.eval_attr("JobStatus"), Value::Int(2));
+    assert_eq!(a.eval_attr("CumulativeSuspensionTime"), Value::Int(15));
+    assert_eq!(a.eval_attr("TotalSuspensions"), Value::Int(1));
+    // Ended while suspended: that time counts too.
+    q.pool(vec![id], PoolOp::Suspension(true), 30).await.unwrap();
+    q.job_exited(id, ad("[ExitCode = 0; ExitBySignal = false]"), 40).await.unwrap();
+    let h = q.history(Some(&format!("ClusterId == {c}")), &[], None).unwrap();
+    assert_eq!(h[0].eval_attr("CumulativeSuspensionTime"), Value::Int(25));
+    assert_eq!(h[0].eval_attr("TotalSuspensions"), Value::Int(2));
+}
