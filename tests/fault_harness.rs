@@ -639,7 +639,15 @@ fn a_pool_under_a_seeded_schedule_of_faults_loses_nothing_runs_nothing_twice_and
         entry.0 += 1;
         match wait_whole(&pool, target, Duration::from_secs(180)) {
             Ok(c) => {
-                entry.1.push(healed.elapsed());
+                let took = healed.elapsed();
+                eprintln!("faults: #{fault_no} recovered in {:.1} s", took.as_secs_f64());
+                if took > Duration::from_secs(30) {
+                    eprintln!(
+                        "faults: SLOW recovery after #{fault_no} {kind} {what}:\n{}",
+                        pool.logs()
+                    );
+                }
+                entry.1.push(took);
                 acknowledged.lock().unwrap().push((c, SIZES[0], 1));
             }
             Err(why) => {

@@ -1946,6 +1946,10 @@ impl Inner {
             return;
         }
         let mut tries = 0;
+        // A storage error is most often brief (a full disk being freed):
+        // quick tries first, 1 s doubling, then SHADOW_MAX_JOB_CLEANUP_RETRIES
+        // more every SHADOW_JOB_CLEANUP_RETRY_DELAY.
+        let mut quick = Duration::from_secs(1);
         loop {
             let now = self.clock.now();
             match self.queue.in_order(ops.clone(), now).await {
@@ -1960,6 +1964,11 @@ impl Inner {
                         }
                     }
                     return;
+                }
+                Err(e) if quick < self.cfg.cleanup_retry_delay => {
+                    tracing::warn!("queue update failed ({e}); retrying in {quick:?}");
+                    tokio::time::sleep(quick).await;
+                    quick *= 2;
                 }
                 Err(e) if tries < self.cfg.max_cleanup_retries => {
                     tracing::warn!("queue update failed ({e}); retrying");
