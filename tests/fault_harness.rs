@@ -237,7 +237,13 @@ fn tail(p: &Path, lines: usize) -> String {
 
 const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 const HOSTS: usize = 3;
-const SLOTS_PER_HOST: usize = 2;
+/// Two slots for the stream of jobs and a third for the probes only, so
+/// that a probe measures how soon the host works again, not how long the
+/// stream keeps its slots claimed.
+const SLOTS_PER_HOST: usize = 3;
+/// What each host adds to the pool's configuration for that (the jobs'
+/// Requirements pick their slots).
+const PROBE_SLOT: &str = "NUM_CPUS = 3\n";
 /// The primes jobs' arguments: each runs a third of a second to over a second.
 const SIZES: [u64; 4] = [60_000_000, 120_000_000, 180_000_000, 240_000_000];
 
@@ -354,7 +360,7 @@ impl Pool {
                     "{common_cfg}HOST_ADDRESS = 127.0.0.1:{port}\nNETWORK_HOSTNAME = 127.0.0.{}\n\
                      COLLECTOR_HOST = 127.0.0.{}:{pc}\nHOST_KEY_NAME = host{n}\n\
                      EXECUTE = $(LOCAL_DIR)/execute{n}\nHOST_ADDRESS_FILE = {}\n\
-                     MODULE_CACHE = $(LOCAL_DIR)/cache{n}\nSTARTD_NAME = host{n}\n",
+                     MODULE_CACHE = $(LOCAL_DIR)/cache{n}\nSTARTD_NAME = host{n}\n{PROBE_SLOT}",
                     20 + n,
                     10 + n,
                     ready.display()
@@ -505,7 +511,7 @@ fn a_pool_under_a_seeded_schedule_of_faults_loses_nothing_runs_nothing_twice_and
             jobs.join(format!("p{k}.sub")),
             format!(
                 "executable = primes.wasm\narguments = {n}\noutput = out.$(Cluster).$(Process)\n\
-                 error = err.$(Cluster).$(Process)\nqueue 3\n"
+                 error = err.$(Cluster).$(Process)\nrequirements = TARGET.SlotID <= 2\nqueue 3\n"
             ),
         )
         .unwrap();
@@ -519,11 +525,9 @@ fn a_pool_under_a_seeded_schedule_of_faults_loses_nothing_runs_nothing_twice_and
             SIZES[0]
         )
     };
-    std::fs::write(jobs.join("probe.sub"), probe("")).unwrap();
+    std::fs::write(jobs.join("probe.sub"), probe("requirements = TARGET.SlotID == 3\n")).unwrap();
     for i in 1..=HOSTS {
-        let req = format!(
-            "requirements = TARGET.Name == \"slot1@host{i}\" || TARGET.Name == \"slot2@host{i}\"\n"
-        );
+        let req = format!("requirements = TARGET.Name == \"slot3@host{i}\"\n");
         std::fs::write(jobs.join(format!("probe{i}.sub")), probe(&req)).unwrap();
     }
 
