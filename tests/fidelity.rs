@@ -7,6 +7,28 @@ use std::time::Duration;
 
 use common::pool::{Pool, int, wait_or};
 
+/// The event types HTCondor's own reader (`htcondor2.JobEventLog`, the `htcondor`
+/// wheel) finds in a job event log, or `None`, said aloud, when it is not
+/// installed (`pip install htcondor`; CI installs it).
+fn htcondor_reads(log: &std::path::Path) -> Option<Vec<String>> {
+    let o = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import htcondor2, sys\n\
+             for e in htcondor2.JobEventLog(sys.argv[1]).events(0): print(e.type.name)",
+        )
+        .arg(log)
+        .output()
+        .ok()?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    if err.contains("No module named 'htcondor2'") {
+        eprintln!("NOT RUN: HTCondor's reader of {} (pip install htcondor)", log.display());
+        return None;
+    }
+    assert!(o.status.success(), "htcondor2 could not read {}: {err}", log.display());
+    Some(String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect())
+}
+
 /// The history ad of job `c.0`, once it is there.
 fn finished(p: &Pool, c: i64) -> classad::ClassAd {
     let mut found = None;
@@ -111,6 +133,9 @@ fn a_vacate_ends_a_plain_job_at_once_as_htcondors_sigterm_does() {
         || std::fs::read_to_string(&log).unwrap_or_default().contains("Job was evicted"),
         || format!("{}\n{}", std::fs::read_to_string(&log).unwrap_or_default(), p.logs()),
     );
+    if let Some(types) = htcondor_reads(&log) {
+        assert_eq!(types[..3], ["SUBMIT", "EXECUTE", "JOB_EVICTED"], "{types:?}");
+    }
     p.ok("alice", &["rm", "1"]);
 }
 
@@ -142,5 +167,8 @@ fn a_suspended_job_is_status_7_with_its_log_events_and_suspension_time() {
     let log = std::fs::read_to_string(jobs.join("spin.log")).unwrap();
     assert!(log.contains("010 (") && log.contains("Job was suspended."), "{log}");
     assert!(log.contains("011 (") && log.contains("Job was unsuspended."), "{log}");
+    if let Some(types) = htcondor_reads(&jobs.join("spin.log")) {
+        assert_eq!(types[..4], ["SUBMIT", "EXECUTE", "JOB_SUSPENDED", "JOB_UNSUSPENDED"], "{log}");
+    }
     p.ok("alice", &["rm", "1"]);
 }
