@@ -1004,7 +1004,11 @@ impl Inner {
     }
 
     /// The next idle job of an autocluster not yet handed to a claim.
-    fn next_job(&self, ac: u32) -> Option<JobId> {
+    /// The next job of autocluster `ac` that may run now, on `slot` (both
+    /// Requirements, as the negotiator judges them) when given: a job edited
+    /// since its autocluster was filed may no longer fit the claim it would
+    /// reuse; it waits for the next negotiation, filed anew.
+    fn next_job(&self, ac: u32, slot: Option<&ClassAd>) -> Option<JobId> {
         let mut state = lock(&self.state);
         let st = self.queue.read();
         loop {
@@ -1017,6 +1021,7 @@ impl Inner {
                     && !v.proc.ad.contains(ACTIVATION_PENDING)
                     && !v.routed_away()
                     && self.offerable(&v, self.clock.now())
+                    && slot.is_none_or(|s| classad::symmetric_match(&v.ad(), s))
             }) {
                 state.busy.insert(id);
                 return Some(id);
@@ -1162,7 +1167,7 @@ impl Inner {
             if worklife >= 0 && since.elapsed() >= Duration::from_secs(worklife as u64) {
                 break;
             }
-            match self.next_job(grant.autocluster) {
+            match self.next_job(grant.autocluster, Some(&claim.slot_ad)) {
                 Some(next) => job = next,
                 None => break,
             }
@@ -1332,7 +1337,7 @@ impl Inner {
         };
         let mut out = Vec::new();
         while out.len() < n {
-            let Some(id) = self.next_job(ac) else { break };
+            let Some(id) = self.next_job(ac, Some(&claim.slot_ad)) else { break };
             let Some(job) = self.queue.read().job(id).map(|v| v.ad()) else {
                 lock(&self.state).busy.remove(&id);
                 continue;
@@ -2301,7 +2306,8 @@ async fn matches(
     let mut taken = 0;
     let mut claimed = Vec::new();
     for grant in req.matches {
-        let Some(job) = inner.next_job(grant.autocluster) else { continue };
+        let slot = classad::parse_ad(&grant.slot_ad).ok();
+        let Some(job) = inner.next_job(grant.autocluster, slot.as_ref()) else { continue };
         taken += 1;
         claimed.push(grant.claim_id.clone());
         lock(&inner.state).claims += 1;
@@ -2331,6 +2337,59 @@ mod tests {
 
     fn ad(text: &str) -> ClassAd {
         classad::parse_ad(text).unwrap()
+    }
+
+    /// A job edited after its autocluster was filed (here: asking for more
+    /// memory than the slot has) is not taken by a claim reused for that
+    /// autocluster; the next one that fits is.
+    #[tokio::test]
+    async fn a_reused_claim_takes_only_a_job_that_still_matches_its_slot() {
+        use crate::job::JobSelector;
+        use crate::queue::{Actor, Change, Submit, Targets};
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::schedd::ScheddConfig {
+            name: "schedd@test".into(),
+            data_dir: dir.path().join("spool"),
+            periodic_interval: Duration::from_secs(60),
+            history_max_jobs: 100,
+            history_max_age: None,
+            submit_host: "<127.0.0.1:0>".into(),
+            cron_time_zone: jiff::tz::TimeZone::UTC,
+            schedd_interval: 300,
+            accounts: Arc::new(
+                crate::userfs::Accounts::fixed("tester", false, "* = tester", |_| None).unwrap(),
+            ),
+        };
+        let clock: Arc<dyn Clock> = Arc::new(andes_protocol::ManualClock::new(1_800_000_000));
+        let schedd = crate::schedd::Schedd::open(&config, clock).unwrap();
+        let keypair = Arc::new(Keypair::from_seed("schedd", [9; 32]).unwrap());
+        let pool =
+            ScheddPool::start(&schedd, PoolConfig::new("schedd@test", "127.0.0.1:1"), keypair);
+        let alice = Actor::user("alice");
+        let job = ad(
+            r#"[Cmd = "job.wasm"; CmdDigest = "sha256:00"; Owner = "alice"; RequestMemory = 100; RequestDisk = 10; RequestCpus = 1; Requirements = TARGET.Memory >= RequestMemory]"#,
+        );
+        let c = schedd
+            .queue
+            .submit(
+                &alice,
+                Submit { cluster: None, cluster_ad: job, procs: vec![ClassAd::new(); 3] },
+                1_800_000_000,
+            )
+            .await
+            .unwrap();
+        let demand = pool.inner.demand(&[]);
+        assert_eq!(demand.groups.len(), 1, "{demand:?}");
+        let ac = demand.groups[0].autocluster;
+        let edit = Change::Edit { attr: "RequestMemory".into(), expr: "99999999".into() };
+        let one = Targets { ids: vec![JobSelector::Job(JobId::new(c, 1))], ..Default::default() };
+        schedd.queue.change(&alice, one, edit, 1_800_000_001).await.unwrap();
+        let slot = ad(
+            r#"[Name = "slot1@h"; Memory = 1024; Disk = 100000; Cpus = 1; Requirements = true]"#,
+        );
+        assert_eq!(pool.inner.next_job(ac, Some(&slot)), Some(JobId::new(c, 0)));
+        assert_eq!(pool.inner.next_job(ac, Some(&slot)), Some(JobId::new(c, 2)));
+        assert_eq!(pool.inner.next_job(ac, Some(&slot)), None);
     }
 
     /// A batch of two: job 2 ends and job 3 starts in one step of the host,
