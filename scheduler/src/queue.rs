@@ -1807,6 +1807,12 @@ impl Ctx<'_, '_> {
         if !ad.contains("MyType") {
             ad.insert_value("MyType", "Job");
         }
+        // A deferred job becomes matchable ScheddInterval before its prep
+        // time: this schedd's own interval, not the 300 s a submit file
+        // assumes.
+        if ad.contains("ScheddInterval") || s.procs.iter().any(|p| p.contains("ScheddInterval")) {
+            ad.insert_value("ScheddInterval", self.config.schedd_interval);
+        }
         // HTCondor's counters a job starts with; the startd's
         // IS_VALID_CHECKPOINT_PLATFORM lets a job with NumCkpts == 0 run on
         // any platform.
@@ -1831,6 +1837,7 @@ impl Ctx<'_, '_> {
                 "JobStatus",
                 "GlobalJobId",
                 "EnteredCurrentStatus",
+                "ScheddInterval",
             ] {
                 p.remove(a);
             }

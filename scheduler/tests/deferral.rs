@@ -271,3 +271,19 @@ async fn a_cron_schedule_that_becomes_unreadable_holds_the_job_as_invalid_cron_s
     let Value::Str(r) = attr(&f.q, id, "HoldReason") else { panic!() };
     assert!(r.contains("99"), "{r}");
 }
+
+#[tokio::test]
+async fn a_deferred_job_takes_the_schedds_own_interval_not_the_submit_files() {
+    // A schedd that looks every 20 s: a job due at T0 + 600 with a prep time
+    // of 60 is matchable from T0 + 520 (not from T0 + 240, as 300 would say).
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = QueueConfig::new(dir.path().join("q.db"), "schedd@test");
+    cfg.schedd_interval = 20;
+    let q = Queue::open(cfg).unwrap();
+    let extra = format!(
+        "DeferralTime = {}; DeferralWindow = 0; DeferralPrepTime = 60; ScheddInterval = 300",
+        T0 + 600
+    );
+    let id = submit(&q, &extra, T0).await;
+    assert_eq!(attr(&q, id, "ScheddInterval"), Value::Int(20));
+}
