@@ -131,18 +131,29 @@ pub enum TrustErrorKind {
     },
 }
 
-/// A trust-file error with its place: `origin:line: what`.
-#[derive(Debug, thiserror::Error)]
-#[error("{origin}:{line}: {kind}")]
+/// A trust-file error with its place: `origin:line: what`, or `origin: what`
+/// for the whole file. Its message says it all (it has no separate source, so
+/// an error chain does not say it twice).
+#[derive(Debug)]
 pub struct TrustError {
     /// The file (or the name given to [`TrustFile::parse`]).
     pub origin: String,
     /// The 1-based line; 0 for errors about the whole file.
     pub line: usize,
     /// What is wrong.
-    #[source]
     pub kind: TrustErrorKind,
 }
+
+impl std::fmt::Display for TrustError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            0 => write!(f, "{}: {}", self.origin, self.kind),
+            n => write!(f, "{}:{n}: {}", self.origin, self.kind),
+        }
+    }
+}
+
+impl std::error::Error for TrustError {}
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -364,6 +375,11 @@ mod tests {
         );
         let e = TrustFile::load(&dir.path().join("none")).unwrap_err();
         assert!(matches!(e.kind, TrustErrorKind::Io(_)));
+        // Said once (no source for a chain to repeat), with no line for the
+        // whole file.
+        assert!(std::error::Error::source(&e).is_none());
+        let text = e.to_string();
+        assert!(text.starts_with(&format!("{}: ", dir.path().join("none").display())), "{text}");
         std::fs::write(&p, b"\xff\xfe").unwrap();
         assert!(matches!(TrustFile::load(&p).unwrap_err().kind, TrustErrorKind::NotText));
     }
