@@ -64,6 +64,9 @@ impl Clock for SystemClock {
 pub struct Usage {
     /// CPU time spent running the guest, in seconds (`RemoteUserCpu`).
     pub remote_user_cpu: f64,
+    /// CPU time the kernel spent for the guest (its WASI calls), in seconds
+    /// (`RemoteSysCpu`).
+    pub remote_sys_cpu: f64,
     /// Wall-clock time since the job started, suspensions included
     /// (`RemoteWallClockTime`), in seconds.
     pub remote_wall_clock_time: f64,
@@ -116,6 +119,8 @@ pub struct Control {
     running: AtomicBool,
     /// CPU time in nanoseconds.
     cpu_ns: AtomicU64,
+    /// The part of `cpu_ns` spent in the kernel for the job (`RemoteSysCpu`).
+    sys_ns: AtomicU64,
     pub(crate) memory_bytes: AtomicU64,
     pub(crate) disk_bytes: AtomicU64,
     pub(crate) fuel_consumed: AtomicU64,
@@ -205,6 +210,7 @@ impl Control {
         let _s = self.state();
         if let Some(r) = self.remote.lock().unwrap_or_else(|e| e.into_inner()).take() {
             self.cpu_ns.fetch_add(r.cpu_ns(), Ordering::Relaxed);
+            self.sys_ns.fetch_add(r.sys_ns(), Ordering::Relaxed);
         }
     }
 
@@ -443,13 +449,19 @@ impl Control {
         }
         #[allow(unused_mut)]
         let mut cpu_ns = self.cpu_ns.load(Ordering::Relaxed);
-        // An unmetered job's CPU time is read live from its thread's clock.
+        #[allow(unused_mut)]
+        let mut sys_ns = self.sys_ns.load(Ordering::Relaxed);
+        // An unmetered job's CPU time is read live from its thread's clock
+        // (its system share once its run on the thread is over).
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         if let Some(r) = &*self.remote.lock().unwrap_or_else(|e| e.into_inner()) {
             cpu_ns += r.cpu_ns();
+            sys_ns += r.sys_ns();
         }
+        let sys_ns = sys_ns.min(cpu_ns);
         Usage {
-            remote_user_cpu: cpu_ns as f64 / 1e9,
+            remote_user_cpu: (cpu_ns - sys_ns) as f64 / 1e9,
+            remote_sys_cpu: sys_ns as f64 / 1e9,
             remote_wall_clock_time: s
                 .started
                 .map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64()),
@@ -494,10 +506,12 @@ impl<F: Future> Future for Controlled<F> {
             s.waker = Some(cx.waker().clone());
             self.ctl.halted.store(false, Ordering::SeqCst);
         }
-        let t0 = crate::cputime::thread_cpu_ns();
+        let (t0, s0) = (crate::cputime::thread_cpu_ns(), crate::cputime::thread_sys_ns());
         let r = self.inner.as_mut().poll(cx);
         let spent = crate::cputime::thread_cpu_ns().saturating_sub(t0);
+        let sys = crate::cputime::thread_sys_ns().saturating_sub(s0);
         self.ctl.cpu_ns.fetch_add(spent, Ordering::Relaxed);
+        self.ctl.sys_ns.fetch_add(sys, Ordering::Relaxed);
         match r {
             Poll::Ready(v) => Poll::Ready(Ok(v)),
             Poll::Pending => Poll::Pending,

@@ -5,6 +5,28 @@ pub fn thread_cpu_ns() -> u64 {
     cpu_time::ThreadTime::try_now().map(|t| t.as_duration().as_nanos() as u64).unwrap_or(0)
 }
 
+/// Nanoseconds of system (kernel) CPU time the calling thread has used
+/// (Linux: `getrusage(RUSAGE_THREAD)`, microsecond grain); 0 where a thread's
+/// share cannot be told, so all its time counts as user time.
+pub fn thread_sys_ns() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: an all-zero rusage is valid; getrusage fills it.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is ours and RUSAGE_THREAD names the calling thread.
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0 {
+            #[allow(clippy::useless_conversion)] // time_t and suseconds_t vary by target
+            return timespec_ns(ru.ru_stime.tv_sec.into(), i64::from(ru.ru_stime.tv_usec) * 1000)
+                .unwrap_or(0);
+        }
+        0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
 /// Nanoseconds of CPU time the whole process has used.
 pub fn process_cpu_ns() -> u64 {
     cpu_time::ProcessTime::try_now().map(|t| t.as_duration().as_nanos() as u64).unwrap_or(0)

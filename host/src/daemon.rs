@@ -1461,7 +1461,8 @@ impl Daemon {
         (1..=n as SlotId)
             .map(|id| match self.runs.get_mut(&id) {
                 Some(r) if r.kind != RunKind::Benchmark => {
-                    let cpu = r.ctl.usage(clock.as_ref()).remote_user_cpu;
+                    let u = r.ctl.usage(clock.as_ref());
+                    let cpu = u.remote_user_cpu + u.remote_sys_cpu;
                     let wall = now.saturating_duration_since(r.last_at).as_secs_f64();
                     if wall > 0.0 {
                         r.load = ((cpu - r.last_cpu) / wall).clamp(0.0, 64.0);

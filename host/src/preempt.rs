@@ -282,6 +282,10 @@ pub(crate) struct Remote {
     cpu: Mutex<Option<(ThreadClock, u64)>>,
     /// CPU time of the finished run, in nanoseconds.
     cpu_done: std::sync::atomic::AtomicU64,
+    /// The job thread's system CPU time when the job began.
+    sys_base: std::sync::atomic::AtomicU64,
+    /// System CPU time of the finished run, in nanoseconds.
+    sys_done: std::sync::atomic::AtomicU64,
     /// The store's `VMStoreContext`, once the guest is instantiated.
     vmstore: AtomicUsize,
     /// The return address the stub continues at, while a trampoline's
@@ -313,6 +317,8 @@ impl Remote {
             parker: crate::jobthread::Parker::new(),
             cpu: Mutex::new(None),
             cpu_done: Default::default(),
+            sys_base: Default::default(),
+            sys_done: Default::default(),
             vmstore: AtomicUsize::new(0),
             patched_ret: AtomicUsize::new(0),
             patched_at: AtomicUsize::new(0),
@@ -382,6 +388,12 @@ impl Remote {
                 libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, SIGNAL);
             }
         }
+    }
+
+    /// The system CPU time of the job's finished run, in nanoseconds (0 while
+    /// it runs: only the job's own thread can read it).
+    pub(crate) fn sys_ns(&self) -> u64 {
+        self.sys_done.load(Ordering::SeqCst)
     }
 
     /// The CPU time the job has used so far, in nanoseconds.
@@ -753,6 +765,7 @@ impl OnThisThread {
             let base = clock.ns().unwrap_or(0);
             *remote.cpu.lock().unwrap_or_else(|e| e.into_inner()) = Some((clock, base));
         }
+        remote.sys_base.store(crate::cputime::thread_sys_ns(), Ordering::SeqCst);
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() };
         remote.tid.store(tid, Ordering::SeqCst);
@@ -770,6 +783,8 @@ impl Drop for OnThisThread {
         if let Some((clock, base)) = g.take() {
             r.cpu_done.store(clock.ns().unwrap_or(base).saturating_sub(base), Ordering::SeqCst);
         }
+        let sys = crate::cputime::thread_sys_ns().saturating_sub(r.sys_base.load(Ordering::SeqCst));
+        r.sys_done.store(sys, Ordering::SeqCst);
         drop(g);
         CURRENT.with(|c| c.store(std::ptr::null_mut(), Ordering::SeqCst));
     }

@@ -267,6 +267,7 @@ impl JobResult {
         }
         let u = &self.usage;
         ad.insert_value("RemoteUserCpu", u.remote_user_cpu);
+        ad.insert_value("RemoteSysCpu", u.remote_sys_cpu);
         ad.insert_value("RemoteWallClockTime", u.remote_wall_clock_time);
         ad.insert_value("CumulativeSuspensionTime", u.cumulative_suspension_time);
         ad.insert_value("ImageSize", u.image_size_kib as i64);

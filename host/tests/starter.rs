@@ -343,6 +343,26 @@ async fn vacate_grace_expiry_hard_kills_an_uncooperative_job() {
     assert_eq!(r.ending, Ending::Evicted { vacated: true });
 }
 
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kernels_time_for_a_jobs_calls_is_its_system_cpu_not_its_user_cpu() {
+    // 16 MiB through stdin and stdout: many read and write calls.
+    let sb = Sandbox::new();
+    let line = "a".repeat(99) + "\n";
+    std::fs::write(sb.0.join("in.txt"), line.repeat(160_000)).unwrap();
+    let r = run(spec(
+        sample("hello"),
+        r#"[ In = "in.txt"; Out = "out.txt"; RequestDisk = 65536 ]"#,
+        &sb,
+    ))
+    .await;
+    assert_eq!(r.ending, Ending::Exited(0));
+    let u = &r.usage;
+    assert!(u.remote_sys_cpu > 0.0 && u.remote_user_cpu > 0.0, "{u:?}");
+    let ad = r.to_ad();
+    assert!(matches!(ad.eval_attr("RemoteSysCpu"), classad::Value::Real(s) if s > 0.0), "{ad}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vacate_ends_a_job_that_cannot_hear_it_at_once_not_after_the_grace() {
     // Plain programs (a spinning loop, a sleeper in poll_oneoff) have no way

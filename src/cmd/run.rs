@@ -522,8 +522,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         false => u.fuel_consumed.to_string(),
     };
     eprintln!(
-        "andes: cpu {:.3}s, wall {:.3}s, memory {} KiB, fuel {fuel}",
-        u.remote_user_cpu, u.remote_wall_clock_time, u.image_size_kib
+        "andes: cpu {:.3}s (user {:.3}s, system {:.3}s), wall {:.3}s, memory {} KiB, fuel {fuel}",
+        u.remote_user_cpu + u.remote_sys_cpu,
+        u.remote_user_cpu,
+        u.remote_sys_cpu,
+        u.remote_wall_clock_time,
+        u.image_size_kib
     );
     if let Some(f) = &a.result {
         crate::settings::write_atomically(&f.display().to_string(), &ad.to_string())

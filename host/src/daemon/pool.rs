@@ -201,7 +201,7 @@ impl Report {
         if let Some(ctl) = &self.ctl {
             let u = ctl.usage(clock);
             update.insert_value("RemoteUserCpu", u.remote_user_cpu);
-            update.insert_value("RemoteSysCpu", 0.0);
+            update.insert_value("RemoteSysCpu", u.remote_sys_cpu);
             update.insert_value("ImageSize", u.image_size_kib as i64);
             update.insert_value("DiskUsage", u.disk_usage_kib as i64);
             // Nobody counts an unmetered job's fuel: no figure rather than 0.
