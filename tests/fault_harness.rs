@@ -826,10 +826,21 @@ fn wait_whole(pool: &Pool, target: Target, limit: Duration) -> Result<i64, Strin
     };
     let mut probe: Option<i64> = None;
     let mut why = String::new();
+    let mut said = Instant::now();
     while start.elapsed() < limit {
-        let slots = pool.ads(&["status"]).map(|s| s.len()).unwrap_or(0);
+        // A slow recovery says why it waits, every ten seconds.
+        if said.elapsed() >= Duration::from_secs(10) && !why.is_empty() {
+            eprintln!(
+                "faults: waiting {:.0} s for {target:?}: {why}",
+                start.elapsed().as_secs_f64()
+            );
+            said = Instant::now();
+        }
+        let ads = pool.ads(&["status"]).unwrap_or_default();
+        let slots = ads.len();
         if slots != HOSTS * SLOTS_PER_HOST {
-            why = format!("{slots} of {} slots advertised", HOSTS * SLOTS_PER_HOST);
+            let names: Vec<String> = ads.iter().map(|a| text(a, "Name")).collect();
+            why = format!("{slots} of {} slots advertised: {names:?}", HOSTS * SLOTS_PER_HOST);
         } else if let Some(c) = probe {
             let o = pool.cmd(&["history", &c.to_string(), "--af", "JobStatus"]);
             if String::from_utf8_lossy(&o.stdout).trim() == "4" {
