@@ -139,11 +139,23 @@ impl PoolConfig {
 const MAX_BATCH: usize = 128;
 
 /// How a job's shadow begins.
+/// Why an activation gave no report.
+#[derive(Debug)]
+struct NotActivated {
+    reason: String,
+    /// The request may have reached the host (the connection failed after it
+    /// was sent): the job may be running there.
+    ambiguous: bool,
+}
+
 enum Start {
     /// It activates the claim with the job alone.
     Activate,
     /// The schedd restarted: it reconnects to the running job.
     Reconnect,
+    /// Its activation went unanswered (the reason): the host says whether
+    /// it runs; if not, that counts as a failed activation.
+    Unanswered(String),
     /// The job was queued behind others; this is the claim's last report.
     Queued(Box<JobReport>),
 }
@@ -1113,8 +1125,30 @@ impl Inner {
                     let intent = PoolOp::Activating(self.started_attrs(&claim));
                     let sent = match self.queue.pool(ids.clone(), intent, self.clock.now()).await {
                         Ok(()) => self.activate(&link, &req, &digest, lease).await,
-                        Err(e) => Err(format!("recording the activation: {e}")),
+                        Err(e) => Err(NotActivated {
+                            reason: format!("recording the activation: {e}"),
+                            ambiguous: false,
+                        }),
                     };
+                    if let Err(e) = &sent
+                        && e.ambiguous
+                    {
+                        // The host may run them: it says which, as to a
+                        // restarted schedd; each is followed, or goes back
+                        // to idle, never started twice.
+                        tracing::warn!("job {job}: activation unanswered: {}", e.reason);
+                        for (k, id) in ids.into_iter().enumerate() {
+                            // The first job counts a failure if none ran.
+                            let start = match k {
+                                0 => Start::Unanswered(e.reason.clone()),
+                                _ => Start::Reconnect,
+                            };
+                            let mut ends = Ends::default();
+                            self.shadow(&link, &claim, id, &lane.tx, start, &mut ends).await;
+                        }
+                        break;
+                    }
+                    let sent = sent.map_err(|e| e.reason);
                     if let Err(e) = &sent {
                         // The first job counts the failure; the rest just
                         // go back to idle.
@@ -1416,7 +1450,11 @@ impl Inner {
         let mut have_snapshot =
             self.spool().filter(|_| checkpoints).and_then(|s| s.snapshot_hash(id));
         let mut report: JobReport = match start {
-            Start::Reconnect => {
+            Start::Reconnect | Start::Unanswered(_) => {
+                let unanswered = match &start {
+                    Start::Unanswered(why) => Some(why.clone()),
+                    _ => None,
+                };
                 let req = WaitRequest {
                     incarnation: Some(self.incarnation.clone()),
                     claim_id: claim.claim_id.clone(),
@@ -1430,7 +1468,9 @@ impl Inner {
                 let pending = job.contains(ACTIVATION_PENDING)
                     && self.queue.read().job(id).is_some_and(|v| v.proc.status == JobStatus::Idle);
                 let lost = |why: &str| {
-                    if pending {
+                    if pending && let Some(reason) = &unanswered {
+                        PoolOp::ActivationFailed(claim.claim_id.clone(), reason.clone())
+                    } else if pending {
                         PoolOp::NotStarted(claim.claim_id.clone())
                     } else {
                         PoolOp::Evicted(lost_ad(why))
@@ -1577,7 +1617,21 @@ impl Inner {
                             Viewed::NotYet(r) => r,
                         }
                     }
-                    Err(e) => {
+                    Err(e) if e.ambiguous => {
+                        // The host may run it: it says, as to a restarted
+                        // schedd (the activation is recorded as pending).
+                        tracing::warn!("job {id}: activation unanswered: {}", e.reason);
+                        return Box::pin(self.shadow(
+                            link,
+                            claim,
+                            id,
+                            lane,
+                            Start::Reconnect,
+                            ends,
+                        ))
+                        .await;
+                    }
+                    Err(NotActivated { reason: e, .. }) => {
                         // The job never started: it stays idle; the claim is given up.
                         tracing::warn!("job {id}: activation failed: {e}");
                         let failed = PoolOp::ActivationFailed(claim.claim_id.clone(), e.clone());
@@ -1865,7 +1919,8 @@ impl Inner {
         req: &ActivateRequest,
         digest: &str,
         lease: u64,
-    ) -> Result<JobReport, String> {
+    ) -> Result<JobReport, NotActivated> {
+        let definite = |reason: String| NotActivated { reason, ambiguous: false };
         let start = tokio::time::Instant::now();
         let mut sent_module = false;
         let mut delay = Duration::from_millis(50);
@@ -1876,7 +1931,9 @@ impl Inner {
                 Err(e) if status_reason(&e) == Some((409, CLAIM_PENDING)) => {
                     // Preempting: the slot's previous job is still leaving.
                     if start.elapsed() > Duration::from_secs(lease) {
-                        return Err("the preempted job did not leave within the lease".into());
+                        return Err(definite(
+                            "the preempted job did not leave within the lease".into(),
+                        ));
                     }
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(2));
@@ -1886,25 +1943,32 @@ impl Inner {
                     let bytes = self
                         .queue
                         .module(digest)
-                        .map_err(|e| e.to_string())?
-                        .ok_or_else(|| format!("the module {digest} is not stored here"))?;
+                        .map_err(|e| definite(e.to_string()))?
+                        .ok_or_else(|| {
+                            definite(format!("the module {digest} is not stored here"))
+                        })?;
                     let path = format!("/v1/host/modules/{digest}");
                     let r = link
                         .long
                         .request(Method::PUT, &path, bytes.into())
                         .await
-                        .map_err(|e| format!("cannot reach the host: {e}"))?;
+                        .map_err(|e| definite(format!("cannot reach the host: {e}")))?;
                     if !r.status.is_success() {
-                        return Err(format!(
+                        return Err(definite(format!(
                             "the host refused the module: {}",
                             r.error_reason().unwrap_or_default()
-                        ));
+                        )));
                     }
                 }
                 Err(e) => {
                     return Err(match &e.kind {
-                        ClientErrorKind::Status { reason, .. } => reason.clone(),
-                        _ => format!("cannot reach the host: {e}"),
+                        ClientErrorKind::Status { reason, .. } => definite(reason.clone()),
+                        // The request may have reached the host, and the job
+                        // may run there: only the host can say.
+                        _ => NotActivated {
+                            reason: format!("cannot reach the host: {e}"),
+                            ambiguous: true,
+                        },
                     });
                 }
             }
