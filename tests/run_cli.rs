@@ -139,7 +139,9 @@ fn ctrl_c_vacates_and_a_second_ctrl_c_kills() {
     let mut child = std::process::Command::new(bin)
         .args(["run", "--json", "--grace", "1h", "--dir"])
         .arg(&dir)
-        .arg(sample("sleeper"))
+        // `deaf` hears a vacate and ignores it (a plain job would end at the
+        // first Ctrl-C: it cannot hear one).
+        .arg(sample("deaf"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -158,7 +158,7 @@ impl Rig {
         let r = self.rt.block_on(self.host.run(spec, Control::new(), Arc::new(SystemClock)));
         assert_eq!(r.ending, Ending::Exited(0), "{}: {r:?}", job.name);
         let _ = std::fs::remove_dir_all(&sandbox);
-        r.usage.remote_user_cpu
+        r.usage.remote_user_cpu + r.usage.remote_sys_cpu
     }
 }
 

@@ -526,7 +526,7 @@ fn bench_compute(opts: &Opts) {
                 // job thread of its own, whose CPU time the starter reports.
                 let mut c = (thread_cpu_ns() - c0) as f64 / 1e9;
                 if r.usage.fuel_unmetered {
-                    c += r.usage.remote_user_cpu;
+                    c += r.usage.remote_user_cpu + r.usage.remote_sys_cpu;
                 }
                 assert_eq!(r.ending, Ending::Exited(0), "{name}: {r:?}");
                 fuel_used[i] = r.usage.fuel_consumed;
@@ -575,7 +575,8 @@ fn bench_compute(opts: &Opts) {
 // ---------------------------------------------------------------------------
 
 fn cpu_ns(ctl: &Control) -> u64 {
-    (ctl.usage(&SystemClock).remote_user_cpu * 1e9).round() as u64
+    let u = ctl.usage(&SystemClock);
+    ((u.remote_user_cpu + u.remote_sys_cpu) * 1e9).round() as u64
 }
 
 fn wait_running(ctl: &Control) {

@@ -249,7 +249,10 @@ async fn suspend_stops_the_cpu_and_resume_continues_where_it_stopped() {
     // slice's CPU time be counted, however late a loaded machine lets that
     // happen; then watch the job's CPU time stand still.
     let t = Instant::now();
-    let cpu = || ctl.usage(clock.as_ref()).remote_user_cpu;
+    let cpu = || {
+        let u = ctl.usage(clock.as_ref());
+        u.remote_user_cpu + u.remote_sys_cpu
+    };
     loop {
         assert!(t.elapsed() < Duration::from_secs(60), "the suspension never took effect");
         let before = cpu();
