@@ -41,23 +41,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use classad::{ClassAd, Value};
+use classad::ClassAd;
 
-/// A small deterministic generator for the fault schedule.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n.max(1)
-    }
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next(hi - lo + 1)
-    }
-}
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+use common::pool::{int, text};
+use common::{Lcg, env_u64 as env};
 
 // ---------------------------------------------------------------- the proxy
 
@@ -445,20 +432,6 @@ impl Drop for Pool {
     }
 }
 
-fn int(ad: &ClassAd, n: &str) -> i64 {
-    match ad.eval_attr(n) {
-        Value::Int(i) => i,
-        _ => -1,
-    }
-}
-
-fn text(ad: &ClassAd, n: &str) -> String {
-    match ad.eval_attr(n) {
-        Value::Str(s) => s.to_string(),
-        v => v.to_string(),
-    }
-}
-
 // ---------------------------------------------------------------- the run
 
 #[derive(Default)]
@@ -549,9 +522,7 @@ fn a_pool_under_a_seeded_schedule_of_faults_loses_nothing_runs_nothing_twice_and
                     .env("USER", "alice")
                     .output()
                     .unwrap();
-                let out = String::from_utf8_lossy(&o.stdout);
-                if let Some(c) = out.trim().strip_prefix("3 job(s) submitted to cluster ") {
-                    let c = c.trim_end_matches('.').parse().unwrap();
+                if let Some(c) = common::submitted_cluster(&o, 3) {
                     ack.lock().unwrap().push((c, SIZES[k % SIZES.len()], 3));
                     k += 1;
                 }
@@ -849,9 +820,8 @@ fn wait_whole(pool: &Pool, target: Target, limit: Duration) -> Result<i64, Strin
             why = format!("the probe job {c} for {target:?} has not completed");
         } else {
             let o = pool.cmd(&["submit", &sub]);
-            let out = String::from_utf8_lossy(&o.stdout);
-            match out.trim().strip_prefix("1 job(s) submitted to cluster ") {
-                Some(c) => probe = Some(c.trim_end_matches('.').parse().unwrap()),
+            match common::submitted_cluster(&o, 1) {
+                Some(c) => probe = Some(c),
                 None => {
                     why = format!("the probe submit failed: {}", String::from_utf8_lossy(&o.stderr))
                 }

@@ -15,18 +15,7 @@ use std::time::Duration;
 
 use common::pool::{Pool, int, text, wait_or};
 
-/// A small deterministic generator for the fault schedule.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+use common::{Lcg, env_u64 as env};
 
 /// (ClusterId, ProcId) → how many runs the startd's history says ended with
 /// an exit code (ran to completion).
@@ -79,9 +68,8 @@ fn a_schedd_killed_while_jobs_stream_in_loses_none_runs_none_twice_and_frees_eve
                     .env("USER", "alice")
                     .output()
                     .unwrap();
-                let out = String::from_utf8_lossy(&o.stdout);
-                if let Some(c) = out.trim().strip_prefix("3 job(s) submitted to cluster ") {
-                    ack.lock().unwrap().push(c.trim_end_matches('.').parse().unwrap());
+                if let Some(c) = common::submitted_cluster(&o, 3) {
+                    ack.lock().unwrap().push(c);
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }

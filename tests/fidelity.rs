@@ -113,12 +113,8 @@ fn a_vacate_ends_a_plain_job_at_once_as_htcondors_sigterm_does() {
         "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 600\nKILLING_TIMEOUT = 600\n",
         1,
     );
+    p.submit("alice", "spin", "executable = spin.wasm\nlog = spin.log\nqueue\n");
     let jobs = p.path().join("jobs");
-    std::fs::create_dir_all(&jobs).unwrap();
-    std::fs::copy(common::pool::sample("spin"), jobs.join("spin.wasm")).unwrap();
-    std::fs::write(jobs.join("spin.sub"), "executable = spin.wasm\nlog = spin.log\nqueue\n")
-        .unwrap();
-    p.ok("alice", &["submit", "spin.sub"]);
     wait_or(
         "the job to run",
         Duration::from_secs(60),
@@ -149,12 +145,8 @@ fn a_suspended_job_is_status_7_with_its_log_events_and_suspension_time() {
          STARTER_INITIAL_UPDATE_INTERVAL = 1\n",
         1,
     );
+    p.submit("alice", "spin", "executable = spin.wasm\nlog = spin.log\nqueue\n");
     let jobs = p.path().join("jobs");
-    std::fs::create_dir_all(&jobs).unwrap();
-    std::fs::copy(common::pool::sample("spin"), jobs.join("spin.wasm")).unwrap();
-    std::fs::write(jobs.join("spin.sub"), "executable = spin.wasm\nlog = spin.log\nqueue\n")
-        .unwrap();
-    p.ok("alice", &["submit", "spin.sub"]);
     let status = || p.queue().first().map(|a| int(a, "JobStatus"));
     wait_or("the job to run", Duration::from_secs(60), || status() == Some(2), || p.logs());
     p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "0"]);

@@ -7,6 +7,8 @@
 
 #![cfg(unix)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use andes_protocol::{Client, Keypair, Transport, TrustFile};
 use andes_scheduler::api::{QueryReply, QueryRequest, SubmitReply, SubmitRequest};
+use common::Lcg;
 use http::Method;
 
 const MODULE: &[u8] = b"\0asm\x01\0\0\0";
@@ -58,15 +61,6 @@ fn start_schedd(dir: &Path, listen: &str) -> Child {
         );
         exits.push(err);
         std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A small deterministic generator for the kill timing.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
     }
 }
 

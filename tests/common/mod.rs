@@ -29,6 +29,36 @@ pub fn keys_and_trust(dir: &Path, who: &[(&str, &str)]) {
     std::fs::write(dir.join("trust"), trust).unwrap();
 }
 
+/// A small deterministic generator for seeded schedules (faults, kills):
+/// the same seed gives the same sequence.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn next(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n.max(1)
+    }
+
+    /// A number in `lo..=hi`.
+    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next(hi - lo + 1)
+    }
+}
+
+/// A number from the environment variable `name`, else `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The cluster `andes submit` reported for `jobs` jobs, if it printed it
+/// (`N job(s) submitted to cluster C.`).
+pub fn submitted_cluster(out: &std::process::Output, jobs: usize) -> Option<i64> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let c = text.trim().strip_prefix(&format!("{jobs} job(s) submitted to cluster "))?;
+    c.trim_end_matches('.').parse().ok()
+}
+
 /// The account the tests run as (and the daemons they start).
 pub fn this_account() -> String {
     whoami::fallible::username().unwrap_or_else(|_| "root".into())
