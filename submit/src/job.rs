@@ -144,7 +144,8 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
             // MemoryUsage) is undefined now and judged when it runs; a lone
             // name the ad lacks is a typo or a word, never a number.
             let bare = matches!(e, Expr::Attr { .. });
-            let ok = match ev.eval(e, Some(&self.ad), None) {
+            let value = ev.eval(e, Some(&self.ad), None);
+            let ok = match value {
                 Value::Int(_) => true,
                 Value::Real(_) => !c.integer,
                 Value::Undefined => !bare,
@@ -158,9 +159,7 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
                 };
                 return Err(c.origin.error(
                     ErrorKind::InvalidValue,
-                    format!("{} = {}: must be {what}; it evaluates to {}", c.command, c.value, {
-                        ev.eval(e, Some(&self.ad), None)
-                    }),
+                    format!("{} = {}: must be {what}; it evaluates to {value}", c.command, c.value),
                 ));
             }
         }
@@ -885,9 +884,9 @@ pub(crate) fn parse_bytes(v: &str, base: u64) -> Option<i64> {
 /// Every attribute name an expression refers to (lower case), including
 /// the `x` of `TARGET.x` and `MY.x`.
 /// Whether `e` reads an attribute of the machine (`TARGET.…`), which only
-/// matchmaking can evaluate.
+/// matchmaking can evaluate (a string that merely contains the word does not).
 fn references_target(e: &Expr) -> bool {
-    e.to_string().to_ascii_lowercase().contains("target.")
+    referenced(e).iter().any(|n| n == "target")
 }
 
 fn referenced(e: &Expr) -> Vec<String> {

@@ -552,6 +552,8 @@ fn bad_values_are_errors_with_their_line_and_a_misspelt_command_is_warned_of() {
         ("request_memory = lots", "request_memory = lots: must be a number"),
         ("request_disk = plenty", "request_disk = plenty: must be a number"),
         ("request_cpus = \"two\"", "request_cpus = \"two\": must be a number"),
+        // A string that names the machine is still a string.
+        ("request_memory = \"TARGET.Memory\"", "must be a number"),
     ] {
         let e = run_with(&format!("executable = job.wasm\n{line}\nqueue\n"), |_| {}).unwrap_err();
         assert_eq!(e.line(), Some(2), "{line}: {e}");
