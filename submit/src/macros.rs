@@ -84,20 +84,21 @@ impl Macros {
     /// warns of (a misspelt command, most often). Sorted by line.
     pub fn unused(&self) -> Vec<(String, Origin)> {
         let used = self.used.borrow();
-        let mut texts = String::new();
+        // Every name some value references as `$(name)` or `$(name:...)`: one
+        // pass over the values, however many there are.
+        let mut named: HashSet<String> = HashSet::new();
         for n in self.defs.keys() {
-            if let Some(raw) = self.cfg.raw(n) {
-                texts.push_str(&raw.to_ascii_lowercase());
-                texts.push('\n');
+            let Some(raw) = self.cfg.raw(n) else { continue };
+            for (i, _) in raw.match_indices("$(") {
+                let rest = &raw[i + 2..];
+                let end = rest.find([')', ':']).unwrap_or(rest.len());
+                named.insert(rest[..end].to_ascii_lowercase());
             }
         }
         let mut out: Vec<(String, Origin)> = self
             .defs
             .iter()
-            .filter(|(n, _)| !used.contains(*n))
-            .filter(|(n, _)| {
-                !texts.contains(&format!("$({n})")) && !texts.contains(&format!("$({n}:"))
-            })
+            .filter(|(n, _)| !used.contains(*n) && !named.contains(*n))
             .map(|(n, (src, line))| {
                 let text = format!("{n} = {}", self.cfg.raw(n).unwrap_or_default());
                 (text, Origin { source: src.clone(), line: Some(*line) })
