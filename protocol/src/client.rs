@@ -33,6 +33,13 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most idle connections a client keeps.
 const POOL_MAX_IDLE: usize = 32;
 
+/// The body of every request a connection carries: whole bytes or a file's stream.
+type ReqBody = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+fn whole(body: Full<Bytes>) -> ReqBody {
+    body.map_err(|never| match never {}).boxed()
+}
+
 /// Default time a whole request may take: 30 s.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default largest response body read: 64 MiB.
@@ -76,6 +83,9 @@ pub enum ClientErrorKind {
     /// The response is not the JSON expected.
     #[error("malformed JSON response: {0}")]
     BadJson(String),
+    /// A streamed file could not be sent or received whole.
+    #[error("{0}")]
+    Transfer(#[from] crate::stream::StreamError),
 }
 
 /// A failed call: which URL, and why.
@@ -149,7 +159,7 @@ impl Transport {
 
 /// An open HTTP/1.1 connection and the daemon it reached.
 struct Conn {
-    send: SendRequest<Full<Bytes>>,
+    send: SendRequest<ReqBody>,
     dest: Destination,
     idle_since: Instant,
 }
@@ -406,6 +416,27 @@ impl Client {
         body: &Bytes,
         dest: &Destination,
     ) -> Result<http::Request<Full<Bytes>>, ClientErrorKind> {
+        let req = self.build_signed(method, path, dest, |k, d, m, p, ts| {
+            SignedHeaders::sign(k, d, m, p, body, ts)
+        })?;
+        let mut req = req.map(|()| Full::new(body.clone()));
+        let h = req.headers_mut();
+        if !body.is_empty() {
+            h.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+        }
+        h.insert(header::ACCEPT, header::HeaderValue::from_static("application/json"));
+        Ok(req)
+    }
+
+    /// The request head for `path` (starting with `/`), signed for `dest` by `sign`
+    /// (given the key pair, destination, method, signed path and timestamp).
+    fn build_signed(
+        &self,
+        method: &Method,
+        path: &str,
+        dest: &Destination,
+        sign: impl FnOnce(&Keypair, &Destination, &str, &str, i64) -> SignedHeaders,
+    ) -> Result<http::Request<()>, ClientErrorKind> {
         if !path.starts_with('/') {
             return Err(ClientErrorKind::BadUrl("the path must start with `/`".into()));
         }
@@ -413,15 +444,8 @@ impl Client {
         let uri: Uri = target.parse().map_err(|e| ClientErrorKind::BadUrl(format!("{e}")))?;
         // Sign exactly what is sent, as the server will see it.
         let signed_path = uri.path_and_query().map_or("/", |p| p.as_str());
-        let signed = SignedHeaders::sign(
-            &self.keypair,
-            dest,
-            method.as_str(),
-            signed_path,
-            body,
-            self.clock.now(),
-        );
-        let mut req = http::Request::new(Full::new(body.clone()));
+        let signed = sign(&self.keypair, dest, method.as_str(), signed_path, self.clock.now());
+        let mut req = http::Request::new(());
         *req.method_mut() = method.clone();
         *req.uri_mut() = uri;
         let h = req.headers_mut();
@@ -429,10 +453,6 @@ impl Client {
         if let Ok(host) = header::HeaderValue::try_from(self.authority.as_str()) {
             h.insert(header::HOST, host);
         }
-        if !body.is_empty() {
-            h.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
-        }
-        h.insert(header::ACCEPT, header::HeaderValue::from_static("application/json"));
         Ok(req)
     }
 
@@ -487,9 +507,29 @@ impl Client {
     /// the server (so sending it again cannot do anything twice).
     async fn exchange(
         &self,
-        mut conn: Conn,
+        conn: Conn,
         req: http::Request<Full<Bytes>>,
     ) -> Result<Response, (ClientErrorKind, bool)> {
+        let (conn, resp) = self.start(conn, req.map(whole)).await?;
+        let status = resp.status();
+        let body = match Limited::new(resp.into_body(), self.max_response).collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                return Err((ClientErrorKind::TooLarge(self.max_response), false));
+            }
+            Err(e) => return Err((ClientErrorKind::Http(e.to_string()), false)),
+        };
+        self.checkin(conn);
+        Ok(Response { status, body })
+    }
+
+    /// Sends a request on `conn` and returns the response's head with the body unread.
+    /// On failure, whether the request certainly never reached the server.
+    async fn start(
+        &self,
+        mut conn: Conn,
+        req: http::Request<ReqBody>,
+    ) -> Result<(Conn, http::Response<hyper::body::Incoming>), (ClientErrorKind, bool)> {
         let resp = match conn.send.try_send_request(req).await {
             Ok(r) => r,
             Err(mut e) => {
@@ -514,16 +554,7 @@ impl Client {
                 return Err((ClientErrorKind::Http(text), unsent || e.is_canceled()));
             }
         };
-        let status = resp.status();
-        let body = match Limited::new(resp.into_body(), self.max_response).collect().await {
-            Ok(c) => c.to_bytes(),
-            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
-                return Err((ClientErrorKind::TooLarge(self.max_response), false));
-            }
-            Err(e) => return Err((ClientErrorKind::Http(e.to_string()), false)),
-        };
-        self.checkin(conn);
-        Ok(Response { status, body })
+        Ok((conn, resp))
     }
 
     /// Signs and sends a request with a raw body. A request on a pooled connection
@@ -548,6 +579,131 @@ impl Client {
             }
         };
         self.finish(&method, path, exchange).await
+    }
+
+    /// Sends `method path` with the file's contents as a streamed body (signed over
+    /// its SHA-256, which is computed first: see [`crate::stream`]) and reads the
+    /// answer. The file is read from its start on a blocking thread, a few chunks at
+    /// a time; the transfer fails when no byte moves for the client's timeout (at
+    /// least [`crate::stream::IDLE`]), not after a fixed time for the whole.
+    pub async fn upload(
+        &self,
+        method: Method,
+        path: &str,
+        file: std::fs::File,
+    ) -> Result<Response, ClientError> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let err = |k: ClientErrorKind| self.error(&method, path, k);
+        let mut file = file;
+        let ((digest, len), file) = tokio::task::spawn_blocking(move || {
+            crate::stream::file_sha256(&mut file).map(|d| (d, file))
+        })
+        .await
+        .map_err(|e| err(ClientErrorKind::Encode(e.to_string())))?
+        .map_err(|e| err(ClientErrorKind::Encode(format!("reading the file: {e}"))))?;
+        let base = Instant::now();
+        let progress = Arc::new(AtomicU64::new(0));
+        let moved = progress.clone();
+        let body = crate::stream::file_body_with(file, move || {
+            moved.store(base.elapsed().as_millis() as u64, Ordering::Relaxed);
+        });
+        let exchange = async {
+            // A fresh connection: a streamed body cannot be sent again on another
+            // if a pooled one turns out closed.
+            let conn = self.connect().await.map_err(|k| (k, false))?;
+            let mut req = self
+                .build_signed(&method, path, &conn.dest, |k, d, m, p, ts| {
+                    SignedHeaders::sign_digest(k, d, m, p, &digest, ts)
+                })
+                .map_err(|k| (k, false))?;
+            let h = req.headers_mut();
+            h.insert(
+                crate::sign::BODY_SHA256,
+                header::HeaderValue::try_from(crate::stream::hex(&digest)).expect("hex"),
+            );
+            h.insert(header::CONTENT_LENGTH, header::HeaderValue::from(len));
+            h.insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/octet-stream"),
+            );
+            let (conn, resp) = self.start(conn, req.map(|_| body.boxed())).await?;
+            let status = resp.status();
+            let body = Limited::new(resp.into_body(), self.max_response)
+                .collect()
+                .await
+                .map_err(|e| (ClientErrorKind::Http(e.to_string()), false))?
+                .to_bytes();
+            self.checkin(conn);
+            Ok::<_, (ClientErrorKind, bool)>(Response { status, body })
+        };
+        let patience = self.timeout.max(crate::stream::IDLE);
+        let watchdog = async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let last = Duration::from_millis(progress.load(Ordering::Relaxed));
+                if base.elapsed().saturating_sub(last) > patience {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            r = exchange => r.map_err(|(k, _)| err(k)),
+            () = watchdog => Err(err(ClientErrorKind::Transfer(
+                crate::stream::StreamError::Stalled(patience),
+            ))),
+        }
+    }
+
+    /// `POST path` with `value` as JSON, and the answer's body written to `file` as
+    /// it arrives (at most `limit` bytes, no pause longer than
+    /// [`crate::stream::IDLE`]). Returns what was written (length and SHA-256, for
+    /// the caller to compare with the digest it expects) and the file.
+    pub async fn download<T: Serialize + ?Sized>(
+        &self,
+        path: &str,
+        value: &T,
+        file: std::fs::File,
+        limit: u64,
+    ) -> Result<(crate::stream::Written, std::fs::File), ClientError> {
+        let method = Method::POST;
+        let err = |k: ClientErrorKind| self.error(&method, path, k);
+        let body: Bytes = serde_json::to_vec(value)
+            .map_err(|e| err(ClientErrorKind::Encode(e.to_string())))?
+            .into();
+        let head = async {
+            let mut retried = false;
+            loop {
+                let (conn, pooled) = self.checkout().await?;
+                let req = self.build(&method, path, &body, &conn.dest)?;
+                match self.start(conn, req.map(whole)).await {
+                    Ok(r) => return Ok(r),
+                    Err((_, true)) if pooled && !retried => retried = true,
+                    Err((kind, _)) => return Err(kind),
+                }
+            }
+        };
+        let (conn, resp) = match tokio::time::timeout(self.timeout, head).await {
+            Ok(r) => r.map_err(err)?,
+            Err(_) => return Err(err(ClientErrorKind::Timeout(self.timeout))),
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            let body = Limited::new(resp.into_body(), 64 << 10)
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            let r = Response { status, body };
+            let reason = r.error_reason().unwrap_or_else(|| {
+                String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).into_owned()
+            });
+            return Err(err(ClientErrorKind::Status { status, reason }));
+        }
+        let written = crate::stream::write_body(resp.into_body(), file, limit)
+            .await
+            .map_err(|e| err(ClientErrorKind::Transfer(e)))?;
+        self.checkin(conn);
+        Ok(written)
     }
 
     /// `GET path`.

@@ -29,6 +29,10 @@ pub enum AuthError {
         /// What is wrong.
         reason: String,
     },
+    /// The route takes the other kind of body: JSON where a stream came, or the
+    /// reverse (400).
+    #[error("{0}")]
+    WrongBody(String),
     /// The method or path cannot be part of a signed request (401).
     #[error("malformed request: {0}")]
     MalformedRequest(String),
@@ -184,7 +188,9 @@ impl AuthError {
             AuthError::NoConnection => StatusCode::INTERNAL_SERVER_ERROR,
             AuthError::Forbidden { .. } => StatusCode::FORBIDDEN,
             AuthError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            AuthError::BodyRead(_) | AuthError::BadJson(_) => StatusCode::BAD_REQUEST,
+            AuthError::BodyRead(_) | AuthError::BadJson(_) | AuthError::WrongBody(_) => {
+                StatusCode::BAD_REQUEST
+            }
             AuthError::NotAuthenticated => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

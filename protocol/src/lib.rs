@@ -11,6 +11,7 @@
 //!   the connection limits.
 //! * [`server`]: axum layers and extractors: a handler gets [`Caller`] and the body.
 //! * [`client`]: the signing HTTP client.
+//! * [`stream`]: files as streamed bodies (big inputs, outputs, modules, snapshots).
 //! * [`pool`]: the messages between negotiator, schedd and execute host.
 //! * [`error`]: rejections and the `{"error": "..."}` body every daemon answers with.
 #![warn(missing_docs)]
@@ -23,6 +24,7 @@ pub mod replay;
 pub mod serve;
 pub mod server;
 pub mod sign;
+pub mod stream;
 pub mod tls;
 pub mod trust;
 pub mod verify;

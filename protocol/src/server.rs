@@ -148,6 +148,31 @@ impl Auth {
         }
         let this = conn.accepts(&pending.headers().destination);
         let (mut parts, body) = req.into_parts();
+        if let Some(declared) = parts.headers.get(&crate::sign::BODY_SHA256) {
+            // A streamed body: the signature covers the digest the client declared,
+            // checked now; the handler checks the body against it as it arrives
+            // (`stream::SignedStream`), never holding it whole.
+            let digest =
+                declared.to_str().ok().and_then(crate::stream::parse_hex).ok_or_else(|| {
+                    AuthError::MalformedHeader {
+                        header: "Andes-Body-Sha256",
+                        reason: "expected the body's SHA-256 as 64 hex digits".into(),
+                    }
+                })?;
+            let uri = parts.extensions.get::<OriginalUri>().map_or(&parts.uri, |o| &o.0);
+            let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+            let caller = a.verifier.finish_digest(
+                pending,
+                parts.method.as_str(),
+                &path,
+                &digest,
+                &this,
+                a.clock.now(),
+            )?;
+            parts.extensions.insert(caller);
+            parts.extensions.insert(crate::stream::Streamed(digest));
+            return Ok(Request::from_parts(parts, body));
+        }
         let declared = parts
             .headers
             .get(http::header::CONTENT_LENGTH)
@@ -300,7 +325,7 @@ pub struct VerifiedBody(pub Bytes);
 impl<S: Send + Sync> FromRequestParts<S> for VerifiedBody {
     type Rejection = AuthError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AuthError> {
-        parts.extensions.get::<VerifiedBody>().cloned().ok_or(AuthError::NotAuthenticated)
+        parts.extensions.get::<VerifiedBody>().cloned().ok_or_else(|| not_collected(parts))
     }
 }
 
@@ -312,8 +337,19 @@ pub struct SignedJson<T>(pub T);
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for SignedJson<T> {
     type Rejection = AuthError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AuthError> {
-        let body = parts.extensions.get::<VerifiedBody>().ok_or(AuthError::NotAuthenticated)?;
+        let body = parts.extensions.get::<VerifiedBody>().ok_or_else(|| not_collected(parts))?;
         decode_json(&body.0).map(SignedJson)
+    }
+}
+
+/// Why a request has no verified body: a streamed one, or none authenticated.
+fn not_collected(parts: &Parts) -> AuthError {
+    if parts.extensions.get::<crate::stream::Streamed>().is_some() {
+        AuthError::WrongBody(
+            "this route takes a JSON body, not a streamed one (Andes-Body-Sha256)".into(),
+        )
+    } else {
+        AuthError::NotAuthenticated
     }
 }
 

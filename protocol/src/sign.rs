@@ -50,6 +50,10 @@ pub const NONCE: HeaderName = HeaderName::from_static("andes-nonce");
 pub const DESTINATION: HeaderName = HeaderName::from_static("andes-destination");
 /// `Andes-Signature`: the ed25519 signature of the signed string, base64.
 pub const SIGNATURE: HeaderName = HeaderName::from_static("andes-signature");
+/// `Andes-Body-Sha256`: on a streamed request only, the SHA-256 (hex) of the body the
+/// signature covers. The server checks the signature before it reads the body and
+/// the body against this digest as it arrives (see [`crate::stream`]).
+pub const BODY_SHA256: HeaderName = HeaderName::from_static("andes-body-sha256");
 /// Bytes of nonce a client makes (128 bits).
 pub const NONCE_LEN: usize = 16;
 /// Shortest nonce accepted, bytes.
@@ -161,9 +165,45 @@ impl SignedHeaders {
         body: &[u8],
         timestamp: i64,
     ) -> Self {
+        Self::sign_digest(
+            keypair,
+            destination,
+            method,
+            path_and_query,
+            &body_digest(body),
+            timestamp,
+        )
+    }
+
+    /// Signs a request whose body is known by its SHA-256 only (a streamed body,
+    /// [`BODY_SHA256`]), with a fresh random nonce.
+    pub fn sign_digest(
+        keypair: &Keypair,
+        destination: &Destination,
+        method: &str,
+        path_and_query: &str,
+        body_sha256: &[u8; 32],
+        timestamp: i64,
+    ) -> Self {
         let mut nonce = vec![0u8; NONCE_LEN];
         OsRng.fill_bytes(&mut nonce);
-        Self::sign_with_nonce(keypair, destination, method, path_and_query, body, timestamp, nonce)
+        let key = keypair.public();
+        let text = signing_string(
+            destination,
+            method,
+            path_and_query,
+            timestamp,
+            &nonce,
+            body_sha256,
+            &key,
+        );
+        SignedHeaders {
+            key,
+            timestamp,
+            nonce,
+            destination: destination.clone(),
+            signature: keypair.sign(text.as_bytes()),
+        }
     }
 
     /// Signs a request with the given nonce (tests and fuzzing; real requests use
@@ -259,13 +299,23 @@ impl SignedHeaders {
     /// Checks the signature against a request (not the key's trust, the time or
     /// replay: see [`crate::Verifier`]).
     pub fn signature_matches(&self, method: &str, path_and_query: &str, body: &[u8]) -> bool {
+        self.signature_matches_digest(method, path_and_query, &body_digest(body))
+    }
+
+    /// Checks the signature against a request whose body is known by its SHA-256.
+    pub fn signature_matches_digest(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        body_sha256: &[u8; 32],
+    ) -> bool {
         let text = signing_string(
             &self.destination,
             method,
             path_and_query,
             self.timestamp,
             &self.nonce,
-            &body_digest(body),
+            body_sha256,
             &self.key,
         );
         let sig = ed25519_dalek::Signature::from_bytes(&self.signature);

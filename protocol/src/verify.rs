@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::error::AuthError;
 use crate::key::PublicKey;
 use crate::replay::{Record, ReplayLog, ReplayLogError};
-use crate::sign::{Destination, SignedHeaders, check_request_line};
+use crate::sign::{Destination, SignedHeaders, body_digest, check_request_line};
 use crate::trust::{Identity, Role, TrustFile};
 
 /// A source of the current time, Unix seconds.
@@ -317,6 +317,20 @@ impl Verifier {
         this: &Destination,
         now: i64,
     ) -> Result<Caller, AuthError> {
+        self.finish_digest(pending, method, path_and_query, &body_digest(body), this, now)
+    }
+
+    /// [`Verifier::finish`] for a body known by its SHA-256 (a streamed body, which
+    /// the receiver checks against the digest as it arrives).
+    pub fn finish_digest(
+        &self,
+        pending: Pending,
+        method: &str,
+        path_and_query: &str,
+        body_sha256: &[u8; 32],
+        this: &Destination,
+        now: i64,
+    ) -> Result<Caller, AuthError> {
         let Pending { headers, identity } = pending;
         check_request_line(method, path_and_query)?;
         if &headers.destination != this {
@@ -325,7 +339,7 @@ impl Verifier {
                 this: this.to_string(),
             });
         }
-        if !headers.signature_matches(method, path_and_query, body) {
+        if !headers.signature_matches_digest(method, path_and_query, body_sha256) {
             return Err(AuthError::BadSignature { identity: identity.name });
         }
         let id: [u8; 16] = {
