@@ -427,10 +427,15 @@ struct Digest {
 }
 
 fn compiled_digest(p: &Pool, lines: usize, rounds: u32) -> Digest {
+    compiled_digest_keeping(p, lines, rounds, 0)
+}
+
+/// [`compiled_digest`], the job keeping `keep_mib` MiB of memory filled as it goes.
+fn compiled_digest_keeping(p: &Pool, lines: usize, rounds: u32, keep_mib: u32) -> Digest {
     let module = p.compile("digest");
     let jobs = p.path().join("jobs");
     std::fs::write(jobs.join("input.txt"), digest_input(lines)).unwrap();
-    let args = format!("input.txt digests.txt {rounds}");
+    let args = format!("input.txt digests.txt {rounds} {keep_mib}");
     let dir = p.path().join("reference");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(jobs.join("input.txt"), dir.join("input.txt")).unwrap();
@@ -525,6 +530,54 @@ fn a_compiled_job_vacated_from_its_host_resumes_elsewhere_from_its_snapshot() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// A compiled job with a big memory and a big input file: its snapshot (tens
+/// of MiB, more than any message carries) and the file contents it names move
+/// between host, schedd and the next host as streams, and the job resumes
+/// from them exactly as in the small case.
+#[test]
+fn a_compiled_job_with_a_big_snapshot_resumes_elsewhere_from_streamed_parts() {
+    let mut p = Pool::new(
+        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 60\n\
+         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
+         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
+        1,
+    );
+    // 2.4 MiB of input; 32 MiB of memory the job fills with hashes.
+    let d = compiled_digest_keeping(&p, 60_000, 7_500, 32);
+    assert!(std::fs::metadata(p.path().join("jobs/input.txt")).unwrap().len() > 2 << 20);
+    p.submit(
+        "alice",
+        "d",
+        &format!(
+            "executable = {}\narguments = {}\ntransfer_input_files = input.txt\n\
+             request_memory = 256MB\noutput = d.out\nerror = d.err\nlog = d.log\nqueue\n",
+            d.module, d.args
+        ),
+    );
+    wait_or(
+        "the job to make progress",
+        Duration::from_secs(90),
+        || {
+            p.queue().first().is_some_and(|a| {
+                int(a, "JobStatus") == 2
+                    && matches!(a.eval_attr("RemoteUserCpu"), Value::Real(c) if c > 1.0)
+            })
+        },
+        || p.logs(),
+    );
+    p.start_host(2, "");
+    p.host_cmd(1, "root", &["host", "off", "-graceful"]);
+    wait_or(
+        "the job to finish",
+        Duration::from_secs(180),
+        || p.history().len() == 1,
+        || format!("{}\n{}", p.logs(), queue_text(&p)),
+    );
+    resumed_as_if_never_stopped(&p, &d, "slot1@host1");
+    let h = &p.history()[0];
+    assert!(int(h, "CkptSize") > 16 << 10, "a snapshot of {} KiB", int(h, "CkptSize"));
+}
+
 /// PERIODIC_CHECKPOINT snapshots a compiled job while it runs; when its host
 /// dies, the job resumes on another host from the last snapshot that
 /// reached the schedd.
@@ -609,11 +662,13 @@ fn a_cooperative_job_vacated_three_times_resumes_from_what_it_saved() {
     // it (the first report is 1 s in), so each run takes 1 to 2.5 s of it
     // and the job is still running at the third.
     const TERMS: &str = "5400000000";
+    // Each saved state carries 8 MiB more, checked by the job when it loads it:
+    // states move between host, schedd and host as streams, whole.
     p.submit(
         "alice",
         "c",
         &format!(
-            "executable = coop.wasm\narguments = {TERMS}\noutput = c.out\nerror = c.err\n\
+            "executable = coop.wasm\narguments = {TERMS} 8\noutput = c.out\nerror = c.err\n\
              +WasmCheckpoint = \"cooperative\"\ncheckpoint_exit_code = 85\nqueue\n"
         ),
     );
@@ -639,7 +694,7 @@ fn a_cooperative_job_vacated_three_times_resumes_from_what_it_saved() {
     assert_eq!(int(h, "ExitCode"), 0, "{h}");
     assert_eq!(int(h, "NumJobStarts"), 4, "{h}");
     assert!(int(h, "NumCkpts") >= 3, "{h}");
-    assert!(int(h, "CkptSize") >= 1, "{h}");
+    assert!(int(h, "CkptSize") >= 8 << 10, "{h}");
     // Its output is what an uninterrupted run prints: the same bits.
     let out = std::fs::read_to_string(p.path().join("jobs/c.out")).unwrap();
     assert!(out.starts_with(&format!("sum of 1/k^2 for k = 1..={TERMS}: ")), "{out}");

@@ -511,7 +511,7 @@ impl Daemon {
             for e in entries.flatten() {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
-                if name.starts_with("dir_") || name.starts_with("ckpt_") {
+                if ["dir_", "ckpt_", "out_", "in_"].iter().any(|p| name.starts_with(p)) {
                     remove_sandbox(&e.path());
                 }
             }
@@ -712,6 +712,11 @@ impl Daemon {
         !self.fast_shutdown && !self.ended.is_empty()
     }
 
+    /// Where the streamed input files of the slot's claim are uploaded.
+    fn uploaded_dir(&self, slot: SlotId) -> PathBuf {
+        self.execute.join(format!("in_{slot}"))
+    }
+
     fn claim_of_slot(&self, slot: SlotId) -> Option<&pool::ClaimEntry> {
         let id = self.startd.slots().iter().find(|s| s.id() == slot)?.claim_id()?;
         self.claims.get(id)
@@ -835,6 +840,24 @@ impl Daemon {
                 }
                 let module = self.store.get(&req.module_digest).ok_or(PoolError::NeedModule)?;
                 pool::check_inputs(&job, &req.inputs)?;
+                let snapshot_bytes: Vec<andes_protocol::pool::FileData> = req
+                    .snapshot
+                    .iter()
+                    .filter_map(|s| s.streamed.clone())
+                    .chain(req.saved_state.iter().filter_map(|s| s.streamed.clone()))
+                    .map(|st| {
+                        andes_protocol::pool::FileData::streamed("a checkpoint", st.size, st.sha256)
+                    })
+                    .collect();
+                let snapshot_parts =
+                    req.snapshot.iter().flat_map(|s| s.blobs.iter()).chain(snapshot_bytes.iter());
+                pool::check_uploaded(
+                    &self.uploaded_dir(slot),
+                    req.inputs
+                        .iter()
+                        .chain(req.more.iter().flat_map(|q| q.inputs.iter()))
+                        .chain(snapshot_parts),
+                )?;
                 let mono = self.clock.now();
                 if let Some(c) = self.claims.get_mut(&req.claim_id) {
                     c.acknowledged();
@@ -842,17 +865,26 @@ impl Daemon {
                     c.renewed = mono;
                     c.updates_sent = 0;
                 }
-                self.input_sizes.insert(
-                    slot,
-                    req.inputs.iter().map(|f| (f.name.clone(), f.data.len() as u64)).collect(),
-                );
+                self.input_sizes
+                    .insert(slot, req.inputs.iter().map(|f| (f.name.clone(), f.len())).collect());
                 let req = *req;
                 self.inputs.insert(slot, req.inputs);
                 if let Some(st) = req.saved_state {
-                    self.saved_in.insert(slot, Arc::from(st.data));
+                    let data = match &st.streamed {
+                        None => st.data,
+                        Some(s) => {
+                            let sha = s.sha256.as_deref().unwrap_or_default();
+                            std::fs::read(self.uploaded_dir(slot).join(sha)).map_err(|e| {
+                                PoolError::BadInput(format!(
+                                    "the saved state was not uploaded: {e}"
+                                ))
+                            })?
+                        }
+                    };
+                    self.saved_in.insert(slot, Arc::from(data));
                 }
                 if let Some(snap) = req.snapshot {
-                    pool::check_snapshot(&snap)?;
+                    pool::check_snapshot(&snap, &self.uploaded_dir(slot))?;
                     self.snapshot_in.insert(slot, snap);
                 }
                 let batch = !req.more.is_empty();
@@ -868,6 +900,7 @@ impl Daemon {
                     // A new activation: its jobs' ends are reported afresh.
                     c.publish(|r| {
                         r.ended = Arc::new(Vec::new());
+                        r.kept = Arc::new(HashMap::new());
                         r.queued = n;
                     });
                 }
@@ -961,6 +994,103 @@ impl Daemon {
                 let queued = c.queue.len() as u32;
                 c.publish(|r| r.queued = queued);
                 Ok(PoolReply::Withdrawn(true))
+            }
+            PoolRequest::InputDir { caller, claim_id } => {
+                let slot = owned(self, &caller, &claim_id)?;
+                let dir = self.uploaded_dir(slot);
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| PoolError::Refused(format!("{}: {e}", dir.display())))?;
+                let disk = match self.ads.get(&slot).map(|a| a.eval_attr("Disk")) {
+                    Some(Value::Int(kib)) if kib > 0 => (kib as u64).saturating_mul(1024),
+                    _ => 0,
+                };
+                let used: u64 = std::fs::read_dir(&dir)
+                    .map(|rd| rd.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
+                    .unwrap_or(0);
+                Ok(PoolReply::InputDir(dir, disk.saturating_sub(used)))
+            }
+            PoolRequest::Saved { caller, req } => {
+                let c = self
+                    .claims
+                    .get(&req.claim_id)
+                    .or_else(|| self.ended.get(&req.claim_id).map(|(c, _)| c))
+                    .ok_or_else(|| {
+                        PoolError::NotFound(format!(
+                            "no claim {}",
+                            andes_protocol::pool::public_claim_id(&req.claim_id)
+                        ))
+                    })?;
+                owned_by(c, &caller, &req.claim_id)?;
+                let r = c.report.borrow();
+                let mut saved = r.saved.clone();
+                if let Some(ctl) = &r.ctl
+                    && let (n, Some(d)) = ctl.saved()
+                    && saved.as_ref().is_none_or(|(s, _)| n > *s)
+                {
+                    saved = Some((n, d));
+                }
+                match saved {
+                    Some((n, d)) if n == req.seq => Ok(PoolReply::Saved(d)),
+                    _ => Err(PoolError::NotFound(format!(
+                        "saved state {} is no longer the job's latest",
+                        req.seq
+                    ))),
+                }
+            }
+            PoolRequest::SnapshotPart { caller, req } => {
+                let c = self
+                    .claims
+                    .get(&req.claim_id)
+                    .or_else(|| self.ended.get(&req.claim_id).map(|(c, _)| c))
+                    .ok_or_else(|| {
+                        PoolError::NotFound(format!(
+                            "no claim {}",
+                            andes_protocol::pool::public_claim_id(&req.claim_id)
+                        ))
+                    })?;
+                owned_by(c, &caller, &req.claim_id)?;
+                let r = c.report.borrow();
+                let snap = r.snapshot.as_ref().filter(|s| s.hash == req.hash).ok_or_else(|| {
+                    PoolError::NotFound(format!(
+                        "checkpoint {} is no longer the job's latest",
+                        req.hash
+                    ))
+                })?;
+                match &req.blob {
+                    None => Ok(PoolReply::SnapshotBytes(snap.bytes.clone())),
+                    Some(b) if snap.files.contains(b) && andes_snapshot::is_hash(b) => {
+                        Ok(PoolReply::SnapshotBlob(snap.blobs.clone(), snap.blobs.store.path(b)))
+                    }
+                    Some(b) => Err(PoolError::NotFound(format!(
+                        "checkpoint {} names no file content {b}",
+                        req.hash
+                    ))),
+                }
+            }
+            PoolRequest::Output { caller, req } => {
+                let c = match self.claims.get(&req.claim_id) {
+                    Some(c) => c,
+                    None => match self.ended.get(&req.claim_id) {
+                        Some((c, _)) => c,
+                        None => {
+                            return Err(PoolError::NotFound(format!(
+                                "no claim {}",
+                                andes_protocol::pool::public_claim_id(&req.claim_id)
+                            )));
+                        }
+                    },
+                };
+                owned_by(c, &caller, &req.claim_id)?;
+                let r = c.report.borrow();
+                let found = r.kept.get(&req.job).and_then(|k| {
+                    k.files.get(&req.name).map(|p| PoolReply::Output(k.clone(), p.clone()))
+                });
+                found.ok_or_else(|| {
+                    PoolError::NotFound(format!(
+                        "job {} has no output file {:?} kept for transfer",
+                        req.job, req.name
+                    ))
+                })
             }
             PoolRequest::Release { caller, claim_id } => {
                 // Releasing a claim that already ended acknowledges its end.
@@ -1202,7 +1332,10 @@ impl Daemon {
         {
             self.report_exit(slot, &run, result);
         }
-        self.recycle_sandbox(slot, run.sandbox.clone());
+        if run.sandbox.exists() {
+            // Not kept for streamed outputs (renamed away): used again.
+            self.recycle_sandbox(slot, run.sandbox.clone());
+        }
         let (ending, event) = match exit.finished {
             Finished::Benchmark { mips, kflops } => {
                 (None, Event::BenchmarkFinished { slot, mips, kflops })
@@ -1310,11 +1443,33 @@ impl Daemon {
             Value::Int(kib) if kib > 0 => (kib as u64).saturating_mul(1024),
             _ => u64::MAX,
         };
-        let (outputs, error) = if evicted {
-            (Vec::new(), None)
+        let pool::Outputs { files: outputs, streamed, error } = if evicted {
+            pool::Outputs::default()
         } else {
             let sizes = self.input_sizes.remove(&slot).unwrap_or_default();
             pool::collect_outputs(&run.sandbox, &job, &sizes, limit)
+        };
+        // Output files too big for the report stay in the sandbox, renamed
+        // out of the slot's way, until the shadow has fetched them.
+        let kept = if streamed.is_empty() {
+            None
+        } else {
+            let name = run.sandbox.file_name().map(|n| n.to_string_lossy().into_owned());
+            let dir = self
+                .execute
+                .join(format!("out_{}", name.as_deref().unwrap_or("x").trim_start_matches("dir_")));
+            match std::fs::rename(&run.sandbox, &dir) {
+                Ok(()) => Some(Arc::new(pool::KeptOutputs { dir, files: streamed })),
+                Err(e) => {
+                    ending.insert_value("HoldReasonCode", 12i64);
+                    ending.insert_value("HoldReasonSubCode", 0i64);
+                    ending.insert_value(
+                        "HoldReason",
+                        format!("cannot keep the output files for transfer: {e}").as_str(),
+                    );
+                    None
+                }
+            }
         };
         if let Some(e) = error
             && !ending.contains("HoldReasonCode")
@@ -1342,6 +1497,7 @@ impl Daemon {
                         update.insert(n, e.clone());
                     }
                 }
+                let end_job = gid.clone();
                 let end = andes_protocol::pool::JobEnd {
                     job: gid,
                     version: r.version + 1,
@@ -1351,6 +1507,9 @@ impl Daemon {
                     evicted,
                 };
                 Arc::make_mut(&mut r.ended).push(end);
+                if let Some(k) = kept {
+                    Arc::make_mut(&mut r.kept).insert(end_job, k);
+                }
                 r.ending = Some(ending);
                 r.outputs = Arc::new(outputs);
                 r.evicted = evicted;
@@ -1384,10 +1543,8 @@ impl Daemon {
             return;
         }
         let Some(next) = c.queue.pop_front() else { return };
-        self.input_sizes.insert(
-            slot,
-            next.inputs.iter().map(|f| (f.name.clone(), f.data.len() as u64)).collect(),
-        );
+        self.input_sizes
+            .insert(slot, next.inputs.iter().map(|f| (f.name.clone(), f.len())).collect());
         self.inputs.insert(slot, next.inputs);
         self.short.insert(slot);
         let acts = self.activate(slot, claim_id.clone(), next.job, next.module);
@@ -1715,7 +1872,7 @@ impl Daemon {
         let (generation, sandbox) =
             self.fresh_sandbox(slot).map_err(|e| format!("creating a sandbox: {e}"))?;
         if let Some(inputs) = self.inputs.get(&slot) {
-            pool::write_inputs(&sandbox, inputs)
+            pool::write_inputs(&sandbox, inputs, &self.uploaded_dir(slot))
                 .map_err(|e| format!("writing the input files: {e}"))?;
         }
         let digest = match ad.eval_attr("CmdDigest") {
@@ -1828,11 +1985,31 @@ impl Daemon {
         let mut restore = None;
         if let Some(snap) = snap {
             let mut names = std::collections::HashSet::new();
+            let uploaded = self.uploaded_dir(slot);
             for b in &snap.blobs {
-                names.insert(blobs.store.put(&b.data)?);
+                match &b.streamed {
+                    None => names.insert(blobs.store.put(&b.data)?),
+                    Some(s) => {
+                        // Streamed to the claim's uploads: stored, and checked
+                        // against its name as it is.
+                        let sha = s.sha256.as_deref().unwrap_or_default();
+                        let (hash, _) = blobs.store.put_file(&uploaded.join(sha))?;
+                        if hash != b.name {
+                            return Err(std::io::Error::other(format!(
+                                "the checkpoint's file content {} is {hash}",
+                                b.name
+                            )));
+                        }
+                        names.insert(hash)
+                    }
+                };
             }
+            let bytes = match &snap.streamed {
+                None => snap.bytes,
+                Some(s) => std::fs::read(uploaded.join(s.sha256.as_deref().unwrap_or_default()))?,
+            };
             restored = Some((snap.hash, Arc::new(names)));
-            restore = Some(Arc::from(snap.bytes));
+            restore = Some(Arc::from(bytes));
         }
         let job = match ad.eval_attr("GlobalJobId") {
             Value::Str(s) => s.to_string(),

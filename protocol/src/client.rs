@@ -581,7 +581,8 @@ impl Client {
         self.finish(&method, path, exchange).await
     }
 
-    /// Sends `method path` with the file's contents as a streamed body (signed over
+    /// Sends `method path` (with `headers` besides the signature's) with the file's
+    /// contents as a streamed body (signed over
     /// its SHA-256, which is computed first: see [`crate::stream`]) and reads the
     /// answer. The file is read from its start on a blocking thread, a few chunks at
     /// a time; the transfer fails when no byte moves for the client's timeout (at
@@ -591,6 +592,7 @@ impl Client {
         method: Method,
         path: &str,
         file: std::fs::File,
+        headers: &[(&'static str, &str)],
     ) -> Result<Response, ClientError> {
         use std::sync::atomic::{AtomicU64, Ordering};
         let err = |k: ClientErrorKind| self.error(&method, path, k);
@@ -607,6 +609,42 @@ impl Client {
         let body = crate::stream::file_body_with(file, move || {
             moved.store(base.elapsed().as_millis() as u64, Ordering::Relaxed);
         });
+        self.send_streamed(method, path, headers, digest, len, body.boxed(), base, progress).await
+    }
+
+    /// [`Client::upload`] of bytes already in memory: the same streamed request
+    /// (signed over their SHA-256, no JSON, no base64), for a receiver that
+    /// writes it to disk as it arrives.
+    pub async fn upload_bytes(
+        &self,
+        method: Method,
+        path: &str,
+        bytes: Bytes,
+        headers: &[(&'static str, &str)],
+    ) -> Result<Response, ClientError> {
+        let digest = crate::sign::body_digest(&bytes);
+        let len = bytes.len() as u64;
+        let body = whole(Full::new(bytes));
+        let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        self.send_streamed(method, path, headers, digest, len, body, Instant::now(), progress).await
+    }
+
+    /// Sends a streamed body of `len` bytes whose SHA-256 is `digest`; `progress`
+    /// holds the milliseconds since `base` at which a chunk last went out.
+    #[allow(clippy::too_many_arguments)]
+    async fn send_streamed(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&'static str, &str)],
+        digest: [u8; 32],
+        len: u64,
+        body: ReqBody,
+        base: Instant,
+        progress: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Result<Response, ClientError> {
+        use std::sync::atomic::Ordering;
+        let err = |k: ClientErrorKind| self.error(&method, path, k);
         let exchange = async {
             // A fresh connection: a streamed body cannot be sent again on another
             // if a pooled one turns out closed.
@@ -622,11 +660,28 @@ impl Client {
                 header::HeaderValue::try_from(crate::stream::hex(&digest)).expect("hex"),
             );
             h.insert(header::CONTENT_LENGTH, header::HeaderValue::from(len));
+            for (name, value) in headers {
+                let v = header::HeaderValue::try_from(*value)
+                    .map_err(|e| (ClientErrorKind::BadUrl(format!("header {name}: {e}")), false))?;
+                h.insert(*name, v);
+            }
             h.insert(
                 header::CONTENT_TYPE,
                 header::HeaderValue::from_static("application/octet-stream"),
             );
-            let (conn, resp) = self.start(conn, req.map(|_| body.boxed())).await?;
+            let (conn, resp) = self.start(conn, req.map(|_| body)).await.map_err(|(k, sent)| {
+                match k {
+                    // The daemon answered (a refusal) and closed before taking it all.
+                    ClientErrorKind::Http(e) if e.contains("writing a body") => (
+                        ClientErrorKind::Http(format!(
+                            "the daemon closed the connection before the whole {len}-byte \
+                             file was sent: it refuses a file it cannot take ({e})"
+                        )),
+                        sent,
+                    ),
+                    k => (k, sent),
+                }
+            })?;
             let status = resp.status();
             let body = Limited::new(resp.into_body(), self.max_response)
                 .collect()

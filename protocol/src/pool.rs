@@ -9,6 +9,10 @@
 //! | `POST /v1/host/match` | negotiator | [`MatchNotice`] → 204 |
 //! | `POST /v1/host/claim` | schedd | [`ClaimRequest`] → [`ClaimReply`] |
 //! | `GET/PUT /v1/host/modules/{digest}` | schedd | module bytes |
+//! | `PUT /v1/host/inputs/{sha256}` | schedd (the claimant, [`CLAIM_HEADER`]) | an input file larger than [`STREAM_OVER`], streamed → 204 |
+//! | `POST /v1/host/output` | schedd (the claimant) | [`OutputRequest`] → the output file, streamed |
+//! | `POST /v1/host/saved` | schedd (the claimant) | [`SavedStateRequest`] → a cooperative job's saved state, streamed |
+//! | `POST /v1/host/snapshot` | schedd (the claimant) | [`SnapshotFileRequest`] → a part of a checkpoint, streamed |
 //! | `POST /v1/host/activate` | schedd (the claimant) | [`ActivateRequest`] (a job, and perhaps more queued behind it) → [`JobReport`] |
 //! | `POST /v1/host/wait` | schedd (the claimant) | [`WaitRequest`] → [`JobReport`] |
 //! | `POST /v1/host/edit` | schedd (the claimant) | [`EditRequest`] → 204 |
@@ -31,14 +35,79 @@
 use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A file carried in a message (an input file, an output file).
+/// A file named in a message (an input file, an output file): carried in it when
+/// small, else moved as a stream of its own ([`Streamed`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileData {
     /// Its name relative to the sandbox (no `..`, not absolute).
     pub name: String,
-    /// Its bytes.
-    #[serde(serialize_with = "ser_b64", deserialize_with = "de_b64")]
+    /// Its bytes, when carried in the message (empty when streamed).
+    #[serde(serialize_with = "ser_b64", deserialize_with = "de_b64", default)]
     pub data: Vec<u8>,
+    /// Set when the file is larger than [`STREAM_OVER`]: it moves as a streamed
+    /// body of its own (`PUT /v1/host/inputs/{sha256}` before an activation,
+    /// `POST /v1/host/output` after a job's end), never inside a JSON body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamed: Option<Streamed>,
+}
+
+/// The largest module a host takes, bytes: what `andes submit` accepts.
+pub const MAX_MODULE: u64 = 512 << 20;
+
+/// Files larger than this move as streams of their own, not inside messages.
+pub const STREAM_OVER: u64 = 1 << 20;
+
+/// The most bytes of files one message carries in all (well inside every
+/// daemon's body limit once in base64): past it, even small files stream.
+pub const INLINE_BUDGET: u64 = 4 << 20;
+
+/// How a streamed file is known.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Streamed {
+    /// Its length, bytes.
+    pub size: u64,
+    /// Its SHA-256 (hex), when the sender names it by content (input files,
+    /// uploaded before the activation that names them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+impl FileData {
+    /// A file carried in the message.
+    pub fn inline(name: impl Into<String>, data: Vec<u8>) -> FileData {
+        FileData { name: name.into(), data, streamed: None }
+    }
+
+    /// A file that moves as a stream of its own.
+    pub fn streamed(name: impl Into<String>, size: u64, sha256: Option<String>) -> FileData {
+        FileData { name: name.into(), data: Vec::new(), streamed: Some(Streamed { size, sha256 }) }
+    }
+
+    /// Its length, wherever its bytes are.
+    pub fn len(&self) -> u64 {
+        self.streamed.as_ref().map_or(self.data.len() as u64, |s| s.size)
+    }
+
+    /// True when it holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The header naming the claim an input file is uploaded for
+/// (`PUT /v1/host/inputs/{sha256}`). A claim id is a secret: it never goes in a path.
+pub const CLAIM_HEADER: &str = "andes-claim";
+
+/// `POST /v1/host/output`: one output file of a job that ended on a claim, which
+/// its report named as streamed. Answered with the file as a streamed body.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OutputRequest {
+    /// The claim.
+    pub claim_id: String,
+    /// The job's `GlobalJobId`.
+    pub job: String,
+    /// The output file's name, as the report gave it.
+    pub name: String,
 }
 
 fn ser_b64<S: Serializer>(data: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -215,11 +284,17 @@ pub struct SnapshotData {
     /// The snapshot's content hash (BLAKE3, hex, as its trailer holds it):
     /// its identity, which the shadow passes back as [`WaitRequest::snapshot`].
     pub hash: String,
-    /// The signed snapshot.
-    #[serde(serialize_with = "ser_b64", deserialize_with = "de_b64")]
+    /// The signed snapshot, when carried in the message (empty when streamed).
+    #[serde(serialize_with = "ser_b64", deserialize_with = "de_b64", default)]
     pub bytes: Vec<u8>,
+    /// Set when the snapshot is larger than [`STREAM_OVER`]: its bytes move as a
+    /// stream of their own (from the host: `POST /v1/host/snapshot`; to the host:
+    /// uploaded as an input file by SHA-256 before the activation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamed: Option<Streamed>,
     /// File contents, each named by its BLAKE3 (hex). From the host: those the
-    /// shadow's last kept snapshot does not name; to the host: all of them.
+    /// shadow's last kept snapshot does not name; to the host: all of them. A
+    /// big one is streamed like the snapshot's bytes.
     #[serde(default)]
     pub blobs: Vec<FileData>,
     /// True when the job stopped after it (the snapshot of a vacate).
@@ -227,14 +302,42 @@ pub struct SnapshotData {
     pub stopping: bool,
 }
 
+/// `POST /v1/host/snapshot`: a streamed part of the transparent checkpoint a
+/// report named (its bytes, or one file content). Answered with it, streamed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SnapshotFileRequest {
+    /// The claim.
+    pub claim_id: String,
+    /// The snapshot's hash, as the report gave it.
+    pub hash: String,
+    /// A file content's BLAKE3, or none for the snapshot's own bytes.
+    #[serde(default)]
+    pub blob: Option<String>,
+}
+
 /// The state a cooperative job saved (the guest SDK's `checkpoint.save`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedState {
     /// Counts the job's saves in this run, from 1.
     pub seq: u64,
-    /// The bytes it saved.
-    #[serde(serialize_with = "ser_b64", deserialize_with = "de_b64")]
+    /// The bytes it saved, when carried (empty when streamed).
+    #[serde(serialize_with = "ser_b64", deserialize_with = "de_b64", default)]
     pub data: Vec<u8>,
+    /// Set when the state is larger than [`STREAM_OVER`]: it moves as a stream
+    /// of its own (from the host: `POST /v1/host/saved`; to the host: uploaded
+    /// as an input file by SHA-256 before the activation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamed: Option<Streamed>,
+}
+
+/// `POST /v1/host/saved`: the saved state a report named as streamed.
+/// Answered with it, streamed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SavedStateRequest {
+    /// The claim.
+    pub claim_id: String,
+    /// Its `seq`, as the report gave it.
+    pub seq: u64,
 }
 
 /// The reason of the 409 a host answers when it lacks the module: `PUT` it to
@@ -503,7 +606,7 @@ mod tests {
 
     #[test]
     fn file_data_round_trips_as_base64() {
-        let f = FileData { name: "out/x.bin".into(), data: vec![0, 1, 2, 255] };
+        let f = FileData::inline("out/x.bin", vec![0, 1, 2, 255]);
         let j = serde_json::to_string(&f).unwrap();
         assert_eq!(j, r#"{"name":"out/x.bin","data":"AAEC/w=="}"#);
         assert_eq!(serde_json::from_str::<FileData>(&j).unwrap(), f);

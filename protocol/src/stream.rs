@@ -239,8 +239,9 @@ pub fn file_response(file: std::fs::File, len: u64) -> axum::response::Response 
     r
 }
 
-/// A streamed request body, signed over [`SignedStream::sha256`]. Only requests
-/// that carry [`BODY_SHA256`] have one; a handler taking it refuses others with 400.
+/// A request body to write to disk, signed over [`SignedStream::sha256`]: streamed
+/// (the request carries [`BODY_SHA256`]), or a whole body the server already read
+/// within its body limit.
 #[derive(Debug)]
 pub struct SignedStream {
     /// The SHA-256 the signature covers.
@@ -307,12 +308,16 @@ impl<S: Send + Sync> FromRequest<S> for SignedStream {
     type Rejection = AuthError;
     async fn from_request(req: Request, _: &S) -> Result<Self, AuthError> {
         let Some(Streamed(sha256)) = req.extensions().get::<Streamed>().copied() else {
-            if req.extensions().get::<crate::verify::Caller>().is_none() {
-                return Err(AuthError::NotAuthenticated);
+            // A whole body (within the server's body limit) does as well: it
+            // was checked against its signature already.
+            if let Some(crate::server::VerifiedBody(bytes)) =
+                req.extensions().get::<crate::server::VerifiedBody>().cloned()
+            {
+                let sha256 = crate::sign::body_digest(&bytes);
+                let declared = Some(bytes.len() as u64);
+                return Ok(SignedStream { sha256, declared, body: Body::from(bytes) });
             }
-            return Err(AuthError::WrongBody(format!(
-                "this route takes a streamed body (signed with the {BODY_SHA256} header)"
-            )));
+            return Err(AuthError::NotAuthenticated);
         };
         let declared = req
             .headers()

@@ -13,6 +13,7 @@
 //! | `POST /v1/history` | user | [`HistoryRequest`] → [`QueryReply`] |
 //! | `PUT /v1/uploads/{digest}` | user | file bytes → 204 (a spooled input file) |
 //! | `POST /v1/transfer` | user | [`TransferRequest`] → [`TransferReply`] (a spooled job's output) |
+//! | `POST /v1/transfer/file` | user | [`TransferFileRequest`] → the file, streamed (one [`TransferReply`] named as streamed) |
 //! | `POST /v1/transfer/done` | user | [`TransferDoneRequest`] → [`ChangeReport`] |
 //!
 //! Every request is signed (see `andes-protocol`); `admin` passes wherever `user`
@@ -151,13 +152,24 @@ pub struct TransferRequest {
     pub job: crate::job::JobId,
 }
 
+/// `POST /v1/transfer/file`: one output file of a spooled job that a
+/// [`TransferReply`] named as streamed (too big to carry in it).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TransferFileRequest {
+    /// The job.
+    pub job: crate::job::JobId,
+    /// The file's name, as the reply gave it.
+    pub name: String,
+}
+
 /// A spooled job's output as the schedd keeps it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TransferReply {
     /// The job's ad (its Iwd, Out, Err and UserLog say where each goes).
     pub ad: String,
     /// The output files under their sandbox names (`_andes_stdout`,
-    /// `_andes_stderr`, the rest as the job named them).
+    /// `_andes_stderr`, the rest as the job named them): carried, or named as
+    /// streamed (`POST /v1/transfer/file`).
     pub files: Vec<andes_protocol::pool::FileData>,
     /// The job's event log, as text to append to its `UserLog`.
     pub log: String,

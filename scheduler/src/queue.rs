@@ -738,6 +738,8 @@ enum Op {
     Exited(JobId, ClassAd),
     Periodic,
     StoreModule(Actor, String, Vec<u8>),
+    /// An upload already in its file under the uploads directory: its digest and size.
+    StoreFile(Actor, String, u64),
     /// Removes uploads no job refers to, older than the grace.
     CollectUploads,
     /// Spooled jobs whose output their owner fetched.
@@ -764,7 +766,7 @@ enum DeferralOp {
 
 enum Reply {
     Cluster(u32),
-    Count(u64),
+    Removed(Vec<String>),
     Report(ChangeReport),
     Done,
     Many(Vec<Result<Reply, QueueError>>),
@@ -783,6 +785,21 @@ pub struct Queue {
     state: Arc<RwLock<QueueState>>,
     tx: mpsc::SyncSender<Request>,
     reader: Arc<std::sync::Mutex<Connection>>,
+    uploads: Arc<PathBuf>,
+    upload_quota: u64,
+}
+
+/// Where a queue at `db` keeps its uploads (modules, spooled inputs), one file
+/// per SHA-256: the directory `uploads` beside the database.
+pub fn uploads_dir(db: &Path) -> PathBuf {
+    db.parent().unwrap_or(Path::new(".")).join("uploads")
+}
+
+/// The file name of an upload with digest `sha256:<hex>`, if it is one.
+fn upload_name(digest: &str) -> Option<&str> {
+    digest
+        .strip_prefix("sha256:")
+        .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 const SCHEMA: &str = "
@@ -867,6 +884,20 @@ fn migrate_modules(conn: &Connection) -> Result<(), QueueError> {
     Ok(())
 }
 
+/// Removes from the uploads directory what no stored upload names: files left
+/// by a crash between an upload's file and its commit, and partial uploads.
+fn sweep_uploads(conn: &Connection, dir: &Path) -> Result<(), QueueError> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Ok(()) };
+    let mut known = conn.prepare("SELECT 1 FROM modules WHERE digest = ?1")?;
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !known.exists([format!("sha256:{name}")])? {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    Ok(())
+}
+
 fn parse_stored(text: &str, what: &str) -> Result<ClassAd, QueueError> {
     classad::parse_ad(text).map_err(|e| QueueError::Storage(format!("stored {what}: {e}")))
 }
@@ -943,12 +974,17 @@ impl Queue {
         let reader = Arc::new(std::sync::Mutex::new(open(&config.path)?));
         let (tx, rx) = mpsc::sync_channel::<Request>(4096);
         let deferral_config = Arc::new((config.cron_time_zone.clone(), config.schedd_interval));
+        let uploads = Arc::new(uploads_dir(&config.path));
+        std::fs::create_dir_all(&*uploads)
+            .map_err(|e| QueueError::Storage(format!("{}: {e}", uploads.display())))?;
+        sweep_uploads(&conn, &uploads)?;
+        let upload_quota = config.upload_quota_bytes;
         let writer = Writer { conn, state: state.clone(), config };
         std::thread::Builder::new()
             .name("andes-queue-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| QueueError::Storage(format!("cannot start the queue writer: {e}")))?;
-        Ok(Queue { deferral_config, state, tx, reader })
+        Ok(Queue { deferral_config, state, tx, reader, uploads, upload_quota })
     }
 
     /// A read view of the queue. Hold it briefly: writers wait for it.
@@ -1254,9 +1290,104 @@ impl Queue {
     /// [`QueueConfig::upload_grace`]; returns how many.
     pub async fn collect_uploads(&self, now: i64) -> Result<u64, QueueError> {
         match self.call(Op::CollectUploads, now).await? {
-            Reply::Count(n) => Ok(n),
-            _ => unreachable!("collecting uploads replies with a count"),
+            Reply::Removed(gone) => {
+                // Their rows are gone (committed): their files follow.
+                for d in &gone {
+                    if let Some(name) = upload_name(d) {
+                        let _ = std::fs::remove_file(self.uploads.join(name));
+                    }
+                }
+                Ok(gone.len() as u64)
+            }
+            _ => unreachable!("collecting uploads replies with what it removed"),
         }
+    }
+
+    /// The most bytes one user may keep uploaded (the largest upload taken).
+    pub fn upload_quota(&self) -> u64 {
+        self.upload_quota
+    }
+
+    /// The directory uploads are streamed into ([`Queue::store_file`]).
+    pub fn uploads(&self) -> &Path {
+        &self.uploads
+    }
+
+    /// Stores an upload whose bytes were streamed to `staged` (a file in
+    /// [`Queue::uploads`]) and checked to be `digest` (`sha256:<hex>`), `size`
+    /// bytes, counted against `actor`'s quota: the file is synced, moved to its
+    /// name, and then the upload is committed. Refused, it is removed.
+    pub async fn store_file(
+        &self,
+        actor: &Actor,
+        digest: &str,
+        staged: &Path,
+        size: u64,
+        now: i64,
+    ) -> Result<(), QueueError> {
+        let name = upload_name(digest)
+            .ok_or_else(|| QueueError::Invalid(format!("{digest:?} is not sha256:<hex>")))?;
+        let target = self.uploads.join(name);
+        let placed = std::fs::File::open(staged)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| std::fs::rename(staged, &target))
+            .and_then(|()| std::fs::File::open(self.uploads.as_path())?.sync_all());
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(staged);
+            return Err(QueueError::Storage(format!("{}: {e}", target.display())));
+        }
+        let r = self.call(Op::StoreFile(actor.clone(), digest.to_string(), size), now).await;
+        if r.is_err() && !self.has_module(digest).unwrap_or(true) {
+            let _ = std::fs::remove_file(&target);
+        }
+        r.map(|_| ())
+    }
+
+    /// Sends the upload `digest` as a streamed body to `path` of `client`'s
+    /// daemon (from its file; an upload kept in the database, from memory).
+    /// Err with the reason when it is not stored or the daemon refuses it.
+    pub async fn send_upload(
+        &self,
+        client: &andes_protocol::Client,
+        path: &str,
+        digest: &str,
+    ) -> Result<(), String> {
+        let r = match self.upload_file(digest).and_then(|p| std::fs::File::open(p).ok()) {
+            Some(file) => client.upload(http::Method::PUT, path, file, &[]).await,
+            None => {
+                let bytes = self
+                    .module(digest)
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| format!("{digest} is not stored here"))?;
+                client.upload_bytes(http::Method::PUT, path, bytes.into(), &[]).await
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        if r.status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("refused: {}", r.error_reason().unwrap_or_else(|| r.status.to_string())))
+        }
+    }
+
+    /// The upload `digest`, open for reading: its file, or for one kept in the
+    /// database, an anonymous temporary file holding its bytes.
+    pub fn open_upload(&self, digest: &str) -> Option<std::fs::File> {
+        if let Some(f) = self.upload_file(digest).and_then(|p| std::fs::File::open(p).ok()) {
+            return Some(f);
+        }
+        let bytes = self.module(digest).ok().flatten()?;
+        let mut f = tempfile::tempfile().ok()?;
+        std::io::Write::write_all(&mut f, &bytes).ok()?;
+        std::io::Seek::rewind(&mut f).ok()?;
+        Some(f)
+    }
+
+    /// Where the upload `digest` is as a file, if it is stored as one (uploads
+    /// from before uploads were files are in the database: see [`Queue::module`]).
+    pub fn upload_file(&self, digest: &str) -> Option<PathBuf> {
+        let p = self.uploads.join(upload_name(digest)?);
+        p.is_file().then_some(p)
     }
 
     /// True when the module with this digest is stored.
@@ -1268,12 +1399,23 @@ impl Queue {
             .is_some())
     }
 
-    /// The module with this digest.
+    /// The module (or other upload) with this digest, in memory.
     pub fn module(&self, digest: &str) -> Result<Option<Vec<u8>>, QueueError> {
-        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(conn
-            .query_row("SELECT data FROM modules WHERE digest = ?1", [digest], |r| r.get(0))
-            .optional()?)
+        let data: Option<Vec<u8>> = {
+            let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+            conn.query_row("SELECT data FROM modules WHERE digest = ?1", [digest], |r| r.get(0))
+                .optional()?
+        };
+        match data {
+            Some(d) if d.is_empty() => match self.upload_file(digest) {
+                Some(p) => std::fs::read(&p)
+                    .map(Some)
+                    .map_err(|e| QueueError::Storage(format!("{}: {e}", p.display()))),
+                // Stored in the database before uploads were files: empty.
+                None => Ok(Some(Vec::new())),
+            },
+            other => Ok(other),
+        }
     }
 
     /// Jobs that left the queue, newest first: those matching `constraint`, at most
@@ -1660,6 +1802,22 @@ impl Ctx<'_, '_> {
                 }
                 Ok(Reply::Done)
             }
+            Op::StoreFile(actor, digest, size) => {
+                let known: bool = self
+                    .tx
+                    .prepare_cached("SELECT 1 FROM modules WHERE digest = ?1")?
+                    .exists([&digest])?;
+                if known {
+                    return Ok(Reply::Done);
+                }
+                self.check_upload_quota(actor, *size)?;
+                self.tx.execute(
+                    "INSERT INTO modules (digest, data, uploader, size, stored) \
+                     VALUES (?1, x'', ?2, ?3, ?4)",
+                    params![digest, actor.name, *size as i64, self.now],
+                )?;
+                Ok(Reply::Done)
+            }
             Op::StoreModule(actor, digest, bytes) => {
                 let known: bool = self
                     .tx
@@ -1668,23 +1826,7 @@ impl Ctx<'_, '_> {
                 if known {
                     return Ok(Reply::Done);
                 }
-                let (bytes_held, count): (i64, i64) = self.tx.query_row(
-                    "SELECT COALESCE(SUM(size), 0), COUNT(*) FROM modules WHERE uploader = ?1",
-                    [actor.name.as_str()],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )?;
-                let (max_bytes, max_count) =
-                    (self.config.upload_quota_bytes, self.config.upload_quota_count);
-                if bytes_held as u64 + bytes.len() as u64 > max_bytes || count as u64 >= max_count {
-                    return Err(QueueError::Forbidden(format!(
-                        "{} keeps {count} uploads of {bytes_held} bytes here; one more of {} \
-                         bytes would pass the quota of {max_count} uploads or {max_bytes} \
-                         bytes (uploads no queued job uses are removed after {} s)",
-                        actor.name,
-                        bytes.len(),
-                        self.config.upload_grace
-                    )));
-                }
+                self.check_upload_quota(actor, bytes.len() as u64)?;
                 self.tx.execute(
                     "INSERT INTO modules (digest, data, uploader, size, stored) \
                      VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -1738,13 +1880,35 @@ impl Ctx<'_, '_> {
                     .prepare_cached("SELECT digest FROM modules WHERE stored < ?1")?
                     .query_map([self.now - self.config.upload_grace], |r| r.get(0))?
                     .collect::<Result<_, _>>()?;
-                let mut removed = 0;
+                let mut removed = Vec::new();
                 for d in old.iter().filter(|d| !used.contains(d.as_str())) {
-                    removed += self.tx.execute("DELETE FROM modules WHERE digest = ?1", [d])?;
+                    if self.tx.execute("DELETE FROM modules WHERE digest = ?1", [d])? > 0 {
+                        removed.push(d.clone());
+                    }
                 }
-                Ok(Reply::Count(removed as u64))
+                Ok(Reply::Removed(removed))
             }
         }
+    }
+
+    /// Refuses an upload of `size` bytes that would take `actor` past the quota.
+    fn check_upload_quota(&mut self, actor: &Actor, size: u64) -> Result<(), QueueError> {
+        let (bytes_held, count): (i64, i64) = self.tx.query_row(
+            "SELECT COALESCE(SUM(size), 0), COUNT(*) FROM modules WHERE uploader = ?1",
+            [actor.name.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let (max_bytes, max_count) =
+            (self.config.upload_quota_bytes, self.config.upload_quota_count);
+        if bytes_held as u64 + size > max_bytes || count as u64 >= max_count {
+            return Err(QueueError::Forbidden(format!(
+                "{} keeps {count} uploads of {bytes_held} bytes here; one more of {size} \
+                 bytes would pass the quota of {max_count} uploads or {max_bytes} \
+                 bytes (uploads no queued job uses are removed after {} s)",
+                actor.name, self.config.upload_grace
+            )));
+        }
+        Ok(())
     }
 
     fn submit(&mut self, actor: &Actor, s: &Submit) -> Result<u32, QueueError> {

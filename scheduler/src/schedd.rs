@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use andes_protocol::{ApiError, Auth, Caller, Clock, Role, SignedJson, VerifiedBody};
+use andes_protocol::stream::SignedStream;
+use andes_protocol::{ApiError, Auth, Caller, Clock, Role, SignedJson};
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -15,8 +16,8 @@ use classad::ClassAd;
 
 use crate::api::{
     ChangeRequest, HistoryRequest, NewClusterReply, QueryReply, QueryRequest, SubmitReply,
-    SubmitRequest, SummaryReply, SummaryRequest, Totals, TransferDoneRequest, TransferReply,
-    TransferRequest,
+    SubmitRequest, SummaryReply, SummaryRequest, Totals, TransferDoneRequest, TransferFileRequest,
+    TransferReply, TransferRequest,
 };
 use crate::job::{JobSelector, JobStatus};
 use crate::queue::{Actor, ChangeReport, Queue, QueueConfig, QueueError, Submit, parse_constraint};
@@ -129,6 +130,7 @@ impl Schedd {
             .route("/v1/history", post(history))
             .route("/v1/uploads/{digest}", axum::routing::put(put_upload))
             .route("/v1/transfer", post(transfer))
+            .route("/v1/transfer/file", post(transfer_file))
             .route("/v1/transfer/done", post(transfer_done))
             .layer(andes_protocol::require(&[Role::User]))
             .layer(auth.layer())
@@ -224,36 +226,64 @@ async fn put_module(
     State(s): State<Schedd>,
     caller: Caller,
     Path(digest): Path<String>,
-    VerifiedBody(body): VerifiedBody,
+    body: SignedStream,
 ) -> Result<StatusCode, ApiError> {
-    check_digest(&digest)?;
-    s.queue
-        .store_module(&actor(&caller), &digest, body.to_vec(), s.now())
-        .await
-        .map_err(api_error)?;
-    Ok(StatusCode::NO_CONTENT)
+    receive_upload(&s, &caller, &digest, body, true).await
 }
 
 async fn put_upload(
     State(s): State<Schedd>,
     caller: Caller,
     Path(digest): Path<String>,
-    VerifiedBody(body): VerifiedBody,
+    body: SignedStream,
 ) -> Result<StatusCode, ApiError> {
-    check_digest(&digest)?;
-    s.queue
-        .store_upload(&actor(&caller), &digest, body.to_vec(), s.now())
-        .await
-        .map_err(api_error)?;
+    receive_upload(&s, &caller, &digest, body, false).await
+}
+
+/// An upload, streamed to a file in the queue's uploads directory (never whole
+/// in memory), kept if it is the body signed, names the digest its path gives,
+/// fits the uploader's quota and, for a module, is a Wasm module.
+async fn receive_upload(
+    s: &Schedd,
+    caller: &Caller,
+    digest: &str,
+    body: SignedStream,
+    module: bool,
+) -> Result<StatusCode, ApiError> {
+    check_digest(digest)?;
+    let signed = format!("sha256:{}", andes_protocol::stream::hex(&body.sha256));
+    if signed != digest {
+        return Err(ApiError::bad_request(format!(
+            "the body is signed as {signed}, not the {digest} its path names"
+        )));
+    }
+    let staged = tempfile::Builder::new()
+        .prefix(".part-")
+        .tempfile_in(s.queue.uploads())
+        .map_err(|e| ApiError::internal(format!("{}: {e}", s.queue.uploads().display())))?;
+    let (file, path) = staged.into_parts();
+    let limit = s.queue.upload_quota();
+    let (size, mut file) = match body.write_to(file, limit).await {
+        Ok(r) => r,
+        Err(e) => return Err(andes_protocol::AuthError::from(e).into()),
+    };
+    if module {
+        use std::io::{Read, Seek};
+        let mut magic = [0u8; 4];
+        let is_wasm =
+            file.rewind().and_then(|()| file.read_exact(&mut magic)).is_ok() && magic == *b"\0asm";
+        if !is_wasm {
+            return Err(ApiError::bad_request(format!("{digest} is not a Wasm module")));
+        }
+    }
+    drop(file);
+    let staged = path.keep().map_err(|e| ApiError::internal(e.to_string()))?;
+    s.queue.store_file(&actor(caller), digest, &staged, size, s.now()).await.map_err(api_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn transfer(
-    State(s): State<Schedd>,
-    caller: Caller,
-    SignedJson(req): SignedJson<TransferRequest>,
-) -> ApiResult<TransferReply> {
-    let id = req.job;
+/// The ad of a spooled job `id` the caller may fetch the output of.
+fn spooled_job(s: &Schedd, caller: &Caller, id: crate::job::JobId) -> Result<ClassAd, ApiError> {
     let ad = s
         .queue
         .read()
@@ -261,7 +291,7 @@ async fn transfer(
         .map(|v| v.ad())
         .ok_or_else(|| ApiError::not_found(format!("job {id} is not in the queue")))?;
     let owner = crate::queue::public_ad(ad.clone()).eval_attr("Owner");
-    let a = actor(&caller);
+    let a = actor(caller);
     if !a.admin && owner.as_str() != Some(a.name.as_str()) {
         return Err(ApiError::forbidden(format!(
             "job {id} belongs to {}; {} may fetch only their own output",
@@ -274,6 +304,16 @@ async fn transfer(
             "job {id} was not submitted with --spool: its output went to its directories"
         )));
     }
+    Ok(ad)
+}
+
+async fn transfer(
+    State(s): State<Schedd>,
+    caller: Caller,
+    SignedJson(req): SignedJson<TransferRequest>,
+) -> ApiResult<TransferReply> {
+    let id = req.job;
+    let ad = spooled_job(&s, &caller, id)?;
     let dir = crate::transfer::spooled_dir(&s.spool, id);
     let (files, log) =
         tokio::task::spawn_blocking(move || crate::transfer::spooled_outputs(&dir, TRANSFER_LIMIT))
@@ -284,8 +324,41 @@ async fn transfer(
     Ok(axum::Json(TransferReply { ad, files, log }))
 }
 
-/// The most output bytes one `transfer` answer carries.
-const TRANSFER_LIMIT: u64 = 48 << 20;
+/// `POST /v1/transfer/file`: one output file of a spooled job that
+/// `/v1/transfer` named as streamed, as a streamed body.
+async fn transfer_file(
+    State(s): State<Schedd>,
+    caller: Caller,
+    SignedJson(req): SignedJson<TransferFileRequest>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let ad = spooled_job(&s, &caller, req.job);
+    if let Err(e) = ad {
+        return e.into_response();
+    }
+    if !andes_protocol::pool::safe_relative_name(&req.name)
+        || req.name == crate::transfer::SPOOLED_LOG
+    {
+        return ApiError::bad_request(format!("{:?} is not an output file name", req.name))
+            .into_response();
+    }
+    let dir = crate::transfer::spooled_dir(&s.spool, req.job);
+    let opened = tokio::task::spawn_blocking(move || {
+        andes_beneath::Beneath::open(&dir)
+            .map_err(|e| e.to_string())?
+            .open_file(&req.name)
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    match opened {
+        Ok(Ok((file, len))) => andes_protocol::stream::file_response(file.into_std(), len),
+        Ok(Err(e)) => ApiError::not_found(format!("no such output file: {e}")).into_response(),
+        Err(e) => ApiError::internal(e.to_string()).into_response(),
+    }
+}
+
+/// The most bytes of a spooled job's event log one `transfer` answer carries.
+const TRANSFER_LIMIT: u64 = 16 << 20;
 
 async fn transfer_done(
     State(s): State<Schedd>,

@@ -1124,7 +1124,7 @@ impl Inner {
                     // the host runs them asks the host after its restart.
                     let intent = PoolOp::Activating(self.started_attrs(&claim));
                     let sent = match self.queue.pool(ids.clone(), intent, self.clock.now()).await {
-                        Ok(()) => self.activate(&link, &req, &digest, lease).await,
+                        Ok(()) => self.activate(&link, &req, &digest, lease, Vec::new()).await,
                         Err(e) => Err(NotActivated {
                             reason: format!("recording the activation: {e}"),
                             ambiguous: false,
@@ -1328,12 +1328,14 @@ impl Inner {
         if may_have_checkpoints(&job) || job.contains("DeferralTime") {
             return None;
         }
-        let inputs = self.read_inputs(&job, None).ok()?;
+        // A job with big input files uploads them first: not for a batch.
+        let inputs = self.read_inputs(&job, None).ok().filter(|i| !i.streams())?.files;
         let lease = match job.eval_attr("JobLeaseDuration") {
             Value::Int(n) if n > 0 => n as u64,
             _ => self.cfg.job_lease,
         };
-        let more = self.batch_behind(first, ac, n - 1, claim);
+        let carried = inputs.iter().map(FileData::len).sum();
+        let more = self.batch_behind(first, ac, n - 1, claim, carried);
         let mut ids = vec![first];
         ids.extend(more.iter().map(|(id, _)| *id));
         let req = ActivateRequest {
@@ -1360,6 +1362,7 @@ impl Inner {
         ac: u32,
         n: usize,
         claim: &ClaimCtx,
+        mut carried: u64,
     ) -> Vec<(JobId, QueuedJob)> {
         if n == 0 {
             return Vec::new();
@@ -1379,7 +1382,18 @@ impl Inner {
             let fits = str_attr(&job, "CmdDigest").as_deref() == Some(digest.as_str())
                 && !may_have_checkpoints(&job)
                 && !job.contains("DeferralTime");
-            let inputs = if fits { self.read_inputs(&job, None).ok() } else { None };
+            // The batch's files travel in one message: within its budget.
+            let inputs = if fits {
+                self.read_inputs(&job, None).ok().filter(|i| !i.streams()).map(|i| i.files).filter(
+                    |f| {
+                        carried + f.iter().map(FileData::len).sum::<u64>()
+                            <= andes_protocol::pool::INLINE_BUDGET
+                    },
+                )
+            } else {
+                None
+            };
+            carried += inputs.iter().flatten().map(FileData::len).sum::<u64>();
             let Some(inputs) = inputs else {
                 // Not for a batch: it goes first on a later activation.
                 let mut st = lock(&self.state);
@@ -1556,23 +1570,30 @@ impl Inner {
             Start::Activate => {
                 let ad = host_ad(&job, &claim.slot_ad);
                 let ckpt = self.ckpt_dir(id).filter(|_| checkpoints);
-                let inputs = match self.read_inputs(&job, ckpt.as_deref()) {
-                    Ok(i) => i,
-                    Err(e) => {
-                        // Cannot start: hold it here, keep the claim.
-                        let mut attrs = ClassAd::new();
-                        attrs.insert_value("HoldReasonCode", HOLD_TRANSFER_INPUT);
-                        attrs.insert_value("HoldReasonSubCode", 0i64);
-                        attrs.insert_value("HoldReason", e.as_str());
-                        lane.send(LaneOp::Pool(id, PoolOp::Started(self.started_attrs(claim))));
-                        lane.send(LaneOp::Exited(id, attrs));
-                        // The jobs meant to follow it never went out.
-                        return (true, Some(no_report(true)));
-                    }
-                };
+                let transfer::Inputs { files: inputs, mut sources } =
+                    match self.read_inputs(&job, ckpt.as_deref()) {
+                        Ok(i) => i,
+                        Err(e) => {
+                            // Cannot start: hold it here, keep the claim.
+                            let mut attrs = ClassAd::new();
+                            attrs.insert_value("HoldReasonCode", HOLD_TRANSFER_INPUT);
+                            attrs.insert_value("HoldReasonSubCode", 0i64);
+                            attrs.insert_value("HoldReason", e.as_str());
+                            lane.send(LaneOp::Pool(id, PoolOp::Started(self.started_attrs(claim))));
+                            lane.send(LaneOp::Exited(id, attrs));
+                            // The jobs meant to follow it never went out.
+                            return (true, Some(no_report(true)));
+                        }
+                    };
                 let digest = str_attr(&job, "CmdDigest").unwrap_or_default();
-                let snapshot =
-                    if checkpoints { self.snapshot_to_send(id, module.as_ref()) } else { None };
+                let snapshot = if checkpoints {
+                    self.snapshot_to_send(id, module.as_ref()).map(|(snap, more)| {
+                        sources.extend(more);
+                        snap
+                    })
+                } else {
+                    None
+                };
                 have_snapshot = snapshot.as_ref().map(|s| s.hash.clone());
                 let resuming = snapshot.is_some();
                 let req = ActivateRequest {
@@ -1585,8 +1606,7 @@ impl Inner {
                     saved_state: self
                         .saved_state_path(id)
                         .filter(|_| checkpoints)
-                        .and_then(|p| std::fs::read(p).ok())
-                        .map(|data| andes_protocol::pool::SavedState { seq: 0, data }),
+                        .and_then(|p| saved_state_to_send(&p, &mut sources)),
                     snapshot,
                     more: Vec::new(),
                 };
@@ -1600,7 +1620,7 @@ impl Inner {
                     self.release(link, &claim.claim_id).await;
                     return (false, None);
                 }
-                match self.activate(link, &req, &digest, lease).await {
+                match self.activate(link, &req, &digest, lease, sources).await {
                     Ok(r) => {
                         let mut started = self.started_attrs(claim);
                         if resuming {
@@ -1663,7 +1683,7 @@ impl Inner {
                 // A transparent checkpoint: kept in the spool once checked,
                 // durably, and sent with the job when it next starts.
                 let stopping = snap.stopping;
-                match self.keep_snapshot(id, module, snap).await {
+                match self.keep_snapshot(link, &claim.claim_id, id, module, snap).await {
                     Ok(kept) => {
                         have_snapshot = Some(kept.hash);
                         stopped_with_snapshot |= stopping;
@@ -1678,12 +1698,21 @@ impl Inner {
                     Err(e) => tracing::warn!("job {id}: its checkpoint was not kept: {e}"),
                 }
             }
-            if let Some(st) = report.saved_state.take()
+            if let Some(mut st) = report.saved_state.take()
                 && st.seq > have_saved
             {
                 // A cooperative checkpoint: kept in the spool, durably, and
-                // sent with the job when it next starts.
-                match self.keep_saved_state(id, &st.data) {
+                // sent with the job when it next starts. A big one is fetched
+                // as a stream.
+                let fetched = match st.streamed.as_ref().map(|s| s.size) {
+                    None => Ok(()),
+                    Some(size) => {
+                        self.fetch_saved_state(link, &claim.claim_id, &mut st, size).await
+                    }
+                };
+                match fetched
+                    .and_then(|()| self.keep_saved_state(id, &st.data).map_err(|e| e.to_string()))
+                {
                     Ok(()) => {
                         have_saved = st.seq;
                         ckpts += 1;
@@ -1699,18 +1728,37 @@ impl Inner {
             if report.state == RunState::Exited {
                 let mut ending = ad_or_empty(report.ending.as_deref());
                 ending.update(&ad_or_empty(Some(&report.update)));
+                // Output files too big for the report come as streams of their
+                // own, staged here before they go where they belong.
+                let staged = if report.evicted {
+                    Ok(Staged::default())
+                } else {
+                    self.fetch_outputs(link, &claim.claim_id, &gid, &report.outputs).await
+                };
+                let (staged, transferred) = match staged {
+                    Ok(s) => (s, true),
+                    Err(e) => {
+                        if !ending.contains("HoldReasonCode") {
+                            ending.insert_value("HoldReasonCode", HOLD_TRANSFER_OUTPUT);
+                            ending.insert_value("HoldReasonSubCode", 0i64);
+                            ending.insert_value("HoldReason", e.as_str());
+                        }
+                        (Staged::default(), false)
+                    }
+                };
                 let ckpt_code = match job.eval_attr("CheckpointExitCode") {
                     Value::Int(c) => Some(c),
                     _ => None,
                 };
                 let checkpointed = !report.evicted
+                    && transferred
                     && !ending.contains("HoldReasonCode")
                     && ckpt_code.is_some()
                     && matches!(ending.eval_attr("ExitCode"), Value::Int(c) if Some(c) == ckpt_code);
                 if checkpointed && let Some(dir) = self.ckpt_dir(id) {
                     // The job saved its state and asks to run again: its files
                     // are kept in the spool and go with it next time.
-                    match save_checkpoint(&dir, &report.outputs) {
+                    match save_checkpoint(&dir, &report.outputs, &staged) {
                         Ok(()) => ending.insert_value("LastCkptTime", self.clock.now()),
                         Err(e) => tracing::warn!("job {id}: checkpoint not kept: {e}"),
                     }
@@ -1734,10 +1782,13 @@ impl Inner {
                         // keeps them for its release.
                         spool.remove_job(id);
                     }
-                    if let Err(e) = write_outputs(
+                    if !transferred {
+                        // Held for it: its outputs are not half delivered.
+                    } else if let Err(e) = write_outputs(
                         id,
                         &job,
                         &report.outputs,
+                        &staged,
                         &self.cfg.accounts,
                         self.cfg.spool.as_deref(),
                     ) {
@@ -1832,8 +1883,77 @@ impl Inner {
     }
 
     /// The job's input files (see [`read_inputs`]).
-    fn read_inputs(&self, job: &ClassAd, ckpt: Option<&Path>) -> Result<Vec<FileData>, String> {
-        read_inputs(job, ckpt, &self.cfg.accounts, &|d| self.queue.module(d).ok().flatten())
+    fn read_inputs(&self, job: &ClassAd, ckpt: Option<&Path>) -> Result<transfer::Inputs, String> {
+        read_inputs(job, ckpt, &self.cfg.accounts, &|d| self.queue.open_upload(d))
+    }
+
+    /// Fetches the output files a report names as streamed (`POST
+    /// /v1/host/output`, each written to disk as it arrives) into a staging
+    /// directory of the schedd's: under SPOOL, else the system's temporary
+    /// directory. A file that does not come whole is an error (a hold).
+    async fn fetch_outputs(
+        &self,
+        link: &Link,
+        claim_id: &str,
+        gid: &str,
+        outputs: &[FileData],
+    ) -> Result<Staged, String> {
+        let mut staged = Staged::default();
+        if outputs.iter().all(|f| f.streamed.is_none()) {
+            return Ok(staged);
+        }
+        let dir = self.staging_dir("outputs-")?;
+        for (n, f) in outputs.iter().enumerate() {
+            let Some(s) = &f.streamed else { continue };
+            let path = dir.path().join(n.to_string());
+            let req = andes_protocol::pool::OutputRequest {
+                claim_id: claim_id.to_string(),
+                job: gid.to_string(),
+                name: f.name.clone(),
+            };
+            // A transfer cut short is tried again a few times; a refusal is final.
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                let file = std::fs::File::create(&path)
+                    .map_err(|e| format!("cannot stage output file {}: {e}", f.name))?;
+                let got = link.long.download("/v1/host/output", &req, file, s.size).await;
+                let why = match got {
+                    Ok((w, _)) if w.len == s.size => break,
+                    Ok((w, _)) => format!("it came with {} bytes of its {}", w.len, s.size),
+                    Err(e) => {
+                        if matches!(e.kind, ClientErrorKind::Status { .. }) {
+                            tries = OUTPUT_TRIES;
+                        }
+                        e.to_string()
+                    }
+                };
+                if tries >= OUTPUT_TRIES {
+                    return Err(format!(
+                        "cannot transfer output file {} ({tries} tries): {why}",
+                        f.name
+                    ));
+                }
+                tracing::info!("output file {} of {gid}: {why}; trying again", f.name);
+                tokio::time::sleep(Duration::from_secs(1 << tries)).await;
+            }
+            staged.files.insert(f.name.clone(), path);
+        }
+        staged.dir = Some(dir);
+        Ok(staged)
+    }
+
+    /// A fresh directory of the schedd's for files fetched as streams: under
+    /// SPOOL (`incoming`), else the system's temporary directory. Removed when
+    /// dropped.
+    fn staging_dir(&self, prefix: &str) -> Result<tempfile::TempDir, String> {
+        let root = match self.cfg.spool.as_deref() {
+            Some(s) => s.join("incoming"),
+            None => std::env::temp_dir(),
+        };
+        std::fs::create_dir_all(&root)
+            .and_then(|()| tempfile::Builder::new().prefix(prefix).tempdir_in(&root))
+            .map_err(|e| format!("cannot stage files in {}: {e}", root.display()))
     }
 
     /// The spool's checkpoints, if the schedd has a spool.
@@ -1853,7 +1973,7 @@ impl Inner {
         &self,
         id: JobId,
         module: Option<&[u8; 32]>,
-    ) -> Option<andes_protocol::pool::SnapshotData> {
+    ) -> Option<(andes_protocol::pool::SnapshotData, crate::spool::Sources)> {
         let (spool, module) = (self.spool()?, module?);
         match spool.load_snapshot(id, module) {
             Ok(s) => s,
@@ -1869,19 +1989,89 @@ impl Inner {
     /// durably; on a worker thread, as it may be large).
     async fn keep_snapshot(
         &self,
+        link: &Link,
+        claim_id: &str,
         id: JobId,
         module: Option<[u8; 32]>,
-        snap: andes_protocol::pool::SnapshotData,
+        mut snap: andes_protocol::pool::SnapshotData,
     ) -> Result<crate::spool::Kept, String> {
         let spool = self.spool().ok_or("the schedd has no SPOOL")?;
         let module = module.ok_or("the job has no CmdDigest")?;
+        // Its big parts come as streams of their own, staged in the spool.
+        let staging = self.staging_dir("checkpoint-")?;
+        let mut staged = HashMap::new();
+        let parts = snap
+            .streamed
+            .as_ref()
+            .map(|st| (None, st.size))
+            .into_iter()
+            .chain(
+                snap.blobs
+                    .iter()
+                    .filter_map(|b| Some((Some(b.name.clone()), b.streamed.as_ref()?.size))),
+            )
+            .collect::<Vec<_>>();
+        for (n, (blob, size)) in parts.into_iter().enumerate() {
+            let path = staging.path().join(n.to_string());
+            let req = andes_protocol::pool::SnapshotFileRequest {
+                claim_id: claim_id.to_string(),
+                hash: snap.hash.clone(),
+                blob: blob.clone(),
+            };
+            let file = std::fs::File::create(&path).map_err(|e| format!("staging: {e}"))?;
+            let (w, _) = link
+                .long
+                .download("/v1/host/snapshot", &req, file, size)
+                .await
+                .map_err(|e| format!("fetching it: {e}"))?;
+            if w.len != size {
+                return Err(format!("a part came with {} of its {size} bytes", w.len));
+            }
+            match blob {
+                None => {
+                    snap.bytes = std::fs::read(&path).map_err(|e| format!("staging: {e}"))?;
+                    snap.streamed = None;
+                }
+                Some(b) => {
+                    staged.insert(b, path);
+                }
+            }
+        }
         let signers = self.cfg.snapshot_signers.clone();
         tokio::task::spawn_blocking(move || {
             let trusted = |k: &[u8; 32]| signers.as_ref().is_none_or(|s| s.contains(k));
-            spool.keep_snapshot(id, &module, &trusted, &snap)
+            let kept = spool.keep_snapshot(id, &module, &trusted, &snap, &staged);
+            drop(staging);
+            kept
         })
         .await
         .map_err(|e| format!("the task keeping it failed: {e}"))?
+    }
+
+    /// Fetches a saved state the report named as streamed into `st.data`.
+    async fn fetch_saved_state(
+        &self,
+        link: &Link,
+        claim_id: &str,
+        st: &mut andes_protocol::pool::SavedState,
+        size: u64,
+    ) -> Result<(), String> {
+        let staging = self.staging_dir("saved-")?;
+        let path = staging.path().join("state");
+        let file = std::fs::File::create(&path).map_err(|e| format!("staging: {e}"))?;
+        let req =
+            andes_protocol::pool::SavedStateRequest { claim_id: claim_id.into(), seq: st.seq };
+        let (w, _) = link
+            .long
+            .download("/v1/host/saved", &req, file, size)
+            .await
+            .map_err(|e| format!("fetching it: {e}"))?;
+        if w.len != size {
+            return Err(format!("it came with {} of its {size} bytes", w.len));
+        }
+        st.data = std::fs::read(&path).map_err(|e| format!("staging: {e}"))?;
+        st.streamed = None;
+        Ok(())
     }
 
     /// Keeps a saved state durably: written aside, synced, then renamed.
@@ -1919,8 +2109,25 @@ impl Inner {
         req: &ActivateRequest,
         digest: &str,
         lease: u64,
+        sources: Vec<(String, std::fs::File)>,
     ) -> Result<JobReport, NotActivated> {
         let definite = |reason: String| NotActivated { reason, ambiguous: false };
+        // Big input files go first, each as a stream of its own.
+        for (sha, file) in sources {
+            let path = format!("/v1/host/inputs/{sha}");
+            let claim = [(andes_protocol::pool::CLAIM_HEADER, req.claim_id.as_str())];
+            let r = link
+                .long
+                .upload(Method::PUT, &path, file, &claim)
+                .await
+                .map_err(|e| definite(format!("cannot send an input file to the host: {e}")))?;
+            if !r.status.is_success() {
+                return Err(definite(format!(
+                    "the host refused an input file: {}",
+                    r.error_reason().unwrap_or_else(|| r.status.to_string())
+                )));
+            }
+        }
         let start = tokio::time::Instant::now();
         let mut sent_module = false;
         let mut delay = Duration::from_millis(50);
@@ -1940,25 +2147,10 @@ impl Inner {
                 }
                 Err(e) if !sent_module && status_reason(&e) == Some((409, NEED_MODULE)) => {
                     sent_module = true;
-                    let bytes = self
-                        .queue
-                        .module(digest)
-                        .map_err(|e| definite(e.to_string()))?
-                        .ok_or_else(|| {
-                            definite(format!("the module {digest} is not stored here"))
-                        })?;
-                    let path = format!("/v1/host/modules/{digest}");
-                    let r = link
-                        .long
-                        .request(Method::PUT, &path, bytes.into())
+                    self.queue
+                        .send_upload(&link.long, &format!("/v1/host/modules/{digest}"), digest)
                         .await
-                        .map_err(|e| definite(format!("cannot reach the host: {e}")))?;
-                    if !r.status.is_success() {
-                        return Err(definite(format!(
-                            "the host refused the module: {}",
-                            r.error_reason().unwrap_or_default()
-                        )));
-                    }
+                        .map_err(|e| definite(format!("the module did not reach the host: {e}")))?;
                 }
                 Err(e) => {
                     return Err(match &e.kind {
@@ -2240,9 +2432,68 @@ fn matching_paren(s: &str) -> Option<usize> {
     None
 }
 
+/// A kept saved state to send with a job: carried when small; a big one named
+/// by SHA-256, its file added to `sources` for the upload before the activation.
+fn saved_state_to_send(
+    path: &Path,
+    sources: &mut crate::spool::Sources,
+) -> Option<andes_protocol::pool::SavedState> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    if len <= andes_protocol::pool::STREAM_OVER {
+        let data = std::fs::read(path).ok()?;
+        return Some(andes_protocol::pool::SavedState { seq: 0, data, streamed: None });
+    }
+    let (sha, size) = andes_protocol::stream::file_sha256(&mut file).ok()?;
+    let sha = andes_protocol::stream::hex(&sha);
+    sources.push((sha.clone(), file));
+    let streamed = Some(andes_protocol::pool::Streamed { size, sha256: Some(sha) });
+    Some(andes_protocol::pool::SavedState { seq: 0, data: Vec::new(), streamed })
+}
+
+/// How many times a streamed output file is fetched before the job is held.
+const OUTPUT_TRIES: u32 = 3;
+
+/// Output files fetched as streams, staged in a directory of the schedd's
+/// (removed when this is dropped): name → staged path.
+#[derive(Debug, Default)]
+pub(crate) struct Staged {
+    dir: Option<tempfile::TempDir>,
+    files: HashMap<String, PathBuf>,
+}
+
+impl Staged {
+    /// Puts `f` at `to` (a path of the schedd's own): its bytes, or its staged
+    /// file moved there.
+    fn place(&self, f: &FileData, to: &Path) -> std::io::Result<()> {
+        match (&f.streamed, self.files.get(&f.name)) {
+            (None, _) => std::fs::write(to, &f.data),
+            (Some(_), Some(staged)) => {
+                std::fs::rename(staged, to).or_else(|_| std::fs::copy(staged, to).map(|_| ()))
+            }
+            (Some(_), None) => {
+                Err(std::io::Error::other(format!("output file {} was not transferred", f.name)))
+            }
+        }
+    }
+
+    /// The staged files, opened (by the schedd) for copying where only the
+    /// owner may write.
+    fn open(&self) -> Result<HashMap<String, std::fs::File>, String> {
+        self.files
+            .iter()
+            .map(|(n, p)| {
+                std::fs::File::open(p)
+                    .map(|f| (n.clone(), f))
+                    .map_err(|e| format!("staged output file {n}: {e}"))
+            })
+            .collect()
+    }
+}
+
 /// Keeps a checkpointing job's files (all but its streams) in `dir`,
 /// replacing the previous checkpoint whole.
-fn save_checkpoint(dir: &Path, outputs: &[FileData]) -> std::io::Result<()> {
+fn save_checkpoint(dir: &Path, outputs: &[FileData], staged: &Staged) -> std::io::Result<()> {
     let tmp = dir.with_extension("new");
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
@@ -2257,7 +2508,7 @@ fn save_checkpoint(dir: &Path, outputs: &[FileData]) -> std::io::Result<()> {
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        std::fs::write(p, &f.data)?;
+        staged.place(f, &p)?;
     }
     let _ = std::fs::remove_dir_all(dir);
     std::fs::rename(&tmp, dir)
@@ -2272,27 +2523,21 @@ fn read_inputs(
     job: &ClassAd,
     ckpt: Option<&Path>,
     accounts: &Accounts,
-    uploads: &dyn Fn(&str) -> Option<Vec<u8>>,
-) -> Result<Vec<FileData>, String> {
+    uploads: &dyn Fn(&str) -> Option<std::fs::File>,
+) -> Result<transfer::Inputs, String> {
     let limit = transfer::input_limit(job);
     let mut out = if transfer::is_spooled(job) {
         let list = str_attr(job, transfer::SPOOLED_INPUT).unwrap_or_default();
-        let mut out = Vec::new();
+        let mut out = transfer::Inputs::default();
         let mut total = 0u64;
         for (name, digest) in transfer::spooled_inputs(&list) {
             if !andes_protocol::pool::safe_relative_name(&name) {
                 return Err(format!("the spooled input file name {name:?} is not allowed"));
             }
-            let data = uploads(&digest)
+            let file = uploads(&digest)
                 .ok_or_else(|| format!("the spooled input file {name} ({digest}) is not stored"))?;
-            total += data.len() as u64;
-            if total > limit {
-                return Err(format!(
-                    "the input files exceed the job's RequestDisk ({} KiB)",
-                    limit / 1024
-                ));
-            }
-            out.push(FileData { name, data });
+            let len = file.metadata().map_err(|e| format!("spooled input {name}: {e}"))?.len();
+            out.add(name, file, len, &mut total, limit)?;
         }
         out
     } else {
@@ -2315,22 +2560,32 @@ fn write_outputs(
     id: JobId,
     job: &ClassAd,
     outputs: &[FileData],
+    staged: &Staged,
     accounts: &Accounts,
     spool: Option<&Path>,
 ) -> Result<(), String> {
     if transfer::is_spooled(job) {
         let spool = spool.ok_or("the schedd has no SPOOL for a spooled job's output")?;
-        return transfer::keep_spooled_outputs(&transfer::spooled_dir(spool, id), outputs);
+        return transfer::keep_spooled_outputs(
+            &transfer::spooled_dir(spool, id),
+            outputs,
+            &staged.files,
+        );
     }
     let owner = str_attr(job, "Owner").unwrap_or_default();
     let access = accounts.access(&owner);
-    Accounts::run(&access, || transfer::write_outputs(job, outputs))?
+    let mut opened = staged.open()?;
+    Accounts::run(&access, || transfer::write_outputs(job, outputs, &mut opened))?
 }
 
 /// The files of a job's own last checkpoint (`ckpt`, in the schedd's spool),
 /// which replace input files of the same name in `out`; `total` and `limit`
 /// are the bytes so far and at most.
-fn add_checkpoint_files(ckpt: &Path, out: &mut Vec<FileData>, limit: u64) -> Result<(), String> {
+fn add_checkpoint_files(
+    ckpt: &Path,
+    inputs: &mut transfer::Inputs,
+    limit: u64,
+) -> Result<(), String> {
     if !ckpt.is_dir() {
         return Ok(());
     }
@@ -2340,15 +2595,11 @@ fn add_checkpoint_files(ckpt: &Path, out: &mut Vec<FileData>, limit: u64) -> Res
         .walk("", transfer::MAX_INPUT_FILES)
         .map_err(|e| format!("cannot read the checkpoint {}: {e}", ckpt.display()))?;
     for e in found.into_iter().filter(|e| e.kind == andes_beneath::Kind::File) {
-        out.retain(|f| f.name != e.path);
-        let total: u64 = out.iter().map(|f| f.data.len() as u64).sum();
-        let data = b.read(&e.path, limit.saturating_sub(total)).map_err(|err| match err {
-            andes_beneath::Refused::TooLarge { .. } => {
-                format!("the input files exceed the job's RequestDisk ({} KiB)", limit / 1024)
-            }
-            err => format!("cannot read the checkpoint: {err}"),
-        })?;
-        out.push(FileData { name: e.path, data });
+        inputs.files.retain(|f| f.name != e.path);
+        let mut total: u64 = inputs.files.iter().map(FileData::len).sum();
+        let (file, len) =
+            b.open_file(&e.path).map_err(|err| format!("cannot read the checkpoint: {err}"))?;
+        inputs.add(e.path, file.into_std(), len, &mut total, limit)?;
     }
     Ok(())
 }
@@ -2545,22 +2796,26 @@ mod tests {
         // Every owner is the schedd's own account here.
         let own = Accounts::fixed("tester", false, "* = tester", |_| None).unwrap();
         let none = |_: &str| None;
-        let mut names: Vec<_> =
-            read_inputs(&job, None, &own, &none).unwrap().into_iter().map(|f| f.name).collect();
+        let mut names: Vec<_> = read_inputs(&job, None, &own, &none)
+            .unwrap()
+            .files
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
         names.sort();
         assert_eq!(names, ["_andes_stdin", "d/x", "data.txt"]);
         let outputs = vec![
-            FileData { name: STDOUT_NAME.into(), data: b"hello".to_vec() },
-            FileData { name: STDERR_NAME.into(), data: b"oops".to_vec() },
-            FileData { name: "result".into(), data: b"42".to_vec() },
+            FileData::inline(STDOUT_NAME, b"hello".to_vec()),
+            FileData::inline(STDERR_NAME, b"oops".to_vec()),
+            FileData::inline("result", b"42".to_vec()),
         ];
         let id = JobId::new(1, 0);
-        write_outputs(id, &job, &outputs, &own, None).unwrap();
+        write_outputs(id, &job, &outputs, &Staged::default(), &own, None).unwrap();
         assert_eq!(std::fs::read(iwd.join("out/job.out")).unwrap(), b"hello");
         assert_eq!(std::fs::read(iwd.join("job.err")).unwrap(), b"oops");
         assert_eq!(std::fs::read(iwd.join("result")).unwrap(), b"42");
-        let bad = vec![FileData { name: "../escape".into(), data: vec![] }];
-        assert!(write_outputs(id, &job, &bad, &own, None).is_err());
+        let bad = vec![FileData::inline("../escape", vec![])];
+        assert!(write_outputs(id, &job, &bad, &Staged::default(), &own, None).is_err());
         // Over RequestDisk (1 KiB).
         std::fs::write(iwd.join("data.txt"), vec![0u8; 2048]).unwrap();
         assert!(read_inputs(&job, None, &own, &none).unwrap_err().contains("RequestDisk"));
@@ -2574,13 +2829,19 @@ mod tests {
         let files = |pairs: &[(&str, &str)]| -> Vec<FileData> {
             pairs
                 .iter()
-                .map(|(n, d)| FileData { name: n.to_string(), data: d.as_bytes().to_vec() })
+                .map(|(n, d)| FileData::inline(n.to_string(), d.as_bytes().to_vec()))
                 .collect()
         };
-        save_checkpoint(&ckpt, &files(&[("partial.txt", "1"), ("old.txt", "x")])).unwrap();
+        save_checkpoint(
+            &ckpt,
+            &files(&[("partial.txt", "1"), ("old.txt", "x")]),
+            &Staged::default(),
+        )
+        .unwrap();
         save_checkpoint(
             &ckpt,
             &files(&[("partial.txt", "2"), (STDOUT_NAME, "out"), ("sub/state", "s")]),
+            &Staged::default(),
         )
         .unwrap();
         std::fs::write(dir.path().join("partial.txt"), "stale input").unwrap();
@@ -2589,6 +2850,7 @@ mod tests {
         let own = Accounts::fixed("tester", false, "* = tester", |_| None).unwrap();
         let mut got: Vec<(String, String)> = read_inputs(&job, Some(&ckpt), &own, &|_| None)
             .unwrap()
+            .files
             .into_iter()
             .map(|f| (f.name, String::from_utf8(f.data).unwrap()))
             .collect();

@@ -14,10 +14,13 @@
 //! synced before the snapshot, which replaces the last one atomically, so
 //! the spool always holds one whole snapshot or the previous one.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use andes_protocol::pool::{FileData, SnapshotData};
+use andes_protocol::pool::{FileData, INLINE_BUDGET, STREAM_OVER, SnapshotData, Streamed};
+
+/// Files to upload before an activation: SHA-256 (hex) → the open file.
+pub type Sources = Vec<(String, std::fs::File)>;
 use andes_snapshot::BlobStore;
 
 use crate::job::JobId;
@@ -83,6 +86,7 @@ impl Spool {
         module: &[u8; 32],
         trusted: Trust<'_>,
         snap: &SnapshotData,
+        staged: &HashMap<String, PathBuf>,
     ) -> Result<Kept, String> {
         if andes_snapshot::stored_hash(&snap.bytes).as_deref() != Some(snap.hash.as_str()) {
             return Err(format!("it is not an andes snapshot with hash {}", snap.hash));
@@ -104,6 +108,21 @@ impl Spool {
                 continue;
             }
             match snap.blobs.iter().find(|b| b.name == f.blake3) {
+                Some(b) if b.streamed.is_some() => {
+                    // Fetched to a staging file: stored, checked as it is.
+                    let from = staged
+                        .get(&f.blake3)
+                        .ok_or_else(|| format!("file {}: its content was not fetched", f.path))?;
+                    let (hash, size) = store
+                        .put_file(from)
+                        .map_err(|e| format!("cannot keep a file content: {e}"))?;
+                    if hash != f.blake3 || size != f.size {
+                        return Err(format!(
+                            "file {}: its content does not match its hash",
+                            f.path
+                        ));
+                    }
+                }
                 Some(b) => {
                     if andes_snapshot::blob_hash(&b.data) != f.blake3
                         || b.data.len() as u64 != f.size
@@ -141,7 +160,7 @@ impl Spool {
         &self,
         id: JobId,
         module: &[u8; 32],
-    ) -> Result<Option<SnapshotData>, String> {
+    ) -> Result<Option<(SnapshotData, Sources)>, String> {
         let bytes = match std::fs::read(self.snapshot_path(id)) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -156,15 +175,47 @@ impl Spool {
         }
         let store = BlobStore::open(&self.blobs_dir(id), true)
             .map_err(|e| format!("cannot open its file store: {e}"))?;
+        // Small parts ride in the activation (within its budget); big ones are
+        // uploaded to the host as streams first (named by SHA-256).
+        let mut sources: Sources = Vec::new();
+        let mut streamed = |path: &Path, what: &str| -> Result<Streamed, String> {
+            let mut file = std::fs::File::open(path).map_err(|e| format!("{what}: {e}"))?;
+            let (sha, size) = andes_protocol::stream::file_sha256(&mut file)
+                .map_err(|e| format!("{what}: {e}"))?;
+            let sha = andes_protocol::stream::hex(&sha);
+            sources.push((sha.clone(), file));
+            Ok(Streamed { size, sha256: Some(sha) })
+        };
         let mut blobs: Vec<FileData> = Vec::new();
+        let mut carried = 0u64;
         for f in &seen.header.files {
             if blobs.iter().any(|b| b.name == f.blake3) {
                 continue;
             }
+            if f.size > STREAM_OVER || carried + f.size > INLINE_BUDGET {
+                let what = format!("file {}", f.path);
+                let st = streamed(&store.path(&f.blake3), &what)?;
+                if st.size != f.size {
+                    return Err(format!("{what}: its content is not the size it was kept at"));
+                }
+                blobs.push(FileData {
+                    name: f.blake3.clone(),
+                    data: Vec::new(),
+                    streamed: Some(st),
+                });
+                continue;
+            }
             let data = store.read(&f.blake3).map_err(|e| format!("file {}: {e}", f.path))?;
-            blobs.push(FileData { name: f.blake3.clone(), data });
+            carried += data.len() as u64;
+            blobs.push(FileData::inline(f.blake3.clone(), data));
         }
-        Ok(Some(SnapshotData { hash: seen.hash, bytes, blobs, stopping: false }))
+        let (bytes, big) = if bytes.len() as u64 > STREAM_OVER {
+            (Vec::new(), Some(streamed(&self.snapshot_path(id), "the snapshot")?))
+        } else {
+            (bytes, None)
+        };
+        let data = SnapshotData { hash: seen.hash, bytes, streamed: big, blobs, stopping: false };
+        Ok(Some((data, sources)))
     }
 
     /// Forgets job `id`'s snapshot and its contents.
@@ -218,7 +269,7 @@ mod tests {
                 size: data.len() as u64,
                 blake3: hash.clone(),
             });
-            blobs.push(FileData { name: hash, data: data.to_vec() });
+            blobs.push(FileData::inline(hash, data.to_vec()));
         }
         let mut b = Builder::new(h);
         b.memory(&[1u8; 65536], &[]);
@@ -229,6 +280,7 @@ mod tests {
         SnapshotData {
             hash: andes_snapshot::stored_hash(&bytes).unwrap(),
             bytes,
+            streamed: None,
             blobs,
             stopping: false,
         }
@@ -243,7 +295,7 @@ mod tests {
         let id = JobId { cluster: 3, proc: 1 };
         let (b1, blobs1) = snapshot(&host, &MODULE, &[("in.txt", b"input"), ("out.txt", b"12")]);
         let first = data(b1, blobs1);
-        let kept = spool.keep_snapshot(id, &MODULE, &trusted, &first).unwrap();
+        let kept = spool.keep_snapshot(id, &MODULE, &trusted, &first, &HashMap::new()).unwrap();
         assert_eq!(kept.platform, "andes-snapshot-1/instrumentation-1");
         assert_eq!(spool.snapshot_hash(id), Some(first.hash.clone()));
         // The next one carries only what changed: the input is already here.
@@ -251,9 +303,9 @@ mod tests {
             snapshot(&host, &MODULE, &[("in.txt", b"input"), ("out.txt", b"1234")]);
         blobs2.retain(|b| b.data != b"input");
         let second = data(b2, blobs2);
-        let kept = spool.keep_snapshot(id, &MODULE, &trusted, &second).unwrap();
+        let kept = spool.keep_snapshot(id, &MODULE, &trusted, &second, &HashMap::new()).unwrap();
         assert_eq!(kept.bytes, second.bytes.len() as u64 + 5 + 4);
-        let loaded = spool.load_snapshot(id, &MODULE).unwrap().unwrap();
+        let loaded = spool.load_snapshot(id, &MODULE).unwrap().unwrap().0;
         assert_eq!(loaded.hash, second.hash);
         let mut got: Vec<Vec<u8>> = loaded.blobs.iter().map(|b| b.data.clone()).collect();
         got.sort();
@@ -262,7 +314,7 @@ mod tests {
         let names = std::fs::read_dir(spool.blobs_dir(id)).unwrap().count();
         assert_eq!(names, 2);
         spool.remove_job(id);
-        assert_eq!(spool.load_snapshot(id, &MODULE).unwrap(), None);
+        assert!(spool.load_snapshot(id, &MODULE).unwrap().is_none());
     }
 
     #[test]
@@ -275,29 +327,33 @@ mod tests {
         let id = JobId { cluster: 1, proc: 0 };
         let (b, blobs) = snapshot(&host, &MODULE, &[("a", b"aaa")]);
         let good = data(b, blobs);
-        spool.keep_snapshot(id, &MODULE, &trusted, &good).unwrap();
+        spool.keep_snapshot(id, &MODULE, &trusted, &good, &HashMap::new()).unwrap();
 
         let (b, blobs) = snapshot(&stranger, &MODULE, &[("a", b"bbb")]);
-        let e = spool.keep_snapshot(id, &MODULE, &trusted, &data(b, blobs)).unwrap_err();
+        let e = spool
+            .keep_snapshot(id, &MODULE, &trusted, &data(b, blobs), &HashMap::new())
+            .unwrap_err();
         assert!(e.contains("does not trust"), "{e}");
         let (b, blobs) = snapshot(&host, &[6; 32], &[("a", b"bbb")]);
-        let e = spool.keep_snapshot(id, &MODULE, &trusted, &data(b, blobs)).unwrap_err();
+        let e = spool
+            .keep_snapshot(id, &MODULE, &trusted, &data(b, blobs), &HashMap::new())
+            .unwrap_err();
         assert!(e.contains("module"), "{e}");
         let (b, blobs) = snapshot(&host, &MODULE, &[("a", b"bbb"), ("c", b"ccc")]);
         let mut missing = data(b.clone(), blobs.clone());
         missing.blobs.pop();
-        let e = spool.keep_snapshot(id, &MODULE, &trusted, &missing).unwrap_err();
+        let e = spool.keep_snapshot(id, &MODULE, &trusted, &missing, &HashMap::new()).unwrap_err();
         assert!(e.contains("was not sent"), "{e}");
         let mut wrong = data(b.clone(), blobs);
         wrong.blobs[0].data = b"xxx".to_vec();
-        let e = spool.keep_snapshot(id, &MODULE, &trusted, &wrong).unwrap_err();
+        let e = spool.keep_snapshot(id, &MODULE, &trusted, &wrong, &HashMap::new()).unwrap_err();
         assert!(e.contains("does not match"), "{e}");
         let mut flipped = data(b, Vec::new());
         flipped.bytes[40] ^= 1;
-        assert!(spool.keep_snapshot(id, &MODULE, &trusted, &flipped).is_err());
+        assert!(spool.keep_snapshot(id, &MODULE, &trusted, &flipped, &HashMap::new()).is_err());
 
         assert_eq!(spool.snapshot_hash(id), Some(good.hash.clone()));
-        assert_eq!(spool.load_snapshot(id, &MODULE).unwrap().unwrap(), good);
+        assert_eq!(spool.load_snapshot(id, &MODULE).unwrap().unwrap().0, good);
     }
 
     #[test]
@@ -309,7 +365,7 @@ mod tests {
         let id = JobId { cluster: 2, proc: 0 };
         let (b, blobs) = snapshot(&host, &MODULE, &[("a", b"aaa")]);
         let snap = data(b, blobs);
-        spool.keep_snapshot(id, &MODULE, &trusted, &snap).unwrap();
+        spool.keep_snapshot(id, &MODULE, &trusted, &snap, &HashMap::new()).unwrap();
         assert!(spool.load_snapshot(id, &[9; 32]).unwrap_err().contains("module"));
         let blob = spool.blobs_dir(id).join(&snap.blobs[0].name);
         std::fs::write(&blob, b"AAA").unwrap();

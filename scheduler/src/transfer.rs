@@ -14,6 +14,7 @@
 //!   with `andes transfer-data` (condor_transfer_data). The schedd never
 //!   touches the submitter's paths for such a job.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use andes_beneath::{Beneath, Kind};
@@ -117,21 +118,101 @@ pub fn input_files(job: &ClassAd) -> Result<Vec<(String, PathBuf)>, String> {
     Ok(out)
 }
 
-/// Reads `files` (as [`input_files`] lists them), at most `limit` bytes in all.
-pub fn read_files(files: &[(String, PathBuf)], limit: u64) -> Result<Vec<FileData>, String> {
-    let mut out = Vec::with_capacity(files.len());
-    let mut total = 0u64;
-    for (name, path) in files {
-        let data = std::fs::read(path)
-            .map_err(|e| format!("cannot read input file {}: {e}", path.display()))?;
-        total += data.len() as u64;
-        if total > limit {
+/// A job's input files: those small enough to travel in the activation, and
+/// the big ones ([`andes_protocol::pool::STREAM_OVER`]) named by SHA-256, each
+/// with its file open for the upload that goes before the activation.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    /// Every input file, in order (the big ones as streamed).
+    pub files: Vec<FileData>,
+    /// The big ones' contents: SHA-256 (hex) → the open file.
+    pub sources: Vec<(String, std::fs::File)>,
+}
+
+impl Inputs {
+    /// Adds a file opened for reading (`len` bytes): carried when small
+    /// (and the files carried stay within [`andes_protocol::pool::INLINE_BUDGET`]),
+    /// else streamed. `total` and `limit` bound the bytes of all.
+    pub fn add(
+        &mut self,
+        name: String,
+        mut file: std::fs::File,
+        len: u64,
+        total: &mut u64,
+        limit: u64,
+    ) -> Result<(), String> {
+        *total = total.saturating_add(len);
+        if *total > limit {
             return Err(format!(
                 "the input files exceed the job's RequestDisk ({} KiB)",
                 limit / 1024
             ));
         }
-        out.push(FileData { name: name.clone(), data });
+        let inline: u64 = self.files.iter().map(|f| f.data.len() as u64).sum();
+        if len > andes_protocol::pool::STREAM_OVER
+            || inline + len > andes_protocol::pool::INLINE_BUDGET
+        {
+            let (sha, len) = andes_protocol::stream::file_sha256(&mut file)
+                .map_err(|e| format!("cannot read input file {name}: {e}"))?;
+            let sha = andes_protocol::stream::hex(&sha);
+            self.files.push(FileData::streamed(name, len, Some(sha.clone())));
+            self.sources.push((sha, file));
+        } else {
+            use std::io::Read;
+            let mut data = Vec::with_capacity(len as usize);
+            file.take(andes_protocol::pool::STREAM_OVER + 1)
+                .read_to_end(&mut data)
+                .map_err(|e| format!("cannot read input file {name}: {e}"))?;
+            self.files.push(FileData::inline(name, data));
+        }
+        Ok(())
+    }
+
+    /// True when some file is streamed.
+    pub fn streams(&self) -> bool {
+        !self.sources.is_empty()
+    }
+
+    /// Every file with its bytes in memory (for a destination that takes whole
+    /// bodies only: the schedd's upload store).
+    pub fn into_inline(self) -> Result<Vec<FileData>, String> {
+        use std::io::Read;
+        let sources: HashMap<String, std::fs::File> = self.sources.into_iter().collect();
+        let mut out = Vec::with_capacity(self.files.len());
+        for f in self.files {
+            let Some(s) = &f.streamed else {
+                out.push(f);
+                continue;
+            };
+            let sha = s.sha256.clone().unwrap_or_default();
+            let mut data = Vec::new();
+            let mut file = sources
+                .get(&sha)
+                .and_then(|f| f.try_clone().ok())
+                .ok_or_else(|| format!("input file {} is not open", f.name))?;
+            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0))
+                .and_then(|_| file.read_to_end(&mut data))
+                .map_err(|e| format!("cannot read input file {}: {e}", f.name))?;
+            out.push(FileData::inline(f.name, data));
+        }
+        Ok(out)
+    }
+}
+
+/// Opens `files` (as [`input_files`] lists them), at most `limit` bytes in all:
+/// small ones read, big ones left open for streaming. Call it with the owner's
+/// rights: the files are opened with them.
+pub fn read_files(files: &[(String, PathBuf)], limit: u64) -> Result<Inputs, String> {
+    let mut out = Inputs::default();
+    let mut total = 0u64;
+    for (name, path) in files {
+        let file = std::fs::File::open(path)
+            .map_err(|e| format!("cannot read input file {}: {e}", path.display()))?;
+        let len = file
+            .metadata()
+            .map_err(|e| format!("cannot read input file {}: {e}", path.display()))?
+            .len();
+        out.add(name.clone(), file, len, &mut total, limit)?;
     }
     Ok(out)
 }
@@ -152,16 +233,27 @@ pub fn output_path(job: &ClassAd, name: &str) -> Result<Option<PathBuf>, String>
 }
 
 /// Writes the output files into the submitter's directories (the streams to
-/// `Out` and `Err`, the rest into `Iwd`). Call it with the owner's rights.
-pub fn write_outputs(job: &ClassAd, outputs: &[FileData]) -> Result<(), String> {
+/// `Out` and `Err`, the rest into `Iwd`): their bytes, or for a streamed one
+/// the contents of its staged file in `staged` (opened by the schedd, copied
+/// here). Call it with the owner's rights.
+pub fn write_outputs(
+    job: &ClassAd,
+    outputs: &[FileData],
+    staged: &mut HashMap<String, std::fs::File>,
+) -> Result<(), String> {
     for f in outputs {
         let Some(target) = output_path(job, &f.name)? else { continue };
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)
                 .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         }
-        std::fs::write(&target, &f.data)
-            .map_err(|e| format!("cannot write output file {}: {e}", target.display()))?;
+        let written = match (&f.streamed, staged.get_mut(&f.name)) {
+            (None, _) => std::fs::write(&target, &f.data),
+            (Some(_), Some(from)) => std::fs::File::create(&target)
+                .and_then(|mut to| std::io::copy(from, &mut to).map(|_| ())),
+            (Some(_), None) => Err(std::io::Error::other("it was not transferred")),
+        };
+        written.map_err(|e| format!("cannot write output file {}: {e}", target.display()))?;
     }
     Ok(())
 }
@@ -173,18 +265,38 @@ pub fn spooled_dir(spool: &Path, id: JobId) -> PathBuf {
 
 /// Keeps a spooled job's output files in its spool directory (under their
 /// sandbox names), following no link.
-pub fn keep_spooled_outputs(dir: &Path, outputs: &[FileData]) -> Result<(), String> {
+pub fn keep_spooled_outputs(
+    dir: &Path,
+    outputs: &[FileData],
+    staged: &HashMap<String, PathBuf>,
+) -> Result<(), String> {
     let b = Beneath::create(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for f in outputs {
         if !safe_relative_name(&f.name) || f.name == SPOOLED_LOG {
             return Err(format!("the host sent an output file named {:?}", f.name));
         }
-        b.write_atomic(&f.name, &f.data, true).map_err(|e| format!("spooling output {e}"))?;
+        if f.streamed.is_none() {
+            b.write_atomic(&f.name, &f.data, true).map_err(|e| format!("spooling output {e}"))?;
+            continue;
+        }
+        // A streamed one, staged under SPOOL too: moved in, synced.
+        let from = staged
+            .get(&f.name)
+            .ok_or_else(|| format!("output file {} was not transferred", f.name))?;
+        if let Some((parent, _)) = f.name.rsplit_once('/') {
+            b.create_dirs(parent).map_err(|e| format!("spooling output {e}"))?;
+        }
+        let moved = std::fs::File::open(from).and_then(|x| x.sync_all()).and_then(|()| {
+            std::fs::rename(from, dir.join(&f.name))
+                .or_else(|_| std::fs::copy(from, dir.join(&f.name)).map(|_| ()))
+        });
+        moved.map_err(|e| format!("spooling output {}: {e}", f.name))?;
     }
     Ok(())
 }
 
-/// A spooled job's kept output files and its event log's text.
+/// A spooled job's kept output files (the small ones' bytes, the big ones
+/// named as streamed) and its event log's text (at most `limit` bytes).
 pub fn spooled_outputs(dir: &Path, limit: u64) -> Result<(Vec<FileData>, String), String> {
     let b = match Beneath::open(dir) {
         Ok(b) => b,
@@ -195,19 +307,25 @@ pub fn spooled_outputs(dir: &Path, limit: u64) -> Result<(Vec<FileData>, String)
     };
     let mut files = Vec::new();
     let mut log = String::new();
-    let mut total = 0u64;
+    let mut carried = 0u64;
     for e in b.walk("", MAX_INPUT_FILES).map_err(|e| e.to_string())? {
         let last = e.path.rsplit('/').next().unwrap_or(&e.path);
         // A write cut short leaves its temporary file (`.NAME.tmpPID`) behind.
         if e.kind != Kind::File || (last.starts_with('.') && last.contains(".tmp")) {
             continue;
         }
-        let data = b.read(&e.path, limit.saturating_sub(total)).map_err(|e| e.to_string())?;
-        total += data.len() as u64;
         if e.path == SPOOLED_LOG {
+            let data = b.read(&e.path, limit).map_err(|e| e.to_string())?;
             log = String::from_utf8_lossy(&data).into_owned();
+        } else if e.len > andes_protocol::pool::STREAM_OVER
+            || carried + e.len > andes_protocol::pool::INLINE_BUDGET
+        {
+            // Fetched on its own, as a stream.
+            files.push(FileData::streamed(e.path, e.len, None));
         } else {
-            files.push(FileData { name: e.path, data });
+            let data = b.read(&e.path, e.len).map_err(|e| e.to_string())?;
+            carried += data.len() as u64;
+            files.push(FileData::inline(e.path, data));
         }
     }
     Ok((files, log))

@@ -78,14 +78,29 @@ async fn spool_inputs(
     let mut sent = std::collections::HashSet::new();
     for (i, job) in jobs.iter_mut().enumerate() {
         let files = transfer::input_files(job).map_err(|e| anyhow!("job {i}: {e}"))?;
-        let data = transfer::read_files(&files, transfer::input_limit(job))
+        let inputs = transfer::read_files(&files, transfer::input_limit(job))
             .map_err(|e| anyhow!("job {i}: {e}"))?;
-        let mut list = Vec::with_capacity(data.len());
-        for f in data {
-            let digest = andes_scheduler::queue::module_digest(&f.data);
+        let mut sources: std::collections::HashMap<String, std::fs::File> =
+            inputs.sources.into_iter().collect();
+        let mut list = Vec::with_capacity(inputs.files.len());
+        for f in inputs.files {
+            let digest = match &f.streamed {
+                Some(s) => format!("sha256:{}", s.sha256.clone().unwrap_or_default()),
+                None => andes_scheduler::queue::module_digest(&f.data),
+            };
             if sent.insert(digest.clone()) {
                 let path = format!("/v1/uploads/{digest}");
-                let r = c.request(http::Method::PUT, &path, f.data.into()).await?;
+                // Big files as streams (read from disk as they go), small ones whole.
+                let r = match &f.streamed {
+                    Some(s) => {
+                        let sha = s.sha256.clone().unwrap_or_default();
+                        let file = sources
+                            .remove(&sha)
+                            .ok_or_else(|| anyhow!("input file {} is not open", f.name))?;
+                        c.upload(http::Method::PUT, &path, file, &[]).await?
+                    }
+                    None => c.upload_bytes(http::Method::PUT, &path, f.data.into(), &[]).await?,
+                };
                 if !r.status.is_success() {
                     return Err(anyhow!(
                         "uploading input file {} failed: {}",
@@ -162,7 +177,9 @@ pub fn run(args: SubmitArgs) -> Result<ExitCode> {
             let path = format!("/v1/modules/{}", m.digest);
             let have = c.get(&path).await?;
             if have.status == http::StatusCode::NOT_FOUND {
-                let r = c.request(http::Method::PUT, &path, m.bytes.clone().into()).await?;
+                // A streamed body, written to disk by the schedd as it arrives.
+                let r =
+                    c.upload_bytes(http::Method::PUT, &path, m.bytes.clone().into(), &[]).await?;
                 if !r.status.is_success() {
                     return Err(anyhow!(
                         "uploading {} failed: {}",

@@ -7,7 +7,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use andes_scheduler::api::{
-    ChangeReport, QueryReply, QueryRequest, TransferDoneRequest, TransferReply, TransferRequest,
+    ChangeReport, QueryReply, QueryRequest, TransferDoneRequest, TransferFileRequest,
+    TransferReply, TransferRequest,
 };
 use andes_scheduler::job::JobId;
 use andes_scheduler::transfer;
@@ -73,7 +74,32 @@ pub fn run(args: TransferArgs) -> Result<ExitCode> {
                 .call(http::Method::POST, "/v1/transfer", Some(&TransferRequest { job: id }))
                 .await?;
             let ad = classad::parse_ad(&r.ad).map_err(|e| anyhow!("job {id}'s ad: {e}"))?;
-            write_output(&ad, &r).with_context(|| format!("job {id}"))?;
+            // Big files come as streams of their own, staged before they go in place.
+            let staging = tempfile::tempdir().context("a staging directory")?;
+            let mut staged = std::collections::HashMap::new();
+            for (n, f) in r.files.iter().enumerate() {
+                let Some(s) = &f.streamed else { continue };
+                let p = staging.path().join(n.to_string());
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&p)
+                    .with_context(|| format!("{}", p.display()))?;
+                let req = TransferFileRequest { job: id, name: f.name.clone() };
+                let (w, mut file) = c.download("/v1/transfer/file", &req, file, s.size).await?;
+                if w.len != s.size {
+                    bail!(
+                        "job {id}: output file {} came with {} of its {} bytes",
+                        f.name,
+                        w.len,
+                        s.size
+                    );
+                }
+                std::io::Seek::rewind(&mut file)?;
+                staged.insert(f.name.clone(), file);
+            }
+            write_output(&ad, &r, &mut staged).with_context(|| format!("job {id}"))?;
             println!("Fetched the output of job {id} ({} files).", r.files.len());
             fetched.push(id);
         }
@@ -94,8 +120,12 @@ pub fn run(args: TransferArgs) -> Result<ExitCode> {
 /// Writes a spooled job's output where it would have gone without `--spool`:
 /// its streams to `Out` and `Err`, other files into `Iwd`, its events
 /// appended to its `UserLog`.
-fn write_output(ad: &classad::ClassAd, r: &TransferReply) -> Result<()> {
-    transfer::write_outputs(ad, &r.files).map_err(|e| anyhow!(e))?;
+fn write_output(
+    ad: &classad::ClassAd,
+    r: &TransferReply,
+    staged: &mut std::collections::HashMap<String, std::fs::File>,
+) -> Result<()> {
+    transfer::write_outputs(ad, &r.files, staged).map_err(|e| anyhow!(e))?;
     if !r.log.is_empty()
         && let Some(path) = andes_scheduler::eventlog::log_path(ad)
     {

@@ -12,7 +12,8 @@ use crate::expand::{Module, Run, resolve};
 use crate::macros::Origin;
 
 /// Largest executable read, in bytes.
-const MAX_MODULE_LEN: u64 = 512 << 20;
+/// The largest module a job may name, bytes (the pool's `MAX_MODULE` too).
+pub const MAX_MODULE_LEN: u64 = 512 << 20;
 /// How deep and how many entries an input directory is walked for its size.
 const MAX_DIR_DEPTH: usize = 16;
 const MAX_DIR_ENTRIES: usize = 100_000;

@@ -272,9 +272,18 @@ impl Pool {
     pub fn submit(&self, user: &str, name: &str, text: &str) {
         let wasm = self.path().join("jobs");
         std::fs::create_dir_all(&wasm).unwrap();
-        for s in
-            ["hello", "exit_code", "sleeper", "spin", "primes", "vacate", "stamp", "coop", "digest"]
-        {
+        for s in [
+            "hello",
+            "exit_code",
+            "sleeper",
+            "spin",
+            "primes",
+            "vacate",
+            "stamp",
+            "coop",
+            "digest",
+            "copyfile",
+        ] {
             let dst = wasm.join(format!("{s}.wasm"));
             if !dst.exists() {
                 std::fs::copy(sample(s), dst).unwrap();

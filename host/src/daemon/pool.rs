@@ -18,14 +18,14 @@ use andes_protocol::pool::{
     FileData, JobEnd, JobReport, MatchNotice, NEED_MODULE, ReleaseRequest, RunState, SnapshotData,
     WaitRequest, WithdrawReply, WithdrawRequest,
 };
-use andes_protocol::{ApiError, Auth, Caller, Role, SignedJson, VerifiedBody};
+use andes_protocol::{ApiError, Auth, Caller, Role, SignedJson};
 use andes_startd::SlotId;
 use axum::Router;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::response::IntoResponse;
+use axum::routing::{get, post, put};
 use classad::{ClassAd, Value};
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use super::Remote;
@@ -80,6 +80,35 @@ pub struct Report {
     pub ended: Arc<Vec<JobEnd>>,
     /// Jobs of the activation still queued on the claim.
     pub queued: u32,
+    /// The sandboxes of this activation's jobs that hold output files too big
+    /// for a report ([`pool::STREAM_OVER`]), by GlobalJobId: the shadow fetches
+    /// each with `POST /v1/host/output`. Dropped (and removed) with the report
+    /// at the claim's next activation or when its final report goes.
+    pub kept: Arc<HashMap<String, Arc<KeptOutputs>>>,
+}
+
+/// An ended job's sandbox kept for the output files its report names as
+/// streamed (`EXECUTE/out_<slot>_<n>`): removed when the last report naming it
+/// is gone.
+#[derive(Debug)]
+pub struct KeptOutputs {
+    /// The sandbox, renamed.
+    pub dir: PathBuf,
+    /// Each streamed output's name → its path in `dir`.
+    pub files: HashMap<String, String>,
+}
+
+impl Drop for KeptOutputs {
+    fn drop(&mut self) {
+        let r = andes_beneath::Beneath::open(&self.dir)
+            .and_then(|b| b.clear())
+            .and_then(|()| std::fs::remove_dir(&self.dir));
+        if let Err(e) = r
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!("cannot remove {}: {e}", self.dir.display());
+        }
+    }
 }
 
 /// A transparent checkpoint the host took, kept for the shadow.
@@ -140,18 +169,38 @@ fn snapshot_for(
     let mut names: Vec<&String> =
         snap.files.iter().filter(|f| held.is_none_or(|h| !h.contains(*f))).collect();
     names.sort();
+    // Small contents ride in the report (within its budget); the rest, and a
+    // big snapshot's bytes, the shadow fetches as streams (`/v1/host/snapshot`).
+    let mut carried = 0u64;
     for name in names {
+        let size = match std::fs::metadata(snap.blobs.store.path(name)) {
+            Ok(m) => m.len(),
+            Err(e) => {
+                tracing::error!("checkpoint {}: file content {name}: {e}", snap.hash);
+                return None;
+            }
+        };
+        if size > pool::STREAM_OVER || carried + size > pool::INLINE_BUDGET {
+            blobs.push(FileData::streamed(name.clone(), size, None));
+            continue;
+        }
         match snap.blobs.store.read(name) {
-            Ok(data) => blobs.push(FileData { name: name.clone(), data }),
+            Ok(data) => {
+                carried += data.len() as u64;
+                blobs.push(FileData::inline(name.clone(), data));
+            }
             Err(e) => {
                 tracing::error!("checkpoint {}: file content {name}: {e}", snap.hash);
                 return None;
             }
         }
     }
+    let size = snap.bytes.len() as u64;
+    let big = size > pool::STREAM_OVER;
     Some(SnapshotData {
         hash: snap.hash.clone(),
-        bytes: snap.bytes.to_vec(),
+        bytes: if big { Vec::new() } else { snap.bytes.to_vec() },
+        streamed: big.then_some(pool::Streamed { size, sha256: None }),
         blobs,
         stopping: snap.stopping,
     })
@@ -176,6 +225,7 @@ impl Report {
             restored: None,
             ended: Arc::new(Vec::new()),
             queued: 0,
+            kept: Arc::new(HashMap::new()),
         }
     }
 
@@ -231,9 +281,16 @@ impl Report {
             outputs: (*self.outputs).clone(),
             evicted: self.evicted,
             claim_alive: self.claim_alive,
-            saved_state: saved
-                .filter(|(seq, _)| *seq > have)
-                .map(|(seq, d)| andes_protocol::pool::SavedState { seq, data: d.to_vec() }),
+            saved_state: saved.filter(|(seq, _)| *seq > have).map(|(seq, d)| {
+                // A big one the shadow fetches as a stream (`/v1/host/saved`).
+                let size = d.len() as u64;
+                if size > pool::STREAM_OVER {
+                    let streamed = Some(pool::Streamed { size, sha256: None });
+                    andes_protocol::pool::SavedState { seq, data: Vec::new(), streamed }
+                } else {
+                    andes_protocol::pool::SavedState { seq, data: d.to_vec(), streamed: None }
+                }
+            }),
             snapshot: self
                 .snapshot
                 .as_ref()
@@ -436,6 +493,35 @@ pub enum PoolRequest {
         /// The request.
         req: WithdrawRequest,
     },
+    /// Where an input file for a claim's next activation is uploaded, and how
+    /// many bytes more the claim's slot takes.
+    InputDir {
+        /// The caller's identity.
+        caller: String,
+        /// The claim.
+        claim_id: String,
+    },
+    /// The saved state a report named as streamed.
+    Saved {
+        /// The caller's identity.
+        caller: String,
+        /// The request.
+        req: pool::SavedStateRequest,
+    },
+    /// A streamed part of a checkpoint a report named.
+    SnapshotPart {
+        /// The caller's identity.
+        caller: String,
+        /// The request.
+        req: pool::SnapshotFileRequest,
+    },
+    /// An output file a job's report named as streamed.
+    Output {
+        /// The caller's identity.
+        caller: String,
+        /// The request.
+        req: pool::OutputRequest,
+    },
     /// The schedd is done with a claim.
     Release {
         /// The caller's identity.
@@ -458,6 +544,17 @@ pub enum PoolReply {
     Withdrawn(bool),
     /// The keep-alive's answer.
     Alive(AliveReply),
+    /// The directory of a claim's uploaded inputs and the bytes it still takes.
+    InputDir(PathBuf, u64),
+    /// A saved state's bytes.
+    Saved(Arc<[u8]>),
+    /// A checkpoint's bytes.
+    SnapshotBytes(Arc<Vec<u8>>),
+    /// A checkpoint's file content: the store it is in (kept while it is
+    /// read) and its path.
+    SnapshotBlob(Arc<BlobDir>, PathBuf),
+    /// A kept sandbox and an output file's path in it.
+    Output(Arc<KeptOutputs>, String),
     /// Reports to follow, the update intervals (initial, then periodic), and
     /// the flag to set once the job's end was reported.
     /// Also when the shadow was last heard from, to renew as it is answered.
@@ -549,11 +646,65 @@ impl Modules {
     }
 }
 
-/// Writes the input files into a fresh sandbox, following no link.
-pub(crate) fn write_inputs(sandbox: &Path, inputs: &[FileData]) -> std::io::Result<()> {
+/// Writes the input files into a fresh sandbox, following no link: those
+/// carried in the activation, and the streamed ones from `uploaded` (the
+/// claim's upload directory, files by SHA-256).
+pub(crate) fn write_inputs(
+    sandbox: &Path,
+    inputs: &[FileData],
+    uploaded: &Path,
+) -> std::io::Result<()> {
     let b = Beneath::open(sandbox)?;
     for f in inputs {
-        b.write(&f.name, &f.data).map_err(std::io::Error::other)?;
+        match &f.streamed {
+            None => b.write(&f.name, &f.data).map_err(std::io::Error::other)?,
+            Some(s) => {
+                let sha = s.sha256.as_deref().unwrap_or_default();
+                let mut from = std::fs::File::open(uploaded.join(sha))?;
+                if let Some((parent, _)) = f.name.rsplit_once('/') {
+                    b.create_dirs(parent).map_err(std::io::Error::other)?;
+                }
+                let mut to = b.create_file(&f.name).map_err(std::io::Error::other)?;
+                std::io::copy(&mut from, &mut to)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every streamed input of an activation was uploaded whole to
+/// `uploaded`, and removes the uploads it does not name (left by an earlier
+/// activation that never came).
+pub(crate) fn check_uploaded<'a>(
+    uploaded: &Path,
+    inputs: impl Iterator<Item = &'a FileData>,
+) -> Result<(), PoolError> {
+    let mut named = HashSet::new();
+    for f in inputs {
+        let Some(s) = &f.streamed else { continue };
+        let sha = s.sha256.as_deref().unwrap_or_default();
+        if andes_protocol::stream::parse_hex(sha).is_none() {
+            return Err(PoolError::BadInput(format!(
+                "input file {} is streamed without its SHA-256",
+                f.name
+            )));
+        }
+        let len = std::fs::metadata(uploaded.join(sha)).map(|m| m.len()).ok();
+        if len != Some(s.size) {
+            return Err(PoolError::BadInput(format!(
+                "input file {} ({} bytes, SHA-256 {sha}) was not uploaded \
+                 (PUT /v1/host/inputs/{sha}) before the activation",
+                f.name, s.size
+            )));
+        }
+        named.insert(sha.to_string());
+    }
+    if let Ok(rd) = std::fs::read_dir(uploaded) {
+        for e in rd.flatten() {
+            if !named.contains(e.file_name().to_string_lossy().as_ref()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
     Ok(())
 }
@@ -561,7 +712,15 @@ pub(crate) fn write_inputs(sandbox: &Path, inputs: &[FileData]) -> std::io::Resu
 /// Checks the snapshot an activation brings: its hash is its trailer's and
 /// each file content is what its name (BLAKE3) says. Its signature and the
 /// rest are checked by the starter before the job resumes.
-pub(crate) fn check_snapshot(snap: &SnapshotData) -> Result<(), PoolError> {
+pub(crate) fn check_snapshot(snap: &SnapshotData, uploaded: &Path) -> Result<(), PoolError> {
+    if let Some(s) = &snap.streamed {
+        // Uploaded before the activation (checked whole by `check_uploaded`).
+        let sha = s.sha256.as_deref().unwrap_or_default();
+        let bytes = std::fs::read(uploaded.join(sha)).map_err(|e| {
+            PoolError::BadInput(format!("the checkpoint {} was not uploaded: {e}", snap.hash))
+        })?;
+        return check_snapshot(&SnapshotData { bytes, streamed: None, ..snap.clone() }, uploaded);
+    }
     if andes_snapshot::stored_hash(&snap.bytes).as_deref() != Some(snap.hash.as_str()) {
         return Err(PoolError::BadInput(format!(
             "the checkpoint is not an andes snapshot with hash {}",
@@ -569,7 +728,17 @@ pub(crate) fn check_snapshot(snap: &SnapshotData) -> Result<(), PoolError> {
         )));
     }
     for b in &snap.blobs {
-        if !andes_snapshot::is_hash(&b.name) || andes_snapshot::blob_hash(&b.data) != b.name {
+        if !andes_snapshot::is_hash(&b.name) {
+            return Err(PoolError::BadInput(format!(
+                "the checkpoint's file content {:?} is not named by its BLAKE3",
+                b.name
+            )));
+        }
+        if b.streamed.is_some() {
+            // Checked against its name as it is stored (`BlobStore::put_file`).
+            continue;
+        }
+        if andes_snapshot::blob_hash(&b.data) != b.name {
             return Err(PoolError::BadInput(format!(
                 "the checkpoint's file content {:?} does not match its name",
                 b.name
@@ -589,7 +758,7 @@ pub(crate) fn check_inputs(job: &ClassAd, inputs: &[FileData]) -> Result<(), Poo
             )));
         }
     }
-    let total: u64 = inputs.iter().map(|f| f.data.len() as u64).sum();
+    let total: u64 = inputs.iter().map(FileData::len).sum();
     if let Value::Int(kib) = job.eval_attr("RequestDisk")
         && kib > 0
         && total > (kib as u64).saturating_mul(1024)
@@ -619,10 +788,15 @@ pub(crate) fn collect_outputs(
     job: &ClassAd,
     inputs: &[(String, u64)],
     limit: u64,
-) -> (Vec<FileData>, Option<String>) {
+) -> Outputs {
     let b = match Beneath::open(sandbox) {
         Ok(b) => b,
-        Err(e) => return (Vec::new(), Some(format!("cannot open the job's sandbox: {e}"))),
+        Err(e) => {
+            return Outputs {
+                error: Some(format!("cannot open the job's sandbox: {e}")),
+                ..Outputs::default()
+            };
+        }
     };
     // (name sent back, path in the sandbox)
     let mut wanted: Vec<(String, String)> = Vec::new();
@@ -747,12 +921,32 @@ pub(crate) fn collect_outputs(
         wanted.truncate(MAX_OUTPUT_FILES);
     }
     let mut out = Vec::new();
+    let mut streamed = HashMap::new();
     let mut total = 0u64;
+    let mut carried = 0u64;
     for (name, path) in wanted {
+        // A big file (or any past what one report carries) stays where it
+        // is, for the shadow to fetch as a stream.
+        if let Ok(e) = b.entry(&path)
+            && e.kind == Kind::File
+            && (e.len > pool::STREAM_OVER || carried + e.len > pool::INLINE_BUDGET)
+        {
+            total = total.saturating_add(e.len);
+            if total > limit {
+                error.get_or_insert_with(|| {
+                    format!("the output files exceed the job's RequestDisk ({limit} bytes)")
+                });
+                break;
+            }
+            out.push(FileData::streamed(name.clone(), e.len, None));
+            streamed.insert(name, path);
+            continue;
+        }
         match b.read(&path, limit.saturating_sub(total)) {
             Ok(data) => {
                 total += data.len() as u64;
-                out.push(FileData { name, data });
+                carried += data.len() as u64;
+                out.push(FileData::inline(name, data));
             }
             Err(Refused::TooLarge { .. }) => {
                 error.get_or_insert_with(|| {
@@ -765,7 +959,18 @@ pub(crate) fn collect_outputs(
             }
         }
     }
-    (out, error)
+    Outputs { files: out, streamed, error }
+}
+
+/// A finished job's output files ([`collect_outputs`]).
+#[derive(Debug, Default)]
+pub(crate) struct Outputs {
+    /// The files, carried or streamed, in order.
+    pub files: Vec<FileData>,
+    /// The streamed ones: name → path in the sandbox.
+    pub streamed: HashMap<String, String>,
+    /// Why some could not be sent back (a hold).
+    pub error: Option<String>,
 }
 
 /// The least time between two rounds of slot ads sent to the collector: the
@@ -940,6 +1145,10 @@ pub fn router(remote: Remote, clock: Arc<dyn Clock>, auth: &Auth) -> Router {
     let schedd = Router::new()
         .route("/v1/host/claim", post(claim))
         .route("/v1/host/modules/{digest}", get(has_module).put(put_module))
+        .route("/v1/host/inputs/{sha256}", put(put_input))
+        .route("/v1/host/output", post(output))
+        .route("/v1/host/snapshot", post(snapshot_part))
+        .route("/v1/host/saved", post(saved_state))
         .route("/v1/host/activate", post(activate))
         .route("/v1/host/wait", post(wait))
         .route("/v1/host/edit", post(edit))
@@ -975,6 +1184,158 @@ async fn claim(
     }
 }
 
+/// `PUT /v1/host/inputs/{sha256}`: an input file for the claim named in the
+/// [`pool::CLAIM_HEADER`] header's next activation, streamed to disk and kept
+/// only if it is whole, is the SHA-256 its path names, and fits the slot.
+async fn put_input(
+    State(s): State<PoolState>,
+    caller: Caller,
+    UrlPath(sha256): UrlPath<String>,
+    headers: axum::http::HeaderMap,
+    body: andes_protocol::stream::SignedStream,
+) -> ApiResult<StatusCode> {
+    let Some(digest) = andes_protocol::stream::parse_hex(&sha256) else {
+        return Err(ApiError::bad_request(format!("{sha256:?} is not a SHA-256 (64 hex digits)")));
+    };
+    if digest != body.sha256 {
+        return Err(ApiError::bad_request(format!(
+            "the body is signed as SHA-256 {}, not the {sha256} its path names",
+            andes_protocol::stream::hex(&body.sha256)
+        )));
+    }
+    let claim_id = headers
+        .get(pool::CLAIM_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| ApiError::bad_request("no Andes-Claim header: which claim is this for?"))?
+        .to_string();
+    let PoolReply::InputDir(dir, room) =
+        ask(&s, PoolRequest::InputDir { caller: caller.identity, claim_id }).await?
+    else {
+        return Err(ApiError::internal("unexpected reply"));
+    };
+    let name = andes_protocol::stream::hex(&digest);
+    let (part, done) = (dir.join(format!(".{name}.part")), dir.join(&name));
+    let file = std::fs::File::create(&part)
+        .map_err(|e| ApiError::internal(format!("{}: {e}", part.display())))?;
+    match body.write_to(file, room).await {
+        Ok((_, file)) => {
+            drop(file);
+            std::fs::rename(&part, &done)
+                .map_err(|e| ApiError::internal(format!("{}: {e}", done.display())))?;
+            Ok(StatusCode::NO_CONTENT)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&part);
+            Err(andes_protocol::AuthError::from(e).into())
+        }
+    }
+}
+
+/// `POST /v1/host/output`: an output file a report named as streamed, as a
+/// streamed body. Asking for one acknowledges nothing.
+async fn output(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<pool::OutputRequest>,
+) -> axum::response::Response {
+    let reply = ask(&s, PoolRequest::Output { caller: caller.identity, req }).await;
+    let (kept, path) = match reply {
+        Ok(PoolReply::Output(k, p)) => (k, p),
+        Ok(_) => return ApiError::internal("unexpected reply").into_response(),
+        Err(e) => return e.into_response(),
+    };
+    let opened = tokio::task::spawn_blocking(move || {
+        Beneath::open(&kept.dir)
+            .map_err(|e| e.to_string())?
+            .open_file(&path)
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    match opened {
+        Ok(Ok((file, len))) => andes_protocol::stream::file_response(file.into_std(), len),
+        Ok(Err(e)) => {
+            ApiError::internal(format!("the output file cannot be read: {e}")).into_response()
+        }
+        Err(e) => ApiError::internal(e.to_string()).into_response(),
+    }
+}
+
+/// `POST /v1/host/snapshot`: a streamed part of a checkpoint a report named
+/// (the snapshot's bytes, or a file content), as a streamed body.
+async fn snapshot_part(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<pool::SnapshotFileRequest>,
+) -> axum::response::Response {
+    let reply = ask(&s, PoolRequest::SnapshotPart { caller: caller.identity, req }).await;
+    match reply {
+        Ok(PoolReply::SnapshotBytes(bytes)) => {
+            let len = bytes.len() as u64;
+            let mut r = axum::response::Response::new(axum::body::Body::from(
+                axum::body::Bytes::from_owner(ArcBytes(bytes)),
+            ));
+            r.headers_mut().insert(axum::http::header::CONTENT_LENGTH, len.into());
+            r
+        }
+        Ok(PoolReply::SnapshotBlob(dir, path)) => {
+            let opened = tokio::task::spawn_blocking(move || {
+                let f = std::fs::File::open(&path)?;
+                let len = f.metadata()?.len();
+                drop(dir);
+                Ok::<_, std::io::Error>((f, len))
+            })
+            .await;
+            match opened {
+                Ok(Ok((f, len))) => andes_protocol::stream::file_response(f, len),
+                Ok(Err(e)) => {
+                    ApiError::not_found(format!("the file content is gone: {e}")).into_response()
+                }
+                Err(e) => ApiError::internal(e.to_string()).into_response(),
+            }
+        }
+        Ok(_) => ApiError::internal("unexpected reply").into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /v1/host/saved`: the saved state a report named as streamed.
+async fn saved_state(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<pool::SavedStateRequest>,
+) -> axum::response::Response {
+    match ask(&s, PoolRequest::Saved { caller: caller.identity, req }).await {
+        Ok(PoolReply::Saved(data)) => {
+            let len = data.len() as u64;
+            let mut r = axum::response::Response::new(axum::body::Body::from(
+                axum::body::Bytes::from_owner(ArcSlice(data)),
+            ));
+            r.headers_mut().insert(axum::http::header::CONTENT_LENGTH, len.into());
+            r
+        }
+        Ok(_) => ApiError::internal("unexpected reply").into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A saved state's shared bytes as a body's owner.
+struct ArcSlice(Arc<[u8]>);
+
+impl AsRef<[u8]> for ArcSlice {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// A snapshot's shared bytes as a body's owner.
+struct ArcBytes(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for ArcBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 async fn has_module(
     State(s): State<PoolState>,
     UrlPath(digest): UrlPath<String>,
@@ -988,18 +1349,24 @@ async fn has_module(
 async fn put_module(
     State(s): State<PoolState>,
     UrlPath(digest): UrlPath<String>,
-    VerifiedBody(body): VerifiedBody,
+    body: andes_protocol::stream::SignedStream,
 ) -> ApiResult<StatusCode> {
-    let actual = format!("sha256:{:x}", Sha256::digest(&body));
-    if actual != digest {
+    let signed = format!("sha256:{}", andes_protocol::stream::hex(&body.sha256));
+    if signed != digest {
         return Err(ApiError::bad_request(format!(
-            "module digest mismatch: named {digest}, content is {actual}"
+            "module digest mismatch: named {digest}, signed as {signed}"
         )));
     }
-    if !body.starts_with(b"\0asm") {
+    // Streamed (no JSON, no body limit but the module's own), checked
+    // against the digest as it arrives; kept in memory, where it is compiled.
+    let bytes = body
+        .into_bytes(pool::MAX_MODULE)
+        .await
+        .map_err(|e| ApiError::from(andes_protocol::AuthError::from(e)))?;
+    if !bytes.starts_with(b"\0asm") {
         return Err(ApiError::bad_request(format!("{digest} is not a Wasm module")));
     }
-    ask(&s, PoolRequest::PutModule(digest, Arc::from(&body[..]))).await?;
+    ask(&s, PoolRequest::PutModule(digest, Arc::from(&bytes[..]))).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -1212,15 +1579,16 @@ mod tests {
         std::fs::write(p.join(STDOUT_NAME), b"hello").unwrap();
         std::fs::create_dir(p.join("sub")).unwrap();
         let job = ClassAd::new();
-        let (out, err) = collect_outputs(p, &job, &[("input.txt".into(), 2)], 1 << 20);
+        let Outputs { files: out, error: err, .. } =
+            collect_outputs(p, &job, &[("input.txt".into(), 2)], 1 << 20);
         let names: Vec<_> = out.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["_andes_stdout", "result.txt"]);
         assert!(err.is_none());
-        let (_, err) = collect_outputs(p, &job, &[], 3);
+        let Outputs { error: err, .. } = collect_outputs(p, &job, &[], 3);
         assert!(err.unwrap().contains("exceed"));
         let mut listed = ClassAd::new();
         listed.insert_value("TransferOutput", "result.txt, missing.txt");
-        let (out, err) = collect_outputs(p, &listed, &[], 1 << 20);
+        let Outputs { files: out, error: err, .. } = collect_outputs(p, &listed, &[], 1 << 20);
         assert_eq!(out.len(), 2);
         assert!(err.unwrap().contains("missing.txt"));
     }
@@ -1239,7 +1607,8 @@ mod tests {
         // Named streams replaced by links: refused, never read.
         link("../../keys/host", STDOUT_NAME);
         link("/etc/passwd", STDERR_NAME);
-        let (out, err) = collect_outputs(&p, &ClassAd::new(), &[], 1 << 20);
+        let Outputs { files: out, error: err, .. } =
+            collect_outputs(&p, &ClassAd::new(), &[], 1 << 20);
         assert!(out.iter().all(|f| !f.data.windows(6).any(|w| w == b"SECRET")), "{out:?}");
         let err = err.unwrap();
         assert!(err.contains("symbolic link"), "{err}");
@@ -1250,7 +1619,8 @@ mod tests {
         let fifo = std::ffi::CString::new(p.join("pipe").to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         std::fs::write(p.join("real.txt"), b"mine").unwrap();
-        let (out, err) = collect_outputs(&p, &ClassAd::new(), &[], 1 << 20);
+        let Outputs { files: out, error: err, .. } =
+            collect_outputs(&p, &ClassAd::new(), &[], 1 << 20);
         let names: Vec<_> = out.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["real.txt"]);
         assert!(err.is_none(), "{err:?}");
@@ -1268,7 +1638,7 @@ mod tests {
         ] {
             let mut job = ClassAd::new();
             job.insert_value("TransferOutput", listed);
-            let (out, err) = collect_outputs(&p, &job, &[], 1 << 20);
+            let Outputs { files: out, error: err, .. } = collect_outputs(&p, &job, &[], 1 << 20);
             let err = err.unwrap_or_else(|| panic!("{listed}: no refusal"));
             assert!(err.contains(want), "{listed}: {err}");
             assert!(out.iter().all(|f| !f.data.starts_with(b"SECRET")), "{listed}");
@@ -1278,7 +1648,7 @@ mod tests {
         std::fs::remove_file(p.join("d/keys")).unwrap();
         let mut job = ClassAd::new();
         job.insert_value("TransferOutput", "d, d/");
-        let (out, err) = collect_outputs(&p, &job, &[], 1 << 20);
+        let Outputs { files: out, error: err, .. } = collect_outputs(&p, &job, &[], 1 << 20);
         assert!(err.is_none(), "{err:?}");
         let names: Vec<_> = out.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["d/ok", "ok"]);
@@ -1292,8 +1662,8 @@ mod tests {
         let p = top.path().join("sandbox");
         std::fs::create_dir(&p).unwrap();
         std::os::unix::fs::symlink("..", p.join("up")).unwrap();
-        let files = vec![FileData { name: "up/planted".into(), data: b"x".to_vec() }];
-        assert!(write_inputs(&p, &files).is_err());
+        let files = vec![FileData::inline("up/planted", b"x".to_vec())];
+        assert!(write_inputs(&p, &files, &p).is_err());
         assert!(!top.path().join("planted").exists());
     }
 
@@ -1301,11 +1671,11 @@ mod tests {
     fn inputs_are_checked() {
         let mut job = ClassAd::new();
         job.insert_value("RequestDisk", 1i64);
-        let ok = vec![FileData { name: "a".into(), data: vec![0; 1024] }];
+        let ok = vec![FileData::inline("a", vec![0; 1024])];
         assert!(check_inputs(&job, &ok).is_ok());
-        let big = vec![FileData { name: "a".into(), data: vec![0; 1025] }];
+        let big = vec![FileData::inline("a", vec![0; 1025])];
         assert!(matches!(check_inputs(&job, &big), Err(PoolError::BadInput(_))));
-        let bad = vec![FileData { name: "../x".into(), data: vec![] }];
+        let bad = vec![FileData::inline("../x", vec![])];
         assert!(matches!(check_inputs(&job, &bad), Err(PoolError::BadInput(_))));
     }
 }

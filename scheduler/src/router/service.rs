@@ -464,11 +464,9 @@ impl Inner {
             remote.remove(a);
         }
         remote.insert_value("JobUniverse", 5i64);
-        if let Some(digest) = str_attr(ad, "CmdDigest")
-            && let Ok(Some(bytes)) = self.queue.module(&digest)
-        {
+        if let Some(digest) = str_attr(ad, "CmdDigest") {
             let path = format!("/v1/modules/{digest}");
-            if let Err(e) = client.request(Method::PUT, &path, bytes.into()).await {
+            if let Err(e) = self.queue.send_upload(&client, &path, &digest).await {
                 tracing::warn!("job router: {id}: sending the module to {addr}: {e}");
                 return;
             }
