@@ -233,6 +233,10 @@ const SLOTS_PER_HOST: usize = 3;
 const PROBE_SLOT: &str = "NUM_CPUS = 3\n";
 /// The primes jobs' arguments: each runs a third of a second to over a second.
 const SIZES: [u64; 4] = [60_000_000, 120_000_000, 180_000_000, 240_000_000];
+/// The workload of big files (`copyfile`), beside the primes of each size.
+const COPY: u64 = 0;
+/// The submit files the stream of submits cycles through: `p0.sub`...
+const WORKLOADS: usize = SIZES.len() + 1;
 
 struct Pool {
     cm: Daemon,
@@ -479,6 +483,26 @@ fn a_pool_under_a_seeded_schedule_of_faults_loses_nothing_runs_nothing_twice_and
         assert!(o.status.success(), "andes run primes {n}: {o:?}");
         expected.insert(n, o.stdout);
     }
+    // One workload of big files: 3 MiB in, 3 MiB out, both moving as streams.
+    std::fs::copy(common::pool::sample("copyfile"), jobs.join("copyfile.wasm")).unwrap();
+    let mut x = seed | 1;
+    let big: Vec<u8> = (0..3 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(jobs.join("big.in"), &big).unwrap();
+    expected.insert(COPY, format!("{}\n", big.len()).into_bytes());
+    std::fs::write(
+        jobs.join(format!("p{}.sub", SIZES.len())),
+        "executable = copyfile.wasm\narguments = big.in big.$(Cluster).$(Process)\n\
+         transfer_input_files = big.in\noutput = out.$(Cluster).$(Process)\n\
+         error = err.$(Cluster).$(Process)\nrequirements = TARGET.SlotID <= 2\nqueue 3\n",
+    )
+    .unwrap();
     for (k, n) in SIZES.iter().enumerate() {
         std::fs::write(
             jobs.join(format!("p{k}.sub")),
@@ -515,7 +539,7 @@ fn a_pool_under_a_seeded_schedule_of_faults_loses_nothing_runs_nothing_twice_and
             let mut k = 0usize;
             while !stop.load(Ordering::Relaxed) {
                 let o = common::andes()
-                    .args(["submit", &format!("p{}.sub", k % SIZES.len())])
+                    .args(["submit", &format!("p{}.sub", k % WORKLOADS)])
                     .current_dir(dir.join("jobs"))
                     .env("ANDES_CONFIG_DIR", &dir)
                     .env("ANDES_CONFIG", &cfg)
@@ -523,7 +547,8 @@ fn a_pool_under_a_seeded_schedule_of_faults_loses_nothing_runs_nothing_twice_and
                     .output()
                     .unwrap();
                 if let Some(c) = common::submitted_cluster(&o, 3) {
-                    ack.lock().unwrap().push((c, SIZES[k % SIZES.len()], 3));
+                    let n = SIZES.get(k % WORKLOADS).copied().unwrap_or(COPY);
+                    ack.lock().unwrap().push((c, n, 3));
                     k += 1;
                 }
                 std::thread::sleep(Duration::from_millis(2500));
@@ -689,6 +714,11 @@ fn a_pool_under_a_seeded_schedule_of_faults_loses_nothing_runs_nothing_twice_and
             let out = std::fs::read(jobs.join(format!("out.{c}.{proc}"))).unwrap_or_default();
             if out != expected[n] {
                 wrong.push(format!("{c}.{proc}: {:?}", String::from_utf8_lossy(&out)));
+            }
+            if *n == COPY
+                && std::fs::read(jobs.join(format!("big.{c}.{proc}"))).unwrap_or_default() != big
+            {
+                wrong.push(format!("{c}.{proc}: its 3 MiB output is not its input"));
             }
         }
     }
