@@ -1447,7 +1447,18 @@ impl Daemon {
             pool::Outputs::default()
         } else {
             let sizes = self.input_sizes.remove(&slot).unwrap_or_default();
-            pool::collect_outputs(&run.sandbox, &job, &sizes, limit)
+            // What this activation's earlier ends carry already counts.
+            let carried: u64 = self.claims.get(&claim_id).map_or(0, |c| {
+                c.report
+                    .borrow()
+                    .ended
+                    .iter()
+                    .flat_map(|e| &e.outputs)
+                    .map(|f| f.data.len() as u64)
+                    .sum()
+            });
+            let budget = pool::ACTIVATION_INLINE_BUDGET.saturating_sub(carried);
+            pool::collect_outputs(&run.sandbox, &job, &sizes, limit, budget)
         };
         // Output files too big for the report stay in the sandbox, renamed
         // out of the slot's way, until the shadow has fetched them.

@@ -352,3 +352,42 @@ pub fn sweep_spooled(spool: &Path, keep: impl Fn(JobId) -> bool) -> usize {
     }
     removed
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_ride_in_the_message_only_while_small_and_within_its_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for i in 0..8 {
+            let p = dir.path().join(format!("f{i}"));
+            std::fs::write(&p, vec![i as u8; 600 << 10]).unwrap();
+            files.push((format!("f{i}"), p));
+        }
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![9u8; (1 << 20) + 1]).unwrap();
+        files.push(("big".into(), big));
+        let inputs = read_files(&files, 1 << 30).unwrap();
+        let carried: Vec<&str> =
+            inputs.files.iter().filter(|f| f.streamed.is_none()).map(|f| f.name.as_str()).collect();
+        // 6 × 600 KiB fit in 4 MiB; the seventh would not; the big one never.
+        assert_eq!(carried, ["f0", "f1", "f2", "f3", "f4", "f5"]);
+        assert_eq!(inputs.sources.len(), 3);
+        for f in inputs.files.iter().filter(|f| f.streamed.is_some()) {
+            let sha = f.streamed.as_ref().unwrap().sha256.clone().unwrap();
+            let (_, file) = inputs.sources.iter().find(|(s, _)| *s == sha).unwrap();
+            let mut file = file.try_clone().unwrap();
+            let (d, len) = andes_protocol::stream::file_sha256(&mut file).unwrap();
+            assert_eq!((andes_protocol::stream::hex(&d), len), (sha, f.len()));
+        }
+        // Everything counts toward RequestDisk.
+        let e = read_files(&files, 5 << 20).unwrap_err();
+        assert!(e.contains("RequestDisk"), "{e}");
+        // And comes back whole for a destination that takes only bytes.
+        let all = read_files(&files, 1 << 30).unwrap().into_inline().unwrap();
+        assert!(all.iter().all(|f| f.streamed.is_none() && f.data.len() as u64 == f.len()));
+        assert_eq!(all.len(), 9);
+    }
+}

@@ -777,7 +777,9 @@ pub const MAX_OUTPUT_FILES: usize = 10_000;
 /// under its base name; a directory with its contents under its base name,
 /// or, written with a trailing `/`, its contents alone, as HTCondor does),
 /// else every top-level regular file the job created or changed; the streams
-/// under their sandbox names. At most `limit` bytes in all.
+/// under their sandbox names. At most `limit` bytes in all, of which at most
+/// `budget` (and [`pool::INLINE_BUDGET`]) carried in the report; the rest are
+/// named as streamed.
 ///
 /// Everything is read beneath the sandbox without following a link: a link or
 /// special file that the job names as an output (or puts in place of a
@@ -788,6 +790,7 @@ pub(crate) fn collect_outputs(
     job: &ClassAd,
     inputs: &[(String, u64)],
     limit: u64,
+    budget: u64,
 ) -> Outputs {
     let b = match Beneath::open(sandbox) {
         Ok(b) => b,
@@ -929,7 +932,7 @@ pub(crate) fn collect_outputs(
         // is, for the shadow to fetch as a stream.
         if let Ok(e) = b.entry(&path)
             && e.kind == Kind::File
-            && (e.len > pool::STREAM_OVER || carried + e.len > pool::INLINE_BUDGET)
+            && (e.len > pool::STREAM_OVER || carried + e.len > budget.min(pool::INLINE_BUDGET))
         {
             total = total.saturating_add(e.len);
             if total > limit {
@@ -961,6 +964,11 @@ pub(crate) fn collect_outputs(
     }
     Outputs { files: out, streamed, error }
 }
+
+/// The most bytes of output files one activation's reports carry in all: a
+/// batch of short jobs sends the rest as streams, so no report outgrows the
+/// answer a shadow reads (64 MiB, in base64).
+pub const ACTIVATION_INLINE_BUDGET: u64 = 16 << 20;
 
 /// A finished job's output files ([`collect_outputs`]).
 #[derive(Debug, Default)]
@@ -1571,6 +1579,37 @@ mod tests {
     }
 
     #[test]
+    fn big_outputs_and_those_past_the_budget_are_named_for_streaming() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        for n in ["a", "b", "c"] {
+            std::fs::write(p.join(n), vec![1u8; 600 << 10]).unwrap();
+        }
+        std::fs::write(p.join("big"), vec![2u8; (2 << 20) + 1]).unwrap();
+        let Outputs { files, streamed, error } =
+            collect_outputs(p, &ClassAd::new(), &[], 1 << 30, 1 << 20);
+        assert!(error.is_none(), "{error:?}");
+        let how: Vec<(&str, bool, u64)> =
+            files.iter().map(|f| (f.name.as_str(), f.streamed.is_some(), f.len())).collect();
+        assert_eq!(
+            how,
+            [
+                ("a", false, 600 << 10),
+                ("b", true, 600 << 10),
+                ("big", true, (2 << 20) + 1),
+                ("c", true, 600 << 10)
+            ]
+        );
+        assert!(files.iter().all(|f| f.streamed.is_none() || f.data.is_empty()));
+        let mut kept: Vec<_> = streamed.keys().map(String::as_str).collect();
+        kept.sort();
+        assert_eq!(kept, ["b", "big", "c"]);
+        // The job's RequestDisk bounds streamed files too.
+        let Outputs { error, .. } = collect_outputs(p, &ClassAd::new(), &[], 3 << 20, 1 << 20);
+        assert!(error.unwrap().contains("exceed"));
+    }
+
+    #[test]
     fn outputs_are_new_files_and_streams_within_the_limit() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path();
@@ -1580,15 +1619,16 @@ mod tests {
         std::fs::create_dir(p.join("sub")).unwrap();
         let job = ClassAd::new();
         let Outputs { files: out, error: err, .. } =
-            collect_outputs(p, &job, &[("input.txt".into(), 2)], 1 << 20);
+            collect_outputs(p, &job, &[("input.txt".into(), 2)], 1 << 20, u64::MAX);
         let names: Vec<_> = out.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["_andes_stdout", "result.txt"]);
         assert!(err.is_none());
-        let Outputs { error: err, .. } = collect_outputs(p, &job, &[], 3);
+        let Outputs { error: err, .. } = collect_outputs(p, &job, &[], 3, u64::MAX);
         assert!(err.unwrap().contains("exceed"));
         let mut listed = ClassAd::new();
         listed.insert_value("TransferOutput", "result.txt, missing.txt");
-        let Outputs { files: out, error: err, .. } = collect_outputs(p, &listed, &[], 1 << 20);
+        let Outputs { files: out, error: err, .. } =
+            collect_outputs(p, &listed, &[], 1 << 20, u64::MAX);
         assert_eq!(out.len(), 2);
         assert!(err.unwrap().contains("missing.txt"));
     }
@@ -1608,7 +1648,7 @@ mod tests {
         link("../../keys/host", STDOUT_NAME);
         link("/etc/passwd", STDERR_NAME);
         let Outputs { files: out, error: err, .. } =
-            collect_outputs(&p, &ClassAd::new(), &[], 1 << 20);
+            collect_outputs(&p, &ClassAd::new(), &[], 1 << 20, u64::MAX);
         assert!(out.iter().all(|f| !f.data.windows(6).any(|w| w == b"SECRET")), "{out:?}");
         let err = err.unwrap();
         assert!(err.contains("symbolic link"), "{err}");
@@ -1620,7 +1660,7 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         std::fs::write(p.join("real.txt"), b"mine").unwrap();
         let Outputs { files: out, error: err, .. } =
-            collect_outputs(&p, &ClassAd::new(), &[], 1 << 20);
+            collect_outputs(&p, &ClassAd::new(), &[], 1 << 20, u64::MAX);
         let names: Vec<_> = out.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["real.txt"]);
         assert!(err.is_none(), "{err:?}");
@@ -1638,7 +1678,8 @@ mod tests {
         ] {
             let mut job = ClassAd::new();
             job.insert_value("TransferOutput", listed);
-            let Outputs { files: out, error: err, .. } = collect_outputs(&p, &job, &[], 1 << 20);
+            let Outputs { files: out, error: err, .. } =
+                collect_outputs(&p, &job, &[], 1 << 20, u64::MAX);
             let err = err.unwrap_or_else(|| panic!("{listed}: no refusal"));
             assert!(err.contains(want), "{listed}: {err}");
             assert!(out.iter().all(|f| !f.data.starts_with(b"SECRET")), "{listed}");
@@ -1648,7 +1689,8 @@ mod tests {
         std::fs::remove_file(p.join("d/keys")).unwrap();
         let mut job = ClassAd::new();
         job.insert_value("TransferOutput", "d, d/");
-        let Outputs { files: out, error: err, .. } = collect_outputs(&p, &job, &[], 1 << 20);
+        let Outputs { files: out, error: err, .. } =
+            collect_outputs(&p, &job, &[], 1 << 20, u64::MAX);
         assert!(err.is_none(), "{err:?}");
         let names: Vec<_> = out.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["d/ok", "ok"]);
