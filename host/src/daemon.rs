@@ -413,6 +413,7 @@ pub struct Daemon {
     startd: Startd,
     host: Arc<Host>,
     clock: Arc<dyn Clock>,
+    machine_clock: std::sync::Mutex<MachineClock>,
     execute: PathBuf,
     backfill: HashMap<String, BackfillJob>,
     runs: HashMap<SlotId, Run>,
@@ -493,6 +494,53 @@ fn unix_now(clock: &dyn Clock) -> i64 {
     i64::try_from(clock.unix_now()).unwrap_or(i64::MAX)
 }
 
+/// A step of the wall clock larger than this (milliseconds, against the
+/// monotonic clock's advance since the last reading) is a step, not drift.
+const STEP_TOLERANCE_MS: i64 = 2_000;
+
+/// The time the startd machine runs on: the wall clock, except that a step of
+/// it (NTP, an operator, a virtual machine resumed) moves none of the machine's
+/// timers. The machine's time goes on with the monotonic clock across the step,
+/// then converges on the wall clock by at most a tenth of the time that passes
+/// (as `adjtime` slews), and never goes back. So a clock set back 90 s does
+/// not stop the machine's updates and timeouts for 90 s, and one set forward
+/// does not fire them all at once.
+#[derive(Debug)]
+pub struct MachineClock {
+    last_mono: std::time::Instant,
+    last_ms: i64,
+    /// Machine time minus wall time, milliseconds.
+    offset_ms: i64,
+}
+
+impl MachineClock {
+    /// A machine clock at wall time `wall_ms` and monotonic instant `mono`.
+    pub fn new(wall_ms: i64, mono: std::time::Instant) -> MachineClock {
+        MachineClock { last_mono: mono, last_ms: wall_ms, offset_ms: 0 }
+    }
+
+    /// The machine's time (Unix milliseconds) when the wall clock reads
+    /// `wall_ms` at monotonic instant `mono`.
+    pub fn now_ms(&mut self, wall_ms: i64, mono: std::time::Instant) -> i64 {
+        let elapsed = i64::try_from(mono.saturating_duration_since(self.last_mono).as_millis())
+            .unwrap_or(i64::MAX);
+        let expected = self.last_ms.saturating_add(elapsed);
+        let mut offset = self.offset_ms;
+        if (wall_ms.saturating_add(offset) - expected).abs() > STEP_TOLERANCE_MS {
+            // The wall clock was stepped: the machine's time goes on as if not.
+            offset = expected.saturating_sub(wall_ms);
+        }
+        // Slew toward the wall clock: at most a tenth of the time that passed.
+        let slew = (elapsed / 10).min(offset.abs());
+        offset -= offset.signum() * slew;
+        let now = wall_ms.saturating_add(offset).max(self.last_ms);
+        self.offset_ms = now - wall_ms;
+        self.last_ms = now;
+        self.last_mono = mono;
+        now
+    }
+}
+
 impl Daemon {
     /// A daemon for `config`, running jobs on `host`, reading time from
     /// `clock` and measuring the machine with `measurer` (use
@@ -524,9 +572,12 @@ impl Daemon {
         let (deferred_tx, deferred_rx) = mpsc::unbounded_channel();
         let ads = startd.slots().iter().map(|s| (s.id(), s.ad().clone())).collect();
         let offers = startd.slots().iter().map(|s| (s.id(), pool::new_claim_id(s.id()))).collect();
+        let machine_clock =
+            std::sync::Mutex::new(MachineClock::new(clock.unix_now_ms(), clock.now()));
         Ok(Daemon {
             startd,
             host,
+            machine_clock,
             clock,
             execute: config.execute,
             backfill: config.backfill,
@@ -630,9 +681,11 @@ impl Daemon {
         &self.startd
     }
 
-    /// The time the daemon works with: its clock's Unix seconds.
+    /// The time the daemon works with: its clock's Unix seconds, through a
+    /// [`MachineClock`] so that a step of the wall clock moves no timer.
     pub fn now(&self) -> i64 {
-        unix_now(self.clock.as_ref())
+        let mut c = self.machine_clock.lock().unwrap_or_else(|e| e.into_inner());
+        c.now_ms(self.clock.unix_now_ms(), self.clock.now()).div_euclid(1000)
     }
 
     /// Feeds `event` at [`Daemon::now`], carries out the actions, and feeds
@@ -1398,10 +1451,10 @@ impl Daemon {
     /// is logged and otherwise dropped, as HTCondor's startd does.
     fn write_history(&mut self, job: &ClassAd, ending: &ClassAd) {
         use std::io::Write as _;
+        let now = self.now();
         let Some(f) = &mut self.history else { return };
         let mut ad = job.clone();
         ad.update(ending);
-        let now = unix_now(self.clock.as_ref());
         ad.insert_value("CompletionDate", now);
         let int = |n: &str| match ad.eval_attr(n) {
             Value::Int(v) => v,
@@ -2193,4 +2246,45 @@ pub fn machine_info(execute: &Path) -> MachineInfo {
 /// instrumentation version of `andes compile`, nothing of the OS or CPU.
 pub fn checkpoint_platform() -> String {
     andes_snapshot::platform(Some(andes_compile::INSTRUMENTATION_VERSION))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MachineClock;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_stepped_wall_clock_moves_no_machine_timer() {
+        let t0 = Instant::now();
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        let wall0 = 1_800_000_000_000i64;
+        let mut c = MachineClock::new(wall0, t0);
+        assert_eq!(c.now_ms(wall0 + 1_000, at(1.0)), wall0 + 1_000);
+        // Set back 93 s: the machine's time goes on with the monotonic clock
+        // (slewing toward the wall clock by a tenth: 900 ms for the second).
+        let back = wall0 + 2_000 - 93_000;
+        let m = c.now_ms(back, at(2.0));
+        assert_eq!(m, wall0 + 1_900);
+        // A second later it is a second on (less a tenth of it, slewed).
+        let m2 = c.now_ms(back + 1_000, at(3.0));
+        assert!((900..=1_000).contains(&(m2 - m)), "{}", m2 - m);
+        // It converges on the wall clock, never going back, within ~16 minutes.
+        let mut last = m2;
+        for i in 1..=1_000 {
+            let t = 3.0 + f64::from(i);
+            let now = c.now_ms(back + (t as i64 - 2) * 1_000, at(t));
+            assert!(now >= last);
+            last = now;
+        }
+        assert_eq!(last, back + 1_001_000, "converged on the wall clock");
+        // Set forward a minute: no jump.
+        let t = 1_004.0;
+        let wall = back + 1_002_000 + 60_000;
+        let m = c.now_ms(wall, at(t));
+        assert_eq!(m, last + 1_100);
+        // Small drift is followed as it is.
+        let mut c = MachineClock::new(wall0, t0);
+        assert_eq!(c.now_ms(wall0 + 1_500, at(1.0)), wall0 + 1_500);
+        assert_eq!(c.now_ms(wall0 + 1_600, at(2.0)), wall0 + 1_600);
+    }
 }
