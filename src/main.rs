@@ -94,6 +94,23 @@ fn condor_style_args(args: Vec<OsString>) -> Vec<OsString> {
     if !CONDOR_STYLE.contains(&sub) {
         return args;
     }
+    // `-af:OPTS` (and `-autoformat:OPTS`): the letters go to their own option.
+    let args: Vec<OsString> = args
+        .into_iter()
+        .flat_map(|a| {
+            let opts = a.to_str().and_then(|s| {
+                s.strip_prefix("-af:")
+                    .or_else(|| s.strip_prefix("--af:"))
+                    .or_else(|| s.strip_prefix("-autoformat:"))
+                    .or_else(|| s.strip_prefix("--autoformat:"))
+                    .map(str::to_string)
+            });
+            match opts {
+                Some(o) => vec![OsString::from(format!("--af-options={o}")), "--af".into()],
+                None => vec![a],
+            }
+        })
+        .collect();
     args.into_iter()
         .map(|a| match a.to_str() {
             Some(s)

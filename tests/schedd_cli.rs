@@ -64,6 +64,54 @@ fn submit_query_and_change_jobs_over_signed_http() {
     let af = pool.ok("alice", &["q", "-af", "ClusterId", "ProcId", "Owner", "Project", "Args"]);
     assert_eq!(af.lines().next(), Some("1 0 alice physics --n 0"));
     assert_eq!(af.lines().count(), 6);
+    // condor_q's output forms: -af:OPTS, expressions, -format, -totals.
+    assert_eq!(
+        pool.ok("alice", &["q", "1", "-af:jh", "Owner", "ProcId * 10"]),
+        "ID Owner ProcId * 10\n1.0 alice 0\n1.1 alice 10\n1.2 alice 20\n"
+    );
+    assert_eq!(
+        pool.ok("alice", &["q", "1.1", "-af:lV,", "Owner", "Project"]),
+        "Owner = \"alice\",Project = \"physics\"\n"
+    );
+    assert_eq!(pool.ok("alice", &["q", "1.1", "-autoformat:r", "ProcId + 1"]), "undefined\n");
+    assert_eq!(
+        pool.ok(
+            "alice",
+            &[
+                "q",
+                "1",
+                "-format",
+                "%d.",
+                "ClusterId",
+                "-format",
+                "%03d ",
+                "ProcId",
+                "-format",
+                "[%-8s]\\n",
+                "Owner",
+                "-format",
+                "%d",
+                "NoSuchAttr"
+            ]
+        ),
+        "1.000 [alice   ]\n1.001 [alice   ]\n1.002 [alice   ]\n"
+    );
+    // -totals: the schedd's banner (as condor_q prints it) and the totals only.
+    let totals = pool.ok("alice", &["q", "-totals"]);
+    assert!(totals.starts_with("\n-- Schedd: "), "{totals}");
+    assert!(
+        totals.ends_with(
+            "\nTotal for query: 6 jobs; 0 completed, 0 removed, 3 idle, 0 running, 3 held, 0 \
+             suspended\nTotal for all users: 6 jobs; 0 completed, 0 removed, 3 idle, 0 running, \
+             3 held, 0 suspended\n"
+        ),
+        "{totals}"
+    );
+    assert_eq!(totals.lines().count(), 4, "{totals}");
+    assert_eq!(
+        pool.ok("alice", &["q", "1", "-totals"]),
+        "Total for query: 3 jobs; 0 completed, 0 removed, 3 idle, 0 running, 0 held, 0 suspended\n"
+    );
     let json = pool.ok("alice", &["q", "1.2", "-json"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v[0]["ProcId"], 2);

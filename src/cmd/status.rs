@@ -87,7 +87,7 @@ pub fn run(args: StatusArgs) -> Result<ExitCode> {
     let req = QueryRequest {
         kind: kind.map(|k| k.my_type().to_string()),
         constraint: args.constraint(),
-        projection: args.format.af.clone(),
+        projection: args.format.projection(),
     };
     let r: QueryReply = session.block_on(session.client.call(
         http::Method::POST,
