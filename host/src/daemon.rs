@@ -46,7 +46,7 @@ pub mod api;
 pub mod benchmark;
 pub mod pool;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -414,6 +414,8 @@ pub struct Daemon {
     host: Arc<Host>,
     clock: Arc<dyn Clock>,
     machine_clock: std::sync::Mutex<MachineClock>,
+    /// Offers of claimed slots the negotiator matched by user priority.
+    priority_offers: HashSet<String>,
     execute: PathBuf,
     backfill: HashMap<String, BackfillJob>,
     runs: HashMap<SlotId, Run>,
@@ -578,6 +580,7 @@ impl Daemon {
             startd,
             host,
             machine_clock,
+            priority_offers: HashSet::new(),
             clock,
             execute: config.execute,
             backfill: config.backfill,
@@ -792,6 +795,12 @@ impl Daemon {
                     .ok_or_else(|| {
                         PoolError::NotFound(format!("no offer {}", public_claim_id(&m.claim_id)))
                     })?;
+                // Only current offers are remembered as priority preemptions.
+                let offers: HashSet<&String> = self.offers.values().collect();
+                self.priority_offers.retain(|c| offers.contains(c));
+                if m.priority {
+                    self.priority_offers.insert(m.claim_id.clone());
+                }
                 self.feed(Event::MatchNotified { slot, claim_id: m.claim_id });
                 Ok(PoolReply::Done)
             }
@@ -834,7 +843,12 @@ impl Daemon {
                 };
                 let claimed =
                     self.startd.slots().iter().any(|s| s.id() == slot && s.claim_id().is_some());
-                let event = if claimed {
+                // A claim on a claimed slot preempts by the machine's RANK
+                // (which the startd checks), or by user priority when the
+                // negotiator said so for this offer; never on the claimant's
+                // word alone.
+                let by_priority = self.priority_offers.remove(&req.claim_id);
+                let event = if claimed && by_priority {
                     Event::BetterMatch { slot, claim }
                 } else {
                     Event::ClaimRequested { slot, claim }

@@ -493,6 +493,81 @@ fn alive(incarnation: &str, claims: &[&str]) -> andes_host::daemon::pool::PoolRe
     }
 }
 
+/// The slot's RemoteOwner, from the ads published since.
+fn owner(rx: &mut tokio::sync::mpsc::UnboundedReceiver<andes_host::daemon::PublishedAd>) -> String {
+    let mut who = String::new();
+    while let Ok(p) = rx.try_recv() {
+        if let Value::Str(o) = p.ad.eval_attr("RemoteOwner") {
+            who = o.to_string();
+        }
+    }
+    who
+}
+
+/// The slot's current offer, from the ads published since.
+fn next_offer(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<andes_host::daemon::PublishedAd>,
+) -> String {
+    let mut id = None;
+    while let Ok(p) = rx.try_recv() {
+        if let Value::Str(c) = p.private.eval_attr("ClaimId") {
+            id = Some(c.to_string());
+        }
+    }
+    id.expect("a new offer")
+}
+
+/// A claim on a claimed slot preempts only when the slot's RANK strictly
+/// prefers it, or when the negotiator said it matched by user priority: not
+/// on the word of whoever presents the offer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_slot_is_preempted_only_by_a_better_rank_or_the_negotiators_priority() {
+    use andes_host::daemon::pool::{PoolReply, PoolRequest};
+    let mut f = daemon("RANK = (TARGET.Owner == \"carol\") * 10");
+    let (first, mut rx) = offer(&mut f);
+    f.d.pool(claim_request(&first, "one")).unwrap();
+    assert_eq!(f.state(), (State::Claimed, Activity::Idle));
+    let claim_by = |id: &str, owner: &str| PoolRequest::Claim {
+        caller: "schedd".into(),
+        req: andes_protocol::pool::ClaimRequest {
+            claim_id: id.into(),
+            owner: owner.into(),
+            user: None,
+            client_machine: "schedd@test".into(),
+            ad: format!("[ ClusterId = 2; ProcId = 0; JobUniverse = 5; Owner = \"{owner}\" ]"),
+            incarnation: Some("one".into()),
+            alive_interval: Some(5),
+        },
+    };
+    let accepted = |r: PoolReply| match r {
+        PoolReply::Claim(c) => (c.accepted, c.reason.unwrap_or_default()),
+        other => panic!("{other:?}"),
+    };
+    // Bob's job: RANK 0, as the current claim's. Refused, and the slot keeps its claim.
+    let second = next_offer(&mut rx);
+    let (ok, why) = accepted(f.d.pool(claim_by(&second, "bob")).unwrap());
+    assert!(!ok && why.contains("RANK"), "{why}");
+    assert_eq!(f.state(), (State::Claimed, Activity::Idle));
+    // The negotiator says it matched bob by priority: now it preempts.
+    f.d.pool(PoolRequest::Match(andes_protocol::pool::MatchNotice {
+        slot: "slot1@test".into(),
+        claim_id: second.clone(),
+        priority: true,
+    }))
+    .ok();
+    let (ok, why) = accepted(f.d.pool(claim_by(&second, "bob")).unwrap());
+    assert!(ok, "{why}");
+    assert_eq!(owner(&mut rx), "bob", "bob's claim did not preempt");
+
+    // Carol's job: RANK 10 > 0, preempts with no word from the negotiator.
+    let mut f = daemon("RANK = (TARGET.Owner == \"carol\") * 10");
+    let (first, mut rx) = offer(&mut f);
+    f.d.pool(claim_request(&first, "one")).unwrap();
+    let (ok, why) = accepted(f.d.pool(claim_by(&next_offer(&mut rx), "carol")).unwrap());
+    assert!(ok, "{why}");
+    assert_eq!(owner(&mut rx), "carol", "carol's claim did not preempt");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_nobody_uses_returns_to_unclaimed_within_its_lease() {
     let mut f = daemon("MAX_CLAIM_ALIVES_MISSED = 3");

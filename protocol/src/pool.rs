@@ -152,6 +152,13 @@ pub struct MatchNotice {
     pub slot: String,
     /// The claim id of the match.
     pub claim_id: String,
+    /// The slot is claimed and the negotiator matched it by user priority
+    /// (PREEMPTION_REQUIREMENTS), not by the machine's RANK: its claim may
+    /// preempt the current one although RANK does not prefer it. Without this
+    /// word from the negotiator, a claim on a claimed slot preempts only when
+    /// the slot's RANK strictly prefers it.
+    #[serde(default)]
+    pub priority: bool,
 }
 
 /// `POST /v1/host/claim`: a schedd claims a slot with the id the negotiator gave it.

@@ -349,7 +349,18 @@ impl Central {
                     host_address: host.clone(),
                     preempting: m.preempting.is_some(),
                 });
-                notices.push((host, MatchNotice { slot: name, claim_id: slot.claim_id.clone() }));
+                // Preempting, and not because the machine's RANK prefers the
+                // job: by user priority, which only the negotiator may say.
+                let current = match slot.ad.eval_attr("CurrentRank") {
+                    classad::Value::Int(i) => i as f64,
+                    classad::Value::Real(r) => r,
+                    _ => 0.0,
+                };
+                let priority = m.preempting.is_some() && m.machine_rank <= current;
+                notices.push((
+                    host,
+                    MatchNotice { slot: name, claim_id: slot.claim_id.clone(), priority },
+                ));
             }
             for r in &plan.rejections {
                 let Some(req) = snapshot.requests.get(r.request) else { continue };
