@@ -16,8 +16,20 @@ use crate::settings::user_name;
 /// Arguments of `andes submit`.
 #[derive(Args, Debug)]
 pub struct SubmitArgs {
-    /// The submit description file (`-` for standard input).
+    /// The submit description file (`-` for standard input), then any
+    /// `name=value` submit commands, applied before the file's first line.
     file: PathBuf,
+    /// `name=value`: a submit command applied before the file's first line.
+    #[arg(value_name = "NAME=VALUE")]
+    defines: Vec<String>,
+    /// Use `queue OPTS` in place of the file's last queue statement (or at its
+    /// end when it has none), as condor_submit -queue does.
+    #[arg(long = "queue", value_name = "OPTS", allow_hyphen_values = true)]
+    queue: Option<String>,
+    /// Expand and check everything, but submit nothing: write the job ads to
+    /// FILE (`-` for standard output), as condor_submit -dry-run does.
+    #[arg(long = "dry-run", value_name = "FILE")]
+    dry_run: Option<PathBuf>,
     /// An extra submit command, applied before each `queue` statement (repeatable).
     #[arg(short = 'a', long = "append", value_name = "'cmd = value'")]
     append: Vec<String>,
@@ -143,14 +155,35 @@ pub fn run(args: SubmitArgs) -> Result<ExitCode> {
         ctx.owner = user_name();
         ctx.env = std::env::vars().collect();
         ctx.extra_lines = args.append.clone();
+        ctx.defines = args.defines.clone();
+        ctx.queue = args.queue.clone();
         ctx.batch_name = args.batch_name.clone();
         ctx
     };
+    for d in &args.defines {
+        if !d.contains('=') {
+            return Err(anyhow!(
+                "{d:?}: after the submit file, only name=value submit commands may follow"
+            ));
+        }
+    }
     // Checked before the pool is asked for anything: a bad file queues
     // nothing and reserves no cluster, and its warnings show once.
     let checked = expand(&desc, &context(1))?;
     for w in &checked.warnings {
         eprintln!("WARNING: {w}");
+    }
+    if let Some(out) = &args.dry_run {
+        let texts: Vec<String> = checked.jobs.iter().map(|a| a.to_old_syntax()).collect();
+        let text = texts.join("\n");
+        if out.as_os_str() == "-" {
+            print!("{text}");
+        } else {
+            std::fs::write(out, &text)
+                .with_context(|| format!("cannot write the dry run to {}", out.display()))?;
+        }
+        println!("Dry-Run {} job(s) would be submitted to cluster 1.", checked.jobs.len());
+        return Ok(ExitCode::SUCCESS);
     }
     if args.dump {
         let out = checked;

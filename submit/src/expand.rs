@@ -58,6 +58,38 @@ pub fn expand(desc: &SubmitDescription, ctx: &Context<'_>) -> Result<Submission,
             "a `queue` statement cannot be given with -a",
         ));
     }
+    let no_queue = |d: &SubmitDescription, what: &str| -> Result<(), SubmitError> {
+        match d.statements.iter().find(|s| matches!(s.kind, StatementKind::Queue(_))) {
+            Some(q) => Err(SubmitError::new(
+                ErrorKind::Syntax,
+                "<command line>",
+                Some(q.line),
+                format!("a `queue` statement cannot be given {what}"),
+            )),
+            None => Ok(()),
+        }
+    };
+    let defines = parse::parse(&ctx.defines.join("\n"), "<command line>")?;
+    no_queue(&defines, "as name=value (use -queue)")?;
+    let replacement = match &ctx.queue {
+        None => None,
+        Some(q) => {
+            let d = parse::parse(&format!("queue {q}"), "<command line>")?;
+            match d.statements.into_iter().next() {
+                Some(st) if matches!(st.kind, StatementKind::Queue(_)) => Some(st),
+                _ => {
+                    return Err(SubmitError::new(
+                        ErrorKind::Syntax,
+                        "<command line>",
+                        None,
+                        format!("-queue {q:?} is not a queue statement's arguments"),
+                    ));
+                }
+            }
+        }
+    };
+    let last_queue =
+        desc.statements.iter().rposition(|s| matches!(s.kind, StatementKind::Queue(_)));
     let mut run = Run {
         ctx,
         macros: Macros::new(&ctx.env, ctx.seed),
@@ -72,9 +104,18 @@ pub fn expand(desc: &SubmitDescription, ctx: &Context<'_>) -> Result<Submission,
     for n in ["Cluster", "ClusterId"] {
         run.macros.builtin(n, &cluster);
     }
+    for x in &defines.statements {
+        let o = Origin { source: "<command line>".into(), line: Some(x.line) };
+        run.apply(&x.kind, &o)?;
+    }
     let mut queued = false;
-    for st in &desc.statements {
-        let origin = Origin { source: desc.source.clone(), line: Some(st.line) };
+    let tail = if last_queue.is_none() { replacement.as_ref() } else { None };
+    for (i, st) in desc.statements.iter().enumerate() {
+        let (st, source) = match &replacement {
+            Some(r) if Some(i) == last_queue => (r, "<command line>".to_string()),
+            _ => (st, desc.source.clone()),
+        };
+        let origin = Origin { source, line: Some(st.line) };
         match &st.kind {
             StatementKind::Queue(q) => {
                 for x in &extra.statements {
@@ -86,6 +127,16 @@ pub fn expand(desc: &SubmitDescription, ctx: &Context<'_>) -> Result<Submission,
             }
             k => run.apply(k, &origin)?,
         }
+    }
+    if let Some(st) = tail
+        && let StatementKind::Queue(q) = &st.kind
+    {
+        for x in &extra.statements {
+            let o = Origin { source: "<command line>".into(), line: Some(x.line) };
+            run.apply(&x.kind, &o)?;
+        }
+        run.queue(q, &Origin { source: "<command line>".into(), line: None })?;
+        queued = true;
     }
     if !queued {
         return Err(SubmitError::new(

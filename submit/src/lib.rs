@@ -142,6 +142,13 @@ pub struct Context<'a> {
     /// Extra command lines (`andes submit -a 'cmd = value'`), applied in
     /// order just before every `queue` statement, as condor_submit does.
     pub extra_lines: Vec<String>,
+    /// Submit commands given as `name=value` arguments (`andes submit FILE
+    /// name=value`), applied in order before the file's first line, as
+    /// condor_submit does.
+    pub defines: Vec<String>,
+    /// `andes submit -queue OPTS`: the queue statement `queue OPTS`, used in
+    /// place of the file's last one (or at its end, when it has none).
+    pub queue: Option<String>,
     /// Overrides `batch_name` (`JobBatchName`).
     pub batch_name: Option<String>,
     /// Where files are read; relative paths are joined to the initial
@@ -167,6 +174,8 @@ impl<'a> Context<'a> {
             iwd: iwd.into(),
             env: Vec::new(),
             extra_lines: Vec::new(),
+            defines: Vec::new(),
+            queue: None,
             batch_name: None,
             fs: &RealFs,
             max_jobs: DEFAULT_MAX_JOBS,
@@ -184,6 +193,8 @@ impl<'a> Context<'a> {
             iwd: self.iwd,
             env: self.env,
             extra_lines: self.extra_lines,
+            defines: self.defines,
+            queue: self.queue,
             batch_name: self.batch_name,
             fs,
             max_jobs: self.max_jobs,
