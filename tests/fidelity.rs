@@ -164,3 +164,34 @@ fn a_suspended_job_is_status_7_with_its_log_events_and_suspension_time() {
     }
     p.ok("alice", &["rm", "1"]);
 }
+
+/// `andes q -better-analyze` says why a job does not run, as condor_q does:
+/// each clause of its Requirements with the slots it matches, and the
+/// summary of the pool's slots.
+#[test]
+fn better_analyze_says_which_clause_keeps_a_job_idle() {
+    let p = Pool::new("", 1);
+    p.submit("alice", "big", "executable = hello.wasm\nrequest_memory = 900000000\nqueue\n");
+    wait_or(
+        "the negotiator's verdict",
+        Duration::from_secs(30),
+        || p.queue().iter().any(|a| !common::pool::text(a, "LastRejMatchReason").is_empty()),
+        || p.logs(),
+    );
+    let out = p.ok("alice", &["q", "-better-analyze", "1"]);
+    assert!(out.contains("The Requirements expression for job 001.000 is"), "{out}");
+    assert!(out.contains("RequestMemory = 900000000"), "{out}");
+    assert!(out.contains("reduces to these conditions"), "{out}");
+    // The memory clause matches none of the host's two slots.
+    let memory = out
+        .lines()
+        .find(|l| l.starts_with('[') && l.contains("Memory") && l.contains("RequestMemory"))
+        .unwrap_or_else(|| panic!("no memory clause in {out}"));
+    assert_eq!(memory.split_whitespace().nth(1), Some("0"), "{memory}");
+    assert!(out.contains("Of 2 machines,"), "{out}");
+    assert!(out.contains("      2 are rejected by your job's requirements"), "{out}");
+    assert!(out.contains("      0 are able to run your job"), "{out}");
+    assert!(out.contains("The negotiator's last word on job 001.000"), "{out}");
+    // -analyze is another name for it.
+    assert!(p.ok("alice", &["q", "-analyze", "1"]).contains("reduces to these conditions"));
+}

@@ -66,6 +66,11 @@ pub struct QArgs {
     /// Only the totals lines.
     #[arg(long)]
     totals: bool,
+    /// Why each selected job runs or not, as condor_q -better-analyze shows it:
+    /// each clause of its Requirements with the slots it matches, the slots
+    /// that refuse it by their own requirements, and the negotiator's last word.
+    #[arg(long = "better-analyze", visible_alias = "analyze")]
+    analyze: bool,
     #[command(flatten)]
     format: Format,
 }
@@ -110,6 +115,21 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
     let mut targets = selection(&args.selection)?;
     targets.constraint = args.constraint.clone();
     let session = Session::open()?;
+    if args.analyze {
+        let req = QueryRequest { targets, projection: Vec::new(), limit: None };
+        let r: QueryReply =
+            session.block_on(session.client.call(http::Method::POST, "/v1/query", Some(&req)))?;
+        let jobs = parse_ads(&r)?;
+        if jobs.is_empty() {
+            println!("No job matches.");
+            return Ok(ExitCode::SUCCESS);
+        }
+        let slots = crate::cmd::status::machine_ads()?;
+        for job in &jobs {
+            print!("{}", analyze(job, &slots));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let per_job = args.nobatch || args.hold || args.run || args.format.is_set();
     if !per_job && targets.ids.is_empty() && targets.constraint.is_none() {
         let req = SummaryRequest { owners: targets.owners.clone() };
@@ -186,6 +206,88 @@ fn parse_ads(r: &QueryReply) -> Result<Vec<ClassAd>> {
         .iter()
         .map(|t| classad::parse_ad(t).map_err(|e| anyhow!("the schedd sent a bad ad: {e}")))
         .collect()
+}
+
+/// condor_q -better-analyze's account of one job against the pool's slots.
+pub(crate) fn analyze(job: &ClassAd, slots: &[ClassAd]) -> String {
+    use classad::eval::Evaluator;
+    use classad::matching::{conjuncts, requirements_hold};
+    let id = format!("{:03}.{:03}", int(job, "ClusterId"), int(job, "ProcId"));
+    let mut ev = Evaluator::new();
+    let mut out = String::new();
+    let req = job.get("Requirements");
+    out.push_str(&format!(
+        "\nThe Requirements expression for job {id} is\n\n    {}\n\n",
+        req.map_or_else(|| "(none: every slot)".to_string(), |r| r.to_string())
+    ));
+    let defined: Vec<String> = ["RequestCpus", "RequestMemory", "RequestDisk"]
+        .iter()
+        .filter_map(|n| job.get(n).map(|_| format!("    {n} = {}", af_value(&job.eval_attr(n)))))
+        .collect();
+    if !defined.is_empty() {
+        out.push_str(&format!(
+            "Job {id} defines the following attributes:\n\n{}\n\n",
+            defined.join("\n")
+        ));
+    }
+    if let Some(req) = req {
+        out.push_str(&format!(
+            "The Requirements expression for job {id} reduces to these conditions:\n\n\
+             {:>14}\nStep    Matched  Condition\n-----  --------  ---------\n",
+            "Slots"
+        ));
+        for (k, c) in conjuncts(req).into_iter().enumerate() {
+            let n = slots
+                .iter()
+                .filter(|s| ev.eval(c, Some(job), Some(s)).as_bool() == Some(true))
+                .count();
+            out.push_str(&format!("[{k}] {n:>10}  {c}\n"));
+        }
+        out.push('\n');
+    }
+    let owner = string(job, "Owner");
+    let (mut by_job, mut by_slot, mut mine, mut others, mut able) = (0, 0, 0, 0, 0);
+    for s in slots {
+        if !requirements_hold(&mut ev, job, s) {
+            by_job += 1;
+        } else if !requirements_hold(&mut ev, s, job) {
+            by_slot += 1;
+        } else if string(s, "State") == "Claimed" && string(s, "RemoteOwner") == owner {
+            mine += 1;
+        } else if string(s, "State") == "Claimed" {
+            others += 1;
+        } else {
+            able += 1;
+        }
+    }
+    out.push_str(&format!(
+        "{id}:  Run analysis summary ignoring user priority.  Of {} machines,\n\
+         {by_job:>7} are rejected by your job's requirements\n\
+         {by_slot:>7} reject your job because of their own requirements\n\
+         {mine:>7} match and are already running your jobs\n\
+         {others:>7} match but are serving other users\n\
+         {able:>7} are able to run your job\n",
+        slots.len()
+    ));
+    match JobStatus::from_code(int(job, "JobStatus")) {
+        Some(JobStatus::Running) => {
+            out.push_str(&format!("\nJob {id} is running on {}.\n", string(job, "RemoteHost")))
+        }
+        Some(JobStatus::Held) => {
+            out.push_str(&format!("\nJob {id} is held: {}\n", string(job, "HoldReason")))
+        }
+        _ => {}
+    }
+    let reason = string(job, "LastRejMatchReason");
+    if !reason.is_empty() {
+        out.push_str(&format!(
+            "\nThe negotiator's last word on job {id} ({}): {reason}\n",
+            short_date(int(job, "LastRejMatchTime"))
+        ));
+    } else if int(job, "JobStatus") == 1 && able == 0 {
+        out.push_str(&format!("\nNo slot can run job {id} now.\n"));
+    }
+    out
 }
 
 /// The `Total for ...` lines of a table (`-totals`).

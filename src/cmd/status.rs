@@ -80,6 +80,25 @@ impl StatusArgs {
     }
 }
 
+/// Every slot ad the collector has (for `andes q -better-analyze`).
+pub(crate) fn machine_ads() -> Result<Vec<ClassAd>> {
+    let session = Session::collector()?;
+    let req = QueryRequest {
+        kind: Some(AdType::Machine.my_type().to_string()),
+        constraint: None,
+        projection: Vec::new(),
+    };
+    let r: QueryReply = session.block_on(session.client.call(
+        http::Method::POST,
+        "/v1/collector/query",
+        Some(&req),
+    ))?;
+    r.ads
+        .iter()
+        .map(|t| classad::parse_ad(t).map_err(|e| anyhow!("the collector sent a bad ad: {e}")))
+        .collect()
+}
+
 /// Runs `andes status`.
 pub fn run(args: StatusArgs) -> Result<ExitCode> {
     let kind = args.kind()?;
