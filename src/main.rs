@@ -181,7 +181,13 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("andes: {e:#}");
+            // A daemon's refusal says what is wrong; how it was reached does not.
+            match e.downcast_ref::<andes_protocol::ClientError>().map(|c| &c.kind) {
+                Some(k @ andes_protocol::ClientErrorKind::Status { .. }) => {
+                    eprintln!("andes: {k}")
+                }
+                _ => eprintln!("andes: {e:#}"),
+            }
             ExitCode::from(2)
         }
     }

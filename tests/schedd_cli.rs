@@ -139,6 +139,10 @@ fn submit_query_and_change_jobs_over_signed_http() {
     assert!(e.contains("403"), "{e}");
     let e = pool.fails("alice", &["qedit", "1.0", "Owner", "\"bob\""]);
     assert!(e.contains("403") && e.contains("protected"), "{e}");
+    // Said once, without how the schedd was reached.
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert_eq!(e.matches("protected").count(), 1, "{e}");
+    assert!(!e.contains("/v1/") && !e.contains("POST"), "{e}");
     assert!(pool.ok("root", &["release", "bob"]).contains("Job 2.2 released"));
 
     // qedit, by id and by constraint.
@@ -198,6 +202,50 @@ fn dump_needs_no_schedd() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.matches("ProcId = ").count(), 2, "{text}");
     assert!(text.contains("CmdDigest = \"sha256:"));
+}
+
+/// condor_submit's command-line habits, checked without a schedd: `name=value`
+/// arguments apply before the file, `-queue` replaces the file's last queue
+/// statement (or ends a file without one), `-dry-run FILE` writes the ads.
+#[test]
+fn submit_takes_definitions_queue_and_dry_run_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.wasm"), MODULE).unwrap();
+    std::fs::write(
+        dir.path().join("job.sub"),
+        "executable = job.wasm\narguments = $(word) $(Process)\nqueue 2\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("noq.sub"), "executable = job.wasm\n").unwrap();
+    let submit = |args: &[&str]| {
+        let out = andes()
+            .arg("submit")
+            .args(args)
+            .current_dir(dir.path())
+            .env("ANDES_CONFIG_DIR", dir.path())
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), {
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        })
+    };
+    let (ok, out, err) = submit(&["-dry-run", "-", "job.sub", "word=hello"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.matches("ProcId = ").count(), 2, "{out}");
+    assert!(out.contains("Args = \"hello 1\""), "{out}");
+    assert!(out.ends_with("Dry-Run 2 job(s) would be submitted to cluster 1.\n"), "{out}");
+    // -queue replaces the file's queue statement; a file without one gets it.
+    let (ok, out, err) = submit(&["-dry-run", "ads.txt", "-queue", "word in (a, b, c)", "job.sub"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("Dry-Run 3 job(s)"), "{out}");
+    let ads = std::fs::read_to_string(dir.path().join("ads.txt")).unwrap();
+    assert!(ads.contains("Args = \"a 0\"") && ads.contains("Args = \"c 2\""), "{ads}");
+    let (ok, out, err) = submit(&["--dump", "-queue", "4", "noq.sub"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.matches("ProcId = ").count(), 4, "{out}");
+    // A word without `=` after the file is refused, naming what may follow.
+    let (ok, _, err) = submit(&["--dump", "job.sub", "oops"]);
+    assert!(!ok && err.contains("name=value"), "{err}");
 }
 
 #[cfg(unix)]

@@ -96,8 +96,8 @@ pub struct ClientError {
     pub method: Option<Method>,
     /// The URL called.
     pub url: String,
-    /// What went wrong.
-    #[source]
+    /// What went wrong (part of the message, not its source: an error chain
+    /// printed whole says it once).
     pub kind: ClientErrorKind,
 }
 
