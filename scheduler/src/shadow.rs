@@ -2451,8 +2451,10 @@ fn saved_state_to_send(
     Some(andes_protocol::pool::SavedState { seq: 0, data: Vec::new(), streamed })
 }
 
-/// How many times a streamed output file is fetched before the job is held.
-const OUTPUT_TRIES: u32 = 3;
+/// How many times a streamed output file is fetched before the job is held
+/// (waiting 2, 4, 8, 16 and 32 s between tries: a full disk or a cut link of
+/// a minute passes; a host that answers it no longer has the file is final).
+const OUTPUT_TRIES: u32 = 6;
 
 /// Output files fetched as streams, staged in a directory of the schedd's
 /// (removed when this is dropped): name → staged path.
