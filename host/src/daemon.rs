@@ -768,6 +768,27 @@ impl Daemon {
         !self.fast_shutdown && !self.ended.is_empty()
     }
 
+    /// The claim `claim_id`, live or ended (its final report still kept), if
+    /// `caller` holds it: for fetching what its reports named as streamed.
+    fn claim_or_ended(
+        &self,
+        caller: &str,
+        claim_id: &str,
+    ) -> Result<&pool::ClaimEntry, pool::PoolError> {
+        let c = self
+            .claims
+            .get(claim_id)
+            .or_else(|| self.ended.get(claim_id).map(|(c, _)| c))
+            .ok_or_else(|| {
+                pool::PoolError::NotFound(format!(
+                    "no claim {}",
+                    andes_protocol::pool::public_claim_id(claim_id)
+                ))
+            })?;
+        owned_by(c, caller, claim_id)?;
+        Ok(c)
+    }
+
     /// Where the streamed input files of the slot's claim are uploaded.
     fn uploaded_dir(&self, slot: SlotId) -> PathBuf {
         self.execute.join(format!("in_{slot}"))
@@ -1077,26 +1098,8 @@ impl Daemon {
                 Ok(PoolReply::InputDir(dir, disk.saturating_sub(used)))
             }
             PoolRequest::Saved { caller, req } => {
-                let c = self
-                    .claims
-                    .get(&req.claim_id)
-                    .or_else(|| self.ended.get(&req.claim_id).map(|(c, _)| c))
-                    .ok_or_else(|| {
-                        PoolError::NotFound(format!(
-                            "no claim {}",
-                            andes_protocol::pool::public_claim_id(&req.claim_id)
-                        ))
-                    })?;
-                owned_by(c, &caller, &req.claim_id)?;
-                let r = c.report.borrow();
-                let mut saved = r.saved.clone();
-                if let Some(ctl) = &r.ctl
-                    && let (n, Some(d)) = ctl.saved()
-                    && saved.as_ref().is_none_or(|(s, _)| n > *s)
-                {
-                    saved = Some((n, d));
-                }
-                match saved {
+                let c = self.claim_or_ended(&caller, &req.claim_id)?;
+                match c.report.borrow().latest_saved() {
                     Some((n, d)) if n == req.seq => Ok(PoolReply::Saved(d)),
                     _ => Err(PoolError::NotFound(format!(
                         "saved state {} is no longer the job's latest",
@@ -1105,17 +1108,7 @@ impl Daemon {
                 }
             }
             PoolRequest::SnapshotPart { caller, req } => {
-                let c = self
-                    .claims
-                    .get(&req.claim_id)
-                    .or_else(|| self.ended.get(&req.claim_id).map(|(c, _)| c))
-                    .ok_or_else(|| {
-                        PoolError::NotFound(format!(
-                            "no claim {}",
-                            andes_protocol::pool::public_claim_id(&req.claim_id)
-                        ))
-                    })?;
-                owned_by(c, &caller, &req.claim_id)?;
+                let c = self.claim_or_ended(&caller, &req.claim_id)?;
                 let r = c.report.borrow();
                 let snap = r.snapshot.as_ref().filter(|s| s.hash == req.hash).ok_or_else(|| {
                     PoolError::NotFound(format!(
@@ -1135,19 +1128,7 @@ impl Daemon {
                 }
             }
             PoolRequest::Output { caller, req } => {
-                let c = match self.claims.get(&req.claim_id) {
-                    Some(c) => c,
-                    None => match self.ended.get(&req.claim_id) {
-                        Some((c, _)) => c,
-                        None => {
-                            return Err(PoolError::NotFound(format!(
-                                "no claim {}",
-                                andes_protocol::pool::public_claim_id(&req.claim_id)
-                            )));
-                        }
-                    },
-                };
-                owned_by(c, &caller, &req.claim_id)?;
+                let c = self.claim_or_ended(&caller, &req.claim_id)?;
                 let r = c.report.borrow();
                 let found = r.kept.get(&req.job).and_then(|k| {
                     k.files.get(&req.name).map(|p| PoolReply::Output(k.clone(), p.clone()))

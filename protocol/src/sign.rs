@@ -187,23 +187,15 @@ impl SignedHeaders {
     ) -> Self {
         let mut nonce = vec![0u8; NONCE_LEN];
         OsRng.fill_bytes(&mut nonce);
-        let key = keypair.public();
-        let text = signing_string(
+        Self::sign_digest_with_nonce(
+            keypair,
             destination,
             method,
             path_and_query,
-            timestamp,
-            &nonce,
             body_sha256,
-            &key,
-        );
-        SignedHeaders {
-            key,
             timestamp,
             nonce,
-            destination: destination.clone(),
-            signature: keypair.sign(text.as_bytes()),
-        }
+        )
     }
 
     /// Signs a request with the given nonce (tests and fuzzing; real requests use
@@ -217,6 +209,27 @@ impl SignedHeaders {
         timestamp: i64,
         nonce: Vec<u8>,
     ) -> Self {
+        let digest = body_digest(body);
+        Self::sign_digest_with_nonce(
+            keypair,
+            destination,
+            method,
+            path_and_query,
+            &digest,
+            timestamp,
+            nonce,
+        )
+    }
+
+    fn sign_digest_with_nonce(
+        keypair: &Keypair,
+        destination: &Destination,
+        method: &str,
+        path_and_query: &str,
+        body_sha256: &[u8; 32],
+        timestamp: i64,
+        nonce: Vec<u8>,
+    ) -> Self {
         let key = keypair.public();
         let text = signing_string(
             destination,
@@ -224,7 +237,7 @@ impl SignedHeaders {
             path_and_query,
             timestamp,
             &nonce,
-            &body_digest(body),
+            body_sha256,
             &key,
         );
         SignedHeaders {

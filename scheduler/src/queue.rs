@@ -1802,37 +1802,9 @@ impl Ctx<'_, '_> {
                 }
                 Ok(Reply::Done)
             }
-            Op::StoreFile(actor, digest, size) => {
-                let known: bool = self
-                    .tx
-                    .prepare_cached("SELECT 1 FROM modules WHERE digest = ?1")?
-                    .exists([&digest])?;
-                if known {
-                    return Ok(Reply::Done);
-                }
-                self.check_upload_quota(actor, *size)?;
-                self.tx.execute(
-                    "INSERT INTO modules (digest, data, uploader, size, stored) \
-                     VALUES (?1, x'', ?2, ?3, ?4)",
-                    params![digest, actor.name, *size as i64, self.now],
-                )?;
-                Ok(Reply::Done)
-            }
+            Op::StoreFile(actor, digest, size) => self.store_upload(actor, digest, &[], *size),
             Op::StoreModule(actor, digest, bytes) => {
-                let known: bool = self
-                    .tx
-                    .prepare_cached("SELECT 1 FROM modules WHERE digest = ?1")?
-                    .exists([&digest])?;
-                if known {
-                    return Ok(Reply::Done);
-                }
-                self.check_upload_quota(actor, bytes.len() as u64)?;
-                self.tx.execute(
-                    "INSERT INTO modules (digest, data, uploader, size, stored) \
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![digest, bytes, actor.name, bytes.len() as i64, self.now],
-                )?;
-                Ok(Reply::Done)
+                self.store_upload(actor, digest, bytes, bytes.len() as u64)
             }
             #[cfg(test)]
             Op::Panic => panic!("a test's panic"),
@@ -1889,6 +1861,29 @@ impl Ctx<'_, '_> {
                 Ok(Reply::Removed(removed))
             }
         }
+    }
+
+    /// Records an upload of `size` bytes under `digest`, counted against
+    /// `actor`'s quota: its bytes in the row (`data`), or none when they are in
+    /// its file under the uploads directory. One already stored is left as it is.
+    fn store_upload(
+        &mut self,
+        actor: &Actor,
+        digest: &str,
+        data: &[u8],
+        size: u64,
+    ) -> Result<Reply, QueueError> {
+        let known: bool =
+            self.tx.prepare_cached("SELECT 1 FROM modules WHERE digest = ?1")?.exists([digest])?;
+        if known {
+            return Ok(Reply::Done);
+        }
+        self.check_upload_quota(actor, size)?;
+        self.tx.execute(
+            "INSERT INTO modules (digest, data, uploader, size, stored) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![digest, data, actor.name, size as i64, self.now],
+        )?;
+        Ok(Reply::Done)
     }
 
     /// Refuses an upload of `size` bytes that would take `actor` past the quota.

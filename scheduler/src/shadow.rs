@@ -2018,15 +2018,7 @@ impl Inner {
                 hash: snap.hash.clone(),
                 blob: blob.clone(),
             };
-            let file = std::fs::File::create(&path).map_err(|e| format!("staging: {e}"))?;
-            let (w, _) = link
-                .long
-                .download("/v1/host/snapshot", &req, file, size)
-                .await
-                .map_err(|e| format!("fetching it: {e}"))?;
-            if w.len != size {
-                return Err(format!("a part came with {} of its {size} bytes", w.len));
-            }
+            fetch_whole(link, "/v1/host/snapshot", &req, &path, size).await?;
             match blob {
                 None => {
                     snap.bytes = std::fs::read(&path).map_err(|e| format!("staging: {e}"))?;
@@ -2058,17 +2050,9 @@ impl Inner {
     ) -> Result<(), String> {
         let staging = self.staging_dir("saved-")?;
         let path = staging.path().join("state");
-        let file = std::fs::File::create(&path).map_err(|e| format!("staging: {e}"))?;
         let req =
             andes_protocol::pool::SavedStateRequest { claim_id: claim_id.into(), seq: st.seq };
-        let (w, _) = link
-            .long
-            .download("/v1/host/saved", &req, file, size)
-            .await
-            .map_err(|e| format!("fetching it: {e}"))?;
-        if w.len != size {
-            return Err(format!("it came with {} of its {size} bytes", w.len));
-        }
+        fetch_whole(link, "/v1/host/saved", &req, &path, size).await?;
         st.data = std::fs::read(&path).map_err(|e| format!("staging: {e}"))?;
         st.streamed = None;
         Ok(())
@@ -2430,6 +2414,27 @@ fn matching_paren(s: &str) -> Option<usize> {
         }
     }
     None
+}
+
+/// Fetches what a report named as streamed (`route`, asked with `req`) into
+/// the staging file `path`: an error unless it came whole, `size` bytes.
+async fn fetch_whole<T: serde::Serialize + ?Sized>(
+    link: &Link,
+    route: &str,
+    req: &T,
+    path: &Path,
+    size: u64,
+) -> Result<(), String> {
+    let file = std::fs::File::create(path).map_err(|e| format!("staging: {e}"))?;
+    let (w, _) = link
+        .long
+        .download(route, req, file, size)
+        .await
+        .map_err(|e| format!("fetching it: {e}"))?;
+    if w.len != size {
+        return Err(format!("it came with {} of its {size} bytes", w.len));
+    }
+    Ok(())
 }
 
 /// A kept saved state to send with a job: carried when small; a big one named

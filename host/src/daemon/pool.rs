@@ -229,6 +229,19 @@ impl Report {
         }
     }
 
+    /// The job's newest saved state and its seq: the running job's, or the
+    /// one kept when it ended.
+    pub fn latest_saved(&self) -> Option<(u64, Arc<[u8]>)> {
+        let mut saved = self.saved.clone();
+        if let Some(ctl) = &self.ctl
+            && let (n, Some(d)) = ctl.saved()
+            && saved.as_ref().is_none_or(|(s, _)| n > *s)
+        {
+            saved = Some((n, d));
+        }
+        saved
+    }
+
     /// The wire form, with usage read now; it carries the job's saved state
     /// when that is newer than `have` (the seq the shadow holds), its
     /// latest snapshot when that is not `have_snapshot` (the one the shadow
@@ -240,13 +253,7 @@ impl Report {
         have: u64,
         have_snapshot: Option<&str>,
     ) -> JobReport {
-        let mut saved = self.saved.clone();
-        if let Some(ctl) = &self.ctl
-            && let (n, Some(d)) = ctl.saved()
-            && saved.as_ref().is_none_or(|(s, _)| n > *s)
-        {
-            saved = Some((n, d));
-        }
+        let saved = self.latest_saved();
         let mut update = ClassAd::new();
         if let Some(ctl) = &self.ctl {
             let u = ctl.usage(clock);
