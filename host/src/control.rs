@@ -272,8 +272,12 @@ impl Control {
             s.vacate_deadline = Some((deadline, clock.unix_now() + grace.as_secs()));
         }
         self.vacate.store(true, Ordering::SeqCst);
-        // A suspended job must run to see the vacate.
-        s.unsuspend(clock);
+        let deaf = self.deaf.load(Ordering::SeqCst);
+        // A suspended job must run to see the vacate; one that cannot hear it
+        // is ended where it stopped, never run again.
+        if !deaf {
+            s.unsuspend(clock);
+        }
         if let Some(w) = s.waker.take() {
             w.wake();
         }
@@ -284,7 +288,7 @@ impl Control {
             (start.0)();
         }
         self.changed.notify_one();
-        if self.deaf.load(Ordering::SeqCst) {
+        if deaf {
             self.hard_kill();
         }
     }

@@ -3,7 +3,7 @@
 //!
 //! [`Daemon`] owns the [`Startd`] and feeds it events at the time of its
 //! [`Clock`] (a [`crate::VirtualClock`] in tests): a [`Event::Tick`] at
-//! [`Startd::next_deadline`], fresh [`Measurements`] every UPDATE_INTERVAL,
+//! [`Startd::next_deadline`], fresh [`Measurements`] before each of its polls,
 //! [`Event::StarterExited`] and [`Event::BackfillExited`] when a starter
 //! ends, [`Event::BenchmarkFinished`] after a benchmark, and the commands of
 //! the HTTP API ([`api`]). Each [`Action`] the machine returns is carried out
@@ -16,7 +16,7 @@
 //! | `Suspend`, `Continue` | [`Control::suspend`], [`Control::resume`] |
 //! | `SoftKill` | [`Control::soft_kill`] with the grace the machine computed |
 //! | `HardKill`, `KillBackfill` | [`Control::hard_kill`] |
-//! | `AbandonStarter` | aborts the starter's task and removes its sandbox |
+//! | `KillStarter` | kills the job again, logged; the slot waits for its end |
 //! | `Checkpoint` | a cooperative job (`WasmCheckpoint = "cooperative"`) is asked to save (its `checkpoint-requested`); a module compiled by `andes compile` is snapshotted at its next yield point (periodic: it goes on; vacate: the soft kill that follows takes the stopping snapshot). `CheckpointFinished { ok: true }` is answered at once, so a vacate goes on while the job saves; each save and snapshot reaches the shadow in the job's report. Other jobs: `ok: false` |
 //! | `RunBenchmarks` | runs two small Wasm loops ([`benchmark`]) and answers `BenchmarkFinished` |
 //! | `Publish` | keeps the ad for `andes host status` and, in a pool, sends it to the collector with the slot's claim id |
@@ -364,8 +364,8 @@ pub enum Command {
     /// `andes host off`.
     Off(ShutdownKind),
     /// `andes host set-attr`. `KeyboardIdle` and `ConsoleIdle` set this way
-    /// count up from the value set until the next measurement (every
-    /// UPDATE_INTERVAL) replaces them with the machine's own.
+    /// count up from the value set until cleared, or until the machine's own
+    /// measured activity is more recent.
     SetAttr {
         /// The slot, or all.
         slot: Option<SlotId>,
@@ -1249,9 +1249,19 @@ impl Daemon {
     }
 
     /// Releases the claims whose lease ran out, then feeds a [`Event::Tick`].
+    /// When the tick is one of the startd's polls (every POLLING_INTERVAL
+    /// while a slot is in use) the machine is measured first, so the policy
+    /// sees an owner who came back within seconds, as HTCondor's startd
+    /// does; otherwise every UPDATE_INTERVAL.
     pub fn tick(&mut self) -> Vec<Action> {
         self.expire_leases();
-        self.feed(Event::Tick)
+        let now = self.now();
+        let mut acts = Vec::new();
+        if now >= self.next_measure.min(self.startd.next_poll()) {
+            acts = self.measure();
+        }
+        acts.extend(self.feed(Event::Tick));
+        acts
     }
 
     /// When the daemon next needs to wake: the machine's next deadline or
@@ -1617,7 +1627,7 @@ impl Daemon {
         }
     }
 
-    /// Runs the daemon: measures every UPDATE_INTERVAL, ticks at the
+    /// Runs the daemon: measures before each poll, ticks at the
     /// machine's deadlines, handles starter exits and requests, until a
     /// shutdown is complete and every starter has ended.
     pub async fn run(mut self) {
@@ -1640,9 +1650,6 @@ impl Daemon {
             tokio::select! {
                 _ = wake => {
                     last_wake = self.now();
-                    if last_wake >= self.next_measure {
-                        self.measure();
-                    }
                     self.tick();
                 }
                 Some(exit) = self.exits_rx.recv() => {
@@ -1855,12 +1862,18 @@ impl Daemon {
                 Some(r) => r.ctl.hard_kill(),
                 None => queue.push_back(Event::BackfillExited { slot: *slot }),
             },
-            Action::AbandonStarter { slot } => {
-                if let Some(r) = self.runs.remove(slot) {
-                    self.log(format!("slot {slot}: the starter did not stop in time; abandoned"));
+            Action::KillStarter { slot } => {
+                // The job runs on a thread of this process: the hard kill
+                // (signal, trap at the next instruction of guest code, and
+                // the job's waits dropped) is the strongest there is, so it
+                // is sent again. The slot stays in Killing, its resources
+                // counted, until the job's thread has really ended.
+                if let Some(r) = self.runs.get(slot) {
                     r.ctl.hard_kill();
-                    r.task.abort();
-                    remove_sandbox(&r.sandbox);
+                    self.log(format!(
+                        "slot {slot}: the job has not stopped within KILLING_TIMEOUT of its \
+                         hard kill; killing it again (the slot waits for its end)"
+                    ));
                 }
             }
             Action::RunBenchmarks { slot } => {

@@ -325,6 +325,58 @@ async fn owner_activity_suspends_a_job_then_preempts_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_return_is_measured_within_a_poll_not_an_update_interval() {
+    // The startd polls every POLLING_INTERVAL (5 s) while a slot is in use
+    // and measures the machine before each poll; an Owner or Unclaimed
+    // machine is left alone until UPDATE_INTERVAL (the spec, 3.5.x).
+    use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+    let idle = Arc::new(AtomicI64::new(3600));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let execute = tempfile::tempdir().unwrap();
+    let mut cfg = base_config(Vec::<(String, String)>::new());
+    cfg.load_str("UPDATE_INTERVAL = 300\nPOLLING_INTERVAL = 5\n", "test.config").unwrap();
+    let info = MachineInfo { cpus: 1, memory_mb: 2048, ..MachineInfo::default() };
+    let config = DaemonConfig::from_config(&cfg, execute.path().to_path_buf(), info).unwrap();
+    let vc = VirtualClock::new();
+    let clock: Arc<dyn Clock> = Arc::new(vc.clone());
+    let measurer = Box::new({
+        let (idle, calls) = (idle.clone(), calls.clone());
+        move |loads: Vec<f64>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let k = idle.load(Ordering::SeqCst);
+            Measurements {
+                load_avg: loads.iter().sum(),
+                keyboard_idle: k,
+                console_idle: k,
+                condor_load: loads,
+                ..Measurements::default()
+            }
+        }
+    });
+    let d = Daemon::new(config, HOST.clone(), clock, measurer).unwrap();
+    let mut f = Fixture { d, vc, execute };
+    f.d.measure();
+    f.d.tick();
+    assert_eq!(f.state(), (State::Unclaimed, Activity::Idle));
+    // Unclaimed: no measurement between updates.
+    let before = calls.load(Ordering::SeqCst);
+    for _ in 0..10 {
+        f.advance(5);
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), before, "an idle machine measured every poll");
+    f.run_job("spin", VANILLA);
+    f.advance(5);
+    assert_eq!(f.state(), (State::Claimed, Activity::Busy));
+    // The owner sits down: the next poll sees it and suspends the job
+    // (WANT_SUSPEND for a vanilla job, SUSPEND on KeyboardBusy).
+    idle.store(0, Ordering::SeqCst);
+    f.advance(5);
+    assert_eq!(f.state(), (State::Claimed, Activity::Suspended));
+    f.d.command(Command::Vacate { slot: None, kind: VacateKind::Fast }).unwrap();
+    f.exit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn off_fast_kills_and_completes() {
     let mut f = daemon("");
     f.run_job("spin", VANILLA);

@@ -392,6 +392,44 @@ async fn a_vacate_ends_a_job_that_cannot_hear_it_at_once_not_after_the_grace() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_job_that_cannot_hear_a_vacate_is_ended_without_running_again() {
+    // Resuming it would only give the owner's machine back to a job that is
+    // about to be ended: the vacate ends it where it stopped.
+    for name in ["spin", "sleeper"] {
+        let sb = Sandbox::new();
+        let vc = VirtualClock::new();
+        let clock: Arc<dyn Clock> = Arc::new(vc.clone());
+        let ctl = Control::new();
+        let job = tokio::spawn({
+            let (ctl, clock) = (ctl.clone(), clock.clone());
+            let spec = spec(sample(name), "[]", &sb);
+            async move { HOST.run(spec, ctl, clock).await }
+        });
+        while !ctl.is_running() {
+            tokio::task::yield_now().await;
+        }
+        ctl.suspend(clock.as_ref());
+        // The spinner is stopped where it is; the sleeper, waiting on the
+        // (virtual) clock, is held back when its wait ends.
+        for _ in 0..60_000 {
+            if name == "sleeper" || ctl.is_stopped() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(name == "sleeper" || ctl.is_stopped(), "{name}: not stopped by the suspension");
+        vc.advance(Duration::from_secs(30));
+        ctl.soft_kill(clock.as_ref(), Duration::from_secs(600));
+        assert!(ctl.is_suspended(), "{name}: the vacate resumed a job that cannot hear it");
+        let r = tokio::time::timeout(Duration::from_secs(60), job).await.expect(name).unwrap();
+        assert_eq!(r.ending, Ending::Evicted { vacated: true }, "{name}");
+        assert!(ctl.is_suspended(), "{name}");
+        // Its suspension lasted to its end.
+        assert!(ctl.usage(clock.as_ref()).cumulative_suspension_time >= 30.0, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_job_does_not_disturb_a_good_one_beside_it() {
     let bad_sb = Sandbox::new();
     let ctl = Control::new();

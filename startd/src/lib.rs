@@ -67,8 +67,10 @@
 //! longer polled). Preempting/Vacating checkpoints a job that can, then gives
 //! it the vacate notice (a soft kill whose grace is MACHINE_MAX_VACATE_TIME,
 //! lowered by the job's JobMaxVacateTime); KILL moves on to Killing, a hard
-//! kill, and KILLING_TIMEOUT after it the startd abandons the starter
-//! ([`Action::AbandonStarter`]). A periodic checkpoint keeps the slot
+//! kill, and KILLING_TIMEOUT after it (and every KILLING_TIMEOUT until the
+//! starter is gone) the startd kills the starter itself
+//! ([`Action::KillStarter`]); the slot never leaves Killing while its job
+//! may still run. A periodic checkpoint keeps the slot
 //! Claimed/Busy.
 //!
 //! # Backfill

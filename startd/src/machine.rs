@@ -303,7 +303,8 @@ pub enum Event {
     },
     /// Sets (`Some`) or clears (`None`) an attribute of one slot's ad or of
     /// all (`andes host set-attr`). `KeyboardIdle` and `ConsoleIdle` set this
-    /// way count up from the value set, as measured ones do.
+    /// way count up from the value set, as measured ones do, until cleared
+    /// or until the machine's own measured activity is more recent.
     SetAttribute {
         /// The slot, or all.
         slot: Option<SlotId>,
@@ -379,7 +380,9 @@ pub enum Action {
         /// Periodic or on vacate.
         kind: CheckpointKind,
     },
-    /// Give the job its vacate notice; the starter hard-kills it after `grace_secs`.
+    /// Give the job its vacate notice; the starter hard-kills it after
+    /// `grace_secs`. A suspended job is resumed by the notice if it can hear
+    /// it; one that cannot is ended where it is, without running again.
     SoftKill {
         /// The slot.
         slot: SlotId,
@@ -391,9 +394,13 @@ pub enum Action {
         /// The slot.
         slot: SlotId,
     },
-    /// KILLING_TIMEOUT passed after a hard kill: stop waiting for the starter
-    /// and drop it; the startd considers it gone.
-    AbandonStarter {
+    /// KILLING_TIMEOUT passed after a hard kill and the job is still not
+    /// gone: kill the starter and all it runs with the strongest means the
+    /// driver has (HTCondor's SIGKILL to the starter and its children). The
+    /// slot stays in Preempting/Killing until the starter has exited
+    /// ([`Event::StarterExited`]); it is never freed while its job may still
+    /// run. Sent again every KILLING_TIMEOUT until then.
+    KillStarter {
         /// The slot.
         slot: SlotId,
     },
@@ -594,6 +601,12 @@ pub struct Startd {
     measured: Measurements,
     keyboard_active: i64,
     console_active: i64,
+    /// The keyboard and console activity an administrator set
+    /// ([`Event::SetAttribute`]), kept until cleared: a measurement moves
+    /// the activity only forward from it.
+    activity_set: (Option<i64>, Option<i64>),
+    /// The keyboard and console activity the last measurement found.
+    activity_measured: (i64, i64),
     last_now: i64,
     next_poll: i64,
     next_update: i64,
@@ -667,6 +680,40 @@ const MANAGED: [&str; 10] = [
     "SlotID",
     "VirtualMachineID",
 ];
+
+/// Spreads the load that is not andes's jobs' (the owner's) over the slots
+/// as HTCondor's startd does: the least busy slots take it first (Owner,
+/// then Unclaimed, Matched, Claimed, Preempting, Backfill; by slot number
+/// within a state), each a full load on each of its CPUs while more is left,
+/// the last one reached taking what remains. So an owner's load shows on a
+/// slot running a job only once the idle slots are full, and each slot's
+/// LoadAvg is its CondorLoadAvg plus its share, the shares summing to the
+/// machine's owner load.
+fn owner_loads(slots: &[Slot], total: f64) -> Vec<f64> {
+    let rank = |st: State| match st {
+        State::Owner => 0,
+        State::Unclaimed => 1,
+        State::Matched => 2,
+        State::Claimed => 3,
+        State::Preempting => 4,
+        State::Backfill => 5,
+    };
+    let mut order: Vec<usize> = (0..slots.len()).collect();
+    order.sort_by_key(|&i| rank(slots[i].state));
+    let mut out = vec![0.0; slots.len()];
+    let mut left = total.max(0.0);
+    for (k, &i) in order.iter().enumerate() {
+        let cpus = slots[i].spec.cpus.max(1) as f64;
+        if k + 1 < order.len() && left > cpus {
+            out[i] = cpus;
+            left -= cpus;
+        } else {
+            out[i] = left;
+            break;
+        }
+    }
+    out
+}
 
 fn truthy(v: &Value) -> bool {
     v.as_bool() == Some(true)
@@ -770,6 +817,8 @@ impl Startd {
             measured: Measurements::default(),
             keyboard_active: now - NO_CONSOLE_IDLE,
             console_active: now - NO_CONSOLE_IDLE,
+            activity_set: (None, None),
+            activity_measured: (now - NO_CONSOLE_IDLE, now - NO_CONSOLE_IDLE),
             last_now: now,
             next_poll: now,
             next_update: now,
@@ -813,6 +862,14 @@ impl Startd {
             }
         }
         t.min(MAX_TIME)
+    }
+
+    /// When the startd next evaluates its policy: every POLLING_INTERVAL
+    /// while a slot is matched, claimed, preempting or backfilling, every
+    /// UPDATE_INTERVAL otherwise (the spec: an Owner machine is left alone).
+    /// The machine's owner activity should be measured just before it.
+    pub fn next_poll(&self) -> i64 {
+        self.next_poll
     }
 
     /// The retirement clock of a retiring slot's job and the time the
@@ -997,8 +1054,12 @@ impl Startd {
 
     fn measure(&mut self, now: i64, m: Measurements) {
         let clamp = |x: i64| x.clamp(0, NO_CONSOLE_IDLE);
-        self.keyboard_active = now - clamp(m.keyboard_idle);
-        self.console_active = now - clamp(m.console_idle);
+        // A value set by hand stands until the machine's own activity is more
+        // recent: measuring every few seconds never undoes it.
+        let (kb, con) = self.activity_set;
+        self.activity_measured = (now - clamp(m.keyboard_idle), now - clamp(m.console_idle));
+        self.keyboard_active = self.activity_measured.0.max(kb.unwrap_or(i64::MIN));
+        self.console_active = self.activity_measured.1.max(con.unwrap_or(i64::MIN));
         self.measured = m;
     }
 
@@ -1012,16 +1073,10 @@ impl Startd {
         let condor: Vec<f64> = (0..self.slots.len())
             .map(|i| sane(m.condor_load.get(i).copied().unwrap_or(0.0)))
             .collect();
-        // The load not from andes's jobs is given to slots in order, each
-        // taking up to its CPUs less its own job's load.
-        let mut owner_load = (sane(m.load_avg) - condor.iter().sum::<f64>()).max(0.0);
+        let owner = owner_loads(&self.slots, sane(m.load_avg) - condor.iter().sum::<f64>());
         let keyboard_idle = (now - self.keyboard_active).clamp(0, NO_CONSOLE_IDLE);
         let console_idle = (now - self.console_active).clamp(0, NO_CONSOLE_IDLE);
-        let n = self.slots.len();
-        for (i, (s, &own)) in self.slots.iter_mut().zip(condor.iter()).enumerate() {
-            let room = (s.spec.cpus as f64 - own).max(0.0);
-            let mine = if i + 1 == n { owner_load } else { owner_load.min(room) };
-            owner_load -= mine;
+        for ((s, &own), &mine) in self.slots.iter_mut().zip(condor.iter()).zip(owner.iter()) {
             let ad = &mut s.ad;
             ad.insert_value(nm.loadavg.clone(), own + mine);
             ad.insert_value(nm.condorloadavg.clone(), own);
@@ -1101,9 +1156,9 @@ impl Startd {
         }
         if lname == "keyboardidle" || lname == "consoleidle" {
             let secs = match &value {
-                None => NO_CONSOLE_IDLE,
+                None => None,
                 Some(e) => match self.ev.eval(e, None, None).as_int() {
-                    Some(v) => v.clamp(0, NO_CONSOLE_IDLE),
+                    Some(v) => Some(v.clamp(0, NO_CONSOLE_IDLE)),
                     None => {
                         acts.push(Action::EventRejected {
                             reason: format!("{name} must be a number of seconds, not {e}"),
@@ -1112,12 +1167,14 @@ impl Startd {
                     }
                 },
             };
+            // Cleared, the last measurement's value is back.
+            let at = secs.map(|s| now - s);
             if lname == "keyboardidle" {
-                self.keyboard_active = now - secs;
-                self.measured.keyboard_idle = secs;
+                self.activity_set.0 = at;
+                self.keyboard_active = at.unwrap_or(self.activity_measured.0);
             } else {
-                self.console_active = now - secs;
-                self.measured.console_idle = secs;
+                self.activity_set.1 = at;
+                self.console_active = at.unwrap_or(self.activity_measured.1);
             }
         } else {
             for &i in targets {
@@ -1300,7 +1357,10 @@ impl Startd {
                 self.go(i, 1, State::Unclaimed, Activity::Idle, now, acts);
                 self.enter_matched(i, 6, now, acts);
             }
-            (State::Unclaimed, _) => self.enter_matched(i, 6, now, acts),
+            (State::Unclaimed, _) => {
+                self.stop_benchmarking(i, now, acts);
+                self.enter_matched(i, 6, now, acts)
+            }
             (State::Backfill, Activity::Busy) => {
                 self.slots[i].backfill_cause = Some(BackfillCause::Matched);
                 self.kill_backfill(i, now, acts);
@@ -1313,6 +1373,15 @@ impl Startd {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A match, a claim or a shutdown does not wait for the benchmarks: the
+    /// slot leaves Benchmarking for Unclaimed/Idle (4) and their result, when
+    /// it comes, is not recorded.
+    fn stop_benchmarking(&mut self, i: usize, now: i64, acts: &mut Vec<Action>) {
+        if self.slots[i].activity == Activity::Benchmarking {
+            self.go(i, 4, State::Unclaimed, Activity::Idle, now, acts);
         }
     }
 
@@ -1362,6 +1431,7 @@ impl Startd {
                 self.go(i, 5, State::Claimed, Activity::Idle, now, acts);
             }
             (State::Unclaimed, _) => {
+                self.stop_benchmarking(i, now, acts);
                 self.install_claim(i, req, now, acts);
                 self.go(i, 5, State::Claimed, Activity::Idle, now, acts);
             }
@@ -1479,6 +1549,11 @@ impl Startd {
         }
         if let Some(c) = &mut s.claim {
             c.activations += 1;
+            // As HTCondor's startd does, the claim now stands for the job it
+            // runs: between this job and the next, Claimed/Idle judges START
+            // (transition 10) and RANK against the last job activated, not
+            // the request the claim was first made with.
+            c.req.ad = job.clone();
         }
         s.job = Some(Job {
             ad: job.clone(),
@@ -1538,6 +1613,12 @@ impl Startd {
             (State::Claimed, Activity::Busy) | (State::Claimed, Activity::Suspended)
                 if !s.retire.active =>
             {
+                if s.activity == Activity::Suspended {
+                    // The job ended while suspended (it was killed): it is
+                    // no longer suspended (15), and its starter exited (12);
+                    // the diagram has no edge from Suspended to Idle.
+                    self.go(i, 15, State::Claimed, Activity::Busy, now, acts);
+                }
                 self.end_job(i, now);
                 self.go(i, 12, State::Claimed, Activity::Idle, now, acts);
                 let since = self.slots[i].claim.as_ref().map_or(now, |c| c.since);
@@ -1550,8 +1631,9 @@ impl Startd {
                 }
             }
             (State::Claimed, Activity::Retiring) | (State::Claimed, Activity::Suspended) => {
+                let number = if s.activity == Activity::Suspended { 17 } else { 18 };
                 self.end_job(i, now);
-                self.preempt(i, 18, false, now, acts);
+                self.preempt(i, number, false, now, acts);
             }
             (State::Preempting, _) => {
                 self.end_job(i, now);
@@ -1654,7 +1736,10 @@ impl Startd {
         let fast = kind == ShutdownKind::Fast;
         match (state, activity) {
             (State::Owner, _) => {}
-            (State::Unclaimed, _) => self.go(i, 2, State::Owner, Activity::Idle, now, acts),
+            (State::Unclaimed, _) => {
+                self.stop_benchmarking(i, now, acts);
+                self.go(i, 2, State::Owner, Activity::Idle, now, acts)
+            }
             (State::Matched, _) => self.go(i, 8, State::Owner, Activity::Idle, now, acts),
             (State::Claimed, _) => {
                 self.slots[i].retire.shutdown = true;
@@ -1769,7 +1854,10 @@ impl Startd {
             let j = self.slots[i].job.as_ref();
             (j.is_some_and(|j| j.suspended), j.is_some_and(|j| j.checkpointable))
         };
-        if suspended {
+        // A suspended job is resumed only where it has something to do: to
+        // save its state. Otherwise the vacate notice itself resumes a job
+        // that can hear it and ends one that cannot, which never runs again.
+        if suspended && ckpt {
             acts.push(Action::Continue { slot: id });
         }
         self.go(i, number, State::Preempting, Activity::Vacating, now, acts);
@@ -1835,8 +1923,11 @@ impl Startd {
                 && s.state == State::Preempting
                 && s.killing_deadline.is_some_and(|d| now >= d)
             {
-                acts.push(Action::AbandonStarter { slot: s.id });
-                self.finish_preempting(i, now, acts);
+                // The spec's SIGKILL: harder, and again every KILLING_TIMEOUT,
+                // but the slot is not freed before the starter is gone.
+                let timeout = self.pol_int(i, |p| &p.killing_timeout, 30).max(1);
+                self.slots[i].killing_deadline = Some(now.saturating_add(timeout));
+                acts.push(Action::KillStarter { slot: self.slots[i].id });
                 continue;
             }
             if s.retire.active {

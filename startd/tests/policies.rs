@@ -7,7 +7,7 @@ use andes_startd::policy::{
     DESKTOP_POLICY, DISABLE_PREEMPTION_POLICY, JOB_SUSPENSION_POLICY, TESTJOB_POLICY,
     TIME_OF_DAY_POLICY,
 };
-use andes_startd::{Action, Activity, CheckpointKind, Event, StarterOutcome, State};
+use andes_startd::{Action, Activity, CheckpointKind, Event, SlotId, StarterOutcome, State};
 use classad::Value;
 use common::*;
 
@@ -211,4 +211,37 @@ fn job_suspension_policy_slot2_yields_to_slot1() {
     let a = h.advance(5);
     assert_eq!(numbers(&a), vec![15]);
     assert!(has(&a, &Action::Continue { slot: 2 }));
+}
+
+#[test]
+fn the_owners_load_goes_to_the_least_busy_slots_first_as_htcondor_spreads_it() {
+    // Three slots: slot 1 runs a job (its own load 1.0), slots 2 and 3 are
+    // idle. The owner adds 1.5: HTCondor's startd gives it to the Owner and
+    // Unclaimed slots first (a full CPU each while more is left), so the
+    // slot running the job shows no owner load; every slot's LoadAvg is its
+    // CondorLoadAvg plus its share, and the shares sum to the owner's load.
+    let mut h = Harness::idle(3, &[]);
+    h.tick();
+    h.claim(1, "c1", VANILLA);
+    h.activate(1, "c1", VANILLA);
+    assert_eq!(h.sa(1), (State::Claimed, Activity::Busy));
+    assert_eq!(h.sa(2), (State::Unclaimed, Activity::Idle));
+    h.measure(1.5, 5000);
+    h.tick();
+    let load = |h: &Harness, slot: SlotId| {
+        let ad = h.sd.slot(slot).unwrap().ad();
+        (
+            ad.eval_attr("LoadAvg").as_real().unwrap(),
+            ad.eval_attr("CondorLoadAvg").as_real().unwrap(),
+        )
+    };
+    assert_eq!(load(&h, 1), (1.0, 1.0));
+    assert_eq!(load(&h, 2), (1.0, 0.0));
+    assert_eq!(load(&h, 3), (0.5, 0.0));
+    // More than the idle slots can take: the rest lands on the busy slot.
+    h.measure(2.75, 5000);
+    h.tick();
+    assert_eq!(load(&h, 2), (1.0, 0.0));
+    assert_eq!(load(&h, 3), (1.0, 0.0));
+    assert_eq!(load(&h, 1), (1.75, 1.0));
 }

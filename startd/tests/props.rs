@@ -30,6 +30,49 @@ fn valid(state: State, activity: Activity) -> bool {
     }
 }
 
+/// The edges of the manual's state diagram (Figure 3.4), by number: each
+/// number labels exactly these (from, to) pairs and no other.
+fn edges(number: u8) -> Vec<((State, Activity), (State, Activity))> {
+    use Activity::*;
+    use State::*;
+    let preempting = |from| vec![(from, (Preempting, Vacating)), (from, (Preempting, Killing))];
+    match number {
+        1 => vec![((Owner, Idle), (Unclaimed, Idle))],
+        2 => vec![((Unclaimed, Idle), (Owner, Idle))],
+        3 => vec![((Unclaimed, Idle), (Unclaimed, Benchmarking))],
+        4 => vec![((Unclaimed, Benchmarking), (Unclaimed, Idle))],
+        5 => vec![((Unclaimed, Idle), (Claimed, Idle))],
+        6 => vec![((Unclaimed, Idle), (Matched, Idle))],
+        7 => vec![((Unclaimed, Idle), (Backfill, Idle))],
+        8 => vec![((Matched, Idle), (Owner, Idle))],
+        9 => vec![((Matched, Idle), (Claimed, Idle))],
+        10 => preempting((Claimed, Idle)),
+        11 => vec![((Claimed, Idle), (Claimed, Busy))],
+        12 => vec![((Claimed, Busy), (Claimed, Idle))],
+        13 => vec![((Claimed, Busy), (Claimed, Retiring))],
+        14 => vec![((Claimed, Busy), (Claimed, Suspended))],
+        15 => vec![((Claimed, Suspended), (Claimed, Busy))],
+        16 => vec![((Claimed, Suspended), (Claimed, Retiring))],
+        17 => preempting((Claimed, Suspended)),
+        18 => preempting((Claimed, Retiring)),
+        19 => vec![((Claimed, Retiring), (Claimed, Busy))],
+        20 => vec![((Claimed, Retiring), (Claimed, Suspended))],
+        21 => vec![((Preempting, Vacating), (Preempting, Killing))],
+        22 => vec![((Preempting, Vacating), (Owner, Idle))],
+        23 => vec![((Preempting, Vacating), (Claimed, Idle))],
+        24 => vec![((Preempting, Killing), (Claimed, Idle))],
+        25 => vec![((Preempting, Killing), (Owner, Idle))],
+        26 => vec![((Backfill, Idle), (Backfill, Busy))],
+        27 => vec![((Backfill, Busy), (Backfill, Idle))],
+        28 => vec![((Backfill, Busy), (Backfill, Killing))],
+        29 => vec![((Backfill, Killing), (Backfill, Idle))],
+        30 => vec![((Backfill, Idle), (Owner, Idle))],
+        31 => vec![((Backfill, Idle), (Claimed, Idle))],
+        32 => vec![((Backfill, Idle), (Matched, Idle))],
+        _ => vec![],
+    }
+}
+
 #[derive(Default)]
 struct Model {
     at: HashMap<SlotId, (State, Activity)>,
@@ -98,7 +141,11 @@ fn check(
     for a in acts {
         match a {
             Action::Transition { slot, number, from, to } => {
-                assert!((1..=32).contains(number));
+                assert!(
+                    edges(*number).contains(&(*from, *to)),
+                    "transition {number} labels {from:?} -> {to:?}, not an edge the manual \
+                     gives that number"
+                );
                 let prev = m.at.get(slot).copied().unwrap_or((State::Owner, Activity::Idle));
                 assert_eq!(*from, prev, "transition {number} of slot {slot} from a stale state");
                 assert!(valid(to.0, to.1), "{to:?}");
@@ -128,8 +175,10 @@ fn check(
             Action::Continue { slot } => {
                 m.suspended.insert(*slot, false);
             }
-            Action::AbandonStarter { slot } => {
-                m.starter.insert(*slot, false);
+            Action::SoftKill { slot, .. } => {
+                // The notice resumes a suspended job that can hear it (or
+                // ends one that cannot).
+                m.suspended.insert(*slot, false);
             }
             _ => {}
         }

@@ -139,6 +139,44 @@ fn transition_10_claimed_idle_to_preempting_when_start_is_false() {
 }
 
 #[test]
+fn transition_10_judges_start_against_the_last_job_the_claim_ran_not_its_request() {
+    // The claim was made for alice's job; the schedd then ran bob's on it.
+    // Between jobs, START is judged against the job the claim now stands
+    // for (bob's), as HTCondor's startd does, so the claim is preempted.
+    let mut h = Harness::idle(1, &["START = TARGET.Owner =!= \"bob\" || MY.LetBob =?= True"]);
+    let let_bob = |on: bool| Event::SetAttribute {
+        slot: Some(1),
+        name: "LetBob".into(),
+        value: on.then(|| parse_expr("True").unwrap()),
+    };
+    h.ev(let_bob(true));
+    h.tick();
+    h.claim(1, "c1", VANILLA);
+    let bob = VANILLA.replace("alice", "bob");
+    assert_eq!(numbers(&h.activate(1, "c1", &bob)), vec![11]);
+    h.ev(let_bob(false));
+    assert_eq!(numbers(&exited(&mut h, 1)), vec![12]);
+    let a = h.tick();
+    assert_eq!(numbers(&a), vec![10, 22]);
+    assert!(has(&a, &Action::ClaimBroken { slot: 1, claim_id: "c1".into() }));
+}
+
+#[test]
+fn a_job_that_ends_while_suspended_leaves_by_the_diagrams_edges() {
+    // The diagram has no edge from Suspended to Idle: the job is no longer
+    // suspended (15), then its starter has exited (12). In retirement, a
+    // suspended job's end is 17 (Suspended to Preempting).
+    let mut h = Harness::idle(1, &[]);
+    h.run_job(1, VANILLA);
+    h.touch();
+    assert_eq!(numbers(&h.tick()), vec![14]);
+    let a = exited(&mut h, 1);
+    assert_eq!(numbers(&a), vec![15, 12]);
+    assert!(!has(&a, &Action::Continue { slot: 1 }));
+    assert_eq!(h.sa(1), (State::Claimed, Activity::Idle));
+}
+
+#[test]
 fn transition_11_claimed_idle_to_busy_on_activation() {
     let mut h = Harness::idle(1, &[]);
     h.tick();
@@ -250,7 +288,9 @@ fn transition_17_suspended_in_retirement_when_retirement_time_shrinks() {
     });
     assert_eq!(numbers(&a), vec![17]);
     assert_eq!(h.sa(1), (State::Preempting, Activity::Vacating));
-    assert!(has(&a, &Action::Continue { slot: 1 }));
+    // A job with nothing to save is not resumed by the startd: the vacate
+    // notice resumes it if it can hear it (the starter knows), or ends it.
+    assert!(!has(&a, &Action::Continue { slot: 1 }));
     assert!(a.iter().any(|x| matches!(x, Action::SoftKill { slot: 1, .. })));
 }
 
@@ -387,15 +427,26 @@ fn transition_25_killing_to_owner() {
 }
 
 #[test]
-fn transition_25_killing_to_owner_at_killing_timeout() {
+fn killing_timeout_kills_the_starter_again_and_the_slot_waits_for_its_end() {
+    // The spec: at KILLING_TIMEOUT the startd SIGKILLs the starter, and the
+    // machine leaves Killing only once the starter has exited. The slot is
+    // never freed (nor its job forgotten) while the job may still run.
     let mut h = Harness::idle(1, &["KILLING_TIMEOUT = 45"]);
     h.run_job(1, VANILLA);
     h.ev(Event::Vacate { slot: Some(1), kind: VacateKind::Fast });
     assert_eq!(h.sd.next_deadline(), T0 + 45);
     assert!(numbers(&h.advance(44)).is_empty());
     let a = h.advance(1);
-    assert_eq!(numbers(&a)[0], 25);
-    assert!(has(&a, &Action::AbandonStarter { slot: 1 }));
+    assert!(numbers(&a).is_empty(), "{a:?}");
+    assert!(has(&a, &Action::KillStarter { slot: 1 }));
+    assert_eq!(h.sa(1), (State::Preempting, Activity::Killing));
+    assert!(h.sd.slot(1).unwrap().job().is_some());
+    // Again every KILLING_TIMEOUT while the starter lives.
+    assert!(!has(&h.advance(44), &Action::KillStarter { slot: 1 }));
+    assert!(has(&h.advance(1), &Action::KillStarter { slot: 1 }));
+    assert_eq!(h.sa(1), (State::Preempting, Activity::Killing));
+    assert_eq!(numbers(&exited(&mut h, 1)), vec![25]);
+    assert_eq!(h.sa(1), (State::Owner, Activity::Idle));
     assert!(h.sd.slot(1).unwrap().job().is_none());
 }
 
