@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::pool::{Pool, int, wait_or};
+use common::pool::{Pool, int, text, wait_or};
 
 /// The event types HTCondor's own reader (`htcondor2.JobEventLog`, the `htcondor`
 /// wheel) finds in a job event log, or `None`, said aloud, when it is not
@@ -194,4 +194,55 @@ fn better_analyze_says_which_clause_keeps_a_job_idle() {
     assert!(out.contains("The negotiator's last word on job 001.000"), "{out}");
     // -analyze is another name for it.
     assert!(p.ok("alice", &["q", "-analyze", "1"]).contains("reduces to these conditions"));
+}
+
+/// The slot ad has what HTCondor users query of it, and the job's memory is
+/// kept current while it runs: StartdIpAddr, UidDomain, FileSystemDomain,
+/// Disk as it is now, the running job's JobUniverse and ImageSize; in the
+/// queue, ResidentSetSize and MemoryUsage.
+#[test]
+fn the_slot_ad_and_the_running_jobs_memory_are_what_htcondor_users_query() {
+    let p = Pool::new(
+        "NUM_CPUS = 1\nSTARTER_UPDATE_INTERVAL = 1\nSTARTER_INITIAL_UPDATE_INTERVAL = 1\n\
+         SHADOW_QUEUE_UPDATE_INTERVAL = 1\nUID_DOMAIN = example.org\n",
+        1,
+    );
+    p.submit("alice", "spin", "executable = spin.wasm\nlog = spin.log\nqueue\n");
+    let job = || p.queue().into_iter().next();
+    wait_or(
+        "the job's memory in the queue",
+        Duration::from_secs(90),
+        || job().is_some_and(|a| int(&a, "JobStatus") == 2 && int(&a, "ResidentSetSize") > 0),
+        || p.logs(),
+    );
+    // A Wasm job's memory is its linear memory: a Rust program's is at
+    // least a MiB.
+    let ad = job().unwrap();
+    assert!(int(&ad, "ResidentSetSize") >= 1024, "{ad}");
+    assert_eq!(int(&ad, "MemoryUsage"), (int(&ad, "ResidentSetSize") + 1023) / 1024, "{ad}");
+    assert_eq!(int(&ad, "ImageSize"), int(&ad, "ResidentSetSize"), "{ad}");
+    let slot =
+        p.slots().into_iter().find(|s| text(s, "State") == "Claimed").expect("a claimed slot");
+    assert!(text(&slot, "StartdIpAddr").starts_with("<127.0.0.1:"), "{slot}");
+    assert_eq!(text(&slot, "UidDomain"), "example.org", "{slot}");
+    assert!(!text(&slot, "FileSystemDomain").is_empty(), "{slot}");
+    assert!(int(&slot, "Disk") > 0, "{slot}");
+    assert_eq!(int(&slot, "JobUniverse"), int(&ad, "JobUniverse"), "{slot}");
+    assert!(int(&slot, "ImageSize") > 0, "{slot}");
+    p.ok("alice", &["rm", "1"]);
+}
+
+/// Periodic policy sees usage a few seconds old, not what the queue heard
+/// SHADOW_QUEUE_UPDATE_INTERVAL (15 minutes) ago: a job held by
+/// `periodic_hold = RemoteUserCpu > 2` is held within seconds of its third
+/// CPU second, with the schedd's and the host's update intervals left at
+/// HTCondor's defaults.
+#[test]
+fn periodic_policy_sees_usage_seconds_old() {
+    let p = Pool::new("NUM_CPUS = 1\nPERIODIC_EXPR_INTERVAL = 1\n", 1);
+    p.submit("alice", "spin", "executable = spin.wasm\nperiodic_hold = RemoteUserCpu > 2\nqueue\n");
+    let held = || p.queue().first().is_some_and(|a| int(a, "JobStatus") == 5);
+    wait_or("the periodic hold", Duration::from_secs(60), held, || p.logs());
+    let ad = p.queue().remove(0);
+    assert_eq!(int(&ad, "HoldReasonCode"), 3, "{ad}");
 }

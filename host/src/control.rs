@@ -83,6 +83,18 @@ pub struct Usage {
     pub fuel_unmetered: bool,
 }
 
+impl Usage {
+    /// The memory attributes HTCondor keeps current for a running job:
+    /// `ImageSize` and `ResidentSetSize` in KiB, `MemoryUsage` in MiB
+    /// (rounded up, as condor_submit's `MemoryUsage` expression does). A
+    /// Wasm job's memory is its linear memory, all of it the job's own, so
+    /// its resident set is its image.
+    pub fn memory_attrs(&self) -> [(&'static str, i64); 3] {
+        let kib = self.image_size_kib.min(i64::MAX as u64) as i64;
+        [("ImageSize", kib), ("ResidentSetSize", kib), ("MemoryUsage", (kib + 1023) / 1024)]
+    }
+}
+
 #[derive(Debug, Default)]
 struct CtlState {
     suspended: bool,

@@ -654,6 +654,10 @@ impl Daemon {
         let Some(p) = &self.publisher else { return };
         if let Some(a) = &self.address {
             ad.insert_value("MyAddress", a.as_str());
+            // HTCondor's form of the same: `<host:port>`.
+            let authority = a.split_once("://").map_or(a.as_str(), |(_, rest)| rest);
+            let authority = authority.split('/').next().unwrap_or(authority);
+            ad.insert_value("StartdIpAddr", format!("<{authority}>"));
         }
         let mut private = ClassAd::new();
         if let Some(offer) = self.offers.get(&slot) {
@@ -1245,7 +1249,24 @@ impl Daemon {
         let loads = self.condor_loads();
         let m = (self.measurer)(loads);
         self.next_measure = self.now().saturating_add(self.update_interval);
-        self.feed(Event::Measured(m))
+        let mut acts = self.feed(Event::Measured(m));
+        // The running jobs' memory as it is now, for the slots' ads and the
+        // policy (HTCondor's starter updates the startd likewise).
+        let mut updates = Vec::new();
+        for (&slot, r) in &self.runs {
+            let claim = self.startd.slot(slot).and_then(|s| s.claim_id().map(str::to_string));
+            if let (RunKind::Job, Some(claim_id)) = (r.kind, claim) {
+                let mut attrs = ClassAd::new();
+                for (n, v) in r.ctl.usage(self.clock.as_ref()).memory_attrs() {
+                    attrs.insert_value(n, v);
+                }
+                updates.push(Event::JobUpdated { slot, claim_id, attrs });
+            }
+        }
+        for e in updates {
+            acts.extend(self.feed(e));
+        }
+        acts
     }
 
     /// Releases the claims whose lease ran out, then feeds a [`Event::Tick`].
@@ -1561,7 +1582,14 @@ impl Daemon {
                 r.state = andes_protocol::pool::RunState::Exited;
                 r.ctl = None;
                 let mut update = ClassAd::new();
-                for n in ["RemoteUserCpu", "RemoteSysCpu", "ImageSize", "DiskUsage"] {
+                for n in [
+                    "RemoteUserCpu",
+                    "RemoteSysCpu",
+                    "ImageSize",
+                    "ResidentSetSize",
+                    "MemoryUsage",
+                    "DiskUsage",
+                ] {
                     if let Some(e) = ending.get(n) {
                         update.insert(n, e.clone());
                     }
@@ -2237,9 +2265,12 @@ pub fn shutdown_word(kind: ShutdownKind) -> &'static str {
     }
 }
 
-/// The real machine's measurements ([`andes_startd::measure::measure`]).
-pub fn real_measurer() -> Measurer {
-    Box::new(andes_startd::measure::measure)
+/// The real machine's measurements, with the free space of `execute`'s
+/// file system and the free swap for the slots' live `Disk` and
+/// `VirtualMemory` ([`andes_startd::measure::measure_with_disk`]).
+pub fn real_measurer(execute: &Path) -> Measurer {
+    let execute = execute.to_path_buf();
+    Box::new(move |loads| andes_startd::measure::measure_with_disk(&execute, loads))
 }
 
 /// The real machine's facts, with EXECUTE's free space as `Disk`.

@@ -270,7 +270,9 @@ impl JobResult {
         ad.insert_value("RemoteSysCpu", u.remote_sys_cpu);
         ad.insert_value("RemoteWallClockTime", u.remote_wall_clock_time);
         ad.insert_value("CumulativeSuspensionTime", u.cumulative_suspension_time);
-        ad.insert_value("ImageSize", u.image_size_kib as i64);
+        for (n, v) in u.memory_attrs() {
+            ad.insert_value(n, v);
+        }
         ad.insert_value("DiskUsage", u.disk_usage_kib as i64);
         // Nobody counted an unmetered job's fuel: no figure rather than 0.
         if !u.fuel_unmetered {

@@ -377,6 +377,12 @@ pub struct WaitRequest {
     /// a running job again takes the claim over for its new incarnation.
     #[serde(default)]
     pub incarnation: Option<String>,
+    /// Seconds: the schedd wants a report at least this often (a job whose
+    /// periodic policy reads its usage); the host answers at the earlier of
+    /// this and its STARTER_UPDATE_INTERVAL, never more often than every
+    /// second.
+    #[serde(default)]
+    pub report_within: Option<u64>,
 }
 
 /// What a job is doing on the host.

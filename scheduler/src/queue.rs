@@ -77,7 +77,29 @@ pub const PROTECTED_ATTRS: &[&str] = &[
 
 /// Attributes of the job's whole life that the schedd keeps itself: an
 /// execute host's figure for its own run never replaces them.
-const LIFETIME_ATTRS: [&str; 1] = ["CumulativeSuspensionTime"];
+const LIFETIME_ATTRS: [&str; 3] =
+    ["CumulativeSuspensionTime", "RemoteWallClockTime", "CumulativeSlotTime"];
+
+/// A run is over: its wall-clock time (the host's figure for it, else the
+/// time since JobCurrentStartDate) is added to the job's RemoteWallClockTime
+/// (HTCondor's: cumulative over all runs, suspensions included) and, times
+/// the CPUs the job held (its SlotWeight), to CumulativeSlotTime.
+fn add_run_time(ad: &mut ClassAd, run: &ClassAd, now: i64) {
+    let num = |v: Value| match v {
+        Value::Int(i) => Some(i as f64),
+        Value::Real(r) if r.is_finite() => Some(r),
+        _ => None,
+    };
+    let wall = num(run.eval_attr("RemoteWallClockTime"))
+        .or_else(|| num(ad.eval_attr("JobCurrentStartDate")).map(|t| now as f64 - t))
+        .map(|w| w.clamp(0.0, 1e12));
+    let Some(wall) = wall else { return };
+    let cpus = num(ad.eval_attr("RequestCpus")).filter(|c| *c >= 1.0).unwrap_or(1.0);
+    let total = num(ad.eval_attr("RemoteWallClockTime")).unwrap_or(0.0) + wall;
+    let slot = num(ad.eval_attr("CumulativeSlotTime")).unwrap_or(0.0) + wall * cpus;
+    ad.insert_value("RemoteWallClockTime", total);
+    ad.insert_value("CumulativeSlotTime", slot);
+}
 
 /// Merges what an execute host reports into a job's ad, but for
 /// [`LIFETIME_ATTRS`].
@@ -2478,6 +2500,9 @@ impl Ctx<'_, '_> {
             PoolOp::Evicted(attrs) => {
                 let was = p.status;
                 update_from_host(&mut p.ad, attrs);
+                if was.is_active() || was == JobStatus::Removed {
+                    add_run_time(&mut p.ad, attrs, now);
+                }
                 p.ad.remove(ACTIVATION_PENDING);
                 if let Some(host) = p.ad.remove("RemoteHost") {
                     p.ad.insert("LastRemoteHost", host);
@@ -2518,6 +2543,7 @@ impl Ctx<'_, '_> {
             )));
         }
         update_from_host(&mut p.ad, ending);
+        add_run_time(&mut p.ad, ending, self.now);
         p.ad.remove(CLAIM_ID_ATTR);
         p.ad.remove("JobDeferredUntil");
         if let Some(host) = p.ad.remove("RemoteHost") {

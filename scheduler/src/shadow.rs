@@ -1458,6 +1458,9 @@ impl Inner {
             _ => self.cfg.job_lease,
         };
         let module = str_attr(&job, "CmdDigest").as_deref().and_then(digest_bytes);
+        // A job whose periodic policy reads its usage gets it fresh: the host
+        // reports every few seconds and each report reaches the queue.
+        let report_within = has_periodic_policy(&job).then_some(POLICY_REPORT_SECS);
         // The transparent checkpoint the spool keeps for the job, by hash.
         // Only a job that checkpoints has anything in the spool.
         let checkpoints = may_have_checkpoints(&job);
@@ -1475,6 +1478,7 @@ impl Inner {
                     since: 0,
                     saved_seq: 0,
                     snapshot: have_snapshot.clone(),
+                    report_within,
                 };
                 // A job whose activation was recorded but never seen to
                 // start (the schedd died in between): the host says whether
@@ -1543,6 +1547,7 @@ impl Inner {
                                 since: other.version,
                                 saved_seq: 0,
                                 snapshot: None,
+                                report_within,
                             };
                             lane.committed().await;
                             tokio::select! {
@@ -1808,7 +1813,8 @@ impl Inner {
                 return (false, None);
             }
             let now = self.clock.now();
-            let due = now - last_push >= self.cfg.queue_update_interval.as_secs() as i64;
+            let due = report_within.is_some()
+                || now - last_push >= self.cfg.queue_update_interval.as_secs() as i64;
             let update = ad_or_empty(Some(&report.update));
             let deferred = update.get("JobDeferredUntil").map(|e| e.to_string());
             // Suspended and resumed by the host: the queue's status 7 and
@@ -1835,6 +1841,7 @@ impl Inner {
                 since: report.version,
                 saved_seq: have_saved,
                 snapshot: have_snapshot.clone(),
+                report_within,
             };
             lane.committed().await;
             tokio::select! {
@@ -2296,6 +2303,18 @@ fn host_ad(job: &ClassAd, slot: &ClassAd) -> ClassAd {
     }
     ad.remove(CLAIM_ID_ATTR);
     ad
+}
+
+/// Seconds between the reports of a job whose periodic policy reads its
+/// usage: the policy sees data at most this old (plus one queue write).
+pub const POLICY_REPORT_SECS: u64 = 5;
+
+/// True when the job has periodic policy (`PeriodicHold`, `PeriodicRemove`,
+/// `PeriodicRelease`) that is not simply false.
+fn has_periodic_policy(job: &ClassAd) -> bool {
+    ["PeriodicHold", "PeriodicRemove", "PeriodicRelease"]
+        .iter()
+        .any(|n| job.get(n).is_some_and(|e| !matches!(e.as_literal(), Some(Value::Bool(false)))))
 }
 
 /// Whether a job may keep something in the spool's checkpoints: it

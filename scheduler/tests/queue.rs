@@ -211,6 +211,10 @@ async fn exit_policy_completes_holds_or_requeues() {
     assert_eq!(h[0].eval_attr("NumJobCompletions"), Value::Int(3));
     assert_eq!(h[0].eval_attr("CompletionDate"), Value::Int(35));
     assert_eq!(h[0].eval_attr("ExitCode"), Value::Int(1));
+    // Every run's wall-clock time counts, as HTCondor's RemoteWallClockTime
+    // does; CumulativeSlotTime weighs it by the CPUs held (one here).
+    assert_eq!(h[0].eval_attr("RemoteWallClockTime"), Value::Real(15.0));
+    assert_eq!(h[0].eval_attr("CumulativeSlotTime"), Value::Real(15.0));
 
     q.submit(&alice, jobs(1, r#"OnExitHold = ExitCode == 3; OnExitHoldReason = "three""#), 40)
         .await

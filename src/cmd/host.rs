@@ -171,8 +171,8 @@ pub async fn serve(
     };
     let address_file = s.get("HOST_ADDRESS_FILE")?;
     let clock = Arc::new(SystemClock);
-    let mut daemon =
-        Daemon::new(config, Arc::new(host), clock.clone(), andes_host::daemon::real_measurer())?;
+    let measurer = andes_host::daemon::real_measurer(&config.execute);
+    let mut daemon = Daemon::new(config, Arc::new(host), clock.clone(), measurer)?;
     if let Some(k) = &keypair {
         // Snapshots of jobs compiled by `andes compile` are signed with the
         // host's key; a restore takes only those signed by the pool's hosts.

@@ -17,6 +17,7 @@ fn busy_machine(slots: u32) -> (Startd, i64) {
             console_idle: 3600,
             condor_load: vec![1.0; slots as usize],
             utc_offset: 0,
+            ..Measurements::default()
         }),
     );
     sd.handle(now, Event::Tick);

@@ -136,6 +136,11 @@ pub struct Measurements {
     pub condor_load: Vec<f64>,
     /// Seconds east of UTC of local time, for `ClockMin` and `ClockDay`.
     pub utc_offset: i32,
+    /// Free space, in KB, on the file system of EXECUTE now (`None`: not
+    /// measured; the slots keep the figure they had).
+    pub disk_free_kb: Option<u64>,
+    /// Free swap, in KB, now (`None`: not measured).
+    pub swap_free_kb: Option<u64>,
 }
 
 impl Default for Measurements {
@@ -146,6 +151,8 @@ impl Default for Measurements {
             console_idle: NO_CONSOLE_IDLE,
             condor_load: Vec::new(),
             utc_offset: 0,
+            disk_free_kb: None,
+            swap_free_kb: None,
         }
     }
 }
@@ -607,6 +614,9 @@ pub struct Startd {
     activity_set: (Option<i64>, Option<i64>),
     /// The keyboard and console activity the last measurement found.
     activity_measured: (i64, i64),
+    /// The machine's disk (on EXECUTE) and swap at startup, in KB: each
+    /// slot keeps its share of them as they are measured.
+    totals: (u64, u64),
     last_now: i64,
     next_poll: i64,
     next_update: i64,
@@ -715,6 +725,21 @@ fn owner_loads(slots: &[Slot], total: f64) -> Vec<f64> {
     out
 }
 
+/// A slot's part of `now`, as `part` was of `whole` (1/`n` when `whole`
+/// was unknown).
+fn share(part: u64, whole: u64, now: u64, n: usize) -> u64 {
+    if whole > 0 {
+        (now as u128 * part.min(whole) as u128 / whole as u128) as u64
+    } else {
+        now / n.max(1) as u64
+    }
+}
+
+/// The running job's attributes a slot's ad carries while it runs, kept
+/// current from the starter (HTCondor's STARTD_JOB_ATTRS).
+pub const SLOT_JOB_ATTRS: [&str; 6] =
+    ["JobUniverse", "ImageSize", "MemoryUsage", "ResidentSetSize", "ExecutableSize", "NiceUser"];
+
 fn truthy(v: &Value) -> bool {
     v.as_bool() == Some(true)
 }
@@ -749,6 +774,14 @@ impl Startd {
             ad.insert_value("Memory", spec.memory_mb as i64);
             ad.insert_value("Disk", spec.disk_kb as i64);
             ad.insert_value("VirtualMemory", spec.virtual_memory_kb as i64);
+            ad.insert_value(
+                "UidDomain",
+                policy.uid_domain.as_deref().unwrap_or(info.hostname.as_str()),
+            );
+            ad.insert_value(
+                "FileSystemDomain",
+                policy.filesystem_domain.as_deref().unwrap_or(info.hostname.as_str()),
+            );
             ad.insert_value("CheckpointPlatform", info.checkpoint_platform.as_str());
             ad.insert_value("HasWasm", true);
             ad.insert_value("HasJobDeferral", true);
@@ -819,6 +852,7 @@ impl Startd {
             console_active: now - NO_CONSOLE_IDLE,
             activity_set: (None, None),
             activity_measured: (now - NO_CONSOLE_IDLE, now - NO_CONSOLE_IDLE),
+            totals: (info.disk_kb, info.virtual_memory_kb),
             last_now: now,
             next_poll: now,
             next_update: now,
@@ -946,6 +980,11 @@ impl Startd {
                     match (&mut s.job, s.claim.as_ref()) {
                         (Some(job), Some(c)) if c.req.claim_id == claim_id => {
                             job.ad.update(&attrs);
+                            for n in SLOT_JOB_ATTRS {
+                                if let Some(e) = attrs.get(n) {
+                                    s.ad.insert(n, e.clone());
+                                }
+                            }
                             s.dirty = true;
                         }
                         _ => acts.push(Action::EventRejected {
@@ -1076,8 +1115,21 @@ impl Startd {
         let owner = owner_loads(&self.slots, sane(m.load_avg) - condor.iter().sum::<f64>());
         let keyboard_idle = (now - self.keyboard_active).clamp(0, NO_CONSOLE_IDLE);
         let console_idle = (now - self.console_active).clamp(0, NO_CONSOLE_IDLE);
+        let n = self.slots.len();
+        let totals = self.totals;
         for ((s, &own), &mine) in self.slots.iter_mut().zip(condor.iter()).zip(owner.iter()) {
             let ad = &mut s.ad;
+            // Disk and VirtualMemory are what is free now, each slot keeping
+            // its share (the spec: the space available in EXECUTE).
+            if let Some(free) = m.disk_free_kb {
+                ad.insert_value("Disk", share(s.spec.disk_kb, totals.0, free, n) as i64);
+            }
+            if let Some(free) = m.swap_free_kb {
+                ad.insert_value(
+                    "VirtualMemory",
+                    share(s.spec.virtual_memory_kb, totals.1, free, n) as i64,
+                );
+            }
             ad.insert_value(nm.loadavg.clone(), own + mine);
             ad.insert_value(nm.condorloadavg.clone(), own);
             ad.insert_value(nm.keyboardidle.clone(), keyboard_idle);
@@ -1335,7 +1387,7 @@ impl Startd {
             c.run_time += j.run_time(now);
             c.suspend_time += j.suspend_time(now);
         }
-        for n in ["JobId", "JobStart", "LastPeriodicCheckpoint"] {
+        for n in ["JobId", "JobStart", "LastPeriodicCheckpoint"].into_iter().chain(SLOT_JOB_ATTRS) {
             s.ad.remove(n);
         }
         for (name, e) in CLAIM_EXPR_NAMES.iter().zip(self.policy.standard.iter()) {
@@ -1542,6 +1594,14 @@ impl Startd {
         };
         s.ad.insert_value("JobId", job_id);
         s.ad.insert_value("JobStart", now);
+        for n in SLOT_JOB_ATTRS {
+            match job.get(n) {
+                Some(e) => s.ad.insert(n, e.clone()),
+                None => {
+                    s.ad.remove(n);
+                }
+            }
+        }
         s.ad.insert_value("CurrentRank", rank);
         if checkpointable {
             // The first periodic checkpoint counts from the job's start.

@@ -58,6 +58,11 @@ pub fn machine_info(
 
 /// Free space, in KB, of the file system holding `path` (0 when unknown).
 pub fn free_disk_kb(path: &Path) -> u64 {
+    disk_free(path).unwrap_or(0)
+}
+
+/// Free space, in KB, of the file system holding `path`, if known.
+pub fn disk_free(path: &Path) -> Option<u64> {
     let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let disks = Disks::new_with_refreshed_list();
     disks
@@ -65,7 +70,7 @@ pub fn free_disk_kb(path: &Path) -> u64 {
         .iter()
         .filter(|d| path.starts_with(d.mount_point()))
         .max_by_key(|d| d.mount_point().as_os_str().len())
-        .map_or(0, |d| d.available_space() / 1024)
+        .map(|d| d.available_space() / 1024)
 }
 
 /// One round of measurements: load average, idle times, the local time's
@@ -80,6 +85,20 @@ pub fn measure(condor_load: Vec<f64>) -> Measurements {
         console_idle,
         condor_load,
         utc_offset: utc_offset(),
+        disk_free_kb: None,
+        swap_free_kb: None,
+    }
+}
+
+/// [`measure`], with the free disk of the file system holding `execute`
+/// and the free swap, for the slots' live `Disk` and `VirtualMemory`.
+pub fn measure_with_disk(execute: &Path, condor_load: Vec<f64>) -> Measurements {
+    let mut sys = System::new();
+    sys.refresh_memory();
+    Measurements {
+        disk_free_kb: disk_free(execute),
+        swap_free_kb: Some(sys.free_swap() / 1024),
+        ..measure(condor_load)
     }
 }
 

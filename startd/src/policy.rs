@@ -197,6 +197,11 @@ pub struct Policy {
     pub slot_types: Vec<(u32, u32, String)>,
     /// `NUM_SLOTS`, when configured.
     pub num_slots: Option<u32>,
+    /// `UID_DOMAIN` (`UidDomain`), when configured; else the host's name.
+    pub uid_domain: Option<String>,
+    /// `FILESYSTEM_DOMAIN` (`FileSystemDomain`), when configured; else the
+    /// host's name.
+    pub filesystem_domain: Option<String>,
 }
 
 fn expr_or(cfg: &Config, name: &str, fallback: &str) -> Result<Expr, PolicyError> {
@@ -225,6 +230,12 @@ fn bool_or(cfg: &Config, name: &str, fallback: bool) -> Result<bool, PolicyError
         Some(b) => Ok(b),
         None => Err(PolicyError::new(cfg, name, "must be True or False")),
     }
+}
+
+/// A configured string, `None` when unset or empty.
+fn text(cfg: &Config, name: &str) -> Result<Option<String>, PolicyError> {
+    let v = cfg.get(name).map_err(|e| PolicyError::from_config(cfg, name, e))?;
+    Ok(v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
 }
 
 fn list(cfg: &Config, name: &str) -> Result<Vec<String>, PolicyError> {
@@ -386,6 +397,8 @@ impl Policy {
             memory_mb: opt_u("MEMORY")?.map(|n| n as u64),
             slot_types,
             num_slots: num_slots.map(|n| n as u32),
+            uid_domain: text(cfg, "UID_DOMAIN")?,
+            filesystem_domain: text(cfg, "FILESYSTEM_DOMAIN")?,
         })
     }
 

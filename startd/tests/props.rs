@@ -91,6 +91,7 @@ fn event(op: u8, slot: SlotId, id: u8, h: &Harness) -> Event {
             console_idle: 5000,
             condor_load: vec![],
             utc_offset: 0,
+            ..Measurements::default()
         }),
         6 => Event::MatchNotified { slot, claim_id },
         7 | 8 => Event::ClaimRequested { slot, claim: request(&claim_id, job) },

@@ -259,7 +259,9 @@ impl Report {
             let u = ctl.usage(clock);
             update.insert_value("RemoteUserCpu", u.remote_user_cpu);
             update.insert_value("RemoteSysCpu", u.remote_sys_cpu);
-            update.insert_value("ImageSize", u.image_size_kib as i64);
+            for (n, v) in u.memory_attrs() {
+                update.insert_value(n, v);
+            }
             update.insert_value("DiskUsage", u.disk_usage_kib as i64);
             // Nobody counts an unmetered job's fuel: no figure rather than 0.
             if !u.fuel_unmetered {
@@ -1401,6 +1403,10 @@ struct Follow {
 /// receiver alive).
 async fn follow(s: &PoolState, f: Follow, req: &WaitRequest) -> JobReport {
     let Follow { mut rx, initial, periodic, told_end, heard } = f;
+    let (initial, periodic) = match req.report_within {
+        Some(w) => (initial.min(w.max(1)), periodic.min(w.max(1))),
+        None => (initial, periodic),
+    };
     let since = req.since;
     loop {
         let (version, started, state) = {

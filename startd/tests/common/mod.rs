@@ -61,6 +61,7 @@ impl Harness {
             console_idle: keyboard_idle,
             condor_load: condor,
             utc_offset: 0,
+            ..Measurements::default()
         }))
     }
 
