@@ -48,7 +48,11 @@ fn finished(p: &Pool, c: i64) -> classad::ClassAd {
 fn max_retries_success_exit_code_and_retry_until_work_as_condor_submit_documents() {
     let p = Pool::new("", 1);
     // Exits 3 under max_retries = 2: three runs in all, then it leaves.
-    p.submit("alice", "r", "executable = exit_code.wasm\narguments = 3\nmax_retries = 2\nqueue\n");
+    p.submit(
+        "alice",
+        "r",
+        "executable = exit_code.wasm\narguments = 3\nmax_retries = 2\nlog = r.log\nqueue\n",
+    );
     // 3 means success here: one run.
     p.submit(
         "alice",
@@ -66,6 +70,26 @@ fn max_retries_success_exit_code_and_retry_until_work_as_condor_submit_documents
     assert_eq!(int(&retried, "NumJobCompletions"), 3, "{retried}");
     assert_eq!(int(&retried, "ExitCode"), 3, "{retried}");
     assert_eq!(int(&retried, "JobStatus"), 4, "{retried}");
+    // Each requeue is logged as HTCondor's shadow logs it: an eviction,
+    // "Job terminated and was requeued", never a termination followed by a
+    // silent restart; the last run is the job's termination.
+    let log = std::fs::read_to_string(p.path().join("jobs/r.log")).unwrap();
+    assert_eq!(log.matches("Job terminated and was requeued").count(), 2, "{log}");
+    assert_eq!(log.matches("\n005 (").count() + usize::from(log.starts_with("005 (")), 1, "{log}");
+    if let Some(types) = htcondor_reads(&p.path().join("jobs/r.log")) {
+        let want = [
+            "SUBMIT",
+            "EXECUTE",
+            "JOB_EVICTED",
+            "EXECUTE",
+            "JOB_EVICTED",
+            "EXECUTE",
+            "JOB_TERMINATED",
+        ];
+        let got: Vec<&str> =
+            types.iter().map(String::as_str).filter(|t| *t != "IMAGE_SIZE").collect();
+        assert_eq!(got, want, "{log}");
+    }
     for c in [2, 3] {
         let once = finished(&p, c);
         assert_eq!(int(&once, "NumJobStarts"), 1, "{once}");

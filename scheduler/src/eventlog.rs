@@ -41,7 +41,8 @@ fn int(ad: &ClassAd, name: &str) -> Option<i64> {
 }
 
 /// The user-log events for one queue event (a termination that requeues gives a
-/// 005 then nothing more; a hold gives 012; and so on).
+/// 004 "Job terminated and was requeued", as HTCondor's shadow logs it; a
+/// hold gives 012; and so on).
 pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> {
     use userlog::EventKind as U;
     let ad = &e.ad;
@@ -65,14 +66,7 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
         EventKind::Released(r) => vec![U::Released(Some(r.clone()))],
         EventKind::Removed(r) => vec![U::Aborted(Some(r.clone()))],
         EventKind::Terminated => {
-            let ending = if ad.eval_attr("ExitBySignal") == Value::Bool(true) {
-                userlog::Ending::Abnormal {
-                    signal: int(ad, "ExitSignal").unwrap_or(0) as i32,
-                    core_file: None,
-                }
-            } else {
-                userlog::Ending::Normal { return_value: int(ad, "ExitCode").unwrap_or(0) as i32 }
-            };
+            let ending = ending_of(ad);
             let cpu = int(ad, "RemoteUserCpu").unwrap_or(0).max(0) as u64;
             let usage = userlog::CpuUsage::from_secs(cpu, 0);
             let mut out = Vec::new();
@@ -123,7 +117,33 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
         // One process: a Wasm job is one.
         EventKind::Suspended => vec![U::Suspended(1)],
         EventKind::Unsuspended => vec![U::Unsuspended],
-        EventKind::Requeued | EventKind::Edited(_) => Vec::new(),
+        EventKind::Requeued => {
+            let cpu = int(ad, "RemoteUserCpu").unwrap_or(0).max(0) as u64;
+            vec![U::Evicted(userlog::Evicted {
+                eviction: userlog::Eviction::TerminatedAndRequeued(ending_of(ad)),
+                reason_code: 0,
+                reason_subcode: 0,
+                run_remote_usage: userlog::CpuUsage::from_secs(cpu, 0),
+                run_local_usage: Default::default(),
+                sent_bytes: 0,
+                received_bytes: 0,
+                reason: None,
+                resources: Vec::new(),
+            })]
+        }
+        EventKind::Edited(_) => Vec::new(),
+    }
+}
+
+/// How the job's last run ended, from its ad.
+fn ending_of(ad: &ClassAd) -> userlog::Ending {
+    if ad.eval_attr("ExitBySignal") == Value::Bool(true) {
+        userlog::Ending::Abnormal {
+            signal: int(ad, "ExitSignal").unwrap_or(0) as i32,
+            core_file: None,
+        }
+    } else {
+        userlog::Ending::Normal { return_value: int(ad, "ExitCode").unwrap_or(0) as i32 }
     }
 }
 

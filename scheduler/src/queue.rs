@@ -390,7 +390,8 @@ pub enum EventKind {
     Removed(String),
     /// Ended and completed.
     Terminated,
-    /// Ended and went back to idle (OnExitRemove false).
+    /// Ended and went back to idle (OnExitRemove false): the user log's
+    /// 004 "Job terminated and was requeued".
     Requeued,
     /// Left its slot before finishing (vacated, preempted, its host lost) and
     /// went back to idle; `checkpointed` when it saved its state first.
@@ -2594,7 +2595,8 @@ impl Ctx<'_, '_> {
                 self.hold(id, info).map(|_| ())
             }
             ExitDecision::Requeue => {
-                self.event(id, EventKind::Terminated)?;
+                // HTCondor's shadow logs an eviction, "Job terminated and was
+                // requeued" with how it ended, never a termination.
                 self.set_status(id, JobStatus::Idle);
                 if self.is_cron(id) {
                     self.note_skipped(id)?;
