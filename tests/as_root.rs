@@ -171,6 +171,8 @@ fn a_root_schedd_reads_and_writes_each_users_files_as_that_user() {
     );
     for ad in p.queue() {
         assert_eq!(int(&ad, "HoldReasonCode"), 13, "{ad}");
+        // HTCondor's subcode of a transfer hold: the errno (EACCES).
+        assert_eq!(int(&ad, "HoldReasonSubCode"), 13, "{ad}");
         assert!(text(&ad, "HoldReason").contains("Permission denied"), "{ad}");
     }
     let alice_uid = uid_of("andes-alice");

@@ -270,3 +270,33 @@ fn periodic_policy_sees_usage_seconds_old() {
     let ad = p.queue().remove(0);
     assert_eq!(int(&ad, "HoldReasonCode"), 3, "{ad}");
 }
+
+/// A transfer hold carries HTCondor's subcode, the errno: an output file
+/// the job did not create is 12 / 2, an input file that is not there 13 / 2.
+#[test]
+fn transfer_holds_carry_the_errno_as_their_subcode() {
+    let p = Pool::new("NUM_CPUS = 1\n", 1);
+    p.submit("alice", "out", "executable = hello.wasm\ntransfer_output_files = never.txt\nqueue\n");
+    // The input is there at submit, and gone when the job starts.
+    let input = p.path().join("jobs/gone.txt");
+    std::fs::write(&input, "soon gone\n").unwrap();
+    p.submit(
+        "alice",
+        "in",
+        "executable = hello.wasm\ntransfer_input_files = gone.txt\nhold = true\nqueue\n",
+    );
+    std::fs::remove_file(&input).unwrap();
+    p.ok("alice", &["release", "2"]);
+    let held = || {
+        p.queue()
+            .iter()
+            .filter(|a| int(a, "JobStatus") == 5 && int(a, "HoldReasonCode") != 1)
+            .count()
+            == 2
+    };
+    wait_or("both held", Duration::from_secs(90), held, || p.logs());
+    for ad in p.queue() {
+        let want = if int(&ad, "ClusterId") == 1 { (12, 2) } else { (13, 2) };
+        assert_eq!((int(&ad, "HoldReasonCode"), int(&ad, "HoldReasonSubCode")), want, "{ad}");
+    }
+}

@@ -1522,7 +1522,7 @@ impl Daemon {
             Value::Int(kib) if kib > 0 => (kib as u64).saturating_mul(1024),
             _ => u64::MAX,
         };
-        let pool::Outputs { files: outputs, streamed, error } = if evicted {
+        let pool::Outputs { files: outputs, streamed, error, errno } = if evicted {
             pool::Outputs::default()
         } else {
             let sizes = self.input_sizes.remove(&slot).unwrap_or_default();
@@ -1552,7 +1552,7 @@ impl Daemon {
                 Ok(()) => Some(Arc::new(pool::KeptOutputs { dir, files: streamed })),
                 Err(e) => {
                     ending.insert_value("HoldReasonCode", 12i64);
-                    ending.insert_value("HoldReasonSubCode", 0i64);
+                    ending.insert_value("HoldReasonSubCode", e.raw_os_error().unwrap_or(0) as i64);
                     ending.insert_value(
                         "HoldReason",
                         format!("cannot keep the output files for transfer: {e}").as_str(),
@@ -1564,9 +1564,10 @@ impl Daemon {
         if let Some(e) = error
             && !ending.contains("HoldReasonCode")
         {
-            // HTCondor's "Transfer output files failure" hold.
+            // HTCondor's "Transfer output files failure" hold; its subcode
+            // is the errno (2: a file named that the job did not create).
             ending.insert_value("HoldReasonCode", 12i64);
-            ending.insert_value("HoldReasonSubCode", 0i64);
+            ending.insert_value("HoldReasonSubCode", errno as i64);
             ending.insert_value("HoldReason", e.as_str());
         }
         let saved = run.ctl.saved();

@@ -1581,9 +1581,10 @@ impl Inner {
                         Err(e) => {
                             // Cannot start: hold it here, keep the claim.
                             let mut attrs = ClassAd::new();
+                            // HTCondor's subcode: the errno (2: no such file).
                             attrs.insert_value("HoldReasonCode", HOLD_TRANSFER_INPUT);
-                            attrs.insert_value("HoldReasonSubCode", 0i64);
-                            attrs.insert_value("HoldReason", e.as_str());
+                            attrs.insert_value("HoldReasonSubCode", e.errno as i64);
+                            attrs.insert_value("HoldReason", e.message.as_str());
                             lane.send(LaneOp::Pool(id, PoolOp::Started(self.started_attrs(claim))));
                             lane.send(LaneOp::Exited(id, attrs));
                             // The jobs meant to follow it never went out.
@@ -1798,8 +1799,8 @@ impl Inner {
                         self.cfg.spool.as_deref(),
                     ) {
                         ending.insert_value("HoldReasonCode", HOLD_TRANSFER_OUTPUT);
-                        ending.insert_value("HoldReasonSubCode", 0i64);
-                        ending.insert_value("HoldReason", e.as_str());
+                        ending.insert_value("HoldReasonSubCode", e.errno as i64);
+                        ending.insert_value("HoldReason", e.message.as_str());
                     }
                     lane.send(LaneOp::Exited(id, ending));
                 }
@@ -1890,7 +1891,11 @@ impl Inner {
     }
 
     /// The job's input files (see [`read_inputs`]).
-    fn read_inputs(&self, job: &ClassAd, ckpt: Option<&Path>) -> Result<transfer::Inputs, String> {
+    fn read_inputs(
+        &self,
+        job: &ClassAd,
+        ckpt: Option<&Path>,
+    ) -> Result<transfer::Inputs, transfer::TransferError> {
         read_inputs(job, ckpt, &self.cfg.accounts, &|d| self.queue.open_upload(d))
     }
 
@@ -2550,7 +2555,7 @@ fn read_inputs(
     ckpt: Option<&Path>,
     accounts: &Accounts,
     uploads: &dyn Fn(&str) -> Option<std::fs::File>,
-) -> Result<transfer::Inputs, String> {
+) -> Result<transfer::Inputs, transfer::TransferError> {
     let limit = transfer::input_limit(job);
     let mut out = if transfer::is_spooled(job) {
         let list = str_attr(job, transfer::SPOOLED_INPUT).unwrap_or_default();
@@ -2558,7 +2563,7 @@ fn read_inputs(
         let mut total = 0u64;
         for (name, digest) in transfer::spooled_inputs(&list) {
             if !andes_protocol::pool::safe_relative_name(&name) {
-                return Err(format!("the spooled input file name {name:?} is not allowed"));
+                return Err(format!("the spooled input file name {name:?} is not allowed").into());
             }
             let file = uploads(&digest)
                 .ok_or_else(|| format!("the spooled input file {name} ({digest}) is not stored"))?;
@@ -2570,7 +2575,9 @@ fn read_inputs(
         let owner = str_attr(job, "Owner").unwrap_or_default();
         let access = accounts.access(&owner);
         Accounts::run(&access, || {
-            transfer::input_files(job).and_then(|files| transfer::read_files(&files, limit))
+            transfer::input_files(job)
+                .map_err(transfer::TransferError::from)
+                .and_then(|files| transfer::read_files(&files, limit))
         })??
     };
     if let Some(dir) = ckpt {
@@ -2589,14 +2596,14 @@ fn write_outputs(
     staged: &Staged,
     accounts: &Accounts,
     spool: Option<&Path>,
-) -> Result<(), String> {
+) -> Result<(), transfer::TransferError> {
     if transfer::is_spooled(job) {
         let spool = spool.ok_or("the schedd has no SPOOL for a spooled job's output")?;
-        return transfer::keep_spooled_outputs(
+        return Ok(transfer::keep_spooled_outputs(
             &transfer::spooled_dir(spool, id),
             outputs,
             &staged.files,
-        );
+        )?);
     }
     let owner = str_attr(job, "Owner").unwrap_or_default();
     let access = accounts.access(&owner);
@@ -2844,7 +2851,7 @@ mod tests {
         assert!(write_outputs(id, &job, &bad, &Staged::default(), &own, None).is_err());
         // Over RequestDisk (1 KiB).
         std::fs::write(iwd.join("data.txt"), vec![0u8; 2048]).unwrap();
-        assert!(read_inputs(&job, None, &own, &none).unwrap_err().contains("RequestDisk"));
+        assert!(read_inputs(&job, None, &own, &none).unwrap_err().message.contains("RequestDisk"));
     }
 
     #[test]

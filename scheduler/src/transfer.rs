@@ -68,6 +68,44 @@ pub fn input_limit(job: &ClassAd) -> u64 {
     }
 }
 
+/// A file transfer that failed: what and where, and the Unix errno behind
+/// it (0 when there is none), which HTCondor gives as the HoldReasonSubCode
+/// of its transfer holds (12 output, 13 input).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransferError {
+    /// What failed, naming the file.
+    pub message: String,
+    /// The operating system's error number, or 0.
+    pub errno: i32,
+}
+
+impl TransferError {
+    /// `message`, with `e`'s error number.
+    pub fn io(message: String, e: &std::io::Error) -> TransferError {
+        TransferError { message, errno: e.raw_os_error().unwrap_or(0) }
+    }
+}
+
+impl From<String> for TransferError {
+    fn from(message: String) -> TransferError {
+        TransferError { message, errno: 0 }
+    }
+}
+
+impl From<&str> for TransferError {
+    fn from(message: &str) -> TransferError {
+        TransferError { message: message.to_string(), errno: 0 }
+    }
+}
+
+impl std::fmt::Display for TransferError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for TransferError {}
+
 /// The input files a job names on the submit side, as (name in the sandbox,
 /// path): TransferInput (a file under its base name, a directory with its
 /// contents under its base name) and the stdin file (`In`). Listing a
@@ -202,16 +240,15 @@ impl Inputs {
 /// Opens `files` (as [`input_files`] lists them), at most `limit` bytes in all:
 /// small ones read, big ones left open for streaming. Call it with the owner's
 /// rights: the files are opened with them.
-pub fn read_files(files: &[(String, PathBuf)], limit: u64) -> Result<Inputs, String> {
+pub fn read_files(files: &[(String, PathBuf)], limit: u64) -> Result<Inputs, TransferError> {
     let mut out = Inputs::default();
     let mut total = 0u64;
+    let failed = |path: &Path, e: std::io::Error| {
+        TransferError::io(format!("cannot read input file {}: {e}", path.display()), &e)
+    };
     for (name, path) in files {
-        let file = std::fs::File::open(path)
-            .map_err(|e| format!("cannot read input file {}: {e}", path.display()))?;
-        let len = file
-            .metadata()
-            .map_err(|e| format!("cannot read input file {}: {e}", path.display()))?
-            .len();
+        let file = std::fs::File::open(path).map_err(|e| failed(path, e))?;
+        let len = file.metadata().map_err(|e| failed(path, e))?.len();
         out.add(name.clone(), file, len, &mut total, limit)?;
     }
     Ok(out)
@@ -240,12 +277,13 @@ pub fn write_outputs(
     job: &ClassAd,
     outputs: &[FileData],
     staged: &mut HashMap<String, std::fs::File>,
-) -> Result<(), String> {
+) -> Result<(), TransferError> {
     for f in outputs {
         let Some(target) = output_path(job, &f.name)? else { continue };
         if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|e| {
+                TransferError::io(format!("cannot create {}: {e}", parent.display()), &e)
+            })?;
         }
         let written = match (&f.streamed, staged.get_mut(&f.name)) {
             (None, _) => std::fs::write(&target, &f.data),
@@ -253,7 +291,9 @@ pub fn write_outputs(
                 .and_then(|mut to| std::io::copy(from, &mut to).map(|_| ())),
             (Some(_), None) => Err(std::io::Error::other("it was not transferred")),
         };
-        written.map_err(|e| format!("cannot write output file {}: {e}", target.display()))?;
+        written.map_err(|e| {
+            TransferError::io(format!("cannot write output file {}: {e}", target.display()), &e)
+        })?;
     }
     Ok(())
 }
@@ -384,7 +424,7 @@ mod tests {
         }
         // Everything counts toward RequestDisk.
         let e = read_files(&files, 5 << 20).unwrap_err();
-        assert!(e.contains("RequestDisk"), "{e}");
+        assert!(e.message.contains("RequestDisk"), "{e}");
         // And comes back whole for a destination that takes only bytes.
         let all = read_files(&files, 1 << 30).unwrap().into_inline().unwrap();
         assert!(all.iter().all(|f| f.streamed.is_none() && f.data.len() as u64 == f.len()));

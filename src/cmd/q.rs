@@ -148,6 +148,7 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
     if args.run {
         targets.constraint = and(targets.constraint, "JobStatus == 2 || JobStatus == 7");
     }
+    args.format.check()?;
     let req = QueryRequest { targets, projection: args.format.projection(), limit: None };
     let r: QueryReply =
         session.block_on(session.client.call(http::Method::POST, "/v1/query", Some(&req)))?;
@@ -184,6 +185,7 @@ pub fn history(args: HistoryArgs) -> Result<ExitCode> {
             .collect();
         constraint = and(constraint, &ids.join(" || "));
     }
+    args.format.check()?;
     let req = HistoryRequest {
         constraint,
         owners: t.owners,
@@ -295,7 +297,48 @@ fn totals_only(table: &str) -> String {
     table.lines().filter(|l| l.starts_with("Total for ")).map(|l| format!("{l}\n")).collect()
 }
 
+/// The widest field, and the most digits, a `-format` conversion may ask
+/// for: beyond it the format is refused (a width of 10^12 would otherwise
+/// be padded out in memory).
+pub(crate) const MAX_FIELD: usize = 4096;
+
 impl Format {
+    /// Refuses a `-format` whose field width or precision is over
+    /// [`MAX_FIELD`], naming it.
+    pub(crate) fn check(&self) -> Result<()> {
+        for fmt in self.printf.iter().step_by(2) {
+            let mut chars = fmt.chars().peekable();
+            while let Some(c) = chars.next() {
+                if c != '%' {
+                    continue;
+                }
+                // Flags, width, `.`, precision: every run of digits counts.
+                let mut runs = vec![String::new()];
+                while let Some(&d) = chars.peek() {
+                    if d.is_ascii_digit() {
+                        if let Some(r) = runs.last_mut() {
+                            r.push(d);
+                        }
+                    } else if "-+ #.".contains(d) {
+                        runs.push(String::new());
+                    } else {
+                        break;
+                    }
+                    chars.next();
+                }
+                for n in runs {
+                    if n.parse::<u128>().map_or(n.len() > 5, |v| v > MAX_FIELD as u128) {
+                        anyhow::bail!(
+                            "-format {fmt:?}: a field width or precision of {n} is more than \
+                             {MAX_FIELD}"
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Whether `-long`, `-json`, `-af` or `-format` was given.
     pub(crate) fn is_set(&self) -> bool {
         self.long || self.json || !self.af.is_empty() || !self.printf.is_empty()
@@ -454,8 +497,9 @@ pub(crate) fn printf(fmt: &str, v: &Value) -> String {
                     out.push('%');
                     break;
                 };
+                let precision = precision.map(|p| p.min(MAX_FIELD));
                 let body = convert(conv, &flags, precision, v);
-                let width: usize = width.parse().unwrap_or(0);
+                let width: usize = width.parse::<usize>().unwrap_or(0).min(MAX_FIELD);
                 out.push_str(&pad(&body, width, &flags, conv));
             }
             c => out.push(c),
@@ -849,6 +893,14 @@ mod tests {
         let r = Value::Real(2.5);
         let s = Value::Str("abc".into());
         assert_eq!(printf("%d", &i), "42");
+        // A width or precision past MAX_FIELD is refused up front, and never
+        // padded out in memory.
+        let f = |fmt: &str| Format { printf: vec![fmt.into(), "X".into()], ..Format::default() };
+        assert!(f("%4096d").check().is_ok());
+        let e = f("[%99999999999999999999d]").check().unwrap_err().to_string();
+        assert!(e.contains("99999999999999999999") && e.contains("4096"), "{e}");
+        assert!(f("%.5000f").check().is_err());
+        assert_eq!(printf("%9999999999d", &i).len(), MAX_FIELD);
         assert_eq!(printf("[%5d|%-5d|%05d|%+d]", &i), "[   42|42   |00042|+42]");
         assert_eq!(printf("%x %X %o %c", &Value::Int(255)), "ff FF 377 ÿ");
         assert_eq!(printf("%.2f %8.3f", &r), "2.50    2.500");

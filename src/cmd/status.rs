@@ -102,6 +102,7 @@ pub(crate) fn machine_ads() -> Result<Vec<ClassAd>> {
 /// Runs `andes status`.
 pub fn run(args: StatusArgs) -> Result<ExitCode> {
     let kind = args.kind()?;
+    args.format.check()?;
     let session = Session::collector()?;
     let req = QueryRequest {
         kind: kind.map(|k| k.my_type().to_string()),

@@ -813,6 +813,7 @@ pub(crate) fn collect_outputs(
     // (name sent back, path in the sandbox)
     let mut wanted: Vec<(String, String)> = Vec::new();
     let mut error: Option<String> = None;
+    let mut errno = 0;
     let listed = match job.eval_attr("TransferOutput") {
         Value::Str(s) if !s.trim().is_empty() => Some(
             s.split(',')
@@ -831,6 +832,9 @@ pub(crate) fn collect_outputs(
                 let entry = match b.entry(path) {
                     Ok(e) => e,
                     Err(Refused::Missing { .. }) => {
+                        if error.is_none() {
+                            errno = ENOENT;
+                        }
                         error.get_or_insert_with(|| {
                             format!("transfer_output_files names {n}, which the job did not create")
                         });
@@ -971,7 +975,7 @@ pub(crate) fn collect_outputs(
             }
         }
     }
-    Outputs { files: out, streamed, error }
+    Outputs { files: out, streamed, error, errno }
 }
 
 /// The most bytes of output files one activation's reports carry in all: a
@@ -988,7 +992,13 @@ pub(crate) struct Outputs {
     pub streamed: HashMap<String, String>,
     /// Why some could not be sent back (a hold).
     pub error: Option<String>,
+    /// The Unix errno behind `error` (HTCondor's HoldReasonSubCode of a
+    /// transfer hold), 0 when there is none.
+    pub errno: i32,
 }
+
+/// ENOENT, the same number on every platform andes runs on.
+const ENOENT: i32 = 2;
 
 /// The least time between two rounds of slot ads sent to the collector: the
 /// ads of a busy slot change with every job, and only the newest matters.
@@ -1599,7 +1609,7 @@ mod tests {
             std::fs::write(p.join(n), vec![1u8; 600 << 10]).unwrap();
         }
         std::fs::write(p.join("big"), vec![2u8; (2 << 20) + 1]).unwrap();
-        let Outputs { files, streamed, error } =
+        let Outputs { files, streamed, error, .. } =
             collect_outputs(p, &ClassAd::new(), &[], 1 << 30, 1 << 20);
         assert!(error.is_none(), "{error:?}");
         let how: Vec<(&str, bool, u64)> =
