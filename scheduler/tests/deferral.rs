@@ -101,6 +101,39 @@ async fn a_requeued_cron_job_keeps_its_id_and_takes_the_next_run() {
 }
 
 #[tokio::test]
+async fn a_requeued_cron_run_is_logged_as_a_requeue_not_a_termination() {
+    // HTCondor's shadow logs a run that OnExitRemove sends back to the
+    // queue as an eviction ("Job terminated and was requeued"), never as a
+    // termination followed by a silent restart.
+    let dir = tempfile::tempdir().unwrap();
+    let kinds: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut cfg = QueueConfig::new(dir.path().join("q.db"), "schedd@test");
+    let k = kinds.clone();
+    cfg.sink = Some(Box::new(move |evs: &[QueueEvent]| {
+        for e in evs {
+            k.lock().unwrap().push(format!("{:?}", e.kind));
+        }
+    }));
+    let q = Queue::open(cfg).unwrap();
+    let id = submit(&q, EVERY_5, T0).await;
+    q.job_started(id, T0 + 299).await.unwrap();
+    q.job_exited(id, ad("[ExitCode = 0; ExitBySignal = false]"), T0 + 330).await.unwrap();
+    let kinds = kinds.lock().unwrap().clone();
+    assert_eq!(kinds, ["Submitted", "Executing", "Requeued"], "{kinds:?}");
+    let events = andes_scheduler::eventlog::events_for(
+        &QueueEvent {
+            id,
+            kind: EventKind::Requeued,
+            ad: Arc::new(q.read().job(id).unwrap().ad()),
+            time: T0,
+        },
+        "submit.example",
+    );
+    let text = format!("{events:?}");
+    assert!(text.contains("TerminatedAndRequeued(Normal { return_value: 0 })"), "{text}");
+}
+
+#[tokio::test]
 async fn a_run_that_would_overlap_is_skipped_and_logged() {
     let f = fixture(TimeZone::UTC);
     let id = submit(&f.q, EVERY_5, T0).await;
