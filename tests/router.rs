@@ -342,3 +342,21 @@ fn a_route_to_slurm_runs_jobs_with_andes_run_on_the_cluster() {
     }
     wait_history(&source, "cluster", "3", "0");
 }
+
+/// The manual's router configuration, exactly as printed (gt2 and HTCondor-C
+/// routes), does not stop the schedd: each route andes cannot serve is
+/// skipped with one warning naming it, and the schedd serves its users.
+#[test]
+fn the_manuals_configuration_verbatim_leaves_the_schedd_running() {
+    let mut p = Pool::new("", 0);
+    p.restart_schedd_with(include_str!("../scheduler/tests/data/router_manual.config"));
+    p.ok("alice", &["q"]);
+    let log = p.logs();
+    assert!(log.contains("job router with 0 routes"), "{log}");
+    for (site, kind) in [("Site 1", "gt2"), ("Site 2", "gt2"), ("Site 3", "condor")] {
+        let lines: Vec<&str> =
+            log.lines().filter(|l| l.contains(&format!("route `{site}`"))).collect();
+        assert_eq!(lines.len(), 1, "{log}");
+        assert!(lines[0].contains(&format!("grid type `{kind}`")), "{}", lines[0]);
+    }
+}

@@ -47,6 +47,12 @@ impl Target {
         let mut words = grid_resource.split_whitespace();
         let kind = words.next().unwrap_or("");
         let arg = words.next();
+        if !kind.eq_ignore_ascii_case("andes") && !kind.eq_ignore_ascii_case("slurm") {
+            return Err(format!(
+                "GridResource `{grid_resource}`: andes cannot serve grid type `{kind}` (it \
+                 routes to `andes HOST:PORT`, another pool's schedd, or `slurm PARTITION`)"
+            ));
+        }
         if words.next().is_some() {
             return Err(format!("GridResource `{grid_resource}` has too many words"));
         }
@@ -58,7 +64,8 @@ impl Target {
                 if kind == "andes" { "schedd address (andes HOST:PORT)" } else { "partition" }
             )),
             _ => Err(format!(
-                "GridResource `{grid_resource}`: andes routes to `andes HOST:PORT` (another pool's schedd) or `slurm PARTITION`"
+                "GridResource `{grid_resource}`: andes cannot serve grid type `{kind}` (it \
+                 routes to `andes HOST:PORT`, another pool's schedd, or `slurm PARTITION`)"
             )),
         }
     }
@@ -153,7 +160,11 @@ pub struct Table {
 
 impl Table {
     /// Builds the table from the defaults ad (if any) and entry texts, each
-    /// `(origin, text)` holding any number of ads.
+    /// `(origin, text)` holding any number of ads. An entry that cannot be
+    /// read or used (a syntax error, a grid type andes cannot serve, a bad
+    /// value) is skipped with a warning naming where it is, which entry and
+    /// what is wrong: one bad entry never takes the table down. Only
+    /// unreadable defaults, which every route depends on, refuse the table.
     pub fn load(defaults: Option<&str>, entries: &[(String, String)]) -> Result<Table, TableError> {
         let defaults = match defaults.map(str::trim).filter(|t| !t.is_empty()) {
             None => ClassAd::new(),
@@ -176,14 +187,24 @@ impl Table {
             if text.trim().is_empty() {
                 continue;
             }
-            let ads = classad::parse_ads(text)
-                .map_err(|e| TableError { origin: origin.clone(), message: e.to_string() })?;
-            for (i, entry) in ads.into_iter().enumerate() {
+            for (i, chunk) in split_entries(text).into_iter().enumerate() {
+                let at = format!("{origin}, entry {}", i + 1);
+                let entry = match classad::parse_ad(chunk) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        table.warnings.push(format!("{at}: {e}; skipped"));
+                        continue;
+                    }
+                };
                 let mut merged = defaults.clone();
                 merged.update(&entry);
-                let route = Route::from_ad(merged, &mut table.warnings).map_err(|message| {
-                    TableError { origin: format!("{origin}, entry {}", i + 1), message }
-                })?;
+                let route = match Route::from_ad(merged, &mut table.warnings) {
+                    Ok(r) => r,
+                    Err(message) => {
+                        table.warnings.push(format!("{at}: {message}; skipped"));
+                        continue;
+                    }
+                };
                 let overrides = match eval_in(&route.ad, "OverrideRoutingEntry") {
                     Some(Value::Bool(b)) => b,
                     _ => true,
@@ -205,6 +226,71 @@ impl Table {
         }
         Ok(table)
     }
+}
+
+/// Checks that every entry of a table's text parses, naming the first that
+/// does not: a program's output (JOB_ROUTER_ENTRIES_CMD) with an unreadable
+/// entry is taken as a failed run, not as a table with one entry fewer.
+pub fn check_entries(text: &str) -> Result<(), String> {
+    for (i, chunk) in split_entries(text).into_iter().enumerate() {
+        classad::parse_ad(chunk).map_err(|e| format!("entry {}: {e}", i + 1))?;
+    }
+    Ok(())
+}
+
+/// The most entries one text may hold.
+const MAX_ENTRIES: usize = 10_000;
+
+/// Splits a routing table's text into its top-level `[ ... ]` entries, so
+/// that one that does not parse is skipped alone. Strings, comments and
+/// nested ads are stepped over; text outside brackets is kept as an entry of
+/// its own (it is an error the parser names). At most [`MAX_ENTRIES`].
+fn split_entries(text: &str) -> Vec<&str> {
+    let b = text.as_bytes();
+    let (mut out, mut depth, mut start, mut i) = (Vec::new(), 0usize, None, 0usize);
+    while i < b.len() && out.len() < MAX_ENTRIES {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 1);
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = text[i..].find('\n').map_or(b.len(), |e| i + e);
+            }
+            b'[' => {
+                if depth == 0 {
+                    start = Some(i);
+                }
+                depth += 1;
+            }
+            b']' if depth > 0 => {
+                depth -= 1;
+                if depth == 0
+                    && let Some(s) = start.take()
+                {
+                    out.push(&text[s..=i]);
+                }
+            }
+            c if depth == 0 && !c.is_ascii_whitespace() => {
+                // Stray text: up to the next entry, as one (bad) entry.
+                let end = text[i..].find('[').map_or(b.len(), |e| i + e);
+                out.push(&text[i..end]);
+                i = end;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if let Some(s) = start {
+        out.push(&text[s..]);
+    }
+    out
 }
 
 impl Route {

@@ -111,10 +111,13 @@ pub fn load_table(cfg: &RouterConfig) -> Result<Table, TableError> {
                 ),
             });
         }
-        entries.push((
-            format!("the output of JOB_ROUTER_ENTRIES_CMD `{cmd}`"),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        ));
+        let origin = format!("the output of JOB_ROUTER_ENTRIES_CMD `{cmd}`");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        // A run that printed an unreadable entry failed: the last good
+        // table stays (HTCondor keeps it when the command fails).
+        crate::router::check_entries(&text)
+            .map_err(|message| TableError { origin: origin.clone(), message })?;
+        entries.push((origin, text));
     }
     Table::load(cfg.defaults.as_deref(), &entries)
 }
