@@ -13,6 +13,7 @@ fn config(dir: &std::path::Path, cmd: &str) -> RouterConfig {
     RouterConfig {
         defaults: Some("[ MaxIdleJobs = 7 ]".into()),
         entries: Some(r#"[ Name = "fixed"; GridResource = "andes 127.0.0.1:1" ]"#.into()),
+        entries_file: None,
         entries_cmd: Some(cmd.into()),
         entries_refresh: Duration::from_secs(1),
         source_constraint: None,
@@ -143,4 +144,41 @@ async fn an_edit_in_place_route_transforms_the_job_once() {
     assert_eq!(ad.eval_attr("RequestMemory"), classad::Value::Int(128), "edited once, not twice");
     assert!(!ad.contains("RoutedToJobId"), "edited in place, not routed");
     assert_eq!(schedd.queue.read().len(), 1, "no copy");
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_refresh_of_zero_runs_the_command_once_and_the_entries_file_is_read_when_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let cmd = format!(
+        "echo run >> '{}'; echo '[ Name = \"cmd\"; GridResource = \"andes 127.0.0.1:3\" ]'",
+        runs.display()
+    );
+    let file = dir.path().join("entries");
+    std::fs::write(&file, r#"[ Name = "file1"; GridResource = "andes 127.0.0.1:4" ]"#).unwrap();
+    let mut cfg = config(dir.path(), &cmd);
+    // HTCondor's JOB_ROUTER_ENTRIES_REFRESH = 0: never run the command again.
+    cfg.entries_refresh = Duration::ZERO;
+    cfg.entries_file = Some(file.clone());
+    let schedd = schedd(dir.path());
+    let key = Arc::new(Keypair::from_seed("router", [7; 32]).unwrap());
+    let router = JobRouter::start(&schedd, cfg, key).unwrap();
+    assert_eq!(names(&router), ["fixed", "file1", "cmd"]);
+    // A day of (virtual) time: the command ran once, at start.
+    tokio::time::sleep(Duration::from_secs(86_400)).await;
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 1);
+    assert_eq!(router.reloads(), 0);
+    // The file changes: it is read again within a second or two.
+    std::fs::write(
+        &file,
+        "[ Name = \"file2\"; GridResource = \"andes 127.0.0.1:5\" ]\n\
+         [ Name = \"file3\"; GridResource = \"slurm debug\" ]\n",
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(names(&router), ["fixed", "file2", "file3", "cmd"]);
+    // A file that cannot be read keeps the table it had.
+    std::fs::remove_file(&file).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(names(&router), ["fixed", "file2", "file3", "cmd"]);
 }

@@ -109,11 +109,13 @@ pub async fn serve(
         app = app.merge(pool.router(&auth));
     }
     let router_entries = s.get("JOB_ROUTER_ENTRIES")?;
+    let router_file = s.get("JOB_ROUTER_ENTRIES_FILE")?.filter(|f| !f.trim().is_empty());
     let router_cmd = s.get("JOB_ROUTER_ENTRIES_CMD")?;
-    if router_entries.is_some() || router_cmd.is_some() {
+    if router_entries.is_some() || router_cmd.is_some() || router_file.is_some() {
         let rc = andes_scheduler::router::service::RouterConfig {
             defaults: s.get("JOB_ROUTER_DEFAULTS")?,
             entries: router_entries,
+            entries_file: router_file.map(std::path::PathBuf::from),
             entries_cmd: router_cmd,
             entries_refresh: secs("JOB_ROUTER_ENTRIES_REFRESH", 3600)?,
             source_constraint: s.get("JOB_ROUTER_SOURCE_JOB_CONSTRAINT")?,

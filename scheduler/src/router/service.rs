@@ -39,9 +39,13 @@ pub struct RouterConfig {
     pub defaults: Option<String>,
     /// JOB_ROUTER_ENTRIES.
     pub entries: Option<String>,
+    /// JOB_ROUTER_ENTRIES_FILE: a file of more entries, read again whenever
+    /// it changes.
+    pub entries_file: Option<PathBuf>,
     /// JOB_ROUTER_ENTRIES_CMD: a shell command whose output is more entries.
     pub entries_cmd: Option<String>,
-    /// JOB_ROUTER_ENTRIES_REFRESH: how often the command runs again.
+    /// JOB_ROUTER_ENTRIES_REFRESH: how often the command runs again; zero
+    /// (HTCondor's meaning) is never: it runs once, at start.
     pub entries_refresh: Duration,
     /// JOB_ROUTER_SOURCE_JOB_CONSTRAINT.
     pub source_constraint: Option<String>,
@@ -73,7 +77,8 @@ struct Inner {
     /// lock: every commit it can see has its events here already, so an
     /// ending is counted before the route it frees is used again.
     events: Mutex<crate::schedd::EventStream>,
-    /// Times JOB_ROUTER_ENTRIES_CMD was run again (successfully or not).
+    /// Times the table was loaded again (JOB_ROUTER_ENTRIES_CMD's refresh, or
+    /// JOB_ROUTER_ENTRIES_FILE changed), successfully or not.
     reloads: std::sync::atomic::AtomicU64,
 }
 
@@ -87,11 +92,37 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Loads the routing table, running JOB_ROUTER_ENTRIES_CMD if set.
+/// The most bytes JOB_ROUTER_ENTRIES_FILE may hold.
+pub const MAX_ENTRIES_FILE: u64 = 16 << 20;
+
+/// Loads the routing table: JOB_ROUTER_ENTRIES, JOB_ROUTER_ENTRIES_FILE,
+/// and the output of JOB_ROUTER_ENTRIES_CMD, in that order. A file that
+/// cannot be read, or a command that fails, is an error (a reload keeps the
+/// table it had).
 pub fn load_table(cfg: &RouterConfig) -> Result<Table, TableError> {
     let mut entries = Vec::new();
     if let Some(e) = &cfg.entries {
         entries.push(("JOB_ROUTER_ENTRIES".to_string(), e.clone()));
+    }
+    if let Some(path) = &cfg.entries_file {
+        let origin = format!("JOB_ROUTER_ENTRIES_FILE {}", path.display());
+        let read = || -> std::io::Result<String> {
+            use std::io::Read as _;
+            let mut text = String::new();
+            std::fs::File::open(path)?.take(MAX_ENTRIES_FILE + 1).read_to_string(&mut text)?;
+            Ok(text)
+        };
+        let text = read().map_err(|e| TableError {
+            origin: origin.clone(),
+            message: format!("cannot read it: {e}"),
+        })?;
+        if text.len() as u64 > MAX_ENTRIES_FILE {
+            return Err(TableError {
+                origin,
+                message: format!("it holds more than {MAX_ENTRIES_FILE} bytes"),
+            });
+        }
+        entries.push((origin, text));
     }
     if let Some(cmd) = &cfg.entries_cmd {
         let out = std::process::Command::new(if cfg!(windows) { "cmd" } else { "sh" })
@@ -159,7 +190,8 @@ impl JobRouter {
         Ok(JobRouter { inner })
     }
 
-    /// How many times the entries command has been run again since start.
+    /// How many times the table has been loaded again since start (the
+    /// entries command refreshed, or the entries file changed).
     pub fn reloads(&self) -> u64 {
         self.inner.reloads.load(std::sync::atomic::Ordering::SeqCst)
     }
@@ -221,10 +253,18 @@ impl Inner {
         let mut tick =
             tokio::time::interval(self.cfg.polling_period.max(Duration::from_millis(100)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let refresh = self.cfg.entries_cmd.is_some();
+        // JOB_ROUTER_ENTRIES_REFRESH = 0: the command ran once, at start.
+        let refresh = self.cfg.entries_cmd.is_some() && !self.cfg.entries_refresh.is_zero();
         let mut reload =
             tokio::time::interval(self.cfg.entries_refresh.max(Duration::from_secs(1)));
         reload.tick().await;
+        // JOB_ROUTER_ENTRIES_FILE is looked at every second and read again
+        // when its size or modification time changed.
+        let stamp =
+            |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.len(), m.modified().ok()));
+        let mut seen = self.cfg.entries_file.as_deref().map(stamp);
+        let mut look = tokio::time::interval(Duration::from_secs(1));
+        look.tick().await;
         loop {
             tokio::select! {
                 batch = std::future::poll_fn(|cx| lock(&self.events).poll_recv(cx)) => match batch {
@@ -242,6 +282,13 @@ impl Inner {
                     self.follow().await;
                 }
                 _ = reload.tick(), if refresh => self.reload(),
+                _ = look.tick(), if self.cfg.entries_file.is_some() => {
+                    let now = self.cfg.entries_file.as_deref().map(stamp);
+                    if now != seen {
+                        seen = now;
+                        self.reload();
+                    }
+                }
             }
         }
     }
