@@ -25,6 +25,22 @@ async fn run(spec: JobSpec) -> JobResult {
     HOST.run(spec, Control::new(), Arc::new(SystemClock)).await
 }
 
+/// Starts `spec` on `clock` and waits until its guest is really running.
+async fn start(
+    spec: JobSpec,
+    clock: &Arc<dyn Clock>,
+) -> (Arc<Control>, tokio::task::JoinHandle<JobResult>) {
+    let ctl = Control::new();
+    let job = tokio::spawn({
+        let (ctl, clock) = (ctl.clone(), clock.clone());
+        async move { HOST.run(spec, ctl, clock).await }
+    });
+    while !ctl.is_running() {
+        tokio::task::yield_now().await;
+    }
+    (ctl, job)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_sees_its_args_env_stdin_and_writes_its_files() {
     let sb = Sandbox::new();
@@ -210,17 +226,9 @@ async fn the_wall_clock_limit_holds_with_code_47_on_a_virtual_clock() {
     let sb = Sandbox::new();
     let vc = VirtualClock::new();
     let clock: Arc<dyn Clock> = Arc::new(vc.clone());
-    let ctl = Control::new();
-    let job = tokio::spawn({
-        let ctl = ctl.clone();
-        let clock = clock.clone();
-        let spec = spec(sample("spin"), "[ AllowedExecuteDuration = 3600 ]", &sb);
-        async move { HOST.run(spec, ctl, clock).await }
-    });
-    // Wait until the guest is really running, then let an hour pass.
-    while !ctl.is_running() {
-        tokio::task::yield_now().await;
-    }
+    let (_ctl, job) =
+        start(spec(sample("spin"), "[ AllowedExecuteDuration = 3600 ]", &sb), &clock).await;
+    // The guest is really running: let an hour pass.
     vc.advance(Duration::from_secs(3599));
     tokio::task::yield_now().await;
     assert!(!job.is_finished());
@@ -234,16 +242,10 @@ async fn the_wall_clock_limit_holds_with_code_47_on_a_virtual_clock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspend_stops_the_cpu_and_resume_continues_where_it_stopped() {
     let sb = Sandbox::new();
-    let ctl = Control::new();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let job = tokio::spawn({
-        let (ctl, clock) = (ctl.clone(), clock.clone());
-        let spec = spec(sample("primes"), r#"[ Arguments = "3000000"; Out = "out.txt" ]"#, &sb);
-        async move { HOST.run(spec, ctl, clock).await }
-    });
-    while !ctl.is_running() {
-        tokio::task::yield_now().await;
-    }
+    let (ctl, job) =
+        start(spec(sample("primes"), r#"[ Arguments = "3000000"; Out = "out.txt" ]"#, &sb), &clock)
+            .await;
     ctl.suspend(clock.as_ref());
     // Let the suspension take effect (the next fuel yield) and the last
     // slice's CPU time be counted, however late a loaded machine lets that
@@ -277,16 +279,8 @@ async fn suspend_stops_the_cpu_and_resume_continues_where_it_stopped() {
 async fn hard_kill_stops_a_tight_loop_and_a_blocked_sleep() {
     for name in ["spin", "sleeper"] {
         let sb = Sandbox::new();
-        let ctl = Control::new();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let job = tokio::spawn({
-            let (ctl, clock) = (ctl.clone(), clock.clone());
-            let spec = spec(sample(name), "[]", &sb);
-            async move { HOST.run(spec, ctl, clock).await }
-        });
-        while !ctl.is_running() {
-            tokio::task::yield_now().await;
-        }
+        let (ctl, job) = start(spec(sample(name), "[]", &sb), &clock).await;
         tokio::time::sleep(Duration::from_millis(20)).await;
         let t = Instant::now();
         ctl.hard_kill();
@@ -302,16 +296,8 @@ async fn hard_kill_stops_a_tight_loop_and_a_blocked_sleep() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vacate_lets_a_cooperative_job_save_its_work() {
     let sb = Sandbox::new();
-    let ctl = Control::new();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let job = tokio::spawn({
-        let (ctl, clock) = (ctl.clone(), clock.clone());
-        let spec = spec(sample("vacate"), r#"[ Out = "out.txt" ]"#, &sb);
-        async move { HOST.run(spec, ctl, clock).await }
-    });
-    while !ctl.is_running() {
-        tokio::task::yield_now().await;
-    }
+    let (ctl, job) = start(spec(sample("vacate"), r#"[ Out = "out.txt" ]"#, &sb), &clock).await;
     ctl.soft_kill(clock.as_ref(), Duration::from_secs(60));
     let r = job.await.unwrap();
     assert_eq!(r.ending, Ending::Exited(85), "{}", sb.read("out.txt"));
@@ -326,15 +312,7 @@ async fn vacate_grace_expiry_hard_kills_an_uncooperative_job() {
     let sb = Sandbox::new();
     let vc = VirtualClock::new();
     let clock: Arc<dyn Clock> = Arc::new(vc.clone());
-    let ctl = Control::new();
-    let job = tokio::spawn({
-        let (ctl, clock) = (ctl.clone(), clock.clone());
-        let spec = spec(sample("deaf"), "[]", &sb);
-        async move { HOST.run(spec, ctl, clock).await }
-    });
-    while !ctl.is_running() {
-        tokio::task::yield_now().await;
-    }
+    let (ctl, job) = start(spec(sample("deaf"), "[]", &sb), &clock).await;
     ctl.soft_kill(clock.as_ref(), Duration::from_secs(600));
     assert!(ctl.vacate_requested());
     for _ in 0..10 {
@@ -375,15 +353,7 @@ async fn a_vacate_ends_a_job_that_cannot_hear_it_at_once_not_after_the_grace() {
         let sb = Sandbox::new();
         let vc = VirtualClock::new();
         let clock: Arc<dyn Clock> = Arc::new(vc.clone());
-        let ctl = Control::new();
-        let job = tokio::spawn({
-            let (ctl, clock) = (ctl.clone(), clock.clone());
-            let spec = spec(sample(name), "[]", &sb);
-            async move { HOST.run(spec, ctl, clock).await }
-        });
-        while !ctl.is_running() {
-            tokio::task::yield_now().await;
-        }
+        let (ctl, job) = start(spec(sample(name), "[]", &sb), &clock).await;
         ctl.soft_kill(clock.as_ref(), Duration::from_secs(600));
         // No virtual time passes: the vacate alone ends it.
         let r = tokio::time::timeout(Duration::from_secs(60), job).await.expect(name).unwrap();
@@ -399,15 +369,7 @@ async fn a_suspended_job_that_cannot_hear_a_vacate_is_ended_without_running_agai
         let sb = Sandbox::new();
         let vc = VirtualClock::new();
         let clock: Arc<dyn Clock> = Arc::new(vc.clone());
-        let ctl = Control::new();
-        let job = tokio::spawn({
-            let (ctl, clock) = (ctl.clone(), clock.clone());
-            let spec = spec(sample(name), "[]", &sb);
-            async move { HOST.run(spec, ctl, clock).await }
-        });
-        while !ctl.is_running() {
-            tokio::task::yield_now().await;
-        }
+        let (ctl, job) = start(spec(sample(name), "[]", &sb), &clock).await;
         ctl.suspend(clock.as_ref());
         // The spinner is stopped where it is; the sleeper, waiting on the
         // (virtual) clock, is held back when its wait ends.

@@ -93,46 +93,47 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
             out
         }
         EventKind::Evicted { checkpointed } => {
-            let cpu = int(ad, "RemoteUserCpu").unwrap_or(0).max(0) as u64;
-            vec![U::Evicted(userlog::Evicted {
-                eviction: if *checkpointed {
-                    userlog::Eviction::Checkpointed
-                } else {
-                    userlog::Eviction::NotCheckpointed
-                },
-                reason_code: 0,
-                reason_subcode: 0,
-                run_remote_usage: userlog::CpuUsage::from_secs(cpu, 0),
-                run_local_usage: Default::default(),
-                sent_bytes: 0,
-                received_bytes: 0,
-                reason: match ad.eval_attr("LastVacateReason") {
-                    Value::Str(s) => Some(s.to_string()),
-                    _ => None,
-                },
-                resources: Vec::new(),
-            })]
+            let eviction = if *checkpointed {
+                userlog::Eviction::Checkpointed
+            } else {
+                userlog::Eviction::NotCheckpointed
+            };
+            let reason = match ad.eval_attr("LastVacateReason") {
+                Value::Str(s) => Some(s.to_string()),
+                _ => None,
+            };
+            vec![evicted(ad, eviction, reason)]
         }
         EventKind::Note(text) => vec![U::Generic(text.chars().take(1000).collect())],
         // One process: a Wasm job is one.
         EventKind::Suspended => vec![U::Suspended(1)],
         EventKind::Unsuspended => vec![U::Unsuspended],
         EventKind::Requeued => {
-            let cpu = int(ad, "RemoteUserCpu").unwrap_or(0).max(0) as u64;
-            vec![U::Evicted(userlog::Evicted {
-                eviction: userlog::Eviction::TerminatedAndRequeued(ending_of(ad)),
-                reason_code: 0,
-                reason_subcode: 0,
-                run_remote_usage: userlog::CpuUsage::from_secs(cpu, 0),
-                run_local_usage: Default::default(),
-                sent_bytes: 0,
-                received_bytes: 0,
-                reason: None,
-                resources: Vec::new(),
-            })]
+            vec![evicted(ad, userlog::Eviction::TerminatedAndRequeued(ending_of(ad)), None)]
         }
         EventKind::Edited(_) => Vec::new(),
     }
+}
+
+/// A 004 event: the run left its slot (`eviction` says how), with the run's
+/// CPU time from the job's ad.
+fn evicted(
+    ad: &ClassAd,
+    eviction: userlog::Eviction,
+    reason: Option<String>,
+) -> userlog::EventKind {
+    let cpu = int(ad, "RemoteUserCpu").unwrap_or(0).max(0) as u64;
+    userlog::EventKind::Evicted(userlog::Evicted {
+        eviction,
+        reason_code: 0,
+        reason_subcode: 0,
+        run_remote_usage: userlog::CpuUsage::from_secs(cpu, 0),
+        run_local_usage: Default::default(),
+        sent_bytes: 0,
+        received_bytes: 0,
+        reason,
+        resources: Vec::new(),
+    })
 }
 
 /// How the job's last run ended, from its ad.

@@ -1460,7 +1460,7 @@ impl Inner {
         let module = str_attr(&job, "CmdDigest").as_deref().and_then(digest_bytes);
         // A job whose periodic policy reads its usage gets it fresh: the host
         // reports every few seconds and each report reaches the queue.
-        let report_within = has_periodic_policy(&job).then_some(POLICY_REPORT_SECS);
+        let report_within = crate::policy::has_periodic(&job).then_some(POLICY_REPORT_SECS);
         // The transparent checkpoint the spool keeps for the job, by hash.
         // Only a job that checkpoints has anything in the spool.
         let checkpoints = may_have_checkpoints(&job);
@@ -2313,14 +2313,6 @@ fn host_ad(job: &ClassAd, slot: &ClassAd) -> ClassAd {
 /// Seconds between the reports of a job whose periodic policy reads its
 /// usage: the policy sees data at most this old (plus one queue write).
 pub const POLICY_REPORT_SECS: u64 = 5;
-
-/// True when the job has periodic policy (`PeriodicHold`, `PeriodicRemove`,
-/// `PeriodicRelease`) that is not simply false.
-fn has_periodic_policy(job: &ClassAd) -> bool {
-    ["PeriodicHold", "PeriodicRemove", "PeriodicRelease"]
-        .iter()
-        .any(|n| job.get(n).is_some_and(|e| !matches!(e.as_literal(), Some(Value::Bool(false)))))
-}
 
 /// Whether a job may keep something in the spool's checkpoints: it
 /// checkpoints (`WasmCheckpoint`, `CheckpointExitCode`) or has (`NumCkpts`).

@@ -309,30 +309,23 @@ impl Format {
         for fmt in self.printf.iter().step_by(2) {
             let mut chars = fmt.chars().peekable();
             while let Some(c) = chars.next() {
-                if c != '%' {
-                    continue;
-                }
-                // Flags, width, `.`, precision: every run of digits counts.
-                let mut runs = vec![String::new()];
-                while let Some(&d) = chars.peek() {
-                    if d.is_ascii_digit() {
-                        if let Some(r) = runs.last_mut() {
-                            r.push(d);
+                match c {
+                    '\\' => {
+                        chars.next();
+                    }
+                    '%' => {
+                        let spec = Spec::read(&mut chars);
+                        for n in [Some(&spec.width), spec.precision.as_ref()].into_iter().flatten()
+                        {
+                            if n.parse::<u128>().map_or(n.len() > 5, |v| v > MAX_FIELD as u128) {
+                                anyhow::bail!(
+                                    "-format {fmt:?}: a field width or precision of {n} is more \
+                                     than {MAX_FIELD}"
+                                );
+                            }
                         }
-                    } else if "-+ #.".contains(d) {
-                        runs.push(String::new());
-                    } else {
-                        break;
                     }
-                    chars.next();
-                }
-                for n in runs {
-                    if n.parse::<u128>().map_or(n.len() > 5, |v| v > MAX_FIELD as u128) {
-                        anyhow::bail!(
-                            "-format {fmt:?}: a field width or precision of {n} is more than \
-                             {MAX_FIELD}"
-                        );
-                    }
+                    _ => {}
                 }
             }
         }
@@ -465,39 +458,12 @@ pub(crate) fn printf(fmt: &str, v: &Value) -> String {
                 None => out.push('\\'),
             },
             '%' => {
-                let mut flags = String::new();
-                while let Some(&f) = chars.peek() {
-                    if "-+ 0#".contains(f) {
-                        flags.push(f);
-                        chars.next();
-                    } else {
-                        break;
-                    }
-                }
-                let mut width = String::new();
-                while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-                    width.push(d);
-                    chars.next();
-                }
-                let mut precision: Option<usize> = None;
-                if chars.peek() == Some(&'.') {
-                    chars.next();
-                    let mut p = String::new();
-                    while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-                        p.push(d);
-                        chars.next();
-                    }
-                    precision = Some(p.parse().unwrap_or(0));
-                }
-                // Length modifiers (`l`, `h`) mean nothing here.
-                while chars.peek().is_some_and(|c| "lhqLjzt".contains(*c)) {
-                    chars.next();
-                }
+                let Spec { flags, width, precision } = Spec::read(&mut chars);
                 let Some(conv) = chars.next() else {
                     out.push('%');
                     break;
                 };
-                let precision = precision.map(|p| p.min(MAX_FIELD));
+                let precision = precision.map(|p| p.parse::<usize>().unwrap_or(0).min(MAX_FIELD));
                 let body = convert(conv, &flags, precision, v);
                 let width: usize = width.parse::<usize>().unwrap_or(0).min(MAX_FIELD);
                 out.push_str(&pad(&body, width, &flags, conv));
@@ -506,6 +472,35 @@ pub(crate) fn printf(fmt: &str, v: &Value) -> String {
         }
     }
     out
+}
+
+/// A conversion's flags, width and precision (as written), after its `%`.
+struct Spec {
+    flags: String,
+    width: String,
+    precision: Option<String>,
+}
+
+impl Spec {
+    /// Reads flags, width, `.precision` and length modifiers (which mean
+    /// nothing here), leaving the conversion character.
+    fn read(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Spec {
+        fn take(
+            chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+            ok: impl Fn(char) -> bool,
+        ) -> String {
+            let mut s = String::new();
+            while let Some(c) = chars.next_if(|c| ok(*c)) {
+                s.push(c);
+            }
+            s
+        }
+        let flags = take(chars, |c| "-+ 0#".contains(c));
+        let width = take(chars, |c| c.is_ascii_digit());
+        let precision = chars.next_if_eq(&'.').map(|_| take(chars, |c| c.is_ascii_digit()));
+        take(chars, |c| "lhqLjzt".contains(c));
+        Spec { flags, width, precision }
+    }
 }
 
 fn number(v: &Value) -> Option<f64> {
