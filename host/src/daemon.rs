@@ -327,8 +327,11 @@ pub struct ExitReport {
 }
 
 /// A source of measurements: given each slot's own job load
-/// (`CondorLoadAvg`), the machine's [`Measurements`].
-pub type Measurer = Box<dyn FnMut(Vec<f64>) -> Measurements + Send>;
+/// (`CondorLoadAvg`), the machine's [`Measurements`]; with `true`, the
+/// slow-changing resources too (free disk and swap, which cost a look at
+/// the file systems): asked every UPDATE_INTERVAL, while load and keyboard
+/// are measured before every poll.
+pub type Measurer = Box<dyn FnMut(Vec<f64>, bool) -> Measurements + Send>;
 
 /// Where the daemon's log lines go (besides `tracing`): transitions,
 /// starters' endings, refusals.
@@ -1246,9 +1249,13 @@ impl Daemon {
 
     /// Takes a round of measurements and feeds them.
     pub fn measure(&mut self) -> Vec<Action> {
+        let now = self.now();
+        let resources = now >= self.next_measure;
+        if resources {
+            self.next_measure = now.saturating_add(self.update_interval);
+        }
         let loads = self.condor_loads();
-        let m = (self.measurer)(loads);
-        self.next_measure = self.now().saturating_add(self.update_interval);
+        let m = (self.measurer)(loads, resources);
         let mut acts = self.feed(Event::Measured(m));
         // The running jobs' memory as it is now, for the slots' ads and the
         // policy (HTCondor's starter updates the startd likewise).
@@ -2266,12 +2273,19 @@ pub fn shutdown_word(kind: ShutdownKind) -> &'static str {
     }
 }
 
-/// The real machine's measurements, with the free space of `execute`'s
-/// file system and the free swap for the slots' live `Disk` and
-/// `VirtualMemory` ([`andes_startd::measure::measure_with_disk`]).
+/// The real machine's measurements ([`andes_startd::measure::measure`]),
+/// with, when asked, the free space of `execute`'s file system and the free
+/// swap for the slots' live `Disk` and `VirtualMemory`
+/// ([`andes_startd::measure::measure_with_disk`]).
 pub fn real_measurer(execute: &Path) -> Measurer {
     let execute = execute.to_path_buf();
-    Box::new(move |loads| andes_startd::measure::measure_with_disk(&execute, loads))
+    Box::new(move |loads, resources| {
+        if resources {
+            andes_startd::measure::measure_with_disk(&execute, loads)
+        } else {
+            andes_startd::measure::measure(loads)
+        }
+    })
 }
 
 /// The real machine's facts, with EXECUTE's free space as `Disk`.

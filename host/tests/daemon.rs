@@ -56,7 +56,7 @@ fn daemon(extra: &str) -> Fixture {
     let config = DaemonConfig::from_config(&cfg, execute.path().to_path_buf(), info).unwrap();
     let vc = VirtualClock::new();
     let clock: Arc<dyn Clock> = Arc::new(vc.clone());
-    let measurer = Box::new(|loads: Vec<f64>| Measurements {
+    let measurer = Box::new(|loads: Vec<f64>, _| Measurements {
         load_avg: loads.iter().sum(),
         keyboard_idle: 3600,
         console_idle: 3600,
@@ -222,7 +222,7 @@ async fn leftover_sandboxes_are_removed_at_startup() {
         DaemonConfig::from_config(&cfg, execute.path().to_path_buf(), MachineInfo::default())
             .unwrap();
     let clock: Arc<dyn Clock> = Arc::new(VirtualClock::new());
-    let d = Daemon::new(config, HOST.clone(), clock, Box::new(|_| Measurements::default()));
+    let d = Daemon::new(config, HOST.clone(), clock, Box::new(|_, _| Measurements::default()));
     assert!(d.is_ok());
     assert!(!execute.path().join("dir_1_7").exists());
     assert!(execute.path().join("keep.txt").exists());
@@ -332,6 +332,7 @@ async fn the_owners_return_is_measured_within_a_poll_not_an_update_interval() {
     use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
     let idle = Arc::new(AtomicI64::new(3600));
     let calls = Arc::new(AtomicUsize::new(0));
+    let resources = Arc::new(AtomicUsize::new(0));
     let execute = tempfile::tempdir().unwrap();
     let mut cfg = base_config(Vec::<(String, String)>::new());
     cfg.load_str("UPDATE_INTERVAL = 300\nPOLLING_INTERVAL = 5\n", "test.config").unwrap();
@@ -340,9 +341,10 @@ async fn the_owners_return_is_measured_within_a_poll_not_an_update_interval() {
     let vc = VirtualClock::new();
     let clock: Arc<dyn Clock> = Arc::new(vc.clone());
     let measurer = Box::new({
-        let (idle, calls) = (idle.clone(), calls.clone());
-        move |loads: Vec<f64>| {
+        let (idle, calls, resources) = (idle.clone(), calls.clone(), resources.clone());
+        move |loads: Vec<f64>, full: bool| {
             calls.fetch_add(1, Ordering::SeqCst);
+            resources.fetch_add(usize::from(full), Ordering::SeqCst);
             let k = idle.load(Ordering::SeqCst);
             Measurements {
                 load_avg: loads.iter().sum(),
@@ -365,6 +367,7 @@ async fn the_owners_return_is_measured_within_a_poll_not_an_update_interval() {
     }
     assert_eq!(calls.load(Ordering::SeqCst), before, "an idle machine measured every poll");
     f.run_job("spin", VANILLA);
+    let full = resources.load(Ordering::SeqCst);
     f.advance(5);
     assert_eq!(f.state(), (State::Claimed, Activity::Busy));
     // The owner sits down: the next poll sees it and suspends the job
@@ -372,6 +375,9 @@ async fn the_owners_return_is_measured_within_a_poll_not_an_update_interval() {
     idle.store(0, Ordering::SeqCst);
     f.advance(5);
     assert_eq!(f.state(), (State::Claimed, Activity::Suspended));
+    // The polls measured load and keyboard only; disk and swap, which cost
+    // a look at the file systems, wait for UPDATE_INTERVAL.
+    assert_eq!(resources.load(Ordering::SeqCst), full, "a poll measured the disk");
     f.d.command(Command::Vacate { slot: None, kind: VacateKind::Fast }).unwrap();
     f.exit().await;
 }

@@ -985,7 +985,10 @@ impl Startd {
                                     s.ad.insert(n, e.clone());
                                 }
                             }
-                            s.dirty = true;
+                            // The policy sees it at once; the collector at
+                            // the next update (UPDATE_INTERVAL or a change
+                            // of state), not at every report of the job's
+                            // memory.
                         }
                         _ => acts.push(Action::EventRejected {
                             reason: format!("slot {slot}: no job on the claim named"),
