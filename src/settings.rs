@@ -29,7 +29,7 @@
 //! | `JOB_ROUTER_ENTRIES_REFRESH` | `3600` | seconds between runs of JOB_ROUTER_ENTRIES_CMD |
 //! | `JOB_ROUTER_SOURCE_JOB_CONSTRAINT` | (none) | only jobs matching it are routed |
 //! | `JOB_ROUTER_POLLING_PERIOD` | `10` | seconds between routing passes (also run at once on queue changes) |
-//! | `JOB_ROUTER_KEY_NAME` | `$(SCHEDD_KEY_NAME)` | the key routed jobs are submitted to other pools with (their schedds trust it as a user) |
+//! | `JOB_ROUTER_KEY_NAME` | `$(SCHEDD_KEY_NAME)` | the key routed jobs are submitted to other pools with (their trust files list it as a `schedd`, which may submit for the users they trust) |
 //! | `COLLECTOR_HOST` | (none) | the central manager's `HOST:PORT`; set, the schedd and host join its pool (commands: `127.0.0.1:9620` when unset) |
 //! | `NETWORK_HOSTNAME` | (none) | the host name daemons advertise (default: this machine's name when listening on 0.0.0.0) |
 //! | `COLLECTOR_ADDRESS_FILE` | `$(LOCAL_DIR)/.collector_address` | the central manager writes its address here; commands read it first |

@@ -45,6 +45,7 @@ pub const PROTECTED_ATTRS: &[&str] = &[
     "GlobalJobId",
     "MyType",
     "TargetType",
+    "RoutedFromSchedd",
     "EnteredCurrentStatus",
     "Cmd",
     "CmdDigest",
@@ -252,16 +253,61 @@ pub struct Actor {
     pub name: String,
     /// An admin may act on anyone's jobs.
     pub admin: bool,
+    /// Another pool's schedd routing jobs here (HTCondor-C): it submits each
+    /// job for the owner its ad names (the schedd's API checks that this
+    /// pool trusts that user), recorded as the job's [`ROUTED_BY`], and acts
+    /// on the jobs it submitted and no others.
+    pub schedd: bool,
 }
+
+/// What a routed copy's target reports of its use (RemoteHost, CPU,
+/// memory), shown on its original as it changes.
+pub const MIRRORED_USAGE: &[&str] = &[
+    "RemoteHost",
+    "RemoteUserCpu",
+    "RemoteSysCpu",
+    "RemoteWallClockTime",
+    "ImageSize",
+    "ResidentSetSize",
+    "MemoryUsage",
+    "DiskUsage",
+];
+
+/// Set on a routed original that is held because its copy is: it is not
+/// held itself, and goes back to idle if the copy is removed.
+const ROUTED_COPY_HELD: &str = "RoutedCopyHeld";
+
+/// The attribute naming the schedd (its identity in this pool's trust file)
+/// that routed a job here for its owner.
+pub const ROUTED_BY: &str = "RoutedFromSchedd";
 
 impl Actor {
     /// A user.
     pub fn user(name: &str) -> Actor {
-        Actor { name: name.to_string(), admin: false }
+        Actor { name: name.to_string(), admin: false, schedd: false }
     }
     /// An administrator.
     pub fn admin(name: &str) -> Actor {
-        Actor { name: name.to_string(), admin: true }
+        Actor { name: name.to_string(), admin: true, schedd: false }
+    }
+    /// Another pool's schedd, routing jobs here for their owners.
+    pub fn routing_schedd(name: &str) -> Actor {
+        Actor { name: name.to_string(), admin: false, schedd: true }
+    }
+
+    /// True when this actor may act on `job`: an admin on any, a user on
+    /// their own, a routing schedd on those it routed here.
+    pub fn may_act_on(&self, job: &JobView<'_>) -> bool {
+        if self.admin {
+            return true;
+        }
+        if self.schedd {
+            return matches!(
+                job.cluster.ad.get(ROUTED_BY),
+                Some(Expr::Lit(Value::Str(s))) if **s == *self.name
+            );
+        }
+        job.owner() == self.name
     }
     /// The schedd itself (policy, shadows): may act on any job.
     pub fn schedd() -> Actor {
@@ -1144,7 +1190,7 @@ impl Queue {
                             t.ids.iter().any(|sel| sel.selects(v.id))
                                 || t.owners.iter().any(|o| o == v.owner())
                         } else {
-                            a.admin || v.owner() == a.name
+                            a.may_act_on(v)
                         }
                     },
                     Some(&c),
@@ -1847,7 +1893,7 @@ impl Ctx<'_, '_> {
                         report.skipped.push((*id, "not in the queue".into()));
                         continue;
                     };
-                    if !actor.admin && v.owner() != actor.name {
+                    if !actor.may_act_on(&v) {
                         return Err(QueueError::Forbidden(format!(
                             "job {id} belongs to {}; {} may act only on their own jobs",
                             v.owner(),
@@ -1984,7 +2030,19 @@ impl Ctx<'_, '_> {
             ad.remove(a);
         }
         ad.insert_value("ClusterId", cluster as i64);
-        ad.insert_value("Owner", actor.name.as_str());
+        if actor.schedd {
+            // Routed here for the owner its ad names (the API checked that
+            // this pool trusts them), by the schedd recorded beside it.
+            if !matches!(ad.get("Owner"), Some(Expr::Lit(Value::Str(_)))) {
+                return Err(QueueError::Invalid(
+                    "a routed job's ad must name its Owner as a string".into(),
+                ));
+            }
+            ad.insert_value(ROUTED_BY, actor.name.as_str());
+        } else {
+            ad.remove(ROUTED_BY);
+            ad.insert_value("Owner", actor.name.as_str());
+        }
         ad.insert_value("QDate", self.now);
         if !ad.contains("MyType") {
             ad.insert_value("MyType", "Job");
@@ -2020,6 +2078,7 @@ impl Ctx<'_, '_> {
                 "GlobalJobId",
                 "EnteredCurrentStatus",
                 "ScheddInterval",
+                ROUTED_BY,
             ] {
                 p.remove(a);
             }
@@ -2122,8 +2181,9 @@ impl Ctx<'_, '_> {
     /// The jobs `targets` names, checked against the actor's rights.
     fn select(&self, actor: &Actor, t: &Targets) -> Result<Vec<JobId>, QueueError> {
         let constraint = t.constraint.as_deref().map(parse_constraint).transpose()?;
+        // A routing schedd names the jobs it routed by id, never by owner.
         if !actor.admin
-            && let Some(o) = t.owners.iter().find(|o| **o != actor.name)
+            && let Some(o) = t.owners.iter().find(|o| actor.schedd || **o != actor.name)
         {
             return Err(QueueError::Forbidden(format!(
                 "{} may not act on the jobs of {o}",
@@ -2145,8 +2205,9 @@ impl Ctx<'_, '_> {
                 return Err(QueueError::NotFound(format!("job {sel} is not in the queue")));
             }
             for id in &ids[before..] {
-                let owner = self.state.job(*id).map(|v| v.owner().to_string()).unwrap_or_default();
-                if !actor.admin && owner != actor.name {
+                let Some(v) = self.state.job(*id) else { continue };
+                let owner = v.owner();
+                if !actor.may_act_on(&v) {
                     return Err(QueueError::Forbidden(format!(
                         "job {id} belongs to {owner}; {} may act only on their own jobs",
                         actor.name
@@ -2163,9 +2224,7 @@ impl Ctx<'_, '_> {
             if constraint.is_none() {
                 return Err(QueueError::Invalid("name jobs by id, owner or constraint".into()));
             }
-            ids.extend(
-                self.state.jobs().filter(|v| actor.admin || v.owner() == actor.name).map(|v| v.id),
-            );
+            ids.extend(self.state.jobs().filter(|v| actor.may_act_on(v)).map(|v| v.id));
         }
         ids.sort();
         ids.dedup();
@@ -2227,6 +2286,15 @@ impl Ctx<'_, '_> {
                 self.persist(id)?;
                 self.event(id, EventKind::Edited(attr.clone()))?;
                 report.changed.push(id);
+                // An edit of a routed original reaches its copy (and the
+                // router takes it on to the copy's target).
+                if let Some(copy) = self.copy_of(id)
+                    && let Some(p) = self.state.jobs.get_mut(&copy)
+                {
+                    p.ad.insert(attr.as_str(), e.clone());
+                    self.persist(copy)?;
+                    self.event(copy, EventKind::Edited(attr.clone()))?;
+                }
             }
             return Ok(report);
         }
@@ -2310,7 +2378,21 @@ impl Ctx<'_, '_> {
         self.set_status(id, JobStatus::Held);
         self.persist(id)?;
         self.event(id, EventKind::Held(info))?;
-        self.remove_copy_of(id, "held")?;
+        // The manual: an original that goes on hold takes its copy away,
+        // unless it is the copy's own hold it mirrors.
+        let copy_held = self
+            .copy_of(id)
+            .and_then(|c| self.state.jobs.get(&c))
+            .is_some_and(|c| c.status == JobStatus::Held);
+        if copy_held {
+            if let Some(p) = self.state.jobs.get_mut(&id) {
+                p.ad.insert_value(ROUTED_COPY_HELD, true);
+            }
+            self.persist(id)?;
+        } else {
+            self.remove_copy_of(id, "held")?;
+        }
+        self.mirror(id)?;
         Ok(None)
     }
 
@@ -2329,6 +2411,7 @@ impl Ctx<'_, '_> {
             }
         }
         p.ad.insert_value("ReleaseReason", reason.as_str());
+        p.ad.remove(ROUTED_COPY_HELD);
         // An activation pending when it was held is no more: released, it is
         // matched afresh.
         if p.ad.remove(ACTIVATION_PENDING).is_some() {
@@ -2339,7 +2422,13 @@ impl Ctx<'_, '_> {
         self.set_status(id, JobStatus::Idle);
         self.schedule_cron(id)?;
         self.persist(id)?;
-        self.event(id, EventKind::Released(reason))?;
+        self.event(id, EventKind::Released(reason.clone()))?;
+        // An original that mirrors its held copy releases it, and a
+        // released copy its original.
+        if let Some(copy) = self.copy_of(id) {
+            self.release(copy, reason)?;
+        }
+        self.mirror(id)?;
         Ok(None)
     }
 
@@ -2478,7 +2567,20 @@ impl Ctx<'_, '_> {
                     p.ad.remove("JobDeferredUntil");
                 }
             }
-            PoolOp::Grid(attrs) => p.ad.update(attrs),
+            PoolOp::Grid(attrs) => {
+                p.ad.update(attrs);
+                // What the copy uses at its target shows on its original.
+                if let Some(original) = self.original_of(id)
+                    && let Some(o) = self.state.jobs.get_mut(&original)
+                {
+                    for a in MIRRORED_USAGE {
+                        if let Some(e) = attrs.get(a) {
+                            o.ad.insert(*a, e.clone());
+                        }
+                    }
+                    self.persist(original)?;
+                }
+            }
             PoolOp::Suspension(on) => match (p.status, *on) {
                 (JobStatus::Running, true) => {
                     let n = int(&p.ad, "TotalSuspensions").max(0);
@@ -2719,19 +2821,41 @@ impl Ctx<'_, '_> {
         }
     }
 
-    /// A routed copy's status changed: its original mirrors Idle, Running
-    /// and Suspended (not Held: the copy's own policy decides what a hold of
-    /// the copy means, usually removing it).
+    /// A routed copy's status changed: its original mirrors Idle, Running,
+    /// Suspended and Held (with the copy's hold reason); a released copy
+    /// releases it.
     fn mirror(&mut self, copy: JobId) -> Result<(), QueueError> {
         let Some(original) = self.original_of(copy) else { return Ok(()) };
-        let Some(status) = self.state.jobs.get(&copy).map(|p| p.status) else { return Ok(()) };
+        let Some(c) = self.state.jobs.get(&copy) else { return Ok(()) };
+        let status = c.status;
         let mirrored = match status {
             JobStatus::Idle => JobStatus::Idle,
             JobStatus::Running | JobStatus::TransferringOutput => JobStatus::Running,
             JobStatus::Suspended => JobStatus::Suspended,
+            JobStatus::Held => {
+                let text = |n: &str| match c.ad.eval_attr(n) {
+                    Value::Str(s) => s.to_string(),
+                    _ => String::new(),
+                };
+                let int = |n: &str| match c.ad.eval_attr(n) {
+                    Value::Int(i) => i,
+                    _ => 0,
+                };
+                let info = HoldInfo {
+                    reason: text("HoldReason"),
+                    code: int("HoldReasonCode"),
+                    subcode: int("HoldReasonSubCode"),
+                };
+                return self.hold(original, info).map(|_| ());
+            }
             _ => return Ok(()),
         };
         let Some(p) = self.state.jobs.get(&original) else { return Ok(()) };
+        if p.status == JobStatus::Held && status == JobStatus::Idle {
+            return self
+                .release(original, format!("its routed copy {copy} was released"))
+                .map(|_| ());
+        }
         if !matches!(p.status, JobStatus::Idle | JobStatus::Running | JobStatus::Suspended)
             || p.status == mirrored
         {
@@ -2802,6 +2926,12 @@ impl Ctx<'_, '_> {
         let Some(p) = self.state.jobs.get_mut(&original) else { return Ok(()) };
         if let Some(e) = p.ad.remove(ROUTED_TO) {
             p.ad.insert("LastRoutedToJobId", e);
+        }
+        // An original that only mirrored its copy's hold is not held itself:
+        // released, it is idle again.
+        if p.status == JobStatus::Held && p.ad.contains(ROUTED_COPY_HELD) {
+            let why = format!("job router: routed copy {copy} was removed");
+            return self.release(original, why).map(|_| ());
         }
         let back = matches!(p.status, JobStatus::Idle | JobStatus::Running | JobStatus::Suspended);
         if back {

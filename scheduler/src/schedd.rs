@@ -59,9 +59,9 @@ pub struct Schedd {
     clock: Arc<dyn Clock>,
     events: EventTap,
     /// Whose rights each owner's files are handled with.
-    accounts: Arc<Accounts>,
+    pub(crate) accounts: Arc<Accounts>,
     /// The schedd's spool (where spooled jobs' outputs are kept).
-    spool: PathBuf,
+    pub(crate) spool: PathBuf,
 }
 
 type EventTap =
@@ -132,7 +132,10 @@ impl Schedd {
             .route("/v1/transfer", post(transfer))
             .route("/v1/transfer/file", post(transfer_file))
             .route("/v1/transfer/done", post(transfer_done))
-            .layer(andes_protocol::require(&[Role::User]))
+            // Other pools' schedds route jobs here (HTCondor-C) for owners
+            // this pool trusts; see [`Actor::routing_schedd`].
+            .layer(andes_protocol::require(&[Role::User, Role::Schedd]))
+            .layer(axum::Extension(auth.clone()))
             .layer(auth.layer())
             .with_state(self.clone())
     }
@@ -188,7 +191,11 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpListener,
 }
 
 fn actor(c: &Caller) -> Actor {
-    Actor { name: c.identity.clone(), admin: c.role == Role::Admin }
+    match c.role {
+        Role::Admin => Actor::admin(&c.identity),
+        Role::Schedd => Actor::routing_schedd(&c.identity),
+        _ => Actor::user(&c.identity),
+    }
 }
 
 fn api_error(e: QueueError) -> ApiError {
@@ -292,7 +299,8 @@ fn spooled_job(s: &Schedd, caller: &Caller, id: crate::job::JobId) -> Result<Cla
         .ok_or_else(|| ApiError::not_found(format!("job {id} is not in the queue")))?;
     let owner = crate::queue::public_ad(ad.clone()).eval_attr("Owner");
     let a = actor(caller);
-    if !a.admin && owner.as_str() != Some(a.name.as_str()) {
+    let may = s.queue.read().job(id).is_some_and(|v| a.may_act_on(&v));
+    if !may {
         return Err(ApiError::forbidden(format!(
             "job {id} belongs to {}; {} may fetch only their own output",
             owner.as_str().unwrap_or("someone else"),
@@ -381,9 +389,13 @@ fn parse_ad(text: &str, what: &str) -> Result<ClassAd, ApiError> {
 async fn submit(
     State(s): State<Schedd>,
     caller: Caller,
+    axum::Extension(auth): axum::Extension<Auth>,
     SignedJson(req): SignedJson<SubmitRequest>,
 ) -> ApiResult<SubmitReply> {
     let cluster_ad = parse_ad(&req.cluster_ad, "cluster ad")?;
+    if caller.role == Role::Schedd {
+        routed_owner(&auth, &caller, &cluster_ad)?;
+    }
     let mut procs = Vec::with_capacity(req.procs.len());
     for (i, p) in req.procs.iter().enumerate() {
         procs.push(if p == "[]" { ClassAd::new() } else { parse_ad(p, &format!("job {i}"))? });
@@ -438,6 +450,10 @@ async fn submit(
                     )));
                 }
             }
+        } else if caller.role == Role::Schedd {
+            return Err(ApiError::bad_request(format!(
+                "job {i}: a job routed from another pool must carry its input files (spooled)"
+            )));
         } else if let Access::SpoolOnly(why) = s.accounts.access(&caller.identity) {
             return Err(ApiError::forbidden(why));
         }
@@ -449,6 +465,33 @@ async fn submit(
         .await
         .map_err(api_error)?;
     Ok(axum::Json(SubmitReply { cluster, count }))
+}
+
+/// Checks a job another pool's schedd routes here: its `Owner` must be a
+/// user this pool's trust file lists. The pool trusts that schedd to speak
+/// for its users, as HTCondor trusts a schedd with its owners' jobs; an owner
+/// it does not know is refused, so routed jobs never run as an anonymous
+/// router user.
+fn routed_owner(auth: &Auth, caller: &Caller, ad: &ClassAd) -> Result<(), ApiError> {
+    let owner = match ad.get("Owner").and_then(|e| e.as_literal()) {
+        Some(classad::Value::Str(o)) => o.to_string(),
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "schedd {} routes a job without an Owner; a routed job names the user it \
+                 runs for",
+                caller.identity
+            )));
+        }
+    };
+    let trust = auth.verifier().trust();
+    let known = trust.iter().any(|(_, id)| id.role == Role::User && id.name == owner);
+    if !known {
+        return Err(ApiError::forbidden(format!(
+            "schedd {} may not submit for {owner}: {owner} is not a user this pool trusts",
+            caller.identity
+        )));
+    }
+    Ok(())
 }
 
 /// A job ad as a query shows it: no private attribute, only the projected

@@ -52,7 +52,7 @@ use crate::job::{JobId, JobStatus};
 use crate::queue::{ACTIVATION_PENDING, CLAIM_ID_ATTR, EventKind, JobOp, PoolOp, Queue};
 use crate::schedd::Schedd;
 use crate::spool::Spool;
-use crate::transfer;
+use crate::transfer::{self, Staged};
 use crate::userfs::Accounts;
 
 /// The sandbox names of the job's streams (as the host's starter uses them).
@@ -2477,43 +2477,6 @@ fn saved_state_to_send(
 /// a minute passes; a host that answers it no longer has the file is final).
 const OUTPUT_TRIES: u32 = 6;
 
-/// Output files fetched as streams, staged in a directory of the schedd's
-/// (removed when this is dropped): name → staged path.
-#[derive(Debug, Default)]
-pub(crate) struct Staged {
-    dir: Option<tempfile::TempDir>,
-    files: HashMap<String, PathBuf>,
-}
-
-impl Staged {
-    /// Puts `f` at `to` (a path of the schedd's own): its bytes, or its staged
-    /// file moved there.
-    fn place(&self, f: &FileData, to: &Path) -> std::io::Result<()> {
-        match (&f.streamed, self.files.get(&f.name)) {
-            (None, _) => std::fs::write(to, &f.data),
-            (Some(_), Some(staged)) => {
-                std::fs::rename(staged, to).or_else(|_| std::fs::copy(staged, to).map(|_| ()))
-            }
-            (Some(_), None) => {
-                Err(std::io::Error::other(format!("output file {} was not transferred", f.name)))
-            }
-        }
-    }
-
-    /// The staged files, opened (by the schedd) for copying where only the
-    /// owner may write.
-    fn open(&self) -> Result<HashMap<String, std::fs::File>, String> {
-        self.files
-            .iter()
-            .map(|(n, p)| {
-                std::fs::File::open(p)
-                    .map(|f| (n.clone(), f))
-                    .map_err(|e| format!("staged output file {n}: {e}"))
-            })
-            .collect()
-    }
-}
-
 /// Keeps a checkpointing job's files (all but its streams) in `dir`,
 /// replacing the previous checkpoint whole.
 fn save_checkpoint(dir: &Path, outputs: &[FileData], staged: &Staged) -> std::io::Result<()> {
@@ -2542,7 +2505,7 @@ fn save_checkpoint(dir: &Path, outputs: &[FileData], staged: &Staged) -> std::io
 /// uploaded (`uploads` gives an upload's bytes by digest); then the files of
 /// its last checkpoint (`ckpt`), which replace inputs of the same name. At
 /// most RequestDisk bytes in all.
-fn read_inputs(
+pub(crate) fn read_inputs(
     job: &ClassAd,
     ckpt: Option<&Path>,
     accounts: &Accounts,
@@ -2581,7 +2544,7 @@ fn read_inputs(
 /// Writes the output files: a spooled job's into its spool directory (under
 /// `spool`), anyone else's into the submitter's directories with the owner's
 /// rights.
-fn write_outputs(
+pub(crate) fn write_outputs(
     id: JobId,
     job: &ClassAd,
     outputs: &[FileData],

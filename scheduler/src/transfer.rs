@@ -431,3 +431,139 @@ mod tests {
         assert_eq!(all.len(), 9);
     }
 }
+
+/// Uploads a job's input files to a schedd (`PUT /v1/uploads/DIGEST`, each
+/// content once: `sent` holds the digests already there) and marks the job
+/// spooled, as condor_submit -spool does: its `SpooledInput` names them, and
+/// `LeaveJobInQueue` keeps it, completed, until its output is fetched.
+/// `andes submit --spool` and the job router (sending a routed job to
+/// another pool) both send files this way.
+pub async fn spool_inputs(
+    c: &andes_protocol::Client,
+    job: &mut ClassAd,
+    inputs: Inputs,
+    sent: &mut std::collections::HashSet<String>,
+    now: i64,
+) -> Result<(), String> {
+    let mut sources: HashMap<String, std::fs::File> = inputs.sources.into_iter().collect();
+    let mut list = Vec::with_capacity(inputs.files.len());
+    for f in inputs.files {
+        let digest = match &f.streamed {
+            Some(s) => format!("sha256:{}", s.sha256.clone().unwrap_or_default()),
+            None => crate::queue::module_digest(&f.data),
+        };
+        if !sent.contains(&digest) {
+            let path = format!("/v1/uploads/{digest}");
+            // Big files as streams (read from disk as they go), small ones whole.
+            let r = match &f.streamed {
+                Some(s) => {
+                    let sha = s.sha256.clone().unwrap_or_default();
+                    let file = sources
+                        .remove(&sha)
+                        .ok_or_else(|| format!("input file {} is not open", f.name))?;
+                    c.upload(http::Method::PUT, &path, file, &[]).await
+                }
+                None => c.upload_bytes(http::Method::PUT, &path, f.data.into(), &[]).await,
+            }
+            .map_err(|e| format!("uploading input file {}: {e}", f.name))?;
+            if !r.status.is_success() {
+                return Err(format!(
+                    "uploading input file {} failed: {}",
+                    f.name,
+                    r.error_reason().unwrap_or_else(|| r.status.to_string())
+                ));
+            }
+            sent.insert(digest.clone());
+        }
+        list.push(format!("{}={digest}", f.name));
+    }
+    job.insert_value(SPOOLED_INPUT, list.join(","));
+    job.insert_value("StageInStart", now);
+    job.insert_value("StageInFinish", now);
+    let leave =
+        classad::parse_expr(SPOOLED_LEAVE_IN_QUEUE).map_err(|e| format!("LeaveJobInQueue: {e}"))?;
+    job.insert("LeaveJobInQueue", leave);
+    Ok(())
+}
+
+/// A spooled job's output fetched from its schedd: the answer (its ad,
+/// carried files and event log) and the streamed files, staged in a
+/// directory of their own that lives as long as this.
+pub struct Fetched {
+    /// The schedd's answer.
+    pub reply: crate::api::TransferReply,
+    /// The streamed files.
+    pub staged: Staged,
+}
+
+/// Fetches spooled job `id`'s output from a schedd (`POST /v1/transfer`,
+/// and `/v1/transfer/file` for each big file), checking each streamed file
+/// arrived whole. Nothing is written where the output goes: see
+/// [`write_outputs`].
+pub async fn fetch_spooled(c: &andes_protocol::Client, id: JobId) -> Result<Fetched, String> {
+    use crate::api::{TransferFileRequest, TransferReply, TransferRequest};
+    let reply: TransferReply = c
+        .call(http::Method::POST, "/v1/transfer", Some(&TransferRequest { job: id }))
+        .await
+        .map_err(|e| e.to_string())?;
+    let dir = tempfile::tempdir().map_err(|e| format!("a staging directory: {e}"))?;
+    let mut staged = Staged::default();
+    for (n, f) in reply.files.iter().enumerate() {
+        let Some(s) = &f.streamed else { continue };
+        let p = dir.path().join(n.to_string());
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p)
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+        let req = TransferFileRequest { job: id, name: f.name.clone() };
+        let (w, _) =
+            c.download("/v1/transfer/file", &req, file, s.size).await.map_err(|e| e.to_string())?;
+        if w.len != s.size {
+            return Err(format!(
+                "job {id}: output file {} came with {} of its {} bytes",
+                f.name, w.len, s.size
+            ));
+        }
+        staged.files.insert(f.name.clone(), p);
+    }
+    staged.dir = Some(dir);
+    Ok(Fetched { reply, staged })
+}
+
+/// Output files fetched as streams, staged in a directory of the schedd's
+/// (removed when this is dropped): name → staged path.
+#[derive(Debug, Default)]
+pub struct Staged {
+    pub(crate) dir: Option<tempfile::TempDir>,
+    pub(crate) files: HashMap<String, PathBuf>,
+}
+
+impl Staged {
+    /// Puts `f` at `to` (a path of the schedd's own): its bytes, or its staged
+    /// file moved there.
+    pub(crate) fn place(&self, f: &FileData, to: &Path) -> std::io::Result<()> {
+        match (&f.streamed, self.files.get(&f.name)) {
+            (None, _) => std::fs::write(to, &f.data),
+            (Some(_), Some(staged)) => {
+                std::fs::rename(staged, to).or_else(|_| std::fs::copy(staged, to).map(|_| ()))
+            }
+            (Some(_), None) => {
+                Err(std::io::Error::other(format!("output file {} was not transferred", f.name)))
+            }
+        }
+    }
+
+    /// The staged files, opened (by the schedd) for copying where only the
+    /// owner may write.
+    pub fn open(&self) -> Result<HashMap<String, std::fs::File>, String> {
+        self.files
+            .iter()
+            .map(|(n, p)| {
+                std::fs::File::open(p)
+                    .map(|f| (n.clone(), f))
+                    .map_err(|e| format!("staged output file {n}: {e}"))
+            })
+            .collect()
+    }
+}

@@ -1,6 +1,6 @@
-//! Routed copies in the queue: the original mirrors its copy, takes its
-//! final status, returns to idle when the copy is removed, and takes the copy
-//! with it when held or removed (the manual's four cases).
+//! Routed copies in the queue: the original mirrors its copy (a held copy
+//! too), takes its final status, returns to idle when the copy is removed,
+//! and takes the copy with it when held or removed (the manual's four cases).
 
 use andes_scheduler::job::{JobId, JobStatus};
 use andes_scheduler::queue::{Actor, Change, Queue, QueueConfig, Targets, factor};
@@ -121,8 +121,53 @@ async fn periodic_expressions_run_on_the_copy_not_the_original() {
     let q = open(&dir);
     let (original, copy) = routed(&q, "PeriodicHold = true").await;
     q.periodic(50).await.unwrap();
-    assert_eq!(status(&q, original), Some(JobStatus::Idle), "the original evaluates none");
     assert_eq!(status(&q, copy), Some(JobStatus::Held), "the copy inherited PeriodicHold");
+    // The original evaluates none: it only mirrors its copy's hold.
+    assert_eq!(status(&q, original), Some(JobStatus::Held));
+    assert_eq!(attr(&q, original, "HoldReason"), attr(&q, copy, "HoldReason"));
+    assert_eq!(attr(&q, original, "RoutedToJobId"), Value::from(copy.to_string()));
+}
+
+/// A copy's hold shows on its original with the copy's reason; releasing
+/// the original releases the copy; and when a held copy is removed (the
+/// manual's PeriodicRemove of held copies) the original, held only as a
+/// mirror, is idle again for rerouting.
+#[tokio::test]
+async fn the_original_mirrors_a_held_copy_and_is_idle_again_when_it_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let (original, copy) = routed(&q, "").await;
+    q.job_started(copy, 20).await.unwrap();
+    let hold = Change::Hold { reason: "held at h:1: disk full".into() };
+    q.change(&Actor::schedd(), ids(copy), hold, 21).await.unwrap();
+    assert_eq!(status(&q, original), Some(JobStatus::Held));
+    assert_eq!(attr(&q, original, "HoldReason"), Value::from("held at h:1: disk full"));
+    assert_eq!(status(&q, copy), Some(JobStatus::Held), "the mirror does not remove the copy");
+    let alice = Actor::user("alice");
+    q.change(&alice, ids(original), Change::Release { reason: String::new() }, 22).await.unwrap();
+    assert_eq!(status(&q, copy), Some(JobStatus::Idle), "the release reached the copy");
+    assert_eq!(status(&q, original), Some(JobStatus::Idle));
+
+    let hold = Change::Hold { reason: "again".into() };
+    q.change(&Actor::schedd(), ids(copy), hold, 23).await.unwrap();
+    assert_eq!(status(&q, original), Some(JobStatus::Held));
+    q.change(&Actor::schedd(), ids(copy), Change::Remove { reason: "gone".into() }, 24)
+        .await
+        .unwrap();
+    assert_eq!(status(&q, original), Some(JobStatus::Idle), "not held once its copy is gone");
+    assert_eq!(attr(&q, original, "LastHoldReason"), Value::from("again"));
+    assert!(!q.read().job(original).unwrap().routed_away(), "free to be routed again");
+}
+
+/// An edit of a routed original reaches its copy.
+#[tokio::test]
+async fn an_edit_of_the_original_reaches_its_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let (original, copy) = routed(&q, "").await;
+    let edit = Change::Edit { attr: "Wanted".into(), expr: "42".into() };
+    q.change(&Actor::user("alice"), ids(original), edit, 20).await.unwrap();
+    assert_eq!(attr(&q, copy, "Wanted"), Value::Int(42));
 }
 
 #[tokio::test]
@@ -143,4 +188,41 @@ async fn edit_in_place_changes_the_job_itself() {
     assert_eq!(attr(&q, id, "Tagged"), Value::Bool(true));
     assert_eq!(attr(&q, id, "Old"), Value::Undefined);
     assert_eq!(attr(&q, id, "Owner"), Value::from("alice"), "protected attributes stay");
+}
+
+/// Another pool's schedd routing a job here submits it for the owner its ad
+/// names (recorded with the schedd beside it) and acts on the jobs it
+/// routed here, and on no other job: not the owner's own, not by owner
+/// name, not another schedd's.
+#[tokio::test]
+async fn a_routing_schedd_acts_only_on_the_jobs_it_routed_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let site = Actor::routing_schedd("site-a");
+    let job = ad(r#"[Cmd = "job.wasm"; Owner = "alice"]"#);
+    let routed = JobId::new(q.submit(&site, factor(vec![job]), 10).await.unwrap(), 0);
+    assert_eq!(attr(&q, routed, "Owner"), Value::from("alice"));
+    assert_eq!(attr(&q, routed, "RoutedFromSchedd"), Value::from("site-a"));
+    // Without an Owner there is no one to run it for.
+    let none = q.submit(&site, factor(vec![ad(r#"[Cmd = "job.wasm"]"#)]), 10).await;
+    assert!(none.is_err(), "{none:?}");
+    // A user cannot claim a schedd routed their job.
+    let forged = ad(r#"[Cmd = "job.wasm"; RoutedFromSchedd = "site-a"]"#);
+    let own =
+        JobId::new(q.submit(&Actor::user("alice"), factor(vec![forged]), 10).await.unwrap(), 0);
+    assert_eq!(attr(&q, own, "RoutedFromSchedd"), Value::Undefined);
+
+    let hold = || Change::Hold { reason: "r".into() };
+    assert!(q.change(&site, ids(own), hold(), 11).await.is_err(), "alice's own job");
+    let by_owner = Targets { owners: vec!["alice".into()], ..Targets::default() };
+    assert!(q.change(&site, by_owner, hold(), 11).await.is_err(), "by owner name");
+    let other = Actor::routing_schedd("site-b");
+    assert!(q.change(&other, ids(routed), hold(), 11).await.is_err(), "another schedd's job");
+    q.change(&site, ids(routed), hold(), 11).await.unwrap();
+    assert_eq!(status(&q, routed), Some(JobStatus::Held));
+    assert_eq!(status(&q, own), Some(JobStatus::Idle));
+    // Its owner may act on it as on any of her jobs.
+    let release = Change::Release { reason: String::new() };
+    q.change(&Actor::user("alice"), ids(routed), release, 12).await.unwrap();
+    assert_eq!(status(&q, routed), Some(JobStatus::Idle));
 }

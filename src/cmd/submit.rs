@@ -92,43 +92,9 @@ async fn spool_inputs(
         let files = transfer::input_files(job).map_err(|e| anyhow!("job {i}: {e}"))?;
         let inputs = transfer::read_files(&files, transfer::input_limit(job))
             .map_err(|e| anyhow!("job {i}: {e}"))?;
-        let mut sources: std::collections::HashMap<String, std::fs::File> =
-            inputs.sources.into_iter().collect();
-        let mut list = Vec::with_capacity(inputs.files.len());
-        for f in inputs.files {
-            let digest = match &f.streamed {
-                Some(s) => format!("sha256:{}", s.sha256.clone().unwrap_or_default()),
-                None => andes_scheduler::queue::module_digest(&f.data),
-            };
-            if sent.insert(digest.clone()) {
-                let path = format!("/v1/uploads/{digest}");
-                // Big files as streams (read from disk as they go), small ones whole.
-                let r = match &f.streamed {
-                    Some(s) => {
-                        let sha = s.sha256.clone().unwrap_or_default();
-                        let file = sources
-                            .remove(&sha)
-                            .ok_or_else(|| anyhow!("input file {} is not open", f.name))?;
-                        c.upload(http::Method::PUT, &path, file, &[]).await?
-                    }
-                    None => c.upload_bytes(http::Method::PUT, &path, f.data.into(), &[]).await?,
-                };
-                if !r.status.is_success() {
-                    return Err(anyhow!(
-                        "uploading input file {} failed: {}",
-                        f.name,
-                        r.error_reason().unwrap_or_else(|| r.status.to_string())
-                    ));
-                }
-            }
-            list.push(format!("{}={digest}", f.name));
-        }
-        job.insert_value(transfer::SPOOLED_INPUT, list.join(","));
-        job.insert_value("StageInStart", now);
-        job.insert_value("StageInFinish", now);
-        let leave = classad::parse_expr(transfer::SPOOLED_LEAVE_IN_QUEUE)
-            .map_err(|e| anyhow!("LeaveJobInQueue: {e}"))?;
-        job.insert("LeaveJobInQueue", leave);
+        transfer::spool_inputs(c, job, inputs, &mut sent, now)
+            .await
+            .map_err(|e| anyhow!("job {i}: {e}"))?;
     }
     Ok(())
 }

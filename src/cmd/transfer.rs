@@ -7,8 +7,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use andes_scheduler::api::{
-    ChangeReport, QueryReply, QueryRequest, TransferDoneRequest, TransferFileRequest,
-    TransferReply, TransferRequest,
+    ChangeReport, QueryReply, QueryRequest, TransferDoneRequest, TransferReply,
 };
 use andes_scheduler::job::JobId;
 use andes_scheduler::transfer;
@@ -70,36 +69,11 @@ pub fn run(args: TransferArgs) -> Result<ExitCode> {
         }
         let mut fetched = Vec::new();
         for id in ids {
-            let r: TransferReply = c
-                .call(http::Method::POST, "/v1/transfer", Some(&TransferRequest { job: id }))
-                .await?;
+            let got = transfer::fetch_spooled(c, id).await.map_err(|e| anyhow!(e))?;
+            let r = &got.reply;
             let ad = classad::parse_ad(&r.ad).map_err(|e| anyhow!("job {id}'s ad: {e}"))?;
-            // Big files come as streams of their own, staged before they go in place.
-            let staging = tempfile::tempdir().context("a staging directory")?;
-            let mut staged = std::collections::HashMap::new();
-            for (n, f) in r.files.iter().enumerate() {
-                let Some(s) = &f.streamed else { continue };
-                let p = staging.path().join(n.to_string());
-                let file = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .open(&p)
-                    .with_context(|| format!("{}", p.display()))?;
-                let req = TransferFileRequest { job: id, name: f.name.clone() };
-                let (w, mut file) = c.download("/v1/transfer/file", &req, file, s.size).await?;
-                if w.len != s.size {
-                    bail!(
-                        "job {id}: output file {} came with {} of its {} bytes",
-                        f.name,
-                        w.len,
-                        s.size
-                    );
-                }
-                std::io::Seek::rewind(&mut file)?;
-                staged.insert(f.name.clone(), file);
-            }
-            write_output(&ad, &r, &mut staged).with_context(|| format!("job {id}"))?;
+            let mut staged = got.staged.open().map_err(|e| anyhow!(e))?;
+            write_output(&ad, r, &mut staged).with_context(|| format!("job {id}"))?;
             println!("Fetched the output of job {id} ({} files).", r.files.len());
             fetched.push(id);
         }

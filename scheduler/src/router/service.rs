@@ -6,9 +6,17 @@
 //! key, and mirrors what happens to it there onto the copy (started, evicted,
 //! held, completed, removed), which the queue mirrors onto the original.
 //!
-//! Routed copies keep the original's `Iwd`: the target pool reads inputs from
-//! and writes outputs to the same directory, as with HTCondor-C without
-//! spooling (a shared or same-machine submit directory).
+//! No filesystem is shared: as HTCondor-C does with spooling, the router
+//! reads a copy's input files here (with its owner's rights), sends them
+//! with the module to the target's spool, and when the copy completes there
+//! fetches its output and writes it where the original's submit file says,
+//! again with the owner's rights. The copy runs at the target as its owner
+//! (the target's trust decides whether this schedd may submit for them), and
+//! its original mirrors it: status, hold reason, usage, RemoteHost, exit;
+//! holds, releases, removals and edits of the original reach the copy.
+//!
+//! A route whose TargetUniverse is not the grid universe (9) makes a copy
+//! this pool runs itself; the router sends it nowhere.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -63,8 +71,16 @@ pub struct RouterConfig {
 /// The attribute naming a copy's job at its target (`andes HOST:PORT C.P`).
 pub const GRID_JOB_ID: &str = "GridJobId";
 
+/// The copy's status at its target as the router last mirrored it (a
+/// JobStatus code).
+pub const GRID_JOB_STATUS: &str = "GridJobStatus";
+
 struct Inner {
     queue: Queue,
+    /// Whose rights each owner's files are read and written with.
+    accounts: Arc<crate::userfs::Accounts>,
+    /// The schedd's spool (outputs of spooled originals).
+    spool: PathBuf,
     clock: Arc<dyn Clock>,
     cfg: RouterConfig,
     keypair: Arc<Keypair>,
@@ -176,6 +192,8 @@ impl JobRouter {
         };
         let inner = Arc::new(Inner {
             queue: schedd.queue.clone(),
+            accounts: schedd.accounts.clone(),
+            spool: schedd.spool.clone(),
             clock: schedd.clock(),
             cfg,
             keypair,
@@ -352,6 +370,14 @@ impl Inner {
                     }
                     work = true;
                 }
+                // An edit of a copy (or of its original, which the queue
+                // passed on) goes on to its job at the target.
+                EventKind::Edited(attr) if copy => {
+                    if let (Some(g), Some(e)) = (str_attr(&e.ad, GRID_JOB_ID), e.ad.get(attr)) {
+                        let (me, attr, expr) = (self.clone(), attr.clone(), e.to_string());
+                        tokio::spawn(async move { me.edit_remote(&g, attr, expr).await });
+                    }
+                }
                 EventKind::Submitted | EventKind::Released(_) | EventKind::Requeued => work = true,
                 EventKind::Evicted { .. } | EventKind::Removed(_) | EventKind::Held(_) => {
                     work = true
@@ -490,6 +516,10 @@ impl Inner {
                 .collect()
         };
         for (id, ad, status) in copies {
+            // Copies of another universe run here, like any job.
+            if ad.eval_attr("JobUniverse") != Value::Int(9) {
+                continue;
+            }
             let Some(gr) = str_attr(&ad, "GridResource") else { continue };
             match (Target::parse(&gr), str_attr(&ad, GRID_JOB_ID)) {
                 (Ok(Target::Andes(addr)), None) if status == JobStatus::Idle => {
@@ -498,28 +528,73 @@ impl Inner {
                 (Ok(Target::Slurm(partition)), None) if status == JobStatus::Idle => {
                     self.submit_slurm(id, &ad, &partition).await
                 }
-                (Ok(Target::Andes(_)), Some(g)) => self.mirror_remote(id, status, &g).await,
+                (Ok(Target::Andes(_)), Some(g)) => self.mirror_remote(id, &ad, status, &g).await,
                 (Ok(Target::Slurm(_)), Some(g)) => self.mirror_slurm(id, status, &g).await,
                 _ => {}
             }
         }
     }
 
+    /// Holds a copy that cannot go on (its original follows).
+    async fn hold_copy(&self, id: JobId, reason: String) {
+        tracing::warn!("job router: {id}: {reason}");
+        let t = Targets { ids: vec![JobSelector::Job(id)], ..Default::default() };
+        let _ =
+            self.queue.change(&Actor::schedd(), t, Change::Hold { reason }, self.clock.now()).await;
+    }
+
+    /// Submits a copy to another pool's schedd, for its owner, with its
+    /// module and input files (read here with the owner's rights).
     async fn submit_remote(&self, id: JobId, ad: &ClassAd, addr: &str) {
         let Some(client) = self.client(addr) else { return };
         let mut remote = ad.clone();
-        for a in
-            ["ClusterId", "ProcId", "GlobalJobId", "QDate", "JobStatus", "Owner", "GridResource"]
-        {
+        for a in [
+            "ClusterId",
+            "ProcId",
+            "GlobalJobId",
+            "QDate",
+            "JobStatus",
+            "GridResource",
+            GRID_JOB_ID,
+            GRID_JOB_STATUS,
+            ROUTED_FROM,
+            crate::queue::ROUTED_TO,
+            "UserLog",
+            "SpooledInput",
+            "LeaveJobInQueue",
+        ] {
             remote.remove(a);
         }
         remote.insert_value("JobUniverse", 5i64);
+        if let Some(g) = str_attr(ad, "GlobalJobId") {
+            remote.insert_value("RoutedFromGlobalJobId", g.as_str());
+        }
         if let Some(digest) = str_attr(ad, "CmdDigest") {
             let path = format!("/v1/modules/{digest}");
             if let Err(e) = self.queue.send_upload(&client, &path, &digest).await {
                 tracing::warn!("job router: {id}: sending the module to {addr}: {e}");
                 return;
             }
+        }
+        // The input files, read as the owner (or from this schedd's uploads
+        // for a job submitted with --spool), go to the target's spool.
+        let (job, accounts, queue) = (ad.clone(), self.accounts.clone(), self.queue.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            crate::shadow::read_inputs(&job, None, &accounts, &|d| queue.open_upload(d))
+        })
+        .await;
+        let inputs = match read {
+            Ok(Ok(i)) => i,
+            Ok(Err(e)) => return self.hold_copy(id, format!("routing to {addr}: {e}")).await,
+            Err(e) => return tracing::warn!("job router: {id}: {e}"),
+        };
+        let mut sent = std::collections::HashSet::new();
+        let now = self.clock.now();
+        if let Err(e) =
+            crate::transfer::spool_inputs(&client, &mut remote, inputs, &mut sent, now).await
+        {
+            tracing::warn!("job router: {id}: sending input files to {addr}: {e}");
+            return;
         }
         let req = SubmitRequest {
             cluster: None,
@@ -531,18 +606,48 @@ impl Inner {
                 let g = format!("andes {addr} {}.0", r.cluster);
                 let mut attrs = ClassAd::new();
                 attrs.insert_value(GRID_JOB_ID, g.as_str());
+                attrs.insert_value(GRID_JOB_STATUS, JobStatus::Idle.code());
                 if let Err(e) =
                     self.queue.pool(vec![id], PoolOp::Grid(attrs), self.clock.now()).await
                 {
                     tracing::warn!("job router: {id}: recording {g}: {e}");
                 }
             }
+            // The target refused the job itself (its owner is not one it
+            // trusts this schedd to submit for, the ad is bad): held, with
+            // the target's reason, until someone acts.
+            Err(e) if matches!(e.kind, andes_protocol::client::ClientErrorKind::Status { .. }) => {
+                self.hold_copy(id, format!("{addr} refused the routed job: {e}")).await
+            }
             Err(e) => tracing::warn!("job router: {id}: submitting to {addr}: {e}"),
         }
     }
 
-    /// Mirrors the target's view of a copy onto the copy.
-    async fn mirror_remote(&self, id: JobId, status: JobStatus, grid_job: &str) {
+    /// Sends a change to the copy's job at its target.
+    async fn change_remote(&self, client: &Client, remote: JobId, change: Change) -> bool {
+        let req = ChangeRequest {
+            targets: Targets { ids: vec![JobSelector::Job(remote)], ..Default::default() },
+            change,
+        };
+        match client.post_json("/v1/change", &req).await {
+            Ok(r) if r.status.is_success() => true,
+            Ok(r) => {
+                tracing::debug!("job router: change of {remote}: {}", r.status);
+                false
+            }
+            Err(e) => {
+                tracing::debug!("job router: change of {remote}: {e}");
+                false
+            }
+        }
+    }
+
+    /// Mirrors the target's view of a copy onto the copy, and the copy's
+    /// own changes (a hold or release here) onto the target.
+    /// `GridJobStatus` is the target's status as last mirrored: a status
+    /// that differs from it changed there; one that matches it while the
+    /// copy differs changed here.
+    async fn mirror_remote(&self, id: JobId, ad: &ClassAd, status: JobStatus, grid_job: &str) {
         let mut w = grid_job.split_whitespace();
         let (Some("andes"), Some(addr), Some(rid)) = (w.next(), w.next(), w.next()) else { return };
         let Some(remote_id) = job_id(rid) else { return };
@@ -585,48 +690,173 @@ impl Inner {
                 let _ = self.queue.change(&Actor::schedd(), t, change, now).await;
                 return;
             }
-            if status == JobStatus::Idle {
-                let _ = self.queue.job_started(id, now).await;
-            }
-            let mut ending = ClassAd::new();
-            for a in [
-                "ExitCode",
-                "ExitBySignal",
-                "ExitSignal",
-                "WasmTrap",
-                "RemoteWallClockTime",
-                "RemoteUserCpu",
-                "RemoteSysCpu",
-                "LastRemoteHost",
-            ] {
-                if let Some(e) = end.get(a) {
-                    ending.insert(a, e.clone());
-                }
-            }
-            if let Err(e) = self.queue.job_exited(id, ending, now).await {
-                tracing::debug!("job router: {id}: {e}");
-            }
+            self.ended(id, status, &end).await;
             return;
         };
-        let remote_status = match remote.eval_attr("JobStatus") {
+        let Some(remote_status) = (match remote.eval_attr("JobStatus") {
+            Value::Int(c) => JobStatus::from_code(c),
+            _ => None,
+        }) else {
+            return;
+        };
+        // What it uses there, shown here (and on the original).
+        let mut usage = ClassAd::new();
+        for a in crate::queue::MIRRORED_USAGE {
+            if let Some(e) = remote.get(a)
+                && ad.get(a) != Some(e)
+            {
+                usage.insert(*a, e.clone());
+            }
+        }
+        let seen = match ad.eval_attr(GRID_JOB_STATUS) {
             Value::Int(c) => JobStatus::from_code(c),
             _ => None,
         };
-        match (status, remote_status) {
-            (JobStatus::Idle, Some(JobStatus::Running)) => {
-                let _ = self.queue.job_started(id, now).await;
+        if seen == Some(remote_status) {
+            // Nothing new there: a hold or release made here goes there,
+            // and the status it leaves there counts as seen (so a release
+            // here before the hold there was seen is not taken back).
+            let pushed = match (status, remote_status) {
+                (JobStatus::Held, s) if s != JobStatus::Held => {
+                    let reason = str_attr(ad, "HoldReason").unwrap_or_default();
+                    self.change_remote(&client, remote_id, Change::Hold { reason })
+                        .await
+                        .then_some(JobStatus::Held)
+                }
+                (JobStatus::Idle, JobStatus::Held) => {
+                    let reason = str_attr(ad, "ReleaseReason").unwrap_or_default();
+                    self.change_remote(&client, remote_id, Change::Release { reason })
+                        .await
+                        .then_some(JobStatus::Idle)
+                }
+                _ => None,
+            };
+            if let Some(s) = pushed {
+                usage.insert_value(GRID_JOB_STATUS, s.code());
             }
-            (JobStatus::Running, Some(JobStatus::Idle)) => {
+            if !usage.is_empty() {
+                let _ = self.queue.pool(vec![id], PoolOp::Grid(usage), now).await;
+            }
+            return;
+        }
+        if remote_status == JobStatus::Completed {
+            self.ended(id, status, &remote).await;
+            return;
+        }
+        // It changed there: the copy follows.
+        let one = Targets { ids: vec![JobSelector::Job(id)], ..Default::default() };
+        if status == JobStatus::Held && remote_status != JobStatus::Held {
+            let change = Change::Release { reason: format!("released at {addr}") };
+            let _ = self.queue.change(&Actor::schedd(), one.clone(), change, now).await;
+        }
+        let status = if status == JobStatus::Held { JobStatus::Idle } else { status };
+        match (status, remote_status) {
+            (JobStatus::Idle, JobStatus::Running | JobStatus::Suspended) => {
+                let _ = self.queue.job_started(id, now).await;
+                if remote_status == JobStatus::Suspended {
+                    let _ = self.queue.pool(vec![id], PoolOp::Suspension(true), now).await;
+                }
+            }
+            (JobStatus::Running, JobStatus::Suspended) => {
+                let _ = self.queue.pool(vec![id], PoolOp::Suspension(true), now).await;
+            }
+            (JobStatus::Suspended, JobStatus::Running) => {
+                let _ = self.queue.pool(vec![id], PoolOp::Suspension(false), now).await;
+            }
+            (JobStatus::Running | JobStatus::Suspended, JobStatus::Idle) => {
                 let _ = self.queue.pool(vec![id], PoolOp::Evicted(ClassAd::new()), now).await;
             }
-            (JobStatus::Idle | JobStatus::Running, Some(JobStatus::Held)) => {
+            (s, JobStatus::Held) if s != JobStatus::Held => {
                 let reason = str_attr(&remote, "HoldReason").unwrap_or_default();
-                let t = Targets { ids: vec![JobSelector::Job(id)], ..Default::default() };
                 let change = Change::Hold { reason: format!("held at {addr}: {reason}") };
-                let _ = self.queue.change(&Actor::schedd(), t, change, now).await;
+                let _ = self.queue.change(&Actor::schedd(), one, change, now).await;
             }
             _ => {}
         }
+        usage.insert_value(GRID_JOB_STATUS, remote_status.code());
+        let _ = self.queue.pool(vec![id], PoolOp::Grid(usage), now).await;
+    }
+
+    /// The copy ended at its target (`end` is its ad there): its output
+    /// comes back, written where the original's submit file says with the
+    /// owner's rights, and the copy takes the ending (its original follows).
+    /// A copy whose output cannot be written is held, and the target keeps
+    /// the output until it can be.
+    async fn ended(&self, id: JobId, status: JobStatus, end: &ClassAd) {
+        let now = self.clock.now();
+        let Some(grid) = self.queue.read().job(id).map(|v| v.ad()) else { return };
+        let Some(g) = str_attr(&grid, GRID_JOB_ID) else { return };
+        let mut w = g.split_whitespace().skip(1);
+        let (Some(addr), Some(remote_id)) = (w.next(), w.next().and_then(job_id)) else { return };
+        let Some(client) = self.client(addr) else { return };
+        if crate::transfer::is_spooled(end) && end.get("StageOutFinish").is_none() {
+            let fetched = match crate::transfer::fetch_spooled(&client, remote_id).await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!("job router: {id}: fetching its output from {addr}: {e}");
+                    return;
+                }
+            };
+            let original = self.queue.read().job(id).and_then(|v| {
+                let text = str_attr(&v.ad(), ROUTED_FROM)?;
+                job_id(&text)
+            });
+            let (accounts, spool) = (self.accounts.clone(), self.spool.clone());
+            let out_id = original.unwrap_or(id);
+            let written = tokio::task::spawn_blocking(move || {
+                crate::shadow::write_outputs(
+                    out_id,
+                    &grid,
+                    &fetched.reply.files,
+                    &fetched.staged,
+                    &accounts,
+                    Some(&spool),
+                )
+            })
+            .await;
+            match written {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    return self
+                        .hold_copy(id, format!("its output from {addr} cannot be written: {e}"))
+                        .await;
+                }
+                Err(e) => return tracing::warn!("job router: {id}: {e}"),
+            }
+            let done = crate::api::TransferDoneRequest { jobs: vec![remote_id] };
+            if let Err(e) = client.post_json("/v1/transfer/done", &done).await {
+                tracing::debug!("job router: {id}: telling {addr} the output is fetched: {e}");
+            }
+        }
+        if status == JobStatus::Idle {
+            let _ = self.queue.job_started(id, now).await;
+        }
+        let mut ending = ClassAd::new();
+        for a in [
+            "ExitCode",
+            "ExitBySignal",
+            "ExitSignal",
+            "WasmTrap",
+            "RemoteWallClockTime",
+            "RemoteUserCpu",
+            "RemoteSysCpu",
+            "ImageSize",
+            "LastRemoteHost",
+        ] {
+            if let Some(e) = end.get(a) {
+                ending.insert(a, e.clone());
+            }
+        }
+        if let Err(e) = self.queue.job_exited(id, ending, now).await {
+            tracing::debug!("job router: {id}: {e}");
+        }
+    }
+
+    async fn edit_remote(&self, grid_job: &str, attr: String, expr: String) {
+        let mut w = grid_job.split_whitespace();
+        let (Some("andes"), Some(addr), Some(rid)) = (w.next(), w.next(), w.next()) else { return };
+        let (Some(client), Some(remote)) = (self.client(addr), job_id(rid)) else { return };
+        self.change_remote(&client, remote, Change::Edit { attr, expr }).await;
     }
 
     async fn remove_remote(&self, grid_job: &str) {
@@ -698,13 +928,21 @@ impl Inner {
             let iwd = str_attr(ad, "Iwd").map(PathBuf::from).unwrap_or_else(|| dir.clone());
             let q =
                 |p: &std::path::Path| quoted(p).ok_or(format!("{}: unusable path", p.display()));
+            // The node must see this directory and the job's Iwd (a shared
+            // filesystem): it says so, plainly, where it does not.
             let script = format!(
-                "#!/bin/sh\n# andes job {id}, routed by the job router\nexec {} run --ad {} --result {} --dir {} {}\n",
+                "#!/bin/sh\n# andes job {id}, routed by the job router\n\
+                 for d in {dir} {iwd}; do\n  [ -d \"$d\" ] || {{ echo \"andes: this Slurm node \
+                 cannot see $d: a Slurm route needs it on a filesystem shared with the schedd\" >&2; \
+                 exit 97; }}\ndone\n\
+                 exec {} run --ad {} --result {} --dir {} {}\n",
                 q(&self.cfg.andes)?,
                 q(&dir.join("job.ad"))?,
                 q(&dir.join("result.ad"))?,
                 q(&iwd)?,
                 q(&dir.join("job.wasm"))?,
+                dir = q(&dir)?,
+                iwd = q(&iwd)?,
             );
             let path = dir.join("job.sh");
             std::fs::write(&path, script).map_err(|e| e.to_string())?;
@@ -797,13 +1035,19 @@ impl Inner {
             }
             None => {
                 let acct = slurm(&["sacct", "-n", "-X", "-j", job, "-o", "State"]).await;
-                let why = match acct {
+                let state = match acct {
                     Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
-                    _ => "it left Slurm without a result".to_string(),
+                    _ => "unknown to sacct".to_string(),
                 };
-                let change = Change::Remove { reason: format!("Slurm job {job}: {why}") };
-                let t = Targets { ids: vec![JobSelector::Job(id)], ..Default::default() };
-                let _ = self.queue.change(&Actor::schedd(), t, change, now).await;
+                // Held, not removed: routed again it would end the same way.
+                let reason = format!(
+                    "Slurm job {job} ended without a result ({state}): a Slurm route runs the \
+                     job in its Iwd and keeps its module and result in {}, which the Slurm \
+                     nodes must see on a shared filesystem; its output is in {}",
+                    self.slurm_dir(id).display(),
+                    self.slurm_dir(id).join("slurm.out").display()
+                );
+                self.hold_copy(id, reason).await;
             }
         }
     }
