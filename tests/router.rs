@@ -588,3 +588,56 @@ fn a_copy_of_another_universe_runs_here_once_and_nowhere_else() {
     }
     assert!(target.queue().is_empty() && target.history().is_empty(), "it ran at the target too");
 }
+
+/// Routes written in the transform language current HTCondor documents
+/// (JOB_ROUTER_ROUTE_NAMES, JOB_ROUTER_ROUTE_<name>, a pre-route transform)
+/// route jobs between real pools; a route andes cannot serve is skipped.
+#[test]
+fn routes_in_the_transform_language_route_jobs_to_another_pool() {
+    let (mut source, targets) = pools(1);
+    let target = &targets[0];
+    source.restart_schedd_with(&format!(
+        r#"
+JOB_ROUTER_SOURCE_JOB_CONSTRAINT = WantJobRouter
+JOB_ROUTER_DEFAULT_MAX_IDLE_JOBS_PER_ROUTE = 10
+JOB_ROUTER_ROUTE_NAMES = Arc Site
+JOB_ROUTER_ROUTE_Arc @=rt
+  GridResource = "arc site2.example.org"
+@rt
+JOB_ROUTER_ROUTE_Site @=rt
+  GridResource = "andes {}"
+  SET RoutedVia = "Site"
+@rt
+JOB_ROUTER_PRE_ROUTE_TRANSFORM_NAMES = Defaults
+JOB_ROUTER_TRANSFORM_Defaults @=jrd
+  SET PeriodicRemove = JobStatus == 5
+  DELETE WantJobRouter
+  SET Requirements = true
+@jrd
+JOB_ROUTER_POLLING_PERIOD = 1
+JOB_ROUTER_KEY_NAME = schedd
+"#,
+        target.schedd_address()
+    ));
+    source.submit(
+        "alice",
+        "t",
+        "executable = primes.wasm\narguments = 100000\noutput = t.$(Process).out\n\
+         +WantJobRouter = true\nqueue 2\n",
+    );
+    wait_or(
+        "both jobs done through the Site route",
+        Duration::from_secs(90),
+        || source.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count() == 2,
+        || source.logs(),
+    );
+    let ran = target.history();
+    assert_eq!(ran.len(), 2, "{ran:?}");
+    for a in &ran {
+        assert_eq!(text(a, "RoutedVia"), "Site", "{a}");
+        assert!(!a.contains("WantJobRouter"), "{a}");
+    }
+    let out = std::fs::read_to_string(source.path().join("jobs/t.1.out")).unwrap();
+    assert!(out.contains("primes below 100000: 9592"), "{out}");
+    assert!(source.logs().contains("JOB_ROUTER_ROUTE_Arc"), "the skipped route is named");
+}

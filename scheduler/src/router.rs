@@ -72,7 +72,7 @@ impl Target {
 }
 
 /// One transform of a routed copy.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum Transform {
     /// `Copy_<from> = "to"`: the original's `from` into the copy's `to`.
     Copy {
@@ -88,6 +88,28 @@ pub enum Transform {
     /// `Eval_Set_<attr> = expr`: the expression's value, evaluated with MY the
     /// copy being built and TARGET the route.
     EvalSet(String, Expr),
+    /// `DEFAULT attr expr`: set where the copy has none (or undefined).
+    Default(String, Expr),
+    /// `COPY from to` / `RENAME from to`: within the copy as built so far.
+    CopyCurrent {
+        /// Attribute of the copy.
+        from: String,
+        /// Its new name.
+        to: String,
+        /// Remove `from` (RENAME).
+        rename: bool,
+    },
+    /// `COPY /regex/ to` / `RENAME /regex/ to`: every attribute matching.
+    CopyMatching {
+        /// What names match.
+        re: regex::Regex,
+        /// The new name (`\N` is group N).
+        to: String,
+        /// Remove the originals (RENAME).
+        rename: bool,
+    },
+    /// `DELETE /regex/`: every attribute matching.
+    DeleteMatching(regex::Regex),
 }
 
 /// A route of the table.
@@ -225,6 +247,112 @@ impl Table {
             }
         }
         Ok(table)
+    }
+}
+
+/// Routes in the transform language (see [`transform`]) and the knobs
+/// around them, as the configuration gives them.
+#[derive(Clone, Debug, Default)]
+pub struct NamedRoutes {
+    /// JOB_ROUTER_ROUTE_NAMES, in order; `None` when it is not set (the
+    /// old-syntax entries in their order, then).
+    pub names: Option<Vec<String>>,
+    /// Each JOB_ROUTER_ROUTE_<name> that is set: (name, text).
+    pub routes: Vec<(String, String)>,
+    /// JOB_ROUTER_PRE_ROUTE_TRANSFORM_NAMES's JOB_ROUTER_TRANSFORM_<name>s.
+    pub pre: Vec<(String, String)>,
+    /// JOB_ROUTER_POST_ROUTE_TRANSFORM_NAMES's JOB_ROUTER_TRANSFORM_<name>s.
+    pub post: Vec<(String, String)>,
+    /// JOB_ROUTER_DEFAULT_MAX_JOBS_PER_ROUTE: MaxJobs of a route that sets none.
+    pub max_jobs: Option<u32>,
+    /// JOB_ROUTER_DEFAULT_MAX_IDLE_JOBS_PER_ROUTE.
+    pub max_idle_jobs: Option<u32>,
+    /// The configuration's macros the texts use (`$(NAME)`), by lower-case name.
+    pub macros: std::collections::HashMap<String, String>,
+}
+
+impl Table {
+    /// Adds the transform-language routes to a table of old-syntax entries:
+    /// with JOB_ROUTER_ROUTE_NAMES the routes it names, in its order (a
+    /// JOB_ROUTER_ROUTE_<name>, else the old-syntax entry of that name; an
+    /// entry it does not name is not used), every route wrapped in the pre-
+    /// and post-route transforms. A route or transform that cannot be read
+    /// is skipped with a warning naming it.
+    pub fn arrange(mut self, named: &NamedRoutes) -> Table {
+        let steps = |which: &str, list: &[(String, String)], warnings: &mut Vec<String>| {
+            let mut out = Vec::new();
+            for (name, text) in list {
+                match transform::parse(name, text, &named.macros) {
+                    Ok(p) if p.settings.len() > 1 => warnings.push(format!(
+                        "JOB_ROUTER_TRANSFORM_{name} ({which}-route): route settings such as \
+                         {} belong in a route; the transform is skipped",
+                        p.settings.iter().nth(1).map_or("", |(a, _)| a.as_str())
+                    )),
+                    Ok(p) => out.extend(p.steps),
+                    Err(e) => warnings
+                        .push(format!("JOB_ROUTER_TRANSFORM_{name} ({which}-route): {e}; skipped")),
+                }
+            }
+            out
+        };
+        let pre = steps("pre", &named.pre, &mut self.warnings);
+        let post = steps("post", &named.post, &mut self.warnings);
+        let mut old = std::mem::take(&mut self.routes);
+        let mut routes = Vec::new();
+        match &named.names {
+            None => routes.append(&mut old),
+            Some(names) => {
+                for name in names {
+                    if let Some((_, text)) = named.routes.iter().find(|(n, _)| n == name) {
+                        let at = format!("JOB_ROUTER_ROUTE_{name}");
+                        let parsed = transform::parse(name, text, &named.macros)
+                            .map_err(|e| format!("{at}: {e}"))
+                            .and_then(|p| {
+                                self.warnings.extend(p.warnings);
+                                let mut r = Route::from_ad(p.settings, &mut self.warnings)
+                                    .map_err(|e| format!("{at}: {e}"))?;
+                                r.transforms = p.steps;
+                                Ok(r)
+                            });
+                        match parsed {
+                            Ok(r) => routes.push(r),
+                            Err(e) => self.warnings.push(format!("{e}; skipped")),
+                        }
+                    } else if let Some(i) = old.iter().position(|r| r.name == *name) {
+                        routes.push(old.remove(i));
+                    } else {
+                        self.warnings.push(format!(
+                            "JOB_ROUTER_ROUTE_NAMES names `{name}`, which no \
+                             JOB_ROUTER_ROUTE_{name} or entry defines; skipped"
+                        ));
+                    }
+                }
+                for r in old {
+                    self.warnings.push(format!(
+                        "route `{}` is not in JOB_ROUTER_ROUTE_NAMES; it is not used",
+                        r.name
+                    ));
+                }
+            }
+        }
+        for r in &mut routes {
+            if let Some(m) = named.max_jobs
+                && !r.ad.contains("MaxJobs")
+            {
+                r.max_jobs = m;
+            }
+            if let Some(m) = named.max_idle_jobs
+                && !r.ad.contains("MaxIdleJobs")
+            {
+                r.max_idle_jobs = m;
+            }
+            if !pre.is_empty() || !post.is_empty() {
+                let own = std::mem::take(&mut r.transforms);
+                r.transforms = pre.iter().cloned().chain(own).chain(post.iter().cloned()).collect();
+            }
+        }
+        self.routes = routes;
+        self
     }
 }
 
@@ -406,6 +534,32 @@ impl Route {
                 Transform::EvalSet(a, e) => {
                     let v = ev.eval(e, Some(ad), Some(&self.ad));
                     ad.insert(a.as_str(), Expr::from(v));
+                }
+                Transform::Default(a, e) => {
+                    if matches!(ad.get(a), None | Some(Expr::Lit(Value::Undefined))) {
+                        ad.insert(a.as_str(), e.clone());
+                    }
+                }
+                Transform::CopyCurrent { from, to, rename } => {
+                    if let Some(e) = ad.get(from).cloned() {
+                        if *rename {
+                            ad.remove(from);
+                        }
+                        ad.insert(to.as_str(), e);
+                    }
+                }
+                Transform::CopyMatching { re, to, rename } => {
+                    transform::copy_matching(ad, re, to, *rename)
+                }
+                Transform::DeleteMatching(re) => {
+                    let names: Vec<String> = ad
+                        .iter()
+                        .map(|(a, _)| a.as_str().to_string())
+                        .filter(|a| re.is_match(a))
+                        .collect();
+                    for a in names {
+                        ad.remove(&a);
+                    }
                 }
             }
         }
@@ -599,6 +753,7 @@ pub fn plan(
 }
 
 pub mod service;
+pub mod transform;
 
 #[cfg(test)]
 mod tests;

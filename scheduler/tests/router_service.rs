@@ -14,6 +14,7 @@ fn config(dir: &std::path::Path, cmd: &str) -> RouterConfig {
         defaults: Some("[ MaxIdleJobs = 7 ]".into()),
         entries: Some(r#"[ Name = "fixed"; GridResource = "andes 127.0.0.1:1" ]"#.into()),
         entries_file: None,
+        named: Default::default(),
         entries_cmd: Some(cmd.into()),
         entries_refresh: Duration::from_secs(1),
         source_constraint: None,

@@ -55,6 +55,9 @@ pub struct RouterConfig {
     /// JOB_ROUTER_ENTRIES_REFRESH: how often the command runs again; zero
     /// (HTCondor's meaning) is never: it runs once, at start.
     pub entries_refresh: Duration,
+    /// Routes in the transform language (JOB_ROUTER_ROUTE_NAMES and the
+    /// knobs around it).
+    pub named: super::NamedRoutes,
     /// JOB_ROUTER_SOURCE_JOB_CONSTRAINT.
     pub source_constraint: Option<String>,
     /// JOB_ROUTER_POLLING_PERIOD.
@@ -112,7 +115,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub const MAX_ENTRIES_FILE: u64 = 16 << 20;
 
 /// Loads the routing table: JOB_ROUTER_ENTRIES, JOB_ROUTER_ENTRIES_FILE,
-/// and the output of JOB_ROUTER_ENTRIES_CMD, in that order. A file that
+/// and the output of JOB_ROUTER_ENTRIES_CMD, in that order, arranged by
+/// JOB_ROUTER_ROUTE_NAMES with its transform-language routes. A file that
 /// cannot be read, or a command that fails, is an error (a reload keeps the
 /// table it had).
 pub fn load_table(cfg: &RouterConfig) -> Result<Table, TableError> {
@@ -166,7 +170,7 @@ pub fn load_table(cfg: &RouterConfig) -> Result<Table, TableError> {
             .map_err(|message| TableError { origin: origin.clone(), message })?;
         entries.push((origin, text));
     }
-    Table::load(cfg.defaults.as_deref(), &entries)
+    Table::load(cfg.defaults.as_deref(), &entries).map(|t| t.arrange(&cfg.named))
 }
 
 impl JobRouter {

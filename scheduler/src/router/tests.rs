@@ -288,3 +288,135 @@ fn edit_job_in_place_once_and_with_a_timestamp_guard() {
     assert!(plan(&t, &mut loads, &j, 1060).is_empty());
     assert_eq!(plan(&t, &mut loads, &j, 1061).len(), 1);
 }
+
+/// A configuration in the transform language, as current HTCondor documents
+/// it: the routes in JOB_ROUTER_ROUTE_NAMES order, pre- and post-route
+/// transforms around each, the default limits, and config macros.
+const NAMED: &str = r#"
+JOB_ROUTER_DEFAULT_MAX_JOBS_PER_ROUTE = 200
+JOB_ROUTER_DEFAULT_MAX_IDLE_JOBS_PER_ROUTE = 10
+MAX_HOURS = 6
+JOB_ROUTER_ROUTE_NAMES = Cluster Overflow Grid
+JOB_ROUTER_ROUTE_Cluster @=rt
+  GridResource = "slurm debug"
+  REQUIREMENTS TARGET.RequestCpus <= 4
+  UNIVERSE vanilla
+  SET Partition = "debug"
+@rt
+JOB_ROUTER_ROUTE_Overflow @=rt
+  MaxIdleJobs = 20
+  GridResource = andes 127.0.0.1:9701
+  site = overflow
+  SET Site = "$(site)"
+  # keep the job's own requirements under another name
+  COPY Requirements OriginalRequirements
+  RENAME /^Want(.*)$/ Wanted\1
+  DEFAULT RequestMemory 512
+  DEFAULT Owner "mallory"
+  EVALSET Routed = 1 + 1
+@rt
+JOB_ROUTER_ROUTE_Grid @=rt
+  GridResource = "gt2 gate.example.org/jobmanager"
+@rt
+JOB_ROUTER_PRE_ROUTE_TRANSFORM_NAMES = Defaults
+JOB_ROUTER_TRANSFORM_Defaults @=jrd
+  SET PeriodicRemove = JobStatus == 5 || \
+      (JobStatus == 1 && (time() - QDate) > 3600 * $(MAX_HOURS))
+  SET Requirements = true
+@jrd
+JOB_ROUTER_POST_ROUTE_TRANSFORM_NAMES = Tag
+JOB_ROUTER_TRANSFORM_Tag @=t
+  SET RoutedBy = "andes"
+  DELETE /^LastRej/
+@t
+"#;
+
+fn named_table(config_text: &str) -> Table {
+    let mut config = classad::config::Config::new();
+    config.load_str(config_text, "named").unwrap();
+    let list = |k: &str| -> Vec<String> {
+        config.get(k).unwrap().unwrap_or_default().split_whitespace().map(str::to_string).collect()
+    };
+    let texts = |names: &[String], prefix: &str| -> Vec<(String, String)> {
+        names
+            .iter()
+            .filter_map(|n| Some((n.clone(), config.raw(&format!("{prefix}{n}"))?.to_string())))
+            .collect()
+    };
+    let names = list("JOB_ROUTER_ROUTE_NAMES");
+    let named = NamedRoutes {
+        routes: texts(&names, "JOB_ROUTER_ROUTE_"),
+        pre: texts(&list("JOB_ROUTER_PRE_ROUTE_TRANSFORM_NAMES"), "JOB_ROUTER_TRANSFORM_"),
+        post: texts(&list("JOB_ROUTER_POST_ROUTE_TRANSFORM_NAMES"), "JOB_ROUTER_TRANSFORM_"),
+        names: Some(names),
+        max_jobs: Some(200),
+        max_idle_jobs: Some(10),
+        macros: [("max_hours".to_string(), "6".to_string())].into(),
+    };
+    let entries = config.get("JOB_ROUTER_ENTRIES").unwrap().unwrap_or_default();
+    Table::load(None, &[("JOB_ROUTER_ENTRIES".into(), entries)]).unwrap().arrange(&named)
+}
+
+#[test]
+fn routes_in_the_transform_language_load_in_route_names_order() {
+    let t = named_table(NAMED);
+    let names: Vec<&str> = t.routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["Cluster", "Overflow"], "{:?}", t.warnings);
+    assert!(t.warnings.iter().any(|w| w.contains("JOB_ROUTER_ROUTE_Grid") && w.contains("gt2")));
+    let (cluster, overflow) = (&t.routes[0], &t.routes[1]);
+    assert_eq!(cluster.target, Some(Target::Slurm("debug".into())));
+    assert_eq!(cluster.target_universe, 5);
+    assert_eq!((cluster.max_jobs, cluster.max_idle_jobs), (200, 10), "the default limits");
+    assert_eq!(overflow.target, Some(Target::Andes("127.0.0.1:9701".into())), "unquoted");
+    assert_eq!(overflow.target_universe, 9);
+    assert_eq!((overflow.max_jobs, overflow.max_idle_jobs), (200, 20), "its own MaxIdleJobs");
+    let mut ev = Evaluator::new();
+    assert!(cluster.matches(&mut ev, &job("RequestCpus = 2")));
+    assert!(!cluster.matches(&mut ev, &job("RequestCpus = 8")));
+    assert!(overflow.matches(&mut ev, &job("")), "no REQUIREMENTS: every job");
+}
+
+#[test]
+fn transform_statements_apply_in_order_between_the_pre_and_post_route_transforms() {
+    let t = named_table(NAMED);
+    let mut ev = Evaluator::new();
+    let copy =
+        t.routes[1].routed_copy(&mut ev, &job("RequestMemory = undefined"), JobId::new(1, 0));
+    let text = |a: &str| copy.get(a).map(|e| e.to_string()).unwrap_or_default();
+    // The pre-route transform ran first: COPY saw its Requirements.
+    assert_eq!(text("OriginalRequirements"), "true");
+    assert_eq!(text("Requirements"), "true");
+    assert!(text("PeriodicRemove").contains("3600 * 6"), "{}", text("PeriodicRemove"));
+    assert_eq!(text("Site"), r#""overflow""#, "the transform's own macro");
+    assert!(copy.contains("WantedJobRouter"), "renamed by regex");
+    assert!(!copy.contains("WantJobRouter"));
+    assert_eq!(text("RequestMemory"), "512", "DEFAULT fills an undefined value");
+    assert_eq!(text("Owner"), r#""alice""#, "DEFAULT keeps a value");
+    assert_eq!(copy.eval_attr("Routed"), Value::Int(2));
+    // The post-route transform ran last.
+    assert_eq!(text("RoutedBy"), r#""andes""#);
+    assert!(!copy.contains("LastRejMatchTime"));
+    assert_eq!(copy.eval_attr("JobUniverse"), Value::Int(9));
+}
+
+#[test]
+fn a_bad_transform_route_is_skipped_with_its_line_and_the_others_work() {
+    let bad = NAMED
+        .replace("  SET Partition = \"debug\"", "  SET Partition = \"debug\"\n  EVALMACRO x = 1\n")
+        + "JOB_ROUTER_ENTRIES = [ Name = \"Old\"; GridResource = \"andes 127.0.0.1:1\" ]\n";
+    let t = named_table(&bad);
+    let names: Vec<&str> = t.routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["Overflow"]);
+    assert!(
+        t.warnings.iter().any(|w| w.contains("JOB_ROUTER_ROUTE_Cluster")
+            && w.contains("line 5")
+            && w.contains("EVALMACRO")),
+        "{:?}",
+        t.warnings
+    );
+    assert!(t.warnings.iter().any(|w| w.contains("`Old` is not in JOB_ROUTER_ROUTE_NAMES")));
+    for text in ["SET", "SET A", "COPY A", "DELETE /(/", "UNIVERSE moon", "FROB A 1", "SET A 1 +"] {
+        let e = transform::parse("r", text, &Default::default()).unwrap_err();
+        assert!(e.starts_with("line 1: "), "{text}: {e}");
+    }
+}
