@@ -641,3 +641,53 @@ JOB_ROUTER_KEY_NAME = schedd
     assert!(out.contains("primes below 100000: 9592"), "{out}");
     assert!(source.logs().contains("JOB_ROUTER_ROUTE_Arc"), "the skipped route is named");
 }
+
+/// A route whose jobs really fail (they exit 3 there) is judged by its
+/// JobFailureTest on each run, max_retries included: each copy runs again at
+/// the target as a new run until its retries are spent, the original ends
+/// with the real count of runs, and the failing route receives fewer and
+/// fewer jobs while the good one takes the rest.
+#[test]
+fn a_route_whose_jobs_really_fail_is_throttled_and_each_retry_is_a_real_run() {
+    let (mut source, targets) = pools(2);
+    let (bad, good) = (targets[0].schedd_address(), targets[1].schedd_address());
+    source.restart_schedd_with(&format!(
+        r#"
+JOB_ROUTER_DEFAULTS = [ requirements = target.WantJobRouter is true; MaxIdleJobs = 2; \
+    JobFailureTest = TARGET.ExitCode =!= 0; FailureRateThreshold = 0.01; ]
+JOB_ROUTER_ENTRIES = [ name = "bad"; GridResource = "andes {bad}"; set_Arguments = "3"; ] \
+    [ name = "good"; GridResource = "andes {good}"; set_Arguments = "0"; ]
+JOB_ROUTER_POLLING_PERIOD = 1
+JOB_ROUTER_KEY_NAME = schedd
+"#
+    ));
+    source.submit(
+        "alice",
+        "f",
+        "executable = exit_code.wasm\narguments = 0\nmax_retries = 1\n\
+         +WantJobRouter = true\nqueue 20\n",
+    );
+    wait_or(
+        "every job done",
+        Duration::from_secs(180),
+        || source.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count() == 20,
+        || source.logs(),
+    );
+    let h = source.history();
+    let originals: Vec<&ClassAd> = h.iter().filter(|a| !a.contains("RoutedFromJobId")).collect();
+    let on = |route: &str| -> Vec<&&ClassAd> {
+        originals.iter().filter(|a| text(a, "RouteName") == route).collect()
+    };
+    let (failed, passed) = (on("bad"), on("good"));
+    assert_eq!(failed.len() + passed.len(), 20);
+    for a in &failed {
+        assert_eq!((int(a, "ExitCode"), int(a, "NumJobCompletions")), (3, 2), "{a}");
+    }
+    for a in &passed {
+        assert_eq!((int(a, "ExitCode"), int(a, "NumJobCompletions")), (0, 1), "{a}");
+    }
+    // Each run on the failing route was a real run at its target.
+    assert_eq!(targets[0].history().len(), 2 * failed.len());
+    assert!(!failed.is_empty(), "the failing route was tried");
+    assert!(failed.len() <= 5, "the failing route kept receiving jobs: {}", failed.len());
+}

@@ -122,7 +122,10 @@ pub const ROUTED_TO: &str = "RoutedToJobId";
 pub const ROUTED_FROM: &str = "RoutedFromJobId";
 
 /// What an original takes from its routed copy when the copy completes.
-const FINAL_ATTRS: [&str; 9] = [
+const FINAL_ATTRS: [&str; 12] = [
+    "NumJobCompletions",
+    "NumJobStarts",
+    "ImageSize",
     "ExitCode",
     "ExitBySignal",
     "ExitSignal",
@@ -2703,6 +2706,13 @@ impl Ctx<'_, '_> {
                 if self.is_cron(id) {
                     self.note_skipped(id)?;
                     self.schedule_cron(id)?;
+                }
+                // A routed copy's run at its target is over: the router
+                // submits it there again, as a new run.
+                if let Some(p) = self.state.jobs.get_mut(&id)
+                    && p.ad.remove(crate::router::service::GRID_JOB_ID).is_some()
+                {
+                    p.ad.remove(crate::router::service::GRID_JOB_STATUS);
                 }
                 self.persist(id)?;
                 self.mirror(id)?;

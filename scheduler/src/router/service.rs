@@ -74,6 +74,25 @@ pub struct RouterConfig {
 /// The attribute naming a copy's job at its target (`andes HOST:PORT C.P`).
 pub const GRID_JOB_ID: &str = "GridJobId";
 
+/// The job policy a copy keeps here and does not take to its target: as
+/// the manual says, the copy's periodic expressions are evaluated for the
+/// copy (here), and so is its exit policy: a copy `max_retries` requeues
+/// is submitted to its target again, a new run each time.
+const POLICY_ATTRS: [&str; 12] = [
+    "OnExitRemove",
+    "OnExitHold",
+    "OnExitHoldReason",
+    "OnExitHoldSubCode",
+    "PeriodicHold",
+    "PeriodicHoldReason",
+    "PeriodicHoldSubCode",
+    "PeriodicRelease",
+    "PeriodicReleaseReason",
+    "PeriodicRemove",
+    "PeriodicRemoveReason",
+    "TimerRemove",
+];
+
 /// The copy's status at its target as the router last mirrored it (a
 /// JobStatus code).
 pub const GRID_JOB_STATUS: &str = "GridJobStatus";
@@ -246,6 +265,14 @@ fn str_attr(ad: &ClassAd, name: &str) -> Option<String> {
     }
 }
 
+/// Whether route `name`'s JobFailureTest calls the run `copy` ended a failure.
+fn judged_failed(table: &Table, name: &str, copy: &ClassAd, now: i64) -> bool {
+    table.routes.iter().find(|r| r.name == name).is_some_and(|r| {
+        let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
+        r.failed(&mut ev, copy)
+    })
+}
+
 fn job_id(text: &str) -> Option<JobId> {
     match text.parse() {
         Ok(crate::job::JobSelector::Job(j)) => Some(j),
@@ -336,17 +363,23 @@ impl Inner {
         for e in batch {
             let copy = e.ad.contains(ROUTED_FROM);
             match &e.kind {
+                // A run a copy's policy requeued (max_retries) ended too:
+                // it counts for the route's failure rate.
+                EventKind::Requeued if copy => {
+                    let name = str_attr(&e.ad, "RouteName").unwrap_or_default();
+                    let failed = judged_failed(&table, &name, &e.ad, now);
+                    lock(&self.failures).entry(name.clone()).or_default().ended(failed, now);
+                    tracing::info!(
+                        "job router: {} on route {name} {} and will run again",
+                        e.id,
+                        if failed { "failed" } else { "ended" }
+                    );
+                    work = true;
+                }
                 EventKind::Terminated | EventKind::Removed(_) if copy => {
                     let completed = matches!(e.kind, EventKind::Terminated);
                     let name = str_attr(&e.ad, "RouteName").unwrap_or_default();
-                    let failed = !completed
-                        || table.routes.iter().find(|r| r.name == name).is_some_and(|r| {
-                            let mut ev = Evaluator::with_options(EvalOptions {
-                                now: Some(now),
-                                ..Default::default()
-                            });
-                            r.failed(&mut ev, &e.ad)
-                        });
+                    let failed = !completed || judged_failed(&table, &name, &e.ad, now);
                     lock(&self.failures).entry(name.clone()).or_default().ended(failed, now);
                     tracing::info!(
                         "job router: {} on route {name} {}",
@@ -566,7 +599,10 @@ impl Inner {
             "UserLog",
             "SpooledInput",
             "LeaveJobInQueue",
-        ] {
+        ]
+        .into_iter()
+        .chain(POLICY_ATTRS)
+        {
             remote.remove(a);
         }
         remote.insert_value("JobUniverse", 5i64);
