@@ -357,6 +357,34 @@ fn a_route_to_slurm_runs_jobs_with_andes_run_on_the_cluster() {
         assert!(out.contains("primes below 100000: 9592"), "{out}");
     }
     wait_history(&source, "cluster", "3", "0");
+
+    // A node that cannot see the job's directory says so: the job is held
+    // with the reason, not run again and again.
+    let gone = source.path().join("jobs/gone");
+    std::fs::create_dir_all(&gone).unwrap();
+    let exe = source.path().join("jobs/primes.wasm");
+    source.submit(
+        "alice",
+        "gone",
+        &format!(
+            "executable = {}\ninitialdir = gone\narguments = 10\n\
+             +WantJobRouter = true\nqueue\n",
+            exe.display()
+        ),
+    );
+    std::fs::remove_dir_all(&gone).unwrap();
+    wait_or(
+        "the job held saying the node needs a shared filesystem",
+        Duration::from_secs(120),
+        || {
+            source.queue().iter().any(|a| {
+                !a.contains("RoutedFromJobId")
+                    && int(a, "JobStatus") == 5
+                    && text(a, "HoldReason").contains("shared filesystem")
+            })
+        },
+        || format!("{}\n{:?}", source.logs(), source.queue()),
+    );
 }
 
 /// The manual's router configuration, exactly as printed (gt2 and HTCondor-C
@@ -690,4 +718,49 @@ JOB_ROUTER_KEY_NAME = schedd
     assert_eq!(targets[0].history().len(), 2 * failed.len());
     assert!(!failed.is_empty(), "the failing route was tried");
     assert!(failed.len() <= 5, "the failing route kept receiving jobs: {}", failed.len());
+}
+
+/// The original shows what its copy does at the target as it happens: the
+/// copy suspended there (its owner came back) shows as suspended here and
+/// running again when it resumes, with the CPU and memory it uses there.
+#[test]
+fn the_original_is_suspended_with_its_copy_and_shows_what_it_uses_there() {
+    let (mut source, targets) = pools_with(
+        1,
+        "NUM_CPUS = 1\nWANT_SUSPEND = True\nSUSPEND = KeyboardIdle < 60\n\
+         CONTINUE = KeyboardIdle >= 60\nPREEMPT = False\nSTARTER_UPDATE_INTERVAL = 1\n\
+         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSHADOW_QUEUE_UPDATE_INTERVAL = 1\n",
+    );
+    let target = &targets[0];
+    single_route(&mut source, target);
+    source.submit("alice", "spin", "executable = spin.wasm\n+WantJobRouter = true\nqueue\n");
+    let original =
+        || source.queue().into_iter().find(|a| int(a, "ClusterId") == 1).unwrap_or_default();
+    let both = || format!("{}\ntarget:\n{}", source.logs(), target.logs());
+    wait_or(
+        "the original running, with the CPU and memory its copy uses",
+        Duration::from_secs(60),
+        || {
+            let a = original();
+            int(&a, "JobStatus") == 2
+                && int(&a, "ResidentSetSize") > 0
+                && matches!(a.eval_attr("RemoteUserCpu"), classad::Value::Real(c) if c > 0.0)
+        },
+        || format!("{}\noriginal: {}\nat the target: {:?}", both(), original(), target.queue()),
+    );
+    target.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "0"]);
+    wait_or(
+        "the original suspended",
+        Duration::from_secs(60),
+        || int(&original(), "JobStatus") == 7,
+        both,
+    );
+    target.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "1000"]);
+    wait_or(
+        "the original running again",
+        Duration::from_secs(60),
+        || int(&original(), "JobStatus") == 2,
+        both,
+    );
+    source.ok("alice", &["rm", "1"]);
 }

@@ -2591,10 +2591,12 @@ impl Ctx<'_, '_> {
                     p.ad.insert_value("LastSuspensionTime", now);
                     self.set_status(id, JobStatus::Suspended);
                     self.event(id, EventKind::Suspended)?;
+                    self.mirror(id)?;
                 }
                 (JobStatus::Suspended, false) => {
                     self.set_status(id, JobStatus::Running);
                     self.event(id, EventKind::Unsuspended)?;
+                    self.mirror(id)?;
                 }
                 _ => return Ok(()),
             },
@@ -2871,10 +2873,16 @@ impl Ctx<'_, '_> {
         {
             return Ok(());
         }
+        let was = p.status;
         self.set_status(original, mirrored);
         self.persist(original)?;
-        if mirrored == JobStatus::Running {
-            self.event(original, EventKind::Executing)?;
+        match (was, mirrored) {
+            (JobStatus::Suspended, JobStatus::Running) => {
+                self.event(original, EventKind::Unsuspended)?
+            }
+            (_, JobStatus::Running) => self.event(original, EventKind::Executing)?,
+            (_, JobStatus::Suspended) => self.event(original, EventKind::Suspended)?,
+            _ => {}
         }
         Ok(())
     }
