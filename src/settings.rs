@@ -430,9 +430,7 @@ impl Settings {
 /// Writes `text` to `path` through a temporary file and a rename, so a reader never
 /// sees half of it (the daemons' address files).
 pub fn write_atomically(path: &str, text: &str) -> std::io::Result<()> {
-    let tmp = format!("{path}.tmp{}", std::process::id());
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    andes_beneath::replace_file(std::path::Path::new(path), text.as_bytes(), 0o644)
 }
 
 #[cfg(test)]

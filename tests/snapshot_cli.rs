@@ -1,7 +1,7 @@
 //! `andes snapshot inspect` as a user runs it on a real snapshot file.
 
 use andes_protocol::Keypair;
-use andes_snapshot::{Builder, Header, hex};
+use andes_snapshot::{Builder, Header};
 use assert_cmd::Command;
 
 fn inspect(path: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
@@ -37,7 +37,7 @@ fn inspect_shows_the_header_and_the_checks() {
     assert_eq!(code, Some(0), "{out}");
     for want in [
         "platform      andes-snapshot-1",
-        &format!("module        sha256:{}", hex(&[9; 32])),
+        &format!("module        sha256:{}", hex::encode([9; 32])),
         "job           submit#4.0",
         "memory 0      4.0 MiB",
         "stdout        42 bytes written",

@@ -608,3 +608,36 @@ impl Beneath {
 
 #[cfg(test)]
 mod tests;
+
+/// Replaces the file at `path` (a path the caller trusts) with `bytes` so
+/// that a reader, or a crash, sees the old content or the new, never part of
+/// either: a temporary file in the same directory, created with `mode` on
+/// Unix, written and synced, renamed over `path` (`tempfile`'s persist), and
+/// the directory synced. The one way andes writes whole files in place.
+pub fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut b = tempfile::Builder::new();
+    b.prefix(".andes-").suffix(".tmp");
+    #[cfg(unix)]
+    b.permissions(std::os::unix::fs::PermissionsExt::from_mode(mode));
+    #[cfg(not(unix))]
+    let _ = mode;
+    let mut tmp = b.tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    sync_dir(dir)
+}
+
+/// Syncs a directory's entries (a rename into it) to disk; nothing to do
+/// where directories cannot be opened as files (Windows).
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    std::fs::File::open(dir)?.sync_all()?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}

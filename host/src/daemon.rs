@@ -160,7 +160,7 @@ pub struct SnapshotKeys {
 
 impl fmt::Debug for SnapshotKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SnapshotKeys").field("public", &andes_snapshot::hex(&self.public)).finish()
+        f.debug_struct("SnapshotKeys").field("public", &hex::encode(self.public)).finish()
     }
 }
 

@@ -145,10 +145,6 @@ pub fn module_digest(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Bytes of each pool slot's table kept resident after its instance ends.
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
@@ -291,7 +287,7 @@ impl Host {
         self.config
             .cache_dir
             .as_ref()
-            .map(|d| d.join(format!("{}-{}.cwasm", hex(digest), engine_key)))
+            .map(|d| d.join(format!("{}-{}.cwasm", hex::encode(digest), engine_key)))
     }
 
     /// The compiled module for these bytes: from memory, else from the disk
@@ -552,9 +548,8 @@ fn check_private(_path: &Path, _what: &str, _forbidden: u32) -> Result<()> {
 }
 
 fn write_atomically(path: &Path, data: &[u8]) {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&tmp, data).is_ok() && std::fs::rename(&tmp, path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = andes_beneath::replace_file(path, data, 0o600) {
+        tracing::debug!("compiled-module cache {}: {e}", path.display());
     }
 }
 

@@ -662,7 +662,7 @@ async fn a_restarted_schedd_frees_its_idle_claims_at_once_and_keeps_its_running_
     let digest = {
         use sha2::Digest;
         let h = sha2::Sha256::digest(&module[..]);
-        format!("sha256:{}", h.iter().map(|b| format!("{b:02x}")).collect::<String>())
+        format!("sha256:{}", hex::encode(h))
     };
     f.d.pool(andes_host::daemon::pool::PoolRequest::PutModule(digest.clone(), module)).unwrap();
     let req = andes_protocol::pool::ActivateRequest {

@@ -657,7 +657,7 @@ impl Client {
             let h = req.headers_mut();
             h.insert(
                 crate::sign::BODY_SHA256,
-                header::HeaderValue::try_from(crate::stream::hex(&digest)).expect("hex"),
+                header::HeaderValue::try_from(hex::encode(digest)).expect("hex"),
             );
             h.insert(header::CONTENT_LENGTH, header::HeaderValue::from(len));
             for (name, value) in headers {

@@ -374,18 +374,7 @@ fn write_file(path: &Path, data: &[u8], mode: u32, replace: bool) -> Result<(), 
             }
         });
     }
-    let mut rnd = [0u8; 8];
-    OsRng.fill_bytes(&mut rnd);
-    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("key");
-    let tmp = path.with_file_name(format!(
-        ".{file_name}.tmp-{}",
-        rnd.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    ));
-    let r = write(&tmp).and_then(|()| fs::rename(&tmp, path));
-    if r.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    r.map_err(|e| KeyError::io(path, e))
+    andes_beneath::replace_file(path, data, mode).map_err(|e| KeyError::io(path, e))
 }
 
 #[cfg(unix)]

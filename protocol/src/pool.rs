@@ -142,7 +142,7 @@ pub fn public_claim_id(claim_id: &str) -> String {
     let slot = claim_id.split_once('#').map_or("?", |(s, _)| s);
     let slot: String = slot.chars().filter(char::is_ascii_alphanumeric).take(16).collect();
     let h = sha2::Sha256::digest(claim_id.as_bytes());
-    format!("{slot}#{:02x}{:02x}{:02x}{:02x}…", h[0], h[1], h[2], h[3])
+    format!("{slot}#{}…", hex::encode(&h[..4]))
 }
 
 /// `POST /v1/host/match`: the negotiator tells a host that a slot was matched.

@@ -141,22 +141,12 @@ impl ReplayLog {
 }
 
 fn write_new(path: &Path, live: &[Record]) -> std::io::Result<File> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    let mut o = OpenOptions::new();
-    o.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    let mut f = o.open(&tmp)?;
     let mut bytes = Vec::with_capacity(MAGIC.len() + live.len() * RECORD_LEN);
     bytes.extend_from_slice(MAGIC);
     for r in live {
         bytes.extend_from_slice(&r.encode());
     }
-    f.write_all(&bytes)?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
+    andes_beneath::replace_file(path, &bytes, 0o600)?;
     OpenOptions::new().append(true).open(path)
 }
 

@@ -114,11 +114,7 @@ pub fn signing_string(
     body_sha256: &[u8; 32],
     key: &PublicKey,
 ) -> String {
-    let mut hex = String::with_capacity(64);
-    for b in body_sha256 {
-        hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
-        hex.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
-    }
+    let hex = hex::encode(body_sha256);
     format!(
         "{VERSION}\n{destination}\n{method}\n{path_and_query}\n{timestamp}\n{}\n{hex}\n{}",
         B64.encode(nonce),

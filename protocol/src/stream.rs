@@ -74,27 +74,16 @@ impl From<StreamError> for AuthError {
     }
 }
 
-/// Lower-case hex of a digest.
-pub fn hex(digest: &[u8; 32]) -> String {
-    let mut s = String::with_capacity(64);
-    for b in digest {
-        s.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
-        s.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
-    }
-    s
-}
-
 /// Parses 64 hex digits (either case).
 pub fn parse_hex(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 {
-        return None;
-    }
     let mut out = [0u8; 32];
-    for (i, pair) in text.as_bytes().chunks(2).enumerate() {
-        let d = |c: u8| (c as char).to_digit(16);
-        out[i] = (d(pair[0])? * 16 + d(pair[1])?) as u8;
-    }
+    hex::decode_to_slice(text, &mut out).ok()?;
     Some(out)
+}
+
+/// Parses a digest as the API names it, `sha256:<64 hex digits>`.
+pub fn parse_digest(digest: &str) -> Option<[u8; 32]> {
+    parse_hex(digest.strip_prefix("sha256:")?)
 }
 
 /// The SHA-256 and length of a file from its start; leaves it at its start.
@@ -269,7 +258,10 @@ impl SignedStream {
         }
         let (w, file) = write_body(self.body, file, limit).await?;
         if w.sha256 != self.sha256 {
-            return Err(StreamError::Digest { expected: hex(&self.sha256), got: hex(&w.sha256) });
+            return Err(StreamError::Digest {
+                expected: hex::encode(self.sha256),
+                got: hex::encode(w.sha256),
+            });
         }
         Ok((w.len, file))
     }
@@ -298,7 +290,10 @@ impl SignedStream {
         }
         let got: [u8; 32] = Sha256::digest(&buf).into();
         if got != self.sha256 {
-            return Err(StreamError::Digest { expected: hex(&self.sha256), got: hex(&got) });
+            return Err(StreamError::Digest {
+                expected: hex::encode(self.sha256),
+                got: hex::encode(got),
+            });
         }
         Ok(buf.freeze())
     }
@@ -335,8 +330,8 @@ mod tests {
     #[test]
     fn hex_round_trips() {
         let d: [u8; 32] = Sha256::digest(b"x").into();
-        assert_eq!(parse_hex(&hex(&d)), Some(d));
-        assert_eq!(parse_hex(&hex(&d).to_uppercase()), Some(d));
+        assert_eq!(parse_hex(&hex::encode(d)), Some(d));
+        assert_eq!(parse_hex(&hex::encode(d).to_uppercase()), Some(d));
         assert_eq!(parse_hex("zz"), None);
         assert_eq!(parse_hex(&"g".repeat(64)), None);
     }

@@ -169,7 +169,7 @@ async fn a_body_that_is_not_the_one_signed_is_refused_and_nothing_is_kept() {
     // Signed over "the real file", sent with other bytes of the same length.
     let signed = Bytes::from_static(b"the real file");
     let mut req = f.client.prepare(Method::PUT, "/v1/files/x", signed.clone()).await.unwrap();
-    let digest = stream::hex(&andes_protocol::sign::body_digest(&signed));
+    let digest = hex::encode(andes_protocol::sign::body_digest(&signed));
     req.headers_mut().insert(stream::BODY_SHA256, HeaderValue::try_from(digest).unwrap());
     *req.body_mut() = Full::new(Bytes::from_static(b"the fake file"));
     let r = f.client.send(req).await.unwrap();

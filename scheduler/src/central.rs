@@ -183,7 +183,7 @@ impl Central {
             }
         };
         // Atomically and durably: a crash leaves the last whole state.
-        if let Err(e) = andes_snapshot::write_file(f, text.as_bytes(), true) {
+        if let Err(e) = andes_beneath::replace_file(f.as_ref(), text.as_bytes(), 0o644) {
             tracing::warn!("cannot save the accountant to {}: {e}", f.display());
         }
     }

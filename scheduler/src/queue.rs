@@ -1546,13 +1546,7 @@ impl Queue {
 /// `sha256:<hex>` of a module.
 pub fn module_digest(bytes: &[u8]) -> String {
     use sha2::Digest;
-    let d = sha2::Sha256::digest(bytes);
-    let mut s = String::with_capacity(71);
-    s.push_str("sha256:");
-    for b in d {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
 
 /// Parses a constraint, with an error that names it.
@@ -1764,7 +1758,7 @@ fn submit_token(s: &Submit) -> String {
         h.update(b"\n");
         h.update(p.to_string().as_bytes());
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(h.finalize())
 }
 
 fn prune_history(

@@ -258,7 +258,7 @@ async fn receive_upload(
     module: bool,
 ) -> Result<StatusCode, ApiError> {
     check_digest(digest)?;
-    let signed = format!("sha256:{}", andes_protocol::stream::hex(&body.sha256));
+    let signed = format!("sha256:{}", hex::encode(body.sha256));
     if signed != digest {
         return Err(ApiError::bad_request(format!(
             "the body is signed as {signed}, not the {digest} its path names"

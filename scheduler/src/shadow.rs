@@ -337,7 +337,7 @@ pub struct ScheddPool {
 fn new_incarnation() -> String {
     let mut b = [0u8; 16];
     rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut b);
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    hex::encode(b)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -1457,7 +1457,8 @@ impl Inner {
             Value::Int(n) if n > 0 => n as u64,
             _ => self.cfg.job_lease,
         };
-        let module = str_attr(&job, "CmdDigest").as_deref().and_then(digest_bytes);
+        let module =
+            str_attr(&job, "CmdDigest").as_deref().and_then(andes_protocol::stream::parse_digest);
         // A job whose periodic policy reads its usage gets it fresh: the host
         // reports every few seconds and each report reaches the queue.
         let report_within = crate::policy::has_periodic(&job).then_some(POLICY_REPORT_SECS);
@@ -2073,14 +2074,8 @@ impl Inner {
     /// Keeps a saved state durably: written aside, synced, then renamed.
     fn keep_saved_state(&self, id: JobId, data: &[u8]) -> std::io::Result<()> {
         let Some(path) = self.saved_state_path(id) else { return Ok(()) };
-        let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        let tmp = path.with_extension("state.new");
-        let mut f = std::fs::File::create(&tmp)?;
-        std::io::Write::write_all(&mut f, data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(dir)?.sync_all()
+        std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
+        andes_beneath::replace_file(&path, data, 0o600)
     }
 
     /// Where job `id`'s own checkpoint files are kept.
@@ -2322,19 +2317,6 @@ fn may_have_checkpoints(job: &ClassAd) -> bool {
         || matches!(job.eval_attr("NumCkpts"), Value::Int(n) if n > 0)
 }
 
-/// `sha256:<hex>` (a `CmdDigest`) as bytes.
-fn digest_bytes(digest: &str) -> Option<[u8; 32]> {
-    let hex = digest.strip_prefix("sha256:")?;
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
-}
-
 fn lost_ad(reason: &str) -> ClassAd {
     let mut a = ClassAd::new();
     a.insert_value("LastVacateReason", reason);
@@ -2466,7 +2448,7 @@ fn saved_state_to_send(
         return Some(andes_protocol::pool::SavedState { seq: 0, data, streamed: None });
     }
     let (sha, size) = andes_protocol::stream::file_sha256(&mut file).ok()?;
-    let sha = andes_protocol::stream::hex(&sha);
+    let sha = hex::encode(sha);
     sources.push((sha.clone(), file));
     let streamed = Some(andes_protocol::pool::Streamed { size, sha256: Some(sha) });
     Some(andes_protocol::pool::SavedState { seq: 0, data: Vec::new(), streamed })

@@ -142,7 +142,7 @@ impl Spool {
             store.put(&b.data).map_err(|e| format!("cannot keep a file content: {e}"))?;
         }
         sync_dir(&self.blobs_dir(id))?;
-        andes_snapshot::write_file(&self.snapshot_path(id), &snap.bytes, true)
+        andes_beneath::replace_file(&self.snapshot_path(id), &snap.bytes, 0o600)
             .map_err(|e| format!("cannot keep the snapshot: {e}"))?;
         // Contents only older snapshots named go; a failure leaves extra
         // files, never missing ones.
@@ -170,7 +170,7 @@ impl Spool {
         if !seen.hash_ok || !seen.signature_ok {
             return Err("its content no longer matches its hash and signature".into());
         }
-        if !seen.header.module_sha256.eq_ignore_ascii_case(&andes_snapshot::hex(module)) {
+        if !seen.header.module_sha256.eq_ignore_ascii_case(&hex::encode(module)) {
             return Err(format!("it is of module {}, not the job's", seen.header.module_sha256));
         }
         let store = BlobStore::open(&self.blobs_dir(id), true)
@@ -182,7 +182,7 @@ impl Spool {
             let mut file = std::fs::File::open(path).map_err(|e| format!("{what}: {e}"))?;
             let (sha, size) = andes_protocol::stream::file_sha256(&mut file)
                 .map_err(|e| format!("{what}: {e}"))?;
-            let sha = andes_protocol::stream::hex(&sha);
+            let sha = hex::encode(sha);
             sources.push((sha.clone(), file));
             Ok(Streamed { size, sha256: Some(sha) })
         };

@@ -192,7 +192,7 @@ impl Inputs {
         {
             let (sha, len) = andes_protocol::stream::file_sha256(&mut file)
                 .map_err(|e| format!("cannot read input file {name}: {e}"))?;
-            let sha = andes_protocol::stream::hex(&sha);
+            let sha = hex::encode(sha);
             self.files.push(FileData::streamed(name, len, Some(sha.clone())));
             self.sources.push((sha, file));
         } else {
@@ -420,7 +420,7 @@ mod tests {
             let (_, file) = inputs.sources.iter().find(|(s, _)| *s == sha).unwrap();
             let mut file = file.try_clone().unwrap();
             let (d, len) = andes_protocol::stream::file_sha256(&mut file).unwrap();
-            assert_eq!((andes_protocol::stream::hex(&d), len), (sha, f.len()));
+            assert_eq!((hex::encode(d), len), (sha, f.len()));
         }
         // Everything counts toward RequestDisk.
         let e = read_files(&files, 5 << 20).unwrap_err();

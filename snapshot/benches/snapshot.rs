@@ -8,7 +8,7 @@
 //! writes it to a file with fsync; "restore" verifies and decodes into a new,
 //! lazily zeroed memory (as a new Wasm instance has).
 
-use andes_snapshot::{Builder, CHUNK, Header, open, write_file};
+use andes_snapshot::{Builder, CHUNK, Header, open};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use ed25519_dalek::{Signer as _, SigningKey};
 
@@ -71,7 +71,9 @@ fn bench(c: &mut Criterion) {
             if mib == 256 {
                 let path = dir.path().join("snap");
                 g.bench_function(format!("durable/{mib}MiB/{kind}"), |b| {
-                    b.iter(|| write_file(&path, &take(&mem, &key), true).expect("write"))
+                    b.iter(|| {
+                        andes_beneath::replace_file(&path, &take(&mem, &key), 0o644).expect("write")
+                    })
                 });
             }
             g.bench_function(format!("restore/{mib}MiB/{kind}"), |b| {

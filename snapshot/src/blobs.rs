@@ -12,25 +12,6 @@ use andes_beneath::{Beneath, Entry, Kind};
 
 use crate::{FileEntry, SnapshotError};
 
-/// Writes `bytes` to `path` atomically (a temporary file, then a rename);
-/// with `durable`, the file and its directory are synced first.
-pub fn write_file(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("snapshot");
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    let mut f = fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    if durable {
-        f.sync_all()?;
-    }
-    drop(f);
-    fs::rename(&tmp, path)?;
-    if durable && let Ok(d) = fs::File::open(dir) {
-        d.sync_all()?;
-    }
-    Ok(())
-}
-
 /// A directory of file contents named by their BLAKE3.
 #[derive(Clone, Debug)]
 pub struct BlobStore {
@@ -43,7 +24,11 @@ fn file_err(path: &str, e: impl std::fmt::Display) -> SnapshotError {
 }
 
 impl BlobStore {
-    /// Opens (creating) the store at `dir`; with `durable`, blobs are synced.
+    /// Opens (creating) the store at `dir`. A `durable` store writes each
+    /// blob as [`andes_beneath::replace_file`] does (synced, renamed into
+    /// place, the directory synced); a scratch store (a run's files on the
+    /// execute host, gone with the run) skips the syncs, still renaming into
+    /// place so that no blob is ever seen half written.
     pub fn open(dir: &Path, durable: bool) -> io::Result<BlobStore> {
         fs::create_dir_all(dir)?;
         Ok(BlobStore { dir: dir.to_path_buf(), durable })
@@ -63,40 +48,31 @@ impl BlobStore {
     /// hash and size. The content is read once: hashed as it is copied to a
     /// temporary file, which becomes the blob.
     pub fn put_reader(&self, src: &mut dyn Read) -> io::Result<(String, u64)> {
-        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = self.dir.join(format!(".put.tmp{}-{n}", std::process::id()));
-        let result = (|| {
-            let mut out = fs::File::create(&tmp)?;
-            let mut h = blake3::Hasher::new();
-            let mut buf = vec![0u8; 256 * 1024];
-            let mut size = 0u64;
-            loop {
-                let n = src.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                h.update(&buf[..n]);
-                out.write_all(&buf[..n])?;
-                size += n as u64;
+        let mut out = tempfile::Builder::new().prefix(".put-").tempfile_in(&self.dir)?;
+        let mut h = blake3::Hasher::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut size = 0u64;
+        loop {
+            let n = src.read(&mut buf)?;
+            if n == 0 {
+                break;
             }
-            let hash = h.finalize().to_hex().to_string();
-            if self.contains(&hash) {
-                drop(out);
-                fs::remove_file(&tmp)?;
-            } else {
-                if self.durable {
-                    out.sync_all()?;
-                }
-                drop(out);
-                fs::rename(&tmp, self.path(&hash))?;
-            }
-            Ok((hash, size))
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
+            h.update(&buf[..n]);
+            out.write_all(&buf[..n])?;
+            size += n as u64;
         }
-        result
+        let hash = h.finalize().to_hex().to_string();
+        // A blob already stored: the temporary file goes when dropped.
+        if !self.contains(&hash) {
+            if self.durable {
+                out.as_file().sync_all()?;
+            }
+            out.persist(self.path(&hash)).map_err(|e| e.error)?;
+            if self.durable {
+                andes_beneath::sync_dir(&self.dir)?;
+            }
+        }
+        Ok((hash, size))
     }
 
     /// Stores the content of the file `src` (a path the caller trusts)
@@ -109,14 +85,7 @@ impl BlobStore {
     pub fn put(&self, data: &[u8]) -> io::Result<String> {
         let hash = blob_hash(data);
         if !self.contains(&hash) {
-            let tmp = self.dir.join(format!(".{hash}.tmp{}", std::process::id()));
-            let mut f = fs::File::create(&tmp)?;
-            f.write_all(data)?;
-            if self.durable {
-                f.sync_all()?;
-            }
-            drop(f);
-            fs::rename(&tmp, self.path(&hash))?;
+            self.put_reader(&mut &data[..])?;
         }
         Ok(hash)
     }

@@ -40,7 +40,7 @@ mod pages;
 
 pub use blobs::{
     BlobStore, HashCache, MAX_SANDBOX_ENTRIES, blob_hash, is_hash, list_files, restore_files,
-    safe_relative, scan_sandbox, write_file,
+    safe_relative, scan_sandbox,
 };
 
 use std::collections::BTreeMap;
@@ -284,7 +284,7 @@ impl Header {
     pub fn new(module_sha256: &[u8; 32], job: &str, created_ms: i64) -> Header {
         Header {
             platform: platform(None),
-            module_sha256: hex(module_sha256),
+            module_sha256: hex::encode(module_sha256),
             job: job.to_string(),
             created_ms,
             unwound: None,
@@ -295,17 +295,6 @@ impl Header {
             usage: BTreeMap::new(),
         }
     }
-}
-
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
 }
 
 /// Builds a snapshot.
@@ -510,7 +499,7 @@ pub fn stored_hash(bytes: &[u8]) -> Option<String> {
         return None;
     }
     let t = &bytes[bytes.len() - TRAILER..];
-    Some(hex(&t[32..64]))
+    Some(hex::encode(&t[32..64]))
 }
 
 /// Reads a snapshot's header and checks its hash and signature, without
@@ -524,8 +513,8 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspection, SnapshotError> {
         memory_sizes: header.memories.iter().map(|m| m.len).collect(),
         header,
         size: bytes.len(),
-        signer: hex(&p.signer),
-        hash: hex(&p.hash),
+        signer: hex::encode(p.signer),
+        hash: hex::encode(p.hash),
         hash_ok,
         signature_ok: signature_ok(&p),
     })
@@ -552,13 +541,13 @@ pub fn open<'a>(
         return Err(SnapshotError::HashMismatch);
     }
     if !trusted(&p.signer) {
-        return Err(SnapshotError::Untrusted { signer: hex(&p.signer) });
+        return Err(SnapshotError::Untrusted { signer: hex::encode(p.signer) });
     }
     if !signature_ok(&p) {
-        return Err(SnapshotError::BadSignature { signer: hex(&p.signer) });
+        return Err(SnapshotError::BadSignature { signer: hex::encode(p.signer) });
     }
     let header = parse_header(&p)?;
-    let expected = hex(module_sha256);
+    let expected = hex::encode(module_sha256);
     if !header.module_sha256.eq_ignore_ascii_case(&expected) {
         return Err(SnapshotError::WrongModule { found: header.module_sha256, expected });
     }

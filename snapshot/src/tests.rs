@@ -138,12 +138,12 @@ fn a_wrong_signer_a_different_module_and_a_future_version_are_refused() {
     let e = open(&snap, &trust(&key(1)), &MODULE).err().unwrap();
     assert_eq!(
         e,
-        SnapshotError::Untrusted { signer: hex(&mallory.verifying_key().to_bytes()) },
+        SnapshotError::Untrusted { signer: hex::encode(mallory.verifying_key().to_bytes()) },
         "{e}"
     );
     let e = open(&snap, &trust(&mallory), &[8; 32]).err().unwrap();
     assert!(matches!(e, SnapshotError::WrongModule { .. }), "{e}");
-    assert!(e.to_string().contains(&hex(&MODULE)), "{e}");
+    assert!(e.to_string().contains(&hex::encode(MODULE)), "{e}");
     let mut future = snap.clone();
     future[8..12].copy_from_slice(&2u32.to_le_bytes());
     let e = open(&future, &trust(&mallory), &MODULE).err().unwrap();
@@ -185,7 +185,7 @@ fn inspect_reports_without_trusting() {
     let snap = snapshot_of(&mem, &base, &k);
     let i = inspect(&snap).unwrap();
     assert!(i.hash_ok && i.signature_ok);
-    assert_eq!(i.signer, hex(&k.verifying_key().to_bytes()));
+    assert_eq!(i.signer, hex::encode(k.verifying_key().to_bytes()));
     assert_eq!(i.header.platform, platform(None));
     assert_eq!(i.header.job, "schedd#1.0");
     let mut bad = snap.clone();

@@ -53,12 +53,8 @@ fn inspect(a: InspectArgs) -> Result<ExitCode> {
     let trusted = match &a.trust {
         Some(t) => {
             let tf = andes_protocol::TrustFile::load(t).map_err(|e| anyhow!("{e}"))?;
-            let key = andes_protocol::PublicKey::from_bytes(
-                &(0..32)
-                    .map(|k| u8::from_str_radix(&i.signer[2 * k..2 * k + 2], 16).unwrap_or(0))
-                    .collect::<Vec<u8>>(),
-            )
-            .ok();
+            let key = andes_protocol::stream::parse_hex(&i.signer)
+                .and_then(|b| andes_protocol::PublicKey::from_bytes(&b).ok());
             Some(key.and_then(|k| tf.lookup(&k).map(|id| format!("{} ({:?})", id.name, id.role))))
         }
         None => None,

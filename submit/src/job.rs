@@ -594,7 +594,7 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
                 format!("the executable {path:?} is not a WebAssembly module (it does not start with \\0asm); compile the program for wasm32-wasip1"),
             ));
         }
-        let hex: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        let hex = hex::encode(Sha256::digest(&bytes));
         let digest = format!("sha256:{hex}");
         let len = bytes.len() as u64;
         let instrumented = andes_compile::instrumentation_version(&bytes).is_some();

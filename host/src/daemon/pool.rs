@@ -610,8 +610,7 @@ impl From<PoolError> for ApiError {
 pub fn new_claim_id(slot: SlotId) -> String {
     let mut bytes = [0u8; 16];
     rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut bytes);
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{slot}#{hex}")
+    format!("{slot}#{}", hex::encode(bytes))
 }
 
 /// The slot a claim id was made for.
@@ -619,18 +618,7 @@ pub fn claim_slot(claim_id: &str) -> Option<SlotId> {
     claim_id.split_once('#')?.0.parse().ok()
 }
 
-/// `sha256:<hex>` as bytes.
-pub fn parse_digest(digest: &str) -> Option<[u8; 32]> {
-    let hex = digest.strip_prefix("sha256:")?;
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
-}
+pub use andes_protocol::stream::parse_digest;
 
 /// The module store: modules by digest, bounded.
 #[derive(Default)]
@@ -1227,7 +1215,7 @@ async fn put_input(
     if digest != body.sha256 {
         return Err(ApiError::bad_request(format!(
             "the body is signed as SHA-256 {}, not the {sha256} its path names",
-            andes_protocol::stream::hex(&body.sha256)
+            hex::encode(body.sha256)
         )));
     }
     let claim_id = headers
@@ -1240,7 +1228,7 @@ async fn put_input(
     else {
         return Err(ApiError::internal("unexpected reply"));
     };
-    let name = andes_protocol::stream::hex(&digest);
+    let name = hex::encode(digest);
     let (part, done) = (dir.join(format!(".{name}.part")), dir.join(&name));
     let file = std::fs::File::create(&part)
         .map_err(|e| ApiError::internal(format!("{}: {e}", part.display())))?;
@@ -1378,7 +1366,7 @@ async fn put_module(
     UrlPath(digest): UrlPath<String>,
     body: andes_protocol::stream::SignedStream,
 ) -> ApiResult<StatusCode> {
-    let signed = format!("sha256:{}", andes_protocol::stream::hex(&body.sha256));
+    let signed = format!("sha256:{}", hex::encode(body.sha256));
     if signed != digest {
         return Err(ApiError::bad_request(format!(
             "module digest mismatch: named {digest}, signed as {signed}"

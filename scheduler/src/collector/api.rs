@@ -38,7 +38,7 @@ fn incarnation() -> &'static str {
     INCARNATION.get_or_init(|| {
         let mut b = [0u8; 16];
         rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut b);
-        b.iter().map(|x| format!("{x:02x}")).collect()
+        hex::encode(b)
     })
 }
 
