@@ -108,21 +108,29 @@ HOST_REPLAY_CACHE = $(LOCAL_DIR)/host_replay_cache.$(HOST_KEY_NAME)
 CENTRAL_MANAGER_REPLAY_CACHE = $(LOCAL_DIR)/central_replay_cache
 "#;
 
+/// This machine's host name, as the operating system gives it (any OS).
 fn host_name() -> String {
-    std::env::var("HOSTNAME")
+    whoami::fallible::hostname()
         .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_string())
 }
 
-/// The current user's name, from the environment.
+/// The current user's name: `USER`, `LOGNAME` or `USERNAME` from the
+/// environment (so a test or a sudo can say who), else the operating
+/// system's name for the account. Every command finds it this one way, so
+/// `andes keygen` makes the key `andes q` looks for.
 pub fn user_name() -> Option<String> {
+    user_name_from(|v| std::env::var(v).ok())
+}
+
+/// [`user_name`] with `var` reading the environment.
+pub fn user_name_from(var: impl Fn(&str) -> Option<String>) -> Option<String> {
     ["USER", "LOGNAME", "USERNAME"]
         .into_iter()
-        .filter_map(|v| std::env::var(v).ok())
+        .filter_map(var)
         .find(|n| !n.is_empty())
+        .or_else(|| whoami::fallible::username().ok().filter(|n| !n.is_empty()))
 }
 
 impl Settings {

@@ -1510,8 +1510,8 @@ fn interval(args: &[Value], _: &mut FnEnv<'_>) -> Value {
 
 /// The offset of local time from UTC at `t`, in seconds.
 fn local_offset(t: i64) -> i64 {
-    use chrono::{Local, Offset, TimeZone};
-    Local.timestamp_opt(t, 0).single().map_or(0, |dt| dt.offset().fix().local_minus_utc() as i64)
+    jiff::Timestamp::from_second(t)
+        .map_or(0, |ts| i64::from(jiff::tz::TimeZone::system().to_offset(ts).seconds()))
 }
 
 /// The local time zone's standard abbreviation, for `%Z` (HTCondor passes

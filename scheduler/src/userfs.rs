@@ -168,7 +168,7 @@ fn current() -> (Option<String>, bool) {
 
 #[cfg(not(unix))]
 fn current() -> (Option<String>, bool) {
-    (std::env::var("USERNAME").ok().or_else(|| std::env::var("USER").ok()), false)
+    (whoami::fallible::username().ok(), false)
 }
 
 #[cfg(unix)]

@@ -341,11 +341,8 @@ fn text(ad: &ClassAd, name: &str) -> String {
     }
 }
 
-/// `d+hh:mm:ss`, as condor_status prints durations.
-pub(crate) fn duration_text(secs: i64) -> String {
-    let s = secs.max(0);
-    format!("{}+{:02}:{:02}:{:02}", s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60)
-}
+/// `d+hh:mm:ss`, as condor_status prints durations (as condor_q does).
+pub(crate) use super::q::duration as duration_text;
 
 /// condor_status's default table, and its summary by Arch/OpSys.
 pub fn table(ads: &[ClassAd], now: i64) -> String {

@@ -22,22 +22,12 @@ pub struct KeygenArgs {
     force: bool,
 }
 
-/// The user name from the environment (`USER`, `LOGNAME`, `USERNAME`), given a lookup.
-fn default_name(var: impl Fn(&str) -> Option<String>) -> Option<String> {
-    ["USER", "LOGNAME", "USERNAME"].into_iter().filter_map(var).find(|n| !n.is_empty())
-}
-
-/// The user name: from the environment, else the operating system's account name.
-fn user_name() -> Option<String> {
-    default_name(|v| std::env::var(v).ok())
-        .or_else(|| whoami::fallible::username().ok().filter(|n| !n.is_empty()))
-}
-
 /// Runs `andes keygen`.
 pub fn run(args: KeygenArgs) -> Result<ExitCode> {
     let name = match args.name {
         Some(n) => n,
-        None => user_name().ok_or_else(|| anyhow!("cannot tell your user name: give NAME"))?,
+        None => crate::settings::user_name()
+            .ok_or_else(|| anyhow!("cannot tell your user name: give NAME"))?,
     };
     let dir = match args.dir {
         Some(d) => d,
@@ -77,12 +67,11 @@ mod tests {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
             move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
         };
-        assert_eq!(
-            default_name(env(&[("USER", "alice"), ("LOGNAME", "bob")])),
-            Some("alice".into())
-        );
-        assert_eq!(default_name(env(&[("USER", ""), ("USERNAME", "carol")])), Some("carol".into()));
-        assert_eq!(default_name(env(&[])), None);
+        let name = crate::settings::user_name_from;
+        assert_eq!(name(env(&[("USER", "alice"), ("LOGNAME", "bob")])), Some("alice".into()));
+        assert_eq!(name(env(&[("USER", ""), ("USERNAME", "carol")])), Some("carol".into()));
+        // With none set, the account's name, as every command finds it.
+        assert_eq!(name(env(&[])), whoami::fallible::username().ok());
     }
 
     #[test]

@@ -230,24 +230,15 @@ fn transparent(
 /// The file in a checkpoint directory that holds a cooperative job's state.
 pub const SAVED_STATE: &str = "saved.state";
 
-/// Parses `10s`, `5m`, `2h`, `1d` or plain seconds.
+/// Parses a duration as `humantime` does (`10s`, `5m`, `2h 30m`, `1d`,
+/// `250ms`), or a plain number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let s = s.trim();
-    let (num, unit) =
-        s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
-    let n: f64 = num.parse().map_err(|_| anyhow!("`{s}` is not a duration (try 10s, 5m, 2h)"))?;
-    let secs = match unit.trim() {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        "d" => n * 86400.0,
-        u => bail!("unknown unit `{u}` in `{s}` (use ms, s, m, h or d)"),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        bail!("`{s}` is not a duration");
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
     }
-    Ok(Duration::from_secs_f64(secs))
+    humantime::parse_duration(s)
+        .map_err(|e| anyhow!("`{s}` is not a duration ({e}; try 10s, 5m, 2h)"))
 }
 
 /// Parses a size with HTCondor's units (K, M, G, T; optional B) into
@@ -313,11 +304,10 @@ fn job_ad(a: &RunArgs) -> Result<ClassAd> {
     Ok(ad)
 }
 
+/// The user's cache directory for compiled modules (XDG_CACHE_HOME or
+/// ~/.cache on Linux, ~/Library/Caches on macOS, %LOCALAPPDATA% on Windows).
 fn cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("andes").join("modules"))
+    Some(dirs::cache_dir()?.join("andes").join("modules"))
 }
 
 /// Runs `andes run`.
@@ -580,7 +570,20 @@ async fn ctrl_c_listener() -> std::pin::Pin<Box<dyn Future<Output = std::io::Res
 
 #[cfg(test)]
 mod tests {
-    use super::{Numbered, snapshot_name, snapshots};
+    use super::{Numbered, parse_duration, snapshot_name, snapshots};
+    use std::time::Duration;
+
+    #[test]
+    fn durations_read_as_humantime_or_plain_seconds() {
+        let secs = |s| parse_duration(s).unwrap();
+        assert_eq!(secs("30"), Duration::from_secs(30));
+        assert_eq!(secs("5m"), Duration::from_secs(300));
+        assert_eq!(secs("2h 30m"), Duration::from_secs(9000));
+        assert_eq!(secs("1d"), Duration::from_secs(86_400));
+        assert_eq!(secs("250ms"), Duration::from_millis(250));
+        let e = parse_duration("soon").unwrap_err().to_string();
+        assert!(e.contains("`soon` is not a duration"), "{e}");
+    }
 
     /// A run killed between writing a snapshot and pruning the oldest left
     /// one too many: the next run's directory drops it on opening.
