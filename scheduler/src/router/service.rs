@@ -273,6 +273,23 @@ fn judged_failed(table: &Table, name: &str, copy: &ClassAd, now: i64) -> bool {
     })
 }
 
+/// A copy's job at another andes pool, with the client that reaches it.
+struct Remote<'a> {
+    client: &'a Client,
+    addr: &'a str,
+    job: JobId,
+}
+
+/// A copy's job at another andes pool: its GridJobId `andes HOST:PORT C.P`
+/// as (HOST:PORT, C.P).
+fn andes_grid_job(grid_job: &str) -> Option<(&str, JobId)> {
+    let mut w = grid_job.split_whitespace();
+    match (w.next(), w.next(), w.next().and_then(job_id)) {
+        (Some("andes"), Some(addr), Some(remote)) => Some((addr, remote)),
+        _ => None,
+    }
+}
+
 fn job_id(text: &str) -> Option<JobId> {
     match text.parse() {
         Ok(crate::job::JobSelector::Job(j)) => Some(j),
@@ -688,9 +705,7 @@ impl Inner {
     /// that differs from it changed there; one that matches it while the
     /// copy differs changed here.
     async fn mirror_remote(&self, id: JobId, ad: &ClassAd, status: JobStatus, grid_job: &str) {
-        let mut w = grid_job.split_whitespace();
-        let (Some("andes"), Some(addr), Some(rid)) = (w.next(), w.next(), w.next()) else { return };
-        let Some(remote_id) = job_id(rid) else { return };
+        let Some((addr, remote_id)) = andes_grid_job(grid_job) else { return };
         let Some(client) = self.client(addr) else { return };
         let now = self.clock.now();
         if status == JobStatus::Removed {
@@ -730,7 +745,8 @@ impl Inner {
                 let _ = self.queue.change(&Actor::schedd(), t, change, now).await;
                 return;
             }
-            self.ended(id, status, &end).await;
+            let there = Remote { client: &client, addr, job: remote_id };
+            self.ended(id, ad, status, &end, &there).await;
             return;
         };
         let Some(remote_status) = (match remote.eval_attr("JobStatus") {
@@ -780,7 +796,8 @@ impl Inner {
             return;
         }
         if remote_status == JobStatus::Completed {
-            self.ended(id, status, &remote).await;
+            let there = Remote { client: &client, addr, job: remote_id };
+            self.ended(id, ad, status, &remote, &there).await;
             return;
         }
         // It changed there: the copy follows.
@@ -817,32 +834,32 @@ impl Inner {
         let _ = self.queue.pool(vec![id], PoolOp::Grid(usage), now).await;
     }
 
-    /// The copy ended at its target (`end` is its ad there): its output
-    /// comes back, written where the original's submit file says with the
-    /// owner's rights, and the copy takes the ending (its original follows).
-    /// A copy whose output cannot be written is held, and the target keeps
-    /// the output until it can be.
-    async fn ended(&self, id: JobId, status: JobStatus, end: &ClassAd) {
+    /// Copy `id` (its ad here `copy`, its `status`) ended as its job
+    /// `there` (`end` is its ad there): its output comes back, written where
+    /// the original's submit file says with the owner's rights, and the copy
+    /// takes the ending (its original follows). A copy whose output cannot be
+    /// written is held, and the target keeps the output until it can be.
+    async fn ended(
+        &self,
+        id: JobId,
+        copy: &ClassAd,
+        status: JobStatus,
+        end: &ClassAd,
+        there: &Remote<'_>,
+    ) {
         let now = self.clock.now();
-        let Some(grid) = self.queue.read().job(id).map(|v| v.ad()) else { return };
-        let Some(g) = str_attr(&grid, GRID_JOB_ID) else { return };
-        let mut w = g.split_whitespace().skip(1);
-        let (Some(addr), Some(remote_id)) = (w.next(), w.next().and_then(job_id)) else { return };
-        let Some(client) = self.client(addr) else { return };
+        let Remote { client, addr, job: remote_id } = *there;
         if crate::transfer::is_spooled(end) && end.get("StageOutFinish").is_none() {
-            let fetched = match crate::transfer::fetch_spooled(&client, remote_id).await {
+            let fetched = match crate::transfer::fetch_spooled(client, remote_id).await {
                 Ok(f) => f,
                 Err(e) => {
                     tracing::warn!("job router: {id}: fetching its output from {addr}: {e}");
                     return;
                 }
             };
-            let original = self.queue.read().job(id).and_then(|v| {
-                let text = str_attr(&v.ad(), ROUTED_FROM)?;
-                job_id(&text)
-            });
-            let (accounts, spool) = (self.accounts.clone(), self.spool.clone());
-            let out_id = original.unwrap_or(id);
+            // A spooled original keeps the output in its own spool directory.
+            let out_id = str_attr(copy, ROUTED_FROM).as_deref().and_then(job_id).unwrap_or(id);
+            let (accounts, spool, grid) = (self.accounts.clone(), self.spool.clone(), copy.clone());
             let written = tokio::task::spawn_blocking(move || {
                 crate::shadow::write_outputs(
                     out_id,
@@ -893,9 +910,8 @@ impl Inner {
     }
 
     async fn edit_remote(&self, grid_job: &str, attr: String, expr: String) {
-        let mut w = grid_job.split_whitespace();
-        let (Some("andes"), Some(addr), Some(rid)) = (w.next(), w.next(), w.next()) else { return };
-        let (Some(client), Some(remote)) = (self.client(addr), job_id(rid)) else { return };
+        let Some((addr, remote)) = andes_grid_job(grid_job) else { return };
+        let Some(client) = self.client(addr) else { return };
         self.change_remote(&client, remote, Change::Edit { attr, expr }).await;
     }
 
@@ -906,17 +922,10 @@ impl Inner {
             }
             return;
         }
-        let mut w = grid_job.split_whitespace();
-        let (Some("andes"), Some(addr), Some(rid)) = (w.next(), w.next(), w.next()) else { return };
+        let Some((addr, remote)) = andes_grid_job(grid_job) else { return };
         let Some(client) = self.client(addr) else { return };
-        let Ok(sel) = rid.parse() else { return };
-        let req = ChangeRequest {
-            targets: Targets { ids: vec![sel], ..Default::default() },
-            change: Change::Remove { reason: "the routed copy was removed".into() },
-        };
-        if let Err(e) = client.post_json("/v1/change", &req).await {
-            tracing::debug!("job router: removing {grid_job}: {e}");
-        }
+        let change = Change::Remove { reason: "the routed copy was removed".into() };
+        self.change_remote(&client, remote, change).await;
     }
 }
 
