@@ -38,6 +38,28 @@ pub struct HoldInfo {
     pub subcode: i64,
 }
 
+impl HoldInfo {
+    /// The hold `ad` records, if it has a HoldReasonCode: its HoldReason
+    /// (else `default_reason`) and HoldReasonSubCode (else 0).
+    pub fn from_ad(ad: &ClassAd, default_reason: &str) -> Option<HoldInfo> {
+        let Some(Value::Int(code)) = ad.get("HoldReasonCode").and_then(|e| e.as_literal().cloned())
+        else {
+            return None;
+        };
+        Some(HoldInfo {
+            code,
+            reason: match ad.eval_attr("HoldReason") {
+                Value::Str(s) => s.to_string(),
+                _ => default_reason.to_string(),
+            },
+            subcode: match ad.eval_attr("HoldReasonSubCode") {
+                Value::Int(s) => s,
+                _ => 0,
+            },
+        })
+    }
+}
+
 /// What a periodic evaluation asks for.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PeriodicAction {

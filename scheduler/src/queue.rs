@@ -2570,12 +2570,16 @@ impl Ctx<'_, '_> {
                 if let Some(original) = self.original_of(id)
                     && let Some(o) = self.state.jobs.get_mut(&original)
                 {
+                    let mut changed = false;
                     for a in MIRRORED_USAGE {
                         if let Some(e) = attrs.get(a) {
                             o.ad.insert(*a, e.clone());
+                            changed = true;
                         }
                     }
-                    self.persist(original)?;
+                    if changed {
+                        self.persist(original)?;
+                    }
                 }
             }
             PoolOp::Suspension(on) => match (p.status, *on) {
@@ -2654,20 +2658,7 @@ impl Ctx<'_, '_> {
         if was == JobStatus::Removed {
             return self.leave(id);
         }
-        if let Some(Value::Int(code)) =
-            ending.get("HoldReasonCode").and_then(|e| e.as_literal().cloned())
-        {
-            let info = HoldInfo {
-                code,
-                reason: match ending.eval_attr("HoldReason") {
-                    Value::Str(s) => s.to_string(),
-                    _ => "held by the execute host".into(),
-                },
-                subcode: match ending.eval_attr("HoldReasonSubCode") {
-                    Value::Int(s) => s,
-                    _ => 0,
-                },
-            };
+        if let Some(info) = HoldInfo::from_ad(ending, "held by the execute host") {
             // The job is no longer active: hold from Idle's point of view.
             self.set_status(id, JobStatus::Idle);
             self.hold(id, info)?;
@@ -2839,19 +2830,11 @@ impl Ctx<'_, '_> {
             JobStatus::Running | JobStatus::TransferringOutput => JobStatus::Running,
             JobStatus::Suspended => JobStatus::Suspended,
             JobStatus::Held => {
-                let text = |n: &str| match c.ad.eval_attr(n) {
-                    Value::Str(s) => s.to_string(),
-                    _ => String::new(),
-                };
-                let int = |n: &str| match c.ad.eval_attr(n) {
-                    Value::Int(i) => i,
-                    _ => 0,
-                };
-                let info = HoldInfo {
-                    reason: text("HoldReason"),
-                    code: int("HoldReasonCode"),
-                    subcode: int("HoldReasonSubCode"),
-                };
+                let info = HoldInfo::from_ad(&c.ad, "").unwrap_or(HoldInfo {
+                    reason: String::new(),
+                    code: 0,
+                    subcode: 0,
+                });
                 return self.hold(original, info).map(|_| ());
             }
             _ => return Ok(()),

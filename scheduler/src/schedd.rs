@@ -291,19 +291,17 @@ async fn receive_upload(
 
 /// The ad of a spooled job `id` the caller may fetch the output of.
 fn spooled_job(s: &Schedd, caller: &Caller, id: crate::job::JobId) -> Result<ClassAd, ApiError> {
-    let ad = s
-        .queue
-        .read()
-        .job(id)
-        .map(|v| v.ad())
-        .ok_or_else(|| ApiError::not_found(format!("job {id} is not in the queue")))?;
-    let owner = crate::queue::public_ad(ad.clone()).eval_attr("Owner");
     let a = actor(caller);
-    let may = s.queue.read().job(id).is_some_and(|v| a.may_act_on(&v));
+    let (ad, owner, may) = {
+        let st = s.queue.read();
+        let v = st
+            .job(id)
+            .ok_or_else(|| ApiError::not_found(format!("job {id} is not in the queue")))?;
+        (v.ad(), v.owner().to_string(), a.may_act_on(&v))
+    };
     if !may {
         return Err(ApiError::forbidden(format!(
-            "job {id} belongs to {}; {} may fetch only their own output",
-            owner.as_str().unwrap_or("someone else"),
+            "job {id} belongs to {owner}; {} may fetch only their own output",
             a.name
         )));
     }
