@@ -271,6 +271,65 @@ pub struct NamedRoutes {
     pub macros: std::collections::HashMap<String, String>,
 }
 
+impl NamedRoutes {
+    /// Reads JOB_ROUTER_ROUTE_NAMES (names separated by spaces or commas),
+    /// each JOB_ROUTER_ROUTE_<name>, the pre- and post-route transforms and
+    /// the default limits from `config`. The transforms are taken
+    /// unexpanded (their `$(NAME)`s may be their own macros), with the
+    /// configuration's values of the macros they use.
+    pub fn from_config(config: &classad::config::Config) -> Result<NamedRoutes, String> {
+        let get = |knob: &str| -> Result<Option<String>, String> {
+            Ok(config.get(knob).map_err(|e| e.to_string())?.filter(|v| !v.is_empty()))
+        };
+        let list = |knob: &str| -> Result<Option<Vec<String>>, String> {
+            Ok(get(knob)?.map(|v| {
+                v.split(|c: char| c == ',' || c.is_whitespace())
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            }))
+        };
+        let texts = |names: &[String], prefix: &str| -> Vec<(String, String)> {
+            names
+                .iter()
+                .filter_map(|n| Some((n.clone(), config.raw(&format!("{prefix}{n}"))?.to_string())))
+                .collect()
+        };
+        let count = |knob: &str| -> Result<Option<u32>, String> {
+            match get(knob)? {
+                None => Ok(None),
+                Some(v) => v
+                    .trim()
+                    .parse::<u32>()
+                    .map(Some)
+                    .map_err(|_| format!("{knob} = {v}: expected a count of jobs")),
+            }
+        };
+        let names = list("JOB_ROUTER_ROUTE_NAMES")?;
+        let pre_names = list("JOB_ROUTER_PRE_ROUTE_TRANSFORM_NAMES")?.unwrap_or_default();
+        let post_names = list("JOB_ROUTER_POST_ROUTE_TRANSFORM_NAMES")?.unwrap_or_default();
+        let mut named = NamedRoutes {
+            routes: texts(names.as_deref().unwrap_or_default(), "JOB_ROUTER_ROUTE_"),
+            pre: texts(&pre_names, "JOB_ROUTER_TRANSFORM_"),
+            post: texts(&post_names, "JOB_ROUTER_TRANSFORM_"),
+            names,
+            max_jobs: count("JOB_ROUTER_DEFAULT_MAX_JOBS_PER_ROUTE")?,
+            max_idle_jobs: count("JOB_ROUTER_DEFAULT_MAX_IDLE_JOBS_PER_ROUTE")?,
+            macros: Default::default(),
+        };
+        let mut macros = std::collections::HashMap::new();
+        for (_, text) in named.routes.iter().chain(&named.pre).chain(&named.post) {
+            for name in transform::macro_names(text) {
+                if let Ok(Some(v)) = get(name) {
+                    macros.insert(name.to_ascii_lowercase(), v);
+                }
+            }
+        }
+        named.macros = macros;
+        Ok(named)
+    }
+}
+
 impl Table {
     /// Adds the transform-language routes to a table of old-syntax entries:
     /// with JOB_ROUTER_ROUTE_NAMES the routes it names, in its order (a

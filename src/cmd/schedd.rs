@@ -111,7 +111,8 @@ pub async fn serve(
     let router_entries = s.get("JOB_ROUTER_ENTRIES")?;
     let router_file = s.get("JOB_ROUTER_ENTRIES_FILE")?.filter(|f| !f.trim().is_empty());
     let router_cmd = s.get("JOB_ROUTER_ENTRIES_CMD")?;
-    let named = named_routes(&s)?;
+    let named = andes_scheduler::router::NamedRoutes::from_config(s.config())
+        .map_err(|e| anyhow::anyhow!("job router: {e}"))?;
     if router_entries.is_some()
         || router_cmd.is_some()
         || router_file.is_some()
@@ -159,64 +160,4 @@ pub async fn serve(
         let _ = std::fs::remove_file(f);
     }
     Ok(())
-}
-
-/// The job router's transform-language routes: JOB_ROUTER_ROUTE_NAMES, each
-/// JOB_ROUTER_ROUTE_<name> and the pre- and post-route transforms, taken
-/// unexpanded (their `$(NAME)`s may be the transforms' own macros), with
-/// the configuration's values of the macros they use.
-fn named_routes(s: &Settings) -> Result<andes_scheduler::router::NamedRoutes> {
-    let list = |knob: &str| -> Result<Option<Vec<String>>> {
-        Ok(s.get(knob)?.map(|v| {
-            v.split(|c: char| c == ',' || c.is_whitespace())
-                .filter(|w| !w.is_empty())
-                .map(str::to_string)
-                .collect()
-        }))
-    };
-    let texts = |names: &[String], prefix: &str| -> Vec<(String, String)> {
-        names
-            .iter()
-            .filter_map(|n| {
-                let raw = s.config().raw(&format!("{prefix}{n}"))?;
-                Some((n.clone(), raw.to_string()))
-            })
-            .collect()
-    };
-    let names = list("JOB_ROUTER_ROUTE_NAMES")?;
-    let pre_names = list("JOB_ROUTER_PRE_ROUTE_TRANSFORM_NAMES")?.unwrap_or_default();
-    let post_names = list("JOB_ROUTER_POST_ROUTE_TRANSFORM_NAMES")?.unwrap_or_default();
-    let mut named = andes_scheduler::router::NamedRoutes {
-        routes: texts(names.as_deref().unwrap_or_default(), "JOB_ROUTER_ROUTE_"),
-        pre: texts(&pre_names, "JOB_ROUTER_TRANSFORM_"),
-        post: texts(&post_names, "JOB_ROUTER_TRANSFORM_"),
-        names,
-        max_jobs: count(s, "JOB_ROUTER_DEFAULT_MAX_JOBS_PER_ROUTE")?,
-        max_idle_jobs: count(s, "JOB_ROUTER_DEFAULT_MAX_IDLE_JOBS_PER_ROUTE")?,
-        macros: Default::default(),
-    };
-    // The configuration's values of every $(NAME) the texts use.
-    let all: Vec<String> =
-        named.routes.iter().chain(&named.pre).chain(&named.post).map(|(_, t)| t.clone()).collect();
-    for text in &all {
-        let mut rest = text.as_str();
-        while let Some(i) = rest.find("$(") {
-            let Some(len) = rest[i + 2..].find(')') else { break };
-            let name = &rest[i + 2..i + 2 + len];
-            if let Some(v) = s.get(name).ok().flatten() {
-                named.macros.insert(name.to_ascii_lowercase(), v);
-            }
-            rest = &rest[i + 2 + len..];
-        }
-    }
-    Ok(named)
-}
-
-/// A non-negative count knob, if set.
-fn count(s: &Settings, knob: &str) -> Result<Option<u32>> {
-    match s.int(knob)? {
-        None => Ok(None),
-        Some(n) if (0..=u32::MAX as i64).contains(&n) => Ok(Some(n as u32)),
-        Some(n) => Err(anyhow::anyhow!("{knob} = {n}: expected a count of jobs")),
-    }
 }

@@ -334,25 +334,7 @@ JOB_ROUTER_TRANSFORM_Tag @=t
 fn named_table(config_text: &str) -> Table {
     let mut config = classad::config::Config::new();
     config.load_str(config_text, "named").unwrap();
-    let list = |k: &str| -> Vec<String> {
-        config.get(k).unwrap().unwrap_or_default().split_whitespace().map(str::to_string).collect()
-    };
-    let texts = |names: &[String], prefix: &str| -> Vec<(String, String)> {
-        names
-            .iter()
-            .filter_map(|n| Some((n.clone(), config.raw(&format!("{prefix}{n}"))?.to_string())))
-            .collect()
-    };
-    let names = list("JOB_ROUTER_ROUTE_NAMES");
-    let named = NamedRoutes {
-        routes: texts(&names, "JOB_ROUTER_ROUTE_"),
-        pre: texts(&list("JOB_ROUTER_PRE_ROUTE_TRANSFORM_NAMES"), "JOB_ROUTER_TRANSFORM_"),
-        post: texts(&list("JOB_ROUTER_POST_ROUTE_TRANSFORM_NAMES"), "JOB_ROUTER_TRANSFORM_"),
-        names: Some(names),
-        max_jobs: Some(200),
-        max_idle_jobs: Some(10),
-        macros: [("max_hours".to_string(), "6".to_string())].into(),
-    };
+    let named = NamedRoutes::from_config(&config).unwrap();
     let entries = config.get("JOB_ROUTER_ENTRIES").unwrap().unwrap_or_default();
     Table::load(None, &[("JOB_ROUTER_ENTRIES".into(), entries)]).unwrap().arrange(&named)
 }

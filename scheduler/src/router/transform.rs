@@ -100,6 +100,19 @@ fn expand(
     Err(format!("`{text}`: macros nested more than 64 deep"))
 }
 
+/// The names of the `$(NAME)` macros `text` uses (the configuration's
+/// values of them are what a route may need beside its own).
+pub fn macro_names(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("$(") {
+        let Some(len) = rest[i + 2..].find(')') else { break };
+        out.push(&rest[i + 2..i + 2 + len]);
+        rest = &rest[i + 2 + len..];
+    }
+    out
+}
+
 fn expr(text: &str, what: &str) -> Result<Expr, String> {
     classad::parse_expr(text).map_err(|e| format!("{what} `{text}`: {e}"))
 }
