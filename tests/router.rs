@@ -48,7 +48,12 @@ fn wait_history(p: &Pool, site: &str, completed: &str, aborted: &str) -> String 
 /// router's TLS connections must find; its schedd reads it when restarted
 /// with its routes.
 fn pools_with(n: usize, extra: &str) -> (Pool, Vec<Pool>) {
-    let source = Pool::new("", 0);
+    pools_from(0, n, extra)
+}
+
+/// [`pools_with`], the source with `hosts` execute hosts of its own.
+fn pools_from(hosts: usize, n: usize, extra: &str) -> (Pool, Vec<Pool>) {
+    let source = Pool::new("", hosts);
     let key = std::fs::read_to_string(source.path().join("keys/schedd.pub")).unwrap();
     let line = format!("schedd source {}", key.trim());
     let targets: Vec<Pool> =
@@ -66,6 +71,11 @@ fn pools_with(n: usize, extra: &str) -> (Pool, Vec<Pool>) {
 /// [`pools_with`], the targets as the source configured.
 fn pools(n: usize) -> (Pool, Vec<Pool>) {
     pools_with(n, "")
+}
+
+/// How many originals (jobs not routed copies) `p`'s history holds.
+fn originals_done(p: &Pool) -> usize {
+    p.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count()
 }
 
 fn routed_copies(p: &Pool) -> Vec<ClassAd> {
@@ -101,7 +111,7 @@ fn the_manuals_example_spreads_jobs_over_three_pools_within_max_idle_jobs() {
             for a in &copies {
                 seen_sites.insert(text(a, "RouteName"));
             }
-            source.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count() == 45
+            originals_done(&source) == 45
         },
         || {
             let q = source.ok(
@@ -172,7 +182,7 @@ JOB_ROUTER_KEY_NAME = schedd
     wait_or(
         "every job done",
         Duration::from_secs(240),
-        || source.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count() == 50,
+        || originals_done(&source) == 50,
         || source.logs(),
     );
     let copies: Vec<ClassAd> =
@@ -344,7 +354,7 @@ fn a_route_to_slurm_runs_jobs_with_andes_run_on_the_cluster() {
     wait_or(
         "three jobs done on Slurm",
         Duration::from_secs(120),
-        || source.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count() == 3,
+        || originals_done(&source) == 3,
         || source.logs(),
     );
     let h = source.history();
@@ -581,13 +591,8 @@ fn a_job_whose_owner_the_target_does_not_trust_is_held_with_its_reason() {
 /// route's GridResource.
 #[test]
 fn a_copy_of_another_universe_runs_here_once_and_nowhere_else() {
-    let mut source = Pool::new("", 1);
-    let key = std::fs::read_to_string(source.path().join("keys/schedd.pub")).unwrap();
-    let target = Pool::new_trusting("", 1, &[format!("schedd source {}", key.trim())]);
-    let t = std::fs::read_to_string(target.path().join("keys/schedd.pub")).unwrap();
-    let trust = source.path().join("trust");
-    let text_now = std::fs::read_to_string(&trust).unwrap();
-    std::fs::write(&trust, format!("{text_now}schedd site0 {}\n", t.trim())).unwrap();
+    let (mut source, targets) = pools_from(1, 1, "");
+    let target = &targets[0];
     source.restart_schedd_with(&format!(
         "JOB_ROUTER_ENTRIES = [ name = \"vanilla\"; GridResource = \"andes {}\"; \
          TargetUniverse = 5; set_Routed = true; requirements = target.WantJobRouter is true; ]\n\
@@ -603,7 +608,7 @@ fn a_copy_of_another_universe_runs_here_once_and_nowhere_else() {
     wait_or(
         "both jobs done",
         Duration::from_secs(90),
-        || source.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count() == 2,
+        || originals_done(&source) == 2,
         || source.logs(),
     );
     let h = source.history();
@@ -656,7 +661,7 @@ JOB_ROUTER_KEY_NAME = schedd
     wait_or(
         "both jobs done through the Site route",
         Duration::from_secs(90),
-        || source.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count() == 2,
+        || originals_done(&source) == 2,
         || source.logs(),
     );
     let ran = target.history();
@@ -698,7 +703,7 @@ JOB_ROUTER_KEY_NAME = schedd
     wait_or(
         "every job done",
         Duration::from_secs(180),
-        || source.history().iter().filter(|a| !a.contains("RoutedFromJobId")).count() == 20,
+        || originals_done(&source) == 20,
         || source.logs(),
     );
     let h = source.history();
