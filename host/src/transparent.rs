@@ -295,7 +295,10 @@ async fn descriptors(
             root_found = true;
             out.push(Descriptor {
                 fd,
-                kind: DescriptorKind::Dir { path: ".".into(), preopen: Some(".".into()) },
+                kind: DescriptorKind::Dir {
+                    path: ".".into(),
+                    preopen: Some(crate::starter::SANDBOX_PREOPEN.into()),
+                },
             });
             continue;
         }

