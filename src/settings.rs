@@ -21,7 +21,7 @@
 //! | `HOST_ADDRESS` | `127.0.0.1:9619` | where `andes host` listens (port 0: any) |
 //! | `HOST_ADDRESS_FILE` | `$(LOCAL_DIR)/.host_address` | `andes host` writes its address here; commands read it first |
 //! | `MODULE_CACHE` | `$(LOCAL_DIR)/module_cache` | the host's compiled-module cache |
-//! | `STARTER_METER_FUEL` | `False` | `True` counts every job's fuel (WasmFuelConsumed); otherwise a job with no MaxFuel that `andes compile` did not instrument runs unmetered on Linux x86_64 (about twice as fast on compute; its fuel is not counted) |
+//! | `STARTER_METER_FUEL` | `False` | `True` counts every job's fuel (WasmFuelConsumed); otherwise a job with no MaxFuel runs unmetered on Linux x86_64, compiled by `andes compile` or not (about twice as fast on compute; its fuel is not counted) |
 //! | `STARTD_HISTORY` | `$(LOCAL_DIR)/startd_history` | the host appends each finished job's ad here |
 //! | `KEYS_DIR` | `$(LOCAL_DIR)/keys` | where key pairs are (`andes keygen` writes the configuration directory's) |
 //! | `SCHEDD_KEY_NAME`, `HOST_KEY_NAME`, `NEGOTIATOR_KEY_NAME` | `schedd`, `host`, `negotiator` | the keys the daemons sign with |

@@ -3,12 +3,16 @@
 //!
 //! [`instrument`] rewrites a module in three steps:
 //!
-//! 1. **Yield points.** A mutable `i32` global, the *flag*, is added and
-//!    exported as [`FLAG_EXPORT`]; a function `() -> ()` is imported as
-//!    [`YIELD_MODULE`]`.`[`YIELD_FIELD`] (every function index after the
-//!    imports moves up by one). At loop headers the pass inserts
-//!    `global.get flag; if; call yield; end`. The host sets the flag to ask
-//!    for a yield; the guest calls the import at the next checked header.
+//! 1. **Yield points.** A one-page memory, the *poll memory*, is added after
+//!    the guest's (index [`POLL_MEMORY`], exported as [`POLL_MEMORY_EXPORT`]);
+//!    its `u32` at [`POLL_WORD`] is the *flag*. A function `() -> ()` is
+//!    imported as [`YIELD_MODULE`]`.`[`YIELD_FIELD`] (every function index
+//!    after the imports moves up by one). At loop headers the pass inserts
+//!    `i32.load poll[POLL_WORD]; if; call yield; end`. The host sets the
+//!    flag to ask for a yield, from any thread and without stopping the
+//!    guest (it is a word of memory, not a global only the store may
+//!    write): so a compiled job needs neither fuel nor epoch checks to be
+//!    checkpointed. The guest calls the import at the next checked header.
 //!    Which loops are checked is [`Options::checks`]: by default
 //!    ([`LoopChecks::Outer`]) the outermost loops and the loops that make
 //!    calls, in functions that call something; a hot inner loop that calls
@@ -36,7 +40,8 @@
 //! Asyncify saves the unwound call stack (each frame's live locals and where
 //! it was) in a buffer described by a small data structure. andes keeps both
 //! in a **second linear memory** of their own, exported as
-//! [`STACK_MEMORY_EXPORT`] (Binaryen's `asyncify-in-secondary-memory`), so the
+//! [`STACK_MEMORY_EXPORT`] (Binaryen's `asyncify-in-secondary-memory`, index
+//! [`STACK_MEMORY`]), so the
 //! guest's memory is never touched: its allocator cannot collide with the
 //! buffer and a snapshot of the guest memory is exactly the guest's. Its size
 //! is fixed at compile time ([`Options::stack_pages`], default
@@ -58,7 +63,8 @@
 //!
 //! # What the host does
 //!
-//! To checkpoint, the host sets the flag (from its epoch or fuel callback).
+//! To checkpoint, the host sets the flag (from whichever thread controls the
+//! job).
 //! The yield import, called at the next loop header, sees
 //! `asyncify_get_state() == 0` and the flag set: it calls
 //! `asyncify_start_unwind(data)` and returns. Every frame saves itself and
@@ -84,8 +90,15 @@ mod scan;
 pub const YIELD_MODULE: &str = "andes:checkpoint";
 /// The field of the yield import, of type `() -> ()`.
 pub const YIELD_FIELD: &str = "yield";
-/// The export of the flag global (a mutable `i32`; non-zero asks for a yield).
-pub const FLAG_EXPORT: &str = "andes.checkpoint.flag";
+/// The export of the poll memory, whose word at [`POLL_WORD`] is the flag
+/// (non-zero asks for a yield).
+pub const POLL_MEMORY_EXPORT: &str = "andes.checkpoint.poll";
+/// The poll memory's index in an instrumented module (after the guest's).
+pub const POLL_MEMORY: u32 = 1;
+/// Where the flag is in the poll memory (a little-endian `u32`, aligned).
+pub const POLL_WORD: u32 = 0;
+/// The stack memory's index in an instrumented module (after the poll memory).
+pub const STACK_MEMORY: u32 = 2;
 /// The prefix of the exports of mutable globals: `andes.global.N`.
 pub const GLOBAL_EXPORT_PREFIX: &str = "andes.global.";
 /// The export of the guest's linear memory.
@@ -113,7 +126,9 @@ pub const CUSTOM_SECTION: &str = "andes.instrumentation";
 /// The version of the instrumentation this crate produces. A snapshot of an
 /// instrumented module can only be restored into a module instrumented with
 /// the same version (it is part of `CheckpointPlatform`).
-pub const INSTRUMENTATION_VERSION: u32 = 1;
+/// Version 2 keeps the flag in the poll memory (version 1: in a global,
+/// which only the job's own thread could set).
+pub const INSTRUMENTATION_VERSION: u32 = 2;
 /// The default size of the stack memory, in 64 KiB pages (1 MiB, as the
 /// host's cap on the wasm stack).
 pub const DEFAULT_STACK_PAGES: u32 = 16;

@@ -1,19 +1,20 @@
-//! The two rewrites around Binaryen: before it, the flag, the yield import
-//! and the checks at loop headers; after it, the exports of mutable globals
+//! The two rewrites around Binaryen: before it, the poll memory, the yield
+//! import and the checks at loop headers; after it, the exports of mutable globals
 //! and of the stack memory, and the version section.
 
 use wasm_encoder::reencode::{Error, Reencode, utils};
 use wasm_encoder::{
-    BlockType, CodeSection, ConstExpr, CustomSection, EntityType, ExportKind, ExportSection,
-    GlobalSection, GlobalType, ImportSection, Instruction, Module, SectionId, TypeSection, ValType,
+    BlockType, CodeSection, CustomSection, EntityType, ExportKind, ExportSection, ImportSection,
+    Instruction, MemArg, MemorySection, MemoryType, Module, SectionId, TypeSection,
 };
-use wasmparser::{ExternalKind, Parser, Payload, TypeRef};
+use wasmparser::{Parser, Payload, TypeRef};
 
 use crate::scan::{Info, Loop};
 use crate::{
-    CUSTOM_SECTION, CompileError, FLAG_EXPORT, GET_STATE, INSTRUMENTATION_VERSION, LoopChecks,
-    MEMORY_EXPORT, Options, STACK_MEMORY_EXPORT, START_REWIND, START_UNWIND, STOP_REWIND,
-    STOP_UNWIND, YIELD_FIELD, YIELD_MODULE, global_export_name,
+    CUSTOM_SECTION, CompileError, GET_STATE, INSTRUMENTATION_VERSION, LoopChecks, MEMORY_EXPORT,
+    Options, POLL_MEMORY, POLL_MEMORY_EXPORT, POLL_WORD, STACK_MEMORY, STACK_MEMORY_EXPORT,
+    START_REWIND, START_UNWIND, STOP_REWIND, STOP_UNWIND, YIELD_FIELD, YIELD_MODULE,
+    global_export_name,
 };
 
 /// Where a section goes in a module, in the binary format's order.
@@ -50,13 +51,11 @@ struct Pre<'a> {
     yield_func: u32,
     /// Its type index.
     yield_type: u32,
-    /// The flag's global index.
-    flag: u32,
     /// The next defined function's position in the code section.
     next_body: usize,
     types_done: bool,
     imports_done: bool,
-    globals_done: bool,
+    memories_done: bool,
     exports_done: bool,
 }
 
@@ -67,12 +66,17 @@ impl Pre<'_> {
     fn add_import(&self, imports: &mut ImportSection) {
         imports.import(YIELD_MODULE, YIELD_FIELD, EntityType::Function(self.yield_type));
     }
-    fn add_global(&self, globals: &mut GlobalSection) {
-        let ty = GlobalType { val_type: ValType::I32, mutable: true, shared: false };
-        globals.global(ty, &ConstExpr::i32_const(0));
+    fn add_memory(&self, memories: &mut MemorySection) {
+        memories.memory(MemoryType {
+            minimum: 1,
+            maximum: Some(1),
+            memory64: false,
+            shared: false,
+            page_size_log2: None,
+        });
     }
     fn add_exports(&self, exports: &mut ExportSection) {
-        exports.export(FLAG_EXPORT, ExportKind::Global, self.flag);
+        exports.export(POLL_MEMORY_EXPORT, ExportKind::Memory, POLL_MEMORY);
         if !self.info.memory_exported {
             exports.export(MEMORY_EXPORT, ExportKind::Memory, 0);
         }
@@ -112,14 +116,14 @@ impl Reencode for Pre<'_> {
         Ok(())
     }
 
-    fn parse_global_section(
+    fn parse_memory_section(
         &mut self,
-        globals: &mut GlobalSection,
-        section: wasmparser::GlobalSectionReader<'_>,
+        memories: &mut MemorySection,
+        section: wasmparser::MemorySectionReader<'_>,
     ) -> Result<(), Error<Self::Error>> {
-        utils::parse_global_section(self, globals, section)?;
-        self.add_global(globals);
-        self.globals_done = true;
+        utils::parse_memory_section(self, memories, section)?;
+        self.add_memory(memories);
+        self.memories_done = true;
         Ok(())
     }
 
@@ -157,11 +161,11 @@ impl Reencode for Pre<'_> {
             module.section(&s);
             self.imports_done = true;
         }
-        if !self.globals_done && next > rank(Some(SectionId::Global)) {
-            let mut s = GlobalSection::new();
-            self.add_global(&mut s);
+        if !self.memories_done && next > rank(Some(SectionId::Memory)) {
+            let mut s = MemorySection::new();
+            self.add_memory(&mut s);
             module.section(&s);
-            self.globals_done = true;
+            self.memories_done = true;
         }
         if !self.exports_done && next > rank(Some(SectionId::Export)) {
             let mut s = ExportSection::new();
@@ -221,7 +225,10 @@ impl Reencode for Pre<'_> {
                 LoopChecks::Outer => !leaf && (l.outermost || l.calls),
             };
             if check {
-                f.instruction(&Instruction::GlobalGet(self.flag));
+                let word =
+                    MemArg { offset: u64::from(POLL_WORD), align: 2, memory_index: POLL_MEMORY };
+                f.instruction(&Instruction::I32Const(0));
+                f.instruction(&Instruction::I32Load(word));
                 f.instruction(&Instruction::If(BlockType::Empty));
                 f.instruction(&Instruction::Call(self.yield_func));
                 f.instruction(&Instruction::End);
@@ -232,19 +239,18 @@ impl Reencode for Pre<'_> {
     }
 }
 
-/// The flag, the yield import, the loop-header checks and the flag's and
-/// memory's exports.
+/// The poll memory, the yield import, the loop-header checks and the poll
+/// memory's and guest memory's exports.
 pub(crate) fn pre(module: &[u8], info: &Info, opts: &Options) -> Result<Vec<u8>, CompileError> {
     let mut pre = Pre {
         info,
         opts,
         yield_func: info.imported_funcs,
         yield_type: info.types,
-        flag: info.globals,
         next_body: 0,
         types_done: false,
         imports_done: false,
-        globals_done: false,
+        memories_done: false,
         exports_done: false,
     };
     let mut out = Module::new();
@@ -276,7 +282,7 @@ impl Reencode for Post {
         for g in &self.facts.mutable_globals {
             exports.export(&global_export_name(*g), ExportKind::Global, *g);
         }
-        exports.export(STACK_MEMORY_EXPORT, ExportKind::Memory, 1);
+        exports.export(STACK_MEMORY_EXPORT, ExportKind::Memory, STACK_MEMORY);
         Ok(())
     }
 
@@ -322,7 +328,7 @@ pub(crate) fn post(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileErro
             Payload::MemorySection(s) => {
                 for m in s {
                     let m = m.map_err(bad)?;
-                    if facts.memories == 1 {
+                    if facts.memories == STACK_MEMORY {
                         stack_pages = Some((m.initial, m.maximum));
                     }
                     facts.memories += 1;
@@ -339,22 +345,23 @@ pub(crate) fn post(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileErro
             Payload::ExportSection(s) => {
                 for e in s {
                     let e = e.map_err(bad)?;
-                    if e.kind == ExternalKind::Func || e.kind == ExternalKind::Global {
-                        facts.exports.push(e.name.to_string());
-                    }
+                    facts.exports.push(e.name.to_string());
                 }
             }
             _ => {}
         }
     }
     let pages = u64::from(opts.stack_pages);
-    if facts.memories != 2 || stack_pages != Some((pages, Some(pages))) {
+    if facts.memories != STACK_MEMORY + 1 || stack_pages != Some((pages, Some(pages))) {
         return Err(CompileError::Binaryen(format!(
-            "expected the guest memory and a {pages}-page Asyncify memory, found {} memories",
+            "expected the guest memory, the poll memory and a {pages}-page Asyncify memory, \
+             found {} memories",
             facts.memories
         )));
     }
-    for name in [START_UNWIND, STOP_UNWIND, START_REWIND, STOP_REWIND, GET_STATE, FLAG_EXPORT] {
+    for name in
+        [START_UNWIND, STOP_UNWIND, START_REWIND, STOP_REWIND, GET_STATE, POLL_MEMORY_EXPORT]
+    {
         if !facts.exports.iter().any(|e| e == name) {
             return Err(CompileError::Binaryen(format!("the output lacks the export `{name}`")));
         }

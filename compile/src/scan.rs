@@ -13,8 +13,6 @@ pub(crate) struct Info {
     pub imported_funcs: u32,
     /// Types in the type section (the yield type goes after them).
     pub types: u32,
-    /// Imported plus defined globals (the flag goes after them).
-    pub globals: u32,
     /// Whether memory 0 is exported already.
     pub memory_exported: bool,
     /// For each defined function, its loops in the order they appear.
@@ -181,7 +179,6 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
                             func_type_of.push(t);
                         }
                         TypeRef::Memory(_) => memories += 1,
-                        TypeRef::Global(_) => info.globals += 1,
                         _ => {}
                     }
                 }
@@ -192,7 +189,6 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
                 }
             }
             Payload::MemorySection(s) => memories += s.count(),
-            Payload::GlobalSection(s) => info.globals += s.count(),
             Payload::ExportSection(s) => {
                 for e in s {
                     let e = e.map_err(err)?;

@@ -95,15 +95,14 @@ fn instrumented_primes_validates_and_has_the_contract() {
     let s = shape(&out);
     assert!(s.imports.contains(&(YIELD_MODULE.to_string(), YIELD_FIELD.to_string())));
     assert_eq!(s.export(MEMORY_EXPORT), Some((ExternalKind::Memory, 0)));
-    assert_eq!(s.export(STACK_MEMORY_EXPORT), Some((ExternalKind::Memory, 1)));
+    assert_eq!(s.export(POLL_MEMORY_EXPORT), Some((ExternalKind::Memory, POLL_MEMORY)));
+    assert_eq!(s.memories[POLL_MEMORY as usize], (1, Some(1)));
+    assert_eq!(s.export(STACK_MEMORY_EXPORT), Some((ExternalKind::Memory, STACK_MEMORY)));
     let pages = u64::from(DEFAULT_STACK_PAGES);
-    assert_eq!(s.memories[1], (pages, Some(pages)));
+    assert_eq!(s.memories[STACK_MEMORY as usize], (pages, Some(pages)));
     for f in [START_UNWIND, STOP_UNWIND, START_REWIND, STOP_REWIND, GET_STATE, "_start"] {
         assert_eq!(s.export(f).map(|e| e.0), Some(ExternalKind::Func), "{f}");
     }
-    let (kind, flag) = s.export(FLAG_EXPORT).unwrap();
-    assert_eq!(kind, ExternalKind::Global);
-    assert!(s.mutable_globals.contains(&flag));
     // Every mutable global under its andes.global.N name, and nothing else.
     let mut named: Vec<u32> = s
         .exports
@@ -116,8 +115,8 @@ fn instrumented_primes_validates_and_has_the_contract() {
         .collect();
     named.sort();
     assert_eq!(named, s.mutable_globals);
-    // __stack_pointer, the flag, Asyncify's state and data pointer at least.
-    assert!(named.len() >= 4, "{named:?}");
+    // __stack_pointer, Asyncify's state and data pointer at least.
+    assert!(named.len() >= 3, "{named:?}");
     assert_eq!(instrumentation_version(&out), Some(INSTRUMENTATION_VERSION));
 }
 
@@ -129,7 +128,7 @@ fn every_optimisation_level_validates() {
     {
         let out = instrument(&original, &Options { optimize, ..Options::default() })
             .unwrap_or_else(|e| panic!("{optimize:?}: {e}"));
-        assert_eq!(instrumentation_version(&out), Some(1), "{optimize:?}");
+        assert_eq!(instrumentation_version(&out), Some(INSTRUMENTATION_VERSION), "{optimize:?}");
     }
 }
 
@@ -137,7 +136,7 @@ fn every_optimisation_level_validates() {
 fn instrumenting_twice_is_refused() {
     let once = instrument(&wat(LOOP), &Options::default()).unwrap();
     let err = instrument(&once, &Options::default()).unwrap_err();
-    assert!(matches!(err, CompileError::AlreadyInstrumented(1)), "{err}");
+    assert!(matches!(err, CompileError::AlreadyInstrumented(INSTRUMENTATION_VERSION)), "{err}");
     assert!(err.to_string().contains("already instrumented"), "{err}");
 }
 
@@ -243,12 +242,12 @@ fn loop_check_policies_place_the_checks_they_say() {
 
 #[test]
 fn a_module_without_export_or_global_sections_gets_them() {
-    // No global section, memory not exported: both are added.
+    // No export section, memory not exported: both are added.
     let m = wat(r#"(module (memory 1) (func $s (loop $l (br $l))) (export "_start" (func $s)))"#);
     let out = instrument(&m, &Options::default()).unwrap();
     let s = shape(&out);
     assert_eq!(s.export(MEMORY_EXPORT), Some((ExternalKind::Memory, 0)));
-    assert!(s.export(FLAG_EXPORT).is_some());
+    assert!(s.export(POLL_MEMORY_EXPORT).is_some());
 }
 
 fn refused(text: &str) -> CompileError {
@@ -330,4 +329,18 @@ fn stack_layout_and_overflow() {
     assert!(!is_stack_overflow(false, STATE_UNWINDING));
     let msg = StackOverflow { capacity: l.capacity(), pages: 16 }.to_string();
     assert!(msg.contains("--stack-pages"), "{msg}");
+}
+
+/// A guest whose memory is imported (no memory section of its own) gets the
+/// poll memory as a section of its own, still at index [`POLL_MEMORY`].
+#[test]
+fn an_imported_memory_keeps_the_poll_memory_at_its_index() {
+    let m = wat(r#"(module (import "env" "memory" (memory 1))
+        (func $f)
+        (func $s (loop $l (call $f) (br $l))) (export "_start" (func $s)))"#);
+    let out = instrument(&m, &Options { optimize: Optimize::None, ..Options::default() }).unwrap();
+    let s = shape(&out);
+    assert_eq!(s.export(POLL_MEMORY_EXPORT), Some((ExternalKind::Memory, POLL_MEMORY)));
+    assert_eq!(s.export(STACK_MEMORY_EXPORT), Some((ExternalKind::Memory, STACK_MEMORY)));
+    assert_eq!(calls_to_yield(&out), 1);
 }

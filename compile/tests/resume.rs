@@ -7,7 +7,7 @@
 //!
 //! Interruptions come at seeded random points (`ANDES_SEED=N` replays one;
 //! the seed is printed on failure). The host asks for a yield as it would:
-//! the epoch callback sets the flag global.
+//! the epoch callback sets the flag (the poll memory's word).
 
 mod common;
 

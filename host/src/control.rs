@@ -14,7 +14,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -159,7 +159,27 @@ pub struct Control {
     /// Starts the job's watchdog at the first vacate, for a job that runs
     /// without one until then ([`Control::arm_watch`]).
     watch: Mutex<Option<WatchStart>>,
+    /// A compiled job's poll word, while its instance lives.
+    poll: Mutex<Option<PollWord>>,
 }
+
+/// The word of a module instrumented by `andes compile` that asks it to
+/// yield at its next checked loop header (`andes_compile::POLL_WORD` of its
+/// poll memory): set from whichever thread controls the job, read by the
+/// guest's plain loads. Being memory, not a global, it needs no access to the
+/// store, so a compiled job runs without fuel or epoch checks.
+#[derive(Debug)]
+struct PollWord {
+    word: std::ptr::NonNull<AtomicU32>,
+    /// A vacate asks for a yield too (the job's snapshots go somewhere).
+    on_vacate: bool,
+}
+
+// SAFETY: the word is only accessed atomically, and only while it is
+// attached: `Control::attach_poll`'s caller keeps the memory alive and in
+// place until `Control::detach_poll`, which takes the same lock.
+unsafe impl Send for PollWord {}
+unsafe impl Sync for PollWord {}
 
 /// Starts a job's watchdog ([`Control::arm_watch`]).
 pub(crate) struct WatchStart(pub(crate) Box<dyn FnOnce() + Send>);
@@ -226,6 +246,54 @@ impl Control {
         }
     }
 
+    /// Links a compiled job's poll word to this control block, and raises it
+    /// if a checkpoint (or, with `on_vacate`, a vacate) is already asked for.
+    ///
+    /// # Safety
+    ///
+    /// `word` must point to 4 aligned bytes of a linear memory that stays
+    /// alive and does not move until [`Control::detach_poll`] (a memory
+    /// that cannot grow, of a live instance).
+    pub(crate) unsafe fn attach_poll(&self, word: *mut u8, on_vacate: bool) {
+        let Some(word) = std::ptr::NonNull::new(word.cast::<AtomicU32>()) else { return };
+        debug_assert!(word.as_ptr().is_aligned());
+        *self.poll.lock().unwrap_or_else(|e| e.into_inner()) = Some(PollWord { word, on_vacate });
+        self.raise_poll();
+    }
+
+    /// Ends the link made by [`Control::attach_poll`]: nothing touches the
+    /// word after this returns.
+    pub(crate) fn detach_poll(&self) {
+        *self.poll.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Sets the poll word if the job should yield: a checkpoint is asked for,
+    /// or a vacate when the word says so.
+    fn raise_poll(&self) {
+        let poll = self.poll.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = &*poll
+            && (self.checkpoint_requested() || (p.on_vacate && self.vacate_requested()))
+        {
+            // SAFETY: attached, so alive and in place (see `attach_poll`).
+            unsafe { p.word.as_ref() }.store(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Clears the poll word once the job has yielded (or found it need
+    /// not), raising it again for a checkpoint asked for since.
+    pub(crate) fn lower_poll(&self) {
+        {
+            let poll = self.poll.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(p) = &*poll {
+                // SAFETY: as in `raise_poll`.
+                unsafe { p.word.as_ref() }.store(0, Ordering::SeqCst);
+            }
+        }
+        if self.checkpoint_requested() {
+            self.raise_poll();
+        }
+    }
+
     /// Suspends the job: it stops at its next yield and stays stopped.
     pub fn suspend(&self, clock: &dyn Clock) {
         let mut s = self.state();
@@ -284,6 +352,7 @@ impl Control {
             s.vacate_deadline = Some((deadline, clock.unix_now() + grace.as_secs()));
         }
         self.vacate.store(true, Ordering::SeqCst);
+        self.raise_poll();
         let deaf = self.deaf.load(Ordering::SeqCst);
         // A suspended job must run to see the vacate; one that cannot hear it
         // is ended where it stopped, never run again.
@@ -382,6 +451,7 @@ impl Control {
     /// point, is captured, and stays suspended.
     pub fn request_checkpoint(&self) {
         self.ckpt_requested.store(true, Ordering::SeqCst);
+        self.raise_poll();
         let mut s = self.state();
         if let Some(w) = s.waker.take() {
             w.wake();

@@ -58,9 +58,10 @@ pub struct HostConfig {
     /// Where compiled modules are cached; `None` keeps them in memory only.
     pub cache_dir: Option<PathBuf>,
     /// Meter every job's fuel (the host configuration's
-    /// `STARTER_METER_FUEL`). When false, a job with no `MaxFuel` whose
-    /// module is not instrumented by `andes compile` runs on the unmetered
-    /// engine where the platform allows it (Linux on x86_64): about twice as
+    /// `STARTER_METER_FUEL`). When false, a job with no `MaxFuel` runs on
+    /// the unmetered engine where the platform allows it (Linux on x86_64;
+    /// a module compiled by `andes compile` too, when the host runs it in
+    /// place, as its daemon and `andes run` do): about twice as
     /// fast on compute, but nobody counts its fuel, so its
     /// `WasmFuelConsumed` is not published ([`crate::Usage::fuel_unmetered`]).
     /// Suspend, resume, vacate, hard kill and every limit work the same
@@ -163,10 +164,10 @@ fn engine_config(config: &HostConfig, metered: bool) -> Config {
     cfg.max_wasm_stack(config.max_wasm_stack);
     cfg.async_stack_size(config.max_wasm_stack + (1 << 20));
     let mut pool = PoolingAllocationConfig::default();
-    // A module instrumented by `andes compile` has a second memory, its
-    // checkpoint stack.
-    pool.total_memories(config.max_instances.saturating_mul(2))
-        .max_memories_per_module(2)
+    // A module instrumented by `andes compile` has two more memories: the
+    // word the host sets to ask for a checkpoint, and its checkpoint stack.
+    pool.total_memories(config.max_instances.saturating_mul(3))
+        .max_memories_per_module(3)
         .total_tables(config.max_instances)
         .total_core_instances(config.max_instances)
         .total_stacks(config.max_instances)
@@ -320,8 +321,7 @@ impl Host {
     }
 
     /// The module compiled and pre-linked for the unmetered engine, or
-    /// `None` when this job must run metered: the host meters every job, or
-    /// the module is instrumented by `andes compile`.
+    /// `None` when the host meters every job.
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     pub(crate) fn prepared_unmetered(
         &self,
@@ -334,22 +334,14 @@ impl Host {
         if let Some(p) = lock().get(&digest) {
             return Ok(p.clone());
         }
-        // An instrumented module sets its checkpoint flag from the epoch
-        // callback: metered, and never compiled here.
-        if andes_compile::instrumentation_version(bytes).is_some() {
-            lock().insert(digest, None);
-            return Ok(None);
-        }
         let module = self.load_or_compile(&u.engine, &u.engine_key, bytes, &digest)?;
         let pre = u.linker.instantiate_pre(&module).map_err(|e| format!("{e:#}"));
         let code = Some(Arc::new(crate::preempt::GuestCode::of(&module)));
-        let p = Arc::new(Prepared {
-            module,
-            pre,
-            instrumentation: None,
-            image: Default::default(),
-            code,
-        });
+        // An instrumented module runs here too: its checkpoints are asked for
+        // through its poll word, which needs no fuel or epoch check.
+        let instrumentation = andes_compile::instrumentation_version(bytes);
+        let p =
+            Arc::new(Prepared { module, pre, instrumentation, image: Default::default(), code });
         lock().insert(digest, Some(p.clone()));
         Ok(Some(p))
     }

@@ -342,15 +342,16 @@ impl ResourceLimiter for Limiter {
 pub(crate) struct JobState {
     pub(crate) wasi: WasiCtx,
     limiter: Limiter,
-    ctl: Arc<Control>,
+    pub(crate) ctl: Arc<Control>,
     clock: Arc<dyn Clock>,
     io: Arc<JobIo>,
-    /// An instrumented module's checkpoint flag.
-    pub(crate) flag: Option<wasmtime::Global>,
+    /// An instrumented module whose poll word the job's [`Control`] sets
+    /// (it has somewhere to put its snapshots): its yields are taken.
+    pub(crate) polled: bool,
     /// The sandbox's quota (and its registry of open handles).
     pub(crate) quota: Arc<Quota>,
     /// A checkpoint was tried on this vacate already.
-    vacate_checkpointed: bool,
+    pub(crate) vacate_checkpointed: bool,
     /// An unmetered job's link to its thread.
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     remote: Option<Arc<crate::preempt::Remote>>,
@@ -581,9 +582,10 @@ impl Host {
             fuel_before,
             fuel_budget,
         });
-        let unmetered = self.unmetered_for(&spec);
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        let in_place = in_place && may_block_in_place();
+        let unmetered = self.unmetered_for(&spec, in_place);
         let metered = unmetered.is_none();
-        // An unmetered job restores nothing: transparent checkpoints run metered.
         let setup = self.setup(
             &spec,
             ctl.clone(),
@@ -594,13 +596,11 @@ impl Host {
             restored.as_ref().map(|o| &o.header.wasi),
             unmetered.as_ref(),
         );
-        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-        let _ = in_place;
         let job: JobFuture<'_> = match unmetered {
             #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-            Some(_) if in_place && may_block_in_place() => {
+            Some(_) if in_place => {
                 // No other future to poll beside it: the watchdog is a task.
-                let outcome = run_unmetered_here(setup, &ctl, watch, exec_deadline.is_some());
+                let outcome = run_unmetered_here(setup, &ctl, watch, exec_deadline.is_some(), tp);
                 Box::pin(std::future::ready(outcome))
             }
             #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -871,7 +871,7 @@ impl Host {
                 ctl: ctl.clone(),
                 clock,
                 io,
-                flag: None,
+                polled: false,
                 quota,
                 vacate_checkpointed: false,
                 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -892,22 +892,13 @@ impl Host {
         store.set_fuel(fuel_budget).map_err(internal)?;
         store.fuel_async_yield_interval(Some(self.config.fuel_yield_interval)).map_err(internal)?;
         store.set_epoch_deadline(1);
-        let transparent = spec.transparent.is_some();
-        store.epoch_deadline_callback(move |mut ctx| {
+        store.epoch_deadline_callback(move |ctx| {
             let data = ctx.data();
             if let Ok(left) = ctx.get_fuel() {
                 data.ctl.fuel_consumed.store(fuel_budget.saturating_sub(left), Ordering::Relaxed);
             }
             if data.ctl.is_killed() {
                 return Err(Trap::Interrupt.into());
-            }
-            // An instrumented job asked to checkpoint (or vacated, when its
-            // snapshots go somewhere) yields at its next checked loop header.
-            if let Some(flag) = data.flag
-                && (data.ctl.checkpoint_requested()
-                    || (transparent && data.ctl.vacate_requested() && !data.vacate_checkpointed))
-            {
-                flag.set(&mut ctx, wasmtime::Val::I32(1))?;
             }
             Ok(UpdateDeadline::Continue(1))
         });
@@ -1066,6 +1057,7 @@ fn run_unmetered_here(
     ctl: &Arc<Control>,
     watch: impl Future<Output = std::convert::Infallible> + Send + 'static,
     timed: bool,
+    tp: Option<TpRun<'_>>,
 ) -> Result<Inner, Stopped> {
     use crate::control::WatchStart;
     let Some(remote) = setup_remote(&setup) else { return not_started(setup) };
@@ -1088,7 +1080,7 @@ fn run_unmetered_here(
         let _rt = handle.enter();
         // A panic is the job's end, as on a job thread, not the caller's.
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            crate::jobthread::drive(&remote, instantiate_and_run(setup, None))
+            crate::jobthread::drive(&remote, instantiate_and_run(setup, tp))
         }))
     });
     ctl.detach();
@@ -1101,13 +1093,22 @@ fn run_unmetered_here(
 
 impl Host {
     /// Whether this job runs unmetered, and on what: only when it needs no
-    /// fuel (no `MaxFuel`, no transparent checkpoints, a module not
-    /// instrumented by `andes compile`) and the host allows it.
-    fn unmetered_for(&self, spec: &JobSpec) -> Option<Unmetered> {
+    /// fuel (no `MaxFuel`) and the host allows it. A job checkpointed
+    /// transparently runs unmetered when its module has the current
+    /// instrumentation (checkpoints asked for through its poll word) and it
+    /// runs on the caller's thread (`in_place`), where its snapshots go.
+    fn unmetered_for(&self, spec: &JobSpec, in_place: bool) -> Option<Unmetered> {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         {
             let u = self.unmetered.as_ref()?;
-            if spec.metered || spec.limits.fuel.is_some() || spec.transparent.is_some() {
+            if spec.metered || spec.limits.fuel.is_some() {
+                return None;
+            }
+            if spec.transparent.is_some()
+                && (!in_place
+                    || andes_compile::instrumentation_version(&spec.module)
+                        != Some(andes_compile::INSTRUMENTATION_VERSION))
+            {
                 return None;
             }
             // A module that does not compile is held by the metered path,
@@ -1119,7 +1120,7 @@ impl Host {
         }
         #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
         {
-            let _ = spec;
+            let _ = (spec, in_place);
             None
         }
     }
@@ -1130,7 +1131,6 @@ impl Host {
         if self.unmetered.is_some()
             && !spec.metered
             && spec.limits.fuel.is_none()
-            && spec.transparent.is_none()
             && let Ok(Some(_)) = self.prepared_unmetered(&spec.module, spec.digest)
         {
             return;
@@ -1290,6 +1290,19 @@ async fn instantiate_and_run(
     // Transparent checkpoints need an instrumented module, somewhere to put
     // its snapshots, and its initial image.
     let mut tp = match (tp, prepared.instrumentation) {
+        (Some(tp), Some(version)) if version != andes_compile::INSTRUMENTATION_VERSION => {
+            let why = format!(
+                "the module was compiled by an andes compile of another version (its \
+                 instrumentation is version {version}, this host checkpoints version {}): \
+                 compile the original module again",
+                andes_compile::INSTRUMENTATION_VERSION
+            );
+            if tp.restore.is_some() {
+                return Inner::Setup(held(HOLD_CHECKPOINT, 1, why));
+            }
+            (tp.t.sink)(Err(format!("the job cannot be checkpointed: {why}")));
+            None
+        }
         (Some(tp), Some(version)) => match prepared.image(&tp.module) {
             Ok(image) => Some((tp, version, image)),
             Err(e) => {
@@ -1302,17 +1315,18 @@ async fn instantiate_and_run(
         },
         _ => None,
     };
-    if let Some((tp, _, image)) = &tp {
-        store.data_mut().flag = instance.get_global(&mut store, andes_compile::FLAG_EXPORT);
-        if let Some(opened) = tp.restore
-            && let Err(e) = resume(&mut store, &instance, tp, opened, image).await
-        {
-            return Inner::Setup(held(
-                HOLD_CHECKPOINT,
-                1,
-                format!("the job's checkpoint cannot be restored: {e}"),
-            ));
-        }
+    // The job's control block asks it to yield through its poll word; the
+    // guard unlinks the word before the store (declared before it) is dropped.
+    let _poll = tp.as_ref().and_then(|_| attach_poll(&mut store, &instance));
+    if let Some((tp, _, image)) = &tp
+        && let Some(opened) = tp.restore
+        && let Err(e) = resume(&mut store, &instance, tp, opened, image).await
+    {
+        return Inner::Setup(held(
+            HOLD_CHECKPOINT,
+            1,
+            format!("the job's checkpoint cannot be restored: {e}"),
+        ));
     }
     let mut cache = andes_snapshot::HashCache::default();
     store.data().ctl.mark_running();
@@ -1327,10 +1341,13 @@ async fn instantiate_and_run(
                 }
                 let ctl = store.data().ctl.clone();
                 let stopping = ctl.vacate_requested();
-                let fuel_left = store.get_fuel().unwrap_or(0);
+                let fuel_left = store.get_fuel().unwrap_or(tp.fuel_budget);
                 let mut usage = std::collections::BTreeMap::new();
-                let fuel = tp.fuel_before + tp.fuel_budget.saturating_sub(fuel_left);
-                usage.insert(FUEL_USAGE.to_string(), fuel as f64);
+                // An unmetered job counts no fuel: none is recorded.
+                if store.get_fuel().is_ok() {
+                    let fuel = tp.fuel_before + tp.fuel_budget.saturating_sub(fuel_left);
+                    usage.insert(FUEL_USAGE.to_string(), fuel as f64);
+                }
                 let c = transparent::CaptureCtx {
                     t: &tp.t,
                     module_sha256: tp.digest,
@@ -1379,6 +1396,36 @@ async fn instantiate_and_run(
     let refused = store.data().limiter.refused;
     let fuel_left = store.get_fuel().unwrap_or(0);
     Inner::Finished { result, refused, fuel_left }
+}
+
+/// Unlinks a compiled job's poll word from its control block when dropped.
+struct PollGuard(Arc<Control>);
+
+impl Drop for PollGuard {
+    fn drop(&mut self) {
+        self.0.detach_poll();
+    }
+}
+
+/// Links an instrumented instance's poll word to the job's control block, so
+/// that a checkpoint or vacate asked for from any thread reaches the guest
+/// at its next checked loop header without fuel or epoch checks.
+fn attach_poll(store: &mut Store<JobState>, instance: &wasmtime::Instance) -> Option<PollGuard> {
+    let poll = instance.get_memory(&mut *store, andes_compile::POLL_MEMORY_EXPORT)?;
+    let word = andes_compile::POLL_WORD as usize;
+    // The poll memory is one page that cannot grow (`min = max = 1`, checked
+    // here), so it stays where it is while the instance lives.
+    let ty = poll.ty(&*store);
+    if ty.maximum() != Some(1) || ty.is_shared() || poll.data_size(&*store) < word + 4 {
+        return None;
+    }
+    let ptr = poll.data_ptr(&*store).wrapping_add(word);
+    let ctl = store.data().ctl.clone();
+    store.data_mut().polled = true;
+    // SAFETY: the word is in a memory that cannot grow or move, of an
+    // instance of `store`; the guard, dropped before the store, detaches it.
+    unsafe { ctl.attach_poll(ptr, true) };
+    Some(PollGuard(ctl))
 }
 
 /// Writes a snapshot into a fresh instance and starts the rewind into the
@@ -1444,7 +1491,7 @@ pub fn andes_import_signatures(host: &Host) -> Vec<(String, String, Vec<String>,
         ctl,
         clock: Arc::new(crate::control::SystemClock),
         io: Arc::new(JobIo::default()),
-        flag: None,
+        polled: false,
         quota: Quota::new(0, 0, 0),
         vacate_checkpointed: false,
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

@@ -1,10 +1,12 @@
 //! Transparent checkpoints of modules instrumented by `andes compile`.
 //!
-//! An instrumented module imports `andes:checkpoint/yield`, checks a flag
-//! global at its loop headers and carries Binaryen's Asyncify (see the
-//! `andes-compile` crate for the contract). To checkpoint, the starter sets
-//! the flag (from its epoch callback, when [`Control::request_checkpoint`]
-//! asked for one); at the next checked loop header the guest calls the yield
+//! An instrumented module imports `andes:checkpoint/yield`, checks a flag (a
+//! word of its poll memory) at its loop headers and carries Binaryen's
+//! Asyncify (see the `andes-compile` crate for the contract). To checkpoint,
+//! the job's [`Control`] sets the flag, from whichever thread asks
+//! ([`Control::request_checkpoint`], or a vacate): the job needs no fuel or
+//! epoch checks, and runs unmetered where the host can stop it by other
+//! means (its hard kill and suspension; see `preempt.rs`). At the next checked loop header the guest calls the yield
 //! import, which starts an unwind; every frame saves itself into the
 //! checkpoint stack memory and `_start` returns. The starter then captures
 //! the job's whole state as a signed snapshot ([`andes_snapshot`]): every
@@ -147,16 +149,24 @@ where
 }
 
 /// The `andes:checkpoint/yield` import: finishes a rewind, or starts an
-/// unwind when the flag asks for one.
+/// unwind when the job's control block asks for one (a checkpoint, or a
+/// vacate the job has not yet been snapshotted for).
 pub(crate) async fn on_yield(caller: &mut Caller<'_, JobState>) -> anyhow::Result<()> {
-    let state: i32 = caller_call(caller, ac::GET_STATE, ()).await?;
-    let Some(flag) = caller.data().flag else { return Ok(()) };
-    if state == ac::STATE_REWINDING {
-        caller_call::<(), ()>(caller, ac::STOP_REWIND, ()).await?;
-        flag.set(&mut *caller, Val::I32(0))?;
+    if !caller.data().polled {
         return Ok(());
     }
-    if flag.get(&mut *caller).i32() == Some(0) {
+    let state: i32 = caller_call(caller, ac::GET_STATE, ()).await?;
+    let data = caller.data();
+    let ctl = data.ctl.clone();
+    if state == ac::STATE_REWINDING {
+        caller_call::<(), ()>(caller, ac::STOP_REWIND, ()).await?;
+        ctl.lower_poll();
+        return Ok(());
+    }
+    let wanted =
+        ctl.checkpoint_requested() || (ctl.vacate_requested() && !data.vacate_checkpointed);
+    if !wanted {
+        ctl.lower_poll();
         return Ok(());
     }
     let stack = caller

@@ -42,6 +42,20 @@ fn host() -> Host {
     .expect("host")
 }
 
+/// A host that runs jobs unmetered where it can, as `andes host` does by
+/// default (STARTER_METER_FUEL = False).
+fn unmetered_host() -> Arc<Host> {
+    Arc::new(
+        Host::new(HostConfig {
+            max_instances: 8,
+            epoch_tick: Duration::from_millis(2),
+            meter_fuel: false,
+            ..Default::default()
+        })
+        .expect("host"),
+    )
+}
+
 fn key(seed: u8) -> SigningKey {
     SigningKey::from_bytes(&[seed; 32])
 }
@@ -507,4 +521,110 @@ fn a_module_not_compiled_for_checkpoints_runs_as_before_and_is_simply_not_checkp
     assert_eq!(r.ending, Ending::Exited(0));
     assert!(job.taken.lock().unwrap().is_empty(), "no snapshot of a plain module");
     assert!(std::fs::read_to_string(sandbox.join("out.txt")).unwrap().starts_with("primes below"));
+}
+
+/// Runs a job as the execute host's daemon does ([`Host::run_in_place`], a
+/// task of a multi-thread runtime), calling `drive` with its control block
+/// until it ends.
+fn run_in_place(
+    rt: &tokio::runtime::Runtime,
+    host: &Arc<Host>,
+    spec: JobSpec,
+    ctl: &Arc<Control>,
+    mut drive: impl FnMut(&Control) + Send,
+) -> JobResult {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let task = {
+        let (host, ctl, clock) = (host.clone(), ctl.clone(), clock.clone());
+        rt.spawn(async move { host.run_in_place(spec, ctl, clock).await })
+    };
+    while !task.is_finished() {
+        drive(ctl);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    rt.block_on(task).unwrap()
+}
+
+/// A compiled job runs unmetered (no fuel or epoch checks) where the host
+/// runs plain jobs so: its periodic checkpoints and its vacate reach it
+/// through its poll word, its suspension and hard kill by the host's signal,
+/// and each snapshot resumes to the uninterrupted run's end.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn a_compiled_job_runs_unmetered_and_its_poll_word_brings_checkpoints_and_vacates() {
+    let job = Job::new(
+        instrumented("digest"),
+        r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt 6000"; Out = "out.txt" ]"#,
+        vec![("input.txt".into(), digest_input(1500))],
+    );
+    let host = unmetered_host();
+    let (want, want_files, _) = reference(&host, &job, "out.txt");
+    let rt = rt();
+    let clock = SystemClock;
+    // Two periodic checkpoints, a suspension, then a vacate.
+    let ctl = Control::new();
+    let mut step = 0;
+    let mut cpu_at_suspend = 0.0;
+    let r = run_in_place(&rt, &host, job.spec(&job.sandbox(true), None), &ctl, |ctl| {
+        let taken = job.taken.lock().unwrap().len();
+        match step {
+            0 | 1 if taken == step && ctl.is_running() => {
+                ctl.request_checkpoint();
+                step += 1;
+            }
+            2 if taken == 2 => {
+                ctl.suspend(&clock);
+                step += 1;
+            }
+            3 if ctl.is_stopped() => {
+                cpu_at_suspend = ctl.usage(&clock).remote_user_cpu;
+                step += 1;
+            }
+            4..=50 => step += 1,
+            51 => {
+                let cpu = ctl.usage(&clock).remote_user_cpu;
+                assert!(cpu - cpu_at_suspend < 0.01, "ran on while suspended");
+                ctl.soft_kill(&clock, Duration::from_secs(60));
+                step += 1;
+            }
+            _ => {}
+        }
+    });
+    assert_eq!(r.ending, Ending::Evicted { vacated: true }, "{r:?}");
+    assert!(r.usage.fuel_unmetered, "the compiled job ran metered");
+    let taken: Vec<Checkpoint> =
+        job.taken.lock().unwrap().iter().map(|c| c.clone().unwrap()).collect();
+    assert_eq!(taken.len(), 3, "two periodic checkpoints and the vacate's");
+    assert!(!taken[0].stopping && !taken[1].stopping && taken[2].stopping);
+    for c in &taken {
+        let fresh = job.sandbox(false);
+        let spec = job.spec(&fresh, Some(c.bytes.clone().into()));
+        let r = run_in_place(&rt, &host, spec, &Control::new(), |_| {});
+        assert_eq!(r.ending, Ending::Exited(0), "{r:?}");
+        assert!(r.usage.fuel_unmetered);
+        assert_eq!(std::fs::read(fresh.join("out.txt")).unwrap(), want);
+        assert_eq!(files_digest(&fresh), want_files);
+    }
+}
+
+/// A compiled job in a loop with no poll point (a leaf's, which the
+/// instrumentation leaves alone) is still hard-killed at once, unmetered.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn a_compiled_job_that_never_polls_is_hard_killed_at_once() {
+    let job = Job::new(instrumented("spin"), r#"[ Cmd = "spin.wasm" ]"#, vec![]);
+    let host = unmetered_host();
+    let rt = rt();
+    let ctl = Control::new();
+    let mut asked: Option<std::time::Instant> = None;
+    let r = run_in_place(&rt, &host, job.spec(&job.sandbox(true), None), &ctl, |ctl| {
+        if asked.is_none() && ctl.usage(&SystemClock).remote_user_cpu > 0.05 {
+            ctl.hard_kill();
+            asked = Some(std::time::Instant::now());
+        }
+    });
+    let took = asked.expect("killed").elapsed();
+    assert_eq!(r.ending, Ending::Evicted { vacated: false }, "{r:?}");
+    assert!(r.usage.fuel_unmetered);
+    assert!(took < Duration::from_secs(5), "the kill took {took:?}");
 }

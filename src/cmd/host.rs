@@ -148,9 +148,9 @@ pub async fn serve(
     )?;
     let max_instances = (slots.len() as u32).saturating_mul(2).clamp(4, 1000);
     // STARTER_METER_FUEL = True counts every job's fuel (WasmFuelConsumed);
-    // by default a job that needs none (no MaxFuel, not compiled by `andes
-    // compile`) runs unmetered where the platform allows it: about twice as
-    // fast on compute, with the same control and limits.
+    // by default a job that needs none (no MaxFuel; compiled by `andes
+    // compile` or not) runs unmetered where the platform allows it: about
+    // twice as fast on compute, with the same control, checkpoints and limits.
     let host = Host::new(HostConfig {
         max_instances,
         cache_dir: s.get("MODULE_CACHE")?.map(Into::into),

@@ -115,8 +115,8 @@ impl Default for MachineInfo {
 }
 
 /// The `CheckpointPlatform` of this andes: snapshot format 1, Asyncify
-/// instrumentation 1. Independent of OS and CPU.
-pub const DEFAULT_CHECKPOINT_PLATFORM: &str = "andes-snapshot-1/instrumentation-1";
+/// instrumentation 2. Independent of OS and CPU.
+pub const DEFAULT_CHECKPOINT_PLATFORM: &str = "andes-snapshot-1/instrumentation-2";
 
 /// Idle time reported when there is no keyboard or console (a headless
 /// server): large, as HTCondor reports it.

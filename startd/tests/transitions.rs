@@ -628,7 +628,7 @@ fn a_transparent_checkpoint_needs_the_same_platform() {
     let a = h.claim(1, "c1", moved);
     assert!(a.iter().any(|x| matches!(x, Action::ClaimRefused { .. })));
     let same = "[ WasmCheckpoint = \"transparent\"; NumCkpts = 2; \
-                LastCheckpointPlatform = \"andes-snapshot-1/instrumentation-1\" ]";
+                LastCheckpointPlatform = \"andes-snapshot-1/instrumentation-2\" ]";
     assert_eq!(numbers(&h.claim(1, "c2", same)), vec![5]);
 }
 

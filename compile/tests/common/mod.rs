@@ -12,15 +12,15 @@ use std::sync::{Arc, RwLock};
 use std::task::Poll;
 
 use andes_compile::{
-    FLAG_EXPORT, GET_STATE, GLOBAL_EXPORT_PREFIX, PAGE_SIZE, STACK_MEMORY_EXPORT, START_REWIND,
-    START_UNWIND, STATE_REWINDING, STATE_UNWINDING, STOP_REWIND, STOP_UNWIND, StackLayout,
-    YIELD_FIELD, YIELD_MODULE, is_stack_overflow,
+    GET_STATE, GLOBAL_EXPORT_PREFIX, PAGE_SIZE, POLL_MEMORY_EXPORT, POLL_WORD, STACK_MEMORY_EXPORT,
+    START_REWIND, START_UNWIND, STATE_REWINDING, STATE_UNWINDING, STOP_REWIND, STOP_UNWIND,
+    StackLayout, YIELD_FIELD, YIELD_MODULE, is_stack_overflow,
 };
 use wasi_common::WasiCtx;
 use wasi_common::pipe::WritePipe;
 use wasmtime::{
-    Caller, Config, Engine, Extern, Global, Instance, InstanceAllocationStrategy, Linker, Module,
-    PoolingAllocationConfig, Store, Trap, UpdateDeadline, Val,
+    AsContextMut, Caller, Config, Engine, Extern, Instance, InstanceAllocationStrategy, Linker,
+    Memory, Module, PoolingAllocationConfig, Store, Trap, UpdateDeadline, Val,
 };
 
 /// Fuel units between the store's async yields. The host's default is
@@ -126,7 +126,8 @@ pub struct Saved {
 
 pub struct State {
     wasi: WasiCtx,
-    flag: Option<Global>,
+    /// The poll memory, whose word at POLL_WORD is the flag.
+    flag: Option<Memory>,
 }
 
 /// An engine configured as the execute host's, and a linker with WASI, the
@@ -164,10 +165,10 @@ impl Rig {
         cfg.max_wasm_stack(1 << 20);
         cfg.async_stack_size(2 << 20);
         let mut pool = PoolingAllocationConfig::default();
-        // An instrumented module has two memories: the guest's and the
+        // An instrumented module has three memories: the guest's, the poll memory and the
         // Asyncify stack.
-        pool.total_memories(64)
-            .max_memories_per_module(2)
+        pool.total_memories(96)
+            .max_memories_per_module(3)
             .total_tables(32)
             .total_core_instances(32)
             .total_stacks(32)
@@ -205,10 +206,10 @@ impl Rig {
                     let state: i32 = typed_call(&mut caller, GET_STATE, ()).await?;
                     if state == STATE_REWINDING {
                         typed_call::<(), ()>(&mut caller, STOP_REWIND, ()).await?;
-                        flag.set(&mut caller, Val::I32(0))?;
+                        set_flag(&mut caller, flag, 0)?;
                         return Ok(());
                     }
-                    if flag.get(&mut caller).i32() == Some(0) {
+                    if flag.data(&caller)[POLL_WORD as usize] == 0 {
                         return Ok(());
                     }
                     let stack = caller
@@ -244,13 +245,13 @@ impl Rig {
         // The host asks for a yield from its epoch callback.
         store.epoch_deadline_callback(|mut ctx| {
             if let Some(flag) = ctx.data().flag {
-                flag.set(&mut ctx, Val::I32(1))?;
+                set_flag(&mut ctx, flag, 1)?;
             }
             Ok(UpdateDeadline::Continue(1))
         });
         let instance =
             self.linker.instantiate_async(&mut store, module).await.expect("instantiate");
-        store.data_mut().flag = instance.get_global(&mut store, FLAG_EXPORT);
+        store.data_mut().flag = instance.get_memory(&mut store, POLL_MEMORY_EXPORT);
         (store, instance)
     }
 
@@ -342,7 +343,7 @@ impl Rig {
                 call::<i32, ()>(&mut store, &instance, START_REWIND, 0).await;
             } else if flag_first {
                 let flag = store.data().flag.expect("flag");
-                flag.set(&mut store, Val::I32(1)).unwrap();
+                set_flag(&mut store, flag, 1).unwrap();
             }
             loop {
                 out.slices += 1;
@@ -443,4 +444,10 @@ pub fn restore(store: &mut Store<State>, instance: &Instance, saved: &Saved) {
     for (name, v) in &saved.globals {
         instance.get_global(&mut *store, name).expect("global").set(&mut *store, *v).expect("set");
     }
+}
+
+/// Sets the flag (the poll memory's word at POLL_WORD).
+fn set_flag(store: impl AsContextMut, poll: Memory, value: u32) -> wasmtime::Result<()> {
+    poll.write(store, POLL_WORD as usize, &value.to_le_bytes())?;
+    Ok(())
 }
