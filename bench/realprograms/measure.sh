@@ -8,8 +8,8 @@
 # in an order that rotates from round to round:
 #   plain     andes run of the module as built: the default, unmetered
 #             (no fuel, no epoch checks) on Linux x86_64
-#   metered   the same module with --meter-fuel (the engine compiled
-#             modules run on: fuel and epoch checks), no instrumentation
+#   metered   the same module with --meter-fuel (fuel and epoch checks,
+#             as a job with a MaxFuel runs), no instrumentation
 #   compiled  the module instrumented by `andes compile`, no checkpoints
 #   ckpt      the instrumented module with --checkpoint-dir D
 #             --checkpoint-every $EVERY: snapshotted every $EVERY as it runs

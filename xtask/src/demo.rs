@@ -2,9 +2,12 @@
 //!
 //! It builds the samples and the `andes` binary, starts `andes pool up` in a
 //! fresh temporary directory, submits some 300 `primes` jobs, one `vacate` job
-//! (which it vacates once while it runs) and one `membomb` job limited to 64 MB
-//! (which goes on hold), shows their progress, checks the results, prints
-//! `andes q` and `andes history`, and stops the pool. `--keep` keeps the
+//! (which it vacates once while it runs), one `membomb` job limited to 64 MB
+//! (which goes on hold), a Go program (`fannkuch`) that writes its results to
+//! files, and a C program (`textstat`) compiled with `andes compile`, which it
+//! vacates mid-run so that it resumes from its snapshot; it shows their
+//! progress, checks every result (the C and Go jobs' against their native
+//! builds'), prints `andes q` and `andes history`, and stops the pool. `--keep` keeps the
 //! directory. On any failure it names the step and the pool's log, stops the
 //! pool and exits non-zero.
 
@@ -25,6 +28,14 @@ const PRIMES_STEP: u64 = 10_000;
 const VACATE_TERMS: u64 = 1_000_000_000;
 /// How long the vacate job runs before the demo vacates it.
 const VACATE_AFTER: Duration = Duration::from_millis(700);
+/// The words of the compiled C job's input, and how many times it counts
+/// them: some seconds of work.
+const TEXTSTAT_WORDS: usize = 200_000;
+const TEXTSTAT_ROUNDS: u32 = 300;
+/// How long the compiled C job runs before the demo vacates it.
+const COMPILED_VACATE_AFTER: Duration = Duration::from_millis(1500);
+/// The Go job's fannkuch-redux N.
+const FANNKUCH_N: u32 = 10;
 /// How often the queue is polled.
 const POLL: Duration = Duration::from_millis(250);
 /// The longest the pool may take to start.
@@ -130,13 +141,14 @@ fn target_dir() -> PathBuf {
 }
 
 /// Where `samples()` puts the sample jobs: the samples workspace's own target
-/// directory, unless `CARGO_TARGET_DIR` overrides it.
+/// directory (`--target-dir`, whatever `CARGO_TARGET_DIR` says).
 fn wasm_dir() -> PathBuf {
-    let base = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(d) if !d.is_empty() => crate::root().join(d),
-        _ => crate::root().join("samples").join("target"),
-    };
-    base.join("wasm32-wasip1").join("release")
+    crate::root().join("samples").join("target").join("wasm32-wasip1").join("release")
+}
+
+/// Where `samples()` puts the native builds of the C and Go guests.
+fn native_dir() -> PathBuf {
+    crate::root().join("samples").join("target").join("native")
 }
 
 /// The personal pool: `andes pool up` and the commands run against it.
@@ -309,7 +321,31 @@ struct Batch {
     primes: i64,
     vacate: i64,
     membomb: i64,
+    fannkuch: i64,
+    textstat: i64,
     total: u64,
+}
+
+/// Text for the C job: `words` words from a seeded vocabulary.
+fn text(words: usize) -> String {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let vocab: Vec<String> = (0..4000)
+        .map(|_| {
+            (0..1 + next(9)).map(|_| b"etaoinshrdlucmfwyp"[next(18) as usize] as char).collect()
+        })
+        .collect();
+    let mut out = String::new();
+    for i in 0..words {
+        out.push_str(&vocab[next(vocab.len() as u64) as usize]);
+        out.push(if i % 12 == 11 { '\n' } else { ' ' });
+    }
+    out
 }
 
 /// Writes the submit files beside copies of the modules and submits them.
@@ -325,6 +361,25 @@ fn submit(pool: &Pool, wasm: &Path) -> Result<Batch> {
     }
     let limits: String = (0..PRIMES_JOBS).map(|p| format!("{}\n", (p + 1) * PRIMES_STEP)).collect();
     std::fs::write(jobs.join("limits.txt"), limits).at(STEP)?;
+    // The Go job writes into a directory of its own; the C job, compiled
+    // for transparent checkpoints as a user would, into another.
+    for d in ["go", "c"] {
+        std::fs::create_dir_all(jobs.join(d)).at(STEP)?;
+    }
+    let from = wasm.join("fannkuch.wasm");
+    std::fs::copy(&from, jobs.join("go/fannkuch.wasm"))
+        .map_err(|e| format!("copying {}: {e}", from.display()))
+        .at(STEP)?;
+    std::fs::write(jobs.join("c/in.txt"), text(TEXTSTAT_WORDS)).at(STEP)?;
+    let module = wasm.join("textstat.wasm");
+    let out = pool.andes(
+        "compile the C job",
+        &["compile", &module.to_string_lossy(), "-o", "c/textstat_c.wasm"],
+    )?;
+    let growth = out.lines().find_map(|l| l.strip_prefix("growth")).unwrap_or("").trim();
+    println!(
+        "compiled textstat.wasm (C) with andes compile: c/textstat_c.wasm ({growth} its size)"
+    );
     let files = [
         (
             "vacate.sub",
@@ -340,6 +395,25 @@ fn submit(pool: &Pool, wasm: &Path) -> Result<Batch> {
              executable = membomb.wasm\nrequest_memory = 64\n\
              output = out/membomb.out\nerror = out/membomb.err\nlog = membomb.log\nqueue\n"
                 .to_string(),
+        ),
+        (
+            "fannkuch.sub",
+            format!(
+                "# Go (GOOS=wasip1): fannkuch-redux, its results written to files.\n\
+                 executable = {}\narguments = {FANNKUCH_N}\ninitialdir = go\n\
+                 output = fannkuch.out\nerror = fannkuch.err\nlog = events.log\nqueue\n",
+                jobs.join("go/fannkuch.wasm").display()
+            ),
+        ),
+        (
+            "textstat.sub",
+            format!(
+                "# C (zig cc), compiled by andes compile: checkpointed by snapshot when vacated.\n\
+                 executable = {}\narguments = in.txt out.txt {TEXTSTAT_ROUNDS}\n\
+                 initialdir = c\ntransfer_input_files = in.txt\n\
+                 output = textstat.out\nerror = textstat.err\nlog = events.log\nqueue\n",
+                jobs.join("c/textstat_c.wasm").display()
+            ),
         ),
         (
             "primes.sub",
@@ -363,8 +437,10 @@ fn submit(pool: &Pool, wasm: &Path) -> Result<Batch> {
     Ok(Batch {
         vacate: clusters[0],
         membomb: clusters[1],
-        primes: clusters[2],
-        total: PRIMES_JOBS + 2,
+        fannkuch: clusters[2],
+        textstat: clusters[3],
+        primes: clusters[4],
+        total: PRIMES_JOBS + 4,
     })
 }
 
@@ -378,9 +454,18 @@ enum Vacate {
     Vacated(String),
 }
 
+/// A job the demo vacates once, after it has run for a while.
+struct ToVacate {
+    cluster: i64,
+    after: Duration,
+    what: &'static str,
+    state: Vacate,
+}
+
 /// Polls the queue until every job is completed or held, vacating the vacate
-/// job once on the way.
-fn watch(pool: &Pool, batch: &Batch) -> Result<String> {
+/// job and the compiled C job once each on the way; returns the slots they
+/// were vacated from, in that order.
+fn watch(pool: &Pool, batch: &Batch) -> Result<Vec<String>> {
     const STEP: &str = "run the jobs";
     let bar = ProgressBar::new(batch.total);
     let style = ProgressStyle::with_template(
@@ -392,7 +477,20 @@ fn watch(pool: &Pool, batch: &Batch) -> Result<String> {
     let plain = !std::io::stderr().is_terminal();
     let mut last_line = Instant::now();
     let start = Instant::now();
-    let mut vacate = Vacate::Waiting;
+    let mut targets = [
+        ToVacate {
+            cluster: batch.vacate,
+            after: VACATE_AFTER,
+            what: "the vacate job",
+            state: Vacate::Waiting,
+        },
+        ToVacate {
+            cluster: batch.textstat,
+            after: COMPILED_VACATE_AFTER,
+            what: "the compiled C job",
+            state: Vacate::Waiting,
+        },
+    ];
     loop {
         let q =
             pool.andes(STEP, &["q", "-af", "ClusterId", "ProcId", "JobStatus", "RemoteHost"])?;
@@ -407,38 +505,51 @@ fn watch(pool: &Pool, batch: &Batch) -> Result<String> {
             println!("  {completed}/{} completed, {msg}", batch.total);
             last_line = Instant::now();
         }
-        let v = rows.iter().find(|r| r.cluster == batch.vacate && r.proc == 0);
-        match (&vacate, v) {
-            (Vacate::Waiting, Some(r)) if r.status == RUNNING && r.remote_host.contains('@') => {
-                vacate = Vacate::Running(r.remote_host.clone(), Instant::now());
-            }
-            (Vacate::Running(slot, since), Some(r))
-                if r.status == RUNNING && since.elapsed() >= VACATE_AFTER =>
-            {
-                let slot = slot.clone();
-                pool.andes("vacate the vacate job", &["vacate", &slot])?;
-                let line = format!("vacated {slot}, where job {}.0 was running", batch.vacate);
-                if plain {
-                    println!("  {line}");
-                } else {
-                    bar.println(line);
+        for t in &mut targets {
+            let v = rows.iter().find(|r| r.cluster == t.cluster && r.proc == 0);
+            match (&t.state, v) {
+                (Vacate::Waiting, Some(r))
+                    if r.status == RUNNING && r.remote_host.contains('@') =>
+                {
+                    t.state = Vacate::Running(r.remote_host.clone(), Instant::now());
                 }
-                vacate = Vacate::Vacated(slot);
+                (Vacate::Running(slot, since), Some(r))
+                    if r.status == RUNNING && since.elapsed() >= t.after =>
+                {
+                    let slot = slot.clone();
+                    pool.andes("vacate a running job", &["vacate", &slot])?;
+                    let line = format!(
+                        "vacated {slot}, where {} (job {}.0) was running",
+                        t.what, t.cluster
+                    );
+                    if plain {
+                        println!("  {line}");
+                    } else {
+                        bar.println(line);
+                    }
+                    t.state = Vacate::Vacated(slot);
+                }
+                (Vacate::Waiting | Vacate::Running(..), None) => {
+                    bar.abandon();
+                    return fail(
+                        "vacate a running job",
+                        format!("{} finished before the demo could vacate it", t.what),
+                    );
+                }
+                _ => {}
             }
-            (Vacate::Waiting | Vacate::Running(..), None) => {
-                bar.abandon();
-                return fail(
-                    "vacate the vacate job",
-                    "the vacate job finished before the demo could vacate it",
-                );
-            }
-            _ => {}
         }
-        if rows.iter().all(|r| r.status == HELD) && matches!(vacate, Vacate::Vacated(_)) {
+        let vacated = targets.iter().all(|t| matches!(t.state, Vacate::Vacated(_)));
+        if rows.iter().all(|r| r.status == HELD) && vacated {
             bar.finish_and_clear();
             println!("  {completed}/{} completed, {msg}", batch.total);
-            let Vacate::Vacated(slot) = vacate else { unreachable!() };
-            return Ok(slot);
+            return Ok(targets
+                .into_iter()
+                .map(|t| match t.state {
+                    Vacate::Vacated(slot) => slot,
+                    _ => String::new(),
+                })
+                .collect());
         }
         if start.elapsed() > RUN_TIMEOUT {
             bar.abandon();
@@ -507,6 +618,130 @@ fn fields(text: &str) -> Vec<Vec<String>> {
     text.lines().map(|l| l.split_whitespace().map(str::to_string).collect()).collect()
 }
 
+/// Runs a native build of a guest in a fresh directory holding `inputs`;
+/// the files it leaves there and its stdout (as `stdout`).
+fn native_run(
+    step: &'static str,
+    name: &str,
+    args: &[String],
+    inputs: &[(&str, &Path)],
+) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
+    let dir = tempfile::Builder::new().prefix("andes-demo-native-").tempdir().at(step)?;
+    for (name, from) in inputs {
+        std::fs::copy(from, dir.path().join(name)).at(step)?;
+    }
+    let bin = native_dir().join(name);
+    let out = Command::new(&bin)
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .map_err(|e| format!("{}: {e}", bin.display()))
+        .at(step)?;
+    if !out.status.success() {
+        return fail(step, format!("{} failed: {}", bin.display(), out.status));
+    }
+    let mut files = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir.path()).at(step)?.flatten() {
+        files.insert(
+            e.file_name().to_string_lossy().into_owned(),
+            std::fs::read(e.path()).at(step)?,
+        );
+    }
+    files.insert("stdout".into(), out.stdout);
+    Ok(files)
+}
+
+/// Checks that each of `files` in `dir` (named as the native run has them;
+/// `stdout` is the job's output file `out`) equals the native build's.
+fn same_as_native(
+    step: &'static str,
+    dir: &Path,
+    out: &str,
+    native: &std::collections::BTreeMap<String, Vec<u8>>,
+    files: &[&str],
+) -> Result<()> {
+    for f in files {
+        let (path, want) = match *f {
+            "stdout" => (dir.join(out), native.get("stdout")),
+            f => (dir.join(f), native.get(f)),
+        };
+        let got = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display())).at(step)?;
+        if Some(&got) != want {
+            return fail(step, format!("{} differs from the native build's", path.display()));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the Go job: completed, and every file it wrote is the native build's.
+fn check_go(pool: &Pool, batch: &Batch) -> Result<String> {
+    const STEP: &str = "check the Go job";
+    let h = fields(&pool.andes(
+        STEP,
+        &["history", "-constraint", &format!("ClusterId == {}", batch.fannkuch), "-af", "ExitCode"],
+    )?);
+    if h.first().and_then(|r| r.first()).map(String::as_str) != Some("0") {
+        return fail(STEP, format!("the Go job did not exit with 0: {h:?}"));
+    }
+    let native = native_run(STEP, "fannkuch", &[FANNKUCH_N.to_string()], &[])?;
+    let dir = pool.jobs().join("go");
+    same_as_native(STEP, &dir, "fannkuch.out", &native, &["stdout", "result.txt", "fannkuch.log"])?;
+    let result = std::fs::read_to_string(dir.join("result.txt")).unwrap_or_default();
+    Ok(format!(
+        "go:      job {}.0 (Go, GOOS=wasip1) completed; result.txt, fannkuch.log and its output \
+         equal the native build's: {}",
+        batch.fannkuch,
+        result.lines().last().unwrap_or_default()
+    ))
+}
+
+/// Checks the compiled C job: vacated once, resumed from its snapshot (not
+/// restarted), and its output file is the native build's.
+fn check_compiled_c(pool: &Pool, batch: &Batch, vacated_from: &str) -> Result<String> {
+    const STEP: &str = "check the compiled C job";
+    let h = fields(&pool.andes(
+        STEP,
+        &[
+            "history",
+            "-constraint",
+            &format!("ClusterId == {}", batch.textstat),
+            "-af",
+            "ExitCode",
+            "NumJobStarts",
+            "NumCkpts",
+            "CkptSize",
+            "LastRemoteHost",
+        ],
+    )?);
+    let Some([exit, starts, ckpts, size, host]) = h.first().map(Vec::as_slice) else {
+        return fail(STEP, format!("the compiled C job is not in the history: {h:?}"));
+    };
+    if exit != "0" || starts != "2" || ckpts.parse::<i64>().unwrap_or(0) < 1 {
+        return fail(
+            STEP,
+            format!(
+                "expected exit code 0, 2 starts and a checkpoint; ExitCode {exit}, \
+                 NumJobStarts {starts}, NumCkpts {ckpts}"
+            ),
+        );
+    }
+    let dir = pool.jobs().join("c");
+    let log = std::fs::read_to_string(dir.join("events.log")).unwrap_or_default();
+    if !log.contains("Job was checkpointed") {
+        return fail(STEP, "its event log has no checkpoint event (was it restarted?)");
+    }
+    let args: Vec<String> =
+        ["in.txt", "out.txt", &TEXTSTAT_ROUNDS.to_string()].iter().map(|s| s.to_string()).collect();
+    let native = native_run(STEP, "textstat", &args, &[("in.txt", &dir.join("in.txt"))])?;
+    same_as_native(STEP, &dir, "textstat.out", &native, &["stdout", "out.txt"])?;
+    Ok(format!(
+        "c:       job {}.0 (C, zig cc, compiled by andes compile) vacated from {vacated_from} \
+         mid-run, checkpointed by snapshot (CkptSize {size} KiB), resumed on {host} from it and \
+         completed; out.txt and its output equal the native build's",
+        batch.textstat
+    ))
+}
+
 fn demo(pool: &mut Pool, wasm: &Path, started: Instant) -> Result<()> {
     let slots = std::thread::available_parallelism().map_or(2, |n| n.get());
     println!("demo: starting a personal pool with {slots} slots in {}", pool.dir.display());
@@ -515,7 +750,8 @@ fn demo(pool: &mut Pool, wasm: &Path, started: Instant) -> Result<()> {
 
     let batch = submit(pool, wasm)?;
     let run_start = Instant::now();
-    let slot = watch(pool, &batch)?;
+    let slots = watch(pool, &batch)?;
+    let slot = &slots[0];
     println!(
         "demo: every job completed or held after {:.1} s\n",
         run_start.elapsed().as_secs_f64()
@@ -571,6 +807,9 @@ fn demo(pool: &mut Pool, wasm: &Path, started: Instant) -> Result<()> {
         }
         _ => return fail(VAC, format!("the vacate job did not complete: {v:?}")),
     }
+
+    println!("{}", check_go(pool, &batch)?);
+    println!("{}", check_compiled_c(pool, &batch, &slots[1])?);
 
     const SHOW: &str = "show the queue and history";
     print!("{}", pool.andes(SHOW, &["q"])?);
