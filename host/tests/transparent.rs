@@ -554,7 +554,7 @@ fn run_in_place(
 fn a_compiled_job_runs_unmetered_and_its_poll_word_brings_checkpoints_and_vacates() {
     let job = Job::new(
         instrumented("digest"),
-        r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt 6000"; Out = "out.txt" ]"#,
+        r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt 100000"; Out = "out.txt" ]"#,
         vec![("input.txt".into(), digest_input(1500))],
     );
     let host = unmetered_host();
