@@ -169,11 +169,7 @@ pub struct Control {
 /// guest's plain loads. Being memory, not a global, it needs no access to the
 /// store, so a compiled job runs without fuel or epoch checks.
 #[derive(Debug)]
-struct PollWord {
-    word: std::ptr::NonNull<AtomicU32>,
-    /// A vacate asks for a yield too (the job's snapshots go somewhere).
-    on_vacate: bool,
-}
+struct PollWord(std::ptr::NonNull<AtomicU32>);
 
 // SAFETY: the word is only accessed atomically, and only while it is
 // attached: `Control::attach_poll`'s caller keeps the memory alive and in
@@ -246,18 +242,19 @@ impl Control {
         }
     }
 
-    /// Links a compiled job's poll word to this control block, and raises it
-    /// if a checkpoint (or, with `on_vacate`, a vacate) is already asked for.
+    /// Links a compiled job's poll word to this control block (a job whose
+    /// snapshots go somewhere, so that a vacate asks it to yield too), and
+    /// raises it if a checkpoint or a vacate is already asked for.
     ///
     /// # Safety
     ///
     /// `word` must point to 4 aligned bytes of a linear memory that stays
     /// alive and does not move until [`Control::detach_poll`] (a memory
     /// that cannot grow, of a live instance).
-    pub(crate) unsafe fn attach_poll(&self, word: *mut u8, on_vacate: bool) {
+    pub(crate) unsafe fn attach_poll(&self, word: *mut u8) {
         let Some(word) = std::ptr::NonNull::new(word.cast::<AtomicU32>()) else { return };
         debug_assert!(word.as_ptr().is_aligned());
-        *self.poll.lock().unwrap_or_else(|e| e.into_inner()) = Some(PollWord { word, on_vacate });
+        *self.poll.lock().unwrap_or_else(|e| e.into_inner()) = Some(PollWord(word));
         self.raise_poll();
     }
 
@@ -267,15 +264,15 @@ impl Control {
         *self.poll.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
-    /// Sets the poll word if the job should yield: a checkpoint is asked for,
-    /// or a vacate when the word says so.
+    /// Sets the poll word if the job should yield: a checkpoint or a vacate
+    /// is asked for.
     fn raise_poll(&self) {
         let poll = self.poll.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = &*poll
-            && (self.checkpoint_requested() || (p.on_vacate && self.vacate_requested()))
+        if let Some(PollWord(word)) = &*poll
+            && (self.checkpoint_requested() || self.vacate_requested())
         {
             // SAFETY: attached, so alive and in place (see `attach_poll`).
-            unsafe { p.word.as_ref() }.store(1, Ordering::SeqCst);
+            unsafe { word.as_ref() }.store(1, Ordering::SeqCst);
         }
     }
 
@@ -284,9 +281,9 @@ impl Control {
     pub(crate) fn lower_poll(&self) {
         {
             let poll = self.poll.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(p) = &*poll {
+            if let Some(PollWord(word)) = &*poll {
                 // SAFETY: as in `raise_poll`.
-                unsafe { p.word.as_ref() }.store(0, Ordering::SeqCst);
+                unsafe { word.as_ref() }.store(0, Ordering::SeqCst);
             }
         }
         if self.checkpoint_requested() {

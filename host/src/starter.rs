@@ -1104,16 +1104,18 @@ impl Host {
             if spec.metered || spec.limits.fuel.is_some() {
                 return None;
             }
-            if spec.transparent.is_some()
-                && (!in_place
-                    || andes_compile::instrumentation_version(&spec.module)
-                        != Some(andes_compile::INSTRUMENTATION_VERSION))
-            {
+            let transparent = spec.transparent.is_some();
+            if transparent && !in_place {
                 return None;
             }
             // A module that does not compile is held by the metered path,
             // which says why.
             let prepared = self.prepared_unmetered(&spec.module, spec.digest).ok()??;
+            if transparent
+                && prepared.instrumentation != Some(andes_compile::INSTRUMENTATION_VERSION)
+            {
+                return None;
+            }
             let code = prepared.code.clone()?;
             let remote = crate::preempt::Remote::new(code, &u.preempt);
             Some(Unmetered { prepared, engine: u.engine.clone(), remote })
@@ -1341,11 +1343,12 @@ async fn instantiate_and_run(
                 }
                 let ctl = store.data().ctl.clone();
                 let stopping = ctl.vacate_requested();
-                let fuel_left = store.get_fuel().unwrap_or(tp.fuel_budget);
+                let metered_fuel_left = store.get_fuel().ok();
+                let fuel_left = metered_fuel_left.unwrap_or(tp.fuel_budget);
                 let mut usage = std::collections::BTreeMap::new();
                 // An unmetered job counts no fuel: none is recorded.
-                if store.get_fuel().is_ok() {
-                    let fuel = tp.fuel_before + tp.fuel_budget.saturating_sub(fuel_left);
+                if let Some(left) = metered_fuel_left {
+                    let fuel = tp.fuel_before + tp.fuel_budget.saturating_sub(left);
                     usage.insert(FUEL_USAGE.to_string(), fuel as f64);
                 }
                 let c = transparent::CaptureCtx {
@@ -1424,7 +1427,7 @@ fn attach_poll(store: &mut Store<JobState>, instance: &wasmtime::Instance) -> Op
     store.data_mut().polled = true;
     // SAFETY: the word is in a memory that cannot grow or move, of an
     // instance of `store`; the guard, dropped before the store, detaches it.
-    unsafe { ctl.attach_poll(ptr, true) };
+    unsafe { ctl.attach_poll(ptr) };
     Some(PollGuard(ctl))
 }
 

@@ -6,9 +6,10 @@
 //! the job's [`Control`] sets the flag, from whichever thread asks
 //! ([`Control::request_checkpoint`], or a vacate): the job needs no fuel or
 //! epoch checks, and runs unmetered where the host can stop it by other
-//! means (its hard kill and suspension; see `preempt.rs`). At the next checked loop header the guest calls the yield
-//! import, which starts an unwind; every frame saves itself into the
-//! checkpoint stack memory and `_start` returns. The starter then captures
+//! means (its hard kill and suspension; see `preempt.rs`). At the next
+//! checked loop header the guest calls the yield import, which starts an
+//! unwind; every frame saves itself into the checkpoint stack memory and
+//! `_start` returns. The starter then captures
 //! the job's whole state as a signed snapshot ([`andes_snapshot`]): every
 //! linear memory, every mutable global, the WASI state (open descriptors and
 //! their offsets, the stream offsets, the monotonic clock) and the sandbox's

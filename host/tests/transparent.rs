@@ -312,12 +312,20 @@ fn digest_input(lines: usize) -> Vec<u8> {
 #[test]
 fn a_file_processing_job_with_open_files_interrupted_k_times_ends_as_if_never_interrupted() {
     // The job reads one open file and writes another while it runs.
-    let job = Job::new(
-        instrumented("digest"),
-        r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt 3000"; Out = "out.txt" ]"#,
-        vec![("input.txt".into(), digest_input(2000))],
-    );
+    let job = digest_job(2000, 3000);
     check_random_interruptions(&job, "out.txt", [1, 2, 3, 5, 8, 13, 20].into_iter());
+}
+
+/// The instrumented `digest` job over `lines` lines of input, `rounds` times,
+/// its output in `out.txt`.
+fn digest_job(lines: usize, rounds: u32) -> Job {
+    Job::new(
+        instrumented("digest"),
+        &format!(
+            r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt {rounds}"; Out = "out.txt" ]"#
+        ),
+        vec![("input.txt".into(), digest_input(lines))],
+    )
 }
 
 #[test]
@@ -341,11 +349,7 @@ fn a_job_whose_memory_grows_to_64_mib_is_restored_with_all_of_it() {
 
 #[test]
 fn periodic_checkpoints_let_the_job_go_on_and_each_one_resumes_elsewhere() {
-    let job = Job::new(
-        instrumented("digest"),
-        r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt 4000"; Out = "out.txt" ]"#,
-        vec![("input.txt".into(), digest_input(1500))],
-    );
+    let job = digest_job(1500, 4000);
     let host = host();
     let (want, want_files, _) = reference(&host, &job, "out.txt");
     let rt = rt();
@@ -552,11 +556,7 @@ fn run_in_place(
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn a_compiled_job_runs_unmetered_and_its_poll_word_brings_checkpoints_and_vacates() {
-    let job = Job::new(
-        instrumented("digest"),
-        r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt 100000"; Out = "out.txt" ]"#,
-        vec![("input.txt".into(), digest_input(1500))],
-    );
+    let job = digest_job(1500, 100_000);
     let host = unmetered_host();
     let (want, want_files, _) = reference(&host, &job, "out.txt");
     let rt = rt();
