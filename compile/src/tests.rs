@@ -344,3 +344,70 @@ fn an_imported_memory_keeps_the_poll_memory_at_its_index() {
     assert_eq!(s.export(STACK_MEMORY_EXPORT), Some((ExternalKind::Memory, STACK_MEMORY)));
     assert_eq!(calls_to_yield(&out), 1);
 }
+
+/// Asyncify's state global in an instrumented module: the global that
+/// `asyncify_get_state` returns.
+fn state_global(module: &[u8]) -> u32 {
+    let s = shape(module);
+    let (_, _, func) = s.exports.iter().find(|e| e.0 == GET_STATE).unwrap().clone();
+    let imported = s.imports.len() as u32;
+    let mut index = imported;
+    for p in Parser::new(0).parse_all(module) {
+        if let Payload::CodeSectionEntry(body) = p.unwrap() {
+            if index == func {
+                let mut ops = body.get_operators_reader().unwrap();
+                match ops.read().unwrap() {
+                    wasmparser::Operator::GlobalGet { global_index } => return global_index,
+                    op => panic!("asyncify_get_state begins with {op:?}"),
+                }
+            }
+            index += 1;
+        }
+    }
+    panic!("no body for asyncify_get_state")
+}
+
+#[test]
+fn asyncify_state_is_read_from_the_global_only_on_entry_and_after_calls() {
+    let out = instrument(&sample("primes"), &Options::default()).unwrap();
+    let state = state_global(&out);
+    let (mut refreshes, mut other_reads, mut functions) = (0, 0, 0);
+    for p in Parser::new(0).parse_all(&out) {
+        let Payload::CodeSectionEntry(body) = p.unwrap() else { continue };
+        let mut ops = Vec::new();
+        let mut reader = body.get_operators_reader().unwrap();
+        while !reader.eof() {
+            ops.push(reader.read().unwrap());
+        }
+        let writes = ops.iter().any(|op| {
+            matches!(op, wasmparser::Operator::GlobalSet { global_index } if *global_index == state)
+        });
+        if writes {
+            continue; // asyncify_start_unwind and the like
+        }
+        let mut reads = 0;
+        for (i, op) in ops.iter().enumerate() {
+            let wasmparser::Operator::GlobalGet { global_index } = op else { continue };
+            if *global_index != state {
+                continue;
+            }
+            reads += 1;
+            let after_call = i == 0
+                || matches!(
+                    ops[i - 1],
+                    wasmparser::Operator::Call { .. } | wasmparser::Operator::CallIndirect { .. }
+                );
+            let into_local = matches!(ops.get(i + 1), Some(wasmparser::Operator::LocalSet { .. }));
+            if after_call && into_local {
+                refreshes += 1;
+            } else {
+                other_reads += 1;
+            }
+        }
+        if reads > 0 {
+            functions += 1;
+        }
+    }
+    assert!(functions > 0 && refreshes > 0, "no instrumented function read the state");
+    assert_eq!(other_reads, 0, "state reads that are not a refresh of the local copy");
+}
