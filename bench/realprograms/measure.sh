@@ -109,12 +109,17 @@ run_one() { # INDEX VARIANT ROUND
   snaps="$(grep -c '^andes: checkpoint: ' "$log.err" || true)"
   snapbytes="$(sed -n 's/^andes: checkpoint: .* (\([0-9]*\) bytes)$/\1/p' "$log.err" | awk '{s += $1} END {printf "%.0f\n", s}')"
   proc="$(awk '{printf "%.3f", $1 + $2}' "$log.time")"
+  # andes: paused 3 times for a checkpoint or vacate; ...: p99 0.41 ms, max 0.52 ms
+  local p99 pmax
+  p99="$(sed -n 's/^andes: paused .* p99 \([0-9.]*\) ms, max .*/\1/p' "$log.err" | tail -1)"
+  pmax="$(sed -n 's/^andes: paused .* max \([0-9.]*\) ms$/\1/p' "$log.err" | tail -1)"
   rm -rf "$M/ckpt/$name"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$variant" "$round" "$cpu" "$wall" "$proc" "$snaps" "$snapbytes"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$variant" "$round" "$cpu" "$wall" "$proc" \
+    "$snaps" "$snapbytes" "${p99:-}" "${pmax:-}"
 }
 
 VARIANTS=(plain metered compiled ckpt)
-printf 'program\tvariant\tround\tguest_cpu_s\tguest_wall_s\tprocess_cpu_s\tsnapshots\tsnapshot_bytes\n' > "$M/results.tsv"
+printf 'program\tvariant\tround\tguest_cpu_s\tguest_wall_s\tprocess_cpu_s\tsnapshots\tsnapshot_bytes\tpause_p99_ms\tpause_max_ms\n' > "$M/results.tsv"
 uptime > "$M/load.txt"
 for ((r = 1; r <= ROUNDS; r++)); do
   for i in "${!NAMES[@]}"; do
@@ -152,8 +157,12 @@ n = len([r for r in rows if r["program"] == names[0] and r["variant"] == "plain"
 print(f"| program | plain CPU s | compiled CPU s (checkpoint every {every}) | ratio "
       f"| compile time s | size before → after | metered plain CPU s | compiled, no checkpoint, CPU s "
       f"| compiled / metered | snapshots per run (MB written) | plain wall s "
-      f"| compiled wall s (checkpoint every {every}) |")
-print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+      f"| compiled wall s (checkpoint every {every}) | pause: request to paused, max ms |")
+print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+def pause_max(name):
+    xs = [float(r["pause_max_ms"]) for r in rows if r["program"] == name and r["variant"] == "ckpt"
+          and r.get("pause_max_ms")]
+    return f"{max(xs):.2f}" if xs else "–"
 ratios, ratios_m, ratios_c, ratios_i = [], [], [], []
 for name in names:
     p = med(name, "plain", "guest_cpu_s")
@@ -166,12 +175,15 @@ for name in names:
           f"| {kib(mod['bytes_before'])} → {kib(mod['bytes_after'])} | {mt:.2f} ({mt / p:.2f}×) "
           f"| {cn:.2f} ({cn / p:.2f}×) | {cn / mt:.2f}× | {med(name, 'ckpt', 'snapshots'):.0f} "
           f"({mb(med(name, 'ckpt', 'snapshot_bytes'))}) "
-          f"| {med(name, 'plain', 'guest_wall_s'):.2f} | {med(name, 'ckpt', 'guest_wall_s'):.2f} |")
+          f"| {med(name, 'plain', 'guest_wall_s'):.2f} | {med(name, 'ckpt', 'guest_wall_s'):.2f} "
+          f"| {pause_max(name)} |")
 g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
 print(f"| **geometric mean** | | | **{g(ratios):.2f}×** | | | {g(ratios_m):.2f}× | {g(ratios_c):.2f}× "
-      f"| {g(ratios_i):.2f}× | | | |")
+      f"| {g(ratios_i):.2f}× | | | | |")
 print()
 print(f"Medians of {n} interleaved runs of each kind. CPU is the guest's CPU time as `andes run` "
-      "reports it (`andes: cpu ...`: the job thread's user + system time).")
+      "reports it (`andes: cpu ...`: the job thread's user + system time). A pause is the time "
+      "from a checkpoint request (the poll word raised) to the job paused (its stack unwound), "
+      "as `andes run` reports it; the column is the longest over every checkpointed run.")
 EOF
 cat "$M/table.md"

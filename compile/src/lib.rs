@@ -26,7 +26,11 @@
 //!    [`START_UNWIND`], [`STOP_UNWIND`], [`START_REWIND`], [`STOP_REWIND`]
 //!    and [`GET_STATE`] under Binaryen's names. Binaryen's optimiser may run
 //!    afterwards ([`Options::optimize`]).
-//! 3. **Exports and version.** Every mutable global of the output (the
+//! 3. **State in a local, exports and version.** Every function that reads
+//!    Asyncify's state global and never writes it reads a local copy
+//!    instead, taken on entry and after each call (only a call can change
+//!    the state while a function runs), so that Asyncify's many state tests
+//!    are register tests rather than loads from the instance. Every mutable global of the output (the
 //!    module's own, `__stack_pointer` among them, the flag and Asyncify's
 //!    state and data pointer) is exported as `andes.global.N`, N being its
 //!    index in the output ([`global_export_name`]); the guest memory is

@@ -81,6 +81,15 @@ pub struct Usage {
     /// True when the job ran without fuel metering: nobody counted its fuel,
     /// so `WasmFuelConsumed` is not published for it.
     pub fuel_unmetered: bool,
+    /// How many times a compiled job paused at a poll point for a
+    /// checkpoint or a vacate.
+    pub pauses: u64,
+    /// Of those pauses, the 99th percentile of the time from the request
+    /// (its poll word raised) to the job paused (its stack unwound), in
+    /// microseconds; 0 without pauses.
+    pub pause_p99_us: u64,
+    /// The longest such time, in microseconds.
+    pub pause_max_us: u64,
 }
 
 impl Usage {
@@ -161,6 +170,33 @@ pub struct Control {
     watch: Mutex<Option<WatchStart>>,
     /// A compiled job's poll word, while its instance lives.
     poll: Mutex<Option<PollWord>>,
+    /// When the poll word was raised, and how long the job took to pause.
+    pauses: Mutex<Pauses>,
+}
+
+/// The times a compiled job took from a raised poll word to paused.
+#[derive(Debug, Default)]
+struct Pauses {
+    raised_at: Option<std::time::Instant>,
+    /// Up to [`Pauses::KEPT`] samples in microseconds (the first ones).
+    samples_us: Vec<u64>,
+    count: u64,
+    max_us: u64,
+}
+
+impl Pauses {
+    /// Samples kept for the percentile: a job that checkpoints for days
+    /// keeps a bounded record.
+    const KEPT: usize = 4096;
+
+    fn p99_us(&self) -> u64 {
+        let mut v = self.samples_us.clone();
+        v.sort_unstable();
+        match v.len() {
+            0 => 0,
+            n => v[(n * 99).div_ceil(100) - 1],
+        }
+    }
 }
 
 /// The word of a module instrumented by `andes compile` that asks it to
@@ -271,8 +307,23 @@ impl Control {
         if let Some(PollWord(word)) = &*poll
             && (self.checkpoint_requested() || self.vacate_requested())
         {
+            let mut p = self.pauses.lock().unwrap_or_else(|e| e.into_inner());
+            p.raised_at.get_or_insert_with(std::time::Instant::now);
             // SAFETY: attached, so alive and in place (see `attach_poll`).
             unsafe { word.as_ref() }.store(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Notes that the job paused (its stack unwound) for the request that
+    /// raised its poll word: the time it took is one of its pauses.
+    pub(crate) fn note_paused(&self) {
+        let mut p = self.pauses.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(at) = p.raised_at.take() else { return };
+        let us = u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX);
+        p.count += 1;
+        p.max_us = p.max_us.max(us);
+        if p.samples_us.len() < Pauses::KEPT {
+            p.samples_us.push(us);
         }
     }
 
@@ -282,6 +333,7 @@ impl Control {
         {
             let poll = self.poll.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(PollWord(word)) = &*poll {
+                self.pauses.lock().unwrap_or_else(|e| e.into_inner()).raised_at = None;
                 // SAFETY: as in `raise_poll`.
                 unsafe { word.as_ref() }.store(0, Ordering::SeqCst);
             }
@@ -542,6 +594,7 @@ impl Control {
             sys_ns += r.sys_ns();
         }
         let sys_ns = sys_ns.min(cpu_ns);
+        let pauses = self.pauses.lock().unwrap_or_else(|e| e.into_inner());
         Usage {
             remote_user_cpu: (cpu_ns - sys_ns) as f64 / 1e9,
             remote_sys_cpu: sys_ns as f64 / 1e9,
@@ -553,6 +606,9 @@ impl Control {
             disk_usage_kib: self.disk_bytes.load(Ordering::Relaxed).div_ceil(1024),
             fuel_consumed: self.fuel_consumed.load(Ordering::Relaxed),
             fuel_unmetered: self.unmetered.load(Ordering::SeqCst),
+            pauses: pauses.count,
+            pause_p99_us: pauses.p99_us(),
+            pause_max_us: pauses.max_us,
         }
     }
 }

@@ -1319,7 +1319,22 @@ async fn instantiate_and_run(
     };
     // The job's control block asks it to yield through its poll word; the
     // guard unlinks the word before the store (declared before it) is dropped.
-    let _poll = tp.as_ref().and_then(|_| attach_poll(&mut store, &instance));
+    let _poll = match &tp {
+        Some((t, _, _)) => match attach_poll(&mut store, &instance) {
+            Ok(guard) => Some(guard),
+            Err(why) => {
+                // Without its poll word the job can neither yield nor finish
+                // a rewind: it runs, uncheckpointed, only from its start.
+                if t.restore.is_some() {
+                    return Inner::Setup(held(HOLD_CHECKPOINT, 1, why));
+                }
+                (t.t.sink)(Err(format!("the job cannot be checkpointed: {why}")));
+                tp = None;
+                None
+            }
+        },
+        None => None,
+    };
     if let Some((tp, _, image)) = &tp
         && let Some(opened) = tp.restore
         && let Err(e) = resume(&mut store, &instance, tp, opened, image).await
@@ -1342,6 +1357,7 @@ async fn instantiate_and_run(
                     break Err(e);
                 }
                 let ctl = store.data().ctl.clone();
+                ctl.note_paused();
                 let stopping = ctl.vacate_requested();
                 let metered_fuel_left = store.get_fuel().ok();
                 let fuel_left = metered_fuel_left.unwrap_or(tp.fuel_budget);
@@ -1413,14 +1429,28 @@ impl Drop for PollGuard {
 /// Links an instrumented instance's poll word to the job's control block, so
 /// that a checkpoint or vacate asked for from any thread reaches the guest
 /// at its next checked loop header without fuel or epoch checks.
-fn attach_poll(store: &mut Store<JobState>, instance: &wasmtime::Instance) -> Option<PollGuard> {
-    let poll = instance.get_memory(&mut *store, andes_compile::POLL_MEMORY_EXPORT)?;
+fn attach_poll(
+    store: &mut Store<JobState>,
+    instance: &wasmtime::Instance,
+) -> Result<PollGuard, String> {
+    let name = andes_compile::POLL_MEMORY_EXPORT;
+    let poll = instance
+        .get_memory(&mut *store, name)
+        .ok_or_else(|| format!("the module exports no memory `{name}` (its poll word)"))?;
     let word = andes_compile::POLL_WORD as usize;
-    // The poll memory is one page that cannot grow (`min = max = 1`, checked
-    // here), so it stays where it is while the instance lives.
+    // The poll memory must be one page that cannot grow (`min = max = 1`),
+    // so that it stays where it is while the instance lives: the host
+    // writes the word from other threads, through a pointer.
     let ty = poll.ty(&*store);
     if ty.maximum() != Some(1) || ty.is_shared() || poll.data_size(&*store) < word + 4 {
-        return None;
+        return Err(format!(
+            "its memory `{name}` is not one unshared page that cannot grow (minimum {}, \
+             maximum {:?}, shared {}), as andes compile makes it: compile the original \
+             module again",
+            ty.minimum(),
+            ty.maximum(),
+            ty.is_shared()
+        ));
     }
     let ptr = poll.data_ptr(&*store).wrapping_add(word);
     let ctl = store.data().ctl.clone();
@@ -1428,7 +1458,7 @@ fn attach_poll(store: &mut Store<JobState>, instance: &wasmtime::Instance) -> Op
     // SAFETY: the word is in a memory that cannot grow or move, of an
     // instance of `store`; the guard, dropped before the store, detaches it.
     unsafe { ctl.attach_poll(ptr) };
-    Some(PollGuard(ctl))
+    Ok(PollGuard(ctl))
 }
 
 /// Writes a snapshot into a fresh instance and starts the rewind into the

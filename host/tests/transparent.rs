@@ -595,6 +595,10 @@ fn a_compiled_job_runs_unmetered_and_its_poll_word_brings_checkpoints_and_vacate
     let taken: Vec<Checkpoint> =
         job.taken.lock().unwrap().iter().map(|c| c.clone().unwrap()).collect();
     assert_eq!(taken.len(), 3, "two periodic checkpoints and the vacate's");
+    // Each snapshot came from one pause at a poll point, each timed from its
+    // request.
+    assert_eq!(r.usage.pauses, 3, "{:?}", r.usage);
+    assert!(r.usage.pause_p99_us <= r.usage.pause_max_us, "{:?}", r.usage);
     assert!(!taken[0].stopping && !taken[1].stopping && taken[2].stopping);
     for c in &taken {
         let fresh = job.sandbox(false);
@@ -627,4 +631,104 @@ fn a_compiled_job_that_never_polls_is_hard_killed_at_once() {
     assert_eq!(r.ending, Ending::Evicted { vacated: false }, "{r:?}");
     assert!(r.usage.fuel_unmetered);
     assert!(took < Duration::from_secs(5), "the kill took {took:?}");
+}
+
+/// `module` with the limits of its memory `index` replaced by `limits`
+/// (the binary encoding: flags, minimum, maximum).
+fn with_memory_limits(module: &[u8], index: usize, limits: &[u8]) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let b = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+    for p in wasmparser::Parser::new(0).parse_all(module) {
+        let wasmparser::Payload::MemorySection(s) = p.unwrap() else { continue };
+        let range = s.range();
+        let starts: Vec<usize> = s.clone().into_iter_with_offsets().map(|m| m.unwrap().0).collect();
+        let mut content = Vec::new();
+        leb(starts.len(), &mut content);
+        for (i, &start) in starts.iter().enumerate() {
+            let end = starts.get(i + 1).copied().unwrap_or(range.end);
+            if i == index {
+                content.extend_from_slice(limits);
+            } else {
+                content.extend_from_slice(&module[start..end]);
+            }
+        }
+        let mut size = Vec::new();
+        leb(range.end - range.start, &mut size);
+        let header = range.start - size.len() - 1;
+        let mut out = module[..header].to_vec();
+        out.push(5);
+        leb(content.len(), &mut out);
+        out.extend_from_slice(&content);
+        out.extend_from_slice(&module[range.end..]);
+        wasmparser::Validator::new().validate_all(&out).expect("the patched module validates");
+        return out;
+    }
+    panic!("no memory section")
+}
+
+/// A module that says it was compiled by andes compile but whose poll
+/// memory could move (it can grow) or holds no word is not linked to the
+/// host's control block (which writes the word through a pointer from other
+/// threads): the job runs to its end, is not checkpointed, and its sink says
+/// why.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn a_poll_memory_that_could_move_or_is_empty_is_refused_and_the_job_runs_uncheckpointed() {
+    let host = unmetered_host();
+    let rt = rt();
+    // Growable from one page: the job runs to its end. One page at most but
+    // none at first: the job's own loop checks read past its end and trap,
+    // as the module says (the host writes nothing there).
+    let cases: [(&[u8], Ending); 2] = [
+        (&[0x00, 0x01], Ending::Exited(0)),
+        (&[0x01, 0x00, 0x01], Ending::Trapped { signal: 11, trap: "memory_out_of_bounds".into() }),
+    ];
+    for (limits, ending) in cases {
+        let module: Arc<[u8]> = with_memory_limits(
+            &instrumented("primes"),
+            andes_compile::POLL_MEMORY as usize,
+            limits,
+        )
+        .into();
+        assert_eq!(
+            andes_compile::instrumentation_version(&module),
+            Some(andes_compile::INSTRUMENTATION_VERSION)
+        );
+        let job = Job::new(
+            module,
+            r#"[ Cmd = "primes.wasm"; Arguments = "3000000"; Out = "out.txt" ]"#,
+            vec![],
+        );
+        let sandbox = job.sandbox(true);
+        let ctl = Control::new();
+        let r = run_in_place(&rt, &host, job.spec(&sandbox, None), &ctl, |ctl| {
+            ctl.request_checkpoint();
+        });
+        assert_eq!(r.ending, ending, "{limits:?}: {r:?}");
+        let taken = job.taken.lock().unwrap();
+        assert!(!taken.is_empty(), "{limits:?}: the sink heard nothing");
+        for t in taken.iter() {
+            let e = t.as_ref().expect_err("no snapshot of such a module");
+            assert!(
+                e.contains("cannot be checkpointed")
+                    && e.contains("andes.checkpoint.poll")
+                    && e.contains("cannot grow"),
+                "{limits:?}: {e}"
+            );
+        }
+        assert_eq!(r.usage.pauses, 0);
+        if r.ending == Ending::Exited(0) {
+            let out = std::fs::read_to_string(sandbox.join("out.txt")).unwrap();
+            assert!(out.starts_with("primes below"), "{out}");
+        }
+    }
 }

@@ -519,6 +519,15 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         u.remote_wall_clock_time,
         u.image_size_kib
     );
+    if u.pauses > 0 {
+        eprintln!(
+            "andes: paused {} times for a checkpoint or vacate; from the request to paused: \
+             p99 {:.2} ms, max {:.2} ms",
+            u.pauses,
+            u.pause_p99_us as f64 / 1e3,
+            u.pause_max_us as f64 / 1e3
+        );
+    }
     if let Some(f) = &a.result {
         crate::settings::write_atomically(&f.display().to_string(), &ad.to_string())
             .with_context(|| format!("writing {}", f.display()))?;
