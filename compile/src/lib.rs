@@ -18,7 +18,17 @@
 //!    calls, in functions that call something; a hot inner loop that calls
 //!    nothing runs unchecked (and Asyncify leaves leaf functions alone),
 //!    which keeps the cost of a job that is never checkpointed low, at the
-//!    price of a yield waiting for such an inner loop to end.
+//!    price of a yield waiting for such an inner loop to end. One
+//!    instruction can run long too: a `memory.copy` or `memory.fill` of
+//!    hundreds of megabytes (a `Vec` that doubles) takes a tenth of a
+//!    second. With [`Options::split_bulk`], every `memory.copy` and
+//!    `memory.fill` of a 32-bit memory
+//!    becomes a call to a helper the pass adds, which does one of at most
+//!    1 MiB as the instruction itself, and a larger one in pieces of 1 MiB
+//!    with a flag check before each (backwards when the destination is
+//!    above the source, so overlaps come out as the instruction's do; one
+//!    that would trap is left to the instruction, which traps before
+//!    moving a byte).
 //! 2. **Asyncify.** Binaryen's Asyncify pass (through the `wasm-opt` crate)
 //!    makes the call stack unwindable into memory and rewindable later, with
 //!    `asyncify-imports` limited to the yield import, so only the functions
@@ -269,6 +279,13 @@ pub struct Options {
     pub optimize: Optimize,
     /// Which loops get a flag check.
     pub checks: LoopChecks,
+    /// Split `memory.copy` and `memory.fill` larger than 1 MiB into pieces
+    /// with a flag check between them (see the crate documentation): a
+    /// checkpoint then never waits for one long instruction. Off by
+    /// default: every function that copies becomes one that can yield,
+    /// which Asyncify pays for (gofmt, whose runtime copies everywhere:
+    /// 1.59x to 2.34x of plain; BENCHMARKS.md).
+    pub split_bulk: bool,
 }
 
 impl Default for Options {
@@ -277,6 +294,7 @@ impl Default for Options {
             stack_pages: DEFAULT_STACK_PAGES,
             optimize: Optimize::O3,
             checks: LoopChecks::Outer,
+            split_bulk: false,
         }
     }
 }

@@ -4,8 +4,9 @@
 
 use wasm_encoder::reencode::{Error, Reencode, utils};
 use wasm_encoder::{
-    BlockType, CodeSection, CustomSection, EntityType, ExportKind, ExportSection, ImportSection,
-    Instruction, MemArg, MemorySection, MemoryType, Module, SectionId, TypeSection,
+    BlockType, CodeSection, CustomSection, EntityType, ExportKind, ExportSection, FunctionSection,
+    ImportSection, Instruction, MemArg, MemorySection, MemoryType, Module, SectionId, TypeSection,
+    ValType,
 };
 use wasmparser::{Parser, Payload, TypeRef};
 
@@ -55,13 +56,179 @@ struct Pre<'a> {
     next_body: usize,
     types_done: bool,
     imports_done: bool,
+    functions_done: bool,
     memories_done: bool,
     exports_done: bool,
+    code_done: bool,
 }
+
+/// The most bytes one `memory.copy` or `memory.fill` of the guest moves
+/// between two flag checks: larger ones are split into pieces of this size
+/// (a piece takes about a millisecond at worst, page faults included).
+pub(crate) const BULK_PIECE: i32 = 1 << 20;
 
 impl Pre<'_> {
     fn add_type(&self, types: &mut TypeSection) {
         types.ty().function([], []);
+        if self.splits_bulk() {
+            types.ty().function([ValType::I32; 3], []);
+        }
+    }
+    /// Whether the guest's `memory.copy` and `memory.fill` go through the
+    /// helpers that split them (asked for, a 32-bit memory, and some
+    /// function uses them).
+    fn splits_bulk(&self) -> bool {
+        self.opts.split_bulk && self.info.bulk_memory && !self.info.memory64
+    }
+    /// The copy helper's function index (the fill helper's is the next).
+    fn copy_func(&self) -> u32 {
+        self.info.imported_funcs + 1 + self.info.defined_funcs
+    }
+    fn add_functions(&self, functions: &mut FunctionSection) {
+        if self.splits_bulk() {
+            functions.function(self.yield_type + 1);
+            functions.function(self.yield_type + 1);
+        }
+    }
+    /// `if (poll word) call yield`.
+    fn check(&self, f: &mut wasm_encoder::Function) {
+        let word = MemArg { offset: u64::from(POLL_WORD), align: 2, memory_index: POLL_MEMORY };
+        f.instruction(&Instruction::I32Const(0));
+        f.instruction(&Instruction::I32Load(word));
+        f.instruction(&Instruction::If(BlockType::Empty));
+        f.instruction(&Instruction::Call(self.yield_func));
+        f.instruction(&Instruction::End);
+    }
+    /// The bodies of the copy and fill helpers: `(dst, src or value, len)`,
+    /// as the instructions take them. Small ones, and any that would trap,
+    /// are the instruction itself (so a trap is the same trap, before any
+    /// byte moves); larger ones move [`BULK_PIECE`] bytes at a time with a
+    /// flag check before each piece, copying backwards when the destination
+    /// is above the source, as memmove does, so overlaps come out right.
+    fn add_bodies(&self, code: &mut CodeSection) {
+        use Instruction as I;
+        if !self.splits_bulk() {
+            return;
+        }
+        let (d, s, n, c) = (0, 1, 2, 3);
+        let mem = 0;
+        // if n <= PIECE || d + n > size || (copy: s + n > size) { the instruction; return }
+        let prologue = |f: &mut wasm_encoder::Function, copy: bool| {
+            let size = |f: &mut wasm_encoder::Function| {
+                f.instruction(&I::MemorySize(mem));
+                f.instruction(&I::I64ExtendI32U);
+                f.instruction(&I::I64Const(16));
+                f.instruction(&I::I64Shl);
+            };
+            let end = |f: &mut wasm_encoder::Function, at: u32| {
+                f.instruction(&I::LocalGet(at));
+                f.instruction(&I::I64ExtendI32U);
+                f.instruction(&I::LocalGet(n));
+                f.instruction(&I::I64ExtendI32U);
+                f.instruction(&I::I64Add);
+            };
+            f.instruction(&I::LocalGet(n));
+            f.instruction(&I::I32Const(BULK_PIECE));
+            f.instruction(&I::I32LeU);
+            end(f, d);
+            size(f);
+            f.instruction(&I::I64GtU);
+            f.instruction(&I::I32Or);
+            if copy {
+                end(f, s);
+                size(f);
+                f.instruction(&I::I64GtU);
+                f.instruction(&I::I32Or);
+            }
+            f.instruction(&I::If(BlockType::Empty));
+            f.instruction(&I::LocalGet(d));
+            f.instruction(&I::LocalGet(s));
+            f.instruction(&I::LocalGet(n));
+            f.instruction(&if copy {
+                I::MemoryCopy { src_mem: mem, dst_mem: mem }
+            } else {
+                I::MemoryFill(mem)
+            });
+            f.instruction(&I::Return);
+            f.instruction(&I::End);
+        };
+        // c = min(n, PIECE)
+        let piece = |f: &mut wasm_encoder::Function| {
+            f.instruction(&I::I32Const(BULK_PIECE));
+            f.instruction(&I::LocalGet(n));
+            f.instruction(&I::LocalGet(n));
+            f.instruction(&I::I32Const(BULK_PIECE));
+            f.instruction(&I::I32GtU);
+            f.instruction(&I::Select);
+            f.instruction(&I::LocalSet(c));
+        };
+        let add = |f: &mut wasm_encoder::Function, to: u32, sign: bool| {
+            f.instruction(&I::LocalGet(to));
+            f.instruction(&I::LocalGet(c));
+            f.instruction(&if sign { I::I32Add } else { I::I32Sub });
+            f.instruction(&I::LocalSet(to));
+        };
+        // Copy.
+        let mut f = wasm_encoder::Function::new([(1, ValType::I32)]);
+        prologue(&mut f, true);
+        f.instruction(&I::LocalGet(d));
+        f.instruction(&I::LocalGet(s));
+        f.instruction(&I::I32LeU);
+        f.instruction(&I::If(BlockType::Empty));
+        {
+            // Forwards: the piece at the start first.
+            f.instruction(&I::Loop(BlockType::Empty));
+            self.check(&mut f);
+            piece(&mut f);
+            f.instruction(&I::LocalGet(d));
+            f.instruction(&I::LocalGet(s));
+            f.instruction(&I::LocalGet(c));
+            f.instruction(&I::MemoryCopy { src_mem: mem, dst_mem: mem });
+            add(&mut f, d, true);
+            add(&mut f, s, true);
+            add(&mut f, n, false);
+            f.instruction(&I::LocalGet(n));
+            f.instruction(&I::BrIf(0));
+            f.instruction(&I::End);
+        }
+        f.instruction(&I::Else);
+        {
+            // Backwards: the piece at the end first.
+            f.instruction(&I::Loop(BlockType::Empty));
+            self.check(&mut f);
+            piece(&mut f);
+            add(&mut f, n, false);
+            for at in [d, s] {
+                f.instruction(&I::LocalGet(at));
+                f.instruction(&I::LocalGet(n));
+                f.instruction(&I::I32Add);
+            }
+            f.instruction(&I::LocalGet(c));
+            f.instruction(&I::MemoryCopy { src_mem: mem, dst_mem: mem });
+            f.instruction(&I::LocalGet(n));
+            f.instruction(&I::BrIf(0));
+            f.instruction(&I::End);
+        }
+        f.instruction(&I::End);
+        f.instruction(&I::End);
+        code.function(&f);
+        // Fill.
+        let mut f = wasm_encoder::Function::new([(1, ValType::I32)]);
+        prologue(&mut f, false);
+        f.instruction(&I::Loop(BlockType::Empty));
+        self.check(&mut f);
+        piece(&mut f);
+        f.instruction(&I::LocalGet(d));
+        f.instruction(&I::LocalGet(s));
+        f.instruction(&I::LocalGet(c));
+        f.instruction(&I::MemoryFill(mem));
+        add(&mut f, d, true);
+        add(&mut f, n, false);
+        f.instruction(&I::LocalGet(n));
+        f.instruction(&I::BrIf(0));
+        f.instruction(&I::End);
+        f.instruction(&I::End);
+        code.function(&f);
     }
     fn add_import(&self, imports: &mut ImportSection) {
         imports.import(YIELD_MODULE, YIELD_FIELD, EntityType::Function(self.yield_type));
@@ -116,6 +283,28 @@ impl Reencode for Pre<'_> {
         Ok(())
     }
 
+    fn parse_function_section(
+        &mut self,
+        functions: &mut FunctionSection,
+        section: wasmparser::FunctionSectionReader<'_>,
+    ) -> Result<(), Error<Self::Error>> {
+        utils::parse_function_section(self, functions, section)?;
+        self.add_functions(functions);
+        self.functions_done = true;
+        Ok(())
+    }
+
+    fn parse_code_section(
+        &mut self,
+        code: &mut CodeSection,
+        section: wasmparser::CodeSectionReader<'_>,
+    ) -> Result<(), Error<Self::Error>> {
+        utils::parse_code_section(self, code, section)?;
+        self.add_bodies(code);
+        self.code_done = true;
+        Ok(())
+    }
+
     fn parse_memory_section(
         &mut self,
         memories: &mut MemorySection,
@@ -161,6 +350,12 @@ impl Reencode for Pre<'_> {
             module.section(&s);
             self.imports_done = true;
         }
+        if !self.functions_done && next > rank(Some(SectionId::Function)) {
+            let mut s = FunctionSection::new();
+            self.add_functions(&mut s);
+            module.section(&s);
+            self.functions_done = true;
+        }
         if !self.memories_done && next > rank(Some(SectionId::Memory)) {
             let mut s = MemorySection::new();
             self.add_memory(&mut s);
@@ -172,6 +367,12 @@ impl Reencode for Pre<'_> {
             self.add_exports(&mut s);
             module.section(&s);
             self.exports_done = true;
+        }
+        if !self.code_done && next > rank(Some(SectionId::Code)) {
+            let mut s = CodeSection::new();
+            self.add_bodies(&mut s);
+            module.section(&s);
+            self.code_done = true;
         }
         Ok(())
     }
@@ -214,7 +415,19 @@ impl Reencode for Pre<'_> {
         while !reader.eof() {
             let op = reader.read()?;
             let is_loop = matches!(op, wasmparser::Operator::Loop { .. });
-            f.instruction(&self.instruction(op)?);
+            match op {
+                wasmparser::Operator::MemoryCopy { dst_mem: 0, src_mem: 0 }
+                    if self.splits_bulk() =>
+                {
+                    f.instruction(&Instruction::Call(self.copy_func()));
+                }
+                wasmparser::Operator::MemoryFill { mem: 0 } if self.splits_bulk() => {
+                    f.instruction(&Instruction::Call(self.copy_func() + 1));
+                }
+                op => {
+                    f.instruction(&self.instruction(op)?);
+                }
+            }
             if !is_loop {
                 continue;
             }
@@ -225,13 +438,7 @@ impl Reencode for Pre<'_> {
                 LoopChecks::Outer => !leaf && (l.outermost || l.calls),
             };
             if check {
-                let word =
-                    MemArg { offset: u64::from(POLL_WORD), align: 2, memory_index: POLL_MEMORY };
-                f.instruction(&Instruction::I32Const(0));
-                f.instruction(&Instruction::I32Load(word));
-                f.instruction(&Instruction::If(BlockType::Empty));
-                f.instruction(&Instruction::Call(self.yield_func));
-                f.instruction(&Instruction::End);
+                self.check(&mut f);
             }
         }
         code.function(&f);
@@ -250,8 +457,10 @@ pub(crate) fn pre(module: &[u8], info: &Info, opts: &Options) -> Result<Vec<u8>,
         next_body: 0,
         types_done: false,
         imports_done: false,
+        functions_done: false,
         memories_done: false,
         exports_done: false,
+        code_done: false,
     };
     let mut out = Module::new();
     pre.parse_core_module(&mut out, Parser::new(0), module).map_err(reencode_error)?;

@@ -15,6 +15,12 @@ pub(crate) struct Info {
     pub types: u32,
     /// Whether memory 0 is exported already.
     pub memory_exported: bool,
+    /// Whether memory 0 is a 64-bit memory.
+    pub memory64: bool,
+    /// Defined functions (the bulk-memory helpers go after them).
+    pub defined_funcs: u32,
+    /// Whether some function uses `memory.copy` or `memory.fill`.
+    pub bulk_memory: bool,
     /// For each defined function, its loops in the order they appear.
     pub functions: Vec<Function>,
 }
@@ -178,7 +184,12 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
                             info.imported_funcs += 1;
                             func_type_of.push(t);
                         }
-                        TypeRef::Memory(_) => memories += 1,
+                        TypeRef::Memory(m) => {
+                            if memories == 0 {
+                                info.memory64 = m.memory64;
+                            }
+                            memories += 1
+                        }
                         _ => {}
                     }
                 }
@@ -186,9 +197,17 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
             Payload::FunctionSection(s) => {
                 for t in s {
                     func_type_of.push(t.map_err(err)?);
+                    info.defined_funcs += 1;
                 }
             }
-            Payload::MemorySection(s) => memories += s.count(),
+            Payload::MemorySection(s) => {
+                if memories == 0
+                    && let Some(m) = s.clone().into_iter().next()
+                {
+                    info.memory64 = m.map_err(err)?.memory64;
+                }
+                memories += s.count()
+            }
             Payload::ExportSection(s) => {
                 for e in s {
                     let e = e.map_err(err)?;
@@ -237,6 +256,9 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
                             if let Some(l) = frames.iter().rev().find_map(|x| *x) {
                                 f.loops[l].calls = true;
                             }
+                        }
+                        Operator::MemoryCopy { .. } | Operator::MemoryFill { .. } => {
+                            info.bulk_memory = true;
                         }
                         Operator::ReturnCall { .. }
                         | Operator::ReturnCallIndirect { .. }

@@ -153,3 +153,110 @@ fn a_deep_stack_resumes_and_an_overflow_is_recognised() {
     assert!(err.overflow, "{}", err.message);
     assert_eq!(err.state, STATE_UNWINDING);
 }
+
+/// Bulk memory instructions on overlapping megabytes, checked against the
+/// same moves done a byte at a time in another region: exits 0 when both
+/// regions agree.
+const BULK: &str = r#"(module
+    (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+    (memory (export "memory") 128)
+    (func $init (param $base i32) (local $i i32)
+        (loop $l
+            (i32.store (i32.add (local.get $base) (i32.shl (local.get $i) (i32.const 2)))
+                       (i32.mul (local.get $i) (i32.const -1640531535)))
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br_if $l (i32.lt_u (local.get $i) (i32.const 786432)))))
+    (func $move (param $d i32) (param $s i32) (param $n i32) (local $i i32)
+        (if (i32.le_u (local.get $d) (local.get $s))
+            (then (block $done (loop $f
+                (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+                (i32.store8 (i32.add (local.get $d) (local.get $i))
+                            (i32.load8_u (i32.add (local.get $s) (local.get $i))))
+                (local.set $i (i32.add (local.get $i) (i32.const 1)))
+                (br $f))))
+            (else (local.set $i (local.get $n)) (block $done (loop $b
+                (br_if $done (i32.eqz (local.get $i)))
+                (local.set $i (i32.sub (local.get $i) (i32.const 1)))
+                (i32.store8 (i32.add (local.get $d) (local.get $i))
+                            (i32.load8_u (i32.add (local.get $s) (local.get $i))))
+                (br $b))))))
+    (func $fill (param $d i32) (param $v i32) (param $n i32) (local $i i32)
+        (block $done (loop $f
+            (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+            (i32.store8 (i32.add (local.get $d) (local.get $i)) (local.get $v))
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br $f))))
+    ;; 1 if the two regions differ: a leaf, so it has no flag check.
+    (func $differ (result i32) (local $i i32)
+        (loop $c
+            (if (i32.ne (i32.load (local.get $i))
+                        (i32.load (i32.add (local.get $i) (i32.const 4194304))))
+                (then (return (i32.const 1))))
+            (local.set $i (i32.add (local.get $i) (i32.const 4)))
+            (br_if $c (i32.lt_u (local.get $i) (i32.const 4194304))))
+        (i32.const 0))
+    (func (export "_start")
+        (call $init (i32.const 0))
+        (call $init (i32.const 4194304))
+        ;; Destination above the source, then below it, then a fill.
+        (memory.copy (i32.const 1048588) (i32.const 0) (i32.const 2621440))
+        (memory.copy (i32.const 4) (i32.const 1048576) (i32.const 2097152))
+        (memory.fill (i32.const 100) (i32.const 0x5a) (i32.const 1500000))
+        (call $move (i32.const 5242892) (i32.const 4194304) (i32.const 2621440))
+        (call $move (i32.const 4194308) (i32.const 5242880) (i32.const 2097152))
+        (call $fill (i32.const 4194404) (i32.const 0x5a) (i32.const 1500000))
+        (call $exit (call $differ))))"#;
+
+/// With `split_bulk`, copies and fills of megabytes are split into pieces
+/// with a flag check between them (a checkpoint need not wait for the whole instruction), and
+/// still move every byte as the instruction does, overlaps included,
+/// whether the job is interrupted inside them or not.
+#[test]
+fn large_bulk_copies_and_fills_yield_between_pieces_and_move_the_same_bytes() {
+    let rig = Rig::new();
+    let module = wat::parse_str(BULK).unwrap();
+    assert_eq!(rig.run_through(&module, &[], &[], Mode::Resume).exit, 0);
+    for optimize in [Optimize::None, Optimize::O3] {
+        let opts = Options { optimize, split_bulk: true, ..Options::default() };
+        let out = instrument(&module, &opts).unwrap();
+        assert_eq!(rig.run_through(&out, &[], &[], Mode::Resume).exit, 0, "{optimize:?}");
+        // The flag set before the start is seen inside the first copy (every
+        // loop of the module is in a leaf, so the pieces' are the only
+        // checks): it unwinds from between two pieces, and the resumed run
+        // moves the rest.
+        let cut = rig.run_flagged_from_start(&out).expect("unwinds inside the copy");
+        assert_eq!((cut.exit, cut.slices), (0, 2), "{optimize:?}");
+        for mode in [Mode::Resume, Mode::Rewind] {
+            let cut = rig.run_through(&out, &[], &[3, 40, 90], mode);
+            assert_eq!(cut.exit, 0, "{optimize:?}");
+        }
+    }
+}
+
+/// A copy or fill that would run out of bounds traps, before moving any
+/// byte, in the instrumented module as in the original.
+#[test]
+fn an_out_of_bounds_bulk_copy_still_traps() {
+    let rig = Rig::new();
+    for op in [
+        "(memory.copy (i32.const 65000) (i32.const 0) (i32.const 2000000))",
+        "(memory.copy (i32.const 0) (i32.const 65000) (i32.const 2000000))",
+        "(memory.fill (i32.const 65000) (i32.const 1) (i32.const 2000000))",
+        "(memory.copy (i32.const -1) (i32.const 0) (i32.const -1))",
+    ] {
+        let text = format!(
+            r#"(module (memory (export "memory") 16)
+                (func (export "_start") {op}))"#
+        );
+        let module = wat::parse_str(&text).unwrap();
+        let out = instrument(&module, &Options { split_bulk: true, ..Options::default() }).unwrap();
+        let errs = [
+            rig.try_run(&module).expect_err(op),
+            rig.try_run(&out).expect_err(op),
+            rig.run_flagged_from_start(&out).expect_err(op),
+        ];
+        for err in errs {
+            assert!(err.message.contains("out of bounds"), "{op}: {}", err.message);
+        }
+    }
+}

@@ -313,6 +313,13 @@ impl Rig {
         self.block_on(self.run_through_async(&module, &[], &[], Mode::Resume, true))
     }
 
+    /// Runs a module (instrumented or not) to its end, without interruption.
+    #[allow(dead_code)]
+    pub fn try_run(&self, bytes: &[u8]) -> Result<Outcome, Failure> {
+        let module = self.compile(bytes);
+        self.block_on(self.run_through_async(&module, &[], &[], Mode::Resume, false))
+    }
+
     fn block_on<F: Future>(&self, f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
     }
