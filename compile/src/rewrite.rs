@@ -82,7 +82,7 @@ impl Pre<'_> {
     }
     /// The copy helper's function index (the fill helper's is the next).
     fn copy_func(&self) -> u32 {
-        self.info.imported_funcs + 1 + self.info.defined_funcs
+        self.info.imported_funcs + 1 + self.info.functions.len() as u32
     }
     fn add_functions(&self, functions: &mut FunctionSection) {
         if self.splits_bulk() {
@@ -112,6 +112,10 @@ impl Pre<'_> {
         }
         let (d, s, n, c) = (0, 1, 2, 3);
         let mem = 0;
+        let bulk = |copy: bool| match copy {
+            true => I::MemoryCopy { src_mem: mem, dst_mem: mem },
+            false => I::MemoryFill(mem),
+        };
         // if n <= PIECE || d + n > size || (copy: s + n > size) { the instruction; return }
         let prologue = |f: &mut wasm_encoder::Function, copy: bool| {
             let size = |f: &mut wasm_encoder::Function| {
@@ -144,11 +148,7 @@ impl Pre<'_> {
             f.instruction(&I::LocalGet(d));
             f.instruction(&I::LocalGet(s));
             f.instruction(&I::LocalGet(n));
-            f.instruction(&if copy {
-                I::MemoryCopy { src_mem: mem, dst_mem: mem }
-            } else {
-                I::MemoryFill(mem)
-            });
+            f.instruction(&bulk(copy));
             f.instruction(&I::Return);
             f.instruction(&I::End);
         };
@@ -168,6 +168,25 @@ impl Pre<'_> {
             f.instruction(&if sign { I::I32Add } else { I::I32Sub });
             f.instruction(&I::LocalSet(to));
         };
+        // Forwards, the piece at the start first: the copy's loop when the
+        // destination is not above the source, and the fill's.
+        let forwards = |f: &mut wasm_encoder::Function, copy: bool| {
+            f.instruction(&I::Loop(BlockType::Empty));
+            self.check(f);
+            piece(f);
+            f.instruction(&I::LocalGet(d));
+            f.instruction(&I::LocalGet(s));
+            f.instruction(&I::LocalGet(c));
+            f.instruction(&bulk(copy));
+            add(f, d, true);
+            if copy {
+                add(f, s, true);
+            }
+            add(f, n, false);
+            f.instruction(&I::LocalGet(n));
+            f.instruction(&I::BrIf(0));
+            f.instruction(&I::End);
+        };
         // Copy.
         let mut f = wasm_encoder::Function::new([(1, ValType::I32)]);
         prologue(&mut f, true);
@@ -175,22 +194,7 @@ impl Pre<'_> {
         f.instruction(&I::LocalGet(s));
         f.instruction(&I::I32LeU);
         f.instruction(&I::If(BlockType::Empty));
-        {
-            // Forwards: the piece at the start first.
-            f.instruction(&I::Loop(BlockType::Empty));
-            self.check(&mut f);
-            piece(&mut f);
-            f.instruction(&I::LocalGet(d));
-            f.instruction(&I::LocalGet(s));
-            f.instruction(&I::LocalGet(c));
-            f.instruction(&I::MemoryCopy { src_mem: mem, dst_mem: mem });
-            add(&mut f, d, true);
-            add(&mut f, s, true);
-            add(&mut f, n, false);
-            f.instruction(&I::LocalGet(n));
-            f.instruction(&I::BrIf(0));
-            f.instruction(&I::End);
-        }
+        forwards(&mut f, true);
         f.instruction(&I::Else);
         {
             // Backwards: the piece at the end first.
@@ -215,18 +219,7 @@ impl Pre<'_> {
         // Fill.
         let mut f = wasm_encoder::Function::new([(1, ValType::I32)]);
         prologue(&mut f, false);
-        f.instruction(&I::Loop(BlockType::Empty));
-        self.check(&mut f);
-        piece(&mut f);
-        f.instruction(&I::LocalGet(d));
-        f.instruction(&I::LocalGet(s));
-        f.instruction(&I::LocalGet(c));
-        f.instruction(&I::MemoryFill(mem));
-        add(&mut f, d, true);
-        add(&mut f, n, false);
-        f.instruction(&I::LocalGet(n));
-        f.instruction(&I::BrIf(0));
-        f.instruction(&I::End);
+        forwards(&mut f, false);
         f.instruction(&I::End);
         code.function(&f);
     }

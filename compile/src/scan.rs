@@ -17,8 +17,6 @@ pub(crate) struct Info {
     pub memory_exported: bool,
     /// Whether memory 0 is a 64-bit memory.
     pub memory64: bool,
-    /// Defined functions (the bulk-memory helpers go after them).
-    pub defined_funcs: u32,
     /// Whether some function uses `memory.copy` or `memory.fill`.
     pub bulk_memory: bool,
     /// For each defined function, its loops in the order they appear.
@@ -197,7 +195,6 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
             Payload::FunctionSection(s) => {
                 for t in s {
                     func_type_of.push(t.map_err(err)?);
-                    info.defined_funcs += 1;
                 }
             }
             Payload::MemorySection(s) => {
