@@ -332,8 +332,12 @@ impl Control {
     }
 
     /// Clears the poll word once the job has yielded (or found it need
-    /// not), raising it again for a checkpoint asked for since.
-    pub(crate) fn lower_poll(&self) {
+    /// not), raising it again for a checkpoint still asked for, or a vacate
+    /// the job has not yet answered with a snapshot (`vacate_answered`).
+    /// Each request sets its flag before it raises the word, so one that
+    /// lands while the job yields is seen here, after the clear, and not
+    /// lost.
+    pub(crate) fn lower_poll(&self, vacate_answered: bool) {
         {
             let poll = self.poll.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(PollWord(word)) = &*poll {
@@ -342,7 +346,7 @@ impl Control {
                 unsafe { word.as_ref() }.store(0, Ordering::SeqCst);
             }
         }
-        if self.checkpoint_requested() {
+        if self.checkpoint_requested() || (self.vacate_requested() && !vacate_answered) {
             self.raise_poll();
         }
     }
@@ -739,7 +743,28 @@ impl VirtualClock {
 
 #[cfg(test)]
 mod tests {
-    use super::Pauses;
+    use super::{Control, Pauses};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A vacate asked for while the job yields for something else (a
+    /// periodic checkpoint's rewind, or a poll it found it need not answer)
+    /// keeps the poll word raised when the yield lowers it, so the job
+    /// still stops; once answered with a snapshot, it is lowered.
+    #[test]
+    fn a_vacate_asked_for_during_a_yield_is_not_lowered_with_it() {
+        let word = AtomicU32::new(0);
+        let ctl = Control::new();
+        // SAFETY: `word` outlives the link (detached below).
+        unsafe { ctl.attach_poll(word.as_ptr().cast()) };
+        assert_eq!(word.load(Ordering::SeqCst), 0);
+        ctl.soft_kill(&super::VirtualClock::new(), std::time::Duration::from_secs(60));
+        assert_eq!(word.load(Ordering::SeqCst), 1);
+        ctl.lower_poll(false);
+        assert_eq!(word.load(Ordering::SeqCst), 1, "the vacate was lost");
+        ctl.lower_poll(true);
+        assert_eq!(word.load(Ordering::SeqCst), 0);
+        ctl.detach_poll();
+    }
 
     /// Samples noted in any order give the 99th percentile of the sorted
     /// record (the nearest-rank definition) and their maximum.

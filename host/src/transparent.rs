@@ -161,13 +161,13 @@ pub(crate) async fn on_yield(caller: &mut Caller<'_, JobState>) -> anyhow::Resul
     let ctl = data.ctl.clone();
     if state == ac::STATE_REWINDING {
         caller_call::<(), ()>(caller, ac::STOP_REWIND, ()).await?;
-        ctl.lower_poll();
+        ctl.lower_poll(caller.data().vacate_checkpointed);
         return Ok(());
     }
     let wanted =
         ctl.checkpoint_requested() || (ctl.vacate_requested() && !data.vacate_checkpointed);
     if !wanted {
-        ctl.lower_poll();
+        ctl.lower_poll(data.vacate_checkpointed);
         return Ok(());
     }
     let stack = caller
