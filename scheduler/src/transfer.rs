@@ -496,16 +496,56 @@ pub struct Fetched {
     pub staged: Staged,
 }
 
+/// Why a spooled job's output could not be fetched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchError {
+    /// What failed, naming the job and the file.
+    pub message: String,
+    /// Asking again cannot help: the output is over the limit the fetcher
+    /// set, so the schedd it comes from is not to be believed.
+    pub refused: bool,
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<String> for FetchError {
+    fn from(message: String) -> Self {
+        FetchError { message, refused: false }
+    }
+}
+
 /// Fetches spooled job `id`'s output from a schedd (`POST /v1/transfer`,
 /// and `/v1/transfer/file` for each big file), checking each streamed file
-/// arrived whole. Nothing is written where the output goes: see
-/// [`write_outputs`].
-pub async fn fetch_spooled(c: &andes_protocol::Client, id: JobId) -> Result<Fetched, String> {
+/// arrived whole. The files may hold at most `limit` bytes in all, as the
+/// schedd states their sizes (and no streamed file is read past its stated
+/// size): more is refused before anything is downloaded. Nothing is written
+/// where the output goes: see [`write_outputs`].
+pub async fn fetch_spooled(
+    c: &andes_protocol::Client,
+    id: JobId,
+    limit: u64,
+) -> Result<Fetched, FetchError> {
     use crate::api::{TransferFileRequest, TransferReply, TransferRequest};
     let reply: TransferReply = c
         .call(http::Method::POST, "/v1/transfer", Some(&TransferRequest { job: id }))
         .await
         .map_err(|e| e.to_string())?;
+    let total = reply.files.iter().fold(0u64, |t, f| {
+        t.saturating_add(f.streamed.as_ref().map_or(f.data.len() as u64, |s| s.size))
+    });
+    if total > limit {
+        return Err(FetchError {
+            message: format!(
+                "job {id}: its output files come to {total} bytes, more than the {limit} bytes \
+                 of its RequestDisk"
+            ),
+            refused: true,
+        });
+    }
     let dir = tempfile::tempdir().map_err(|e| format!("a staging directory: {e}"))?;
     let mut staged = Staged::default();
     for (n, f) in reply.files.iter().enumerate() {
@@ -523,7 +563,8 @@ pub async fn fetch_spooled(c: &andes_protocol::Client, id: JobId) -> Result<Fetc
             return Err(format!(
                 "job {id}: output file {} came with {} of its {} bytes",
                 f.name, w.len, s.size
-            ));
+            )
+            .into());
         }
         staged.files.insert(f.name.clone(), p);
     }

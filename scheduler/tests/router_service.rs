@@ -183,3 +183,136 @@ async fn a_refresh_of_zero_runs_the_command_once_and_the_entries_file_is_read_wh
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(names(&router), ["fixed", "file2", "file3", "cmd"]);
 }
+
+/// A target pool that lies: it says the routed job completed, states
+/// `size` bytes of output, and streams zeros without end to whoever asks;
+/// or (`in_queue` false) has let the job leave its queue with its output.
+mod lying_target {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::Router;
+    use axum::routing::{post, put};
+
+    /// How many times its output file was asked for.
+    pub struct Target {
+        pub addr: String,
+        pub downloads: Arc<AtomicUsize>,
+    }
+
+    pub async fn start(size: u64, in_queue: bool) -> Target {
+        let downloads = Arc::new(AtomicUsize::new(0));
+        let ended = format!(
+            r#"[ ClusterId = 1; ProcId = 0; JobStatus = 4; ExitCode = 0; {} = "" ]"#,
+            andes_scheduler::transfer::SPOOLED_INPUT
+        );
+        let json = |v: serde_json::Value| {
+            ([(http::header::CONTENT_TYPE, "application/json")], v.to_string())
+        };
+        let (queued, history, transfer) = {
+            let ad = ended.clone();
+            let q = if in_queue { vec![ad.clone()] } else { vec![] };
+            let reply = serde_json::json!({
+                "ad": ad,
+                "files": [{ "name": "_andes_stdout", "streamed": { "size": size } }],
+                "log": "",
+            });
+            (serde_json::json!({ "ads": q }), serde_json::json!({ "ads": [ad] }), reply)
+        };
+        let d = downloads.clone();
+        let app = Router::new()
+            .route("/v1/uploads/{digest}", put(move || async move { json(serde_json::json!({})) }))
+            .route(
+                "/v1/submit",
+                post(move || async move { json(serde_json::json!({ "cluster": 1, "count": 1 })) }),
+            )
+            .route("/v1/query", post(move || async move { json(queued) }))
+            .route("/v1/history", post(move || async move { json(history) }))
+            .route(
+                "/v1/transfer",
+                post(move || async move {
+                    if in_queue {
+                        Ok(json(transfer))
+                    } else {
+                        Err((http::StatusCode::NOT_FOUND, "no job 1.0 in the queue"))
+                    }
+                }),
+            )
+            .route(
+                "/v1/transfer/file",
+                post(move || {
+                    d.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        let zeros = futures_util::stream::repeat_with(|| {
+                            Ok::<_, std::io::Error>(bytes::Bytes::from_static(&[0; 65536]))
+                        });
+                        axum::body::Body::from_stream(zeros)
+                    }
+                }),
+            )
+            .route("/v1/change", post(move || async move { json(serde_json::json!({})) }))
+            .route("/v1/transfer/done", post(move || async move { json(serde_json::json!({})) }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Target { addr, downloads }
+    }
+}
+
+/// Routes one job of 1 MiB RequestDisk to `target` and runs passes until
+/// its copy is held: the hold reason.
+async fn routed_copy_held(dir: &std::path::Path, target: &str) -> String {
+    use andes_scheduler::job::JobStatus;
+    use andes_scheduler::queue::{Actor, factor};
+    let schedd = schedd(dir);
+    let mut cfg = config(dir, "true");
+    cfg.entries_cmd = None;
+    cfg.entries = Some(format!(r#"[ Name = "liar"; GridResource = "andes {target}" ]"#));
+    let key = Arc::new(Keypair::from_seed("router", [7; 32]).unwrap());
+    let router = JobRouter::start(&schedd, cfg, key).unwrap();
+    let module = dir.join("j.wasm");
+    std::fs::write(&module, b"\0asm\x01\0\0\0").unwrap();
+    let ad = classad::parse_ad(&format!(
+        r#"[Cmd = "{}"; Iwd = "{}"; RequestDisk = 1024; Out = "out.txt"]"#,
+        module.display(),
+        dir.display()
+    ))
+    .unwrap();
+    schedd.queue.submit(&Actor::user("alice"), factor(vec![ad]), 1_800_000_000).await.unwrap();
+    for _ in 0..10 {
+        router.pass().await;
+        router.follow().await;
+        let q = schedd.queue.read();
+        if let Some(j) = q.jobs().find(|j| j.proc.status == JobStatus::Held) {
+            return match j.ad().eval_attr("HoldReason") {
+                classad::Value::Str(s) => s.to_string(),
+                v => panic!("HoldReason {v:?}"),
+            };
+        }
+    }
+    let ads: Vec<String> = schedd.queue.read().jobs().map(|j| j.ad().to_string()).collect();
+    panic!("no copy was held in ten passes: {ads:#?}");
+}
+
+/// A target the source trusts states more output than the copy's
+/// RequestDisk: the schedd refuses it before downloading a byte, and holds
+/// the copy with why, rather than filling its disk or asking again forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_a_target_states_beyond_request_disk_is_refused_and_the_copy_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = lying_target::start(8 << 30, true).await;
+    let reason = routed_copy_held(dir.path(), &target.addr).await;
+    assert!(reason.contains("8589934592 bytes") && reason.contains("RequestDisk"), "{reason}");
+    assert_eq!(target.downloads.load(std::sync::atomic::Ordering::SeqCst), 0, "downloaded");
+    assert!(!dir.path().join("out.txt").exists());
+}
+
+/// A completed spooled job gone from the target's queue with its output:
+/// the copy is held, saying so, instead of being retried every pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_whose_output_left_the_targets_queue_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = lying_target::start(10, false).await;
+    let reason = routed_copy_held(dir.path(), &target.addr).await;
+    assert!(reason.contains("has left its queue"), "{reason}");
+}

@@ -58,7 +58,7 @@ pub fn run(args: TransferArgs) -> Result<ExitCode> {
             let ad = classad::parse_ad(text).map_err(|e| anyhow!("the schedd's answer: {e}"))?;
             match (ad.eval_attr("ClusterId"), ad.eval_attr("ProcId")) {
                 (classad::Value::Int(c), classad::Value::Int(p)) => {
-                    ids.push(JobId::new(c as u32, p as u32))
+                    ids.push((JobId::new(c as u32, p as u32), transfer::input_limit(&ad)))
                 }
                 _ => bail!("the schedd's answer names a job without ClusterId and ProcId"),
             }
@@ -68,8 +68,8 @@ pub fn run(args: TransferArgs) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         let mut fetched = Vec::new();
-        for id in ids {
-            let got = transfer::fetch_spooled(c, id).await.map_err(|e| anyhow!(e))?;
+        for (id, limit) in ids {
+            let got = transfer::fetch_spooled(c, id, limit).await.map_err(|e| anyhow!(e))?;
             let r = &got.reply;
             let ad = classad::parse_ad(&r.ad).map_err(|e| anyhow!("job {id}'s ad: {e}"))?;
             let mut staged = got.staged.open().map_err(|e| anyhow!(e))?;

@@ -256,6 +256,12 @@ impl JobRouter {
     pub async fn pass(&self) {
         self.inner.pass().await;
     }
+
+    /// Follows every routed copy at its target once now, as each
+    /// JOB_ROUTER_POLLING_PERIOD does.
+    pub async fn follow(&self) {
+        self.inner.follow().await;
+    }
 }
 
 fn str_attr(ad: &ClassAd, name: &str) -> Option<String> {
@@ -278,6 +284,9 @@ struct Remote<'a> {
     client: &'a Client,
     addr: &'a str,
     job: JobId,
+    /// Still in the target's queue (else only in its history, where its
+    /// spooled output is no longer kept).
+    queued: bool,
 }
 
 /// A copy's job at another andes pool: its GridJobId `andes HOST:PORT C.P`
@@ -745,7 +754,7 @@ impl Inner {
                 let _ = self.queue.change(&Actor::schedd(), t, change, now).await;
                 return;
             }
-            let there = Remote { client: &client, addr, job: remote_id };
+            let there = Remote { client: &client, addr, job: remote_id, queued: false };
             self.ended(id, ad, status, &end, &there).await;
             return;
         };
@@ -796,7 +805,7 @@ impl Inner {
             return;
         }
         if remote_status == JobStatus::Completed {
-            let there = Remote { client: &client, addr, job: remote_id };
+            let there = Remote { client: &client, addr, job: remote_id, queued: true };
             self.ended(id, ad, status, &remote, &there).await;
             return;
         }
@@ -848,10 +857,20 @@ impl Inner {
         there: &Remote<'_>,
     ) {
         let now = self.clock.now();
-        let Remote { client, addr, job: remote_id } = *there;
+        let Remote { client, addr, job: remote_id, queued } = *there;
         if crate::transfer::is_spooled(end) && end.get("StageOutFinish").is_none() {
-            let fetched = match crate::transfer::fetch_spooled(client, remote_id).await {
+            // The target states the output's size; the copy's RequestDisk
+            // bounds what this schedd takes in, as it bounds a host's.
+            let limit = crate::transfer::input_limit(copy);
+            let fetched = match crate::transfer::fetch_spooled(client, remote_id, limit).await {
                 Ok(f) => f,
+                // Asking again cannot help: held, with why.
+                Err(e) if e.refused || !queued => {
+                    let why = if queued { "" } else { " (the job has left its queue there)" };
+                    return self
+                        .hold_copy(id, format!("its output from {addr} was not fetched{why}: {e}"))
+                        .await;
+                }
                 Err(e) => {
                     tracing::warn!("job router: {id}: fetching its output from {addr}: {e}");
                     return;
