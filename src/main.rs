@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod condor;
 mod settings;
 
 /// andes: high-throughput computing for WebAssembly jobs.
@@ -70,60 +71,12 @@ enum Command {
     /// Instrument a wasip1 module so the host can checkpoint it transparently
     /// (condor_compile).
     Compile(cmd::compile::CompileArgs),
-}
-
-/// The subcommands that take HTCondor's single-dash long options (`-nobatch`,
-/// `-af`, `-constraint`): for them `-word` means `--word`.
-const CONDOR_STYLE: &[&str] = &[
-    "submit",
-    "q",
-    "history",
-    "hold",
-    "release",
-    "rm",
-    "qedit",
-    "host",
-    "vacate",
-    "status",
-    "userprio",
-    "transfer-data",
-];
-
-fn condor_style_args(args: Vec<OsString>) -> Vec<OsString> {
-    let sub = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
-    if !CONDOR_STYLE.contains(&sub) {
-        return args;
-    }
-    // `-af:OPTS` (and `-autoformat:OPTS`): the letters go to their own option.
-    let args: Vec<OsString> = args
-        .into_iter()
-        .flat_map(|a| {
-            let opts = a.to_str().and_then(|s| {
-                s.strip_prefix("-af:")
-                    .or_else(|| s.strip_prefix("--af:"))
-                    .or_else(|| s.strip_prefix("-autoformat:"))
-                    .or_else(|| s.strip_prefix("--autoformat:"))
-                    .map(str::to_string)
-            });
-            match opts {
-                Some(o) => vec![OsString::from(format!("--af-options={o}")), "--af".into()],
-                None => vec![a],
-            }
-        })
-        .collect();
-    args.into_iter()
-        .map(|a| match a.to_str() {
-            Some(s)
-                if s.len() > 2
-                    && s.starts_with('-')
-                    && !s.starts_with("--")
-                    && s[1..].chars().all(|c| c.is_ascii_alphabetic() || c == '-' || c == '_') =>
-            {
-                OsString::from(format!("-{s}"))
-            }
-            _ => a,
-        })
-        .collect()
+    /// Make HTCondor's command names (condor_q, condor_submit, ...) in DIR,
+    /// each a link to this program, which answers to them as HTCondor's do.
+    InstallNames {
+        /// Where to put them (a directory on PATH).
+        dir: std::path::PathBuf,
+    },
 }
 
 /// Daemons log through `tracing` to standard error: `info` and up unless
@@ -140,7 +93,22 @@ fn init_logging() {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(condor_style_args(std::env::args_os().collect()));
+    let typed: Vec<OsString> = std::env::args_os().collect();
+    let (args, rewritten) = match condor::args(typed.clone(), condor::cli()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("andes: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            eprint!("{}", condor::error_text(&e, &typed, &rewritten));
+            return ExitCode::from(2);
+        }
+    };
     if matches!(
         cli.command,
         Command::Schedd(_) | Command::Host(_) | Command::CentralManager(_) | Command::Pool(_)
@@ -177,6 +145,12 @@ fn main() -> ExitCode {
         Command::Router(c) => cmd::router::run(c),
         Command::Snapshot(c) => cmd::snapshot::run(c),
         Command::Compile(a) => cmd::compile::run(a),
+        Command::InstallNames { dir } => condor::install_names(&dir).map(|made| {
+            for m in &made {
+                println!("{}", m.display());
+            }
+            ExitCode::SUCCESS
+        }),
     };
     match result {
         Ok(code) => code,

@@ -111,7 +111,7 @@ fn a_costly_constraint_is_refused_and_stops_nobody_else() {
     let path = p.path().to_path_buf();
     let query = std::thread::spawn(move || {
         common::andes()
-            .args(["q", "-constraint", &costly])
+            .args(["q", "-allusers", "-constraint", &costly])
             .env("ANDES_CONFIG_DIR", &path)
             .env("ANDES_CONFIG", &cfg)
             .env("USER", "carol")
@@ -154,10 +154,13 @@ fn a_constraint_cannot_read_another_users_claim() {
     );
     // The claim id is in the schedd's queue; no constraint can see it, no
     // query shows it.
-    let o = p.ok("bob", &["q", "-constraint", "ClaimId =!= undefined", "-af", "ProcId"]);
-    assert!(o.trim().is_empty(), "{o}");
     let o =
-        p.ok("bob", &["q", "-constraint", "regexp(\"^1#\", ClaimId) || true", "-af", "ClaimId"]);
+        p.ok("bob", &["q", "-allusers", "-constraint", "ClaimId =!= undefined", "-af", "ProcId"]);
+    assert!(o.trim().is_empty(), "{o}");
+    let o = p.ok(
+        "bob",
+        &["q", "-allusers", "-constraint", "regexp(\"^1#\", ClaimId) || true", "-af", "ClaimId"],
+    );
     assert!(!o.contains('#'), "{o}");
     // Nor does any daemon's log carry one whole: only its public form.
     let logs = p.logs();

@@ -48,7 +48,17 @@ fn submit_query_and_change_jobs_over_signed_http() {
         "3 job(s) submitted to cluster 2.\n"
     );
 
-    let summary = pool.ok("alice", &["q"]);
+    // condor_q's default: the caller's own jobs, with the whole queue's
+    // totals; -allusers (or naming owners or jobs) shows others'.
+    let mine = pool.ok("alice", &["q"]);
+    assert!(mine.lines().any(|l| l.starts_with("alice")), "{mine}");
+    assert!(!mine.lines().any(|l| l.starts_with("bob")), "{mine}");
+    assert!(mine.contains("Total for query: 3 jobs"), "{mine}");
+    assert!(mine.contains("Total for all users: 6 jobs"), "{mine}");
+    assert_eq!(pool.ok("alice", &["q", "-af", "Owner"]), "alice\nalice\nalice\n");
+    assert_eq!(pool.ok("alice", &["q", "bob", "-af", "Owner"]), "bob\nbob\nbob\n");
+    assert_eq!(pool.ok("alice", &["q", "2.1", "-af", "Owner"]), "bob\n");
+    let summary = pool.ok("alice", &["q", "-allusers"]);
     assert!(summary.contains("OWNER") && summary.contains("JOB_IDS"), "{summary}");
     assert!(
         summary
@@ -61,7 +71,8 @@ fn submit_query_and_change_jobs_over_signed_http() {
     ));
 
     // The Owner is the verified identity, whatever the submit file says.
-    let af = pool.ok("alice", &["q", "-af", "ClusterId", "ProcId", "Owner", "Project", "Args"]);
+    let af = pool
+        .ok("alice", &["q", "-allusers", "-af", "ClusterId", "ProcId", "Owner", "Project", "Args"]);
     assert_eq!(af.lines().next(), Some("1 0 alice physics --n 0"));
     assert_eq!(af.lines().count(), 6);
     // condor_q's output forms: -af:OPTS, expressions, -format, -totals.
@@ -97,7 +108,7 @@ fn submit_query_and_change_jobs_over_signed_http() {
         "1.000 [alice   ]\n1.001 [alice   ]\n1.002 [alice   ]\n"
     );
     // -totals: the schedd's banner (as condor_q prints it) and the totals only.
-    let totals = pool.ok("alice", &["q", "-totals"]);
+    let totals = pool.ok("alice", &["q", "-allusers", "-totals"]);
     assert!(totals.starts_with("\n-- Schedd: "), "{totals}");
     assert!(
         totals.ends_with(
@@ -270,4 +281,58 @@ fn sigterm_stops_the_schedd_gracefully() {
     // A graceful stop: a clean exit, and its address withdrawn.
     assert!(status.success(), "{status}");
     assert!(!addr_file.exists());
+}
+
+/// HTCondor's names and options: `andes install-names DIR` makes the
+/// condor_* links, each runs its andes command with HTCondor's single-dash
+/// options, and a refusal names the option as it was typed.
+#[test]
+fn condor_names_and_single_dash_options_work_as_in_htcondor() {
+    let pool = start();
+    write(&pool, "job.wasm", MODULE);
+    write(&pool, "job.sub", b"executable = job.wasm\nqueue 2\n");
+    let names = pool.path().join("bin");
+    let made = pool.ok("alice", &["install-names", names.to_str().unwrap()]);
+    assert!(made.lines().any(|l| l.ends_with("condor_submit")), "{made}");
+    // Again: the links are replaced, not refused.
+    pool.ok("alice", &["install-names", names.to_str().unwrap()]);
+    let condor = |name: &str, args: &[&str]| {
+        let o = std::process::Command::new(names.join(name))
+            .args(args)
+            .current_dir(pool.path())
+            .env("ANDES_CONFIG_DIR", pool.path())
+            .env_remove("ANDES_CONFIG")
+            .env("USER", "alice")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        (o.status.success(), text + &String::from_utf8_lossy(&o.stderr))
+    };
+    let (ok, out) = condor("condor_submit", &["job.sub", "-batch-name", "viaName"]);
+    assert!(ok && out.contains("2 job(s) submitted to cluster 1."), "{out}");
+    let (ok, out) = condor("condor_q", &["-nobatch", "-af", "ClusterId", "ProcId", "JobBatchName"]);
+    assert!(ok, "{out}");
+    assert_eq!(out, "1 0 viaName\n1 1 viaName\n");
+    let (ok, out) = condor("condor_hold", &["1.1", "-reason", "by name"]);
+    assert!(ok && out.contains("Job 1.1 held"), "{out}");
+    let (ok, out) = condor("condor_q", &["-hold", "-af", "HoldReason"]);
+    assert!(ok && out.trim() == "by name", "{out}");
+    // `-word=value` and the double-dash form are the same option.
+    let (ok, out) = condor("condor_q", &["-constraint=ProcId == 0", "-af", "ProcId"]);
+    assert!(ok && out == "0\n", "{out}");
+    // Refusals name what was typed.
+    let (ok, out) = condor("condor_q", &["-bogus"]);
+    assert!(!ok && out.contains("'-bogus'") && !out.contains("'-b'"), "{out}");
+    let (ok, out) = condor("condor_q", &["-constraint"]);
+    assert!(!ok && out.contains("'-constraint"), "{out}");
+    assert!(!out.contains("--constraint"), "{out}");
+    // A condor_* name andes does not answer to says so.
+    std::fs::copy(names.join("condor_q"), names.join("condor_frobnicate")).unwrap();
+    let (ok, out) = condor("condor_frobnicate", &[]);
+    assert!(!ok && out.contains("condor_frobnicate is not one of"), "{out}");
+    // A file of such a name that is not a link is left alone.
+    std::fs::remove_file(names.join("condor_rm")).unwrap();
+    std::fs::write(names.join("condor_rm"), "#!/bin/sh\n").unwrap();
+    let e = pool.fails("alice", &["install-names", names.to_str().unwrap()]);
+    assert!(e.contains("condor_rm exists and is not a link"), "{e}");
 }

@@ -68,6 +68,11 @@ pub struct QueryRequest {
     /// At most this many jobs.
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Only the caller's own jobs when `targets` names neither ids nor
+    /// owners, unless the caller is an admin (condor_q's default: a queue
+    /// superuser sees every job).
+    #[serde(default)]
+    pub mine: bool,
 }
 
 /// Job ads, as ClassAd text.
@@ -83,6 +88,10 @@ pub struct SummaryRequest {
     /// Only these owners' jobs (all when empty).
     #[serde(default)]
     pub owners: Vec<String>,
+    /// Only the caller's own jobs when `owners` is empty, unless the caller
+    /// is an admin, as in [`QueryRequest::mine`].
+    #[serde(default)]
+    pub mine: bool,
 }
 
 /// The summary rows and the queue's totals.

@@ -513,10 +513,22 @@ fn project(ad: &ClassAd, projection: &[String]) -> String {
     out.to_string()
 }
 
+/// The owner `mine` narrows a request to: the caller, unless an admin.
+fn mine(caller: &Caller, mine: bool) -> Option<String> {
+    (mine && caller.role != Role::Admin).then(|| caller.identity.clone())
+}
+
 async fn query(
     State(s): State<Schedd>,
-    SignedJson(req): SignedJson<QueryRequest>,
+    caller: Caller,
+    SignedJson(mut req): SignedJson<QueryRequest>,
 ) -> ApiResult<QueryReply> {
+    if req.targets.ids.is_empty()
+        && req.targets.owners.is_empty()
+        && let Some(me) = mine(&caller, req.mine)
+    {
+        req.targets.owners.push(me);
+    }
     let constraint =
         req.targets.constraint.as_deref().map(parse_constraint).transpose().map_err(api_error)?;
     let now = s.now();
@@ -541,8 +553,14 @@ async fn query(
 
 async fn summary(
     State(s): State<Schedd>,
-    SignedJson(req): SignedJson<SummaryRequest>,
+    caller: Caller,
+    SignedJson(mut req): SignedJson<SummaryRequest>,
 ) -> ApiResult<SummaryReply> {
+    if req.owners.is_empty()
+        && let Some(me) = mine(&caller, req.mine)
+    {
+        req.owners.push(me);
+    }
     let st = s.queue.read();
     let rows = st.summary(&req.owners);
     let mut totals = Totals::default();

@@ -49,8 +49,13 @@ pub struct Format {
 /// Arguments of `andes q`.
 #[derive(Args, Debug)]
 pub struct QArgs {
-    /// Job ids (`C` or `C.P`) or owners to show.
+    /// Job ids (`C` or `C.P`) or owners to show. Without them, only your own
+    /// jobs, as condor_q shows (every job for an admin of the pool, or with
+    /// `-allusers`, or when CONDOR_Q_ONLY_MY_JOBS is false).
     selection: Vec<String>,
+    /// Every user's jobs, not only yours.
+    #[arg(long)]
+    allusers: bool,
     /// One line per job instead of one per batch.
     #[arg(long)]
     nobatch: bool,
@@ -114,9 +119,11 @@ fn and(a: Option<String>, b: &str) -> Option<String> {
 pub fn run(args: QArgs) -> Result<ExitCode> {
     let mut targets = selection(&args.selection)?;
     targets.constraint = args.constraint.clone();
-    let session = Session::open()?;
+    let settings = crate::settings::Settings::load()?;
+    let mine = !args.allusers && settings.bool("CONDOR_Q_ONLY_MY_JOBS", true)?;
+    let session = Session::open_url(&settings, settings.schedd_url()?)?;
     if args.analyze {
-        let req = QueryRequest { targets, projection: Vec::new(), limit: None };
+        let req = QueryRequest { targets, projection: Vec::new(), limit: None, mine };
         let r: QueryReply =
             session.block_on(session.client.call(http::Method::POST, "/v1/query", Some(&req)))?;
         let jobs = parse_ads(&r)?;
@@ -132,7 +139,7 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
     }
     let per_job = args.nobatch || args.hold || args.run || args.format.is_set();
     if !per_job && targets.ids.is_empty() && targets.constraint.is_none() {
-        let req = SummaryRequest { owners: targets.owners.clone() };
+        let req = SummaryRequest { owners: targets.owners.clone(), mine };
         let r: SummaryReply =
             session.block_on(session.client.call(http::Method::POST, "/v1/summary", Some(&req)))?;
         let addr = session.url.trim_start_matches("http://");
@@ -149,7 +156,7 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
         targets.constraint = and(targets.constraint, "JobStatus == 2 || JobStatus == 7");
     }
     args.format.check()?;
-    let req = QueryRequest { targets, projection: args.format.projection(), limit: None };
+    let req = QueryRequest { targets, projection: args.format.projection(), limit: None, mine };
     let r: QueryReply =
         session.block_on(session.client.call(http::Method::POST, "/v1/query", Some(&req)))?;
     let ads = parse_ads(&r)?;

@@ -51,6 +51,7 @@ pub fn run(args: TransferArgs) -> Result<ExitCode> {
             targets,
             projection: vec!["ClusterId".into(), "ProcId".into()],
             limit: None,
+            mine: false,
         };
         let found: QueryReply = c.call(http::Method::POST, "/v1/query", Some(&req)).await?;
         let mut ids = Vec::new();
