@@ -23,6 +23,7 @@ pub const NAMES: &[(&str, &[&str])] = &[
     ("condor_router_q", &["router", "q"]),
     ("condor_router_history", &["router", "history"]),
     ("condor_compile", &["compile"]),
+    ("condor_wait", &["wait"]),
 ];
 
 /// The subcommands whose words are not all options: `run` passes the words

@@ -71,6 +71,9 @@ enum Command {
     /// Instrument a wasip1 module so the host can checkpoint it transparently
     /// (condor_compile).
     Compile(cmd::compile::CompileArgs),
+    /// Wait until the jobs of a job event log have completed or been
+    /// aborted (condor_wait).
+    Wait(cmd::wait::WaitArgs),
     /// Make HTCondor's command names (condor_q, condor_submit, ...) in DIR,
     /// each a link to this program, which answers to them as HTCondor's do.
     InstallNames {
@@ -145,6 +148,7 @@ fn main() -> ExitCode {
         Command::Router(c) => cmd::router::run(c),
         Command::Snapshot(c) => cmd::snapshot::run(c),
         Command::Compile(a) => cmd::compile::run(a),
+        Command::Wait(a) => cmd::wait::run(a),
         Command::InstallNames { dir } => condor::install_names(&dir).map(|made| {
             for m in &made {
                 println!("{}", m.display());

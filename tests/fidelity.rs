@@ -300,3 +300,48 @@ fn transfer_holds_carry_the_errno_as_their_subcode() {
         assert_eq!((int(&ad, "HoldReasonCode"), int(&ad, "HoldReasonSubCode")), want, "{ad}");
     }
 }
+
+/// condor_wait: `andes wait LOG [JOB]` follows the job event log until the
+/// jobs end (exit 0), says "Time expired." with exit 1 when `-wait` runs
+/// out, and exits 1 for a job the log does not have; `-status` tells each
+/// job's start and end, `-num` waits for that many.
+#[test]
+fn wait_follows_the_log_until_the_jobs_end_as_condor_wait_does() {
+    let p = Pool::new("", 1);
+    p.submit("alice", "two", "executable = hello.wasm\nlog = two.log\nhold = true\nqueue 2\n");
+    let log = p.path().join("jobs").join("two.log");
+    let log = log.to_str().unwrap();
+    // Held: nothing ends, so a wait of no time expires.
+    let o = p.cmd("alice", &["wait", "-wait", "0", log]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "Time expired.\n");
+    let o = p.cmd("alice", &["wait", "-wait", "0", log, "7.0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("job 7.0 was submitted"), "{o:?}");
+    let o = p.cmd("alice", &["wait", "-wait", "0", &format!("{log}.missing")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("two.log.missing"), "{o:?}");
+    // Released, the waits end with the jobs, the log followed as it grows.
+    let waiter = {
+        let mut c = common::andes();
+        let cfg = p.user_config();
+        c.args(["wait", "-status", log])
+            .env("ANDES_CONFIG_DIR", p.path())
+            .env("ANDES_CONFIG", cfg)
+            .env("USER", "alice");
+        std::thread::spawn(move || c.output().unwrap())
+    };
+    p.ok("alice", &["release", "1"]);
+    let o = waiter.join().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    for line in ["1.0.0 submitted", "1.1.0 submitted", "1.0.0 completed", "1.1.0 completed"] {
+        assert!(out.lines().any(|l| l == line), "{line}: {out}");
+    }
+    assert!(out.lines().any(|l| l.starts_with("1.0.0 executing on host")), "{out}");
+    assert!(out.ends_with("All jobs done.\n"), "{out}");
+    let o = p.cmd("alice", &["wait", "-num", "1", log, "1.1"]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout) == "Specified job(s) done.\n");
+    let o = p.cmd("alice", &["wait", "-wait", "0", log, "1"]);
+    assert!(o.status.success(), "{o:?}");
+}

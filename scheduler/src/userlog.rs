@@ -1403,6 +1403,94 @@ pub fn read_log(path: impl AsRef<Path>, opts: &ParseOptions) -> Result<Vec<JobEv
     parse_log(&text, opts).map_err(|error| ReadError::Parse { path: path.to_path_buf(), error })
 }
 
+/// The longest event a [`Follower`] waits to see closed, bytes: a log
+/// whose last event grows past it without its `...` line is refused.
+pub const MAX_PENDING_EVENT: usize = 16 << 20;
+
+/// Reads a log as it grows (condor_wait, condor_watch_q, a program
+/// following its jobs): each [`Follower::poll`] returns the events closed
+/// (by their `...` line) since the last, leaving an event still being
+/// written for a later poll. Errors name the file and the line.
+#[derive(Debug)]
+pub struct Follower {
+    path: PathBuf,
+    opts: ParseOptions,
+    /// Bytes read up to here.
+    offset: u64,
+    /// Read but not yet closed by a `...` line.
+    pending: Vec<u8>,
+    /// Lines before `pending`, for error messages.
+    lines_before: usize,
+}
+
+impl Follower {
+    /// Follows the log at `path` from its start (it need not exist yet).
+    pub fn new(path: impl AsRef<Path>, opts: ParseOptions) -> Follower {
+        Follower {
+            path: path.as_ref().to_path_buf(),
+            opts,
+            offset: 0,
+            pending: Vec::new(),
+            lines_before: 0,
+        }
+    }
+
+    /// The log followed.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The events closed since the last poll, in the log's order.
+    pub fn poll(&mut self) -> Result<Vec<JobEvent>, ReadError> {
+        use std::io::{Read, Seek};
+        let path = self.path.clone();
+        let io = |source| ReadError::Io { path: path.clone(), source };
+        let mut f = std::fs::File::open(&path).map_err(io)?;
+        let len = f.metadata().map_err(io)?.len();
+        if len < self.offset {
+            // Truncated or replaced: HTCondor's readers start over too.
+            *self = Follower::new(&path, self.opts.clone());
+        }
+        f.seek(std::io::SeekFrom::Start(self.offset)).map_err(io)?;
+        let room = (MAX_PENDING_EVENT + 1).saturating_sub(self.pending.len());
+        let read = f.take(room as u64).read_to_end(&mut self.pending).map_err(io)?;
+        self.offset += read as u64;
+        // The events up to the last `...` line are whole.
+        let sync = format!("\n{SYNC_LINE}\n");
+        let end = if self.pending.starts_with(format!("{SYNC_LINE}\n").as_bytes()) {
+            Some(SYNC_LINE.len() + 1)
+        } else {
+            None
+        };
+        let end = self
+            .pending
+            .windows(sync.len())
+            .rposition(|w| w == sync.as_bytes())
+            .map(|i| i + sync.len())
+            .or(end);
+        let Some(end) = end else {
+            if self.pending.len() > MAX_PENDING_EVENT {
+                return Err(ReadError::Parse {
+                    path: self.path.clone(),
+                    error: ParseError {
+                        line: self.lines_before + 1,
+                        msg: format!("an event runs past {MAX_PENDING_EVENT} bytes unclosed"),
+                    },
+                });
+            }
+            return Ok(Vec::new());
+        };
+        let whole: Vec<u8> = self.pending.drain(..end).collect();
+        let text = String::from_utf8_lossy(&whole);
+        let before = self.lines_before;
+        self.lines_before += text.matches('\n').count();
+        parse_log(&text, &self.opts).map_err(|mut error| {
+            error.line += before;
+            ReadError::Parse { path: self.path.clone(), error }
+        })
+    }
+}
+
 /// An error reading a log file.
 #[derive(Debug)]
 pub enum ReadError {
@@ -2198,6 +2286,47 @@ mod tests {
 
     fn usage(user: u32, system: u32) -> CpuUsage {
         CpuUsage { user, system }
+    }
+
+    /// A follower returns each event once it is closed, whatever the bytes
+    /// a write left; it starts over when the log is replaced, and a bad
+    /// event is named by its line in the whole file.
+    #[test]
+    fn a_follower_returns_events_as_they_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.log");
+        let mut f = Follower::new(&path, ParseOptions::in_zone(TimeZone::UTC));
+        assert!(matches!(f.poll(), Err(ReadError::Io { .. })), "no log yet");
+        let one = text(EventKind::Aborted(Some("why".into())));
+        let two = text(EventKind::Released(None));
+        std::fs::write(&path, "").unwrap();
+        assert!(f.poll().unwrap().is_empty());
+        // Written a byte at a time: an event comes out only once closed.
+        let all = format!("{one}{two}");
+        let mut got = Vec::new();
+        for i in 1..=all.len() {
+            std::fs::write(&path, &all[..i]).unwrap();
+            let new = f.poll().unwrap();
+            if i == one.len() {
+                assert_eq!(new.len(), 1, "closed at byte {i}");
+            } else if i != all.len() {
+                assert!(new.is_empty(), "at byte {i}: {new:?}");
+            }
+            got.extend(new);
+        }
+        assert_eq!(
+            got,
+            vec![ev(EventKind::Aborted(Some("why".into()))), ev(EventKind::Released(None))]
+        );
+        assert!(f.poll().unwrap().is_empty(), "each event once");
+        // Replaced by a shorter log: read from its start.
+        std::fs::write(&path, &two).unwrap();
+        assert_eq!(f.poll().unwrap(), vec![ev(EventKind::Released(None))]);
+        // A bad event: its line in the whole file.
+        let lines = two.matches('\n').count();
+        std::fs::write(&path, format!("{two}{two}garbage\n...\n")).unwrap();
+        let e = f.poll().unwrap_err().to_string();
+        assert!(e.contains(&format!("job.log:{}:", 2 * lines + 1)), "{e}");
     }
 
     fn res(name: &str, u: f64, r: f64, a: f64) -> ResourceUsage {

@@ -18,6 +18,7 @@ pub mod status;
 pub mod submit;
 pub mod transfer;
 pub mod vacate;
+pub mod wait;
 
 /// Completes when the process is asked to stop: Ctrl-C (SIGINT) or, on Unix,
 /// SIGTERM (what service managers and `kill` send). Daemons stop gracefully
