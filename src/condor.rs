@@ -24,6 +24,7 @@ pub const NAMES: &[(&str, &[&str])] = &[
     ("condor_router_history", &["router", "history"]),
     ("condor_compile", &["compile"]),
     ("condor_wait", &["wait"]),
+    ("condor_config_val", &["config-val"]),
 ];
 
 /// The subcommands whose words are not all options: `run` passes the words

@@ -71,6 +71,8 @@ enum Command {
     /// Instrument a wasip1 module so the host can checkpoint it transparently
     /// (condor_compile).
     Compile(cmd::compile::CompileArgs),
+    /// What the configuration says of knobs, and where (condor_config_val).
+    ConfigVal(cmd::config_val::ConfigValArgs),
     /// Wait until the jobs of a job event log have completed or been
     /// aborted (condor_wait).
     Wait(cmd::wait::WaitArgs),
@@ -149,6 +151,7 @@ fn main() -> ExitCode {
         Command::Snapshot(c) => cmd::snapshot::run(c),
         Command::Compile(a) => cmd::compile::run(a),
         Command::Wait(a) => cmd::wait::run(a),
+        Command::ConfigVal(a) => cmd::config_val::run(a),
         Command::InstallNames { dir } => condor::install_names(&dir).map(|made| {
             for m in &made {
                 println!("{}", m.display());

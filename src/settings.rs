@@ -54,6 +54,9 @@
 //! | `SCHEDD_REPLAY_CACHE`, `HOST_REPLAY_CACHE`, `CENTRAL_MANAGER_REPLAY_CACHE` | `$(SPOOL)/replay_cache`, `$(LOCAL_DIR)/host_replay_cache.$(HOST_KEY_NAME)`, `$(LOCAL_DIR)/central_replay_cache` | each daemon's file of accepted request nonces, so a request is never accepted twice, even across a restart (one file per daemon) |
 //! | `MAX_CONNECTIONS` | `1024` | connections a daemon serves at once; more wait until some close |
 //! | `HEADER_READ_TIMEOUT`, `IDLE_CONNECTION_TIMEOUT`, `TLS_HANDSHAKE_TIMEOUT`, `REQUEST_BODY_TIMEOUT` | `30`, `60`, `10`, `60` | seconds a daemon waits for a request's head (also an idle keep-alive connection's next request), on a connection where nothing moves, for a TLS handshake, and for a request's body |
+//! | `LOCAL_CONFIG_FILE` | (none) | more configuration files, read in order after the main one (a list, commas or spaces) |
+//! | `REQUIRE_LOCAL_CONFIG_FILE` | `True` | a LOCAL_CONFIG_FILE that does not exist is an error (`False`: skipped) |
+//! | `LOCAL_CONFIG_DIR` | (none) | a directory whose files are read after those, in name order (not those matching `LOCAL_CONFIG_DIR_EXCLUDE_REGEXP`: by default hidden files, `*~`, `#*`, `*.rpmsave`, `*.rpmnew`) |
 //! | `PER_KEY_REQUEST_RATE`, `PER_KEY_REQUEST_BURST`, `PER_KEY_REPLAY_SHARE` | `10000`, `20000`, `131072` | requests a second one key may make on average and at once, and nonces it may hold in a daemon's replay cache once that is half full (524,288 nonces); past them that key gets 429 |
 //!
 //! `andes host` reads the same file on top of the startd's defaults and
@@ -133,6 +136,72 @@ pub fn user_name_from(var: impl Fn(&str) -> Option<String>) -> Option<String> {
         .or_else(|| whoami::fallible::username().ok().filter(|n| !n.is_empty()))
 }
 
+/// HTCondor's default LOCAL_CONFIG_DIR_EXCLUDE_REGEXP: hidden files, editor
+/// backups and package managers' leftovers.
+const LOCAL_CONFIG_DIR_EXCLUDE: &str = r"^((\..*)|(.*~)|(#.*)|(.*\.rpmsave)|(.*\.rpmnew))$";
+
+/// Reads the local configuration after the main file, as HTCondor does:
+/// each file LOCAL_CONFIG_FILE lists (one that is missing is an error unless
+/// REQUIRE_LOCAL_CONFIG_FILE is false), then the files of LOCAL_CONFIG_DIR in
+/// name order. Each knob is looked at once, as the main file left it.
+fn load_local(config: &mut Config) -> Result<()> {
+    let files = config.get("LOCAL_CONFIG_FILE")?.unwrap_or_default();
+    let required = match config.get("REQUIRE_LOCAL_CONFIG_FILE")?.as_deref() {
+        None | Some("") => true,
+        Some(v) => parse_bool(v)
+            .ok_or_else(|| anyhow!("REQUIRE_LOCAL_CONFIG_FILE = {v}: expected True or False"))?,
+    };
+    let dir = config.get("LOCAL_CONFIG_DIR")?.filter(|d| !d.trim().is_empty());
+    let exclude = config
+        .get("LOCAL_CONFIG_DIR_EXCLUDE_REGEXP")?
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| LOCAL_CONFIG_DIR_EXCLUDE.to_string());
+    for f in files.split([',', ' ', '\t']).filter(|f| !f.is_empty()) {
+        let path = std::path::Path::new(f);
+        if !path.exists() {
+            if required {
+                anyhow::bail!(
+                    "LOCAL_CONFIG_FILE names {f}, which does not exist \
+                     (REQUIRE_LOCAL_CONFIG_FILE = False skips it)"
+                );
+            }
+            continue;
+        }
+        config.load_file(path).with_context(|| format!("reading {f} (LOCAL_CONFIG_FILE)"))?;
+    }
+    if let Some(dir) = dir {
+        let exclude = regex::Regex::new(&exclude)
+            .map_err(|e| anyhow!("LOCAL_CONFIG_DIR_EXCLUDE_REGEXP: {e}"))?;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(anyhow!("LOCAL_CONFIG_DIR {dir}: {e}")),
+        };
+        let mut names: Vec<std::path::PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
+            .filter(|e| !exclude.is_match(&e.file_name().to_string_lossy()))
+            .map(|e| e.path())
+            .collect();
+        names.sort();
+        for p in names {
+            config
+                .load_file(&p)
+                .with_context(|| format!("reading {} (LOCAL_CONFIG_DIR)", p.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// HTCondor's booleans: True/False, Yes/No, 1/0, any case.
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "1" => Some(true),
+        "false" | "no" | "0" => Some(false),
+        _ => None,
+    }
+}
+
 impl Settings {
     /// Loads the configuration.
     pub fn load() -> Result<Settings> {
@@ -158,6 +227,7 @@ impl Settings {
     pub fn load_file_over(file: &std::path::Path, base: Config) -> Result<Settings> {
         let (mut config, _) = Settings::with_defaults(base)?;
         config.load_file(file).with_context(|| format!("reading {}", file.display()))?;
+        load_local(&mut config)?;
         Ok(Settings { config })
     }
 
@@ -171,6 +241,7 @@ impl Settings {
         if let Some(f) = file {
             config.load_file(&f).with_context(|| format!("reading {}", f.display()))?;
         }
+        load_local(&mut config)?;
         Ok(Settings { config })
     }
 
@@ -275,11 +346,9 @@ impl Settings {
     pub fn bool(&self, name: &str, default: bool) -> Result<bool> {
         match self.get(name)? {
             None => Ok(default),
-            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "true" | "yes" | "1" => Ok(true),
-                "false" | "no" | "0" => Ok(false),
-                _ => Err(anyhow!("{name} = {v}: expected True or False")),
-            },
+            Some(v) => {
+                parse_bool(&v).ok_or_else(|| anyhow!("{name} = {v}: expected True or False"))
+            }
         }
     }
 
@@ -468,5 +537,49 @@ mod tests {
         tls.check_listen("SCHEDD_ADDRESS", "0.0.0.0:9618".parse().unwrap()).unwrap();
         let bad = settings(&[("USE_PLAINTEXT_HTTP", "maybe")]);
         assert!(bad.plaintext().unwrap_err().to_string().contains("expected True or False"));
+    }
+
+    /// LOCAL_CONFIG_FILE's files in order, then LOCAL_CONFIG_DIR's in name
+    /// order without backups and hidden files, each over what came before;
+    /// a missing local file is an error naming it unless not required.
+    #[test]
+    fn local_configuration_is_read_after_the_main_file_as_htcondor_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let write = |name: &str, text: &str| std::fs::write(d.join(name), text).unwrap();
+        std::fs::create_dir(d.join("config.d")).unwrap();
+        write("a.local", "A = from a\nB = from a\nC = from a\n");
+        write("b.local", "B = from b\n");
+        write("config.d/20-late", "C = from 20\n");
+        write("config.d/10-early", "C = from 10\nD = from 10\n");
+        write("config.d/30-backup~", "C = from a backup\n");
+        write("config.d/.hidden", "C = hidden\n");
+        write(
+            "main",
+            &format!(
+                "LOCAL_CONFIG_FILE = {0}/a.local, {0}/b.local\nLOCAL_CONFIG_DIR = {0}/config.d\n\
+                 A = from main\nD = from main\n",
+                d.display()
+            ),
+        );
+        let mut config = Config::new();
+        config.load_file(d.join("main")).unwrap();
+        load_local(&mut config).unwrap();
+        let get = |n: &str| config.get(n).unwrap().unwrap();
+        assert_eq!(
+            [get("A"), get("B"), get("C"), get("D")],
+            ["from a", "from b", "from 20", "from 10"]
+        );
+        assert_eq!(
+            config.location("B").unwrap().to_string(),
+            format!("{}/b.local, line 1", d.display())
+        );
+        // A missing local file.
+        let mut config = Config::new();
+        config.set("LOCAL_CONFIG_FILE", &format!("{}/nowhere.local", d.display())).unwrap();
+        let e = load_local(&mut config.clone()).unwrap_err().to_string();
+        assert!(e.contains("nowhere.local") && e.contains("REQUIRE_LOCAL_CONFIG_FILE"), "{e}");
+        config.set("REQUIRE_LOCAL_CONFIG_FILE", "False").unwrap();
+        load_local(&mut config).unwrap();
     }
 }

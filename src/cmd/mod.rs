@@ -5,6 +5,7 @@ pub mod central;
 pub mod classad;
 pub mod client;
 pub mod compile;
+pub mod config_val;
 pub mod cron;
 pub mod host;
 pub mod keygen;

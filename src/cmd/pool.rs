@@ -117,6 +117,14 @@ fn config_text(
         let _ = writeln!(c, "# Plain HTTP between the pool's parts, all on 127.0.0.1.");
         let _ = writeln!(c, "USE_PLAINTEXT_HTTP = True");
     }
+    let _ = writeln!(
+        c,
+        "# Your own settings go in andes.config.local or config.d/ beside this file,\n\
+         # which `andes pool up` writes anew each time: they are read after it."
+    );
+    let _ = writeln!(c, "LOCAL_CONFIG_FILE = $(LOCAL_DIR)/andes.config.local");
+    let _ = writeln!(c, "REQUIRE_LOCAL_CONFIG_FILE = False");
+    let _ = writeln!(c, "LOCAL_CONFIG_DIR = $(LOCAL_DIR)/config.d");
     let _ = writeln!(c, "# A personal pool runs jobs whenever it has a free slot.");
     for line in [
         "START = True",
