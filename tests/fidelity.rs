@@ -344,4 +344,18 @@ fn wait_follows_the_log_until_the_jobs_end_as_condor_wait_does() {
     assert!(o.status.success() && String::from_utf8_lossy(&o.stdout) == "Specified job(s) done.\n");
     let o = p.cmd("alice", &["wait", "-wait", "0", log, "1"]);
     assert!(o.status.success(), "{o:?}");
+
+    // `andes submit -wait`: until the cluster is done; held jobs are a
+    // failure, with their reasons.
+    let jobs = p.path().join("jobs");
+    std::fs::write(jobs.join("ok.sub"), "executable = hello.wasm\nqueue 3\n").unwrap();
+    let o = p.cmd("alice", &["submit", "ok.sub", "-wait"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    assert!(out.contains("Cluster 2: 3 done, 0 running, 0 idle, 0 held, 0 removed."), "{out}");
+    std::fs::write(jobs.join("held.sub"), "executable = hello.wasm\nhold = true\nqueue\n").unwrap();
+    let o = p.cmd("alice", &["submit", "held.sub", "--wait"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(out.contains("Job 3.0 is held: "), "{out}");
 }

@@ -48,6 +48,11 @@ pub struct SubmitArgs {
     /// does not run as root, or you have no account on its machine).
     #[arg(long)]
     spool: bool,
+    /// Stay until every job of the cluster has completed, been removed or
+    /// been held, with a progress bar; the exit status is 1 if any was held
+    /// or removed.
+    #[arg(long)]
+    wait: bool,
 }
 
 /// Sends the submit, again if its answer is lost on the way (a timeout, a
@@ -198,6 +203,124 @@ pub fn run(args: SubmitArgs) -> Result<ExitCode> {
         };
         let reply = submit_retrying(c, &req).await?;
         println!("{} job(s) submitted to cluster {}.", reply.count, reply.cluster);
+        if args.wait {
+            return wait_for_cluster(c, reply.cluster, reply.count).await;
+        }
         Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Where a cluster's jobs stand, from the queue and (for those gone from it)
+/// the history.
+#[derive(Debug, Default, PartialEq)]
+struct Progress {
+    done: u64,
+    removed: u64,
+    held: Vec<(String, String)>,
+    running: u64,
+    idle: u64,
+}
+
+impl Progress {
+    fn of(ads: &[classad::ClassAd]) -> Progress {
+        use classad::Value;
+        let mut p = Progress::default();
+        for ad in ads {
+            let int = |n: &str| match ad.eval_attr(n) {
+                Value::Int(i) => i,
+                _ => -1,
+            };
+            match int("JobStatus") {
+                4 => p.done += 1,
+                3 => p.removed += 1,
+                5 => {
+                    let reason = match ad.eval_attr("HoldReason") {
+                        Value::Str(s) => s.to_string(),
+                        _ => String::new(),
+                    };
+                    p.held.push((format!("{}.{}", int("ClusterId"), int("ProcId")), reason));
+                }
+                2 | 6 | 7 => p.running += 1,
+                _ => p.idle += 1,
+            }
+        }
+        p
+    }
+
+    fn over(&self) -> bool {
+        self.running == 0 && self.idle == 0
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "{} done, {} running, {} idle, {} held, {} removed",
+            self.done,
+            self.running,
+            self.idle,
+            self.held.len(),
+            self.removed
+        )
+    }
+}
+
+/// `andes submit --wait`: follows cluster `cluster` (`count` jobs) until
+/// none is idle or running.
+async fn wait_for_cluster(
+    c: &andes_protocol::Client,
+    cluster: u32,
+    count: u32,
+) -> Result<ExitCode> {
+    use andes_scheduler::api::{HistoryRequest, QueryReply, QueryRequest, Targets};
+    use andes_scheduler::job::JobSelector;
+    let projection: Vec<String> =
+        ["ClusterId", "ProcId", "JobStatus", "HoldReason"].map(String::from).into();
+    let bar = indicatif::ProgressBar::new(u64::from(count));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("cluster {prefix} [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(cluster.to_string());
+    let parse = |r: QueryReply| -> Result<Vec<classad::ClassAd>> {
+        r.ads
+            .iter()
+            .map(|t| classad::parse_ad(t).map_err(|e| anyhow!("the schedd sent a bad ad: {e}")))
+            .collect()
+    };
+    let progress = loop {
+        let q = QueryRequest {
+            targets: Targets { ids: vec![JobSelector::Cluster(cluster)], ..Default::default() },
+            projection: projection.clone(),
+            ..Default::default()
+        };
+        let mut ads = parse(c.call(http::Method::POST, "/v1/query", Some(&q)).await?)?;
+        if ads.len() < count as usize {
+            let h = HistoryRequest {
+                constraint: Some(format!("ClusterId == {cluster}")),
+                projection: projection.clone(),
+                ..Default::default()
+            };
+            let proc = |a: &classad::ClassAd| a.eval_attr("ProcId");
+            let queued: Vec<classad::Value> = ads.iter().map(proc).collect();
+            let gone = parse(c.call(http::Method::POST, "/v1/history", Some(&h)).await?)?;
+            ads.extend(gone.into_iter().filter(|a| !queued.contains(&proc(a))));
+        }
+        let p = Progress::of(&ads);
+        bar.set_position(p.done + p.removed + p.held.len() as u64);
+        bar.set_message(p.line());
+        if p.over() && ads.len() >= count as usize {
+            break p;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    };
+    bar.finish_and_clear();
+    println!("Cluster {cluster}: {}.", progress.line());
+    for (id, why) in &progress.held {
+        println!("Job {id} is held: {why}");
+    }
+    Ok(if progress.held.is_empty() && progress.removed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     })
 }
