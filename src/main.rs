@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod condor;
+mod logs;
 mod settings;
 
 /// andes: high-throughput computing for WebAssembly jobs.
@@ -84,19 +85,6 @@ enum Command {
     },
 }
 
-/// Daemons log through `tracing` to standard error: `info` and up unless
-/// `RUST_LOG` says otherwise.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
-}
-
 fn main() -> ExitCode {
     let typed: Vec<OsString> = std::env::args_os().collect();
     let (args, rewritten) = match condor::args(typed.clone(), condor::cli()) {
@@ -125,7 +113,11 @@ fn main() -> ExitCode {
             // SAFETY: at the start of main, before any thread exists.
             unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
         }
-        init_logging();
+        // A daemon logs to its file too once its configuration is read
+        // (`logs::init`); the host's other commands to standard error only.
+        if matches!(&cli.command, Command::Host(a) if !a.is_daemon()) {
+            logs::init_stderr();
+        }
     }
     let result = match cli.command {
         Command::Classad(c) => cmd::classad::run(c),

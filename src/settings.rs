@@ -9,6 +9,8 @@
 //! | --- | --- | --- |
 //! | `LOCAL_DIR` | the configuration directory | where daemons keep state |
 //! | `SPOOL` | `$(LOCAL_DIR)/spool` | the schedd's queue database |
+//! | `LOG` | `$(LOCAL_DIR)/log` | where daemons write their logs: SchedLog, StartLog, CollectorLog, NegotiatorLog (each path its own knob: `SCHEDD_LOG`, `STARTD_LOG`, `COLLECTOR_LOG`, `NEGOTIATOR_LOG`) |
+//! | `MAX_DEFAULT_LOG`, `MAX_<SUBSYS>_LOG` | `10485760` | bytes a daemon log grows to before it is moved to `<file>.old` and begun again |
 //! | `TRUST_FILE` | `$(LOCAL_DIR)/trust` | the pool's keys, identities and roles |
 //! | `SCHEDD_NAME` | `andes@<host>` | first part of every GlobalJobId |
 //! | `SCHEDD_ADDRESS` | `127.0.0.1:9618` | where the schedd listens (port 0: any) |
@@ -76,6 +78,7 @@ pub struct Settings {
 
 const DEFAULTS: &str = r#"
 SPOOL = $(LOCAL_DIR)/spool
+LOG = $(LOCAL_DIR)/log
 TRUST_FILE = $(LOCAL_DIR)/trust
 SCHEDD_ADDRESS = 127.0.0.1:9618
 SCHEDD_ADDRESS_FILE = $(SPOOL)/.schedd_address

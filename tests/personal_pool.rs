@@ -81,6 +81,14 @@ fn a_personal_pool_reads_its_local_configuration_and_config_val_says_where() {
     assert_eq!(out, format!("NUM_CPUS = 3\n # at: {}, line 2\n # raw: 3\n", local.display()));
     let (code, _, err) = andes(&["config-val", "NO_SUCH_KNOB"]);
     assert_eq!((code, err.as_str()), (Some(1), "Not defined: NO_SUCH_KNOB\n"));
+    // Each daemon of the pool logs to its own file, as HTCondor names them.
+    let logs = d.join("log");
+    let read = |n: &str| std::fs::read_to_string(logs.join(n)).unwrap_or_default();
+    assert!(read("SchedLog").contains("andes schedd"), "{}", read("SchedLog"));
+    assert!(read("StartLog").contains("andes host listening"), "{}", read("StartLog"));
+    assert!(read("CollectorLog").contains("central-manager listening"), "{}", read("CollectorLog"));
+    assert!(logs.join("NegotiatorLog").exists());
+    assert!(!read("SchedLog").contains("andes host listening"), "each line in one log");
     // condor_config_val's single-dash form.
     let (code, out, _) = andes(&["config-val", "-dump"]);
     assert_eq!(code, Some(0));

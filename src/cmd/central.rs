@@ -26,10 +26,12 @@ pub struct CentralArgs {
 /// Runs the central manager until interrupted.
 pub fn run(args: CentralArgs) -> Result<ExitCode> {
     let s = Settings::load()?;
+    use crate::logs::Daemon;
+    crate::logs::init(&s, &[Daemon::Collector, Daemon::Negotiator])?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(serve(s, args.listen, None, None, async {
         super::stop_signal().await;
-        eprintln!("andes central-manager: interrupted, stopping");
+        tracing::info!("andes central-manager: interrupted, stopping");
     }))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -117,7 +119,7 @@ pub async fn serve(
         crate::settings::write_atomically(f, &addr.to_string())
             .with_context(|| format!("writing COLLECTOR_ADDRESS_FILE {f}"))?;
     }
-    eprintln!("andes central-manager listening on {addr} (collector and negotiator)");
+    tracing::info!("andes central-manager listening on {addr} (collector and negotiator)");
     let negotiator = tokio::spawn(central.clone().run());
     if let Some(r) = ready {
         let _ = r.send(addr);

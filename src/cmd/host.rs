@@ -29,6 +29,13 @@ pub struct HostArgs {
     listen: Option<SocketAddr>,
 }
 
+impl HostArgs {
+    /// Whether this runs the daemon (no subcommand).
+    pub fn is_daemon(&self) -> bool {
+        self.command.is_none()
+    }
+}
+
 /// The subcommands of `andes host`.
 #[derive(Subcommand, Debug)]
 pub enum HostCmd {
@@ -108,6 +115,7 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
 fn daemon(listen: Option<SocketAddr>) -> Result<ExitCode> {
     let base = andes_host::daemon::base_config(std::env::vars());
     let s = Settings::load_over(base)?;
+    crate::logs::init(&s, &[crate::logs::Daemon::Startd])?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(serve(s, listen, None, async {
         super::stop_signal().await;
@@ -213,7 +221,7 @@ pub async fn serve(
         crate::settings::write_atomically(f, &addr.to_string())
             .with_context(|| format!("writing HOST_ADDRESS_FILE {f}"))?;
     }
-    eprintln!(
+    tracing::info!(
         "andes host listening on {addr}; {} slots; sandboxes under {}{}",
         slots.len(),
         execute.display(),
@@ -233,11 +241,11 @@ pub async fn serve(
     // The stop signal: a graceful shutdown (condor_off); a Ctrl-C after it, fast.
     let interrupts = tokio::spawn(async move {
         stop.await;
-        eprintln!("andes host: shutting down (graceful)");
+        tracing::info!("andes host: shutting down (graceful)");
         let _ = remote.command(andes_host::daemon::Command::Off(OffMode::Graceful.into())).await;
         {
             super::stop_signal().await;
-            eprintln!("andes host: interrupted again, shutting down (fast)");
+            tracing::info!("andes host: interrupted again, shutting down (fast)");
             let _ = remote.command(andes_host::daemon::Command::Off(OffMode::Fast.into())).await;
         }
     });
@@ -262,7 +270,7 @@ pub async fn serve(
     if let Some(f) = &address_file {
         let _ = std::fs::remove_file(f);
     }
-    eprintln!("andes host: shutdown complete");
+    tracing::info!("andes host: shutdown complete");
     Ok(())
 }
 

@@ -166,6 +166,14 @@ fn up(args: UpArgs) -> Result<ExitCode> {
         &config_path,
         config_text(&dir, &user, "127.0.0.1:0", args.slots, args.plaintext),
     )?;
+    {
+        // Each daemon of the pool logs to its own file in LOG.
+        use crate::logs::Daemon;
+        let base = andes_host::daemon::base_config(std::env::vars());
+        let s = Settings::load_file_over(&config_path, base)?;
+        let all = [Daemon::Schedd, Daemon::Startd, Daemon::Collector, Daemon::Negotiator];
+        crate::logs::init(&s, &all)?;
+    }
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         // The host stops first (its jobs vacate, its slots are withdrawn),

@@ -24,10 +24,11 @@ pub struct ScheddArgs {
 /// Runs the schedd until interrupted.
 pub fn run(args: ScheddArgs) -> Result<ExitCode> {
     let s = Settings::load()?;
+    crate::logs::init(&s, &[crate::logs::Daemon::Schedd])?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(serve(s, args.listen, None, async {
         super::stop_signal().await;
-        eprintln!("andes schedd: interrupted, stopping");
+        tracing::info!("andes schedd: interrupted, stopping");
     }))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -134,7 +135,7 @@ pub async fn serve(
         let key = Arc::new(s.daemon_keypair("JOB_ROUTER_KEY_NAME")?);
         let router = andes_scheduler::router::service::JobRouter::start(&schedd, rc, key)
             .map_err(|e| anyhow::anyhow!("job router: {e}"))?;
-        eprintln!("andes schedd: job router with {} routes", router.table().routes.len());
+        tracing::info!("andes schedd: job router with {} routes", router.table().routes.len());
         app = app.merge(router.router(&auth));
     }
     if let Some(f) = &address_file {
@@ -142,7 +143,7 @@ pub async fn serve(
             .with_context(|| format!("writing SCHEDD_ADDRESS_FILE {f}"))?;
     }
     let jobs = schedd.queue.read().len();
-    eprintln!(
+    tracing::info!(
         "andes schedd {} listening on {addr}; queue {} ({jobs} jobs){}",
         config.name,
         spool.join("job_queue.db").display(),
