@@ -240,7 +240,9 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
                 .queue
                 .error(ErrorKind::MissingExecutable, "No 'executable' parameter was provided"));
         };
-        let cmd_path = resolve(&self.iwd, &exe);
+        // Relative to where condor_submit runs, not to initialdir (which
+        // places the job's files), as HTCondor's manual says of `executable`.
+        let cmd_path = resolve(&ctx.iwd, &exe);
         let (digest, exe_len, instrumented) = self.module(&cmd_path, &eo)?;
         self.set("Cmd", lit(Value::string(cmd_path.as_str())));
         self.set("CmdDigest", lit(Value::string(digest.as_str())));
