@@ -44,6 +44,9 @@ enum Command {
     Release(cmd::act::ActArgs),
     /// Remove jobs (condor_rm).
     Rm(cmd::act::ActArgs),
+    /// Vacate running jobs: each leaves its slot, checkpointing if it can,
+    /// and goes back to idle to run again (condor_vacate_job).
+    VacateJob(cmd::act::ActArgs),
     /// Change an attribute of queued jobs (condor_qedit).
     Qedit(cmd::act::QeditArgs),
     /// Run the execute host daemon (condor_startd), or talk to it: `status`,
@@ -131,6 +134,7 @@ fn main() -> ExitCode {
         Command::Hold(a) => cmd::act::run(cmd::act::Verb::Hold, a),
         Command::Release(a) => cmd::act::run(cmd::act::Verb::Release, a),
         Command::Rm(a) => cmd::act::run(cmd::act::Verb::Remove, a),
+        Command::VacateJob(a) => cmd::act::run(cmd::act::Verb::Vacate, a),
         Command::Qedit(a) => cmd::act::qedit(a),
         Command::Host(a) => cmd::host::run(a),
         Command::Vacate(a) => cmd::vacate::run(a),

@@ -854,3 +854,68 @@ fn a_cron_job_runs_every_minute_on_the_minute_keeping_its_id() {
     let listing = p.ok("alice", &["q", "-nobatch"]);
     assert!(listing.contains("next run") || listing.contains("deferred until"), "{listing}");
 }
+
+/// condor_vacate_job: the owner vacates a running job by its id; it saves
+/// its state, goes back to idle, runs again from what it saved and ends as
+/// an uninterrupted run does. Another user cannot; an idle job is not
+/// running and says so.
+#[test]
+fn vacate_job_sends_a_running_job_back_to_idle_with_its_checkpoint() {
+    let p = Pool::new(
+        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
+         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
+         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
+        1,
+    );
+    const TERMS: &str = "2700000000";
+    p.submit(
+        "alice",
+        "c",
+        &format!(
+            "executable = coop.wasm\narguments = {TERMS}\noutput = c.out\nerror = c.err\n\
+             +WasmCheckpoint = \"cooperative\"\ncheckpoint_exit_code = 85\nqueue\n"
+        ),
+    );
+    let whole = std::thread::spawn(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = common::andes()
+            .args(["run", "--dir"])
+            .arg(dir.path())
+            .arg(common::pool::sample("coop"))
+            .arg(TERMS)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    });
+    wait_or(
+        "the job to run a while",
+        Duration::from_secs(90),
+        || {
+            p.queue().first().is_some_and(|a| {
+                int(a, "JobStatus") == 2
+                    && matches!(a.eval_attr("RemoteUserCpu"), Value::Real(c) if c > 0.3)
+            })
+        },
+        || format!("{}\n{}", p.logs(), queue_text(&p)),
+    );
+    let o = p.cmd("bob", &["vacate-job", "1.0"]);
+    assert!(!o.status.success(), "bob vacated alice's job");
+    assert!(p.queue().first().is_some_and(|a| int(a, "NumJobStarts") == 1));
+    assert_eq!(p.ok("alice", &["vacate-job", "1.0"]), "Job 1.0 vacated\n");
+    wait_or("the job to finish", Duration::from_secs(180), || p.history().len() == 1, || p.logs());
+    let h = &p.history()[0];
+    assert_eq!(int(h, "ExitCode"), 0, "{h}");
+    assert_eq!(int(h, "NumJobStarts"), 2, "{h}");
+    assert!(int(h, "NumCkpts") >= 1, "{h}");
+    let out = std::fs::read_to_string(p.path().join("jobs/c.out")).unwrap();
+    assert_eq!(out, whole.join().unwrap());
+    let err = std::fs::read_to_string(p.path().join("jobs/c.err")).unwrap();
+    assert!(err.contains("resuming at term"), "{err}");
+    // Not running: nothing to vacate, and it says why.
+    p.submit("alice", "held", "executable = hello.wasm\nhold = true\nqueue\n");
+    let o = p.cmd("alice", &["vacate-job", "2"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("Job 2.0 not vacated: not running"),
+        "{o:?}"
+    );
+}

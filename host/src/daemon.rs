@@ -1071,6 +1071,16 @@ impl Daemon {
                 self.tick();
                 Ok(PoolReply::Done)
             }
+            PoolRequest::VacateJob { caller, req } => {
+                // As `andes vacate` of its slot, for the claim's owner only.
+                let slot = owned(self, &caller, &req.claim_id)?;
+                if let Some(c) = self.claims.get_mut(&req.claim_id) {
+                    c.acknowledged();
+                }
+                self.feed(Event::Vacate { slot: Some(slot), kind: VacateKind::Graceful });
+                self.tick();
+                Ok(PoolReply::Done)
+            }
             PoolRequest::Withdraw { caller, req } => {
                 owned(self, &caller, &req.claim_id)?;
                 let c = self.claims.get_mut(&req.claim_id).ok_or(PoolError::Stopping)?;

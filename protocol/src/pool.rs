@@ -469,6 +469,15 @@ pub struct WithdrawReply {
     pub withdrawn: bool,
 }
 
+/// `POST /v1/host/vacate`: the claim's running job is vacated as the
+/// startd's policy vacates it (condor_vacate_job): asked to leave, it
+/// checkpoints if it can and ends evicted, within the slot's vacate time.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VacateJobRequest {
+    /// The claim.
+    pub claim_id: String,
+}
+
 /// `POST /v1/host/release`: the schedd is done with a claim (any job on it is killed).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ReleaseRequest {

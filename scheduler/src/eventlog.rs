@@ -108,6 +108,8 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
         // One process: a Wasm job is one.
         EventKind::Suspended => vec![U::Suspended(1)],
         EventKind::Unsuspended => vec![U::Unsuspended],
+        // The eviction that follows is what the log shows.
+        EventKind::VacateAsked(_) => vec![],
         EventKind::Requeued => {
             vec![evicted(ad, userlog::Eviction::TerminatedAndRequeued(ending_of(ad)), None)]
         }

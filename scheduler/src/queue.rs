@@ -390,6 +390,12 @@ pub enum Change {
         /// RemoveReason.
         reason: String,
     },
+    /// Vacate running jobs (`andes vacate-job`, condor_vacate_job): each
+    /// leaves its slot, checkpointing if it can, and goes back to idle.
+    Vacate {
+        /// Why, for the daemons' logs.
+        reason: String,
+    },
     /// Set an attribute to an expression (`andes qedit`).
     Edit {
         /// The attribute.
@@ -457,6 +463,9 @@ pub enum EventKind {
     Suspended,
     /// Running again after a suspension (user log 011).
     Unsuspended,
+    /// A vacate was asked for (condor_vacate_job): its shadow has the host
+    /// vacate it; the eviction that follows is the event the log shows.
+    VacateAsked(String),
 }
 
 /// Receives events after each commit (the schedd writes event logs from here).
@@ -2322,6 +2331,14 @@ impl Ctx<'_, '_> {
                     };
                     self.remove(id, reason)
                 }
+                Change::Vacate { reason } => {
+                    let reason = if reason.is_empty() {
+                        format!("via condor_vacate_job (by user {})", actor.name)
+                    } else {
+                        reason.clone()
+                    };
+                    self.vacate_asked(id, reason)
+                }
                 Change::Edit { .. } => unreachable!("handled above"),
             }?;
             match r {
@@ -2390,6 +2407,19 @@ impl Ctx<'_, '_> {
             self.remove_copy_of(id, "held")?;
         }
         self.mirror(id)?;
+        Ok(None)
+    }
+
+    fn vacate_asked(
+        &mut self,
+        id: JobId,
+        reason: String,
+    ) -> Result<Option<&'static str>, QueueError> {
+        let Some(p) = self.state.jobs.get(&id) else { return Ok(Some("not in the queue")) };
+        if !matches!(p.status, JobStatus::Running | JobStatus::Suspended) {
+            return Ok(Some("not running"));
+        }
+        self.event(id, EventKind::VacateAsked(reason))?;
         Ok(None)
     }
 

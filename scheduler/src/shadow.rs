@@ -282,6 +282,9 @@ enum Signal {
     Edit(ClassAd),
     /// The job was held or removed: stop it.
     Stop,
+    /// condor_vacate_job: have the host vacate it (it checkpoints if it can
+    /// and comes back idle).
+    Vacate(String),
 }
 
 #[derive(Default)]
@@ -650,6 +653,11 @@ impl Inner {
                         spool.remove_job(e.id);
                     }
                     wake = true;
+                }
+                EventKind::VacateAsked(why) => {
+                    if let Some(s) = st.shadows.get(&e.id) {
+                        let _ = s.send(Signal::Vacate(why.clone()));
+                    }
                 }
                 EventKind::Edited(attr) => {
                     self.watch_deferral(e.id, Some(&e.ad));
@@ -1855,6 +1863,17 @@ impl Inner {
                         };
                         if let Err(e) = link.short.post_json("/v1/host/edit", &req).await {
                             tracing::debug!("job {id}: qedit did not reach the host: {e}");
+                        }
+                    }
+                    Some(Signal::Vacate(why)) => {
+                        tracing::info!("job {id}: vacating it ({why})");
+                        let req = andes_protocol::pool::VacateJobRequest {
+                            claim_id: claim.claim_id.clone(),
+                        };
+                        match link.short.post_json("/v1/host/vacate", &req).await {
+                            Ok(r) if r.status.is_success() => {}
+                            Ok(r) => tracing::warn!("job {id}: the host refused the vacate: {}", r.status),
+                            Err(e) => tracing::warn!("job {id}: the vacate did not reach the host: {e}"),
                         }
                     }
                     Some(Signal::Stop) | None => {

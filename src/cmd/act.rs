@@ -1,5 +1,5 @@
-//! `andes hold`, `andes release`, `andes rm` and `andes qedit`: changes to queued
-//! jobs, by id, cluster, owner or constraint.
+//! `andes hold`, `andes release`, `andes rm`, `andes vacate-job` and
+//! `andes qedit`: changes to queued jobs, by id, cluster, owner or constraint.
 
 use std::process::ExitCode;
 
@@ -35,6 +35,8 @@ pub enum Verb {
     Release,
     /// `andes rm`.
     Remove,
+    /// `andes vacate-job`.
+    Vacate,
 }
 
 /// Runs `andes hold`, `andes release` or `andes rm`.
@@ -53,6 +55,7 @@ pub fn run(verb: Verb, args: ActArgs) -> Result<ExitCode> {
         Verb::Hold => (Change::Hold { reason }, "held"),
         Verb::Release => (Change::Release { reason }, "released"),
         Verb::Remove => (Change::Remove { reason }, "marked for removal"),
+        Verb::Vacate => (Change::Vacate { reason }, "vacated"),
     };
     let r = send(ChangeRequest { targets, change })?;
     for id in &r.changed {

@@ -495,6 +495,13 @@ pub enum PoolRequest {
         /// The request.
         req: EditRequest,
     },
+    /// The claim's running job is vacated (condor_vacate_job).
+    VacateJob {
+        /// The caller's identity.
+        caller: String,
+        /// The request.
+        req: andes_protocol::pool::VacateJobRequest,
+    },
     /// A job queued on a claim is dropped before it starts.
     Withdraw {
         /// The caller's identity.
@@ -1168,6 +1175,7 @@ pub fn router(remote: Remote, clock: Arc<dyn Clock>, auth: &Auth) -> Router {
         .route("/v1/host/wait", post(wait))
         .route("/v1/host/edit", post(edit))
         .route("/v1/host/withdraw", post(withdraw))
+        .route("/v1/host/vacate", post(vacate_job))
         .route("/v1/host/release", post(release))
         .route("/v1/host/alive", post(alive))
         .route_layer(andes_protocol::require(&[Role::Schedd]));
@@ -1528,6 +1536,15 @@ async fn edit(
     SignedJson(req): SignedJson<EditRequest>,
 ) -> ApiResult<StatusCode> {
     ask(&s, PoolRequest::Edit { caller: caller.identity, req }).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn vacate_job(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<andes_protocol::pool::VacateJobRequest>,
+) -> ApiResult<StatusCode> {
+    ask(&s, PoolRequest::VacateJob { caller: caller.identity, req }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
