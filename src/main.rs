@@ -54,6 +54,9 @@ enum Command {
     Host(cmd::host::HostArgs),
     /// Vacate this host's slots (condor_vacate).
     Vacate(cmd::vacate::VacateArgs),
+    /// Have this host's running jobs checkpoint now and run on
+    /// (condor_checkpoint).
+    Checkpoint(cmd::vacate::CheckpointArgs),
     /// Run the central manager: the collector and the negotiator.
     CentralManager(cmd::central::CentralArgs),
     /// Show user priorities (condor_userprio).
@@ -138,6 +141,7 @@ fn main() -> ExitCode {
         Command::Qedit(a) => cmd::act::qedit(a),
         Command::Host(a) => cmd::host::run(a),
         Command::Vacate(a) => cmd::vacate::run(a),
+        Command::Checkpoint(a) => cmd::vacate::checkpoint(a),
         Command::CentralManager(a) => cmd::central::run(a),
         Command::Userprio(a) => cmd::central::userprio(a),
         Command::Pool(a) => cmd::pool::run(a),

@@ -919,3 +919,45 @@ fn vacate_job_sends_a_running_job_back_to_idle_with_its_checkpoint() {
         "{o:?}"
     );
 }
+
+/// condor_checkpoint: the host's running job checkpoints now and runs on
+/// (the checkpoint reaches the schedd, the job is not restarted); a slot
+/// with no job that can checkpoint says so.
+#[test]
+fn checkpoint_asks_a_running_job_to_save_now_and_it_runs_on() {
+    let p = Pool::new(
+        "NUM_CPUS = 1\nSTARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
+         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
+        1,
+    );
+    let e = p.host_cmd_fails(1, "root", &["checkpoint", "slot1@host1"]);
+    assert!(e.contains("no job that can checkpoint is running on slot 1"), "{e}");
+    p.submit(
+        "alice",
+        "c",
+        "executable = coop.wasm\narguments = 2700000000\noutput = c.out\nerror = c.err\n\
+         +WasmCheckpoint = \"cooperative\"\nqueue\n",
+    );
+    wait_or(
+        "the job to run a while",
+        Duration::from_secs(90),
+        || {
+            p.queue().first().is_some_and(|a| {
+                int(a, "JobStatus") == 2
+                    && matches!(a.eval_attr("RemoteUserCpu"), Value::Real(c) if c > 0.3)
+            })
+        },
+        || format!("{}\n{}", p.logs(), queue_text(&p)),
+    );
+    let said = p.host_cmd(1, "root", &["checkpoint", "slot1@host1"]);
+    assert!(said.contains("checkpointing the job of slot 1"), "{said}");
+    wait_or(
+        "the checkpoint at the schedd",
+        Duration::from_secs(60),
+        || p.queue().first().is_some_and(|a| int(a, "NumCkpts") >= 1),
+        || format!("{}\n{}", p.logs(), queue_text(&p)),
+    );
+    let a = p.queue().first().cloned().unwrap();
+    assert_eq!((int(&a, "JobStatus"), int(&a, "NumJobStarts")), (2, 1), "{a}");
+    p.ok("alice", &["rm", "1"]);
+}

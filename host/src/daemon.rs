@@ -364,6 +364,12 @@ pub enum Command {
         /// Graceful or fast.
         kind: VacateKind,
     },
+    /// `andes checkpoint`: the checkpointable jobs of one slot or all
+    /// checkpoint now and run on.
+    Checkpoint {
+        /// The slot, or all.
+        slot: Option<SlotId>,
+    },
     /// `andes host off`.
     Off(ShutdownKind),
     /// `andes host set-attr`. `KeyboardIdle` and `ConsoleIdle` set this way
@@ -1326,6 +1332,12 @@ impl Daemon {
                 let how = if *kind == VacateKind::Fast { "fast" } else { "graceful" };
                 format!("vacating {what} ({how})")
             }
+            Command::Checkpoint { slot } => {
+                let what = slot.map_or("the jobs of all slots".to_string(), |s| {
+                    format!("the job of slot {s}")
+                });
+                format!("checkpointing {what}")
+            }
             Command::Off(kind) => {
                 self.fast_shutdown |= *kind == ShutdownKind::Fast;
                 format!("shutting down ({})", shutdown_word(*kind))
@@ -1340,6 +1352,7 @@ impl Daemon {
         };
         let event = match command {
             Command::Vacate { slot, kind } => Event::Vacate { slot, kind },
+            Command::Checkpoint { slot } => Event::CheckpointNow { slot },
             Command::Off(kind) => Event::Shutdown(kind),
             Command::SetAttr { slot, name, value } => Event::SetAttribute { slot, name, value },
         };

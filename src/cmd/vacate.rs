@@ -1,4 +1,5 @@
-//! `andes vacate`: vacate this host's slots (condor_vacate).
+//! `andes vacate` (condor_vacate) and `andes checkpoint` (condor_checkpoint):
+//! a host's slots vacated, or their jobs checkpointed.
 
 use std::process::ExitCode;
 
@@ -25,6 +26,24 @@ pub fn slot_number(name: &str) -> Result<u32> {
         .ok()
         .filter(|n| *n > 0)
         .ok_or_else(|| anyhow!("`{name}` is not a slot (expected slotN@host, slotN or N)"))
+}
+
+/// Arguments of `andes checkpoint`.
+#[derive(Args, Debug)]
+pub struct CheckpointArgs {
+    /// The slot (`slot1@host`, `slot1` or `1`); none: every slot.
+    slot: Option<String>,
+}
+
+/// Runs `andes checkpoint` (condor_checkpoint): the host's jobs that can
+/// checkpoint (compiled by `andes compile`, or cooperative) save now and
+/// run on; the checkpoint goes to the schedd as a periodic one does.
+pub fn checkpoint(args: CheckpointArgs) -> Result<ExitCode> {
+    let slot = args.slot.as_deref().map(slot_number).transpose()?;
+    super::host::command(
+        "/v1/checkpoint",
+        serde_json::to_value(andes_host::daemon::api::CheckpointRequest { slot })?,
+    )
 }
 
 /// Runs `andes vacate`.

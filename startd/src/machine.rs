@@ -287,6 +287,12 @@ pub enum Event {
         /// Graceful or fast.
         kind: VacateKind,
     },
+    /// `condor_checkpoint`: the checkpointable jobs of one slot, or all
+    /// (`None`), checkpoint now and run on, as a periodic checkpoint.
+    CheckpointNow {
+        /// The slot, or all.
+        slot: Option<SlotId>,
+    },
     /// The startd is shutting down.
     Shutdown(ShutdownKind),
     /// The negotiator found a better match for a claimed slot (machine RANK
@@ -1040,6 +1046,33 @@ impl Startd {
                 };
                 for i in targets {
                     self.on_vacate(i, kind, now, &mut acts);
+                }
+            }
+            Event::CheckpointNow { slot } => {
+                let targets: Vec<usize> = match slot {
+                    Some(id) => self.slot_or_reject(id, &mut acts).into_iter().collect(),
+                    None => (0..self.slots.len()).collect(),
+                };
+                let mut asked = 0;
+                for i in targets {
+                    let s = &mut self.slots[i];
+                    let running = s.state == State::Claimed && s.activity == Activity::Busy;
+                    if running && s.job.as_ref().is_some_and(|j| j.checkpointable) {
+                        s.last_periodic_ckpt = Some(now);
+                        s.ad.insert_value("LastPeriodicCheckpoint", now);
+                        s.dirty = true;
+                        acts.push(Action::Checkpoint {
+                            slot: s.id,
+                            kind: CheckpointKind::Periodic,
+                        });
+                        asked += 1;
+                    }
+                }
+                if asked == 0 {
+                    let what = slot.map_or("any slot".to_string(), |s| format!("slot {s}"));
+                    acts.push(Action::EventRejected {
+                        reason: format!("no job that can checkpoint is running on {what}"),
+                    });
                 }
             }
             Event::Shutdown(kind) => {

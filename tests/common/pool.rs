@@ -242,11 +242,22 @@ impl Pool {
 
     /// Runs a command of host `i` (`andes vacate`, `andes host ...`) as `user`.
     pub fn host_cmd(&self, i: usize, user: &str, args: &[&str]) -> String {
+        super::succeeded(self.host_run(i, user, args), &format!("{args:?} as {user}"))
+    }
+
+    /// As [`Pool::host_cmd`], for a command that must fail: its standard error.
+    pub fn host_cmd_fails(&self, i: usize, user: &str, args: &[&str]) -> String {
+        let o = self.host_run(i, user, args);
+        assert!(!o.status.success(), "{args:?} as {user} should fail");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    }
+
+    fn host_run(&self, i: usize, user: &str, args: &[&str]) -> std::process::Output {
         let cfg = self.path().join(format!("user-host{i}.config"));
         let f = self.path().join(format!(".host{i}_address"));
         std::fs::write(&cfg, format!("{}HOST_ADDRESS_FILE = {}\n", self.common, f.display()))
             .unwrap();
-        super::succeeded(self.cmd_with(user, &cfg, args), &format!("{args:?} as {user}"))
+        self.cmd_with(user, &cfg, args)
     }
 
     /// Runs `andes ARGS` as `user` with configuration `cfg`, in the jobs'

@@ -43,6 +43,14 @@ pub struct VacateRequest {
     pub fast: bool,
 }
 
+/// `POST /v1/checkpoint`: condor_checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CheckpointRequest {
+    /// The slot; none: every slot.
+    #[serde(default)]
+    pub slot: Option<SlotId>,
+}
+
 /// How `andes host off` shuts down (condor_off).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -99,6 +107,7 @@ pub fn router(remote: Remote, auth: &Auth) -> Router {
         .route_layer(andes_protocol::require(&[Role::User, Role::Schedd, Role::Host]));
     let admin = Router::new()
         .route("/v1/vacate", post(vacate))
+        .route("/v1/checkpoint", post(checkpoint))
         .route("/v1/off", post(off))
         .route("/v1/set-attr", post(set_attr))
         .route_layer(andes_protocol::require(&[Role::Admin]));
@@ -147,6 +156,13 @@ async fn vacate(
 ) -> ApiResult<CommandReply> {
     let kind = if req.fast { VacateKind::Fast } else { VacateKind::Graceful };
     run(&remote, Command::Vacate { slot: req.slot, kind }).await
+}
+
+async fn checkpoint(
+    State(remote): State<Remote>,
+    SignedJson(req): SignedJson<CheckpointRequest>,
+) -> ApiResult<CommandReply> {
+    run(&remote, Command::Checkpoint { slot: req.slot }).await
 }
 
 async fn off(
