@@ -205,3 +205,47 @@ fn same_file(_: &std::path::Path, _: &std::path::Path) -> std::io::Result<bool> 
 pub fn cli() -> clap::Command {
     crate::Cli::command()
 }
+
+/// `andes completions SHELL`: the shell's completion script, generated from
+/// the command definitions, on standard output.
+pub fn completions(shell: clap_complete::Shell) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut cmd = cli();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "andes", &mut script);
+    match std::io::stdout().write_all(&script) {
+        // A reader that stopped early (`| head`) is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
+/// `andes man DIR`: a man page for `andes` and one for each of its commands
+/// (`andes-q.1`, `andes-router-q.1`), generated from their definitions.
+pub fn man_pages(dir: &std::path::Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut made = Vec::new();
+    let mut cmd = cli();
+    cmd.build();
+    fn write(
+        cmd: &clap::Command,
+        name: String,
+        dir: &std::path::Path,
+        made: &mut Vec<std::path::PathBuf>,
+    ) -> anyhow::Result<()> {
+        let path = dir.join(format!("{name}.1"));
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd.clone().display_name(name.clone()))
+            .render(&mut page)
+            .with_context(|| format!("rendering {name}"))?;
+        std::fs::write(&path, page).with_context(|| format!("writing {}", path.display()))?;
+        made.push(path);
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            write(sub, format!("{name}-{}", sub.get_name()), dir, made)?;
+        }
+        Ok(())
+    }
+    write(&cmd, "andes".into(), dir, &mut made)?;
+    Ok(made)
+}

@@ -83,6 +83,17 @@ enum Command {
     /// Wait until the jobs of a job event log have completed or been
     /// aborted (condor_wait).
     Wait(cmd::wait::WaitArgs),
+    /// Print a shell's completion script for andes (bash, zsh, fish,
+    /// elvish, powershell): `andes completions bash > /etc/bash_completion.d/andes`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages for andes and each of its commands into DIR.
+    Man {
+        /// Where (a man1 directory, say).
+        dir: std::path::PathBuf,
+    },
     /// Make HTCondor's command names (condor_q, condor_submit, ...) in DIR,
     /// each a link to this program, which answers to them as HTCondor's do.
     InstallNames {
@@ -152,6 +163,13 @@ fn main() -> ExitCode {
         Command::Compile(a) => cmd::compile::run(a),
         Command::Wait(a) => cmd::wait::run(a),
         Command::ConfigVal(a) => cmd::config_val::run(a),
+        Command::Completions { shell } => {
+            condor::completions(shell).map(|()| ExitCode::SUCCESS).map_err(anyhow::Error::from)
+        }
+        Command::Man { dir } => condor::man_pages(&dir).map(|made| {
+            println!("{} man pages in {}", made.len(), dir.display());
+            ExitCode::SUCCESS
+        }),
         Command::InstallNames { dir } => condor::install_names(&dir).map(|made| {
             for m in &made {
                 println!("{}", m.display());

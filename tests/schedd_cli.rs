@@ -336,3 +336,25 @@ fn condor_names_and_single_dash_options_work_as_in_htcondor() {
     let e = pool.fails("alice", &["install-names", names.to_str().unwrap()]);
     assert!(e.contains("condor_rm exists and is not a link"), "{e}");
 }
+
+/// Shell completions and man pages come from the command definitions:
+/// every command is in them, nested ones too.
+#[test]
+fn completions_and_man_pages_are_generated_from_the_commands() {
+    let o = andes().args(["completions", "bash"]).output().unwrap();
+    let script = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    for word in ["vacate-job", "config-val", "install-names", "--allusers"] {
+        assert!(script.contains(word), "{word} not in the bash completions");
+    }
+    let o = andes().args(["completions", "tcsh-ish"]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("tcsh-ish"), "{o:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let o = andes().arg("man").arg(dir.path()).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let q = std::fs::read_to_string(dir.path().join("andes-q.1")).unwrap();
+    assert!(q.contains(".SH NAME") && q.contains("condor_q") && q.contains("allusers"), "{q}");
+    assert!(dir.path().join("andes.1").exists());
+    assert!(dir.path().join("andes-router-q.1").exists());
+}
