@@ -17,6 +17,7 @@
 //! | `POST /v1/host/wait` | schedd (the claimant) | [`WaitRequest`] → [`JobReport`] |
 //! | `POST /v1/host/edit` | schedd (the claimant) | [`EditRequest`] → 204 |
 //! | `POST /v1/host/withdraw` | schedd (the claimant) | [`WithdrawRequest`] → [`WithdrawReply`] |
+//! | `POST /v1/host/vacate` | schedd (the claimant) | [`VacateJobRequest`] → 204 |
 //! | `POST /v1/host/release` | schedd (the claimant) | [`ReleaseRequest`] → 204 |
 //!
 //! | route (on the schedd) | role | body → reply |

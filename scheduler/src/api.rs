@@ -126,7 +126,7 @@ pub struct Totals {
     pub suspended: u64,
 }
 
-/// `POST /v1/change`: hold, release, remove or edit jobs.
+/// `POST /v1/change`: hold, release, remove, vacate or edit jobs.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ChangeRequest {
     /// Which jobs.

@@ -5,6 +5,7 @@
 //! | --- | --- | --- |
 //! | `GET /v1/status` | user, schedd, host (admin) | → [`StatusReply`] |
 //! | `POST /v1/vacate` | admin | [`VacateRequest`] → [`CommandReply`] |
+//! | `POST /v1/checkpoint` | admin | [`CheckpointRequest`] → [`CommandReply`] |
 //! | `POST /v1/off` | admin | [`OffRequest`] → [`CommandReply`] |
 //! | `POST /v1/set-attr` | admin | [`SetAttrRequest`] → [`CommandReply`] |
 //!
