@@ -3,8 +3,8 @@
 //! An instrumented module imports `andes:checkpoint/yield`, checks a flag (a
 //! word of its poll memory) at its loop headers and carries Binaryen's
 //! Asyncify (see the `andes-compile` crate for the contract). To checkpoint,
-//! the job's [`Control`] sets the flag, from whichever thread asks
-//! ([`Control::request_checkpoint`], or a vacate): the job needs no fuel or
+//! the job's [`Control`](crate::control::Control) sets the flag, from whichever thread asks
+//! ([`Control::request_checkpoint`](crate::control::Control::request_checkpoint), or a vacate): the job needs no fuel or
 //! epoch checks, and runs unmetered where the host can stop it by other
 //! means (its hard kill and suspension; see `preempt.rs`). At the next
 //! checked loop header the guest calls the yield import, which starts an
