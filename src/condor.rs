@@ -26,6 +26,7 @@ pub const NAMES: &[(&str, &[&str])] = &[
     ("condor_router_history", &["router", "history"]),
     ("condor_compile", &["compile"]),
     ("condor_wait", &["wait"]),
+    ("condor_watch_q", &["watch"]),
     ("condor_config_val", &["config-val"]),
 ];
 

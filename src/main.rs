@@ -78,6 +78,9 @@ enum Command {
     /// Instrument a wasip1 module so the host can checkpoint it transparently
     /// (condor_compile).
     Compile(cmd::compile::CompileArgs),
+    /// Track jobs through their event logs: a live table per cluster with
+    /// progress bars (condor_watch_q).
+    Watch(cmd::watch::WatchArgs),
     /// What the configuration says of knobs, and where (condor_config_val).
     ConfigVal(cmd::config_val::ConfigValArgs),
     /// Wait until the jobs of a job event log have completed or been
@@ -162,6 +165,7 @@ fn main() -> ExitCode {
         Command::Snapshot(c) => cmd::snapshot::run(c),
         Command::Compile(a) => cmd::compile::run(a),
         Command::Wait(a) => cmd::wait::run(a),
+        Command::Watch(a) => cmd::watch::run(a),
         Command::ConfigVal(a) => cmd::config_val::run(a),
         Command::Completions { shell } => {
             condor::completions(shell).map(|()| ExitCode::SUCCESS).map_err(anyhow::Error::from)

@@ -359,3 +359,29 @@ fn wait_follows_the_log_until_the_jobs_end_as_condor_wait_does() {
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert!(out.contains("Job 3.0 is held: "), "{out}");
 }
+
+/// condor_watch_q: `andes watch` finds the caller's jobs' event logs with
+/// one query and follows them: a row per cluster with its counts and a
+/// progress bar; `-exit GROUP,STATE[,CODE]` ends it when the jobs get there.
+#[test]
+fn watch_tracks_jobs_through_their_logs_as_condor_watch_q_does() {
+    let p = Pool::new("", 1);
+    p.submit("alice", "two", "executable = hello.wasm\nlog = two.log\nhold = true\nqueue 2\n");
+    p.submit("bob", "his", "executable = hello.wasm\nlog = his.log\nqueue\n");
+    let table = p.ok("alice", &["watch", "-once"]);
+    let row = table.lines().find(|l| l.starts_with("ID: 1")).unwrap_or_else(|| panic!("{table}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols[2..8], ["-", "-", "-", "2", "2", "1.0-1"], "{table}");
+    assert!(!table.contains("ID: 2"), "bob's cluster: {table}");
+    let o = p.cmd("alice", &["watch", "-exit", "any,held,7"]);
+    assert_eq!(o.status.code(), Some(7), "{o:?}");
+    p.ok("alice", &["release", "1"]);
+    let o = p.cmd("alice", &["watch", "-clusters", "1", "-exit", "all,done"]);
+    assert!(o.status.success(), "{o:?}");
+    let log = p.path().join("jobs/two.log");
+    let table = p.ok("alice", &["watch", "-files", log.to_str().unwrap(), "-once"]);
+    assert!(table.contains("[####################] 100%"), "{table}");
+    assert!(table.contains("Total: 2 jobs; 2 completed"), "{table}");
+    let e = p.cmd("alice", &["watch", "-exit", "most,done"]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("`most` is not all, any or none"), "{e:?}");
+}

@@ -20,6 +20,7 @@ pub mod submit;
 pub mod transfer;
 pub mod vacate;
 pub mod wait;
+pub mod watch;
 
 /// Completes when the process is asked to stop: Ctrl-C (SIGINT) or, on Unix,
 /// SIGTERM (what service managers and `kill` send). Daemons stop gracefully
