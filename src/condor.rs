@@ -27,6 +27,7 @@ pub const NAMES: &[(&str, &[&str])] = &[
     ("condor_compile", &["compile"]),
     ("condor_wait", &["wait"]),
     ("condor_watch_q", &["watch"]),
+    ("condor_tail", &["tail"]),
     ("condor_config_val", &["config-val"]),
 ];
 

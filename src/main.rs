@@ -78,6 +78,8 @@ enum Command {
     /// Instrument a wasip1 module so the host can checkpoint it transparently
     /// (condor_compile).
     Compile(cmd::compile::CompileArgs),
+    /// A running job's output as it is written (condor_tail); `-f` follows.
+    Tail(cmd::tail::TailArgs),
     /// Track jobs through their event logs: a live table per cluster with
     /// progress bars (condor_watch_q).
     Watch(cmd::watch::WatchArgs),
@@ -166,6 +168,7 @@ fn main() -> ExitCode {
         Command::Compile(a) => cmd::compile::run(a),
         Command::Wait(a) => cmd::wait::run(a),
         Command::Watch(a) => cmd::watch::run(a),
+        Command::Tail(a) => cmd::tail::run(a),
         Command::ConfigVal(a) => cmd::config_val::run(a),
         Command::Completions { shell } => {
             condor::completions(shell).map(|()| ExitCode::SUCCESS).map_err(anyhow::Error::from)

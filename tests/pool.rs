@@ -961,3 +961,37 @@ fn checkpoint_asks_a_running_job_to_save_now_and_it_runs_on() {
     assert_eq!((int(&a, "JobStatus"), int(&a, "NumJobStarts")), (2, 1), "{a}");
     p.ok("alice", &["rm", "1"]);
 }
+
+/// condor_tail: the owner reads a running job's output as the host has it;
+/// `-f` follows until the job stops running. Another user cannot; a job
+/// that is not running says so.
+#[test]
+fn tail_shows_a_running_jobs_output_from_its_host() {
+    let p = Pool::new("NUM_CPUS = 1", 1);
+    p.submit("alice", "s", "executable = sleeper.wasm\noutput = s.out\nqueue\n");
+    wait_or(
+        "the job to print",
+        Duration::from_secs(60),
+        || p.cmd("alice", &["tail", "1.0"]).stdout == b"sleeping\n",
+        || format!("{}\n{}", p.logs(), queue_text(&p)),
+    );
+    assert_eq!(p.ok("alice", &["tail", "1.0", "-maxbytes", "3"]), "ng\n");
+    assert_eq!(p.ok("alice", &["tail", "1.0", "-stderr"]), "");
+    let o = p.cmd("bob", &["tail", "1.0"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is alice's, not bob's"), "{o:?}");
+    // Followed, it ends when the job does.
+    let follow = {
+        let mut c = common::andes();
+        c.args(["tail", "-f", "1.0"])
+            .env("ANDES_CONFIG_DIR", p.path())
+            .env("ANDES_CONFIG", p.user_config())
+            .env("USER", "alice");
+        std::thread::spawn(move || c.output().unwrap())
+    };
+    p.ok("alice", &["hold", "1.0"]);
+    let o = follow.join().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("sleeping\n"), "{o:?}");
+    let o = p.cmd("alice", &["tail", "1.0"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("1.0 is not running (status H)"), "{o:?}");
+}

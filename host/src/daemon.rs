@@ -1077,6 +1077,13 @@ impl Daemon {
                 self.tick();
                 Ok(PoolReply::Done)
             }
+            PoolRequest::Sandbox { caller, claim_id } => {
+                let slot = owned(self, &caller, &claim_id)?;
+                match self.runs.get(&slot).filter(|r| r.kind == RunKind::Job) {
+                    Some(r) => Ok(PoolReply::Sandbox(r.sandbox.clone())),
+                    None => Err(PoolError::NotFound("the claim runs no job now".into())),
+                }
+            }
             PoolRequest::VacateJob { caller, req } => {
                 // As `andes vacate` of its slot, for the claim's owner only.
                 let slot = owned(self, &caller, &req.claim_id)?;

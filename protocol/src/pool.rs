@@ -18,6 +18,7 @@
 //! | `POST /v1/host/edit` | schedd (the claimant) | [`EditRequest`] → 204 |
 //! | `POST /v1/host/withdraw` | schedd (the claimant) | [`WithdrawRequest`] → [`WithdrawReply`] |
 //! | `POST /v1/host/vacate` | schedd (the claimant) | [`VacateJobRequest`] → 204 |
+//! | `POST /v1/host/tail` | schedd (the claimant) | [`TailRequest`] → [`TailReply`] |
 //! | `POST /v1/host/release` | schedd (the claimant) | [`ReleaseRequest`] → 204 |
 //!
 //! | route (on the schedd) | role | body → reply |
@@ -477,6 +478,38 @@ pub struct WithdrawReply {
 pub struct VacateJobRequest {
     /// The claim.
     pub claim_id: String,
+}
+
+/// The most bytes one tail request returns.
+pub const MAX_TAIL: u64 = 1 << 20;
+
+/// `POST /v1/host/tail` (and the schedd's `POST /v1/tail`): a running job's
+/// standard output or error as it is written (condor_tail).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TailRequest {
+    /// The claim (at the host; the schedd's request names the job instead).
+    #[serde(default)]
+    pub claim_id: String,
+    /// Its standard error instead of its output.
+    #[serde(default)]
+    pub stderr: bool,
+    /// Where to read from; none: the last `max` bytes.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// At most this many bytes (at most [`MAX_TAIL`]).
+    pub max: u64,
+}
+
+/// What a [`TailRequest`] found.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TailReply {
+    /// Where `data` starts in the stream.
+    pub offset: u64,
+    /// The bytes.
+    #[serde(serialize_with = "ser_b64", deserialize_with = "de_b64", default)]
+    pub data: Vec<u8>,
+    /// The stream's length now.
+    pub size: u64,
 }
 
 /// `POST /v1/host/release`: the schedd is done with a claim (any job on it is killed).

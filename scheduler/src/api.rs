@@ -10,6 +10,7 @@
 //! | `POST /v1/query` | user | [`QueryRequest`] → [`QueryReply`] |
 //! | `POST /v1/summary` | user | [`SummaryRequest`] → [`SummaryReply`] |
 //! | `POST /v1/change` | user | [`ChangeRequest`] → [`ChangeReport`] |
+//! | `POST /v1/tail` | user (the job's owner), admin | [`TailJobRequest`] → [`andes_protocol::pool::TailReply`] |
 //! | `POST /v1/history` | user | [`HistoryRequest`] → [`QueryReply`] |
 //! | `PUT /v1/uploads/{digest}` | user | file bytes → 204 (a spooled input file) |
 //! | `POST /v1/transfer` | user | [`TransferRequest`] → [`TransferReply`] (a spooled job's output) |
@@ -124,6 +125,21 @@ pub struct Totals {
     pub held: u64,
     /// Suspended.
     pub suspended: u64,
+}
+
+/// `POST /v1/tail`: a running job's output or error stream (condor_tail).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TailJobRequest {
+    /// The job.
+    pub job: crate::job::JobId,
+    /// Its standard error instead of its output.
+    #[serde(default)]
+    pub stderr: bool,
+    /// Where to read from; none: the last `max` bytes.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// At most this many bytes (at most 1 MiB).
+    pub max: u64,
 }
 
 /// `POST /v1/change`: hold, release, remove, vacate or edit jobs.

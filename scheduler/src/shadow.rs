@@ -34,8 +34,8 @@ use andes_protocol::pool::{
     ActivateRequest, AliveReply, AliveRequest, CLAIM_PENDING, ClaimReply, ClaimRequest,
     CollectorQuery, CollectorQueryReply, CollectorUpdate, CollectorUpdateReply, DemandGroup,
     DemandReply, DemandRequest, EditRequest, FileData, JobEnd, JobReport, MatchGrant, MatchesReply,
-    MatchesRequest, NEED_MODULE, QueuedJob, ReleaseRequest, RunState, WaitRequest, WithdrawReply,
-    WithdrawRequest,
+    MatchesRequest, NEED_MODULE, QueuedJob, ReleaseRequest, RunState, TailRequest, WaitRequest,
+    WithdrawReply, WithdrawRequest,
 };
 use andes_protocol::{
     ApiError, Auth, Client, ClientError, ClientErrorKind, Clock, Keypair, Role, SignedJson,
@@ -404,14 +404,17 @@ impl ScheddPool {
         pool
     }
 
-    /// The negotiator's routes.
+    /// The negotiator's routes, and users' `POST /v1/tail` (condor_tail: a
+    /// running job's output as it is written, fetched from its host).
     pub fn router(&self, auth: &Auth) -> Router {
-        Router::new()
+        let negotiator = Router::new()
             .route("/v1/negotiate/demand", post(demand))
             .route("/v1/negotiate/matches", post(matches))
-            .layer(andes_protocol::require(&[Role::Negotiator, Role::Admin]))
-            .layer(auth.layer())
-            .with_state(self.clone())
+            .route_layer(andes_protocol::require(&[Role::Negotiator, Role::Admin]));
+        let users = Router::new()
+            .route("/v1/tail", post(tail))
+            .route_layer(andes_protocol::require(&[Role::User, Role::Admin]));
+        negotiator.merge(users).layer(auth.layer()).with_state(self.clone())
     }
 
     /// Running shadows (for status and tests).
@@ -2594,6 +2597,59 @@ fn add_checkpoint_files(
 }
 
 type ApiResult<T> = Result<axum::Json<T>, ApiError>;
+
+/// `POST /v1/tail`: the job's owner (or an admin) reads its output or error
+/// stream as it runs; the host is asked with this schedd's key, for the
+/// job's claim.
+async fn tail(
+    State(p): State<ScheddPool>,
+    caller: andes_protocol::Caller,
+    SignedJson(req): SignedJson<crate::api::TailJobRequest>,
+) -> ApiResult<andes_protocol::pool::TailReply> {
+    let ad = p
+        .inner
+        .queue
+        .read()
+        .job(req.job)
+        .map(|v| (v.ad(), v.proc.status))
+        .ok_or_else(|| ApiError::not_found(format!("no job {} in the queue", req.job)))?;
+    let (ad, status) = ad;
+    let owner = str_attr(&ad, "Owner").unwrap_or_default();
+    if caller.role != Role::Admin && owner != caller.identity {
+        return Err(ApiError::forbidden(format!(
+            "job {} is {owner}'s, not {}'s",
+            req.job, caller.identity
+        )));
+    }
+    let (Some(claim_id), Some(addr)) = (str_attr(&ad, CLAIM_ID_ATTR), str_attr(&ad, "StartdAddr"))
+    else {
+        return Err(ApiError::new(
+            http::StatusCode::CONFLICT,
+            format!("job {} is not running (status {})", req.job, status.letter()),
+        ));
+    };
+    if status != JobStatus::Running && status != JobStatus::Suspended {
+        return Err(ApiError::new(
+            http::StatusCode::CONFLICT,
+            format!("job {} is not running (status {})", req.job, status.letter()),
+        ));
+    }
+    let host = TailRequest { claim_id, stderr: req.stderr, offset: req.offset, max: req.max };
+    let link = p.inner.link(&addr);
+    link.short
+        .call::<_, andes_protocol::pool::TailReply>(Method::POST, "/v1/host/tail", Some(&host))
+        .await
+        .map(axum::Json)
+        .map_err(|e| match &e.kind {
+            ClientErrorKind::Status { status, reason } => {
+                ApiError::new(*status, format!("job {}: {reason}", req.job))
+            }
+            _ => ApiError::new(
+                http::StatusCode::BAD_GATEWAY,
+                format!("job {}: its host {addr}: {e}", req.job),
+            ),
+        })
+}
 
 async fn demand(
     State(p): State<ScheddPool>,

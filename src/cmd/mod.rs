@@ -17,6 +17,7 @@ pub mod schedd;
 pub mod snapshot;
 pub mod status;
 pub mod submit;
+pub mod tail;
 pub mod transfer;
 pub mod vacate;
 pub mod wait;

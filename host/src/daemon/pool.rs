@@ -495,6 +495,13 @@ pub enum PoolRequest {
         /// The request.
         req: EditRequest,
     },
+    /// The sandbox of the claim's running job (condor_tail).
+    Sandbox {
+        /// The caller's identity.
+        caller: String,
+        /// The claim.
+        claim_id: String,
+    },
     /// The claim's running job is vacated (condor_vacate_job).
     VacateJob {
         /// The caller's identity.
@@ -562,6 +569,8 @@ pub enum PoolReply {
     Alive(AliveReply),
     /// The directory of a claim's uploaded inputs and the bytes it still takes.
     InputDir(PathBuf, u64),
+    /// The sandbox of a claim's running job.
+    Sandbox(PathBuf),
     /// A saved state's bytes.
     Saved(Arc<[u8]>),
     /// A checkpoint's bytes.
@@ -1176,6 +1185,7 @@ pub fn router(remote: Remote, clock: Arc<dyn Clock>, auth: &Auth) -> Router {
         .route("/v1/host/edit", post(edit))
         .route("/v1/host/withdraw", post(withdraw))
         .route("/v1/host/vacate", post(vacate_job))
+        .route("/v1/host/tail", post(tail))
         .route("/v1/host/release", post(release))
         .route("/v1/host/alive", post(alive))
         .route_layer(andes_protocol::require(&[Role::Schedd]));
@@ -1539,6 +1549,51 @@ async fn edit(
     Ok(StatusCode::NO_CONTENT)
 }
 
+async fn tail(
+    State(s): State<PoolState>,
+    caller: Caller,
+    SignedJson(req): SignedJson<andes_protocol::pool::TailRequest>,
+) -> ApiResult<axum::Json<andes_protocol::pool::TailReply>> {
+    let sandbox = match ask(
+        &s,
+        PoolRequest::Sandbox { caller: caller.identity, claim_id: req.claim_id.clone() },
+    )
+    .await?
+    {
+        PoolReply::Sandbox(p) => p,
+        _ => return Err(ApiError::internal("unexpected reply")),
+    };
+    let reply = tokio::task::spawn_blocking(move || read_tail(&sandbox, &req))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    reply.map(axum::Json).map_err(|e| ApiError::new(StatusCode::CONFLICT, e))
+}
+
+/// A piece of the job's output or error stream, read beneath its sandbox
+/// (a link or anything but a plain file there is refused, never followed).
+fn read_tail(
+    sandbox: &Path,
+    req: &andes_protocol::pool::TailRequest,
+) -> Result<andes_protocol::pool::TailReply, String> {
+    use std::io::{Read, Seek};
+    let name = if req.stderr { STDERR_NAME } else { STDOUT_NAME };
+    let b = Beneath::open(sandbox).map_err(|e| format!("the job's sandbox: {e}"))?;
+    let (mut f, size) = match b.open_file(name) {
+        Ok(f) => f,
+        // Nothing written yet.
+        Err(_) if b.entry(name).is_err() => {
+            return Ok(andes_protocol::pool::TailReply { offset: 0, data: Vec::new(), size: 0 });
+        }
+        Err(e) => return Err(format!("the job's {name}: {e}")),
+    };
+    let max = req.max.min(andes_protocol::pool::MAX_TAIL);
+    let offset = req.offset.unwrap_or_else(|| size.saturating_sub(max)).min(size);
+    f.seek(std::io::SeekFrom::Start(offset)).map_err(|e| e.to_string())?;
+    let mut data = Vec::new();
+    f.take(max.min(size - offset)).read_to_end(&mut data).map_err(|e| e.to_string())?;
+    Ok(andes_protocol::pool::TailReply { offset, data, size })
+}
+
 async fn vacate_job(
     State(s): State<PoolState>,
     caller: Caller,
@@ -1604,6 +1659,33 @@ mod tests {
         assert_eq!(parse_digest(&d), Some([0xab; 32]));
         assert_eq!(parse_digest("sha256:xyz"), None);
         assert_eq!(parse_digest(&"ab".repeat(32)), None);
+    }
+
+    /// condor_tail reads the job's stream beneath its sandbox: the last
+    /// bytes, or from an offset; nothing yet is empty; a stream the job
+    /// replaced with a link to a host file is refused, never followed.
+    #[cfg(unix)]
+    #[test]
+    fn tail_reads_the_stream_beneath_the_sandbox_and_never_follows_a_link() {
+        use andes_protocol::pool::TailRequest;
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = dir.path().join("sandbox");
+        std::fs::create_dir(&sandbox).unwrap();
+        let req =
+            |offset, max, stderr| TailRequest { claim_id: String::new(), stderr, offset, max };
+        let r = read_tail(&sandbox, &req(None, 4, false)).unwrap();
+        assert_eq!((r.offset, r.data.len(), r.size), (0, 0, 0));
+        std::fs::write(sandbox.join(STDOUT_NAME), b"line one\nline two\n").unwrap();
+        let r = read_tail(&sandbox, &req(None, 9, false)).unwrap();
+        assert_eq!((r.offset, r.data.as_slice(), r.size), (9, &b"line two\n"[..], 18));
+        let r = read_tail(&sandbox, &req(Some(5), 3, false)).unwrap();
+        assert_eq!((r.offset, r.data.as_slice()), (5, &b"one"[..]));
+        let r = read_tail(&sandbox, &req(Some(99), 3, false)).unwrap();
+        assert_eq!((r.offset, r.data.len()), (18, 0));
+        std::fs::write(dir.path().join("secret"), b"host key").unwrap();
+        std::os::unix::fs::symlink("../secret", sandbox.join(STDERR_NAME)).unwrap();
+        let e = read_tail(&sandbox, &req(None, 100, true)).unwrap_err();
+        assert!(e.contains(STDERR_NAME), "{e}");
     }
 
     #[test]
