@@ -20,6 +20,7 @@ pub const NAMES: &[(&str, &[&str])] = &[
     ("condor_vacate", &["vacate"]),
     ("condor_vacate_job", &["vacate-job"]),
     ("condor_checkpoint", &["checkpoint"]),
+    ("condor_drain", &["drain"]),
     ("condor_userprio", &["userprio"]),
     ("condor_transfer_data", &["transfer-data"]),
     ("condor_router_q", &["router", "q"]),

@@ -54,6 +54,9 @@ enum Command {
     Host(cmd::host::HostArgs),
     /// Vacate this host's slots (condor_vacate).
     Vacate(cmd::vacate::VacateArgs),
+    /// Drain a host: no new jobs; running ones finish (or checkpoint and
+    /// leave) and its slots are Drained (condor_drain); `-cancel` undoes it.
+    Drain(cmd::vacate::DrainArgs),
     /// Have this host's running jobs checkpoint now and run on
     /// (condor_checkpoint).
     Checkpoint(cmd::vacate::CheckpointArgs),
@@ -158,6 +161,7 @@ fn main() -> ExitCode {
         Command::Host(a) => cmd::host::run(a),
         Command::Vacate(a) => cmd::vacate::run(a),
         Command::Checkpoint(a) => cmd::vacate::checkpoint(a),
+        Command::Drain(a) => cmd::vacate::drain(a),
         Command::CentralManager(a) => cmd::central::run(a),
         Command::Userprio(a) => cmd::central::userprio(a),
         Command::Pool(a) => cmd::pool::run(a),

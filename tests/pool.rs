@@ -995,3 +995,67 @@ fn tail_shows_a_running_jobs_output_from_its_host() {
     let o = p.cmd("alice", &["tail", "1.0"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("1.0 is not running (status H)"), "{o:?}");
 }
+
+/// condor_drain: a drained host takes no new job; its running job leaves
+/// (back to idle, to run elsewhere) and every slot shows Drained; cancelled,
+/// the host takes the job again.
+#[test]
+fn a_drained_host_takes_no_jobs_until_the_drain_is_cancelled() {
+    let p = Pool::new("NUM_CPUS = 2\nMACHINE_MAX_VACATE_TIME = 5", 1);
+    p.submit("alice", "s", "executable = sleeper.wasm\nqueue\n");
+    wait_or(
+        "the job to run",
+        Duration::from_secs(60),
+        || p.queue().first().is_some_and(|a| int(a, "JobStatus") == 2),
+        || p.logs(),
+    );
+    let said = p.ok("root", &["drain", "host1"]);
+    assert!(said.contains("draining (graceful)"), "{said}");
+    let drained = || {
+        let slots = p.slots();
+        slots.len() == 2 && slots.iter().all(|s| text(s, "State") == "Drained")
+    };
+    wait_or("both slots Drained", Duration::from_secs(60), drained, || {
+        format!("{}\n{}", p.logs(), queue_text(&p))
+    });
+    wait_or(
+        "the job back to idle",
+        Duration::from_secs(60),
+        || p.queue().first().is_some_and(|a| int(a, "JobStatus") == 1),
+        || p.logs(),
+    );
+    // A negotiation cycle after the drain finds it no slot.
+    let since = int(&p.queue()[0], "EnteredCurrentStatus");
+    wait_or(
+        "a negotiation cycle that rejects it",
+        Duration::from_secs(60),
+        || {
+            p.queue()
+                .first()
+                .is_some_and(|a| int(a, "JobStatus") == 1 && int(a, "LastRejMatchTime") >= since)
+        },
+        || {
+            format!(
+                "{}
+{}",
+                p.logs(),
+                queue_text(&p)
+            )
+        },
+    );
+    assert!(drained());
+    let e = p.cmd("alice", &["drain", "host1"]);
+    assert!(!e.status.success(), "a user drained the host");
+    p.ok("root", &["drain", "host1", "-cancel"]);
+    wait_or(
+        "the job to run again",
+        Duration::from_secs(60),
+        || {
+            p.queue()
+                .first()
+                .is_some_and(|a| int(a, "JobStatus") == 2 && int(a, "NumJobStarts") == 2)
+        },
+        || format!("{}\n{}", p.logs(), queue_text(&p)),
+    );
+    p.ok("alice", &["rm", "1"]);
+}

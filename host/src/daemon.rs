@@ -364,6 +364,14 @@ pub enum Command {
         /// Graceful or fast.
         kind: VacateKind,
     },
+    /// `andes drain`: no new claims; running jobs retire (or are vacated at
+    /// once) and the slots are Drained. `cancel` opens the machine again.
+    Drain {
+        /// Graceful or fast.
+        kind: VacateKind,
+        /// Cancel a drain instead.
+        cancel: bool,
+    },
     /// `andes checkpoint`: the checkpointable jobs of one slot or all
     /// checkpoint now and run on.
     Checkpoint {
@@ -1339,6 +1347,11 @@ impl Daemon {
                 let how = if *kind == VacateKind::Fast { "fast" } else { "graceful" };
                 format!("vacating {what} ({how})")
             }
+            Command::Drain { cancel: true, .. } => "drain cancelled".to_string(),
+            Command::Drain { kind, .. } => {
+                let how = if *kind == VacateKind::Fast { "fast" } else { "graceful" };
+                format!("draining ({how})")
+            }
             Command::Checkpoint { slot } => {
                 let what = slot.map_or("the jobs of all slots".to_string(), |s| {
                     format!("the job of slot {s}")
@@ -1360,6 +1373,8 @@ impl Daemon {
         let event = match command {
             Command::Vacate { slot, kind } => Event::Vacate { slot, kind },
             Command::Checkpoint { slot } => Event::CheckpointNow { slot },
+            Command::Drain { cancel: true, .. } => Event::CancelDrain,
+            Command::Drain { kind, .. } => Event::Drain { kind },
             Command::Off(kind) => Event::Shutdown(kind),
             Command::SetAttr { slot, name, value } => Event::SetAttribute { slot, name, value },
         };

@@ -285,12 +285,22 @@ impl HostSession {
     /// Connects as the configured user to the host daemon: its address
     /// file if it wrote one, else HOST_ADDRESS.
     pub fn open() -> Result<HostSession> {
+        HostSession::open_at(None)
+    }
+
+    /// Connects as the configured user to the host daemon at `addr`, or the
+    /// configured one.
+    pub fn open_at(addr: Option<&str>) -> Result<HostSession> {
         let s = Settings::load()?;
         s.install_transport("connecting to the host")?;
         let keypair = Arc::new(s.keypair()?);
-        let addr = match s.get("HOST_ADDRESS_FILE")?.and_then(|f| std::fs::read_to_string(f).ok()) {
-            Some(a) if !a.trim().is_empty() => a.trim().to_string(),
-            _ => s.require("HOST_ADDRESS")?,
+        let addr = match addr {
+            Some(a) => a.to_string(),
+            None => match s.get("HOST_ADDRESS_FILE")?.and_then(|f| std::fs::read_to_string(f).ok())
+            {
+                Some(a) if !a.trim().is_empty() => a.trim().to_string(),
+                _ => s.require("HOST_ADDRESS")?,
+            },
         };
         let client = Client::expecting(
             &addr,
@@ -310,7 +320,12 @@ impl HostSession {
 
 /// Sends an admin command and prints the daemon's answer.
 pub fn command(path: &str, body: serde_json::Value) -> Result<ExitCode> {
-    let session = HostSession::open()?;
+    command_at(None, path, body)
+}
+
+/// Sends an admin command to the host at `addr` (or the configured one).
+pub fn command_at(addr: Option<&str>, path: &str, body: serde_json::Value) -> Result<ExitCode> {
+    let session = HostSession::open_at(addr)?;
     let reply: CommandReply =
         session.block_on(session.client.call(http::Method::POST, path, Some(&body)))?;
     println!("{}", reply.message);
@@ -400,7 +415,7 @@ pub fn table(ads: &[ClassAd], now: i64) -> String {
     }
     // The summary: slots per state, by Arch/OpSys.
     const STATES: [&str; 7] =
-        ["Owner", "Claimed", "Unclaimed", "Matched", "Preempting", "Backfill", "Drain"];
+        ["Owner", "Claimed", "Unclaimed", "Matched", "Preempting", "Backfill", "Drained"];
     let mut groups: std::collections::BTreeMap<String, [usize; 8]> = Default::default();
     for ad in ads {
         let key = format!("{}/{}", text(ad, "Arch"), text(ad, "OpSys"));

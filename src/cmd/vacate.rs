@@ -46,6 +46,55 @@ pub fn checkpoint(args: CheckpointArgs) -> Result<ExitCode> {
     )
 }
 
+/// Arguments of `andes drain`.
+#[derive(Args, Debug)]
+pub struct DrainArgs {
+    /// The host: its machine name as the collector knows it, or HOST:PORT;
+    /// none: this machine's host daemon.
+    host: Option<String>,
+    /// Vacate the jobs at once (they checkpoint if they can) instead of
+    /// letting them retire.
+    #[arg(long)]
+    fast: bool,
+    /// Take claims again.
+    #[arg(long)]
+    cancel: bool,
+}
+
+/// Runs `andes drain` (condor_drain): the host takes no new claims; its
+/// running jobs finish within their retirement time (or leave at once,
+/// checkpointing, with `-fast`) and each slot, once empty, is Drained.
+pub fn drain(args: DrainArgs) -> Result<ExitCode> {
+    let addr = match args.host.as_deref() {
+        None => None,
+        Some(h) if h.contains(':') => Some(h.to_string()),
+        Some(h) => Some(host_address(h)?),
+    };
+    super::host::command_at(
+        addr.as_deref(),
+        "/v1/drain",
+        serde_json::to_value(andes_host::daemon::api::DrainRequest {
+            fast: args.fast,
+            cancel: args.cancel,
+        })?,
+    )
+}
+
+/// The address of the host whose slots the collector lists as on `machine`.
+fn host_address(machine: &str) -> Result<String> {
+    let ads = super::status::machine_ads()?;
+    let found = ads.iter().find_map(|ad| {
+        let on = |n: &str| matches!(ad.eval_attr(n), classad::Value::Str(s) if s.eq_ignore_ascii_case(machine));
+        let named = on("Machine")
+            || matches!(ad.eval_attr("Name"), classad::Value::Str(s) if s.rsplit('@').next().is_some_and(|m| m.eq_ignore_ascii_case(machine)));
+        match (named, ad.eval_attr("MyAddress")) {
+            (true, classad::Value::Str(a)) => Some(a.to_string()),
+            _ => None,
+        }
+    });
+    found.ok_or_else(|| anyhow!("the collector knows no host {machine} (andes status lists them)"))
+}
+
 /// Runs `andes vacate`.
 pub fn run(args: VacateArgs) -> Result<ExitCode> {
     let slot = args.slot.as_deref().map(slot_number).transpose()?;

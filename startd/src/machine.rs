@@ -22,6 +22,9 @@ pub enum State {
     Preempting,
     /// Running a backfill job while otherwise idle.
     Backfill,
+    /// The machine is being drained (condor_drain): it takes no new claims;
+    /// a slot is here once its job has left.
+    Drained,
 }
 
 impl State {
@@ -34,6 +37,7 @@ impl State {
             State::Claimed => "Claimed",
             State::Preempting => "Preempting",
             State::Backfill => "Backfill",
+            State::Drained => "Drained",
         }
     }
 }
@@ -287,6 +291,15 @@ pub enum Event {
         /// Graceful or fast.
         kind: VacateKind,
     },
+    /// `condor_drain`: the machine takes no new claims; running jobs retire
+    /// (graceful) or are vacated at once (fast) and each slot, once empty,
+    /// is Drained.
+    Drain {
+        /// Graceful or fast.
+        kind: VacateKind,
+    },
+    /// `condor_drain -cancel`: the machine takes claims again.
+    CancelDrain,
     /// `condor_checkpoint`: the checkpointable jobs of one slot, or all
     /// (`None`), checkpoint now and run on, as a periodic checkpoint.
     CheckpointNow {
@@ -628,6 +641,9 @@ pub struct Startd {
     next_update: i64,
     shutdown: Option<ShutdownKind>,
     shutdown_reported: bool,
+    /// Draining (condor_drain): no new claims; a slot that would be Owner
+    /// is Drained.
+    draining: bool,
     backfill_next: usize,
 }
 
@@ -707,7 +723,7 @@ const MANAGED: [&str; 10] = [
 /// machine's owner load.
 fn owner_loads(slots: &[Slot], total: f64) -> Vec<f64> {
     let rank = |st: State| match st {
-        State::Owner => 0,
+        State::Owner | State::Drained => 0,
         State::Unclaimed => 1,
         State::Matched => 2,
         State::Claimed => 3,
@@ -844,6 +860,7 @@ impl Startd {
             });
         }
         let mut s = Startd {
+            draining: false,
             policy,
             requirements,
             slots,
@@ -1048,6 +1065,30 @@ impl Startd {
                     self.on_vacate(i, kind, now, &mut acts);
                 }
             }
+            Event::Drain { kind } => {
+                self.draining = true;
+                let kind = if kind == VacateKind::Fast {
+                    ShutdownKind::Fast
+                } else {
+                    ShutdownKind::Graceful
+                };
+                for i in 0..self.slots.len() {
+                    self.on_shutdown(i, kind, now, &mut acts);
+                    // An idle slot is Drained at once.
+                    if self.slots[i].state == State::Owner {
+                        self.go(i, 40, State::Owner, Activity::Idle, now, &mut acts);
+                    }
+                }
+            }
+            Event::CancelDrain => {
+                self.draining = false;
+                for i in 0..self.slots.len() {
+                    if self.slots[i].state == State::Drained {
+                        self.go(i, 41, State::Owner, Activity::Idle, now, &mut acts);
+                        self.evaluate(i, now, &mut acts);
+                    }
+                }
+            }
             Event::CheckpointNow { slot } => {
                 let targets: Vec<usize> = match slot {
                     Some(id) => self.slot_or_reject(id, &mut acts).into_iter().collect(),
@@ -1098,7 +1139,10 @@ impl Startd {
         self.timers(now, &mut acts);
         if self.shutdown.is_some()
             && !self.shutdown_reported
-            && self.slots.iter().all(|s| s.state == State::Owner && s.job.is_none())
+            && self
+                .slots
+                .iter()
+                .all(|s| matches!(s.state, State::Owner | State::Drained) && s.job.is_none())
         {
             self.shutdown_reported = true;
             acts.push(Action::ShutdownComplete);
@@ -1331,6 +1375,8 @@ impl Startd {
         now: i64,
         acts: &mut Vec<Action>,
     ) {
+        // Draining, a slot with no claim is Drained, not Owner.
+        let state = if state == State::Owner && self.draining { State::Drained } else { state };
         let s = &mut self.slots[i];
         let from = (s.state, s.activity);
         if let Some(j) = &mut s.job {
@@ -1358,7 +1404,8 @@ impl Startd {
         s.activity = activity;
         s.ad.insert_value("State", state.as_str());
         s.ad.insert_value("Activity", activity.as_str());
-        if matches!(state, State::Matched | State::Preempting) {
+        // A slot matched, being preempted or drained matches no job.
+        if matches!(state, State::Matched | State::Preempting | State::Drained) {
             s.ad.insert_value("Requirements", false);
         } else {
             s.ad.insert("Requirements", self.requirements.clone());
@@ -1436,7 +1483,7 @@ impl Startd {
     }
 
     fn on_match(&mut self, i: usize, _claim_id: String, now: i64, acts: &mut Vec<Action>) {
-        if self.shutdown.is_some() {
+        if self.shutdown.is_some() || self.draining {
             return;
         }
         let (state, activity) = (self.slots[i].state, self.slots[i].activity);
@@ -1571,6 +1618,7 @@ impl Startd {
                 }
             }
             (State::Preempting, _) => refuse(acts, &req, "the slot is being preempted"),
+            (State::Drained, _) => refuse(acts, &req, "the machine is being drained"),
         }
     }
 
@@ -1831,7 +1879,7 @@ impl Startd {
         let (state, activity) = (self.slots[i].state, self.slots[i].activity);
         let fast = kind == ShutdownKind::Fast;
         match (state, activity) {
-            (State::Owner, _) => {}
+            (State::Owner | State::Drained, _) => {}
             (State::Unclaimed, _) => {
                 self.stop_benchmarking(i, now, acts);
                 self.go(i, 2, State::Owner, Activity::Idle, now, acts)
@@ -2131,6 +2179,8 @@ impl Startd {
                 }
             }
             (State::Backfill, _) => {}
+            // Until the drain is cancelled.
+            (State::Drained, _) => {}
         }
     }
 

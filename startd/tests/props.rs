@@ -27,6 +27,7 @@ fn valid(state: State, activity: Activity) -> bool {
         State::Claimed => matches!(activity, Idle | Busy | Suspended | Retiring),
         State::Preempting => matches!(activity, Vacating | Killing),
         State::Backfill => matches!(activity, Idle | Busy | Killing),
+        State::Drained => activity == Idle,
     }
 }
 
@@ -36,15 +37,17 @@ fn edges(number: u8) -> Vec<((State, Activity), (State, Activity))> {
     use Activity::*;
     use State::*;
     let preempting = |from| vec![(from, (Preempting, Vacating)), (from, (Preempting, Killing))];
+    // Draining, each edge to Owner ends in Drained instead.
+    let to_owner = |from| vec![(from, (Owner, Idle)), (from, (Drained, Idle))];
     match number {
         1 => vec![((Owner, Idle), (Unclaimed, Idle))],
-        2 => vec![((Unclaimed, Idle), (Owner, Idle))],
+        2 => to_owner((Unclaimed, Idle)),
         3 => vec![((Unclaimed, Idle), (Unclaimed, Benchmarking))],
         4 => vec![((Unclaimed, Benchmarking), (Unclaimed, Idle))],
         5 => vec![((Unclaimed, Idle), (Claimed, Idle))],
         6 => vec![((Unclaimed, Idle), (Matched, Idle))],
         7 => vec![((Unclaimed, Idle), (Backfill, Idle))],
-        8 => vec![((Matched, Idle), (Owner, Idle))],
+        8 => to_owner((Matched, Idle)),
         9 => vec![((Matched, Idle), (Claimed, Idle))],
         10 => preempting((Claimed, Idle)),
         11 => vec![((Claimed, Idle), (Claimed, Busy))],
@@ -58,17 +61,20 @@ fn edges(number: u8) -> Vec<((State, Activity), (State, Activity))> {
         19 => vec![((Claimed, Retiring), (Claimed, Busy))],
         20 => vec![((Claimed, Retiring), (Claimed, Suspended))],
         21 => vec![((Preempting, Vacating), (Preempting, Killing))],
-        22 => vec![((Preempting, Vacating), (Owner, Idle))],
+        22 => to_owner((Preempting, Vacating)),
         23 => vec![((Preempting, Vacating), (Claimed, Idle))],
         24 => vec![((Preempting, Killing), (Claimed, Idle))],
-        25 => vec![((Preempting, Killing), (Owner, Idle))],
+        25 => to_owner((Preempting, Killing)),
         26 => vec![((Backfill, Idle), (Backfill, Busy))],
         27 => vec![((Backfill, Busy), (Backfill, Idle))],
         28 => vec![((Backfill, Busy), (Backfill, Killing))],
         29 => vec![((Backfill, Killing), (Backfill, Idle))],
-        30 => vec![((Backfill, Idle), (Owner, Idle))],
+        30 => to_owner((Backfill, Idle)),
         31 => vec![((Backfill, Idle), (Claimed, Idle))],
         32 => vec![((Backfill, Idle), (Matched, Idle))],
+        // condor_drain and its cancel (no number in the manual's diagram).
+        40 => vec![((Owner, Idle), (Drained, Idle))],
+        41 => vec![((Drained, Idle), (Owner, Idle))],
         _ => vec![],
     }
 }
@@ -123,6 +129,10 @@ fn event(op: u8, slot: SlotId, id: u8, h: &Harness) -> Event {
             },
         },
         19 => Event::BenchmarkFinished { slot, mips: 100, kflops: 100 },
+        20 => {
+            Event::Drain { kind: if id & 1 == 0 { VacateKind::Graceful } else { VacateKind::Fast } }
+        }
+        21 => Event::CancelDrain,
         _ => Event::Shutdown(match id % 3 {
             0 => ShutdownKind::Graceful,
             1 => ShutdownKind::Peaceful,
@@ -153,6 +163,7 @@ fn check(
                 if from.0 == State::Preempting && to.0 != State::Preempting {
                     assert!(
                         *to == (State::Owner, Activity::Idle)
+                            || *to == (State::Drained, Activity::Idle)
                             || *to == (State::Claimed, Activity::Idle),
                         "Preempting ended in {to:?}"
                     );
@@ -227,7 +238,7 @@ proptest! {
 
     #[test]
     fn random_event_sequences_keep_the_invariants(
-        steps in prop::collection::vec((0u8..21, 1u32..3, 0i64..400, 0u8..4), 1..300)
+        steps in prop::collection::vec((0u8..23, 1u32..3, 0i64..400, 0u8..4), 1..300)
     ) {
         let mut h = Harness::idle(2, &[
             andes_startd::policy::BACKFILL_EXAMPLE,

@@ -784,3 +784,42 @@ fn a_released_claim_hands_the_slot_to_the_waiting_better_match() {
     assert!(!a.iter().any(|x| matches!(x, Action::ClaimBroken { .. })));
     assert_eq!(h.sd.slot(1).unwrap().claim_id(), Some("c2"));
 }
+
+/// condor_drain: an idle slot is Drained at once and takes no claim; a busy
+/// one keeps its job to the end of its retirement (graceful), then is
+/// Drained; cancelled, the slots are Owner and then Unclaimed again as
+/// START says.
+#[test]
+fn a_drain_empties_the_machine_and_a_cancel_opens_it_again() {
+    let mut h = Harness::idle(2, &[RETIRE_HOUR]);
+    h.run_job(1, CKPT);
+    h.ev(Event::Drain { kind: VacateKind::Graceful });
+    assert_eq!(h.sa(2), (State::Drained, Activity::Idle));
+    assert_eq!(h.sa(1), (State::Claimed, Activity::Retiring), "its job retires");
+    let a = h.claim(2, "c2", CKPT);
+    assert!(
+        a.iter().any(
+            |x| matches!(x, Action::ClaimRefused { reason, .. } if reason.contains("drained"))
+        ),
+        "{a:?}"
+    );
+    assert_eq!(h.sa(2), (State::Drained, Activity::Idle));
+    // The job ends within its retirement: the slot is Drained.
+    exited(&mut h, 1);
+    h.tick();
+    assert_eq!(h.sa(1).0, State::Drained);
+    h.advance(3600);
+    assert_eq!((h.sa(1).0, h.sa(2).0), (State::Drained, State::Drained), "it stays drained");
+    h.ev(Event::CancelDrain);
+    assert_eq!(h.sa(1), (State::Unclaimed, Activity::Idle));
+    assert_eq!(h.sa(2), (State::Unclaimed, Activity::Idle));
+}
+
+/// A fast drain vacates at once, with no retirement.
+#[test]
+fn a_fast_drain_vacates_at_once() {
+    let mut h = Harness::idle(1, &[RETIRE_HOUR]);
+    h.run_job(1, CKPT);
+    h.ev(Event::Drain { kind: VacateKind::Fast });
+    assert_eq!(h.sa(1).0, State::Preempting);
+}

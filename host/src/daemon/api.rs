@@ -6,6 +6,7 @@
 //! | `GET /v1/status` | user, schedd, host (admin) | → [`StatusReply`] |
 //! | `POST /v1/vacate` | admin | [`VacateRequest`] → [`CommandReply`] |
 //! | `POST /v1/checkpoint` | admin | [`CheckpointRequest`] → [`CommandReply`] |
+//! | `POST /v1/drain` | admin | [`DrainRequest`] → [`CommandReply`] |
 //! | `POST /v1/off` | admin | [`OffRequest`] → [`CommandReply`] |
 //! | `POST /v1/set-attr` | admin | [`SetAttrRequest`] → [`CommandReply`] |
 //!
@@ -42,6 +43,17 @@ pub struct VacateRequest {
     /// Hard-kill at once instead of retiring and vacating.
     #[serde(default)]
     pub fast: bool,
+}
+
+/// `POST /v1/drain`: condor_drain.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DrainRequest {
+    /// Vacate the jobs at once instead of letting them retire.
+    #[serde(default)]
+    pub fast: bool,
+    /// Take claims again (condor_drain -cancel).
+    #[serde(default)]
+    pub cancel: bool,
 }
 
 /// `POST /v1/checkpoint`: condor_checkpoint.
@@ -109,6 +121,7 @@ pub fn router(remote: Remote, auth: &Auth) -> Router {
     let admin = Router::new()
         .route("/v1/vacate", post(vacate))
         .route("/v1/checkpoint", post(checkpoint))
+        .route("/v1/drain", post(drain))
         .route("/v1/off", post(off))
         .route("/v1/set-attr", post(set_attr))
         .route_layer(andes_protocol::require(&[Role::Admin]));
@@ -157,6 +170,14 @@ async fn vacate(
 ) -> ApiResult<CommandReply> {
     let kind = if req.fast { VacateKind::Fast } else { VacateKind::Graceful };
     run(&remote, Command::Vacate { slot: req.slot, kind }).await
+}
+
+async fn drain(
+    State(remote): State<Remote>,
+    SignedJson(req): SignedJson<DrainRequest>,
+) -> ApiResult<CommandReply> {
+    let kind = if req.fast { VacateKind::Fast } else { VacateKind::Graceful };
+    run(&remote, Command::Drain { kind, cancel: req.cancel }).await
 }
 
 async fn checkpoint(
