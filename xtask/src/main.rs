@@ -1,7 +1,8 @@
 //! `cargo xtask`: the project's own commands.
 //!
 //! - `cargo xtask test`: the whole test suite (what CI runs): builds the
-//!   sample jobs for wasm32-wasip1, then runs every test.
+//!   sample jobs for wasm32-wasip1, then runs every test, then checks that
+//!   `cargo install --path .` works (`cargo xtask installs` alone).
 //! - `cargo xtask samples`: builds the sample jobs only (Rust, C and Go).
 //! - `cargo xtask bench`: the criterion benchmarks.
 //! - `cargo xtask faults [--seed N] [--seconds S]`: the fault harness
@@ -130,6 +131,36 @@ fn faults(args: &[String]) -> bool {
             .is_ok_and(|s| s.success())
 }
 
+/// `cargo install --path .` works as the README says (a debug build, on
+/// the test build's artifacts), and the installed program runs and makes
+/// HTCondor's names.
+fn installs() -> bool {
+    let root = root().join("target/install");
+    let _ = std::fs::remove_dir_all(&root);
+    if !cargo(&[
+        "install",
+        "--path",
+        ".",
+        "--locked",
+        "--debug",
+        "--root",
+        "target/install",
+        "--target-dir",
+        "target",
+    ]) {
+        return false;
+    }
+    let exe = root.join("bin").join(format!("andes{}", std::env::consts::EXE_SUFFIX));
+    let names = root.join("names");
+    let ok = run(&exe.to_string_lossy(), &["--version"])
+        && run(&exe.to_string_lossy(), &["install-names", &names.to_string_lossy()])
+        && names.join(format!("condor_q{}", std::env::consts::EXE_SUFFIX)).exists();
+    if !ok {
+        eprintln!("xtask: the installed andes ({}) did not run as it should", exe.display());
+    }
+    ok
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ok = match args.first().map(String::as_str) {
@@ -140,6 +171,7 @@ fn main() -> ExitCode {
                 && cargo(&["test", "--workspace", "--doc"])
                 && cargo(&["test", "--manifest-path", "guest-sdk/Cargo.toml"])
                 && as_root_tests()
+                && installs()
         }
         Some("bench") => {
             let mut a = vec!["bench", "--workspace"];
@@ -147,9 +179,10 @@ fn main() -> ExitCode {
             samples() && cargo(&a)
         }
         Some("faults") => faults(&args[1..]),
+        Some("installs") => installs(),
         Some("demo") => demo::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test|samples|bench|faults|demo>");
+            eprintln!("usage: cargo xtask <test|samples|bench|faults|demo|installs>");
             false
         }
     };
