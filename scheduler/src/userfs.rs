@@ -201,12 +201,33 @@ pub fn system_lookup(name: &str) -> Option<Account> {
         return None;
     }
     let (uid, gid) = (pw.pw_uid, pw.pw_gid);
+    let groups = group_list(&cname, gid);
+    Some(Account { name: name.to_string(), uid, gid, groups })
+}
+
+/// The groups of user `name` whose primary group is `gid`.
+#[cfg(all(unix, not(target_vendor = "apple")))]
+fn group_list(name: &std::ffi::CStr, gid: libc::gid_t) -> Vec<libc::gid_t> {
     let mut groups = vec![0 as libc::gid_t; 256];
     let mut n = groups.len() as libc::c_int;
     // SAFETY: groups has room for n entries; getgrouplist writes at most n.
-    let rc = unsafe { libc::getgrouplist(cname.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
+    let rc = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
     groups.truncate(if rc < 0 { 0 } else { n.max(0) as usize });
-    Some(Account { name: name.to_string(), uid, gid, groups })
+    groups
+}
+
+/// The groups of user `name` whose primary group is `gid` (Apple's
+/// getgrouplist takes them as `int`).
+#[cfg(target_vendor = "apple")]
+fn group_list(name: &std::ffi::CStr, gid: libc::gid_t) -> Vec<libc::gid_t> {
+    let mut groups = vec![0 as libc::c_int; 256];
+    let mut n = groups.len() as libc::c_int;
+    // SAFETY: groups has room for n entries; getgrouplist writes at most n.
+    let rc = unsafe {
+        libc::getgrouplist(name.as_ptr(), gid as libc::c_int, groups.as_mut_ptr(), &mut n)
+    };
+    groups.truncate(if rc < 0 { 0 } else { n.max(0) as usize });
+    groups.into_iter().map(|g| g as libc::gid_t).collect()
 }
 
 /// The account `name` (never found where accounts cannot be switched).
