@@ -110,6 +110,15 @@ impl EventJobId {
     pub fn new(cluster: i32, proc: i32) -> EventJobId {
         EventJobId { cluster, proc, subproc: 0 }
     }
+
+    /// The queue's id of the job (`None` for a negative cluster or proc, which
+    /// no queue gives).
+    pub fn job(&self) -> Option<crate::job::JobId> {
+        Some(crate::job::JobId::new(
+            u32::try_from(self.cluster).ok()?,
+            u32::try_from(self.proc).ok()?,
+        ))
+    }
 }
 
 impl From<crate::job::JobId> for EventJobId {

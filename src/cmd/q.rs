@@ -210,7 +210,8 @@ pub fn history(args: HistoryArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn parse_ads(r: &QueryReply) -> Result<Vec<ClassAd>> {
+/// The ads of a schedd's answer, each checked.
+pub(crate) fn parse_ads(r: &QueryReply) -> Result<Vec<ClassAd>> {
     r.ads
         .iter()
         .map(|t| classad::parse_ad(t).map_err(|e| anyhow!("the schedd sent a bad ad: {e}")))

@@ -223,6 +223,7 @@ struct Progress {
 
 impl Progress {
     fn of(ads: &[classad::ClassAd]) -> Progress {
+        use andes_scheduler::job::JobStatus as S;
         use classad::Value;
         let mut p = Progress::default();
         for ad in ads {
@@ -230,18 +231,18 @@ impl Progress {
                 Value::Int(i) => i,
                 _ => -1,
             };
-            match int("JobStatus") {
-                4 => p.done += 1,
-                3 => p.removed += 1,
-                5 => {
+            match S::from_code(int("JobStatus")) {
+                Some(S::Completed) => p.done += 1,
+                Some(S::Removed) => p.removed += 1,
+                Some(S::Held) => {
                     let reason = match ad.eval_attr("HoldReason") {
                         Value::Str(s) => s.to_string(),
                         _ => String::new(),
                     };
                     p.held.push((format!("{}.{}", int("ClusterId"), int("ProcId")), reason));
                 }
-                2 | 6 | 7 => p.running += 1,
-                _ => p.idle += 1,
+                Some(S::Running | S::TransferringOutput | S::Suspended) => p.running += 1,
+                Some(S::Idle) | None => p.idle += 1,
             }
         }
         p
@@ -270,7 +271,8 @@ async fn wait_for_cluster(
     cluster: u32,
     count: u32,
 ) -> Result<ExitCode> {
-    use andes_scheduler::api::{HistoryRequest, QueryReply, QueryRequest, Targets};
+    use crate::cmd::q::parse_ads;
+    use andes_scheduler::api::{HistoryRequest, QueryRequest, Targets};
     use andes_scheduler::job::JobSelector;
     let projection: Vec<String> =
         ["ClusterId", "ProcId", "JobStatus", "HoldReason"].map(String::from).into();
@@ -281,19 +283,13 @@ async fn wait_for_cluster(
             .progress_chars("=> "),
     );
     bar.set_prefix(cluster.to_string());
-    let parse = |r: QueryReply| -> Result<Vec<classad::ClassAd>> {
-        r.ads
-            .iter()
-            .map(|t| classad::parse_ad(t).map_err(|e| anyhow!("the schedd sent a bad ad: {e}")))
-            .collect()
-    };
     let progress = loop {
         let q = QueryRequest {
             targets: Targets { ids: vec![JobSelector::Cluster(cluster)], ..Default::default() },
             projection: projection.clone(),
             ..Default::default()
         };
-        let mut ads = parse(c.call(http::Method::POST, "/v1/query", Some(&q)).await?)?;
+        let mut ads = parse_ads(&c.call(http::Method::POST, "/v1/query", Some(&q)).await?)?;
         if ads.len() < count as usize {
             let h = HistoryRequest {
                 constraint: Some(format!("ClusterId == {cluster}")),
@@ -302,7 +298,7 @@ async fn wait_for_cluster(
             };
             let proc = |a: &classad::ClassAd| a.eval_attr("ProcId");
             let queued: Vec<classad::Value> = ads.iter().map(proc).collect();
-            let gone = parse(c.call(http::Method::POST, "/v1/history", Some(&h)).await?)?;
+            let gone = parse_ads(&c.call(http::Method::POST, "/v1/history", Some(&h)).await?)?;
             ads.extend(gone.into_iter().filter(|a| !queued.contains(&proc(a))));
         }
         let p = Progress::of(&ads);

@@ -99,14 +99,11 @@ struct Jobs {
 impl Jobs {
     /// Takes in one event; what `-status` says of it, if anything.
     fn note(&mut self, e: &JobEvent, which: Option<&JobSelector>) -> Option<String> {
-        let (Ok(c), Ok(p)) = (u32::try_from(e.id.cluster), u32::try_from(e.id.proc)) else {
-            return None;
-        };
-        let id = JobId::new(c, p);
+        let id = e.id.job()?;
         if which.is_some_and(|w| !w.selects(id)) {
             return None;
         }
-        let name = format!("{c}.{p}.{}", e.id.subproc);
+        let name = format!("{id}.{}", e.id.subproc);
         match &e.kind {
             EventKind::Submit(_) => {
                 self.submitted.insert(id);

@@ -175,23 +175,19 @@ fn logs_from_schedd(users: &[String], clusters: &[u32]) -> Result<Vec<PathBuf>> 
     let session = Session::open()?;
     let r: QueryReply =
         session.block_on(session.client.call(http::Method::POST, "/v1/query", Some(&req)))?;
-    let mut logs = BTreeSet::new();
-    for text in &r.ads {
-        let ad = classad::parse_ad(text).map_err(|e| anyhow!("the schedd sent a bad ad: {e}"))?;
-        if let Some(p) = andes_scheduler::eventlog::log_path(&ad) {
-            logs.insert(p);
-        }
-    }
+    let logs: BTreeSet<PathBuf> = crate::cmd::q::parse_ads(&r)?
+        .iter()
+        .filter_map(andes_scheduler::eventlog::log_path)
+        .collect();
     Ok(logs.into_iter().collect())
 }
 
 /// Takes in one event (of a tracked cluster, when clusters are named).
 fn note(jobs: &mut BTreeMap<JobId, State>, e: &JobEvent, clusters: &BTreeSet<u32>) {
-    let (Ok(c), Ok(p)) = (u32::try_from(e.id.cluster), u32::try_from(e.id.proc)) else { return };
-    if !clusters.is_empty() && !clusters.contains(&c) {
+    let Some(id) = e.id.job() else { return };
+    if !clusters.is_empty() && !clusters.contains(&id.cluster) {
         return;
     }
-    let id = JobId::new(c, p);
     let state = match &e.kind {
         EventKind::Submit(_) | EventKind::Released(_) => State::Idle,
         EventKind::Execute(_) | EventKind::Unsuspended | EventKind::Suspended(_) => State::Running,
