@@ -979,19 +979,27 @@ fn tail_shows_a_running_jobs_output_from_its_host() {
     assert_eq!(p.ok("alice", &["tail", "1.0", "-stderr"]), "");
     let o = p.cmd("bob", &["tail", "1.0"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("is alice's, not bob's"), "{o:?}");
-    // Followed, it ends when the job does.
-    let follow = {
-        let mut c = common::andes();
-        c.args(["tail", "-f", "1.0"])
-            .env("ANDES_CONFIG_DIR", p.path())
-            .env("ANDES_CONFIG", p.user_config())
-            .env("USER", "alice");
-        std::thread::spawn(move || c.output().unwrap())
-    };
+    // Followed, it ends when the job does: held once the follower has
+    // printed what the job wrote, so the hold comes while it follows.
+    let mut follow = common::andes()
+        .args(["tail", "-f", "1.0"])
+        .env("ANDES_CONFIG_DIR", p.path())
+        .env("ANDES_CONFIG", p.user_config())
+        .env("USER", "alice")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(follow.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    assert_eq!(first, "sleeping\n");
     p.ok("alice", &["hold", "1.0"]);
-    let o = follow.join().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let o = follow.wait_with_output().unwrap();
     assert!(o.status.success(), "{o:?}");
-    assert!(String::from_utf8_lossy(&o.stdout).starts_with("sleeping\n"), "{o:?}");
+    assert_eq!(rest, "", "nothing written twice");
     let o = p.cmd("alice", &["tail", "1.0"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("1.0 is not running (status H)"), "{o:?}");
 }
