@@ -1344,14 +1344,10 @@ impl Daemon {
         let message = match &command {
             Command::Vacate { slot, kind } => {
                 let what = slot.map_or("all slots".to_string(), |s| format!("slot {s}"));
-                let how = if *kind == VacateKind::Fast { "fast" } else { "graceful" };
-                format!("vacating {what} ({how})")
+                format!("vacating {what} ({})", vacate_word(*kind))
             }
             Command::Drain { cancel: true, .. } => "drain cancelled".to_string(),
-            Command::Drain { kind, .. } => {
-                let how = if *kind == VacateKind::Fast { "fast" } else { "graceful" };
-                format!("draining ({how})")
-            }
+            Command::Drain { kind, .. } => format!("draining ({})", vacate_word(*kind)),
             Command::Checkpoint { slot } => {
                 let what = slot.map_or("the jobs of all slots".to_string(), |s| {
                     format!("the job of slot {s}")
@@ -2307,6 +2303,11 @@ pub fn outcome(ending: &Ending) -> StarterOutcome {
         Ending::Held { code, .. } if *code == HOLD_FAILED_TO_START => StarterOutcome::Failed,
         _ => StarterOutcome::Completed,
     }
+}
+
+/// `graceful` or `fast`: how a vacate of `kind` is named in messages.
+fn vacate_word(kind: VacateKind) -> &'static str {
+    if kind == VacateKind::Fast { "fast" } else { "graceful" }
 }
 
 /// `graceful`, `peaceful` or `fast`.

@@ -487,7 +487,7 @@ pub const MAX_TAIL: u64 = 1 << 20;
 /// standard output or error as it is written (condor_tail).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TailRequest {
-    /// The claim (at the host; the schedd's request names the job instead).
+    /// The claim whose running job's stream is read.
     #[serde(default)]
     pub claim_id: String,
     /// Its standard error instead of its output.

@@ -2304,40 +2304,25 @@ impl Ctx<'_, '_> {
             }
             return Ok(report);
         }
+        // The reason given, else HTCondor's "via condor_hold (by user alice)".
+        let why = |reason: &String, command: &str| {
+            if reason.is_empty() {
+                format!("via {command} (by user {})", actor.name)
+            } else {
+                reason.clone()
+            }
+        };
         for &id in ids {
             let Some(status) = self.state.jobs.get(&id).map(|p| p.status) else { continue };
             let r = match change {
                 Change::Hold { reason } => {
-                    let reason = if reason.is_empty() {
-                        format!("via condor_hold (by user {})", actor.name)
-                    } else {
-                        reason.clone()
-                    };
+                    let reason = why(reason, "condor_hold");
                     self.hold(id, HoldInfo { reason, code: hold_code::USER_REQUEST, subcode: 0 })
                 }
-                Change::Release { reason } => {
-                    let reason = if reason.is_empty() {
-                        format!("via condor_release (by user {})", actor.name)
-                    } else {
-                        reason.clone()
-                    };
-                    self.release(id, reason)
-                }
-                Change::Remove { reason } => {
-                    let reason = if reason.is_empty() {
-                        format!("via condor_rm (by user {})", actor.name)
-                    } else {
-                        reason.clone()
-                    };
-                    self.remove(id, reason)
-                }
+                Change::Release { reason } => self.release(id, why(reason, "condor_release")),
+                Change::Remove { reason } => self.remove(id, why(reason, "condor_rm")),
                 Change::Vacate { reason } => {
-                    let reason = if reason.is_empty() {
-                        format!("via condor_vacate_job (by user {})", actor.name)
-                    } else {
-                        reason.clone()
-                    };
-                    self.vacate_asked(id, reason)
+                    self.vacate_asked(id, why(reason, "condor_vacate_job"))
                 }
                 Change::Edit { .. } => unreachable!("handled above"),
             }?;

@@ -2606,14 +2606,13 @@ async fn tail(
     caller: andes_protocol::Caller,
     SignedJson(req): SignedJson<crate::api::TailJobRequest>,
 ) -> ApiResult<andes_protocol::pool::TailReply> {
-    let ad = p
+    let (ad, status) = p
         .inner
         .queue
         .read()
         .job(req.job)
         .map(|v| (v.ad(), v.proc.status))
         .ok_or_else(|| ApiError::not_found(format!("no job {} in the queue", req.job)))?;
-    let (ad, status) = ad;
     let owner = str_attr(&ad, "Owner").unwrap_or_default();
     if caller.role != Role::Admin && owner != caller.identity {
         return Err(ApiError::forbidden(format!(
@@ -2621,19 +2620,15 @@ async fn tail(
             req.job, caller.identity
         )));
     }
-    let (Some(claim_id), Some(addr)) = (str_attr(&ad, CLAIM_ID_ATTR), str_attr(&ad, "StartdAddr"))
+    let running = matches!(status, JobStatus::Running | JobStatus::Suspended);
+    let (true, Some(claim_id), Some(addr)) =
+        (running, str_attr(&ad, CLAIM_ID_ATTR), str_attr(&ad, "StartdAddr"))
     else {
         return Err(ApiError::new(
             http::StatusCode::CONFLICT,
             format!("job {} is not running (status {})", req.job, status.letter()),
         ));
     };
-    if status != JobStatus::Running && status != JobStatus::Suspended {
-        return Err(ApiError::new(
-            http::StatusCode::CONFLICT,
-            format!("job {} is not running (status {})", req.job, status.letter()),
-        ));
-    }
     let host = TailRequest { claim_id, stderr: req.stderr, offset: req.offset, max: req.max };
     let link = p.inner.link(&addr);
     link.short
