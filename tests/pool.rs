@@ -624,6 +624,39 @@ fn a_compiled_job_whose_host_dies_resumes_from_its_last_periodic_snapshot() {
 /// its RemoteUserCpu (the run's, from the host's updates) is past 0.3 s and
 /// is not `last`, the last run's final figure, which the queue shows until
 /// the new run's first update.
+/// What the cooperative sample prints for `terms` run without a stop, in
+/// a thread (`andes run`, meanwhile).
+fn coop_uninterrupted(terms: &'static str) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let out = common::andes()
+            .args(["run", "--dir"])
+            .arg(dir.path())
+            .arg(common::pool::sample("coop"))
+            .arg(terms)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    })
+}
+
+/// Waits until the pool's first job runs and has reported more than 0.3 s
+/// of CPU.
+fn running_a_while(p: &Pool) {
+    wait_or(
+        "the job to run a while",
+        Duration::from_secs(90),
+        || {
+            p.queue().first().is_some_and(|a| {
+                int(a, "JobStatus") == 2
+                    && matches!(a.eval_attr("RemoteUserCpu"), Value::Real(c) if c > 0.3)
+            })
+        },
+        || format!("{}\n{}", p.logs(), queue_text(p)),
+    );
+}
+
 fn vacate_when_running(p: &Pool, starts: i64, last: &mut f64) {
     let mut seen = 0.0;
     wait_or(
@@ -681,18 +714,7 @@ fn a_cooperative_job_vacated_three_times_resumes_from_what_it_saved() {
         ),
     );
     // What the same job prints when it runs without a stop, meanwhile.
-    let whole = std::thread::spawn(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let out = common::andes()
-            .args(["run", "--dir"])
-            .arg(dir.path())
-            .arg(common::pool::sample("coop"))
-            .arg(TERMS)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    });
+    let whole = coop_uninterrupted(TERMS);
     let mut last = 0.0;
     for starts in 1..=3 {
         vacate_when_running(&p, starts, &mut last);
@@ -876,28 +898,8 @@ fn vacate_job_sends_a_running_job_back_to_idle_with_its_checkpoint() {
              +WasmCheckpoint = \"cooperative\"\ncheckpoint_exit_code = 85\nqueue\n"
         ),
     );
-    let whole = std::thread::spawn(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let out = common::andes()
-            .args(["run", "--dir"])
-            .arg(dir.path())
-            .arg(common::pool::sample("coop"))
-            .arg(TERMS)
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout).unwrap()
-    });
-    wait_or(
-        "the job to run a while",
-        Duration::from_secs(90),
-        || {
-            p.queue().first().is_some_and(|a| {
-                int(a, "JobStatus") == 2
-                    && matches!(a.eval_attr("RemoteUserCpu"), Value::Real(c) if c > 0.3)
-            })
-        },
-        || format!("{}\n{}", p.logs(), queue_text(&p)),
-    );
+    let whole = coop_uninterrupted(TERMS);
+    running_a_while(&p);
     let o = p.cmd("bob", &["vacate-job", "1.0"]);
     assert!(!o.status.success(), "bob vacated alice's job");
     assert!(p.queue().first().is_some_and(|a| int(a, "NumJobStarts") == 1));
@@ -938,17 +940,7 @@ fn checkpoint_asks_a_running_job_to_save_now_and_it_runs_on() {
         "executable = coop.wasm\narguments = 2700000000\noutput = c.out\nerror = c.err\n\
          +WasmCheckpoint = \"cooperative\"\nqueue\n",
     );
-    wait_or(
-        "the job to run a while",
-        Duration::from_secs(90),
-        || {
-            p.queue().first().is_some_and(|a| {
-                int(a, "JobStatus") == 2
-                    && matches!(a.eval_attr("RemoteUserCpu"), Value::Real(c) if c > 0.3)
-            })
-        },
-        || format!("{}\n{}", p.logs(), queue_text(&p)),
-    );
+    running_a_while(&p);
     let said = p.host_cmd(1, "root", &["checkpoint", "slot1@host1"]);
     assert!(said.contains("checkpointing the job of slot 1"), "{said}");
     wait_or(
