@@ -17,7 +17,9 @@
 # (expected/NAME.sha256) and its exit code must be 0, or the script fails.
 #
 # Environment: ANDES (default <repo>/target/release/andes), OUT (default
-# <repo>/target/realprograms), EVERY (default 2s); TABLE_ONLY=1 only
+# <repo>/target/realprograms), EVERY (default 2s), VARIANTS (default
+# "plain metered compiled ckpt": the kinds of run, a subset for a quick
+# look); TABLE_ONLY=1 only
 # rewrites table.md from the results.tsv and compile.tsv already there.
 # Writes $OUT/measure/{results.tsv,compile.tsv,table.md}.
 set -euo pipefail
@@ -118,13 +120,13 @@ run_one() { # INDEX VARIANT ROUND
     "$snaps" "$snapbytes" "${p99:-}" "${pmax:-}"
 }
 
-VARIANTS=(plain metered compiled ckpt)
+read -r -a VARIANTS <<< "${VARIANTS:-plain metered compiled ckpt}"
 printf 'program\tvariant\tround\tguest_cpu_s\tguest_wall_s\tprocess_cpu_s\tsnapshots\tsnapshot_bytes\tpause_p99_ms\tpause_max_ms\n' > "$M/results.tsv"
 uptime > "$M/load.txt"
 for ((r = 1; r <= ROUNDS; r++)); do
   for i in "${!NAMES[@]}"; do
-    for ((k = 0; k < 4; k++)); do
-      v=${VARIANTS[$(((k + r + i) % 4))]}
+    for ((k = 0; k < ${#VARIANTS[@]}; k++)); do
+      v=${VARIANTS[$(((k + r + i) % ${#VARIANTS[@]}))]}
       line="$(run_one "$i" "$v" "$r")"
       echo "$line" >> "$M/results.tsv"
       echo "   round $r: $line" >&2

@@ -161,6 +161,11 @@ fn engine_config(config: &HostConfig, metered: bool) -> Config {
         // there is no backtrace to take, and no frames to walk.
         cfg.wasm_backtrace(false);
     }
+    // For profiling a job's code with `perf`: /tmp/perf-PID.map names the
+    // guest's functions.
+    if std::env::var_os("ANDES_PERF_MAP").is_some() {
+        cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     cfg.max_wasm_stack(config.max_wasm_stack);
     cfg.async_stack_size(config.max_wasm_stack + (1 << 20));
     let mut pool = PoolingAllocationConfig::default();
