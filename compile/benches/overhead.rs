@@ -15,7 +15,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use andes_compile::{LoopChecks, Optimize, Options, instrument};
+use andes_compile::{LoopChecks, Options, instrument};
 use common::{Mode, Rig, sample};
 use std::path::Path;
 use std::time::Instant;
@@ -34,16 +34,11 @@ fn code_size(module: &[u8]) -> usize {
 
 /// The variants measured, by name.
 fn variants() -> Vec<(&'static str, Options)> {
-    let o = |optimize, checks| Options { optimize, checks, ..Options::default() };
+    let o = |checks| Options { checks, ..Options::default() };
     vec![
-        ("every-loop", o(Optimize::None, LoopChecks::Every)),
-        ("every-loop+asyncify-opt", o(Optimize::Asyncify, LoopChecks::Every)),
-        ("every-loop+O2", o(Optimize::O2, LoopChecks::Every)),
-        ("every-loop+O3", o(Optimize::O3, LoopChecks::Every)),
-        ("not-in-leaves+O2", o(Optimize::O2, LoopChecks::NotInLeaves)),
-        ("outer+asyncify-opt", o(Optimize::Asyncify, LoopChecks::Outer)),
-        ("outer+O2", o(Optimize::O2, LoopChecks::Outer)),
-        ("outer+O3", o(Optimize::O3, LoopChecks::Outer)),
+        ("every-loop", o(LoopChecks::Every)),
+        ("not-in-leaves", o(LoopChecks::NotInLeaves)),
+        ("outer", o(LoopChecks::Outer)),
     ]
 }
 

@@ -16,7 +16,7 @@
 //!    Which loops are checked is [`Options::checks`]: by default
 //!    ([`LoopChecks::Outer`]) the outermost loops and the loops that make
 //!    calls, in functions that call something; a hot inner loop that calls
-//!    nothing runs unchecked (and Asyncify leaves leaf functions alone),
+//!    nothing runs unchecked (and the unwinding leaves leaf functions alone),
 //!    which keeps the cost of a job that is never checkpointed low, at the
 //!    price of a yield waiting for such an inner loop to end. One
 //!    instruction can run long too: a `memory.copy` or `memory.fill` of
@@ -29,19 +29,21 @@
 //!    above the source, so overlaps come out as the instruction's do; one
 //!    that would trap is left to the instruction, which traps before
 //!    moving a byte).
-//! 2. **Asyncify.** Binaryen's Asyncify pass (through the `wasm-opt` crate)
-//!    makes the call stack unwindable into memory and rewindable later, with
-//!    `asyncify-imports` limited to the yield import, so only the functions
-//!    that can reach a yield point are instrumented. It exports
-//!    [`START_UNWIND`], [`STOP_UNWIND`], [`START_REWIND`], [`STOP_REWIND`]
-//!    and [`GET_STATE`] under Binaryen's names. Binaryen's optimiser may run
-//!    afterwards ([`Options::optimize`]).
-//! 3. **State in a local, exports and version.** Every function that reads
-//!    Asyncify's state global and never writes it reads a local copy
-//!    instead, taken on entry and after each call (only a call can change
-//!    the state while a function runs), so that Asyncify's many state tests
-//!    are register tests rather than loads from the instance. Every mutable global of the output (the
-//!    module's own, `__stack_pointer` among them, the flag and Asyncify's
+//! 2. **Unwinding.** andes's own transform (the `unwind` module) makes the
+//!    call stack unwindable into memory and rewindable later. Only the
+//!    functions that can reach the yield import change: a function can if
+//!    it calls one that can, directly or through a table entry of the
+//!    called type. After each call that can yield, a test of the state
+//!    leaves the function through an epilogue that saves its locals as one
+//!    frame; on entry while rewinding, a prologue pops the frame and a
+//!    branch per level of nesting goes back to the call. The normal path
+//!    keeps its shape: unlike Binaryen's Asyncify, which andes used before
+//!    (instrumentation version 2), nothing guards the code between calls.
+//!    It exports [`START_UNWIND`], [`STOP_UNWIND`], [`START_REWIND`],
+//!    [`STOP_REWIND`] and [`GET_STATE`] under Asyncify's names, with
+//!    Asyncify's meaning.
+//! 3. **Exports and version.** Every mutable global of the output (the
+//!    module's own, `__stack_pointer` among them, the flag and the unwinding's
 //!    state and data pointer) is exported as `andes.global.N`, N being its
 //!    index in the output ([`global_export_name`]); the guest memory is
 //!    exported as [`MEMORY_EXPORT`] if it was not; a custom section
@@ -49,12 +51,11 @@
 //!    `u32` ([`instrumentation_version`] reads it back). The output is
 //!    validated with wasmparser under wasmtime 36's default features.
 //!
-//! # The Asyncify stack
+//! # The checkpoint stack
 //!
-//! Asyncify saves the unwound call stack (each frame's live locals and where
-//! it was) in a buffer described by a small data structure. andes keeps both
-//! in a **second linear memory** of their own, exported as
-//! [`STACK_MEMORY_EXPORT`] (Binaryen's `asyncify-in-secondary-memory`, index
+//! An unwind saves the call stack (each frame's locals and the call it was
+//! in) in a buffer described by a small data structure, in a **linear
+//! memory** of its own, exported as [`STACK_MEMORY_EXPORT`] (index
 //! [`STACK_MEMORY`]), so the
 //! guest's memory is never touched: its allocator cannot collide with the
 //! buffer and a snapshot of the guest memory is exactly the guest's. Its size
@@ -87,18 +88,21 @@
 //! calls `asyncify_stop_unwind()` and captures every memory and every
 //! `andes.global.N`. To resume (in the same instance, or a fresh one after
 //! writing the memories, growing them first, and the globals back) it calls
-//! `asyncify_start_rewind(data)` and `_start` again; the yield import then
+//! `asyncify_start_rewind(data)` and `_start` again, **with the flag
+//! raised**: the rewind passes through the flag check of each loop on its
+//! way back (a loop's branch to where it left is taken inside that check,
+//! so that the normal path tests only the flag). The yield import then
 //! sees [`STATE_REWINDING`], calls `asyncify_stop_rewind()`, clears the flag
 //! and returns, and the guest continues where it was.
 
 #![warn(missing_docs)]
 
 #[cfg(feature = "instrument")]
-mod binaryen;
-#[cfg(feature = "instrument")]
 mod rewrite;
 #[cfg(feature = "instrument")]
 mod scan;
+#[cfg(feature = "instrument")]
+mod unwind;
 
 /// The module of the yield import.
 pub const YIELD_MODULE: &str = "andes:checkpoint";
@@ -117,7 +121,7 @@ pub const STACK_MEMORY: u32 = 2;
 pub const GLOBAL_EXPORT_PREFIX: &str = "andes.global.";
 /// The export of the guest's linear memory.
 pub const MEMORY_EXPORT: &str = "memory";
-/// The export of the memory that holds the Asyncify data structure and stack.
+/// The export of the memory that holds the unwind data structure and stack.
 pub const STACK_MEMORY_EXPORT: &str = "andes.checkpoint.stack";
 /// `asyncify_start_unwind(data: i32)`.
 pub const START_UNWIND: &str = "asyncify_start_unwind";
@@ -140,9 +144,11 @@ pub const CUSTOM_SECTION: &str = "andes.instrumentation";
 /// The version of the instrumentation this crate produces. A snapshot of an
 /// instrumented module can only be restored into a module instrumented with
 /// the same version (it is part of `CheckpointPlatform`).
-/// Version 2 keeps the flag in the poll memory (version 1: in a global,
-/// which only the job's own thread could set).
-pub const INSTRUMENTATION_VERSION: u32 = 2;
+/// Version 3 unwinds with andes's own transform, whose frames differ from
+/// Asyncify's, and keeps the poll word raised during a rewind; version 2
+/// kept the flag in the poll memory (version 1: in a global, which only
+/// the job's own thread could set).
+pub const INSTRUMENTATION_VERSION: u32 = 3;
 /// The default size of the stack memory, in 64 KiB pages (1 MiB, as the
 /// host's cap on the wasm stack).
 pub const DEFAULT_STACK_PAGES: u32 = 16;
@@ -166,7 +172,7 @@ pub fn global_export_index(name: &str) -> Option<u32> {
     n.parse().ok()
 }
 
-/// Where the Asyncify data structure and its buffer live in the stack memory
+/// Where the unwind data structure and its buffer live in the stack memory
 /// ([`STACK_MEMORY_EXPORT`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StackLayout {
@@ -208,7 +214,7 @@ impl StackLayout {
     }
 }
 
-/// Whether a trap of the guest was the Asyncify stack overflowing during an
+/// Whether a trap of the guest was the checkpoint stack overflowing during an
 /// unwind: it was an out-of-bounds memory access and [`GET_STATE`] (called
 /// after the trap) returned [`STATE_UNWINDING`].
 pub fn is_stack_overflow(out_of_bounds: bool, asyncify_state: i32) -> bool {
@@ -229,30 +235,12 @@ pub struct StackOverflow {
     pub pages: u64,
 }
 
-/// Binaryen's optimiser, run after Asyncify.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Optimize {
-    /// Asyncify alone, without its own local optimisations.
-    None,
-    /// Asyncify with its local optimisations (`optimizeLevel` 1), no
-    /// optimiser after.
-    Asyncify,
-    /// Asyncify, then Binaryen's `-O1`.
-    O1,
-    /// Asyncify, then `-O2`.
-    O2,
-    /// Asyncify, then `-O3`.
-    O3,
-    /// Asyncify, then `-O4`.
-    O4,
-}
-
 /// Which loops get a flag check at their header: where a job can yield.
 ///
 /// A loop without a check runs until it ends, or until it calls a function
 /// that reaches a check, before the job can yield; a checkpoint requested
 /// meanwhile waits. Fewer checks cost less at run time, and a function with
-/// no check and no call to one is left alone by Asyncify, which costs less
+/// no check and no call to one is left alone by the unwinding, which costs less
 /// again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LoopChecks {
@@ -275,27 +263,20 @@ pub enum LoopChecks {
 pub struct Options {
     /// The size of the stack memory in 64 KiB pages (1 ..= [`MAX_STACK_PAGES`]).
     pub stack_pages: u32,
-    /// Binaryen's optimiser after Asyncify.
-    pub optimize: Optimize,
     /// Which loops get a flag check.
     pub checks: LoopChecks,
     /// Split `memory.copy` and `memory.fill` larger than 1 MiB into pieces
     /// with a flag check between them (see the crate documentation): a
     /// checkpoint then never waits for one long instruction. Off by
     /// default: every function that copies becomes one that can yield,
-    /// which Asyncify pays for (gofmt, whose runtime copies everywhere:
+    /// which the unwinding pays for (gofmt, whose runtime copies everywhere:
     /// 1.59x to 2.34x of plain; BENCHMARKS.md).
     pub split_bulk: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            stack_pages: DEFAULT_STACK_PAGES,
-            optimize: Optimize::O3,
-            checks: LoopChecks::Outer,
-            split_bulk: false,
-        }
+        Options { stack_pages: DEFAULT_STACK_PAGES, checks: LoopChecks::Outer, split_bulk: false }
     }
 }
 
@@ -340,9 +321,6 @@ pub enum CompileError {
     /// An option is out of range.
     #[error("invalid option: {0}")]
     Options(String),
-    /// Binaryen failed.
-    #[error("Binaryen's Asyncify pass failed: {0}")]
-    Binaryen(String),
     /// The result did not validate: a bug in andes compile.
     #[error("internal error: the instrumented module does not validate ({0}); please report it")]
     Output(String),
@@ -357,7 +335,7 @@ pub fn wasmtime_features() -> wasmparser::WasmFeatures {
 
 /// Instruments `module` (see the crate documentation) and returns the new
 /// module's bytes. Needs the `instrument` feature (on by default), which
-/// builds Binaryen; without it the crate is the contract alone, what the
+/// is the instrumenter; without it the crate is the contract alone, what the
 /// execute host needs to checkpoint an instrumented module.
 #[cfg(feature = "instrument")]
 pub fn instrument(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileError> {
@@ -369,8 +347,8 @@ pub fn instrument(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileError
     }
     let info = scan::scan(module)?;
     let pre = rewrite::pre(module, &info, opts)?;
-    let asyncified = binaryen::asyncify(&pre, opts)?;
-    let out = rewrite::post(&asyncified, opts)?;
+    let unwound = unwind::transform(&pre, opts)?;
+    let out = rewrite::post(&unwound, opts)?;
     wasmparser::Validator::new_with_features(wasmtime_features())
         .validate_all(&out)
         .map_err(|e| CompileError::Output(e.to_string()))?;

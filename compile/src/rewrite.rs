@@ -1,6 +1,7 @@
-//! The two rewrites around Binaryen: before it, the poll memory, the yield
-//! import and the checks at loop headers; after it, the exports of mutable globals
-//! and of the stack memory, and the version section.
+//! The two rewrites around the unwinding transform: before it, the poll
+//! memory, the yield import and the checks at loop headers; after it, the
+//! exports of mutable globals and of the stack memory, and the version
+//! section.
 
 use wasm_encoder::reencode::{Error, Reencode, utils};
 use wasm_encoder::{
@@ -387,7 +388,7 @@ impl Reencode for Pre<'_> {
         names: &mut wasm_encoder::NameSection,
         section: wasmparser::Name<'_>,
     ) -> Result<(), Error<Self::Error>> {
-        // Label names describe the code as it was (and Binaryen ignores them).
+        // Label names describe the code as it was.
         if let wasmparser::Name::Label(_) = section {
             return Ok(());
         }
@@ -460,7 +461,7 @@ pub(crate) fn pre(module: &[u8], info: &Info, opts: &Options) -> Result<Vec<u8>,
     Ok(out.finish())
 }
 
-/// What the post rewrite learns from Binaryen's output.
+/// What the post rewrite learns from the unwinding transform's output.
 #[derive(Default)]
 struct Facts {
     mutable_globals: Vec<u32>,
@@ -470,28 +471,10 @@ struct Facts {
 
 struct Post {
     facts: Facts,
-    /// Asyncify's state global.
-    state: u32,
-    /// Each defined function's parameter count, in order.
-    params: Vec<u32>,
-    next_body: usize,
 }
 
 impl Reencode for Post {
     type Error = std::convert::Infallible;
-
-    fn parse_function_body(
-        &mut self,
-        code: &mut CodeSection,
-        func: wasmparser::FunctionBody<'_>,
-    ) -> Result<(), Error<Self::Error>> {
-        let params = self.params.get(self.next_body).copied().unwrap_or(0);
-        self.next_body += 1;
-        match state_reads(&func, self.state)? {
-            StateUse::ReadOnly => self.state_in_local(code, &func, params),
-            StateUse::None | StateUse::Writes => utils::parse_function_body(self, code, func),
-        }
-    }
 
     fn parse_export_section(
         &mut self,
@@ -522,135 +505,15 @@ impl Reencode for Post {
     }
 }
 
-/// How a function body uses Asyncify's state global.
-enum StateUse {
-    /// It does not read it.
-    None,
-    /// It reads it and never writes it.
-    ReadOnly,
-    /// It writes it: one of the `asyncify_*` functions (or code Binaryen
-    /// inlined them into).
-    Writes,
-}
-
-fn state_reads(
-    func: &wasmparser::FunctionBody<'_>,
-    state: u32,
-) -> Result<StateUse, wasmparser::BinaryReaderError> {
-    let mut reads = false;
-    let mut reader = func.get_operators_reader()?;
-    while !reader.eof() {
-        match reader.read()? {
-            wasmparser::Operator::GlobalSet { global_index } if global_index == state => {
-                return Ok(StateUse::Writes);
-            }
-            wasmparser::Operator::GlobalGet { global_index } if global_index == state => {
-                reads = true;
-            }
-            _ => {}
-        }
-    }
-    Ok(if reads { StateUse::ReadOnly } else { StateUse::None })
-}
-
-impl Post {
-    /// Rewrites a body that reads Asyncify's state and never writes it so
-    /// that it reads a local copy instead, loaded on entry and again after
-    /// every call.
-    ///
-    /// Asyncify tests the state (normal, unwinding, rewinding) around every
-    /// call that may unwind and before every stretch of code it must skip
-    /// while rewinding: hundreds of tests in a large function, each a load
-    /// of the global from the instance (a global is memory to the code
-    /// generator, and any call may change it). Only a call can change the
-    /// state while a function runs: the body itself never writes it (that
-    /// is checked), and the host changes it only inside a call (the yield
-    /// import, where it starts an unwind or stops a rewind) or before the
-    /// guest is entered. So a copy taken on entry and after each call
-    /// always equals the global where it is read, and the tests become
-    /// register tests (lua-fib: 2.43x to 2.29x of plain; BENCHMARKS.md).
-    fn state_in_local(
-        &mut self,
-        code: &mut CodeSection,
-        func: &wasmparser::FunctionBody<'_>,
-        params: u32,
-    ) -> Result<(), Error<std::convert::Infallible>> {
-        let state = self.state;
-        let mut locals = Vec::new();
-        let mut count = params;
-        for pair in func.get_locals_reader()? {
-            let (n, ty) = pair?;
-            count += n;
-            locals.push((n, self.val_type(ty)?));
-        }
-        locals.push((1, wasm_encoder::ValType::I32));
-        let copy = count;
-        let mut f = wasm_encoder::Function::new(locals);
-        f.instruction(&Instruction::GlobalGet(state));
-        f.instruction(&Instruction::LocalSet(copy));
-        let mut reader = func.get_operators_reader()?;
-        while !reader.eof() {
-            match reader.read()? {
-                wasmparser::Operator::GlobalGet { global_index } if global_index == state => {
-                    f.instruction(&Instruction::LocalGet(copy));
-                }
-                op @ (wasmparser::Operator::Call { .. }
-                | wasmparser::Operator::CallIndirect { .. }) => {
-                    f.instruction(&self.instruction(op)?);
-                    f.instruction(&Instruction::GlobalGet(state));
-                    f.instruction(&Instruction::LocalSet(copy));
-                }
-                op => {
-                    f.instruction(&self.instruction(op)?);
-                }
-            }
-        }
-        code.function(&f);
-        Ok(())
-    }
-}
-
 /// The exports of every mutable global and of the stack memory, and the
-/// version section, added to Binaryen's output; and Asyncify's state read
-/// from a local copy (see [`Post::state_in_local`]).
+/// version section, added to the unwinding transform's output.
 pub(crate) fn post(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileError> {
-    let bad = |e: wasmparser::BinaryReaderError| CompileError::Binaryen(e.to_string());
+    let bad = |e: wasmparser::BinaryReaderError| CompileError::Output(e.to_string());
     let mut facts = Facts::default();
     let mut globals = 0u32;
     let mut stack_pages = None;
-    let mut type_params: Vec<u32> = Vec::new();
-    let mut params: Vec<u32> = Vec::new();
-    let mut imported_funcs = 0u32;
-    let mut get_state_func = None;
-    let mut state = None;
-    let mut body = 0u32;
     for payload in Parser::new(0).parse_all(module) {
         match payload.map_err(bad)? {
-            Payload::TypeSection(s) => {
-                for t in s.into_iter_err_on_gc_types() {
-                    type_params.push(t.map_err(bad)?.params().len() as u32);
-                }
-            }
-            Payload::FunctionSection(s) => {
-                for f in s {
-                    params.push(type_params.get(f.map_err(bad)? as usize).copied().unwrap_or(0));
-                }
-            }
-            Payload::CodeSectionEntry(b) => {
-                if Some(imported_funcs + body) == get_state_func {
-                    // `global.get STATE; end`, nothing else.
-                    let mut r = b.get_operators_reader().map_err(bad)?;
-                    if let (
-                        Ok(wasmparser::Operator::GlobalGet { global_index }),
-                        Ok(wasmparser::Operator::End),
-                        true,
-                    ) = (r.read(), r.read(), r.eof())
-                    {
-                        state = Some(global_index);
-                    }
-                }
-                body += 1;
-            }
             Payload::ImportSection(s) => {
                 for i in s {
                     match i.map_err(bad)?.ty {
@@ -661,7 +524,6 @@ pub(crate) fn post(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileErro
                             globals += 1;
                         }
                         TypeRef::Memory(_) => facts.memories += 1,
-                        TypeRef::Func(_) => imported_funcs += 1,
                         _ => {}
                     }
                 }
@@ -685,11 +547,7 @@ pub(crate) fn post(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileErro
             }
             Payload::ExportSection(s) => {
                 for e in s {
-                    let e = e.map_err(bad)?;
-                    if e.name == GET_STATE {
-                        get_state_func = Some(e.index);
-                    }
-                    facts.exports.push(e.name.to_string());
+                    facts.exports.push(e.map_err(bad)?.name.to_string());
                 }
             }
             _ => {}
@@ -697,8 +555,8 @@ pub(crate) fn post(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileErro
     }
     let pages = u64::from(opts.stack_pages);
     if facts.memories != STACK_MEMORY + 1 || stack_pages != Some((pages, Some(pages))) {
-        return Err(CompileError::Binaryen(format!(
-            "expected the guest memory, the poll memory and a {pages}-page Asyncify memory, \
+        return Err(CompileError::Output(format!(
+            "expected the guest memory, the poll memory and a {pages}-page stack memory, \
              found {} memories",
             facts.memories
         )));
@@ -707,17 +565,12 @@ pub(crate) fn post(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileErro
         [START_UNWIND, STOP_UNWIND, START_REWIND, STOP_REWIND, GET_STATE, POLL_MEMORY_EXPORT]
     {
         if !facts.exports.iter().any(|e| e == name) {
-            return Err(CompileError::Binaryen(format!("the output lacks the export `{name}`")));
+            return Err(CompileError::Output(format!("the output lacks the export `{name}`")));
         }
     }
-    let Some(state) = state else {
-        return Err(CompileError::Binaryen(format!(
-            "the output's `{GET_STATE}` does not return a global: Asyncify's state is not found"
-        )));
-    };
-    let mut post = Post { facts, state, params, next_body: 0 };
+    let mut post = Post { facts };
     let mut out = Module::new();
     post.parse_core_module(&mut out, Parser::new(0), module)
-        .map_err(|e| CompileError::Binaryen(e.to_string()))?;
+        .map_err(|e| CompileError::Output(e.to_string()))?;
     Ok(out.finish())
 }

@@ -51,13 +51,14 @@ const UNSUPPORTED: &[(&str, &str, WasmFeatures)] = &[
     ),
     (
         "exception handling",
-        "Asyncify cannot unwind through exception handlers (and wasmtime 36 does not enable \
-         them); build without exceptions (e.g. -fno-exceptions, panic=abort)",
+        "a checkpoint cannot unwind through exception handlers (and wasmtime 36 does not \
+         enable them); build without exceptions (e.g. -fno-exceptions, panic=abort)",
         WasmFeatures::EXCEPTIONS.union(WasmFeatures::LEGACY_EXCEPTIONS),
     ),
     (
         "garbage-collected or typed references (the GC proposal)",
-        "Asyncify cannot save references, and wasmtime 36 (as andes builds it) does not enable GC",
+        "a checkpoint cannot save references, and wasmtime 36 (as andes builds it) does not \
+         enable GC",
         WasmFeatures::GC.union(WasmFeatures::GC_TYPES).union(WasmFeatures::FUNCTION_REFERENCES),
     ),
     (
@@ -263,7 +264,7 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
                             return Err(unsupported(
                                 "tail calls (return_call)",
                                 format!(
-                                    "Binaryen's Asyncify cannot unwind through them (in {}); \
+                                    "a checkpoint cannot unwind through them (in {}); \
                                      build without the tail-call target feature",
                                     name()
                                 ),
@@ -301,8 +302,8 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
         }
     }
 
-    // Values of reference type would have to be saved by Asyncify, which it
-    // cannot do; they can only come from a function's parameters, results or
+    // Values of reference type would have to be saved in the frames of an
+    // unwind, which cannot hold them; they can only come from a function's parameters, results or
     // locals (checked above) and the operators refused above.
     for (i, t) in func_type_of.iter().enumerate() {
         if let Some(Some((params, results))) = func_types.get(*t as usize)
@@ -339,6 +340,6 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
 fn reference_values(place: String) -> CompileError {
     unsupported(
         "reference values (funcref/externref in locals, parameters or on the stack)",
-        format!("Binaryen's Asyncify cannot save them (in {place})"),
+        format!("a checkpoint cannot save them in its frames (in {place})"),
     )
 }

@@ -11,7 +11,7 @@
 
 mod common;
 
-use andes_compile::{LoopChecks, Optimize, Options, STATE_UNWINDING, instrument};
+use andes_compile::{LoopChecks, Options, STATE_UNWINDING, instrument};
 use common::*;
 
 const N: &str = "2000000";
@@ -75,24 +75,6 @@ fn periodic_checkpoints_rewind_in_the_same_instance() {
     interrupted(Mode::Rewind, 12, LoopChecks::Outer);
 }
 
-#[test]
-fn every_optimisation_level_resumes() {
-    let seed = seed();
-    let _report = ReportSeed(seed);
-    let rig = Rig::new();
-    let original = rig.run_through(&sample("primes"), &["300000"], &[], Mode::Resume);
-    for optimize in [Optimize::None, Optimize::Asyncify, Optimize::O1, Optimize::O3] {
-        let opts = Options { optimize, ..Options::default() };
-        let module = instrument(&sample("primes"), &opts).unwrap();
-        let whole = rig.run_through(&module, &["300000"], &[], Mode::Resume);
-        let points = random_points(seed, 3, whole.polls);
-        let cut = rig.run_through(&module, &["300000"], &points, Mode::Resume);
-        assert_eq!(cut.slices, 4, "{optimize:?} seed {seed}");
-        assert_eq!(cut.stdout, original.stdout, "{optimize:?} seed {seed}");
-        assert_eq!(cut.exit, original.exit, "{optimize:?} seed {seed}");
-    }
-}
-
 /// A deep recursion whose frames keep eight i64 locals live across the call;
 /// the innermost frame loops, so the flag is seen there.
 const DEEP: &str = r#"(module
@@ -135,8 +117,7 @@ fn a_deep_stack_resumes_and_an_overflow_is_recognised() {
 
     // With the default stack, the flag set before the start unwinds all
     // 1,000 frames and the resumed run ends the same.
-    let big =
-        instrument(&module, &Options { optimize: Optimize::None, ..Options::default() }).unwrap();
+    let big = instrument(&module, &Options::default()).unwrap();
     let cut = rig.run_flagged_from_start(&big).expect("unwinds with a 1 MiB stack");
     assert_eq!(cut.exit, 232);
     assert_eq!(cut.slices, 2);
@@ -144,11 +125,7 @@ fn a_deep_stack_resumes_and_an_overflow_is_recognised() {
 
     // With one page, the unwind overflows: a trap out of bounds while
     // unwinding, which the host recognises.
-    let small = instrument(
-        &module,
-        &Options { optimize: Optimize::None, stack_pages: 1, ..Options::default() },
-    )
-    .unwrap();
+    let small = instrument(&module, &Options { stack_pages: 1, ..Options::default() }).unwrap();
     let err = rig.run_flagged_from_start(&small).expect_err("overflows a 64 KiB stack");
     assert!(err.overflow, "{}", err.message);
     assert_eq!(err.state, STATE_UNWINDING);
@@ -216,20 +193,18 @@ fn large_bulk_copies_and_fills_yield_between_pieces_and_move_the_same_bytes() {
     let rig = Rig::new();
     let module = wat::parse_str(BULK).unwrap();
     assert_eq!(rig.run_through(&module, &[], &[], Mode::Resume).exit, 0);
-    for optimize in [Optimize::None, Optimize::O3] {
-        let opts = Options { optimize, split_bulk: true, ..Options::default() };
-        let out = instrument(&module, &opts).unwrap();
-        assert_eq!(rig.run_through(&out, &[], &[], Mode::Resume).exit, 0, "{optimize:?}");
-        // The flag set before the start is seen inside the first copy (every
-        // loop of the module is in a leaf, so the pieces' are the only
-        // checks): it unwinds from between two pieces, and the resumed run
-        // moves the rest.
-        let cut = rig.run_flagged_from_start(&out).expect("unwinds inside the copy");
-        assert_eq!((cut.exit, cut.slices), (0, 2), "{optimize:?}");
-        for mode in [Mode::Resume, Mode::Rewind] {
-            let cut = rig.run_through(&out, &[], &[3, 40, 90], mode);
-            assert_eq!(cut.exit, 0, "{optimize:?}");
-        }
+    let opts = Options { split_bulk: true, ..Options::default() };
+    let out = instrument(&module, &opts).unwrap();
+    assert_eq!(rig.run_through(&out, &[], &[], Mode::Resume).exit, 0);
+    // The flag set before the start is seen inside the first copy (every
+    // loop of the module is in a leaf, so the pieces' are the only
+    // checks): it unwinds from between two pieces, and the resumed run
+    // moves the rest.
+    let cut = rig.run_flagged_from_start(&out).expect("unwinds inside the copy");
+    assert_eq!((cut.exit, cut.slices), (0, 2));
+    for mode in [Mode::Resume, Mode::Rewind] {
+        let cut = rig.run_through(&out, &[], &[3, 40, 90], mode);
+        assert_eq!(cut.exit, 0, "{mode:?}");
     }
 }
 
@@ -257,6 +232,137 @@ fn an_out_of_bounds_bulk_copy_still_traps() {
         ];
         for err in errs {
             assert!(err.message.contains("out of bounds"), "{op}: {}", err.message);
+        }
+    }
+}
+
+/// The shapes of code the unwinding must rewind into: values under a call's
+/// arguments and under a block holding a call, an `if` with calls in both
+/// branches under a value, a `switch` (nested blocks and a `br_table`) in a
+/// loop with calls in its cases and branches out of them, an indirect call
+/// through the table, a call with no arguments first in its block, results
+/// of several values, and locals of every number type (and `v128`) live
+/// across calls. It prints a checksum of everything it computed.
+const SHAPES: &str = r#"(module
+    (import "wasi_snapshot_preview1" "fd_write"
+        (func $fd_write (param i32 i32 i32 i32) (result i32)))
+    (type $t_work (func (param i32) (result i32)))
+    (memory (export "memory") 1)
+    (table 2 funcref)
+    (elem (i32.const 0) $work $leaf)
+    (func $leaf (type $t_work) (param i32) (result i32)
+        (i32.add (i32.mul (local.get 0) (i32.const 31)) (i32.const 7)))
+    ;; A loop that calls: it has a check, so it and its callers can yield.
+    (func $work (type $t_work) (param $n i32) (result i32) (local $i i32) (local $s i32)
+        (loop $l
+            (local.set $s (i32.add (local.get $s) (call $leaf (local.get $i))))
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br_if $l (i32.lt_u (local.get $i) (local.get $n))))
+        (local.get $s))
+    (func $noarg (result i32) (call $work (i32.const 9)))
+    (func $multi (param $x i32) (result i32 i64)
+        (call $work (local.get $x))
+        (i64.extend_i32_u (call $work (i32.add (local.get $x) (i32.const 1)))))
+    (func $switch (param $k i32) (result i32) (local $r i32) (local $j i32)
+        (block $out
+            (loop $top
+                (block $c3
+                    (block $c2
+                        (block $c1
+                            (block $c0
+                                (br_table $c0 $c1 $c2 $c3 $out
+                                    (i32.rem_u (i32.add (local.get $k) (local.get $j))
+                                               (i32.const 5))))
+                            (call $noarg)
+                            (local.set $r (i32.add (local.get $r)
+                                (i32.xor (i32.const 5) (call $work (i32.const 3)))))
+                            (local.set $r (i32.add (local.get $r)))
+                            (br $c3))
+                        (local.set $r (i32.add (local.get $r)
+                            (if (result i32) (i32.and (local.get $j) (i32.const 1))
+                                (then (call $work (i32.const 2)))
+                                (else (i32.add (i32.const 100) (call $work (i32.const 4)))))))
+                        (br $c3))
+                    (local.set $r (i32.add (local.get $r)
+                        (call_indirect (type $t_work) (i32.const 5)
+                            (i32.and (local.get $j) (i32.const 1)))))
+                    (local.set $r (i32.add (local.get $r)
+                        (i32.mul (i32.const 3)
+                            (block (result i32)
+                                (br_if $out (i32.gt_u (local.get $j) (i32.const 40)))
+                                (call $work (i32.const 6)))))))
+                (local.set $j (i32.add (local.get $j) (i32.const 1)))
+                (br_if $top (i32.lt_u (local.get $j) (i32.const 50)))))
+        (local.get $r))
+    (func $mix (param $n i32) (result i64)
+        (local $a i64) (local $f f32) (local $d f64) (local $v v128)
+        (local.set $a (i64.const 0x123456789))
+        (local.set $f (f32.const 1.5))
+        (local.set $d (f64.const 2.25))
+        (local.set $v (v128.const i32x4 1 2 3 4))
+        (local.set $a (i64.add (local.get $a) (i64.extend_i32_u (call $work (local.get $n)))))
+        (local.set $f (f32.add (local.get $f) (f32.convert_i32_u (call $work (i32.const 2)))))
+        (local.set $d (f64.add (local.get $d) (f64.convert_i32_u (call $work (i32.const 3)))))
+        (local.set $v (i32x4.add (local.get $v) (i32x4.splat (call $work (i32.const 4)))))
+        (i64.add
+            (i64.add (local.get $a) (i64.trunc_f32_u (local.get $f)))
+            (i64.add (i64.trunc_f64_u (local.get $d))
+                     (i64.extend_i32_u (i32x4.extract_lane 3 (local.get $v))))))
+    (func $print_hex (param $x i64) (local $i i32)
+        (loop $l
+            (i32.store8 (i32.add (i32.const 100) (local.get $i))
+                (i32.load8_u offset=200
+                    (i32.wrap_i64 (i64.and (i64.shr_u (local.get $x)
+                        (i64.extend_i32_u (i32.sub (i32.const 60)
+                            (i32.mul (local.get $i) (i32.const 4)))))
+                        (i64.const 15)))))
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br_if $l (i32.lt_u (local.get $i) (i32.const 16))))
+        (i32.store8 (i32.const 116) (i32.const 10))
+        (i32.store (i32.const 0) (i32.const 100))
+        (i32.store (i32.const 4) (i32.const 17))
+        (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8))))
+    (data (i32.const 200) "0123456789abcdef")
+    (func (export "_start") (local $i i32) (local $acc i64) (local $t i64)
+        (loop $main
+            (local.set $acc (i64.add (local.get $acc) (call $mix (local.get $i))))
+            (local.set $acc (i64.xor (i64.rotl (local.get $acc) (i64.const 7))
+                (i64.extend_i32_u (call $switch (local.get $i)))))
+            (call $multi (i32.and (local.get $i) (i32.const 15)))
+            (local.set $t)
+            (i64.extend_i32_u)
+            (local.get $t)
+            (i64.add)
+            (local.get $acc)
+            (i64.add)
+            (local.set $acc)
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br_if $main (i32.lt_u (local.get $i) (i32.const 300))))
+        (call $print_hex (local.get $acc))))"#;
+
+#[test]
+fn every_shape_of_code_resumes_where_it_left() {
+    let seed = seed();
+    let _report = ReportSeed(seed);
+    let rig = Rig::new();
+    let original = wat::parse_str(SHAPES).unwrap();
+    let plain = rig.run_through(&original, &[], &[], Mode::Resume);
+    assert_eq!(plain.exit, 0);
+    assert_eq!(plain.stdout.len(), 17, "{:?}", String::from_utf8_lossy(&plain.stdout));
+    for checks in [LoopChecks::Outer, LoopChecks::Every] {
+        let module = instrument(&original, &Options { checks, ..Options::default() }).unwrap();
+        let whole = rig.run_through(&module, &[], &[], Mode::Resume);
+        assert_eq!(whole.stdout, plain.stdout, "{checks:?}");
+        assert!(whole.polls > 20, "{checks:?}: too short to interrupt: {} polls", whole.polls);
+        for mode in [Mode::Resume, Mode::Rewind] {
+            let points = random_points(seed, 20, whole.polls);
+            let cut = rig.run_through(&module, &[], &points, mode);
+            assert_eq!(cut.slices, 21, "{checks:?} {mode:?} seed {seed}: at {points:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&cut.stdout),
+                String::from_utf8_lossy(&plain.stdout),
+                "{checks:?} {mode:?} seed {seed}: at {points:?}"
+            );
         }
     }
 }

@@ -2350,6 +2350,11 @@ pub fn checkpoint_platform() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_startd_default_checkpoint_platform_is_the_hosts() {
+        assert_eq!(super::checkpoint_platform(), andes_startd::DEFAULT_CHECKPOINT_PLATFORM);
+    }
+
     use super::MachineClock;
     use std::time::{Duration, Instant};
 

@@ -1,8 +1,9 @@
 //! Transparent checkpoints of modules instrumented by `andes compile`.
 //!
 //! An instrumented module imports `andes:checkpoint/yield`, checks a flag (a
-//! word of its poll memory) at its loop headers and carries Binaryen's
-//! Asyncify (see the `andes-compile` crate for the contract). To checkpoint,
+//! word of its poll memory) at its loop headers and can unwind its call
+//! stack into a memory and rewind it (see the `andes-compile` crate for the
+//! contract). To checkpoint,
 //! the job's [`Control`](crate::control::Control) sets the flag, from whichever thread asks
 //! ([`Control::request_checkpoint`](crate::control::Control::request_checkpoint), or a vacate): the job needs no fuel or
 //! epoch checks, and runs unmetered where the host can stop it by other
@@ -179,7 +180,7 @@ pub(crate) async fn on_yield(caller: &mut Caller<'_, JobState>) -> anyhow::Resul
     caller_call::<i32, ()>(caller, ac::START_UNWIND, layout.data as i32).await
 }
 
-/// The state of Asyncify in an instrumented instance.
+/// The unwind state of an instrumented instance (Asyncify's states).
 pub(crate) async fn asyncify_state(store: &mut Store<JobState>, instance: &Instance) -> i32 {
     call::<(), i32>(store, instance, ac::GET_STATE, ()).await.unwrap_or(ac::STATE_NORMAL)
 }
@@ -201,6 +202,13 @@ pub(crate) async fn start_rewind(
         .get_memory(&mut *store, ac::STACK_MEMORY_EXPORT)
         .ok_or_else(|| anyhow::anyhow!("the instrumented module exports no checkpoint stack"))?;
     let layout = ac::StackLayout::new(stack.data_size(&*store) as u64);
+    // A rewind goes through each loop's poll check on its way back to
+    // where the job yielded: the word stays raised until the rewind ends
+    // (in the yield import, which lowers it).
+    let poll = instance
+        .get_memory(&mut *store, ac::POLL_MEMORY_EXPORT)
+        .ok_or_else(|| anyhow::anyhow!("the instrumented module exports no poll memory"))?;
+    poll.write(&mut *store, ac::POLL_WORD as usize, &1u32.to_le_bytes())?;
     call::<i32, ()>(store, instance, ac::START_REWIND, layout.data as i32).await
 }
 

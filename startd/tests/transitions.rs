@@ -627,9 +627,11 @@ fn a_transparent_checkpoint_needs_the_same_platform() {
                  LastCheckpointPlatform = \"andes-snapshot-0/instrumentation-1\" ]";
     let a = h.claim(1, "c1", moved);
     assert!(a.iter().any(|x| matches!(x, Action::ClaimRefused { .. })));
-    let same = "[ WasmCheckpoint = \"transparent\"; NumCkpts = 2; \
-                LastCheckpointPlatform = \"andes-snapshot-1/instrumentation-2\" ]";
-    assert_eq!(numbers(&h.claim(1, "c2", same)), vec![5]);
+    let same = format!(
+        "[ WasmCheckpoint = \"transparent\"; NumCkpts = 2; LastCheckpointPlatform = \"{}\" ]",
+        andes_startd::DEFAULT_CHECKPOINT_PLATFORM
+    );
+    assert_eq!(numbers(&h.claim(1, "c2", &same)), vec![5]);
 }
 
 #[test]

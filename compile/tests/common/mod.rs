@@ -347,6 +347,9 @@ impl Rig {
             let (mut store, instance) = self.instantiate(module, args, &stdout).await;
             if let Some(s) = saved.take() {
                 restore(&mut store, &instance, &s);
+                // The contract: the poll word stays raised while rewinding.
+                let flag = store.data().flag.expect("flag");
+                set_flag(&mut store, flag, 1).unwrap();
                 call::<i32, ()>(&mut store, &instance, START_REWIND, 0).await;
             } else if flag_first {
                 let flag = store.data().flag.expect("flag");
@@ -378,6 +381,8 @@ impl Rig {
                                 continue 'instances;
                             }
                             Mode::Rewind => {
+                                let flag = store.data().flag.expect("flag");
+                                set_flag(&mut store, flag, 1).unwrap();
                                 call::<i32, ()>(&mut store, &instance, START_REWIND, 0).await;
                             }
                         }
