@@ -268,9 +268,9 @@ pub struct Options {
     /// Split `memory.copy` and `memory.fill` larger than 1 MiB into pieces
     /// with a flag check between them (see the crate documentation): a
     /// checkpoint then never waits for one long instruction. Off by
-    /// default: every function that copies becomes one that can yield,
-    /// which the unwinding pays for (gofmt, whose runtime copies everywhere:
-    /// 1.59x to 2.34x of plain; BENCHMARKS.md).
+    /// default: every copy becomes a call, and every function that copies
+    /// one that can yield (under Asyncify, gofmt, whose runtime copies
+    /// everywhere, went from 1.59x to 2.34x of plain; BENCHMARKS.md).
     pub split_bulk: bool,
 }
 
