@@ -326,8 +326,11 @@ fn condor_names_and_single_dash_options_work_as_in_htcondor() {
     let (ok, out) = condor("condor_q", &["-constraint"]);
     assert!(!ok && out.contains("'-constraint"), "{out}");
     assert!(!out.contains("--constraint"), "{out}");
-    // A condor_* name andes does not answer to says so.
-    std::fs::copy(names.join("condor_q"), names.join("condor_frobnicate")).unwrap();
+    // A condor_* name andes does not answer to says so. (A link, not a copy:
+    // a copy is a file this process writes and then runs, which a child
+    // another test forks meanwhile can hold open for writing: ETXTBSY.)
+    let andes = std::fs::canonicalize(names.join("condor_q")).unwrap();
+    std::os::unix::fs::symlink(andes, names.join("condor_frobnicate")).unwrap();
     let (ok, out) = condor("condor_frobnicate", &[]);
     assert!(!ok && out.contains("condor_frobnicate is not one of"), "{out}");
     // A file of such a name that is not a link is left alone.
