@@ -136,18 +136,27 @@ struct FuncPlan {
 
 const BODY: usize = usize::MAX;
 
+/// The types of the functions in `set` that a table holds: an indirect
+/// call of one of these types may reach a function of the set.
+fn yielding_types<'a>(
+    facts: &'a ModuleFacts,
+    set: &HashSet<u32>,
+) -> HashSet<&'a (Vec<PType>, Vec<PType>)> {
+    facts
+        .in_tables
+        .iter()
+        .filter(|f| set.contains(f))
+        .filter_map(|f| facts.func_type.get(*f as usize))
+        .filter_map(|t| facts.types.get(*t as usize))
+        .collect()
+}
+
 /// Where each function can reach a yield: the yield import, and every
 /// function that calls one that can (through tables by type).
 fn can_yield(facts: &ModuleFacts, calls: &[(Vec<u32>, Vec<u32>)], yield_func: u32) -> HashSet<u32> {
     let mut set: HashSet<u32> = HashSet::from([yield_func]);
     loop {
-        let yielding_types: HashSet<&(Vec<PType>, Vec<PType>)> = facts
-            .in_tables
-            .iter()
-            .filter(|f| set.contains(f))
-            .filter_map(|f| facts.func_type.get(*f as usize))
-            .filter_map(|t| facts.types.get(*t as usize))
-            .collect();
+        let yielding_types = yielding_types(facts, &set);
         let mut grew = false;
         for (i, (direct, indirect)) in calls.iter().enumerate() {
             let f = facts.imported_funcs + i as u32;
@@ -249,13 +258,7 @@ fn plan(
     let mut plan = FuncPlan::default();
     fv.read_locals(&mut body.get_binary_reader()).map_err(invalid)?;
     let mut reader = body.get_operators_reader().map_err(invalid)?;
-    let yielding_types: HashSet<&(Vec<PType>, Vec<PType>)> = facts
-        .in_tables
-        .iter()
-        .filter(|f| yielding.contains(f))
-        .filter_map(|f| facts.func_type.get(*f as usize))
-        .filter_map(|t| facts.types.get(*t as usize))
-        .collect();
+    let yielding_types = yielding_types(facts, yielding);
     let mut frames = vec![PlanFrame::new(BODY, true, 0, 0)];
     let mut next_site = 0u32;
     let mut i = 0usize;
