@@ -67,7 +67,8 @@ struct ModuleFacts {
     func_type: Vec<u32>,
     imported_funcs: u32,
     globals: u32,
-    memories: u32,
+    /// The yield import's function index.
+    yield_func: Option<u32>,
     /// Functions a table can hold.
     in_tables: HashSet<u32>,
 }
@@ -197,7 +198,6 @@ struct PlanFrame {
     lo: u32,
     level_lo: u32,
     children: Vec<Child>,
-    pos0: bool,
     /// Decided when the structure opened.
     extras: Vec<PType>,
     params: usize,
@@ -220,7 +220,6 @@ impl PlanFrame {
             lo,
             level_lo: lo,
             children: vec![],
-            pos0: true,
             extras: vec![],
             params: 0,
             results: vec![],
@@ -319,10 +318,9 @@ fn plan(
                 f.results = results;
                 f.is_if = is_if;
                 f.poll = is_if && polls && f.extras.is_empty() && parent.children.is_empty();
-                f.chain = !(f.poll || parent.pos0 && f.extras.is_empty() && !is_if);
+                f.chain = !(f.poll || parent.count == 0 && f.extras.is_empty() && !is_if);
                 f.defer = f.poll
                     || !f.chain && matches!(op, Operator::Block { .. } | Operator::Loop { .. });
-                frames[top].pos0 = false;
                 frames.push(f);
             }
             Operator::Else => {
@@ -334,7 +332,6 @@ fn plan(
                 f.then = (f.lo, next_site);
                 f.level = i;
                 f.level_lo = next_site;
-                f.pos0 = true;
             }
             Operator::End => {
                 let f = frames.pop().expect("a frame per end");
@@ -385,7 +382,7 @@ fn plan(
             let (chain, landing) = if pure_run >= nargs && nargs > 0 {
                 (!(f.count == nargs && extras.is_empty()), Some(i - nargs))
             } else {
-                (!(f.pos0 && args.is_empty() && extras.is_empty()), None)
+                (!(f.count == 0 && args.is_empty() && extras.is_empty()), None)
             };
             let number = next_site;
             next_site += 1;
@@ -417,11 +414,6 @@ fn plan(
             Operator::Else => frames[top].count = 0,
             Operator::End => {}
             _ => frames[top].count += 1,
-        }
-        if !matches!(op, Operator::Block { .. } | Operator::Loop { .. } | Operator::If { .. })
-            && let Some(f) = frames.last_mut()
-        {
-            f.pos0 = false;
         }
         polls = matches!(op, Operator::I32Load { memarg } if memarg.memory == crate::POLL_MEMORY);
         fv.op(offset, &op).map_err(invalid)?;
@@ -1077,7 +1069,7 @@ impl Reencode for Ident {
     type Error = std::convert::Infallible;
 }
 
-/// The first parse: types, functions, globals, memories, table contents and
+/// The first parse: types, functions, globals, the yield import, table contents and
 /// each defined function's calls (direct callees, indirect call types).
 fn facts(module: &[u8]) -> Result<(ModuleFacts, Calls), CompileError> {
     let mut f = ModuleFacts::default();
@@ -1100,13 +1092,16 @@ fn facts(module: &[u8]) -> Result<(ModuleFacts, Calls), CompileError> {
             }
             Payload::ImportSection(s) => {
                 for i in s {
-                    match i.map_err(invalid)?.ty {
+                    let i = i.map_err(invalid)?;
+                    match i.ty {
                         TypeRef::Func(t) => {
+                            if i.module == crate::YIELD_MODULE && i.name == crate::YIELD_FIELD {
+                                f.yield_func = Some(f.imported_funcs);
+                            }
                             f.func_type.push(t);
                             f.imported_funcs += 1;
                         }
                         TypeRef::Global(_) => f.globals += 1,
-                        TypeRef::Memory(_) => f.memories += 1,
                         _ => {}
                     }
                 }
@@ -1122,7 +1117,6 @@ fn facts(module: &[u8]) -> Result<(ModuleFacts, Calls), CompileError> {
                     f.globals += 1;
                 }
             }
-            Payload::MemorySection(s) => f.memories += s.count(),
             Payload::ElementSection(s) => {
                 for e in s {
                     match e.map_err(invalid)?.items {
@@ -1349,47 +1343,13 @@ impl Reencode for Unw<'_> {
 /// state and data globals and the five `asyncify_*` functions, exported.
 pub(crate) fn transform(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileError> {
     let (facts, calls) = facts(module)?;
-    let mut yield_func = None;
-    for payload in Parser::new(0).parse_all(module) {
-        if let Payload::ImportSection(s) = payload.map_err(invalid)? {
-            let mut funcs = 0;
-            for i in s {
-                let i = i.map_err(invalid)?;
-                if let TypeRef::Func(_) = i.ty {
-                    if i.module == crate::YIELD_MODULE && i.name == crate::YIELD_FIELD {
-                        yield_func = Some(funcs);
-                    }
-                    funcs += 1;
-                }
-            }
-        }
-    }
-    let yield_func = yield_func.ok_or_else(|| invalid("no yield import"))?;
+    let yield_func = facts.yield_func.ok_or_else(|| invalid("no yield import"))?;
     let yielding = can_yield(&facts, &calls, yield_func);
 
-    let mut plans = HashMap::new();
-    let mut validator = wasmparser::Validator::new_with_features(crate::wasmtime_features());
-    let mut allocs = FuncValidatorAllocations::default();
-    let mut body_index = 0u32;
-    for payload in Parser::new(0).parse_all(module) {
-        let payload = payload.map_err(invalid)?;
-        if let ValidPayload::Func(to_validate, body) =
-            validator.payload(&payload).map_err(invalid)?
-        {
-            let index = facts.imported_funcs + body_index;
-            body_index += 1;
-            let mut fv = to_validate.into_validator(std::mem::take(&mut allocs));
-            if yielding.contains(&index) {
-                plans.insert(index, plan(&facts, &yielding, &mut fv, &body, index)?);
-            } else {
-                fv.validate(&body).map_err(invalid)?;
-            }
-            allocs = fv.into_allocations();
-        }
-    }
-
+    // The rewritten functions' result types of several values, each the type
+    // of a body block.
     let mut result_types: Vec<Vec<PType>> = Vec::new();
-    for f in plans.keys() {
+    for f in yielding.iter().filter(|f| **f >= facts.imported_funcs) {
         let results = &facts.types[facts.func_type[*f as usize] as usize].1;
         if results.len() > 1 && !result_types.contains(results) {
             result_types.push(results.clone());
@@ -1400,13 +1360,29 @@ pub(crate) fn transform(module: &[u8], opts: &Options) -> Result<Vec<u8>, Compil
     let first_func = facts.func_type.len() as u32;
     let (state, data) = (facts.globals, facts.globals + 1);
     let mut shapes = Shapes { list: vec![], index: HashMap::new(), first_func: first_func + 5 };
+
+    // Each function that can yield is planned (as it is validated, which
+    // gives the operand types) and rewritten; the others are validated.
     let mut bodies = HashMap::new();
+    let mut validator = wasmparser::Validator::new_with_features(crate::wasmtime_features());
+    let mut allocs = FuncValidatorAllocations::default();
     let mut body_index = 0u32;
     for payload in Parser::new(0).parse_all(module) {
-        let Payload::CodeSectionEntry(body) = payload.map_err(invalid)? else { continue };
+        let payload = payload.map_err(invalid)?;
+        let ValidPayload::Func(to_validate, body) = validator.payload(&payload).map_err(invalid)?
+        else {
+            continue;
+        };
         let index = facts.imported_funcs + body_index;
         body_index += 1;
-        let Some(plan) = plans.remove(&index) else { continue };
+        let mut fv = to_validate.into_validator(std::mem::take(&mut allocs));
+        if !yielding.contains(&index) {
+            fv.validate(&body).map_err(invalid)?;
+            allocs = fv.into_allocations();
+            continue;
+        }
+        let plan = plan(&facts, &yielding, &mut fv, &body, index)?;
+        allocs = fv.into_allocations();
         let ty = facts.func_type[index as usize];
         let (params, results) = &facts.types[ty as usize];
         let params: Vec<ValType> = params.iter().map(|t| vt(*t)).collect();
