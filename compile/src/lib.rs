@@ -98,6 +98,8 @@
 #![warn(missing_docs)]
 
 #[cfg(feature = "instrument")]
+mod liveness;
+#[cfg(feature = "instrument")]
 mod rewrite;
 #[cfg(feature = "instrument")]
 mod scan;

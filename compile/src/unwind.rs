@@ -725,6 +725,18 @@ fn rewrite_function(
         }
         locals.extend(std::iter::repeat_n(t, n as usize));
     }
+    // The original locals live where some rewind resumes: after a site's
+    // call, or before its arguments when they are pushed again.
+    let resumes: Vec<usize> = plan
+        .ops
+        .iter()
+        .filter_map(|(at, op)| match op {
+            OpPlan::Site(s) => Some(s.landing.unwrap_or(*at)),
+            OpPlan::Struct(_) => None,
+        })
+        .collect();
+    let live = crate::liveness::live_at(body, locals.len(), &resumes);
+    let original = locals.len() as u32;
     let site = locals.len() as u32;
     locals.push(ValType::I32);
     let p = locals.len() as u32;
@@ -886,11 +898,19 @@ fn rewrite_function(
     e.i(Instruction::End);
     e.ctl.pop();
 
-    // The frame: every local but `p` and `st` (the site number among them),
-    // grouped by type, saved and restored by helpers shared by every
-    // function of the same shape (a call with the locals as arguments, or
-    // as results), or inline for a function of very many locals.
-    let mut saved: Vec<u32> = (0..e.locals.len() as u32).filter(|l| *l != p && *l != st).collect();
+    // The frame: the original locals live where a rewind resumes (every one
+    // if the function was not analysed), and the site number and the
+    // temporaries that keep operands, grouped by type, saved and restored
+    // by helpers shared by every function of the same shape (a call with
+    // the locals as arguments, or as results), or inline for a function of
+    // very many locals. `p`, `st` and `cond` are never read on a rewind
+    // before they are written.
+    let saved_local = |l: u32| match (&live, l < original) {
+        (Some(bits), true) => crate::liveness::has(bits, l),
+        (None, true) => true,
+        (_, false) => l != p && l != st && l != cond,
+    };
+    let mut saved: Vec<u32> = (0..e.locals.len() as u32).filter(|l| saved_local(*l)).collect();
     saved.sort_by_key(|l| type_rank(e.locals[*l as usize]));
     let mut shape = [0u32; 5];
     for l in &saved {

@@ -241,8 +241,9 @@ fn an_out_of_bounds_bulk_copy_still_traps() {
 /// branches under a value, a `switch` (nested blocks and a `br_table`) in a
 /// loop with calls in its cases and branches out of them, an indirect call
 /// through the table, a call with no arguments first in its block, results
-/// of several values, and locals of every number type (and `v128`) live
-/// across calls. It prints a checksum of everything it computed.
+/// of several values, locals of every number type (and `v128`) live
+/// across calls, and locals live across a call only by a loop's back edge or
+/// a branch out. It prints a checksum of everything it computed.
 const SHAPES: &str = r#"(module
     (import "wasi_snapshot_preview1" "fd_write"
         (func $fd_write (param i32 i32 i32 i32) (result i32)))
@@ -308,6 +309,27 @@ const SHAPES: &str = r#"(module
             (i64.add (local.get $a) (i64.trunc_f32_u (local.get $f)))
             (i64.add (i64.trunc_f64_u (local.get $d))
                      (i64.extend_i32_u (i32x4.extract_lane 3 (local.get $v))))))
+    ;; Locals live across a call only by a loop's back edge (a), a
+    ;; br_table's case (b, c) or a br_if out (k, n): the frame keeps them.
+    (func $flows (param $n i32) (result i32)
+        (local $k i32) (local $a i32) (local $b i32) (local $c i32) (local $r i32)
+        (block $done
+            (loop $l
+                (local.set $r (i32.add (local.get $r) (local.get $a)))
+                (local.set $a (i32.add (local.get $k) (i32.const 11)))
+                (local.set $b (i32.mul (local.get $k) (i32.const 7)))
+                (local.set $c (i32.xor (local.get $k) (i32.const 5)))
+                (local.set $r (i32.add (local.get $r) (call $work (i32.const 2))))
+                (local.set $k (i32.add (local.get $k) (i32.const 1)))
+                (block $cc
+                    (block $bb
+                        (br_table $bb $cc $l (i32.rem_u (local.get $k) (i32.const 3))))
+                    (local.set $r (i32.add (local.get $r) (local.get $b)))
+                    (br_if $done (i32.ge_u (local.get $k) (local.get $n)))
+                    (br $l))
+                (local.set $r (i32.add (local.get $r) (local.get $c)))
+                (br_if $l (i32.lt_u (local.get $k) (local.get $n)))))
+        (local.get $r))
     (func $print_hex (param $x i64) (local $i i32)
         (loop $l
             (i32.store8 (i32.add (i32.const 100) (local.get $i))
@@ -328,6 +350,8 @@ const SHAPES: &str = r#"(module
             (local.set $acc (i64.add (local.get $acc) (call $mix (local.get $i))))
             (local.set $acc (i64.xor (i64.rotl (local.get $acc) (i64.const 7))
                 (i64.extend_i32_u (call $switch (local.get $i)))))
+            (local.set $acc (i64.add (local.get $acc) (i64.extend_i32_u
+                (call $flows (i32.add (i32.and (local.get $i) (i32.const 7)) (i32.const 3))))))
             (call $multi (i32.and (local.get $i) (i32.const 15)))
             (local.set $t)
             (i64.extend_i32_u)
