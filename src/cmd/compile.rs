@@ -22,12 +22,13 @@ pub struct CompileArgs {
     /// checkpoint can hold.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_STACK_PAGES)]
     stack_pages: u32,
-    /// Split memory.copy and memory.fill larger than 1 MiB into pieces with a
-    /// yield point between them, so that a checkpoint never waits for one
-    /// long copy (a program that grows buffers of hundreds of MB); costs
-    /// programs that copy often (Go's runtime) a good part of their speed.
+    /// Leave memory.copy and memory.fill whole. By default those larger than
+    /// 1 MiB run in pieces with a yield point between them, so that a
+    /// checkpoint never waits for one long copy (a program that grows
+    /// buffers of hundreds of MB), at a small cost to programs that copy
+    /// often.
     #[arg(long)]
-    split_bulk: bool,
+    no_split_bulk: bool,
 }
 
 /// Runs `andes compile`.
@@ -35,7 +36,7 @@ pub fn run(a: CompileArgs) -> Result<ExitCode> {
     let input =
         std::fs::read(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
     let opts =
-        Options { stack_pages: a.stack_pages, split_bulk: a.split_bulk, ..Options::default() };
+        Options { stack_pages: a.stack_pages, split_bulk: !a.no_split_bulk, ..Options::default() };
     let out = andes_compile::instrument(&input, &opts)
         .map_err(|e| anyhow!("{}: {e}", a.input.display()))?;
     std::fs::write(&a.output, &out).with_context(|| format!("writing {}", a.output.display()))?;
