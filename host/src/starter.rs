@@ -1393,6 +1393,23 @@ async fn instantiate_and_run(
                     break Err(e);
                 }
             }
+            // The saved frames led the rewind astray (a site number or a
+            // frame that does not fit the module): the checkpoint, not the
+            // job, is at fault. A kill or the fuel running out is not that.
+            Err(e)
+                if state == andes_compile::STATE_REWINDING
+                    && e.downcast_ref::<Trap>()
+                        .is_some_and(|t| !matches!(t, Trap::Interrupt | Trap::OutOfFuel)) =>
+            {
+                return Inner::Setup(held(
+                    HOLD_CHECKPOINT,
+                    1,
+                    format!(
+                        "the job's checkpoint cannot be restored: its saved call stack does not \
+                         fit the module (the rewind stopped: {e:#})"
+                    ),
+                ));
+            }
             Err(e) if state == andes_compile::STATE_UNWINDING => {
                 let oob = e.downcast_ref::<Trap>() == Some(&Trap::MemoryOutOfBounds);
                 if andes_compile::is_stack_overflow(oob, state) {

@@ -95,10 +95,10 @@ impl fmt::Debug for Transparent {
     }
 }
 
-/// The initial image of memory 0: the module's active data segments.
-/// `Err` when a segment's offset is not a constant (it cannot be known
-/// before instantiation).
-pub(crate) fn initial_image(module: &[u8]) -> Result<Vec<u8>, String> {
+/// The initial image of memory 0: the module's active data segments, what
+/// a snapshot's memory 0 is diffed against. `Err` when a segment's offset
+/// is not a constant (it cannot be known before instantiation).
+pub fn initial_image(module: &[u8]) -> Result<Vec<u8>, String> {
     let mut segments: Vec<(u64, &[u8])> = Vec::new();
     for payload in wasmparser::Parser::new(0).parse_all(module) {
         let payload = payload.map_err(|e| e.to_string())?;
@@ -202,6 +202,19 @@ pub(crate) async fn start_rewind(
         .get_memory(&mut *store, ac::STACK_MEMORY_EXPORT)
         .ok_or_else(|| anyhow::anyhow!("the instrumented module exports no checkpoint stack"))?;
     let layout = ac::StackLayout::new(stack.data_size(&*store) as u64);
+    // The saved frames lie between the buffer's start and `current`: a
+    // snapshot whose `current` is elsewhere cannot be rewound.
+    let mut data = [0u8; 8];
+    stack.read(&*store, layout.data as usize, &mut data)?;
+    match layout.used(data) {
+        Some(used) if used > 0 && used % 4 == 0 => {}
+        _ => anyhow::bail!(
+            "its saved call stack is not valid (it ends at byte {} of a buffer from {} to {})",
+            u32::from_le_bytes([data[0], data[1], data[2], data[3]]),
+            layout.start,
+            layout.end
+        ),
+    }
     // A rewind goes through each loop's poll check on its way back to
     // where the job yielded: the word stays raised until the rewind ends
     // (in the yield import, which lowers it).

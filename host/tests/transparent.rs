@@ -504,6 +504,92 @@ fn a_bad_snapshot_is_refused_with_a_hold_that_says_why_and_the_sandbox_is_untouc
     assert!(why.contains("not of this module"), "{why}");
 }
 
+/// `snap` with its checkpoint stack (memory 1) changed by `tamper`, signed
+/// again by the job's own (trusted) key: a snapshot that passes every check
+/// of its file but whose saved frames were not written by the module.
+fn tampered(job: &Job, snap: &[u8], tamper: impl FnOnce(&mut [u8])) -> Arc<[u8]> {
+    let digest = andes_host::engine::module_digest(&job.module);
+    let opened = andes_snapshot::open(snap, &|k| *k == job.trusted, &digest).unwrap();
+    let image = andes_host::transparent::initial_image(&job.module).unwrap();
+    let mut memories = Vec::new();
+    for (i, m) in opened.header.memories.iter().enumerate() {
+        let mut bytes = vec![0u8; m.bytes as usize];
+        let base: &[u8] = if i == 0 { &image } else { &[] };
+        opened.restore_memory(i, &mut bytes, base, false).unwrap();
+        memories.push(bytes);
+    }
+    tamper(&mut memories[1]);
+    let mut b = andes_snapshot::Builder::new(opened.header.clone());
+    b.memory(&memories[0], &image);
+    b.memory(&memories[1], &[]);
+    b.finish(&job.trusted, |m| job.signer.sign(m).to_bytes()).into()
+}
+
+/// A snapshot signed by a trusted host whose saved call stack the module
+/// did not write (its end pointer out of the buffer or unaligned, no
+/// frames, frames of garbage whose site numbers no function has) puts the job
+/// on hold, saying the checkpoint cannot be restored; the host is unharmed
+/// and the genuine snapshot still resumes to the uninterrupted run's end.
+#[test]
+fn a_signed_snapshot_whose_saved_frames_do_not_fit_the_module_is_held_not_run() {
+    let host = host();
+    let job = Job::new(
+        instrumented("primes"),
+        r#"[ Cmd = "primes.wasm"; Arguments = "20000000"; Out = "out.txt" ]"#,
+        vec![],
+    );
+    let (want, _, _) = reference(&host, &job, "out.txt");
+    let snap = one_snapshot(&host, &job);
+    let rt = rt();
+    let run = |s: Arc<[u8]>| {
+        rt.block_on(host.run(
+            job.spec(&job.sandbox(false), Some(s)),
+            Control::new(),
+            Arc::new(SystemClock),
+        ))
+    };
+    let layout = andes_compile::StackLayout::new(1 << 20);
+    let current = |stack: &[u8]| u32::from_le_bytes(stack[..4].try_into().unwrap()) as usize;
+    let set_current =
+        |to: u32| move |stack: &mut [u8]| stack[..4].copy_from_slice(&to.to_le_bytes());
+    type Tamper = Box<dyn FnOnce(&mut [u8])>;
+    let cases: Vec<(&str, Tamper)> = vec![
+        ("end pointer past the buffer", Box::new(set_current(u32::MAX - 3))),
+        ("end pointer before the buffer", Box::new(set_current(layout.start - 4))),
+        ("no frames", Box::new(set_current(layout.start))),
+        (
+            "end pointer not aligned",
+            Box::new(move |s: &mut [u8]| {
+                let c = current(s) as u32 + 1;
+                s[..4].copy_from_slice(&c.to_le_bytes());
+            }),
+        ),
+        (
+            "frames of garbage",
+            Box::new(move |s: &mut [u8]| {
+                let end = current(s);
+                s[layout.start as usize..end].fill(0xff);
+            }),
+        ),
+    ];
+    for (what, tamper) in cases {
+        let r = run(tampered(&job, &snap, tamper));
+        let (code, sub, why) = held(&r);
+        assert_eq!((code, sub), (36, 1), "{what}: {why}");
+        assert!(why.contains("cannot be restored"), "{what}: {why}");
+        assert!(why.contains("saved call stack"), "{what}: {why}");
+    }
+    // The genuine snapshot, re-signed the same way, still resumes.
+    let sandbox = job.sandbox(false);
+    let r = rt.block_on(host.run(
+        job.spec(&sandbox, Some(tampered(&job, &snap, |_| {}))),
+        Control::new(),
+        Arc::new(SystemClock),
+    ));
+    assert_eq!(r.ending, Ending::Exited(0));
+    assert_eq!(std::fs::read(sandbox.join("out.txt")).unwrap(), want);
+}
+
 #[test]
 fn a_module_not_compiled_for_checkpoints_runs_as_before_and_is_simply_not_checkpointed() {
     let job = Job::new(
