@@ -148,8 +148,9 @@ for r in rows:
     if r["program"] not in names:
         names.append(r["program"])
 def med(name, variant, key):
-    return statistics.median(float(r[key]) for r in rows
-                             if r["program"] == name and r["variant"] == variant)
+    # NaN for a kind of run not made (VARIANTS): its columns read "nan".
+    xs = [float(r[key]) for r in rows if r["program"] == name and r["variant"] == variant]
+    return statistics.median(xs) if xs else float("nan")
 def kib(b):
     b = int(b)
     return f"{b / 1048576:.1f} MiB" if b >= 1048576 else f"{b / 1024:.0f} KiB"
@@ -176,10 +177,12 @@ for name in names:
     print(f"| {name} | {p:.2f} | {c:.2f} | {c / p:.2f}× | {float(mod['compile_wall_s']):.1f} "
           f"| {kib(mod['bytes_before'])} → {kib(mod['bytes_after'])} | {mt:.2f} ({mt / p:.2f}×) "
           f"| {cn:.2f} ({cn / p:.2f}×) | {cn / mt:.2f}× | {med(name, 'ckpt', 'snapshots'):.0f} "
-          f"({mb(med(name, 'ckpt', 'snapshot_bytes'))}) "
+          f"({mb(med(name, 'ckpt', 'snapshot_bytes')) if c == c else 'nan'}) "
           f"| {med(name, 'plain', 'guest_wall_s'):.2f} | {med(name, 'ckpt', 'guest_wall_s'):.2f} "
           f"| {pause_max(name)} |")
-g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
+def g(xs):
+    xs = [x for x in xs if not math.isnan(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 print(f"| **geometric mean** | | | **{g(ratios):.2f}×** | | | {g(ratios_m):.2f}× | {g(ratios_c):.2f}× "
       f"| {g(ratios_i):.2f}× | | | | |")
 print()
