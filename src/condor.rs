@@ -30,6 +30,7 @@ pub const NAMES: &[(&str, &[&str])] = &[
     ("condor_watch_q", &["watch"]),
     ("condor_tail", &["tail"]),
     ("condor_config_val", &["config-val"]),
+    ("condor_reconfig", &["reconfig"]),
 ];
 
 /// The subcommands whose words are not all options: `run` passes the words

@@ -60,6 +60,10 @@ enum Command {
     /// Have this host's running jobs checkpoint now and run on
     /// (condor_checkpoint).
     Checkpoint(cmd::vacate::CheckpointArgs),
+    /// Have the schedd and this host read their configuration again
+    /// (condor_reconfig): a new startd policy applies at once while slots
+    /// keep their jobs.
+    Reconfig(cmd::vacate::ReconfigArgs),
     /// Run the central manager: the collector and the negotiator.
     CentralManager(cmd::central::CentralArgs),
     /// Show user priorities (condor_userprio).
@@ -162,6 +166,7 @@ fn main() -> ExitCode {
         Command::Vacate(a) => cmd::vacate::run(a),
         Command::Checkpoint(a) => cmd::vacate::checkpoint(a),
         Command::Drain(a) => cmd::vacate::drain(a),
+        Command::Reconfig(a) => cmd::vacate::reconfig(a),
         Command::CentralManager(a) => cmd::central::run(a),
         Command::Userprio(a) => cmd::central::userprio(a),
         Command::Pool(a) => cmd::pool::run(a),

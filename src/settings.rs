@@ -74,6 +74,9 @@ use classad::config::Config;
 /// The loaded configuration.
 pub struct Settings {
     config: Config,
+    /// How it was loaded: over which base, from which file (`None`:
+    /// `$ANDES_CONFIG` or the default file), so that it can be read again.
+    origin: Option<(Config, Option<PathBuf>)>,
 }
 
 const DEFAULTS: &str = r#"
@@ -228,14 +231,27 @@ impl Settings {
     /// Loads the configuration file `file` (instead of `$ANDES_CONFIG`) on top
     /// of `base`.
     pub fn load_file_over(file: &std::path::Path, base: Config) -> Result<Settings> {
+        let origin = Some((base.clone(), Some(file.to_path_buf())));
         let (mut config, _) = Settings::with_defaults(base)?;
         config.load_file(file).with_context(|| format!("reading {}", file.display()))?;
         load_local(&mut config)?;
-        Ok(Settings { config })
+        Ok(Settings { config, origin })
+    }
+
+    /// Reads the configuration again from where it was read first (its
+    /// files may have changed): what a daemon does on `andes reconfig`.
+    pub fn reloader(&self) -> impl Fn() -> Result<Settings> + Send + Sync + 'static {
+        let origin = self.origin.clone();
+        move || match &origin {
+            Some((base, Some(file))) => Settings::load_file_over(file, base.clone()),
+            Some((base, None)) => Settings::load_over(base.clone()),
+            None => Err(anyhow!("this configuration was not read from files")),
+        }
     }
 
     /// Loads the configuration on top of `base` (a daemon's own defaults).
     pub fn load_over(base: Config) -> Result<Settings> {
+        let origin = Some((base.clone(), None));
         let (mut config, dir) = Settings::with_defaults(base)?;
         let file = match std::env::var_os("ANDES_CONFIG") {
             Some(f) if !f.is_empty() => Some(PathBuf::from(f)),
@@ -245,7 +261,7 @@ impl Settings {
             config.load_file(&f).with_context(|| format!("reading {}", f.display()))?;
         }
         load_local(&mut config)?;
-        Ok(Settings { config })
+        Ok(Settings { config, origin })
     }
 
     /// The whole configuration table.
@@ -522,7 +538,7 @@ mod tests {
         for (k, v) in lines {
             config.set(k, v).unwrap();
         }
-        Settings { config }
+        Settings { config, origin: None }
     }
 
     #[test]

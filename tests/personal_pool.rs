@@ -30,43 +30,8 @@ fn a_personal_pool_reads_its_local_configuration_and_config_val_says_where() {
     std::fs::create_dir(d.join("config.d")).unwrap();
     std::fs::write(d.join("config.d/50-site"), "SITE_KNOB = from config.d\n").unwrap();
     std::fs::write(d.join("config.d/50-site~"), "SITE_KNOB = from a backup\n").unwrap();
-    let mut child = common::andes()
-        .args(["pool", "up", "--slots", "1", "--dir"])
-        .arg(d)
-        .env("ANDES_CONFIG_DIR", d)
-        .env_remove("ANDES_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(d.join("pool.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
-    let _up = Up(child);
-    let mut config = None;
-    for line in out.lines().map_while(Result::ok) {
-        if let Some(c) = line.strip_prefix("export ANDES_CONFIG=") {
-            config = Some(c.trim().to_string());
-        }
-        if line.trim() == "pool ready" {
-            break;
-        }
-    }
-    let config = config.unwrap_or_else(|| {
-        panic!("no pool: {}", std::fs::read_to_string(d.join("pool.log")).unwrap_or_default())
-    });
-    let andes = |args: &[&str]| {
-        let o = common::andes()
-            .args(args)
-            .env("ANDES_CONFIG_DIR", d)
-            .env("ANDES_CONFIG", &config)
-            .output()
-            .unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    };
+    let (_up, config) = start(d, 1);
+    let andes = |args: &[&str]| run(d, &config, args);
     // The local file wins over `--slots 1`: three slots.
     wait_or(
         "three slots",
@@ -93,4 +58,83 @@ fn a_personal_pool_reads_its_local_configuration_and_config_val_says_where() {
     let (code, out, _) = andes(&["config-val", "-dump"]);
     assert_eq!(code, Some(0));
     assert!(out.lines().any(|l| l == "SITE_KNOB = from config.d"), "{out}");
+}
+
+/// Starts `andes pool up --slots N` in `d` and waits for it: the pool (stopped
+/// when dropped) and its configuration file.
+fn start(d: &std::path::Path, slots: u32) -> (Up, String) {
+    let mut child = common::andes()
+        .args(["pool", "up", "--slots", &slots.to_string(), "--dir"])
+        .arg(d)
+        .env("ANDES_CONFIG_DIR", d)
+        .env_remove("ANDES_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(d.join("pool.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let up = Up(child);
+    let mut config = None;
+    for line in out.lines().map_while(Result::ok) {
+        if let Some(c) = line.strip_prefix("export ANDES_CONFIG=") {
+            config = Some(c.trim().to_string());
+        }
+        if line.trim() == "pool ready" {
+            break;
+        }
+    }
+    let config = config.unwrap_or_else(|| {
+        panic!("no pool: {}", std::fs::read_to_string(d.join("pool.log")).unwrap_or_default())
+    });
+    (up, config)
+}
+
+/// Runs `andes ARGS` against the pool: exit code, stdout, stderr.
+fn run(d: &std::path::Path, config: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let o = common::andes()
+        .args(args)
+        .env("ANDES_CONFIG_DIR", d)
+        .env("ANDES_CONFIG", config)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `andes reconfig` (condor_reconfig): the running pool reads its local
+/// configuration again; the host's new START applies at once (the slot
+/// goes to Owner, then back), and a slot layout change waits for a restart.
+#[test]
+fn reconfig_applies_a_new_start_policy_to_the_running_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("andes.config.local"), "# mine\n").unwrap();
+    let (_up, config) = start(d, 1);
+    let andes = |args: &[&str]| run(d, &config, args);
+    let log = || std::fs::read_to_string(d.join("pool.log")).unwrap_or_default();
+    let state = || andes(&["status", "-af", "State"]).1.trim().to_string();
+    wait_or("an unclaimed slot", Duration::from_secs(60), || state() == "Unclaimed", log);
+
+    std::fs::write(d.join("andes.config.local"), "START = False\nNUM_CPUS = 4\n").unwrap();
+    let (code, out, err) = andes(&["reconfig"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("schedd: cron jobs' next runs computed again"), "{out}");
+    assert!(out.contains("startd: configuration read again; now in force: START"), "{out}");
+    assert!(out.contains("at the next start") && out.contains("NUM_CPUS"), "{out}");
+    wait_or("the slot in Owner", Duration::from_secs(30), || state() == "Owner", log);
+    assert_eq!(andes(&["status", "-af", "Name"]).1.lines().count(), 1, "still one slot");
+
+    std::fs::write(d.join("andes.config.local"), "# mine again\n").unwrap();
+    let (code, out, err) = andes(&["reconfig", "-daemon", "startd"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(!out.contains("schedd:"), "{out}");
+    wait_or("the slot unclaimed again", Duration::from_secs(30), || state() == "Unclaimed", log);
+
+    let (code, _, err) = andes(&["reconfig", "-daemon", "negotiator"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no daemon `negotiator` to reconfigure"), "{err}");
 }

@@ -391,7 +391,13 @@ pub enum Command {
         /// The expression, or `None` to clear it.
         value: Option<Expr>,
     },
+    /// `andes reconfig`: read the configuration again and apply it.
+    Reconfig,
 }
+
+/// Reads the host's configuration again, as it was read at start
+/// (`andes reconfig`).
+pub type Reload = Arc<dyn Fn() -> Result<DaemonConfig, String> + Send + Sync>;
 
 /// A cloneable way to reach a running [`Daemon`] (what the HTTP API holds).
 #[derive(Clone, Debug)]
@@ -475,6 +481,7 @@ pub struct Daemon {
     /// The snapshot an activation brought, until its job starts.
     snapshot_in: HashMap<SlotId, andes_protocol::pool::SnapshotData>,
     snapshot_keys: Option<SnapshotKeys>,
+    reload: Option<Reload>,
     starter_initial_update: u64,
     starter_update: u64,
     alive_interval: u64,
@@ -632,6 +639,7 @@ impl Daemon {
             saved_in: HashMap::new(),
             snapshot_in: HashMap::new(),
             snapshot_keys: None,
+            reload: None,
             starter_initial_update: config.starter_initial_update,
             starter_update: config.starter_update,
             alive_interval: config.alive_interval,
@@ -654,6 +662,42 @@ impl Daemon {
     /// trusted host signed them. Without keys such jobs run as plain ones.
     pub fn set_snapshot_keys(&mut self, keys: SnapshotKeys) {
         self.snapshot_keys = Some(keys);
+    }
+
+    /// How `andes reconfig` reads the configuration again.
+    pub fn set_reload(&mut self, reload: Reload) {
+        self.reload = Some(reload);
+    }
+
+    /// `andes reconfig`: the configuration read again applies while every
+    /// slot keeps its state, claim and job (see [`Startd::reconfigure`]).
+    fn reconfigure(&mut self) -> Result<String, String> {
+        let reload = self.reload.clone().ok_or(
+            "this host was not started from a configuration: there is nothing to read again",
+        )?;
+        let config = reload()?;
+        let now = self.now();
+        let r = self.startd.reconfigure(config.policy, now);
+        self.update_interval = self.startd.policy().update_interval.max(1);
+        self.next_measure = self.next_measure.min(now.saturating_add(self.update_interval));
+        self.backfill = config.backfill;
+        self.starter_initial_update = config.starter_initial_update;
+        self.starter_update = config.starter_update;
+        self.alive_interval = config.alive_interval;
+        self.max_alives_missed = config.max_alives_missed;
+        self.tick();
+        let mut message = match r.changed.len() {
+            0 => "configuration read again; no policy knob changed".to_string(),
+            _ => format!("configuration read again; now in force: {}", r.changed.join(", ")),
+        };
+        if !r.at_restart.is_empty() {
+            message.push_str(&format!(
+                "; at the next start (the slot layout stays while the host runs): {}",
+                r.at_restart.join(", ")
+            ));
+        }
+        tracing::info!("andes host: {message}");
+        Ok(message)
     }
 
     /// Joins a pool: every slot ad the startd publishes goes to `publisher`
@@ -1340,6 +1384,9 @@ impl Daemon {
     /// Carries out a command, then evaluates the policy at once (a tick), so
     /// its effect shows without waiting for the next poll.
     pub fn command(&mut self, command: Command) -> Result<String, String> {
+        if let Command::Reconfig = command {
+            return self.reconfigure();
+        }
         self.rejections.clear();
         let message = match &command {
             Command::Vacate { slot, kind } => {
@@ -1358,6 +1405,7 @@ impl Daemon {
                 self.fast_shutdown |= *kind == ShutdownKind::Fast;
                 format!("shutting down ({})", shutdown_word(*kind))
             }
+            Command::Reconfig => unreachable!("carried out above"),
             Command::SetAttr { slot, name, value } => {
                 let what = slot.map_or("every slot".to_string(), |s| format!("slot {s}"));
                 match value {
@@ -1373,6 +1421,7 @@ impl Daemon {
             Command::Drain { kind, .. } => Event::Drain { kind },
             Command::Off(kind) => Event::Shutdown(kind),
             Command::SetAttr { slot, name, value } => Event::SetAttribute { slot, name, value },
+            Command::Reconfig => return Ok(message),
         };
         self.feed(event);
         if !self.rejections.is_empty() {

@@ -180,6 +180,7 @@ pub async fn serve(
     let address_file = s.get("HOST_ADDRESS_FILE")?;
     let clock = Arc::new(SystemClock);
     let measurer = andes_host::daemon::real_measurer(&config.execute);
+    let (execute_again, info_again) = (execute.clone(), config.info.clone());
     let mut daemon = Daemon::new(config, Arc::new(host), clock.clone(), measurer)?;
     if let Some(k) = &keypair {
         // Snapshots of jobs compiled by `andes compile` are signed with the
@@ -192,6 +193,13 @@ pub async fn serve(
             trusted: Arc::new(move |key: &[u8; 32]| hosts.contains(key)),
         });
     }
+    // `andes reconfig`: the same files read again, the machine as it is.
+    let reload = s.reloader();
+    daemon.set_reload(Arc::new(move || {
+        let s = reload().map_err(|e| format!("{e:#}"))?;
+        DaemonConfig::from_config(s.config(), execute_again.clone(), info_again.clone())
+            .map_err(|e| e.to_string())
+    }));
     let remote = daemon.remote();
     let (listener, addr) =
         api::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;

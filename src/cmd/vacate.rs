@@ -118,3 +118,54 @@ mod tests {
         assert!(slot_number("").is_err());
     }
 }
+
+/// Arguments of `andes reconfig`.
+#[derive(Args, Debug)]
+pub struct ReconfigArgs {
+    /// Only this daemon: `schedd` or `startd` (the host); none: both of
+    /// the ones this configuration names.
+    #[arg(long, value_name = "DAEMON")]
+    daemon: Option<String>,
+}
+
+/// `andes reconfig` (condor_reconfig): the schedd and the host this
+/// configuration names read their configuration files again. The host's
+/// startd takes the new policy at once while its slots keep their state,
+/// claims and jobs (the slot layout waits for a restart); the schedd
+/// computes its cron jobs' next runs again.
+pub fn reconfig(args: ReconfigArgs) -> Result<ExitCode> {
+    let (schedd, startd) = match args.daemon.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None => (true, true),
+        Some("schedd") => (true, false),
+        Some("startd" | "host") => (false, true),
+        Some(d) => {
+            anyhow::bail!("no daemon `{d}` to reconfigure: andes reconfigures `schedd` or `startd`")
+        }
+    };
+    let settings = crate::settings::Settings::load()?;
+    let has_host = settings.get("HOST_ADDRESS")?.is_some()
+        || settings.get("HOST_ADDRESS_FILE")?.is_some_and(|f| std::path::Path::new(&f).exists());
+    let mut sent = 0;
+    if schedd {
+        let session = super::client::Session::open()?;
+        let reply: serde_json::Value = session.block_on(session.client.call(
+            http::Method::POST,
+            "/v1/reconfig",
+            Some(&serde_json::json!({})),
+        ))?;
+        println!("schedd: {}", reply["message"].as_str().unwrap_or("reconfigured"));
+        sent += 1;
+    }
+    if startd && (has_host || args.daemon.is_some()) {
+        print!("startd: ");
+        super::host::command(
+            "/v1/reconfig",
+            serde_json::to_value(andes_host::daemon::api::ReconfigRequest {})?,
+        )?;
+        sent += 1;
+    }
+    if sent == 0 {
+        anyhow::bail!("this configuration names no schedd or host to reconfigure");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -771,6 +771,66 @@ fn is_false(v: &Value) -> bool {
     matches!(v, Value::Bool(false))
 }
 
+/// What [`Startd::reconfigure`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reconfigured {
+    /// The knobs whose new values apply now.
+    pub changed: Vec<String>,
+    /// The knobs whose new values wait for the next start (the slot layout).
+    pub at_restart: Vec<String>,
+}
+
+/// The policy's expressions a slot's ad carries, by attribute name.
+fn published_policy(policy: &Policy) -> Vec<(String, Expr)> {
+    let mut out = vec![
+        ("START".to_string(), policy.start.clone()),
+        ("IS_VALID_CHECKPOINT_PLATFORM".to_string(), policy.valid_ckpt_platform.clone()),
+        ("Rank".to_string(), policy.rank.clone()),
+        ("PERIODIC_CHECKPOINT".to_string(), policy.periodic_checkpoint.clone()),
+        ("MaxJobRetirementTime".to_string(), policy.max_job_retirement_time.clone()),
+    ];
+    for (name, e) in CLAIM_EXPR_NAMES.iter().zip(policy.standard.iter()) {
+        out.push((name.to_string(), e.clone()));
+    }
+    out.extend(policy.startd_attrs.iter().cloned());
+    out
+}
+
+/// Every knob of the policy that can change while the startd runs, with its
+/// value as text: what a reconfiguration compares.
+fn policy_knobs(p: &Policy) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = vec![
+        ("START".into(), p.start.to_string()),
+        ("IS_OWNER".into(), p.is_owner.to_string()),
+        ("IS_VALID_CHECKPOINT_PLATFORM".into(), p.valid_ckpt_platform.to_string()),
+        ("RANK".into(), p.rank.to_string()),
+        ("PERIODIC_CHECKPOINT".into(), p.periodic_checkpoint.to_string()),
+        ("MAXJOBRETIREMENTTIME".into(), p.max_job_retirement_time.to_string()),
+        ("KILLING_TIMEOUT".into(), p.killing_timeout.to_string()),
+        ("CLAIM_WORKLIFE".into(), p.claim_worklife.to_string()),
+        ("MATCH_TIMEOUT".into(), p.match_timeout.to_string()),
+        ("RunBenchmarks".into(), p.run_benchmarks.to_string()),
+        ("START_BACKFILL".into(), p.start_backfill.to_string()),
+        ("EVICT_BACKFILL".into(), p.evict_backfill.to_string()),
+        ("CPUBusy".into(), p.cpu_busy.to_string()),
+        ("MACHINE_MAX_VACATE_TIME".into(), p.machine_max_vacate_time.to_string()),
+        ("POLLING_INTERVAL".into(), p.polling_interval.to_string()),
+        ("UPDATE_INTERVAL".into(), p.update_interval.to_string()),
+        ("ENABLE_BACKFILL".into(), p.backfill.to_string()),
+        ("BACKFILL_JOBS".into(), p.backfill_jobs.join(",")),
+        ("STARTD_SLOT_ATTRS".into(), p.cross_slot_attrs.join(",")),
+    ];
+    for (name, e) in CLAIM_EXPR_NAMES.iter().zip(p.standard.iter()) {
+        out.push((name.to_string(), e.to_string()));
+    }
+    for (name, e) in CLAIM_EXPR_NAMES.iter().zip(p.vanilla.iter()) {
+        out.push((format!("{name}_VANILLA"), e.to_string()));
+    }
+    let attrs: Vec<String> = p.startd_attrs.iter().map(|(n, e)| format!("{n} = {e}")).collect();
+    out.push(("STARTD_ATTRS".into(), attrs.join("; ")));
+    out
+}
+
 impl Startd {
     /// A startd for `info` under `policy`, every slot in Owner/Idle at `now`.
     pub fn new(policy: Policy, info: &MachineInfo, now: i64) -> Result<Startd, PolicyError> {
@@ -818,16 +878,8 @@ impl Startd {
             ad.insert_value("Mips", 0i64);
             ad.insert_value("KFlops", 0i64);
             ad.insert_value("CurrentRank", 0.0);
-            ad.insert("START", policy.start.clone());
-            ad.insert("IS_VALID_CHECKPOINT_PLATFORM", policy.valid_ckpt_platform.clone());
-            ad.insert("Rank", policy.rank.clone());
-            ad.insert("PERIODIC_CHECKPOINT", policy.periodic_checkpoint.clone());
-            ad.insert("MaxJobRetirementTime", policy.max_job_retirement_time.clone());
-            for (name, e) in CLAIM_EXPR_NAMES.iter().zip(policy.standard.iter()) {
-                ad.insert(*name, e.clone());
-            }
-            for (name, e) in &policy.startd_attrs {
-                ad.insert(name.as_str(), e.clone());
+            for (name, e) in published_policy(&policy) {
+                ad.insert(name.as_str(), e);
             }
             let static_ad = ad.clone();
             ad.insert("Requirements", requirements.clone());
@@ -886,6 +938,73 @@ impl Startd {
         };
         s.refresh_all(now);
         Ok(s)
+    }
+
+    /// Takes a policy read again from the configuration (`andes reconfig`,
+    /// condor_reconfig) while every slot keeps its state, activity, claim
+    /// and job: the expressions (START, RANK, the claim expressions and
+    /// their `_VANILLA` variants, PERIODIC_CHECKPOINT, STARTD_ATTRS, ...)
+    /// and intervals apply from the next evaluation, which runs at once.
+    /// The slot layout (NUM_CPUS, MEMORY, NUM_SLOTS, the slot types) and
+    /// the domains are the machine's shape while the startd runs, as in
+    /// HTCondor: a change to them is reported and takes effect at the next
+    /// start.
+    pub fn reconfigure(&mut self, mut policy: Policy, now: i64) -> Reconfigured {
+        let old = &self.policy;
+        let mut at_restart = Vec::new();
+        if policy.num_cpus != old.num_cpus {
+            at_restart.push("NUM_CPUS".to_string());
+        }
+        if policy.memory_mb != old.memory_mb {
+            at_restart.push("MEMORY".to_string());
+        }
+        if policy.num_slots != old.num_slots {
+            at_restart.push("NUM_SLOTS".to_string());
+        }
+        if policy.slot_types != old.slot_types {
+            at_restart.push("SLOT_TYPE_<N> / NUM_SLOTS_TYPE_<N>".to_string());
+        }
+        if policy.uid_domain != old.uid_domain {
+            at_restart.push("UID_DOMAIN".to_string());
+        }
+        if policy.filesystem_domain != old.filesystem_domain {
+            at_restart.push("FILESYSTEM_DOMAIN".to_string());
+        }
+        policy.uid_domain = old.uid_domain.clone();
+        policy.filesystem_domain = old.filesystem_domain.clone();
+        policy.num_cpus = old.num_cpus;
+        policy.memory_mb = old.memory_mb;
+        policy.num_slots = old.num_slots;
+        policy.slot_types = old.slot_types.clone();
+        let changed: Vec<String> = policy_knobs(old)
+            .into_iter()
+            .zip(policy_knobs(&policy))
+            .filter(|((_, a), (_, b))| a != b)
+            .map(|((name, _), _)| name)
+            .collect();
+        let gone: Vec<String> = old
+            .startd_attrs
+            .iter()
+            .map(|(n, _)| n.clone())
+            .filter(|n| !policy.startd_attrs.iter().any(|(m, _)| m.eq_ignore_ascii_case(n)))
+            .collect();
+        for slot in &mut self.slots {
+            for ad in [&mut slot.ad, &mut slot.static_ad] {
+                for name in &gone {
+                    ad.remove(name.as_str());
+                }
+                for (name, e) in published_policy(&policy) {
+                    ad.insert(name.as_str(), e);
+                }
+            }
+            slot.dirty = true;
+        }
+        self.policy = policy;
+        // The next poll comes at the new interval at the latest.
+        self.next_poll =
+            self.next_poll.min(now.saturating_add(self.policy.polling_interval.max(1)));
+        self.refresh_all(now);
+        Reconfigured { changed, at_restart }
     }
 
     /// The policy in force.

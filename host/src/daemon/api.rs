@@ -9,6 +9,7 @@
 //! | `POST /v1/drain` | admin | [`DrainRequest`] → [`CommandReply`] |
 //! | `POST /v1/off` | admin | [`OffRequest`] → [`CommandReply`] |
 //! | `POST /v1/set-attr` | admin | [`SetAttrRequest`] → [`CommandReply`] |
+//! | `POST /v1/reconfig` | admin | [`ReconfigRequest`] → [`CommandReply`] |
 //!
 //! Every request is signed (see `andes-protocol`). Errors are
 //! `{"error": "..."}` with 400 (bad request or refused by the startd), 401,
@@ -63,6 +64,10 @@ pub struct CheckpointRequest {
     #[serde(default)]
     pub slot: Option<SlotId>,
 }
+
+/// `POST /v1/reconfig`: condor_reconfig (an empty object).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ReconfigRequest {}
 
 /// How `andes host off` shuts down (condor_off).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +129,7 @@ pub fn router(remote: Remote, auth: &Auth) -> Router {
         .route("/v1/drain", post(drain))
         .route("/v1/off", post(off))
         .route("/v1/set-attr", post(set_attr))
+        .route("/v1/reconfig", post(reconfig))
         .route_layer(andes_protocol::require(&[Role::Admin]));
     read.merge(admin).layer(auth.layer()).with_state(remote)
 }
@@ -185,6 +191,14 @@ async fn checkpoint(
     SignedJson(req): SignedJson<CheckpointRequest>,
 ) -> ApiResult<CommandReply> {
     run(&remote, Command::Checkpoint { slot: req.slot }).await
+}
+
+/// condor_reconfig: the host reads its configuration again.
+async fn reconfig(
+    State(remote): State<Remote>,
+    SignedJson(_): SignedJson<ReconfigRequest>,
+) -> ApiResult<CommandReply> {
+    run(&remote, Command::Reconfig).await
 }
 
 async fn off(
