@@ -107,7 +107,8 @@ fn run(d: &std::path::Path, config: &str, args: &[&str]) -> (Option<i32>, String
 
 /// `andes reconfig` (condor_reconfig): the running pool reads its local
 /// configuration again; the host's new START applies at once (the slot
-/// goes to Owner, then back), and a slot layout change waits for a restart.
+/// goes to Owner, then back), a slot layout change waits for a restart, the
+/// negotiator takes a new interval.
 #[test]
 fn reconfig_applies_a_new_start_policy_to_the_running_pool() {
     let dir = tempfile::tempdir().unwrap();
@@ -123,18 +124,23 @@ fn reconfig_applies_a_new_start_policy_to_the_running_pool() {
     let (code, out, err) = andes(&["reconfig"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("schedd: cron jobs' next runs computed again"), "{out}");
+    assert!(out.contains("negotiator: configuration read again; no negotiator knob"), "{out}");
     assert!(out.contains("startd: configuration read again; now in force: START"), "{out}");
     assert!(out.contains("at the next start") && out.contains("NUM_CPUS"), "{out}");
     wait_or("the slot in Owner", Duration::from_secs(30), || state() == "Owner", log);
     assert_eq!(andes(&["status", "-af", "Name"]).1.lines().count(), 1, "still one slot");
 
-    std::fs::write(d.join("andes.config.local"), "# mine again\n").unwrap();
+    std::fs::write(d.join("andes.config.local"), "# mine again\nNEGOTIATOR_INTERVAL = 7\n")
+        .unwrap();
+    let (code, out, err) = andes(&["reconfig", "-daemon", "negotiator"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(out, "negotiator: configuration read again; now in force: NEGOTIATOR_INTERVAL\n");
     let (code, out, err) = andes(&["reconfig", "-daemon", "startd"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(!out.contains("schedd:"), "{out}");
     wait_or("the slot unclaimed again", Duration::from_secs(30), || state() == "Unclaimed", log);
 
-    let (code, _, err) = andes(&["reconfig", "-daemon", "negotiator"]);
+    let (code, _, err) = andes(&["reconfig", "-daemon", "shadow"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("no daemon `negotiator` to reconfigure"), "{err}");
+    assert!(err.contains("no daemon `shadow` to reconfigure"), "{err}");
 }

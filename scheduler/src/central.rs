@@ -29,6 +29,9 @@ use crate::negotiator::{
     significant_attributes,
 };
 
+/// Reads the central manager's configuration again (`andes reconfig`).
+pub type Reload = Arc<dyn Fn() -> Result<CentralConfig, String> + Send + Sync>;
+
 /// How the central manager is set up.
 #[derive(Clone, Debug)]
 pub struct CentralConfig {
@@ -74,7 +77,8 @@ pub struct Central {
     poke: Arc<Notify>,
     clock: Arc<dyn Clock>,
     keypair: Arc<Keypair>,
-    cfg: CentralConfig,
+    cfg: Mutex<CentralConfig>,
+    reload: Mutex<Option<Reload>>,
     clients: Mutex<HashMap<String, Client>>,
     /// Offers handed out, by slot name, with the submitter they went to and
     /// when: not offered again until the slot's claim id changes or, if
@@ -126,7 +130,8 @@ impl Central {
             poke,
             clock,
             keypair,
-            cfg,
+            cfg: Mutex::new(cfg),
+            reload: Mutex::new(None),
             clients: Mutex::new(HashMap::new()),
             handed: Mutex::new(HashMap::new()),
             cycles: std::sync::atomic::AtomicU64::new(0),
@@ -173,8 +178,55 @@ impl Central {
         }
     }
 
+    /// How `andes reconfig` reads the configuration again.
+    pub fn set_reload(&self, reload: Reload) {
+        *lock(&self.reload) = Some(reload);
+    }
+
+    /// `andes reconfig`: the negotiator's knobs read again apply from the
+    /// next cycle, which starts at once; the accountant keeps every
+    /// submitter's usage and factor. Returns a sentence for the caller.
+    pub fn reconfigure(&self) -> Result<String, String> {
+        let reload = lock(&self.reload).clone().ok_or(
+            "this central manager was not started from a configuration: nothing to read again",
+        )?;
+        let new = reload()?;
+        let mut changed = Vec::new();
+        {
+            let mut cfg = lock(&self.cfg);
+            if new.interval != cfg.interval {
+                changed.push("NEGOTIATOR_INTERVAL");
+            }
+            let text = |e: &Option<classad::Expr>| e.as_ref().map(|e| e.to_string());
+            if text(&new.negotiator.preemption_requirements)
+                != text(&cfg.negotiator.preemption_requirements)
+            {
+                changed.push("PREEMPTION_REQUIREMENTS");
+            }
+            if text(&new.negotiator.preemption_rank) != text(&cfg.negotiator.preemption_rank) {
+                changed.push("PREEMPTION_RANK");
+            }
+            if new.negotiator.consider_preemption != cfg.negotiator.consider_preemption {
+                changed.push("NEGOTIATOR_CONSIDER_PREEMPTION");
+            }
+            if new.accountant != cfg.accountant {
+                changed.push("PRIORITY_HALFLIFE / DEFAULT_PRIO_FACTOR");
+                lock(&self.accountant).set_config(new.accountant);
+            }
+            let state_file = cfg.state_file.clone();
+            *cfg = CentralConfig { state_file, ..new };
+        }
+        self.poke.notify_one();
+        let message = match changed.len() {
+            0 => "configuration read again; no negotiator knob changed".to_string(),
+            _ => format!("configuration read again; now in force: {}", changed.join(", ")),
+        };
+        tracing::info!("andes negotiator: {message}");
+        Ok(message)
+    }
+
     fn save(&self) {
-        let Some(f) = &self.cfg.state_file else { return };
+        let Some(f) = lock(&self.cfg).state_file.clone() else { return };
         let text = match serde_json::to_string(&*lock(&self.accountant)) {
             Ok(t) => t,
             Err(e) => {
@@ -183,7 +235,7 @@ impl Central {
             }
         };
         // Atomically and durably: a crash leaves the last whole state.
-        if let Err(e) = andes_beneath::replace_file(f.as_ref(), text.as_bytes(), 0o644) {
+        if let Err(e) = andes_beneath::replace_file(&f, text.as_bytes(), 0o644) {
             tracing::warn!("cannot save the accountant to {}: {e}", f.display());
         }
     }
@@ -205,7 +257,7 @@ impl Central {
             }
             tokio::select! {
                 _ = self.poke.notified() => {}
-                _ = tokio::time::sleep(self.cfg.interval) => {}
+                _ = tokio::time::sleep(lock(&self.cfg).interval) => {}
             }
         }
     }
@@ -313,7 +365,7 @@ impl Central {
         stats.groups = requests.len();
         let snapshot = Snapshot { slots, requests };
         let accountant = lock(&self.accountant).clone();
-        let ncfg = self.cfg.negotiator.clone();
+        let ncfg = lock(&self.cfg).negotiator.clone();
         let t = Instant::now();
         let (snapshot, plan): (Snapshot, Plan) = match tokio::task::spawn_blocking(move || {
             let plan = crate::negotiator::plan(&snapshot, &accountant, &ncfg, now);
@@ -452,7 +504,8 @@ pub struct SetFactorRequest {
 }
 
 /// The negotiator's routes: `GET /v1/negotiator/userprio` (any trusted
-/// caller), `POST /v1/negotiator/setfactor` (admin).
+/// caller), `POST /v1/negotiator/setfactor` and `POST
+/// /v1/negotiator/reconfig` (admin).
 pub fn router(central: Arc<Central>, auth: &andes_protocol::Auth) -> axum::Router {
     use andes_protocol::{ApiError, Role, SignedJson};
     use axum::extract::State;
@@ -475,11 +528,19 @@ pub fn router(central: Arc<Central>, auth: &andes_protocol::Auth) -> axum::Route
         }
         Ok(axum::http::StatusCode::NO_CONTENT)
     }
+    async fn reconfig(
+        State(c): State<Arc<Central>>,
+        SignedJson(_): SignedJson<serde_json::Value>,
+    ) -> Result<axum::Json<serde_json::Value>, ApiError> {
+        let message = c.reconfigure().map_err(ApiError::bad_request)?;
+        Ok(axum::Json(serde_json::json!({ "message": message })))
+    }
     let read = axum::Router::new().route("/v1/negotiator/userprio", get(userprio)).route_layer(
         andes_protocol::require(&[Role::User, Role::Schedd, Role::Host, Role::Negotiator]),
     );
     let admin = axum::Router::new()
         .route("/v1/negotiator/setfactor", post(setfactor))
+        .route("/v1/negotiator/reconfig", post(reconfig))
         .route_layer(andes_protocol::require(&[Role::Admin]));
     read.merge(admin).layer(auth.layer()).with_state(central)
 }

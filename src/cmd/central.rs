@@ -120,6 +120,11 @@ pub async fn serve(
             .with_context(|| format!("writing COLLECTOR_ADDRESS_FILE {f}"))?;
     }
     tracing::info!("andes central-manager listening on {addr} (collector and negotiator)");
+    let reload = s.reloader();
+    central.set_reload(Arc::new(move || {
+        let s = reload().map_err(|e| format!("{e:#}"))?;
+        central_config(&s).map_err(|e| format!("{e:#}"))
+    }));
     let negotiator = tokio::spawn(central.clone().run());
     if let Some(r) = ready {
         let _ = r.send(addr);

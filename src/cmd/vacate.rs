@@ -122,41 +122,56 @@ mod tests {
 /// Arguments of `andes reconfig`.
 #[derive(Args, Debug)]
 pub struct ReconfigArgs {
-    /// Only this daemon: `schedd` or `startd` (the host); none: both of
-    /// the ones this configuration names.
+    /// Only this daemon: `schedd`, `startd` (the host) or `negotiator` (the
+    /// central manager); none: each of them this configuration names.
     #[arg(long, value_name = "DAEMON")]
     daemon: Option<String>,
 }
 
-/// `andes reconfig` (condor_reconfig): the schedd and the host this
-/// configuration names read their configuration files again. The host's
-/// startd takes the new policy at once while its slots keep their state,
-/// claims and jobs (the slot layout waits for a restart); the schedd
-/// computes its cron jobs' next runs again.
+/// `andes reconfig` (condor_reconfig): the daemons this configuration names
+/// read their configuration files again. The host's startd takes the new
+/// policy at once while its slots keep their state, claims and jobs (the
+/// slot layout waits for a restart); the negotiator takes its knobs from
+/// the next cycle, which starts at once; the schedd computes its cron jobs'
+/// next runs again.
 pub fn reconfig(args: ReconfigArgs) -> Result<ExitCode> {
-    let (schedd, startd) = match args.daemon.as_deref().map(str::to_ascii_lowercase).as_deref() {
-        None => (true, true),
-        Some("schedd") => (true, false),
-        Some("startd" | "host") => (false, true),
-        Some(d) => {
-            anyhow::bail!("no daemon `{d}` to reconfigure: andes reconfigures `schedd` or `startd`")
-        }
+    let want = args.daemon.as_deref().map(str::to_ascii_lowercase);
+    let (schedd, startd, negotiator) = match want.as_deref() {
+        None => (true, true, true),
+        Some("schedd") => (true, false, false),
+        Some("startd" | "host") => (false, true, false),
+        Some("negotiator" | "collector" | "central-manager") => (false, false, true),
+        Some(d) => anyhow::bail!(
+            "no daemon `{d}` to reconfigure: andes reconfigures `schedd`, `startd` or `negotiator`"
+        ),
     };
     let settings = crate::settings::Settings::load()?;
-    let has_host = settings.get("HOST_ADDRESS")?.is_some()
+    let named = |knob: &str| -> Result<bool> { Ok(settings.get(knob)?.is_some()) };
+    let has_host = named("HOST_ADDRESS")?
         || settings.get("HOST_ADDRESS_FILE")?.is_some_and(|f| std::path::Path::new(&f).exists());
-    let mut sent = 0;
-    if schedd {
-        let session = super::client::Session::open()?;
+    let has_schedd = named("SCHEDD_ADDRESS")? || named("SCHEDD_ADDRESS_FILE")?;
+    let has_central = named("COLLECTOR_HOST")?;
+    let explicit = want.is_some();
+    let post = |session: &super::client::Session, path: &str| -> Result<String> {
         let reply: serde_json::Value = session.block_on(session.client.call(
             http::Method::POST,
-            "/v1/reconfig",
+            path,
             Some(&serde_json::json!({})),
         ))?;
-        println!("schedd: {}", reply["message"].as_str().unwrap_or("reconfigured"));
+        Ok(reply["message"].as_str().unwrap_or("reconfigured").to_string())
+    };
+    let mut sent = 0;
+    if negotiator && (has_central || explicit) {
+        let session = super::client::Session::collector()?;
+        println!("negotiator: {}", post(&session, "/v1/negotiator/reconfig")?);
         sent += 1;
     }
-    if startd && (has_host || args.daemon.is_some()) {
+    if schedd && (has_schedd || explicit) {
+        let session = super::client::Session::open()?;
+        println!("schedd: {}", post(&session, "/v1/reconfig")?);
+        sent += 1;
+    }
+    if startd && (has_host || explicit) {
         print!("startd: ");
         super::host::command(
             "/v1/reconfig",
@@ -165,7 +180,7 @@ pub fn reconfig(args: ReconfigArgs) -> Result<ExitCode> {
         sent += 1;
     }
     if sent == 0 {
-        anyhow::bail!("this configuration names no schedd or host to reconfigure");
+        anyhow::bail!("this configuration names no daemon to reconfigure");
     }
     Ok(ExitCode::SUCCESS)
 }
