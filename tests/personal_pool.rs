@@ -108,22 +108,48 @@ fn run(d: &std::path::Path, config: &str, args: &[&str]) -> (Option<i32>, String
 /// `andes reconfig` (condor_reconfig): the running pool reads its local
 /// configuration again; the host's new START applies at once (the slot
 /// goes to Owner, then back), a slot layout change waits for a restart, the
-/// negotiator takes a new interval.
+/// negotiator takes a new interval, the job router a new routing table (and
+/// refuses one that does not load).
 #[test]
 fn reconfig_applies_a_new_start_policy_to_the_running_pool() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(d.join("andes.config.local"), "# mine\n").unwrap();
+    let route = |name: &str| {
+        format!(
+            "[ name = \"{name}\"; GridResource = \"andes 127.0.0.1:9\"; Requirements = False; ]"
+        )
+    };
+    std::fs::write(d.join("andes.config.local"), format!("JOB_ROUTER_ENTRIES = {}\n", route("a")))
+        .unwrap();
     let (_up, config) = start(d, 1);
     let andes = |args: &[&str]| run(d, &config, args);
     let log = || std::fs::read_to_string(d.join("pool.log")).unwrap_or_default();
     let state = || andes(&["status", "-af", "State"]).1.trim().to_string();
     wait_or("an unclaimed slot", Duration::from_secs(60), || state() == "Unclaimed", log);
 
-    std::fs::write(d.join("andes.config.local"), "START = False\nNUM_CPUS = 4\n").unwrap();
+    // A routing table that does not load (its defaults are not a ClassAd)
+    // is refused, and the one in use stays; a bad entry is skipped, saying why.
+    let text = format!("JOB_ROUTER_ENTRIES = {}\nJOB_ROUTER_DEFAULTS = [ x = \n", route("a"));
+    std::fs::write(d.join("andes.config.local"), text).unwrap();
+    let (code, out, err) = andes(&["reconfig", "-daemon", "schedd"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains("JOB_ROUTER_DEFAULTS") && err.contains("the routes in use stay"), "{err}");
+    let text = format!("JOB_ROUTER_ENTRIES = {} [ name = \"x\"\n", route("a"));
+    std::fs::write(d.join("andes.config.local"), text).unwrap();
+    let (code, out, err) = andes(&["reconfig", "-daemon", "schedd"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("job router: 1 routes; job router: JOB_ROUTER_ENTRIES, entry 2"), "{out}");
+
+    let text = format!(
+        "START = False\nNUM_CPUS = 4\nJOB_ROUTER_ENTRIES = {} {}\n",
+        route("a"),
+        route("b")
+    );
+    std::fs::write(d.join("andes.config.local"), text).unwrap();
     let (code, out, err) = andes(&["reconfig"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("schedd: cron jobs' next runs computed again"), "{out}");
+    assert!(out.contains("job router: 2 routes"), "{out}");
     assert!(out.contains("negotiator: configuration read again; no negotiator knob"), "{out}");
     assert!(out.contains("startd: configuration read again; now in force: START"), "{out}");
     assert!(out.contains("at the next start") && out.contains("NUM_CPUS"), "{out}");

@@ -120,9 +120,6 @@ impl Schedd {
 
     /// The API, behind `auth` (signed requests) and a role check.
     pub fn router(&self, auth: &Auth) -> Router {
-        let admin = Router::new()
-            .route("/v1/reconfig", post(reconfig))
-            .layer(andes_protocol::require(&[Role::Admin]));
         Router::new()
             .route("/v1/modules/{digest}", get(has_module).put(put_module))
             .route("/v1/cluster", post(new_cluster))
@@ -138,7 +135,6 @@ impl Schedd {
             // Other pools' schedds route jobs here (HTCondor-C) for owners
             // this pool trusts; see [`Actor::routing_schedd`].
             .layer(andes_protocol::require(&[Role::User, Role::Schedd]))
-            .merge(admin)
             .layer(axum::Extension(auth.clone()))
             .layer(auth.layer())
             .with_state(self.clone())
@@ -174,19 +170,6 @@ impl Schedd {
     fn now(&self) -> i64 {
         self.clock.now()
     }
-}
-
-/// `POST /v1/reconfig` (admin; condor_reconfig): every idle cron job takes
-/// its next run again, as the manual says a reconfiguration does.
-async fn reconfig(
-    State(schedd): State<Schedd>,
-    SignedJson(_): SignedJson<serde_json::Value>,
-) -> Result<axum::Json<serde_json::Value>, ApiError> {
-    schedd.queue.recompute_cron(schedd.now()).await.map_err(api_error)?;
-    tracing::info!("andes schedd: reconfigured; cron jobs' next runs computed again");
-    Ok(axum::Json(serde_json::json!({
-        "message": "cron jobs' next runs computed again; the schedd's other knobs apply at its next start"
-    })))
 }
 
 /// Serves `schedd` through `server` (TLS or loopback plain HTTP, see

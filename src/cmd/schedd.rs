@@ -109,35 +109,24 @@ pub async fn serve(
         let pool = ScheddPool::start(&schedd, pc, keypair);
         app = app.merge(pool.router(&auth));
     }
-    let router_entries = s.get("JOB_ROUTER_ENTRIES")?;
-    let router_file = s.get("JOB_ROUTER_ENTRIES_FILE")?.filter(|f| !f.trim().is_empty());
-    let router_cmd = s.get("JOB_ROUTER_ENTRIES_CMD")?;
-    let named = andes_scheduler::router::NamedRoutes::from_config(s.config())
-        .map_err(|e| anyhow::anyhow!("job router: {e}"))?;
-    if router_entries.is_some()
-        || router_cmd.is_some()
-        || router_file.is_some()
-        || named.names.is_some()
-    {
-        let rc = andes_scheduler::router::service::RouterConfig {
-            named,
-            defaults: s.get("JOB_ROUTER_DEFAULTS")?,
-            entries: router_entries,
-            entries_file: router_file.map(std::path::PathBuf::from),
-            entries_cmd: router_cmd,
-            entries_refresh: secs("JOB_ROUTER_ENTRIES_REFRESH", 3600)?,
-            source_constraint: s.get("JOB_ROUTER_SOURCE_JOB_CONSTRAINT")?,
-            polling_period: secs("JOB_ROUTER_POLLING_PERIOD", 10)?,
-            history: spool.join("router_history.jsonl"),
-            work_dir: spool.join("router"),
-            andes: std::env::current_exe().context("the andes command's path")?,
-        };
+    let mut job_router = None;
+    if let Some(rc) = router_config(&s, &spool)? {
         let key = Arc::new(s.daemon_keypair("JOB_ROUTER_KEY_NAME")?);
         let router = andes_scheduler::router::service::JobRouter::start(&schedd, rc, key)
             .map_err(|e| anyhow::anyhow!("job router: {e}"))?;
         tracing::info!("andes schedd: job router with {} routes", router.table().routes.len());
         app = app.merge(router.router(&auth));
+        job_router = Some(router);
     }
+    app = app.merge(reconfig_router(
+        &auth,
+        Reconfig {
+            schedd: schedd.clone(),
+            router: job_router,
+            reload: Arc::new(s.reloader()),
+            spool: spool.clone(),
+        },
+    ));
     if let Some(f) = &address_file {
         crate::settings::write_atomically(f, &addr.to_string())
             .with_context(|| format!("writing SCHEDD_ADDRESS_FILE {f}"))?;
@@ -161,4 +150,92 @@ pub async fn serve(
         let _ = std::fs::remove_file(f);
     }
     Ok(())
+}
+
+/// The job router's configuration, `None` when no route source is set.
+fn router_config(
+    s: &Settings,
+    spool: &std::path::Path,
+) -> Result<Option<andes_scheduler::router::service::RouterConfig>> {
+    let secs = |name: &str, default: i64| -> Result<Duration> {
+        Ok(Duration::from_secs(s.secs(name, default)?.max(0) as u64))
+    };
+    let entries = s.get("JOB_ROUTER_ENTRIES")?;
+    let entries_file = s.get("JOB_ROUTER_ENTRIES_FILE")?.filter(|f| !f.trim().is_empty());
+    let entries_cmd = s.get("JOB_ROUTER_ENTRIES_CMD")?;
+    let named = andes_scheduler::router::NamedRoutes::from_config(s.config())
+        .map_err(|e| anyhow::anyhow!("job router: {e}"))?;
+    if entries.is_none() && entries_cmd.is_none() && entries_file.is_none() && named.names.is_none()
+    {
+        return Ok(None);
+    }
+    Ok(Some(andes_scheduler::router::service::RouterConfig {
+        named,
+        defaults: s.get("JOB_ROUTER_DEFAULTS")?,
+        entries,
+        entries_file: entries_file.map(std::path::PathBuf::from),
+        entries_cmd,
+        entries_refresh: secs("JOB_ROUTER_ENTRIES_REFRESH", 3600)?,
+        source_constraint: s.get("JOB_ROUTER_SOURCE_JOB_CONSTRAINT")?,
+        polling_period: secs("JOB_ROUTER_POLLING_PERIOD", 10)?,
+        history: spool.join("router_history.jsonl"),
+        work_dir: spool.join("router"),
+        andes: std::env::current_exe().context("the andes command's path")?,
+    }))
+}
+
+/// What `POST /v1/reconfig` needs.
+#[derive(Clone)]
+struct Reconfig {
+    schedd: Schedd,
+    router: Option<andes_scheduler::router::service::JobRouter>,
+    reload: Arc<dyn Fn() -> Result<Settings> + Send + Sync>,
+    spool: std::path::PathBuf,
+}
+
+/// `POST /v1/reconfig` (admin; condor_reconfig): the schedd reads its
+/// configuration again. Every idle cron job takes its next run again, as
+/// the manual says a reconfiguration does, and the job router loads its
+/// routes from the new configuration (a table that does not load is
+/// refused, and the one in use stays). Other knobs apply at the next start.
+fn reconfig_router(auth: &andes_protocol::Auth, state: Reconfig) -> axum::Router {
+    use andes_protocol::{ApiError, Role, SignedJson};
+    use axum::extract::State;
+    async fn reconfig(
+        State(r): State<Reconfig>,
+        SignedJson(_): SignedJson<serde_json::Value>,
+    ) -> Result<axum::Json<serde_json::Value>, ApiError> {
+        let s = (r.reload)().map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
+        let now = andes_protocol::Clock::now(&*r.schedd.clock());
+        r.schedd
+            .queue
+            .recompute_cron(now)
+            .await
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let mut said = vec!["cron jobs' next runs computed again".to_string()];
+        let routes =
+            router_config(&s, &r.spool).map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
+        match (&r.router, routes) {
+            (Some(router), Some(rc)) => {
+                let (n, skipped) = router.reconfigure(rc).map_err(|e| {
+                    ApiError::bad_request(format!("job router: {e}; the routes in use stay"))
+                })?;
+                said.push(format!("job router: {n} routes"));
+                said.extend(skipped.into_iter().map(|w| format!("job router: {w}")));
+            }
+            (Some(_), None) => said
+                .push("job router: no route source is set now; it stops at the next start".into()),
+            (None, Some(_)) => said.push("job router: it starts at the next start".into()),
+            (None, None) => {}
+        }
+        said.push("the schedd's other knobs apply at its next start".into());
+        let message = said.join("; ");
+        tracing::info!("andes schedd: reconfigured: {message}");
+        Ok(axum::Json(serde_json::json!({ "message": message })))
+    }
+    axum::Router::new()
+        .route("/v1/reconfig", axum::routing::post(reconfig))
+        .layer(andes_protocol::require(&[Role::Admin]))
+        .layer(auth.layer())
+        .with_state(state)
 }

@@ -105,6 +105,10 @@ struct Inner {
     spool: PathBuf,
     clock: Arc<dyn Clock>,
     cfg: RouterConfig,
+    /// Where the table comes from (JOB_ROUTER_DEFAULTS, _ENTRIES,
+    /// _ENTRIES_FILE, _ENTRIES_CMD, the named routes): `cfg`'s at start,
+    /// replaced by [`JobRouter::reconfigure`].
+    sources: Mutex<RouterConfig>,
     keypair: Arc<Keypair>,
     source: Option<Expr>,
     table: Mutex<Arc<Table>>,
@@ -218,6 +222,7 @@ impl JobRouter {
             accounts: schedd.accounts.clone(),
             spool: schedd.spool.clone(),
             clock: schedd.clock(),
+            sources: Mutex::new(cfg.clone()),
             cfg,
             keypair,
             source,
@@ -229,6 +234,24 @@ impl JobRouter {
         });
         tokio::spawn(inner.clone().run());
         Ok(JobRouter { inner })
+    }
+
+    /// `andes reconfig`: the routing table from `cfg`'s sources (its
+    /// defaults, entries, entries file and command, and named routes),
+    /// loaded now; they stay the sources of later reloads. A table that does
+    /// not load is refused and the one in use stays. The routes' failure
+    /// history is kept. Returns the number of routes, and what was wrong
+    /// with the entries it skipped.
+    pub fn reconfigure(&self, cfg: RouterConfig) -> Result<(usize, Vec<String>), TableError> {
+        let table = load_table(&cfg)?;
+        for w in &table.warnings {
+            tracing::warn!("job router: {w}");
+        }
+        let said = (table.routes.len(), table.warnings.clone());
+        *lock(&self.inner.sources) = cfg;
+        *lock(&self.inner.table) = Arc::new(table);
+        tracing::info!("job router: reconfigured, {} routes", said.0);
+        Ok(said)
     }
 
     /// How many times the table has been loaded again since start (the
@@ -337,7 +360,8 @@ impl Inner {
         // when its size or modification time changed.
         let stamp =
             |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.len(), m.modified().ok()));
-        let mut seen = self.cfg.entries_file.as_deref().map(stamp);
+        let file = || lock(&self.sources).entries_file.clone();
+        let mut seen = file().as_deref().map(stamp);
         let mut look = tokio::time::interval(Duration::from_secs(1));
         look.tick().await;
         loop {
@@ -357,8 +381,8 @@ impl Inner {
                     self.follow().await;
                 }
                 _ = reload.tick(), if refresh => self.reload(),
-                _ = look.tick(), if self.cfg.entries_file.is_some() => {
-                    let now = self.cfg.entries_file.as_deref().map(stamp);
+                _ = look.tick() => {
+                    let now = file().as_deref().map(stamp);
                     if now != seen {
                         seen = now;
                         self.reload();
@@ -369,7 +393,8 @@ impl Inner {
     }
 
     fn reload(&self) {
-        let loaded = load_table(&self.cfg);
+        let sources = lock(&self.sources).clone();
+        let loaded = load_table(&sources);
         self.reloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         match loaded {
             Ok(t) => {
