@@ -166,6 +166,37 @@ fn reconfig_applies_a_new_start_policy_to_the_running_pool() {
     assert!(!out.contains("schedd:"), "{out}");
     wait_or("the slot unclaimed again", Duration::from_secs(30), || state() == "Unclaimed", log);
 
+    // A key added to the trust file is taken at the next reconfig, by
+    // every daemon (the schedd here), in the TLS handshake and on requests.
+    let (code, out, err) = andes(&["keygen", "bob"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let bob_line = out.lines().next().unwrap().to_string();
+    // Bob's configuration: the pool's, signing with his key.
+    let bob_config = d.join("bob.config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\nKEY_NAME = bob\n");
+    std::fs::write(&bob_config, text).unwrap();
+    let bob_q = || {
+        let o = common::andes()
+            .args(["q", "-allusers"])
+            .env("ANDES_CONFIG_DIR", d)
+            .env("ANDES_CONFIG", &bob_config)
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = bob_q();
+    assert_ne!(code, Some(0), "an unknown key is refused");
+    assert!(err.contains("not in the pool's trust file"), "{err}");
+    let mut trust = std::fs::read_to_string(d.join("trust")).unwrap();
+    trust.push_str(&format!("user bob {bob_line}\n"));
+    std::fs::write(d.join("trust"), trust).unwrap();
+    let (code, out, err) = andes(&["reconfig"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("trust file read again"), "{out}");
+    let (code, err) = bob_q();
+    assert_eq!(code, Some(0), "{err}");
+
     let (code, _, err) = andes(&["reconfig", "-daemon", "shadow"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("no daemon `shadow` to reconfigure"), "{err}");

@@ -121,9 +121,13 @@ pub async fn serve(
     }
     tracing::info!("andes central-manager listening on {addr} (collector and negotiator)");
     let reload = s.reloader();
+    let reload_auth = auth.clone();
     central.set_reload(Arc::new(move || {
         let s = reload().map_err(|e| format!("{e:#}"))?;
-        central_config(&s).map_err(|e| format!("{e:#}"))
+        let config = central_config(&s).map_err(|e| format!("{e:#}"))?;
+        let trust = s.trust("the central manager").map_err(|e| format!("{e:#}"))?;
+        reload_auth.verifier().set_trust(trust);
+        Ok(config)
     }));
     let negotiator = tokio::spawn(central.clone().run());
     if let Some(r) = ready {

@@ -193,18 +193,24 @@ pub async fn serve(
             trusted: Arc::new(move |key: &[u8; 32]| hosts.contains(key)),
         });
     }
-    // `andes reconfig`: the same files read again, the machine as it is.
-    let reload = s.reloader();
-    daemon.set_reload(Arc::new(move || {
-        let s = reload().map_err(|e| format!("{e:#}"))?;
-        DaemonConfig::from_config(s.config(), execute_again.clone(), info_again.clone())
-            .map_err(|e| e.to_string())
-    }));
     let remote = daemon.remote();
     let (listener, addr) =
         api::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     let auth =
         Auth::new(s.verifier(trust, "HOST_REPLAY_CACHE")?, Arc::new(andes_protocol::SystemClock));
+    // `andes reconfig`: the same files read again (the trust file too), the
+    // machine as it is.
+    let reload = s.reloader();
+    let reload_auth = auth.clone();
+    daemon.set_reload(Arc::new(move || {
+        let s = reload().map_err(|e| format!("{e:#}"))?;
+        let config =
+            DaemonConfig::from_config(s.config(), execute_again.clone(), info_again.clone())
+                .map_err(|e| e.to_string())?;
+        let trust = s.trust("the host").map_err(|e| format!("{e:#}"))?;
+        reload_auth.verifier().set_trust(trust);
+        Ok(config)
+    }));
     let server = s.server(listener, keypair.as_deref(), "HOST_KEY_NAME", &auth)?;
     let mut app = api::router(remote.clone(), &auth);
     let mut publisher = None;

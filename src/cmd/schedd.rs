@@ -125,6 +125,7 @@ pub async fn serve(
             router: job_router,
             reload: Arc::new(s.reloader()),
             spool: spool.clone(),
+            auth: auth.clone(),
         },
     ));
     if let Some(f) = &address_file {
@@ -191,10 +192,12 @@ struct Reconfig {
     router: Option<andes_scheduler::router::service::JobRouter>,
     reload: Arc<dyn Fn() -> Result<Settings> + Send + Sync>,
     spool: std::path::PathBuf,
+    auth: andes_protocol::Auth,
 }
 
 /// `POST /v1/reconfig` (admin; condor_reconfig): the schedd reads its
-/// configuration again. Every idle cron job takes its next run again, as
+/// configuration again, and its trust file (keys added or removed apply to
+/// the next request and handshake). Every idle cron job takes its next run again, as
 /// the manual says a reconfiguration does, and the job router loads its
 /// routes from the new configuration (a table that does not load is
 /// refused, and the one in use stays). Other knobs apply at the next start.
@@ -206,13 +209,18 @@ fn reconfig_router(auth: &andes_protocol::Auth, state: Reconfig) -> axum::Router
         SignedJson(_): SignedJson<serde_json::Value>,
     ) -> Result<axum::Json<serde_json::Value>, ApiError> {
         let s = (r.reload)().map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
+        let trust = s.trust("the schedd").map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
         let now = andes_protocol::Clock::now(&*r.schedd.clock());
         r.schedd
             .queue
             .recompute_cron(now)
             .await
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let mut said = vec!["cron jobs' next runs computed again".to_string()];
+        r.auth.verifier().set_trust(trust);
+        let mut said = vec![
+            "cron jobs' next runs computed again".to_string(),
+            "trust file read again".to_string(),
+        ];
         let routes =
             router_config(&s, &r.spool).map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
         match (&r.router, routes) {
