@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod demo;
+mod docs;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new(".")).to_path_buf()
@@ -172,6 +173,7 @@ fn main() -> ExitCode {
                 && cargo(&["test", "--manifest-path", "guest-sdk/Cargo.toml"])
                 && as_root_tests()
                 && installs()
+                && docs::run(&[])
         }
         Some("bench") => {
             let mut a = vec!["bench", "--workspace"];
@@ -181,8 +183,9 @@ fn main() -> ExitCode {
         Some("faults") => faults(&args[1..]),
         Some("installs") => installs(),
         Some("demo") => demo::run(&args[1..]),
+        Some("docs") => docs::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test|samples|bench|faults|demo|installs>");
+            eprintln!("usage: cargo xtask <test|samples|bench|faults|demo|docs|installs>");
             false
         }
     };
