@@ -187,12 +187,56 @@ impl Numbered {
     }
 }
 
-/// Transparent checkpoints into (and from) a checkpoint directory.
+/// Writes a checkpoint directory's snapshots on a thread of its own, so that
+/// the job goes on while one is written (durably: a file of hundreds of MB
+/// takes seconds). A snapshot taken while the one before is still being
+/// written waits for it: at most two are held in memory.
+struct SnapshotWriter {
+    tx: std::sync::Mutex<Option<std::sync::mpsc::SyncSender<andes_host::Checkpoint>>>,
+    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl SnapshotWriter {
+    fn start(mut numbered: Numbered) -> Result<Arc<SnapshotWriter>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<andes_host::Checkpoint>(0);
+        let thread = std::thread::Builder::new()
+            .name("andes-snapshots".into())
+            .spawn(move || {
+                for c in rx {
+                    numbered.keep(&c);
+                }
+            })
+            .context("starting the snapshot writer")?;
+        Ok(Arc::new(SnapshotWriter {
+            tx: std::sync::Mutex::new(Some(tx)),
+            thread: std::sync::Mutex::new(Some(thread)),
+        }))
+    }
+
+    /// Hands `c` to the writer, waiting while it writes the one before.
+    fn send(&self, c: andes_host::Checkpoint) {
+        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(tx) = tx {
+            let _ = tx.send(c);
+        }
+    }
+
+    /// Waits until every snapshot handed over is written.
+    fn finish(&self) {
+        drop(self.tx.lock().unwrap_or_else(|e| e.into_inner()).take());
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Transparent checkpoints into (and from) a checkpoint directory, and the
+/// writer that must be finished once the job has ended.
 fn transparent(
     dir: &std::path::Path,
     restore: Option<&std::path::Path>,
     keep: usize,
-) -> Result<Option<Arc<andes_host::Transparent>>> {
+) -> Result<Option<(Arc<andes_host::Transparent>, Arc<SnapshotWriter>)>> {
     let key = checkpoint_key(dir)?;
     let public = *key.public().as_bytes();
     let blobs = andes_snapshot::BlobStore::open(&dir.join("blobs"), true)
@@ -211,20 +255,22 @@ fn transparent(
         }
         None => None,
     };
-    let numbered = std::sync::Mutex::new(Numbered::open(dir, blobs.clone(), keep));
+    let writer = SnapshotWriter::start(Numbered::open(dir, blobs.clone(), keep))?;
     let signer = key.clone();
-    Ok(Some(Arc::new(andes_host::Transparent {
+    let to_writer = writer.clone();
+    let t = Arc::new(andes_host::Transparent {
         job: "andes run".into(),
         public,
         sign: Arc::new(move |m| signer.sign(m)),
         blobs,
         sink: Arc::new(move |c| match c {
-            Ok(c) => numbered.lock().unwrap_or_else(|e| e.into_inner()).keep(&c),
+            Ok(c) => to_writer.send(c),
             Err(e) => eprintln!("andes: checkpoint failed: {e}"),
         }),
         restore,
         trusted: Arc::new(move |k| *k == public),
-    })))
+    });
+    Ok(Some((t, writer)))
 }
 
 /// The file in a checkpoint directory that holds a cooperative job's state.
@@ -383,6 +429,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         meter_fuel: a.meter_fuel,
         ..Default::default()
     })?;
+    let (transparent, writer) = transparent.unzip();
     let spec = JobSpec {
         module: module.into(),
         limits: Limits::from_ad(&ad),
@@ -470,6 +517,10 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         }
         r
     });
+    // Every snapshot the job took is on disk before its ending is acted on.
+    if let Some(w) = &writer {
+        w.finish();
+    }
     // A job that ended has nothing to resume: its snapshots go, with the
     // file contents they named. A vacated (or held) one keeps them, and the
     // same command resumes it from the last.
