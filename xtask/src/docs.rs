@@ -168,16 +168,7 @@ pub fn run(args: &[String]) -> bool {
         eprintln!("docs: FAILED: cannot build andes (see cargo's messages above)");
         return false;
     }
-    if !crate::cargo(&[
-        "build",
-        "--manifest-path",
-        "samples/Cargo.toml",
-        "--target",
-        "wasm32-wasip1",
-        "--release",
-        "--target-dir",
-        "samples/target",
-    ]) {
+    if !crate::sample_jobs() {
         eprintln!("docs: FAILED: cannot build the sample jobs (see cargo's messages above)");
         return false;
     }

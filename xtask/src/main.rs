@@ -43,8 +43,13 @@ fn samples() -> bool {
     if Command::new("rustup").arg("--version").output().is_ok() {
         run("rustup", &["target", "add", "wasm32-wasip1"]);
     }
-    // The tests read the samples from samples/target, wherever the
-    // environment (CARGO_TARGET_DIR) would put the build.
+    sample_jobs() && guests()
+}
+
+/// Builds the Rust sample jobs into samples/target, where the tests (and
+/// the manual's examples) read them, wherever the environment
+/// (CARGO_TARGET_DIR) would put the build.
+fn sample_jobs() -> bool {
     cargo(&[
         "build",
         "--manifest-path",
@@ -54,7 +59,7 @@ fn samples() -> bool {
         "--release",
         "--target-dir",
         "samples/target",
-    ]) && guests()
+    ])
 }
 
 /// Builds the sample guests in C and Go (samples/guests/build.sh), with zig
