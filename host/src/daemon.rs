@@ -1384,9 +1384,6 @@ impl Daemon {
     /// Carries out a command, then evaluates the policy at once (a tick), so
     /// its effect shows without waiting for the next poll.
     pub fn command(&mut self, command: Command) -> Result<String, String> {
-        if let Command::Reconfig = command {
-            return self.reconfigure();
-        }
         self.rejections.clear();
         let message = match &command {
             Command::Vacate { slot, kind } => {
@@ -1405,7 +1402,7 @@ impl Daemon {
                 self.fast_shutdown |= *kind == ShutdownKind::Fast;
                 format!("shutting down ({})", shutdown_word(*kind))
             }
-            Command::Reconfig => unreachable!("carried out above"),
+            Command::Reconfig => return self.reconfigure(),
             Command::SetAttr { slot, name, value } => {
                 let what = slot.map_or("every slot".to_string(), |s| format!("slot {s}"));
                 match value {

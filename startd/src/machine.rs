@@ -952,30 +952,24 @@ impl Startd {
     pub fn reconfigure(&mut self, mut policy: Policy, now: i64) -> Reconfigured {
         let old = &self.policy;
         let mut at_restart = Vec::new();
-        if policy.num_cpus != old.num_cpus {
-            at_restart.push("NUM_CPUS".to_string());
-        }
-        if policy.memory_mb != old.memory_mb {
-            at_restart.push("MEMORY".to_string());
-        }
-        if policy.num_slots != old.num_slots {
-            at_restart.push("NUM_SLOTS".to_string());
-        }
-        if policy.slot_types != old.slot_types {
-            at_restart.push("SLOT_TYPE_<N> / NUM_SLOTS_TYPE_<N>".to_string());
-        }
-        if policy.uid_domain != old.uid_domain {
-            at_restart.push("UID_DOMAIN".to_string());
-        }
-        if policy.filesystem_domain != old.filesystem_domain {
-            at_restart.push("FILESYSTEM_DOMAIN".to_string());
-        }
-        policy.uid_domain = old.uid_domain.clone();
-        policy.filesystem_domain = old.filesystem_domain.clone();
+        // The machine's shape stays as it is; a change to it is reported.
+        let mut keep = |name: &str, changed: bool| {
+            if changed {
+                at_restart.push(name.to_string());
+            }
+        };
+        keep("NUM_CPUS", policy.num_cpus != old.num_cpus);
+        keep("MEMORY", policy.memory_mb != old.memory_mb);
+        keep("NUM_SLOTS", policy.num_slots != old.num_slots);
+        keep("SLOT_TYPE_<N> / NUM_SLOTS_TYPE_<N>", policy.slot_types != old.slot_types);
+        keep("UID_DOMAIN", policy.uid_domain != old.uid_domain);
+        keep("FILESYSTEM_DOMAIN", policy.filesystem_domain != old.filesystem_domain);
         policy.num_cpus = old.num_cpus;
         policy.memory_mb = old.memory_mb;
         policy.num_slots = old.num_slots;
         policy.slot_types = old.slot_types.clone();
+        policy.uid_domain = old.uid_domain.clone();
+        policy.filesystem_domain = old.filesystem_domain.clone();
         let changed: Vec<String> = policy_knobs(old)
             .into_iter()
             .zip(policy_knobs(&policy))
@@ -988,13 +982,14 @@ impl Startd {
             .map(|(n, _)| n.clone())
             .filter(|n| !policy.startd_attrs.iter().any(|(m, _)| m.eq_ignore_ascii_case(n)))
             .collect();
+        let published = published_policy(&policy);
         for slot in &mut self.slots {
             for ad in [&mut slot.ad, &mut slot.static_ad] {
                 for name in &gone {
                     ad.remove(name.as_str());
                 }
-                for (name, e) in published_policy(&policy) {
-                    ad.insert(name.as_str(), e);
+                for (name, e) in &published {
+                    ad.insert(name.as_str(), e.clone());
                 }
             }
             slot.dirty = true;
