@@ -210,6 +210,24 @@ fn reconfig_router(auth: &andes_protocol::Auth, state: Reconfig) -> axum::Router
     ) -> Result<axum::Json<serde_json::Value>, ApiError> {
         let s = (r.reload)().map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
         let trust = s.trust("the schedd").map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
+        // The routing table first: one that does not load refuses the whole
+        // reconfiguration, and nothing is half applied.
+        let routes =
+            router_config(&s, &r.spool).map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
+        let mut said_router = Vec::new();
+        match (&r.router, routes) {
+            (Some(router), Some(rc)) => {
+                let (n, skipped) = router.reconfigure(rc).map_err(|e| {
+                    ApiError::bad_request(format!("job router: {e}; the routes in use stay"))
+                })?;
+                said_router.push(format!("job router: {n} routes"));
+                said_router.extend(skipped.into_iter().map(|w| format!("job router: {w}")));
+            }
+            (Some(_), None) => said_router
+                .push("job router: no route source is set now; it stops at the next start".into()),
+            (None, Some(_)) => said_router.push("job router: it starts at the next start".into()),
+            (None, None) => {}
+        }
         let now = andes_protocol::Clock::now(&*r.schedd.clock());
         r.schedd
             .queue
@@ -221,21 +239,7 @@ fn reconfig_router(auth: &andes_protocol::Auth, state: Reconfig) -> axum::Router
             "cron jobs' next runs computed again".to_string(),
             "trust file read again".to_string(),
         ];
-        let routes =
-            router_config(&s, &r.spool).map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
-        match (&r.router, routes) {
-            (Some(router), Some(rc)) => {
-                let (n, skipped) = router.reconfigure(rc).map_err(|e| {
-                    ApiError::bad_request(format!("job router: {e}; the routes in use stay"))
-                })?;
-                said.push(format!("job router: {n} routes"));
-                said.extend(skipped.into_iter().map(|w| format!("job router: {w}")));
-            }
-            (Some(_), None) => said
-                .push("job router: no route source is set now; it stops at the next start".into()),
-            (None, Some(_)) => said.push("job router: it starts at the next start".into()),
-            (None, None) => {}
-        }
+        said.extend(said_router);
         said.push("the schedd's other knobs apply at its next start".into());
         let message = said.join("; ");
         tracing::info!("andes schedd: reconfigured: {message}");

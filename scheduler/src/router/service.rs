@@ -352,7 +352,9 @@ impl Inner {
             tokio::time::interval(self.cfg.polling_period.max(Duration::from_millis(100)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // JOB_ROUTER_ENTRIES_REFRESH = 0: the command ran once, at start.
-        let refresh = self.cfg.entries_cmd.is_some() && !self.cfg.entries_refresh.is_zero();
+        // The command is the sources' (a reconfig may set or unset it).
+        let refresh =
+            || lock(&self.sources).entries_cmd.is_some() && !self.cfg.entries_refresh.is_zero();
         let mut reload =
             tokio::time::interval(self.cfg.entries_refresh.max(Duration::from_secs(1)));
         reload.tick().await;
@@ -380,7 +382,7 @@ impl Inner {
                     self.pass().await;
                     self.follow().await;
                 }
-                _ = reload.tick(), if refresh => self.reload(),
+                _ = reload.tick(), if refresh() => self.reload(),
                 _ = look.tick() => {
                     let now = file().as_deref().map(stamp);
                     if now != seen {
