@@ -196,6 +196,18 @@ fn reconfig_applies_a_new_start_policy_to_the_running_pool() {
     assert!(out.contains("trust file read again"), "{out}");
     let (code, err) = bob_q();
     assert_eq!(code, Some(0), "{err}");
+    // Bob is a user, not an admin: no daemon takes his reconfig.
+    for daemon in ["schedd", "startd", "negotiator"] {
+        let o = common::andes()
+            .args(["reconfig", "-daemon", daemon])
+            .env("ANDES_CONFIG_DIR", d)
+            .env("ANDES_CONFIG", &bob_config)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_ne!(o.status.code(), Some(0), "{daemon}: {err}");
+        assert!(err.contains("403"), "{daemon}: {err}");
+    }
 
     let (code, _, err) = andes(&["reconfig", "-daemon", "shadow"]);
     assert_eq!(code, Some(2), "{err}");
