@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 mod cmd;
 mod condor;
 mod logs;
-mod settings;
+use andes_client::settings;
 
 /// andes: high-throughput computing for WebAssembly jobs.
 #[derive(Parser)]

@@ -3,7 +3,7 @@
 pub mod act;
 pub mod central;
 pub mod classad;
-pub mod client;
+pub use andes_client::session as client;
 pub mod compile;
 pub mod config_val;
 pub mod cron;

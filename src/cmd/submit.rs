@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use andes_scheduler::api::{NewClusterReply, SubmitReply, SubmitRequest};
-use andes_scheduler::queue::factor;
 use andes_submit::{Context as SubmitContext, expand, parse};
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
@@ -53,55 +51,6 @@ pub struct SubmitArgs {
     /// or removed.
     #[arg(long)]
     wait: bool,
-}
-
-/// Sends the submit, again if its answer is lost on the way (a timeout, a
-/// cut connection, a schedd restarting): the schedd recognises the same
-/// submit to the same reserved cluster and answers as the first time, so a
-/// retry never queues the jobs twice.
-async fn submit_retrying(c: &andes_protocol::Client, req: &SubmitRequest) -> Result<SubmitReply> {
-    use andes_protocol::client::ClientErrorKind as K;
-    let mut wait = std::time::Duration::from_millis(250);
-    for attempt in 1.. {
-        match c.call::<_, SubmitReply>(http::Method::POST, "/v1/submit", Some(req)).await {
-            Ok(r) => return Ok(r),
-            Err(e)
-                if attempt < 6
-                    && matches!(
-                        e.kind,
-                        K::Timeout(_) | K::Connect(_) | K::Refused(_) | K::Http(_)
-                    ) =>
-            {
-                eprintln!("andes submit: {e}; trying again in {wait:?}");
-                tokio::time::sleep(wait).await;
-                wait *= 2;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    unreachable!("the loop returns")
-}
-
-/// Uploads every job's input files (read here, with the user's own rights)
-/// and names them in the job's `SpooledInput`, as condor_submit -spool does;
-/// the jobs then stay in the queue once completed until their output is
-/// fetched (`LeaveJobInQueue`).
-async fn spool_inputs(
-    c: &andes_protocol::Client,
-    jobs: &mut [classad::ClassAd],
-    now: i64,
-) -> Result<()> {
-    use andes_scheduler::transfer;
-    let mut sent = std::collections::HashSet::new();
-    for (i, job) in jobs.iter_mut().enumerate() {
-        let files = transfer::input_files(job).map_err(|e| anyhow!("job {i}: {e}"))?;
-        let inputs = transfer::read_files(&files, transfer::input_limit(job))
-            .map_err(|e| anyhow!("job {i}: {e}"))?;
-        transfer::spool_inputs(c, job, inputs, &mut sent, now)
-            .await
-            .map_err(|e| anyhow!("job {i}: {e}"))?;
-    }
-    Ok(())
 }
 
 fn read_description(file: &PathBuf) -> Result<(String, String)> {
@@ -171,37 +120,12 @@ pub fn run(args: SubmitArgs) -> Result<ExitCode> {
     let session = Session::open()?;
     session.block_on(async {
         let c = &session.client;
-        let NewClusterReply { cluster } =
-            c.call(http::Method::POST, "/v1/cluster", None::<&()>).await?;
-        let mut out = expand(&desc, &context(cluster))?;
-        if args.spool {
-            spool_inputs(c, &mut out.jobs, now).await?;
-        }
-        for m in &out.modules {
-            let path = format!("/v1/modules/{}", m.digest);
-            let have = c.get(&path).await?;
-            if have.status == http::StatusCode::NOT_FOUND {
-                // A streamed body, written to disk by the schedd as it arrives.
-                let r =
-                    c.upload_bytes(http::Method::PUT, &path, m.bytes.clone().into(), &[]).await?;
-                if !r.status.is_success() {
-                    return Err(anyhow!(
-                        "uploading {} failed: {}",
-                        m.path,
-                        r.error_reason().unwrap_or_else(|| r.status.to_string())
-                    ));
-                }
-            } else if !have.status.is_success() {
-                return Err(client::status_error(&have));
-            }
-        }
-        let s = factor(out.jobs);
-        let req = SubmitRequest {
-            cluster: Some(cluster),
-            cluster_ad: s.cluster_ad.to_string(),
-            procs: s.procs.iter().map(|p| p.to_string()).collect(),
-        };
-        let reply = submit_retrying(c, &req).await?;
+        let cluster = andes_client::submit::reserve_cluster(c).await?;
+        let out = expand(&desc, &context(cluster))?;
+        let reply = andes_client::submit::queue(c, cluster, out, args.spool, now, |m| {
+            eprintln!("andes submit: {m}")
+        })
+        .await?;
         println!("{} job(s) submitted to cluster {}.", reply.count, reply.cluster);
         if args.wait {
             return wait_for_cluster(c, reply.cluster, reply.count).await;
