@@ -503,6 +503,36 @@ impl EventKind {
         }
     }
 
+    /// HTCondor's class name of the event, its ClassAd's `MyType`
+    /// (`SubmitEvent`, `JobTerminatedEvent`, ...).
+    pub fn class_name(&self) -> &'static str {
+        match self {
+            EventKind::Submit(_) => "SubmitEvent",
+            EventKind::Execute(_) => "ExecuteEvent",
+            EventKind::ExecutableError(_) => "ExecutableErrorEvent",
+            EventKind::Checkpointed(_) => "CheckpointedEvent",
+            EventKind::Evicted(_) => "JobEvictedEvent",
+            EventKind::Terminated(_) => "JobTerminatedEvent",
+            EventKind::ImageSize(_) => "JobImageSizeEvent",
+            EventKind::ShadowException(_) => "ShadowExceptionEvent",
+            EventKind::Generic(_) => "GenericEvent",
+            EventKind::Aborted(_) => "JobAbortedEvent",
+            EventKind::Suspended(_) => "JobSuspendedEvent",
+            EventKind::Unsuspended => "JobUnsuspendedEvent",
+            EventKind::Held { .. } => "JobHeldEvent",
+            EventKind::Released(_) => "JobReleasedEvent",
+            EventKind::RemoteError(_) => "RemoteErrorEvent",
+            EventKind::Disconnected(_) => "JobDisconnectedEvent",
+            EventKind::Reconnected(_) => "JobReconnectedEvent",
+            EventKind::ReconnectFailed(_) => "JobReconnectFailedEvent",
+            EventKind::JobAdInformation(_) => "JobAdInformationEvent",
+            EventKind::AttributeUpdate(_) => "AttributeUpdateEvent",
+            EventKind::ClusterSubmit(_) => "ClusterSubmitEvent",
+            EventKind::ClusterRemove(_) => "ClusterRemoveEvent",
+            EventKind::Other { .. } => "FutureEvent",
+        }
+    }
+
     /// HTCondor's name for the event number: `ULOG_SUBMIT`, `ULOG_JOB_HELD`, …
     pub fn name(&self) -> &'static str {
         const NAMES: [&str; 48] = [
@@ -878,6 +908,208 @@ impl JobEvent {
     /// A new event.
     pub fn new(id: EventJobId, time: Timestamp, kind: EventKind) -> JobEvent {
         JobEvent { id, time, kind }
+    }
+
+    /// The event as HTCondor's event ClassAd (`ULogEvent::toClassAd`, what
+    /// `htcondor2.JobEvent` and the JSON event log show): `MyType` (the event's
+    /// name, `SubmitEvent`, ...), `EventTypeNumber`, `EventTime` (ISO, UTC),
+    /// `Cluster`, `Proc`, `Subproc`, then the event's own attributes under
+    /// HTCondor's names.
+    pub fn to_ad(&self) -> ClassAd {
+        let mut ad = ClassAd::new();
+        let s = |v: &str| Value::string(v);
+        let usage = |u: &CpuUsage| {
+            let mut t = String::new();
+            usage_text(&mut t, u);
+            Value::string(t.trim_start_matches('\t'))
+        };
+        // HTCondor keeps byte counts as reals in the event ad.
+        let bytes = |b: u64| Value::Real(b as f64);
+        ad.insert_value("MyType", s(self.kind.class_name()));
+        ad.insert_value("EventTypeNumber", Value::Int(i64::from(self.kind.number())));
+        let t = self.time.to_zoned(TimeZone::UTC);
+        ad.insert_value("EventTime", s(&t.strftime("%Y-%m-%dT%H:%M:%S").to_string()));
+        ad.insert_value("Cluster", Value::Int(i64::from(self.id.cluster)));
+        ad.insert_value("Proc", Value::Int(i64::from(self.id.proc)));
+        ad.insert_value("Subproc", Value::Int(i64::from(self.id.subproc)));
+        let opt = |ad: &mut ClassAd, name: &str, v: &Option<String>| {
+            if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+                ad.insert_value(name, s(v));
+            }
+        };
+        let ending = |ad: &mut ClassAd, e: &Ending| match e {
+            Ending::Normal { return_value } => {
+                ad.insert_value("TerminatedNormally", Value::Bool(true));
+                ad.insert_value("ReturnValue", Value::Int(i64::from(*return_value)));
+            }
+            Ending::Abnormal { signal, core_file } => {
+                ad.insert_value("TerminatedNormally", Value::Bool(false));
+                ad.insert_value("TerminatedBySignal", Value::Int(i64::from(*signal)));
+                if let Some(c) = core_file {
+                    ad.insert_value("CoreFile", s(c));
+                }
+            }
+        };
+        let resources = |ad: &mut ClassAd, rs: &[ResourceUsage]| {
+            for r in rs {
+                let num = |v: f64| {
+                    if v.fract() == 0.0 && v.abs() < 9e15 {
+                        Value::Int(v as i64)
+                    } else {
+                        Value::Real(v)
+                    }
+                };
+                if let Some(u) = r.usage {
+                    ad.insert_value(format!("{}Usage", r.name).as_str(), Value::Real(u));
+                }
+                if let Some(q) = r.request {
+                    ad.insert_value(format!("Request{}", r.name).as_str(), num(q));
+                }
+                if let Some(a) = r.allocated {
+                    ad.insert_value(r.name.as_str(), num(a));
+                }
+                if let Some(a) = &r.assigned {
+                    ad.insert_value(format!("Assigned{}", r.name).as_str(), s(a));
+                }
+            }
+        };
+        match &self.kind {
+            EventKind::Submit(e) => {
+                ad.insert_value("SubmitHost", s(&e.submit_host));
+                opt(&mut ad, "LogNotes", &e.log_notes);
+                opt(&mut ad, "UserNotes", &e.user_notes);
+                opt(&mut ad, "Warnings", &e.warnings);
+            }
+            EventKind::Execute(e) => {
+                ad.insert_value("ExecuteHost", s(&e.execute_host));
+                opt(&mut ad, "SlotName", &e.slot_name);
+            }
+            EventKind::ExecutableError(t) => {
+                let n = match t {
+                    ExecErrorType::NotExecutable => 0,
+                    ExecErrorType::BadLink => 1,
+                };
+                ad.insert_value("ExecuteErrorType", Value::Int(n));
+            }
+            EventKind::Checkpointed(e) => {
+                ad.insert_value("RunLocalUsage", usage(&e.run_local_usage));
+                ad.insert_value("RunRemoteUsage", usage(&e.run_remote_usage));
+                ad.insert_value("SentBytes", bytes(e.sent_bytes));
+            }
+            EventKind::Evicted(e) => {
+                ad.insert_value(
+                    "Checkpointed",
+                    Value::Bool(matches!(e.eviction, Eviction::Checkpointed)),
+                );
+                ad.insert_value("RunLocalUsage", usage(&e.run_local_usage));
+                ad.insert_value("RunRemoteUsage", usage(&e.run_remote_usage));
+                ad.insert_value("SentBytes", bytes(e.sent_bytes));
+                ad.insert_value("ReceivedBytes", bytes(e.received_bytes));
+                let requeued = matches!(e.eviction, Eviction::TerminatedAndRequeued(_));
+                ad.insert_value("TerminatedAndRequeued", Value::Bool(requeued));
+                if let Eviction::TerminatedAndRequeued(end) = &e.eviction {
+                    ending(&mut ad, end);
+                }
+                opt(&mut ad, "Reason", &e.reason);
+                if e.reason_code != 0 {
+                    ad.insert_value("ReasonCode", Value::Int(i64::from(e.reason_code)));
+                    ad.insert_value("ReasonSubCode", Value::Int(i64::from(e.reason_subcode)));
+                }
+                resources(&mut ad, &e.resources);
+            }
+            EventKind::Terminated(e) => {
+                ending(&mut ad, &e.ending);
+                ad.insert_value("RunLocalUsage", usage(&e.run_local_usage));
+                ad.insert_value("RunRemoteUsage", usage(&e.run_remote_usage));
+                ad.insert_value("TotalLocalUsage", usage(&e.total_local_usage));
+                ad.insert_value("TotalRemoteUsage", usage(&e.total_remote_usage));
+                ad.insert_value("SentBytes", bytes(e.sent_bytes));
+                ad.insert_value("ReceivedBytes", bytes(e.received_bytes));
+                ad.insert_value("TotalSentBytes", bytes(e.total_sent_bytes));
+                ad.insert_value("TotalReceivedBytes", bytes(e.total_received_bytes));
+                resources(&mut ad, &e.resources);
+            }
+            EventKind::ImageSize(e) => {
+                ad.insert_value("Size", Value::Int(e.image_size_kb));
+                let mut n = |name: &str, v: Option<i64>| {
+                    if let Some(v) = v {
+                        ad.insert_value(name, Value::Int(v));
+                    }
+                };
+                n("MemoryUsage", e.memory_usage_mb);
+                n("ResidentSetSize", e.resident_set_size_kb);
+                n("ProportionalSetSize", e.proportional_set_size_kb);
+            }
+            EventKind::ShadowException(e) => {
+                ad.insert_value("Message", s(&e.message));
+                ad.insert_value("SentBytes", bytes(e.sent_bytes));
+                ad.insert_value("ReceivedBytes", bytes(e.received_bytes));
+            }
+            EventKind::Generic(info) => ad.insert_value("Info", s(info)),
+            EventKind::Aborted(reason) | EventKind::Released(reason) => {
+                opt(&mut ad, "Reason", reason)
+            }
+            EventKind::Suspended(n) => ad.insert_value("NumberOfPIDs", Value::Int(i64::from(*n))),
+            EventKind::Unsuspended => {}
+            EventKind::Held { reason, code, subcode } => {
+                opt(&mut ad, "HoldReason", reason);
+                ad.insert_value("HoldReasonCode", Value::Int(i64::from(*code)));
+                ad.insert_value("HoldReasonSubCode", Value::Int(i64::from(*subcode)));
+            }
+            EventKind::RemoteError(e) => {
+                ad.insert_value("Daemon", s(&e.daemon_name));
+                ad.insert_value("ExecuteHost", s(&e.execute_host));
+                ad.insert_value("ErrorMsg", s(&e.error));
+                ad.insert_value("CriticalError", Value::Bool(e.critical));
+                ad.insert_value("HoldReasonCode", Value::Int(i64::from(e.hold_reason_code)));
+                ad.insert_value("HoldReasonSubCode", Value::Int(i64::from(e.hold_reason_subcode)));
+            }
+            EventKind::Disconnected(e) => {
+                ad.insert_value("DisconnectReason", s(&e.reason));
+                ad.insert_value("StartdAddr", s(&e.startd_addr));
+                ad.insert_value("StartdName", s(&e.startd_name));
+            }
+            EventKind::Reconnected(e) => {
+                ad.insert_value("StartdName", s(&e.startd_name));
+                ad.insert_value("StartdAddr", s(&e.startd_addr));
+                ad.insert_value("StarterAddr", s(&e.starter_addr));
+            }
+            EventKind::ReconnectFailed(e) => {
+                ad.insert_value("Reason", s(&e.reason));
+                ad.insert_value("StartdName", s(&e.startd_name));
+            }
+            EventKind::JobAdInformation(info) => {
+                for (name, expr) in info.iter() {
+                    if !ad.contains(name.as_str()) {
+                        ad.insert(name.clone(), expr.clone());
+                    }
+                }
+            }
+            EventKind::AttributeUpdate(e) => {
+                ad.insert_value("Attribute", s(&e.name));
+                ad.insert_value("Value", s(&e.value));
+                opt(&mut ad, "PriorValue", &e.old_value);
+            }
+            EventKind::ClusterSubmit(e) => {
+                ad.insert_value("SubmitHost", s(&e.submit_host));
+                opt(&mut ad, "LogNotes", &e.log_notes);
+                opt(&mut ad, "UserNotes", &e.user_notes);
+            }
+            EventKind::ClusterRemove(e) => {
+                ad.insert_value("NextProcId", Value::Int(i64::from(e.next_proc_id)));
+                ad.insert_value("NextRow", Value::Int(i64::from(e.next_row)));
+                let c = match e.completion {
+                    Completion::Error(n) => i64::from(n),
+                    Completion::Incomplete => 0,
+                    Completion::Complete => 1,
+                    Completion::Paused => 2,
+                };
+                ad.insert_value("Completion", Value::Int(c));
+                opt(&mut ad, "Notes", &e.notes);
+            }
+            EventKind::Other { .. } => {}
+        }
+        ad
     }
 
     /// The event's exact text, from the header line to the closing `...` line
@@ -2276,6 +2508,52 @@ mod tests {
 
     /// 2026-11-22 04:05:49 UTC.
     const T0: i64 = 1_795_320_349;
+
+    #[test]
+    fn an_event_as_htcondors_event_classad() {
+        let held = JobEvent::new(
+            EventJobId::new(7, 2),
+            at(T0),
+            EventKind::Held { reason: Some("disk full".into()), code: 21, subcode: 3 },
+        );
+        let ad = held.to_ad();
+        let s = |n: &str| ad.eval_attr(n);
+        assert_eq!(s("MyType"), Value::string("JobHeldEvent"));
+        assert_eq!(s("EventTypeNumber"), Value::Int(12));
+        assert_eq!(s("EventTime"), Value::string("2026-11-22T04:05:49"));
+        assert_eq!(
+            (s("Cluster"), s("Proc"), s("Subproc")),
+            (Value::Int(7), Value::Int(2), Value::Int(0))
+        );
+        assert_eq!(s("HoldReason"), Value::string("disk full"));
+        assert_eq!((s("HoldReasonCode"), s("HoldReasonSubCode")), (Value::Int(21), Value::Int(3)));
+        let ended = JobEvent::new(
+            EventJobId::new(1, 0),
+            at(T0),
+            EventKind::Terminated(Terminated {
+                ending: Ending::Abnormal { signal: 9, core_file: None },
+                run_remote_usage: CpuUsage::from_secs(3661, 1),
+                run_local_usage: CpuUsage::default(),
+                total_remote_usage: CpuUsage::default(),
+                total_local_usage: CpuUsage::default(),
+                sent_bytes: 10,
+                received_bytes: 20,
+                total_sent_bytes: 10,
+                total_received_bytes: 20,
+                resources: Vec::new(),
+            }),
+        );
+        let ad = ended.to_ad();
+        assert_eq!(ad.eval_attr("TerminatedNormally"), Value::Bool(false));
+        assert_eq!(ad.eval_attr("TerminatedBySignal"), Value::Int(9));
+        assert!(!ad.contains("ReturnValue"));
+        assert_eq!(ad.eval_attr("RunRemoteUsage"), Value::string("Usr 0 01:01:01, Sys 0 00:00:01"));
+        assert_eq!(
+            ad.eval_attr("ReceivedBytes"),
+            Value::Real(20.0),
+            "byte counts are reals, as in HTCondor"
+        );
+    }
 
     fn ev(kind: EventKind) -> JobEvent {
         JobEvent::new(EventJobId::new(42, 7), at(T0), kind)
