@@ -25,6 +25,8 @@
 //! A chapter that needs a toolchain says so in an HTML comment,
 //! `<!-- andes-docs: needs zig go -->`. zig and Go are those `cargo xtask
 //! samples` installs under `target/toolchains` (samples/guests/toolchains.sh);
+//! `python` is the venv `cargo xtask python` makes with the `andes` package in
+//! it (`python3` in the chapter is that venv's);
 //! when they are missing the chapter is reported NOT RUN, and that fails the
 //! run unless `ANDES_DOCS_ALLOW_SKIP=1`.
 //!
@@ -432,8 +434,8 @@ fn parse_chapter(file: &str, text: &str) -> Result<Chapter, String> {
         }
     }
     for n in &needs {
-        if !["zig", "go", "slurm"].contains(&n.as_str()) {
-            return Err(format!("needs `{n}`: only zig, go and slurm are known"));
+        if !["zig", "go", "slurm", "python"].contains(&n.as_str()) {
+            return Err(format!("needs `{n}`: only zig, go, python and slurm are known"));
         }
     }
     Ok(Chapter { file: file.to_string(), blocks, needs })
@@ -496,11 +498,22 @@ impl Env {
                 ),
             ));
         }
+        // The Python package, installed by `cargo xtask python` into its venv:
+        // `python3` in a chapter that needs python is that venv's.
+        let venv_python = crate::python::venv(&target).join("bin").join("python3");
+        if crate::python::has_andes(&venv_python) {
+            let text = format!("#!/bin/sh\nexec {} \"$@\"\n", q(&venv_python));
+            shims.push(("python3", text.clone()));
+            shims.push(("python", text));
+            have.insert("python".to_string());
+        }
         for (name, text) in shims {
             let p = dir.path().join(name);
             std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
             make_executable(&p)?;
-            have.insert(name.to_string());
+            if name != "python3" && name != "python" {
+                have.insert(name.to_string());
+            }
         }
         Ok(Env { root: root.to_path_buf(), bin, samples, tools: Some(dir), have })
     }
@@ -589,7 +602,8 @@ fn run_chapter(c: &Chapter, env: &Env, timeout: Duration) -> Outcome {
         c.needs.iter().filter(|n| *n != "slurm" && !env.have.contains(*n)).collect();
     if !missing.is_empty() {
         return Outcome::NotRun(format!(
-            "needs {} (not found under target/toolchains: `cargo xtask samples` installs them)",
+            "needs {} (not found under target/: `cargo xtask samples` installs zig and Go, \
+             `cargo xtask python` the Python package)",
             missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" and ")
         ));
     }

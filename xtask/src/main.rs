@@ -2,7 +2,10 @@
 //!
 //! - `cargo xtask test`: the whole test suite (what CI runs): builds the
 //!   sample jobs for wasm32-wasip1, then runs every test, then checks that
-//!   `cargo install --path .` works (`cargo xtask installs` alone).
+//!   `cargo install --path .` works (`cargo xtask installs` alone), then
+//!   the Python package's tests, then the manual's examples.
+//! - `cargo xtask python [PYTEST ARGS]`: builds the Python package as a wheel
+//!   into a venv of its own and runs its pytest suite (see [`python`]).
 //! - `cargo xtask samples`: builds the sample jobs only (Rust, C and Go).
 //! - `cargo xtask bench`: the criterion benchmarks.
 //! - `cargo xtask faults [--seed N] [--seconds S]`: the fault harness
@@ -17,6 +20,7 @@ use std::process::{Command, ExitCode};
 
 mod demo;
 mod docs;
+mod python;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new(".")).to_path_buf()
@@ -178,6 +182,7 @@ fn main() -> ExitCode {
                 && cargo(&["test", "--manifest-path", "guest-sdk/Cargo.toml"])
                 && as_root_tests()
                 && installs()
+                && python::run(&[])
                 && docs::run(&[])
         }
         Some("bench") => {
@@ -189,8 +194,9 @@ fn main() -> ExitCode {
         Some("installs") => installs(),
         Some("demo") => demo::run(&args[1..]),
         Some("docs") => docs::run(&args[1..]),
+        Some("python") => samples() && python::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test|samples|bench|faults|demo|docs|installs>");
+            eprintln!("usage: cargo xtask <test|samples|bench|faults|demo|docs|python|installs>");
             false
         }
     };

@@ -1,0 +1,538 @@
+"""andes from Python, in the shape of HTCondor's ``htcondor2`` bindings.
+
+A script written for HTCondor ports by changing its imports::
+
+    import andes as htcondor          # was: import htcondor2 as htcondor
+    from andes import classad         # was: import classad2 as classad
+
+    schedd = htcondor.Schedd()
+    sub = htcondor.Submit({"executable": "primes.wasm", "arguments": "$(Process)",
+                           "log": "primes.log", "output": "out.$(Process)"})
+    result = schedd.submit(sub, count=3)
+    for event in htcondor.JobEventLog("primes.log").events(stop_after=60):
+        print(event.type, event.cluster, event.proc)
+
+The pool, the keys and the configuration are found as the ``andes`` command
+finds them (``ANDES_CONFIG``, else the andes configuration directory), or from
+the ``config=`` path every class takes. The work is done by andes's own Rust
+crates: the submit is the one ``andes submit`` makes, queries and changes are
+the same signed requests, the event log reader is the one ``andes wait`` uses.
+"""
+
+import collections.abc
+import enum
+import os
+import time
+
+from . import classad
+from ._andes import EventLog as _EventLog
+from ._andes import HTCondorException
+from ._andes import Session as _Session
+from ._andes import submit_parts as _submit_parts
+
+__all__ = [
+    "AdType",
+    "Collector",
+    "HTCondorException",
+    "JobAction",
+    "JobEvent",
+    "JobEventLog",
+    "JobEventType",
+    "JobStatus",
+    "Schedd",
+    "Submit",
+    "SubmitResult",
+    "classad",
+]
+
+
+class JobAction(enum.IntEnum):
+    """What ``Schedd.act`` does to jobs (``htcondor2.JobAction``)."""
+
+    Hold = 0
+    Release = 1
+    Remove = 2
+    RemoveX = 3
+    Vacate = 4
+    VacateFast = 5
+    Suspend = 6
+    Continue = 7
+
+
+_ACTIONS = {
+    JobAction.Hold: "hold",
+    JobAction.Release: "release",
+    JobAction.Remove: "remove",
+    JobAction.RemoveX: "remove",
+    JobAction.Vacate: "vacate",
+    JobAction.VacateFast: "vacate",
+}
+
+
+class AdType(enum.IntEnum):
+    """Which ads ``Collector.query`` asks for (``htcondor2.AdType``)."""
+
+    Any = 0
+    Startd = 1
+    Schedd = 2
+    Submitter = 3
+    Negotiator = 4
+    Slot = 5
+
+
+_MY_TYPES = {
+    AdType.Any: None,
+    AdType.Startd: "Machine",
+    AdType.Slot: "Machine",
+    AdType.Schedd: "Scheduler",
+    AdType.Submitter: "Submitter",
+    AdType.Negotiator: "Negotiator",
+}
+
+
+class JobStatus(enum.IntEnum):
+    """A job's ``JobStatus``."""
+
+    IDLE = 1
+    RUNNING = 2
+    REMOVED = 3
+    COMPLETED = 4
+    HELD = 5
+    TRANSFERRING_OUTPUT = 6
+    SUSPENDED = 7
+
+
+class JobEventType(enum.IntEnum):
+    """The kinds of job event, numbered as in the user log."""
+
+    SUBMIT = 0
+    EXECUTE = 1
+    EXECUTABLE_ERROR = 2
+    CHECKPOINTED = 3
+    JOB_EVICTED = 4
+    JOB_TERMINATED = 5
+    IMAGE_SIZE = 6
+    SHADOW_EXCEPTION = 7
+    GENERIC = 8
+    JOB_ABORTED = 9
+    JOB_SUSPENDED = 10
+    JOB_UNSUSPENDED = 11
+    JOB_HELD = 12
+    JOB_RELEASED = 13
+    NODE_EXECUTE = 14
+    NODE_TERMINATED = 15
+    POST_SCRIPT_TERMINATED = 16
+    GLOBUS_SUBMIT = 17
+    GLOBUS_SUBMIT_FAILED = 18
+    GLOBUS_RESOURCE_UP = 19
+    GLOBUS_RESOURCE_DOWN = 20
+    REMOTE_ERROR = 21
+    JOB_DISCONNECTED = 22
+    JOB_RECONNECTED = 23
+    JOB_RECONNECT_FAILED = 24
+    GRID_RESOURCE_UP = 25
+    GRID_RESOURCE_DOWN = 26
+    GRID_SUBMIT = 27
+    JOB_AD_INFORMATION = 28
+    JOB_STATUS_UNKNOWN = 29
+    JOB_STATUS_KNOWN = 30
+    JOB_STAGE_IN = 31
+    JOB_STAGE_OUT = 32
+    ATTRIBUTE_UPDATE = 33
+    PRESKIP = 34
+    CLUSTER_SUBMIT = 35
+    CLUSTER_REMOVE = 36
+    FACTORY_PAUSED = 37
+    FACTORY_RESUMED = 38
+    NONE = 39
+    FILE_TRANSFER = 40
+    RESERVE_SPACE = 41
+    RELEASE_SPACE = 42
+    FILE_COMPLETE = 43
+    FILE_USED = 44
+    FILE_REMOVED = 45
+    DATAFLOW_JOB_SKIPPED = 46
+    COMMON_FILES = 47
+
+
+def _job_spec(job_spec):
+    """``job_spec`` as the ids and constraint a request takes: ``"C.P"``,
+    ``"C"``, a list of those, an ``int`` cluster, or a constraint (an
+    ``ExprTree`` or any other string)."""
+    if isinstance(job_spec, classad.ExprTree):
+        return [], str(job_spec)
+    if isinstance(job_spec, int) and not isinstance(job_spec, bool):
+        return [str(job_spec)], None
+    if isinstance(job_spec, str):
+        words = job_spec.replace(",", " ").split()
+        if words and all(_is_id(w) for w in words):
+            return words, None
+        return [], job_spec
+    if isinstance(job_spec, (list, tuple)):
+        ids = [str(j) for j in job_spec]
+        bad = [j for j in ids if not _is_id(j)]
+        if bad:
+            raise HTCondorException(f"not job ids: {', '.join(bad)} (C.P or C)")
+        return ids, None
+    raise TypeError(f"a job_spec is a job id, a list of them or a constraint, not {type(job_spec).__name__}")
+
+
+def _is_id(word):
+    parts = word.split(".")
+    return 1 <= len(parts) <= 2 and all(p.isdigit() for p in parts)
+
+
+def _constraint(c):
+    if c is None:
+        return None
+    if isinstance(c, classad.ExprTree):
+        return str(c)
+    if isinstance(c, bool):
+        return "true" if c else "false"
+    return str(c)
+
+
+class SubmitResult:
+    """What ``Schedd.submit`` queued (``htcondor2.SubmitResult``)."""
+
+    def __init__(self, cluster, num_procs, cluster_ad):
+        self._cluster = cluster
+        self._num_procs = num_procs
+        self._cluster_ad = cluster_ad
+
+    def cluster(self):
+        """The cluster id."""
+        return self._cluster
+
+    def first_proc(self):
+        """The first proc id (always 0: one submit is one cluster)."""
+        return 0
+
+    def num_procs(self):
+        """How many jobs were queued."""
+        return self._num_procs
+
+    def clusterad(self):
+        """The attributes every job of the cluster shares."""
+        return self._cluster_ad
+
+    def __repr__(self):
+        return f"SubmitResult(cluster={self._cluster}, num_procs={self._num_procs})"
+
+    def __str__(self):
+        return f"{self._num_procs} job(s) submitted to cluster {self._cluster}."
+
+
+class Submit(collections.abc.MutableMapping):
+    """A submit description (``htcondor2.Submit``): submit commands by name,
+    and a ``queue`` statement.
+
+    Made from a dict (``Submit({"executable": "a.wasm"})``), from keywords,
+    or from the text of a submit file (its ``queue`` statement is kept and
+    can be read with ``getQArgs``). ``str(sub)`` is the submit file.
+    """
+
+    def __init__(self, input=None, **kwargs):
+        self._commands = {}
+        self._qargs = None
+        if isinstance(input, str):
+            commands, queue = _submit_parts(input)
+            for name, value in commands:
+                self[name] = value
+            if queue is not None:
+                self._qargs = _qargs_text(*queue)
+        elif input is not None:
+            for name, value in dict(input).items():
+                self[name] = value
+        for name, value in kwargs.items():
+            self[name] = value
+
+    @staticmethod
+    def _key(name):
+        if not isinstance(name, str) or not name.strip():
+            raise TypeError("submit command names are non-empty strings")
+        return name.strip().lower()
+
+    def __getitem__(self, name):
+        return self._commands[self._key(name)][1]
+
+    def __setitem__(self, name, value):
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, classad.ExprTree):
+            value = str(value)
+        elif not isinstance(value, str):
+            value = str(value)
+        if "\n" in value:
+            raise ValueError(f"the value of {name!r} holds a newline")
+        self._commands[self._key(name)] = (name.strip(), value)
+
+    def __delitem__(self, name):
+        del self._commands[self._key(name)]
+
+    def __iter__(self):
+        return iter([n for n, _ in self._commands.values()])
+
+    def __len__(self):
+        return len(self._commands)
+
+    def getQArgs(self):
+        """The ``queue`` statement's arguments (``""`` when it has none)."""
+        return self._qargs or ""
+
+    def setQArgs(self, args):
+        """Sets the ``queue`` statement's arguments (``"3"``, ``"x in (a b)"``, ...)."""
+        if "\n" in args and "(" not in args:
+            raise ValueError("queue arguments are one line, or an inline list in parentheses")
+        self._qargs = args
+
+    def __str__(self):
+        lines = [f"{name} = {value}" for name, value in self._commands.values()]
+        lines.append(f"queue {self.getQArgs()}".rstrip())
+        return "\n".join(lines) + "\n"
+
+    def __repr__(self):
+        return f"Submit({dict(self)!r})"
+
+    def _text(self, count=0, itemdata=None, queue=None):
+        """The submit file ``Schedd.submit`` sends."""
+        lines = [f"{name} = {value}" for name, value in self._commands.values()]
+        if queue is not None:
+            q = queue
+        elif itemdata is not None:
+            q = _itemdata_queue(count, itemdata, self._qargs)
+        elif count:
+            q = _with_count(self._qargs, count)
+        else:
+            q = self.getQArgs()
+        lines.append(f"queue {q}".rstrip())
+        return "\n".join(lines) + "\n"
+
+
+def _qargs_text(count, vars, kind, items):
+    words = [count] if count else []
+    if kind:
+        words.append(",".join(vars))
+    if kind == "in":
+        words.append("in (" + " ".join(items) + ")")
+    elif kind == "from":
+        words.append("from (\n" + "\n".join(items) + "\n)")
+    elif kind == "from file":
+        words.append("from " + items[0])
+    elif kind:
+        words.append(kind + " " + " ".join(items))
+    return " ".join(words)
+
+
+def _with_count(qargs, count):
+    if not qargs:
+        return str(count)
+    _, queue = _submit_parts("queue " + qargs)
+    c, vars, kind, items = queue
+    return _qargs_text(str(count), vars, kind, items)
+
+
+def _itemdata_queue(count, itemdata, qargs):
+    rows = list(itemdata)
+    vars = None
+    if qargs:
+        _, queue = _submit_parts("queue " + qargs)
+        if queue[1] and queue[2]:
+            vars = list(queue[1])
+    lines = []
+    for row in rows:
+        if isinstance(row, dict):
+            if vars is None:
+                vars = list(row.keys())
+            missing = [v for v in vars if v not in row]
+            if missing:
+                raise HTCondorException(f"itemdata row {row!r} lacks {', '.join(missing)}")
+            values = [str(row[v]) for v in vars]
+        else:
+            values = [str(row)]
+        for v in values:
+            if "\n" in v or ")" in v:
+                raise HTCondorException(f"itemdata value {v!r} holds a newline or ')'")
+        lines.append(", ".join(values) if len(values) > 1 else values[0])
+    if vars is None:
+        vars = ["Item"]
+    head = f"{count} " if count else ""
+    return head + ",".join(vars) + " from (\n" + "\n".join(lines) + "\n)"
+
+
+class Schedd:
+    """The schedd the configuration names (``htcondor2.Schedd``).
+
+    ``config``: a configuration file to use instead of ``ANDES_CONFIG`` (a
+    personal pool's ``andes.config``, say).
+    """
+
+    def __init__(self, location_ad=None, config=None):
+        if location_ad is not None:
+            raise HTCondorException("andes finds its schedd from the configuration; pass config=PATH")
+        self._session = _Session("schedd", _path(config))
+
+    def submit(self, description, count=0, spool=False, itemdata=None, queue=None):
+        """Queues the jobs ``description`` (a ``Submit``, or submit-file text)
+        makes: ``count`` per item, the items from ``itemdata`` (strings, or dicts
+        of the variables by name) or its queue statement. Relative paths are
+        relative to the description's ``initialdir``, else the current directory."""
+        if not isinstance(description, Submit):
+            description = Submit(description)
+        text = description._text(count, itemdata, queue)
+        cluster, num, ad = self._session.submit(text, os.getcwd(), spool)
+        return SubmitResult(cluster, num, ad)
+
+    def query(self, constraint="true", projection=[], callback=None, limit=-1, opts=None):
+        """Job ads in the queue for which ``constraint`` is true, each with only
+        the ``projection`` attributes (all when empty)."""
+        ads = self._session.query(_constraint(constraint), list(projection), None if limit < 0 else limit)
+        if callback is not None:
+            return [r for r in (callback(ad) for ad in ads) if r is not None]
+        return ads
+
+    def history(self, constraint=None, projection=[], match=-1, since=None):
+        """Ads of jobs that left the queue, newest first, at most ``match``."""
+        c = _constraint(constraint)
+        if since is not None:
+            if isinstance(since, int):
+                since_c = f"ClusterId > {since}"
+            elif isinstance(since, str) and _is_id(since):
+                cl, _, pr = since.partition(".")
+                since_c = f"ClusterId > {cl} || (ClusterId == {cl} && ProcId > {pr or -1})"
+            else:
+                since_c = f"!({_constraint(since)})"
+            c = f"({c}) && ({since_c})" if c else since_c
+        return self._session.history(c, list(projection), None if match < 0 else match)
+
+    def act(self, action, job_spec, reason=None):
+        """Holds, releases, removes or vacates the jobs ``job_spec`` names; the
+        result counts them as ``htcondor2`` does (``TotalSuccess``, ...)."""
+        action = JobAction(action)
+        if action not in _ACTIONS:
+            raise HTCondorException(f"andes does not {action.name.lower()} jobs")
+        ids, constraint = _job_spec(job_spec)
+        changed, skipped = self._session.change(_ACTIONS[action], ids, constraint, reason)
+        result = classad.ClassAd()
+        result["TotalSuccess"] = len(changed)
+        result["TotalError"] = len(skipped)
+        result["TotalJobAds"] = len(changed) + len(skipped)
+        result["TotalNotFound"] = 0 if changed or skipped else 1
+        return result
+
+    def edit(self, job_spec, attr, value, flags=None):
+        """Sets ``attr`` to ``value`` (a ClassAd expression: quote strings, or
+        pass an ``ExprTree``) in every job ``job_spec`` names; returns how many."""
+        ids, constraint = _job_spec(job_spec)
+        expr = str(value) if isinstance(value, classad.ExprTree) else value
+        if not isinstance(expr, str):
+            expr = str(classad.ExprTree(repr(value) if isinstance(value, (int, float)) else str(value)))
+        changed, skipped = self._session.change("edit", ids, constraint, None, attr, expr)
+        if not changed and skipped:
+            raise HTCondorException("; ".join(f"{i}: {why}" for i, why in skipped))
+        return len(changed)
+
+
+class Collector:
+    """The pool's collector (``htcondor2.Collector``)."""
+
+    def __init__(self, pool=None, config=None):
+        if pool is not None:
+            raise HTCondorException("andes finds its collector from the configuration; pass config=PATH")
+        self._session = _Session("collector", _path(config))
+
+    def query(self, ad_type=AdType.Any, constraint=None, projection=None, statistics=None):
+        """Ads of ``ad_type`` for which ``constraint`` is true."""
+        return self._session.collector_query(
+            _MY_TYPES[AdType(ad_type)], _constraint(constraint), list(projection or [])
+        )
+
+
+class JobEvent(collections.abc.Mapping):
+    """One event of a job event log (``htcondor2.JobEvent``): its ``type``,
+    ``cluster``, ``proc``, ``timestamp`` and, as a mapping, the attributes of
+    HTCondor's event ClassAd (``ReturnValue``, ``HoldReason``, ...)."""
+
+    def __init__(self, number, cluster, proc, timestamp, ad):
+        self._type = JobEventType(number) if number in JobEventType._value2member_map_ else number
+        self._cluster = cluster
+        self._proc = proc
+        self._timestamp = timestamp
+        self._ad = ad
+
+    @property
+    def type(self):
+        return self._type
+
+    @property
+    def cluster(self):
+        return self._cluster
+
+    @property
+    def proc(self):
+        return self._proc
+
+    @property
+    def timestamp(self):
+        return self._timestamp
+
+    def __getitem__(self, key):
+        return self._ad[key]
+
+    def __iter__(self):
+        return iter(self._ad.keys())
+
+    def __len__(self):
+        return len(self._ad)
+
+    def __str__(self):
+        return self._ad.printOld()
+
+    def __repr__(self):
+        name = self._type.name if isinstance(self._type, JobEventType) else self._type
+        return f"JobEvent({name}, {self._cluster}.{self._proc}, {self._timestamp})"
+
+
+class JobEventLog:
+    """A job event log (the submit file's ``log``), read as it grows
+    (``htcondor2.JobEventLog``)."""
+
+    _POLL = 0.1
+
+    def __init__(self, filename):
+        self._log = _EventLog(os.fspath(filename))
+        self._pending = []
+
+    def events(self, stop_after=None):
+        """The log's events, waiting for new ones: up to ``stop_after`` seconds
+        after the last event read (0: only what is there now; ``None``: for
+        ever)."""
+        deadline = None if stop_after is None else time.monotonic() + stop_after
+        while True:
+            if not self._pending:
+                self._pending = [JobEvent(*e) for e in self._log.poll()]
+            if self._pending:
+                yield self._pending.pop(0)
+                if stop_after is not None:
+                    deadline = time.monotonic() + stop_after
+                continue
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            wait = self._POLL
+            if deadline is not None:
+                wait = max(0.0, min(wait, deadline - time.monotonic()))
+            time.sleep(wait)
+
+    def __iter__(self):
+        return self.events(stop_after=None)
+
+    def close(self):
+        """Stops reading the log."""
+        self._pending = []
+
+
+def _path(p):
+    return None if p is None else os.fspath(p)
+
+
+from . import personal  # noqa: E402

@@ -1,0 +1,136 @@
+//! `cargo xtask python`: builds the Python package (`python/`, PyO3 + maturin) as
+//! a wheel, installs it into a venv of its own (`target/python-venv`), and runs its
+//! pytest suite against the `andes` just built.
+//!
+//! The wheel is built with cargo's `dev` profile, so it shares what the test
+//! build already compiled; `pip install ./python` (the README's way) builds the
+//! same crate in release. HTCondor's own `htcondor` package is installed into the
+//! venv when PyPI has it for this machine, for the test that reads andes's job
+//! event logs with HTCondor's reader; without it that test reports NOT RUN.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::root;
+
+/// The venv `cargo xtask python` makes under the target directory `target`.
+pub fn venv(target: &Path) -> PathBuf {
+    target.join("python-venv")
+}
+
+/// Whether `python` imports the `andes` package.
+pub fn has_andes(python: &Path) -> bool {
+    python.exists()
+        && Command::new(python)
+            .args(["-c", "import andes"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+}
+
+fn target() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => root().join(d),
+        _ => root().join("target"),
+    }
+}
+
+fn step(what: &str, cmd: &mut Command) -> bool {
+    eprintln!("xtask: {what}");
+    match cmd.current_dir(root()).status() {
+        Ok(s) if s.success() => true,
+        Ok(s) => {
+            eprintln!("xtask: {what}: failed ({s})");
+            false
+        }
+        Err(e) => {
+            eprintln!("xtask: {what}: {e}");
+            false
+        }
+    }
+}
+
+/// Builds, installs and tests the Python package; `pytest_args` go to pytest.
+pub fn run(pytest_args: &[String]) -> bool {
+    let target = target();
+    let venv = venv(&target);
+    let py = venv.join("bin").join("python3");
+    if !py.exists()
+        && !step(
+            "making the venv target/python-venv",
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        )
+    {
+        eprintln!("xtask: python3 with its venv module is needed for the Python package");
+        return false;
+    }
+    let pip = |args: &[&str]| {
+        let mut c = Command::new(&py);
+        c.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(args);
+        c
+    };
+    if !step("installing maturin and pytest", &mut pip(&["maturin>=1.9,<2", "pytest"])) {
+        return false;
+    }
+    let has_htcondor = Command::new(&py)
+        .args(["-c", "import htcondor2"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_htcondor
+        && !step("installing htcondor (HTCondor's reader of event logs)", &mut pip(&["htcondor"]))
+    {
+        eprintln!("xtask: htcondor not installed: the event-log cross-check will say NOT RUN");
+    }
+    let wheels = target.join("wheels").join("dev");
+    let _ = std::fs::remove_dir_all(&wheels);
+    let built = step(
+        "building the andes wheel (maturin, dev profile)",
+        Command::new(&py)
+            .args([
+                "-m",
+                "maturin",
+                "build",
+                "--profile",
+                "dev",
+                "--manifest-path",
+                "python/Cargo.toml",
+            ])
+            .arg("--out")
+            .arg(&wheels)
+            .arg("--interpreter")
+            .arg(&py),
+    );
+    if !built {
+        return false;
+    }
+    let wheel = std::fs::read_dir(&wheels).ok().and_then(|d| {
+        d.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "whl"))
+    });
+    let Some(wheel) = wheel else {
+        eprintln!("xtask: maturin built no wheel into {}", wheels.display());
+        return false;
+    };
+    let mut install = pip(&["--force-reinstall", "--no-deps"]);
+    install.arg(&wheel);
+    if !step(&format!("installing {}", wheel.display()), &mut install) {
+        return false;
+    }
+    let andes = target.join("debug").join(format!("andes{}", std::env::consts::EXE_SUFFIX));
+    if !andes.exists()
+        && !step(
+            "building andes",
+            Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .args(["build", "-p", "andes"]),
+        )
+    {
+        return false;
+    }
+    step(
+        "pytest python/tests",
+        Command::new(&py)
+            .args(["-m", "pytest", "-rs", "python/tests"])
+            .args(pytest_args)
+            .env("ANDES_BIN", &andes)
+            .env("ANDES_SAMPLES", root().join("samples/target/wasm32-wasip1/release"))
+            .env_remove("ANDES_CONFIG"),
+    )
+}
