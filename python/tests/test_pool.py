@@ -1,6 +1,7 @@
 """The htcondor2-shaped API against a real personal pool (``andes pool up``)."""
 
 import os
+import pathlib
 
 import pytest
 
@@ -124,3 +125,17 @@ def test_htcondors_own_reader_reads_the_same_events(pool, jobdir):
         assert (int(a.type), a.cluster, a.proc, a.timestamp) == (int(b.type), b.cluster, b.proc, b.timestamp)
         assert dict(a) == dict(b), f"event {a!r}"
     assert {e.cluster for e in ours} == {cid}
+
+
+def test_the_readmes_script_runs_as_written(pool, jobdir):
+    import subprocess
+    import sys
+
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    script = readme.split("## From Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    env = dict(os.environ, ANDES_CONFIG=pool.config)
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=jobdir, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.split("\n")[:-1]) == ["0 0", "1 0", "2 0"]
