@@ -22,6 +22,7 @@ the same signed requests, the event log reader is the one ``andes wait`` uses.
 import collections.abc
 import enum
 import os
+import re
 import time
 
 from . import classad
@@ -223,6 +224,10 @@ class SubmitResult:
         return f"{self._num_procs} job(s) submitted to cluster {self._cluster}."
 
 
+# A submit command, a macro, or an attribute for the job ad (+Name, MY.Name).
+_NAME = re.compile(r"\+?[A-Za-z_][A-Za-z0-9_.]*")
+
+
 class Submit(collections.abc.MutableMapping):
     """A submit description (``htcondor2.Submit``): submit commands by name,
     and a ``queue`` statement.
@@ -249,8 +254,8 @@ class Submit(collections.abc.MutableMapping):
 
     @staticmethod
     def _key(name):
-        if not isinstance(name, str) or not name.strip():
-            raise TypeError("submit command names are non-empty strings")
+        if not isinstance(name, str) or not _NAME.fullmatch(name.strip()):
+            raise ValueError(f"{name!r} is not a submit command name (letters, digits, _ and ., or +Name)")
         return name.strip().lower()
 
     def __getitem__(self, name):

@@ -90,3 +90,17 @@ def test_hostile_values_are_bounded():
         classad.ExprTree("(" * 100000 + "1" + ")" * 100000)
     with pytest.raises(TypeError):
         classad.ClassAd({"A": 2**70})
+
+
+def test_a_submit_cannot_be_made_to_say_more_than_its_commands():
+    import andes
+
+    sub = andes.Submit({"executable": "a.wasm", "+Team": '"blue"', "MY.Rank": "1"})
+    assert str(sub) == 'executable = a.wasm\n+Team = "blue"\nMY.Rank = 1\nqueue\n'
+    for name in ["a\nqueue 1000", "x = y", "", "1abc", "a b"]:
+        with pytest.raises(ValueError):
+            sub[name] = "1"
+    with pytest.raises(ValueError):
+        sub["arguments"] = "1\nqueue 1000"
+    with pytest.raises(andes.HTCondorException):
+        sub._text(itemdata=["ok", "bad\nqueue 5"])
