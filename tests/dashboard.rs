@@ -77,6 +77,18 @@ impl Up {
         Up { child, dir, config, url }
     }
 
+    /// A process killed when the guard drops.
+    fn kill_on_drop(child: Child) -> impl Drop {
+        struct Kill(Child);
+        impl Drop for Kill {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        Kill(child)
+    }
+
     fn path(&self) -> &Path {
         self.dir.path()
     }
@@ -333,6 +345,31 @@ fn the_dashboard_wants_its_token_escapes_job_ads_and_shows_a_bad_constraint() {
     assert_eq!(get(&format!("{base}/assets/../trust"), &with).status, 404);
     let a = get(&format!("{base}/job/9999.0"), &with);
     assert!(a.body.contains("No job 9999.0"), "{}", a.body);
+
+    // `andes dashboard` on its own, as any user of the pool runs it: a token of its
+    // own, and the same jobs.
+    let mut child = common::andes()
+        .args(["dashboard", "--listen", "127.0.0.1:0"])
+        .env("ANDES_CONFIG_DIR", up.path())
+        .env("ANDES_CONFIG", &up.config)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(up.path().join("dashboard.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let own = Up::kill_on_drop(child);
+    let url = line.trim().strip_prefix("dashboard: http://127.0.0.1:").unwrap_or_else(|| {
+        panic!("{line}{}", std::fs::read_to_string(up.path().join("dashboard.log")).unwrap())
+    });
+    let (port, token2) = url.split_once("/?token=").unwrap();
+    assert_ne!(token2, token);
+    let base2 = format!("http://127.0.0.1:{port}");
+    assert_eq!(get(&format!("{base2}/"), &with).status, 401, "the pool's token is not its");
+    let bearer2 = format!("Bearer {token2}");
+    let a = get(&format!("{base2}/job/{cluster}.0"), &[("Authorization", &bearer2)]);
+    assert!(a.body.contains("id=\"job-status\" class=\"status\">Held<"), "{}", a.body);
+    drop(own);
 }
 
 // ---------------------------------------------------------------------------

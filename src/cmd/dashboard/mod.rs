@@ -846,7 +846,7 @@ fn timeline_html(out: &mut String, events: &[JobEvent]) {
         let head = lines.next().unwrap_or("").splitn(5, ' ').nth(4).unwrap_or("").to_string();
         let details: Vec<&str> =
             lines.map(str::trim).filter(|l| !l.is_empty() && *l != "...").collect();
-        let mut details = details.join(" · ");
+        let mut details = details.join("\n");
         if details.len() > 2000 {
             let mut cut = 2000;
             while !details.is_char_boundary(cut) {
@@ -930,17 +930,30 @@ fn checkpoints_html(out: &mut String, ad: &ClassAd, events: &[JobEvent]) {
         esc(&string(ad, "LastCheckpointPlatform")),
         int(ad, "NumRestarts").unwrap_or(0),
     );
-    let taken: Vec<&JobEvent> = events.iter().filter(|e| e.kind.number() == 3).collect();
+    // The log records a checkpoint taken as a job left its slot (004, "Job was
+    // checkpointed"), and 003 where a writer records one; periodic ones leave no event.
+    let taken: Vec<(&JobEvent, &str)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            userlog::EventKind::Checkpointed(_) => Some((e, "checkpointed, running on")),
+            userlog::EventKind::Evicted(v)
+                if matches!(v.eviction, userlog::Eviction::Checkpointed) =>
+            {
+                Some((e, "checkpointed as it left its slot"))
+            }
+            _ => None,
+        })
+        .collect();
     if !taken.is_empty() {
-        out.push_str("<p>Checkpoints in the event log:</p><ul>");
-        for e in taken {
-            let _ = write!(out, "<li>{}</li>", esc(&html::when(e.time.as_second())));
+        out.push_str("<p>Checkpoints in the event log:</p><ul id=\"checkpoint-events\">");
+        for (e, what) in taken {
+            let _ = write!(out, "<li>{} {what}</li>", esc(&html::when(e.time.as_second())));
         }
         out.push_str("</ul>");
     }
     out.push_str(
-        "<p class=\"note\">The schedd keeps the latest checkpoint only: its size is that \
-         one's.</p>",
+        "<p class=\"note\">The schedd keeps the latest checkpoint only: the size is that \
+         one's; periodic checkpoints are counted, not listed.</p>",
     );
 }
 
@@ -1003,6 +1016,28 @@ mod tests {
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer tok"));
         assert!(has_bearer(&h, "tok"));
         assert!(!has_bearer(&h, "to"));
+    }
+
+    #[test]
+    fn checkpoints_and_routes_come_from_the_ad() {
+        let ad = classad::parse_ad(
+            "[NumCkpts = 3; LastCkptTime = 1700000000; CkptSize = 2048; \
+             LastCheckpointPlatform = \"x86_64 <linux>\"; WasmCheckpoint = \"transparent\"; \
+             RouteName = \"<b>site</b>\"; GridResource = \"andes 127.0.0.1:9\"]",
+        )
+        .unwrap();
+        let mut out = String::new();
+        checkpoints_html(&mut out, &ad, &[]);
+        assert!(out.contains("<td>3</td>") && out.contains("2048 KiB"), "{out}");
+        assert!(out.contains("transparent") && out.contains("x86_64 &lt;linux&gt;"), "{out}");
+        let mut out = String::new();
+        route_html(&mut out, &ad);
+        assert!(out.contains("&lt;b&gt;site&lt;/b&gt;") && out.contains("andes 127.0.0.1:9"));
+        let plain = classad::parse_ad("[JobStatus = 1]").unwrap();
+        let mut out = String::new();
+        checkpoints_html(&mut out, &plain, &[]);
+        route_html(&mut out, &plain);
+        assert!(out.contains("No checkpoint.") && out.contains("Not routed."), "{out}");
     }
 
     #[test]

@@ -56,8 +56,10 @@
       charts[id].setData(data);
       return;
     }
+    var box = el.closest('.charts');
+    var room = box ? Math.floor((box.clientWidth - 40) / 2) : 560;
     charts[id] = new uPlot({
-      width: Math.max(320, el.clientWidth || 560),
+      width: Math.max(320, room),
       height: 200,
       scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } },
       series: [{}, { label: label, stroke: color, width: 2, points: { show: false } }],
