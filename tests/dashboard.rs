@@ -106,11 +106,14 @@ impl Up {
         self.url.split("/?token=").nth(1).unwrap().to_string()
     }
 
-    /// Submits `text` as a submit file (beside the hello sample); the cluster.
+    /// Submits `text` as a submit file (beside the hello and sleeper samples); the
+    /// cluster.
     fn submit(&self, name: &str, text: &str) -> i64 {
         let jobs = self.path().join("jobs");
         std::fs::create_dir_all(&jobs).unwrap();
-        std::fs::copy(sample("hello"), jobs.join("hello.wasm")).unwrap();
+        for s in ["hello", "sleeper"] {
+            std::fs::copy(sample(s), jobs.join(format!("{s}.wasm"))).unwrap();
+        }
         std::fs::write(jobs.join(format!("{name}.sub")), text).unwrap();
         let o = common::andes()
             .args(["submit", &format!("{name}.sub")])
@@ -346,6 +349,25 @@ fn the_dashboard_wants_its_token_escapes_job_ads_and_shows_a_bad_constraint() {
     let a = get(&format!("{base}/job/9999.0"), &with);
     assert!(a.body.contains("No job 9999.0"), "{}", a.body);
 
+    // A running job's page shows what it has written so far, from its host.
+    let sleeper = up.submit("sleeper", "executable = sleeper.wasm\noutput = s.out\nqueue\n");
+    wait_or(
+        "the running job's output on its page",
+        Duration::from_secs(60),
+        || {
+            let b = get(&format!("{base}/live/job/{sleeper}.0"), &with).body;
+            b.contains("from its host") && b.contains("<pre id=\"output\">sleeping\n</pre>")
+        },
+        || up.log(),
+    );
+    let o = common::andes()
+        .args(["rm", &sleeper.to_string()])
+        .env("ANDES_CONFIG_DIR", up.path())
+        .env("ANDES_CONFIG", &up.config)
+        .output()
+        .unwrap();
+    common::succeeded(o, "andes rm");
+
     // `andes dashboard` on its own, as any user of the pool runs it: a token of its
     // own, and the same jobs.
     let mut child = common::andes()
@@ -549,6 +571,18 @@ fn a_browser_sees_the_pool_live_and_is_refused_without_the_token() {
             b.js("return window.andesMarker;", json!([])),
             json!(42),
             "the page was never reloaded"
+        );
+        // The throughput plot counts it within a round of the dashboard's sampling.
+        let bearer = format!("Bearer {}", up.token());
+        wait_or(
+            "the completion on the throughput plot",
+            deadline,
+            || {
+                let a = get(&format!("{base}/api/series"), &[("Authorization", &bearer)]);
+                let v: Value = serde_json::from_str(&a.body).unwrap_or(Value::Null);
+                v["completed"].as_array().is_some_and(|c| c.iter().any(|n| n.as_u64() >= Some(1)))
+            },
+            context,
         );
         // Its page: the timeline ends with its termination, its output is there.
         b.go(&format!("{base}/job/{cluster}.0"));

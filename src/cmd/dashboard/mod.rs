@@ -64,6 +64,8 @@ pub const HISTORY_ROWS: usize = 100;
 const MAX_SLOT_ROWS: usize = 200;
 /// Jobs read at most for the plots, from the queue and from history each.
 const MAX_SERIES_JOBS: usize = 100_000;
+/// Jobs read from history at start for the plots (more if the last hour holds more).
+const HISTORY_PRIME: usize = 20_000;
 /// Events of a job's log shown at most (the latest).
 const MAX_EVENTS: usize = 500;
 /// The end of a log or output file read at most, bytes.
@@ -544,53 +546,99 @@ async fn series_json(State(d): State<Arc<Dash>>) -> Response {
     axum::Json(s).into_response()
 }
 
-/// Reads the plots' data every [`SAMPLE_EVERY`]: each job's times from the queue
-/// and the last hour's history, and the queue's depth now.
+/// Keeps the plots' data, every [`SAMPLE_EVERY`]. The queue's jobs are read once, at
+/// start (their QDates make the depth of the hour before); from then on each round
+/// costs the schedd little whatever its size: the queue's depth from its summary,
+/// and only the jobs that left the queue since the last round (history, newest
+/// first, read until a job seen before).
 async fn sample(d: Arc<Dash>) {
     let projection: Vec<String> =
         ["ClusterId", "ProcId", "QDate", "CompletionDate", "EnteredCurrentStatus", "JobStatus"]
             .map(String::from)
             .to_vec();
+    let id = |ad: &ClassAd| (int(ad, "ClusterId").unwrap_or(-1), int(ad, "ProcId").unwrap_or(-1));
+    // Each job's times, by id: from the queue at start, replaced from history.
+    let mut known: std::collections::HashMap<(i64, i64), JobTimes> = Default::default();
+    let mut seen_queue = false;
+    let mut seen_history = false;
     loop {
         let now = super::client::now();
         let since = now - series::WINDOW - series::STEP;
-        let queue = QueryRequest {
-            targets: Targets::default(),
-            projection: projection.clone(),
-            limit: Some(MAX_SERIES_JOBS),
-            mine: d.mine,
-        };
-        let history = HistoryRequest {
-            constraint: Some(format!(
-                "CompletionDate >= {since} || EnteredCurrentStatus >= {since}"
-            )),
-            owners: Vec::new(),
-            limit: Some(MAX_SERIES_JOBS),
-            projection: projection.clone(),
-        };
-        let (q, h) = tokio::join!(d.ads("/v1/query", &queue), d.ads("/v1/history", &history));
-        match (q, h) {
-            (Ok(q), Ok(h)) => {
-                let queued: Vec<JobTimes> = q.iter().filter_map(JobTimes::from_ad).collect();
-                let depth = queued.iter().filter(|j| j.ended.is_none()).count() as u64;
-                let mut jobs = queued;
-                jobs.extend(h.iter().filter_map(JobTimes::from_ad));
-                let samples: Vec<Sample> = match d.samples.lock() {
-                    Ok(mut s) => {
-                        s.push_back(Sample { t: now, depth });
-                        while s.front().is_some_and(|x| x.t < since) {
-                            s.pop_front();
+        if !seen_queue {
+            let req = QueryRequest {
+                targets: Targets::default(),
+                projection: projection.clone(),
+                limit: Some(MAX_SERIES_JOBS),
+                mine: d.mine,
+            };
+            match d.ads("/v1/query", &req).await {
+                Ok(ads) => {
+                    for ad in &ads {
+                        if let Some(t) = JobTimes::from_ad(ad) {
+                            known.entry(id(ad)).or_insert(t);
                         }
-                        s.iter().copied().collect()
                     }
-                    Err(_) => Vec::new(),
-                };
-                let s = series::series(now, &jobs, &samples);
-                if let Ok(mut slot) = d.series.lock() {
-                    *slot = s;
+                    seen_queue = true;
                 }
+                Err(e) => tracing::warn!("dashboard: reading the queue for the plots: {e}"),
             }
-            (Err(e), _) | (_, Err(e)) => tracing::warn!("dashboard: reading the plots' data: {e}"),
+        }
+        let mut limit = if seen_history { 256 } else { HISTORY_PRIME };
+        loop {
+            let req = HistoryRequest {
+                constraint: None,
+                owners: Vec::new(),
+                limit: Some(limit),
+                projection: projection.clone(),
+            };
+            let ads = match d.ads("/v1/history", &req).await {
+                Ok(ads) => ads,
+                Err(e) => {
+                    tracing::warn!("dashboard: reading history for the plots: {e}");
+                    break;
+                }
+            };
+            let mut overlap = false;
+            for ad in &ads {
+                let Some(t) = JobTimes::from_ad(ad) else { continue };
+                if t.ended.is_some_and(|e| e < since) {
+                    // Older than the window: so is the rest.
+                    overlap = true;
+                    break;
+                }
+                overlap |= known.insert(id(ad), t) == Some(t);
+            }
+            seen_history = true;
+            if overlap || ads.len() < limit || limit >= MAX_SERIES_JOBS {
+                break;
+            }
+            limit = (limit * 4).min(MAX_SERIES_JOBS);
+        }
+        known.retain(|_, j| j.ended.is_none_or(|e| e >= since));
+        let summary = SummaryRequest { owners: Vec::new(), mine: d.mine };
+        let depth = match d.call::<_, SummaryReply>(&d.schedd, "/v1/summary", &summary).await {
+            Ok(r) => Some(r.rows.iter().map(|r| r.idle + r.run + r.held + r.suspended).sum()),
+            Err(e) => {
+                tracing::warn!("dashboard: reading the queue's depth: {e}");
+                None
+            }
+        };
+        let jobs: Vec<JobTimes> = known.values().copied().collect();
+        let samples: Vec<Sample> = match d.samples.lock() {
+            Ok(mut s) => {
+                if let Some(depth) = depth {
+                    s.push_back(Sample { t: now, depth });
+                }
+                while s.front().is_some_and(|x| x.t < since) {
+                    s.pop_front();
+                }
+                s.iter().copied().collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        let s = series::series(now, &jobs, &samples);
+        if let Ok(mut slot) = d.series.lock() {
+            *slot = s;
         }
         tokio::time::sleep(SAMPLE_EVERY).await;
     }
