@@ -33,8 +33,12 @@
         return r ? r.text() : null;
       }).then(function (text) {
         if (text !== null) {
-          // Server-rendered HTML: every value in it is escaped there.
-          el.innerHTML = text;
+          // Server-rendered HTML: every value in it is escaped there. Replaced
+          // only when it changed, so a selection in a page at rest stays.
+          if (text !== el.andesShown) {
+            el.innerHTML = text;
+            el.andesShown = text;
+          }
           say('live · ' + new Date().toLocaleTimeString(), false);
         }
       }));
