@@ -525,6 +525,8 @@ fn a_browser_sees_the_pool_live_and_is_refused_without_the_token() {
     };
     let deadline = Duration::from_secs(90);
     {
+        // A job waiting in the queue before the browser opens.
+        let held = up.submit("held", "executable = hello.wasm\nhold = true\nqueue\n");
         let b = driver.session(&chromium, &profiles.path().join("a"));
         // The printed URL logs in, and the address bar keeps no token.
         b.go(&up.url);
@@ -537,7 +539,9 @@ fn a_browser_sees_the_pool_live_and_is_refused_without_the_token() {
             || b.text("#slot-states").is_some_and(|t| t.contains("Unclaimed")),
             context,
         );
-        assert!(b.text("#users").is_some(), "the jobs by user");
+        // Jobs by user: the held one.
+        assert_eq!(b.text("#users tbody tr td:nth-child(4)").as_deref(), Some("1"));
+        assert!(b.text("#totals").is_some_and(|t| t.contains("1 jobs; 0 idle, 0 running, 1 held")));
         wait_or(
             "the plots",
             deadline,
@@ -559,6 +563,7 @@ fn a_browser_sees_the_pool_live_and_is_refused_without_the_token() {
             "executable = hello.wasm\narguments = from the browser test\n\
              output = live.out\nlog = live.log\nqueue\n",
         );
+        assert!(b.text(&format!("#job-{held}-0 .status")).is_some_and(|t| t == "Held"));
         let row = format!("#job-{cluster}-0");
         wait_or("the new job in the table", deadline, || b.text(&row).is_some(), context);
         wait_or(
