@@ -66,6 +66,9 @@ enum Command {
     Reconfig(cmd::vacate::ReconfigArgs),
     /// Run the central manager: the collector and the negotiator.
     CentralManager(cmd::central::CentralArgs),
+    /// Serve a live web page of the pool, as you (your key, your jobs), on
+    /// 127.0.0.1 behind a login token: it prints the URL to open.
+    Dashboard(cmd::dashboard::DashboardArgs),
     /// Show user priorities (condor_userprio).
     Userprio(cmd::central::UserprioArgs),
     /// Run a whole personal pool in one process (`up`), or stop it (`down`).
@@ -169,6 +172,7 @@ fn main() -> ExitCode {
         Command::Reconfig(a) => cmd::vacate::reconfig(a),
         Command::CentralManager(a) => cmd::central::run(a),
         Command::Userprio(a) => cmd::central::userprio(a),
+        Command::Dashboard(a) => cmd::dashboard::run(a),
         Command::Pool(a) => cmd::pool::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Cron(c) => cmd::cron::run(c),

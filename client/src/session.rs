@@ -34,9 +34,7 @@ impl Session {
 
     /// Connects as the user `settings` name to the daemon at `url`.
     pub fn open_url(settings: &Settings, url: String) -> Result<Session> {
-        settings.install_transport("connecting to the pool")?;
-        let keypair = Arc::new(settings.keypair()?);
-        let client = Client::new(&url, keypair)?;
+        let client = user_client(settings, &url)?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         Ok(Session { client, url, rt })
     }
@@ -45,6 +43,14 @@ impl Session {
     pub fn block_on<T>(&self, f: impl std::future::Future<Output = T>) -> T {
         self.rt.block_on(f)
     }
+}
+
+/// The signed client of the user `settings` name for the daemon at `url`, over the
+/// pool's transport: what every command (and `andes dashboard`) speaks to a daemon with.
+pub fn user_client(settings: &Settings, url: &str) -> Result<Client> {
+    settings.install_transport("connecting to the pool")?;
+    let keypair = Arc::new(settings.keypair()?);
+    Ok(Client::new(url, keypair)?)
 }
 
 /// Seconds since the epoch.

@@ -178,6 +178,15 @@ impl Server {
         Ok(Server { listener, addr, tls: None, limits: Limits::default() })
     }
 
+    /// Serves plain HTTP on `listener` whatever its address. Never for the pool's
+    /// signed API, whose plain HTTP stays on loopback ([`Server::plain`]): only for
+    /// pages that carry their own login (`andes dashboard --listen` on an address its
+    /// user named), which travel in clear.
+    pub fn plain_anywhere(listener: TcpListener) -> Result<Server, ServeError> {
+        let addr = listener.local_addr()?;
+        Ok(Server { listener, addr, tls: None, limits: Limits::default() })
+    }
+
     /// TLS with `keypair` when `plaintext` is false, else plain HTTP (loopback only).
     pub fn new(
         listener: TcpListener,

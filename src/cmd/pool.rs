@@ -43,6 +43,10 @@ pub struct UpArgs {
     /// pool listens on 127.0.0.1 only, so this is for one machine's own pool).
     #[arg(long)]
     plaintext: bool,
+    /// No dashboard: by default the pool serves one on 127.0.0.1 as its user
+    /// (`andes dashboard`), prints its URL and writes it to `dashboard.url`.
+    #[arg(long)]
+    no_dashboard: bool,
 }
 
 /// The key names of a personal pool's daemons.
@@ -222,6 +226,28 @@ fn up(args: UpArgs) -> Result<ExitCode> {
         ));
         rx.await.map_err(|_| anyhow!("the execute host did not start"))?;
         println!("export ANDES_CONFIG={}", config_path.display());
+        // The dashboard comes up once the daemons are, and its line before
+        // `pool ready`, which readers take as the last.
+        if !args.no_dashboard {
+            // The pool's user's dashboard; the pool runs on without it if it cannot start.
+            let settings = Settings::load_file_over(&config_path, base())?;
+            match super::dashboard::Dashboard::bind(&settings, None).await {
+                Ok(d) => {
+                    let file = dir.join("dashboard.url");
+                    if let Err(e) = super::dashboard::write_url_file(&file, d.url()) {
+                        eprintln!("andes pool: {e:#}");
+                    }
+                    println!("dashboard: {}", d.url());
+                    let until = stopped();
+                    tokio::spawn(async move {
+                        if let Err(e) = d.serve(until).await {
+                            eprintln!("andes pool: {e:#}");
+                        }
+                    });
+                }
+                Err(e) => eprintln!("andes pool: no dashboard: {e:#}"),
+            }
+        }
         println!("pool ready");
         let stop = stop_tx.clone();
         tokio::spawn(async move {
