@@ -130,10 +130,20 @@ struct Numbered {
     keep: usize,
     /// Every snapshot kept, and the contents it names.
     kept: Vec<(u64, std::collections::HashSet<String>)>,
+    /// The snapshot this run resumes from (its path, made absolute) and the
+    /// contents it names: never pruned until the run has written a newer one,
+    /// so that a run given an older `--restore` (or killed before its first
+    /// snapshot) can always start again from it.
+    pinned: Option<(PathBuf, std::collections::HashSet<String>)>,
 }
 
 impl Numbered {
-    fn open(dir: &std::path::Path, blobs: andes_snapshot::BlobStore, keep: usize) -> Numbered {
+    fn open(
+        dir: &std::path::Path,
+        blobs: andes_snapshot::BlobStore,
+        keep: usize,
+        restore: Option<(&std::path::Path, &[u8])>,
+    ) -> Numbered {
         let kept = snapshots(dir)
             .into_iter()
             .map(|(n, p)| {
@@ -145,9 +155,15 @@ impl Numbered {
                 (n, files)
             })
             .collect();
+        let pinned = restore.map(|(path, bytes)| {
+            let files = andes_snapshot::inspect(bytes)
+                .map(|i| i.header.files.into_iter().map(|f| f.blake3).collect())
+                .unwrap_or_default();
+            (std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()), files)
+        });
         // A run killed between writing a snapshot and pruning left one
         // more than it keeps: this one tidies up first.
-        let mut n = Numbered { dir: dir.to_path_buf(), blobs, keep, kept };
+        let mut n = Numbered { dir: dir.to_path_buf(), blobs, keep, kept, pinned };
         n.prune();
         n
     }
@@ -166,6 +182,8 @@ impl Numbered {
             if c.stopping { ", the job stops" } else { "" }
         );
         self.kept.push((n, c.header.files.iter().map(|f| f.blake3.clone()).collect()));
+        // The run has moved past the snapshot it resumed from.
+        self.pinned = None;
         self.prune();
     }
 
@@ -176,11 +194,27 @@ impl Numbered {
             return;
         }
         let gone = self.kept.len() - self.keep;
-        for (n, _) in self.kept.drain(..gone) {
-            let _ = std::fs::remove_file(self.dir.join(snapshot_name(n)));
+        let pinned = self.pinned.as_ref().map(|(p, _)| p.as_path());
+        let is_pinned = |path: &std::path::Path| {
+            pinned.is_some_and(|p| std::fs::canonicalize(path).is_ok_and(|c| c == p))
+        };
+        let mut still = Vec::new();
+        for (n, files) in self.kept.drain(..gone) {
+            let path = self.dir.join(snapshot_name(n));
+            if is_pinned(&path) {
+                still.push((n, files));
+            } else {
+                let _ = std::fs::remove_file(path);
+            }
         }
-        let named: std::collections::HashSet<&str> =
-            self.kept.iter().flat_map(|(_, f)| f.iter().map(String::as_str)).collect();
+        self.kept.splice(0..0, still);
+        let named: std::collections::HashSet<&str> = self
+            .kept
+            .iter()
+            .flat_map(|(_, f)| f.iter())
+            .chain(self.pinned.iter().flat_map(|(_, f)| f.iter()))
+            .map(String::as_str)
+            .collect();
         if let Err(e) = self.blobs.retain(&named) {
             eprintln!("andes: old snapshot contents not removed: {e}");
         }
@@ -255,7 +289,8 @@ fn transparent(
         }
         None => None,
     };
-    let writer = SnapshotWriter::start(Numbered::open(dir, blobs.clone(), keep))?;
+    let pin = snapshot_path.as_deref().zip(restore.as_deref());
+    let writer = SnapshotWriter::start(Numbered::open(dir, blobs.clone(), keep, pin))?;
     let signer = key.clone();
     let to_writer = writer.clone();
     let t = Arc::new(andes_host::Transparent {
@@ -655,12 +690,44 @@ mod tests {
         }
         let blobs = andes_snapshot::BlobStore::open(&dir.path().join("blobs"), false).unwrap();
         let orphan = blobs.put(b"contents no kept snapshot names").unwrap();
-        let _ = Numbered::open(dir.path(), blobs.clone(), 2);
+        let _ = Numbered::open(dir.path(), blobs.clone(), 2, None);
         let left: Vec<u64> = snapshots(dir.path()).into_iter().map(|(n, _)| n).collect();
         assert_eq!(left, [2, 3]);
         assert!(!dir.path().join("blobs").join(&orphan).exists());
         // Keeping all (0) removes nothing.
-        let _ = Numbered::open(dir.path(), blobs, 0);
+        let _ = Numbered::open(dir.path(), blobs, 0, None);
         assert_eq!(snapshots(dir.path()).len(), 2);
+    }
+
+    /// `--restore` of an older snapshot of a directory that keeps fewer: the
+    /// snapshot and the contents it names stay until the run writes a newer
+    /// one (they were pruned on opening, before the restore read its files).
+    #[test]
+    fn the_snapshot_a_run_resumes_from_is_not_pruned_under_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = andes_snapshot::BlobStore::open(&dir.path().join("blobs"), false).unwrap();
+        let content = blobs.put(b"the output file when snapshot 1 was taken").unwrap();
+        let mut header = andes_snapshot::Header::new(&[0; 32], "test", 0);
+        header.files.push(andes_snapshot::FileEntry {
+            path: "out.txt".into(),
+            size: 41,
+            blake3: content.clone(),
+        });
+        let first = andes_snapshot::Builder::new(header).finish(&[0; 32], |_| [0; 64]);
+        std::fs::write(dir.path().join(snapshot_name(1)), &first).unwrap();
+        for n in 2..=4 {
+            std::fs::write(dir.path().join(snapshot_name(n)), b"snapshot").unwrap();
+        }
+        let restore = dir.path().join(snapshot_name(1));
+        let mut numbered =
+            Numbered::open(dir.path(), blobs.clone(), 2, Some((&restore, &first[..])));
+        let left: Vec<u64> = snapshots(dir.path()).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(left, [1, 3, 4], "the snapshot resumed from stays");
+        assert!(dir.path().join("blobs").join(&content).exists(), "and so do its contents");
+        numbered.pinned = None;
+        numbered.prune();
+        let left: Vec<u64> = snapshots(dir.path()).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(left, [3, 4], "once the run has moved past it, it goes");
+        assert!(!dir.path().join("blobs").join(&content).exists());
     }
 }
