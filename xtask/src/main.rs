@@ -3,7 +3,11 @@
 //! - `cargo xtask test`: the whole test suite (what CI runs): builds the
 //!   sample jobs for wasm32-wasip1, then runs every test, then checks that
 //!   `cargo install --path .` works (`cargo xtask installs` alone), then
-//!   the Python package's tests, then the manual's examples.
+//!   the Python package's tests, the other platforms' (`portability`), then
+//!   the manual's examples.
+//! - `cargo xtask portability`: the Windows build under wine and the aarch64
+//!   build under qemu-user, and snapshots moved between them and x86-64 Linux
+//!   (see [`portability`]).
 //! - `cargo xtask python [PYTEST ARGS]`: builds the Python package as a wheel
 //!   into a venv of its own and runs its pytest suite (see [`python`]).
 //! - `cargo xtask samples`: builds the sample jobs only (Rust, C and Go).
@@ -20,6 +24,7 @@ use std::process::{Command, ExitCode};
 
 mod demo;
 mod docs;
+mod portability;
 mod python;
 
 fn root() -> PathBuf {
@@ -183,6 +188,7 @@ fn main() -> ExitCode {
                 && as_root_tests()
                 && installs()
                 && python::run(&[])
+                && portability::run()
                 && docs::run(&[])
         }
         Some("bench") => {
@@ -195,8 +201,11 @@ fn main() -> ExitCode {
         Some("demo") => demo::run(&args[1..]),
         Some("docs") => docs::run(&args[1..]),
         Some("python") => samples() && python::run(&args[1..]),
+        Some("portability") => samples() && portability::run(),
         _ => {
-            eprintln!("usage: cargo xtask <test|samples|bench|faults|demo|docs|python|installs>");
+            eprintln!(
+                "usage: cargo xtask <test|samples|bench|faults|demo|docs|python|portability|installs>"
+            );
             false
         }
     };

@@ -1,0 +1,307 @@
+//! The execute side on other platforms, run for real: the Windows build of
+//! `andes` under wine, the aarch64 Linux build under qemu-user, and snapshots
+//! moved between them and x86-64 Linux.
+//!
+//! The tests are `#[ignore]`d: they need the two cross builds and the
+//! emulators, which `cargo xtask portability` (part of `cargo xtask test`)
+//! makes and checks first, saying NOT RUN for a platform it cannot provide.
+//! Run by hand: `cargo xtask portability`.
+//!
+//! The platforms come from the environment `cargo xtask portability` sets:
+//! `ANDES_WINDOWS_EXE` (an `andes.exe`), `ANDES_WINE` (wine64), `WINEPREFIX`;
+//! `ANDES_AARCH64_EXE`, `ANDES_QEMU_AARCH64` and `ANDES_AARCH64_SYSROOT`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// One platform `andes` runs on here: how to start it.
+struct Platform {
+    name: &'static str,
+    /// The program to start (the emulator, or `andes` itself).
+    program: PathBuf,
+    /// Its first arguments (the emulator's options and the `andes` it runs).
+    prefix: Vec<OsString>,
+}
+
+impl Platform {
+    fn command(&self) -> Command {
+        let mut c = Command::new(&self.program);
+        c.args(&self.prefix);
+        c
+    }
+}
+
+fn env_path(name: &str) -> PathBuf {
+    match std::env::var_os(name) {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => panic!("{name} is not set: run these tests with `cargo xtask portability`"),
+    }
+}
+
+/// x86-64 Linux (this build), Windows under wine, aarch64 under qemu-user.
+fn platforms() -> Vec<Platform> {
+    let native = Platform {
+        name: "x86_64-linux",
+        program: assert_cmd::cargo::cargo_bin("andes"),
+        prefix: Vec::new(),
+    };
+    let windows = Platform {
+        name: "x86_64-windows (wine)",
+        program: env_path("ANDES_WINE"),
+        prefix: vec![env_path("ANDES_WINDOWS_EXE").into()],
+    };
+    let aarch64 = Platform {
+        name: "aarch64-linux (qemu)",
+        program: env_path("ANDES_QEMU_AARCH64"),
+        prefix: vec![
+            "-L".into(),
+            env_path("ANDES_AARCH64_SYSROOT").into(),
+            env_path("ANDES_AARCH64_EXE").into(),
+        ],
+    };
+    vec![native, windows, aarch64]
+}
+
+fn sample(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("samples/target/wasm32-wasip1/release")
+        .join(format!("{name}.wasm"));
+    assert!(p.exists(), "{}: build the samples first (`cargo xtask samples`)", p.display());
+    p
+}
+
+fn fresh(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("andes-portability-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn show(p: &Platform, o: &Output) -> String {
+    format!(
+        "on {}: status {:?}\nstdout:\n{}\nstderr:\n{}",
+        p.name,
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn last_json(p: &Platform, o: &Output) -> serde_json::Value {
+    let text = String::from_utf8_lossy(&o.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {}", show(p, o)))
+}
+
+/// `andes run ARGS` on `p` in the sandbox `dir`, to its end.
+fn run(p: &Platform, dir: &Path, args: &[&std::ffi::OsStr]) -> Output {
+    p.command().arg("run").arg("--dir").arg(dir).args(args).output().unwrap()
+}
+
+#[test]
+#[ignore = "needs the cross builds and emulators: cargo xtask portability"]
+fn the_samples_run_and_break_their_limits_alike_on_every_platform() {
+    for p in platforms() {
+        let dir = fresh(&format!("limits-{}", p.name.split(' ').next().unwrap()));
+        let primes = sample("primes");
+        let out = run(&p, &dir, &[primes.as_os_str(), "100000".as_ref()]);
+        assert_eq!(out.status.code(), Some(0), "{}", show(&p, &out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "primes below 100000: 9592\n");
+
+        let membomb = sample("membomb");
+        let out = run(
+            &p,
+            &dir,
+            &["--json".as_ref(), "--memory".as_ref(), "32M".as_ref(), membomb.as_os_str()],
+        );
+        let j = last_json(&p, &out);
+        assert_eq!(j["HoldReasonCode"], 34, "{}", show(&p, &out));
+        assert_eq!(out.status.code(), Some(125), "{}", show(&p, &out));
+
+        let spin = sample("spin");
+        let out = run(
+            &p,
+            &dir,
+            &["--json".as_ref(), "--fuel".as_ref(), "2000000".as_ref(), spin.as_os_str()],
+        );
+        assert_eq!(last_json(&p, &out)["HoldReasonCode"], 101, "{}", show(&p, &out));
+
+        let trap = sample("trap_unreachable");
+        let out = run(&p, &dir, &["--json".as_ref(), trap.as_os_str()]);
+        let j = last_json(&p, &out);
+        assert_eq!((j["ExitBySignal"].clone(), j["ExitSignal"].clone()), (true.into(), 4.into()));
+        assert_eq!(out.status.code(), Some(128 + 4), "{}", show(&p, &out));
+    }
+}
+
+/// Starts `andes run --checkpoint-every 100ms --checkpoint-dir CKPT ARGS` on `p`
+/// and kills it outright once `made` holds; panics if it ended first.
+fn kill_once(
+    p: &Platform,
+    dir: &Path,
+    ckpt: &Path,
+    args: &[&std::ffi::OsStr],
+    made: impl Fn() -> bool,
+) {
+    let mut child = p
+        .command()
+        .args(["run", "--checkpoint-every", "100ms", "--dir"])
+        .arg(dir)
+        .arg("--checkpoint-dir")
+        .arg(ckpt)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !made() {
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!("on {}: the job ended ({s}) before it was checkpointed", p.name);
+        }
+        assert!(t0.elapsed() < Duration::from_secs(300), "on {}: no checkpoint in 300 s", p.name);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+#[test]
+#[ignore = "needs the cross builds and emulators: cargo xtask portability"]
+fn a_cooperative_job_killed_outright_resumes_on_every_platform() {
+    let coop = sample("coop");
+    let terms = "300000000";
+    let native = &platforms()[0];
+    let whole = run(native, &fresh("coop-whole"), &[coop.as_os_str(), terms.as_ref()]);
+    assert_eq!(whole.status.code(), Some(0), "{}", show(native, &whole));
+    for p in platforms() {
+        let dir = fresh(&format!("coop-{}", p.name.split(' ').next().unwrap()));
+        let ckpt = dir.join("ckpt");
+        let saved = ckpt.join("saved.state");
+        kill_once(&p, &dir, &ckpt, &[coop.as_os_str(), terms.as_ref()], || saved.exists());
+        let resumed = p
+            .command()
+            .args(["run", "--dir"])
+            .arg(&dir)
+            .arg("--checkpoint-dir")
+            .arg(&ckpt)
+            .arg(&coop)
+            .arg(terms)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&resumed.stderr);
+        assert_eq!(resumed.status.code(), Some(0), "{}", show(&p, &resumed));
+        assert!(err.contains("resuming at term"), "{}", show(&p, &resumed));
+        assert_eq!(resumed.stdout, whole.stdout, "{}", show(&p, &resumed));
+    }
+}
+
+fn snapshots(d: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(d).map(|r| r.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    v.retain(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("snapshot-")));
+    v.sort();
+    v
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A module compiled by `andes compile` (on x86-64 Linux), checkpointed on each
+/// platform and killed outright; a middle snapshot, with its checkpoint
+/// directory, moved to each platform (itself included) and resumed there in an
+/// empty sandbox: the file the job writes is byte-identical to an uninterrupted
+/// run's on x86-64 Linux, every way.
+#[test]
+#[ignore = "needs the cross builds and emulators: cargo xtask portability"]
+fn a_snapshot_taken_on_any_platform_resumes_on_every_other() {
+    let top = fresh("moves");
+    let module = top.join("digest.c.wasm");
+    let native = &platforms()[0];
+    let c = native
+        .command()
+        .arg("compile")
+        .arg(sample("digest"))
+        .arg("-o")
+        .arg(&module)
+        .output()
+        .unwrap();
+    assert!(c.status.success(), "{}", show(native, &c));
+    let input: String = (1..=3000).map(|i| format!("line {i} of the input\n")).collect();
+    let args = |m: &Path| -> Vec<OsString> {
+        vec![m.as_os_str().into(), "in.txt".into(), "out.txt".into(), "20000".into()]
+    };
+    let reference = top.join("reference");
+    std::fs::create_dir_all(&reference).unwrap();
+    std::fs::write(reference.join("in.txt"), &input).unwrap();
+    let a = args(&module);
+    let a: Vec<&std::ffi::OsStr> = a.iter().map(|s| s.as_os_str()).collect();
+    let whole = run(native, &reference, &a);
+    assert_eq!(whole.status.code(), Some(0), "{}", show(native, &whole));
+    let expected = std::fs::read(reference.join("out.txt")).unwrap();
+    for from in platforms() {
+        let tag = from.name.split(' ').next().unwrap().to_string();
+        let dir = top.join(format!("from-{tag}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("in.txt"), &input).unwrap();
+        let ckpt = top.join(format!("ckpt-{tag}"));
+        kill_once(&from, &dir, &ckpt, &a, || snapshots(&ckpt).len() >= 3);
+        let taken = snapshots(&ckpt);
+        let middle = taken[taken.len() / 2].file_name().unwrap().to_owned();
+        for to in platforms() {
+            let to_tag = to.name.split(' ').next().unwrap();
+            let moved = top.join(format!("ckpt-{tag}-to-{to_tag}"));
+            copy_dir(&ckpt, &moved);
+            // A copied secret key keeps the mode the copy gives it; the key
+            // must be the owner's alone on a Unix host, as after scp -p.
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let key = moved.join("checkpoints");
+                std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+            }
+            let sandbox = top.join(format!("sandbox-{tag}-to-{to_tag}"));
+            std::fs::create_dir_all(&sandbox).unwrap();
+            let out = to
+                .command()
+                .args(["run", "--dir"])
+                .arg(&sandbox)
+                .arg("--checkpoint-dir")
+                .arg(&moved)
+                .arg("--restore")
+                .arg(moved.join(&middle))
+                .args(&a)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "{} -> {}", from.name, show(&to, &out));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("resumes from its snapshot"), "{}", show(&to, &out));
+            let got = std::fs::read(sandbox.join("out.txt")).unwrap_or_default();
+            assert!(
+                got == expected,
+                "{} -> {}: out.txt differs from the uninterrupted run's",
+                from.name,
+                to.name
+            );
+            eprintln!(
+                "moved {} of {}: {} -> {}: identical",
+                middle.to_string_lossy(),
+                tag,
+                from.name,
+                to.name
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&top);
+}

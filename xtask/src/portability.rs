@@ -1,0 +1,146 @@
+//! `cargo xtask portability`: the host on other platforms, for real. Builds
+//! `andes` for Windows (`x86_64-pc-windows-gnu`, linked by mingw-w64) and for
+//! aarch64 Linux (`aarch64-unknown-linux-gnu`, linked by gcc-aarch64-linux-gnu),
+//! then runs `tests/portability.rs` with the first under wine and the second
+//! under qemu-user: the samples and their limits, a cooperative checkpoint, and
+//! a compiled job's snapshot moved between every pair of platforms.
+//!
+//! What it needs (Debian's `wine64`, `qemu-user-static`, `mingw-w64`,
+//! `gcc-aarch64-linux-gnu`; `.ci/run` installs them) is looked for first; when
+//! something is missing it says NOT RUN and what to install.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::root;
+
+const WINDOWS: &str = "x86_64-pc-windows-gnu";
+const AARCH64: &str = "aarch64-unknown-linux-gnu";
+const AARCH64_SYSROOT: &str = "/usr/aarch64-linux-gnu";
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+fn first(candidates: &[&str]) -> Option<PathBuf> {
+    candidates.iter().find_map(|c| {
+        let p = Path::new(c);
+        if p.is_absolute() { p.is_file().then(|| p.to_path_buf()) } else { on_path(c) }
+    })
+}
+
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => root().join(d),
+        _ => root().join("target"),
+    }
+}
+
+/// Runs the portability tests; `true` when they pass or cannot run here
+/// (said as NOT RUN).
+pub fn run() -> bool {
+    let wine = first(&["/usr/lib/wine/wine64", "wine64"]);
+    let qemu = first(&["qemu-aarch64-static", "qemu-aarch64"]);
+    let mingw = first(&["x86_64-w64-mingw32-gcc"]);
+    let arm_gcc = first(&["aarch64-linux-gnu-gcc"]);
+    let mut missing = Vec::new();
+    for (what, have) in [
+        ("wine64", wine.is_some()),
+        ("qemu-user-static", qemu.is_some()),
+        ("mingw-w64", mingw.is_some()),
+        ("gcc-aarch64-linux-gnu", arm_gcc.is_some() && Path::new(AARCH64_SYSROOT).is_dir()),
+    ] {
+        if !have {
+            missing.push(what);
+        }
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "xtask: NOT RUN: tests/portability.rs (Windows under wine, aarch64 under qemu) needs \
+             Debian's {}",
+            missing.join(", ")
+        );
+        return true;
+    }
+    let (Some(wine), Some(qemu), Some(mingw), Some(arm_gcc)) = (wine, qemu, mingw, arm_gcc) else {
+        return false;
+    };
+    if Command::new("rustup").arg("--version").output().is_ok() {
+        crate::run("rustup", &["target", "add", WINDOWS, AARCH64]);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let build = |target: &str, env: &[(&str, &Path)]| {
+        eprintln!("xtask: building andes for {target}");
+        let mut c = Command::new(&cargo);
+        // No debug info: these builds are run, never debugged, and link faster.
+        c.args(["build", "-p", "andes", "--target", target])
+            .env("CARGO_PROFILE_DEV_DEBUG", "0")
+            .current_dir(root());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.status().is_ok_and(|s| s.success())
+    };
+    if !build(WINDOWS, &[]) {
+        return false;
+    }
+    if !build(
+        AARCH64,
+        &[
+            ("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", &arm_gcc),
+            ("CC_aarch64_unknown_linux_gnu", &arm_gcc),
+        ],
+    ) {
+        return false;
+    }
+    let target = target_dir();
+    let place = target.join("portability");
+    let win_dir = place.join("windows");
+    if let Err(e) = std::fs::create_dir_all(&win_dir) {
+        eprintln!("xtask: {}: {e}", win_dir.display());
+        return false;
+    }
+    let exe = win_dir.join("andes.exe");
+    if let Err(e) = std::fs::copy(target.join(WINDOWS).join("debug").join("andes.exe"), &exe) {
+        eprintln!("xtask: copying andes.exe: {e}");
+        return false;
+    }
+    // wine before 9 lacks bcryptprimitives.dll, which Rust programs load: a
+    // shim beside andes.exe stands in (tests/support/wine/bcryptprimitives.c).
+    let has_own = Path::new("/usr/lib/x86_64-linux-gnu/wine/x86_64-windows/bcryptprimitives.dll")
+        .exists()
+        || Path::new("/usr/lib/wine/x86_64-windows/bcryptprimitives.dll").exists();
+    if !has_own {
+        let ok = Command::new(&mingw)
+            .args(["-shared", "-O2", "-o"])
+            .arg(win_dir.join("bcryptprimitives.dll"))
+            .arg(root().join("tests/support/wine/bcryptprimitives.c"))
+            .arg("-ladvapi32")
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("xtask: building the bcryptprimitives.dll shim for wine failed");
+            return false;
+        }
+    }
+    let prefix = place.join("wine-prefix");
+    let arm_exe = target.join(AARCH64).join("debug").join("andes");
+    eprintln!(
+        "xtask: cargo test --test portability (wine: {}, qemu: {})",
+        wine.display(),
+        qemu.display()
+    );
+    Command::new(&cargo)
+        .args(["test", "-p", "andes", "--test", "portability", "--", "--ignored", "--nocapture"])
+        .current_dir(root())
+        .env("ANDES_WINE", &wine)
+        .env("ANDES_WINDOWS_EXE", &exe)
+        .env("WINEPREFIX", &prefix)
+        .env("WINEDEBUG", "-all")
+        .env("ANDES_QEMU_AARCH64", &qemu)
+        .env("ANDES_AARCH64_EXE", &arm_exe)
+        .env("ANDES_AARCH64_SYSROOT", AARCH64_SYSROOT)
+        .status()
+        .is_ok_and(|s| s.success())
+}
