@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use sysinfo::{Disks, System};
+use sysinfo::System;
 
 use crate::machine::{DEFAULT_CHECKPOINT_PLATFORM, MachineInfo, Measurements, NO_CONSOLE_IDLE};
 
@@ -61,10 +61,33 @@ pub fn free_disk_kb(path: &Path) -> u64 {
     disk_free(path).unwrap_or(0)
 }
 
+/// Free space, in KB, of the file system holding `path`, if known: the space
+/// available to this account (`GetDiskFreeSpaceExW`, which takes any directory,
+/// where the mount-point search below fails on `\\?\` paths and mapped drives).
+#[cfg(windows)]
+pub fn disk_free(path: &Path) -> Option<u64> {
+    use std::os::windows::ffi::OsStrExt;
+    use windows_sys::Win32::Storage::FileSystem::GetDiskFreeSpaceExW;
+    let wide: Vec<u16> = path.as_os_str().encode_wide().chain(std::iter::once(0)).collect();
+    let mut available: u64 = 0;
+    // SAFETY: `wide` is NUL-terminated and outlives the call; `available` is
+    // ours; the two totals it may leave out are null, as the API allows.
+    let ok = unsafe {
+        GetDiskFreeSpaceExW(
+            wide.as_ptr(),
+            &mut available,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    (ok != 0).then_some(available / 1024)
+}
+
 /// Free space, in KB, of the file system holding `path`, if known.
+#[cfg(not(windows))]
 pub fn disk_free(path: &Path) -> Option<u64> {
     let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let disks = Disks::new_with_refreshed_list();
+    let disks = sysinfo::Disks::new_with_refreshed_list();
     disks
         .list()
         .iter()
@@ -194,6 +217,7 @@ mod tests {
         let info = machine_info(Path::new("."), "36.0.20", &["simd".into()]);
         assert!(info.cpus >= 1);
         assert!(info.memory_mb > 0);
+        assert!(info.disk_kb > 0, "the free disk of the execute directory is measured");
         let m = measure(vec![]);
         assert!(m.load_avg >= 0.0);
         assert!((0..=NO_CONSOLE_IDLE).contains(&m.keyboard_idle));
