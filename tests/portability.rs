@@ -11,6 +11,8 @@
 //! `ANDES_WINDOWS_EXE` (an `andes.exe`), `ANDES_WINE` (wine64), `WINEPREFIX`;
 //! `ANDES_AARCH64_EXE`, `ANDES_QEMU_AARCH64` and `ANDES_AARCH64_SYSROOT`.
 
+mod common;
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -304,4 +306,140 @@ fn a_snapshot_taken_on_any_platform_resumes_on_every_other() {
         }
     }
     let _ = std::fs::remove_dir_all(&top);
+}
+
+fn int(ad: &classad::ClassAd, name: &str) -> i64 {
+    match ad.eval_attr(name) {
+        classad::Value::Int(i) => i,
+        _ => -1,
+    }
+}
+
+fn text(ad: &classad::ClassAd, name: &str) -> String {
+    match ad.eval_attr(name) {
+        classad::Value::Str(s) => s.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// A pool whose execute hosts are of every platform: a compiled job vacated
+/// from its x86-64 Linux host resumes on the Windows host from its snapshot,
+/// then, vacated again, on the aarch64 host, ending as an uninterrupted run
+/// does; then one schedd's jobs run on each platform, matched by Arch and OpSys.
+#[test]
+#[ignore = "needs the cross builds and emulators: cargo xtask portability"]
+fn a_pool_across_platforms_moves_a_vacated_job_between_them_and_runs_jobs_on_each() {
+    use common::pool::{Pool, wait_or};
+    let [_, windows, aarch64]: [Platform; 3] = platforms().try_into().ok().unwrap();
+    let mut p = Pool::new(
+        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 60\n\
+         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
+         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
+        1,
+    );
+    // A compiled job, on the one host there is: x86-64 Linux.
+    let module = p.compile("digest");
+    let jobs = p.path().join("jobs");
+    let input: String = (1..=3000).map(|i| format!("line {i} of the input\n")).collect();
+    std::fs::write(jobs.join("input.txt"), &input).unwrap();
+    let reference = p.path().join("reference");
+    std::fs::create_dir_all(&reference).unwrap();
+    std::fs::write(reference.join("input.txt"), &input).unwrap();
+    let rounds = "300000";
+    let whole = common::andes()
+        .args(["run", "--dir"])
+        .arg(&reference)
+        .arg(jobs.join(&module))
+        .args(["input.txt", "digests.txt", rounds])
+        .output()
+        .unwrap();
+    let printed = common::succeeded(whole, "andes run");
+    let expected = std::fs::read_to_string(reference.join("digests.txt")).unwrap();
+    p.submit(
+        "alice",
+        "d",
+        &format!(
+            "executable = {module}\narguments = input.txt digests.txt {rounds}\n\
+             transfer_input_files = input.txt\noutput = d.out\nerror = d.err\nlog = d.log\nqueue\n"
+        ),
+    );
+    let running_on = |p: &Pool, host: &str| {
+        p.queue().first().is_some_and(|a| {
+            int(a, "JobStatus") == 2
+                && text(a, "RemoteHost") == host
+                && matches!(a.eval_attr("RemoteUserCpu"), classad::Value::Real(c) if c > 0.5)
+        })
+    };
+    wait_or(
+        "the job to run on x86-64 Linux",
+        Duration::from_secs(120),
+        || running_on(&p, "slot1@host1"),
+        || p.logs(),
+    );
+    // Windows joins and x86-64 Linux leaves: the job is vacated, snapshotted
+    // as it goes, and resumes on Windows.
+    p.start_host_from(windows.command(), 2, "");
+    p.host_cmd(1, "root", &["host", "off", "-graceful"]);
+    wait_or(
+        "the job to resume on Windows",
+        Duration::from_secs(300),
+        || running_on(&p, "slot1@host2"),
+        || p.logs(),
+    );
+    // Then aarch64 joins and Windows leaves.
+    p.start_host_from(aarch64.command(), 3, "");
+    p.host_cmd(2, "root", &["host", "off", "-graceful"]);
+    wait_or("the job to finish", Duration::from_secs(900), || p.history().len() == 1, || p.logs());
+    let h = &p.history()[0];
+    assert_eq!(int(h, "JobStatus"), 4, "{h}");
+    assert_eq!(int(h, "ExitCode"), 0, "{h}");
+    assert_eq!(int(h, "NumJobStarts"), 3, "{h}");
+    assert!(int(h, "NumCkpts") >= 2, "{h}");
+    assert_eq!(text(h, "LastRemoteHost"), "slot1@host3", "{h}");
+    assert_eq!(std::fs::read_to_string(jobs.join("digests.txt")).unwrap(), expected);
+    assert_eq!(std::fs::read_to_string(jobs.join("d.out")).unwrap(), printed);
+
+    // All three up: one job for each platform, matched by its Requirements.
+    p.start_host(1, "");
+    p.start_host_from(windows.command(), 2, "");
+    wait_or(
+        "three platforms' slots",
+        Duration::from_secs(120),
+        || {
+            let slots = p.slots();
+            let mut kinds: Vec<String> =
+                slots.iter().map(|a| format!("{}/{}", text(a, "Arch"), text(a, "OpSys"))).collect();
+            kinds.sort();
+            kinds == ["X86_64/LINUX", "X86_64/WINDOWS", "aarch64/LINUX"]
+                && slots.iter().all(|a| int(a, "Disk") > 0)
+        },
+        || p.logs(),
+    );
+    for (name, req) in [("l", "X86_64/LINUX"), ("w", "X86_64/WINDOWS"), ("a", "aarch64/LINUX")] {
+        let (arch, os) = req.split_once('/').unwrap();
+        p.submit(
+            "alice",
+            name,
+            &format!(
+                "executable = primes.wasm\narguments = 100000\noutput = {name}.out\n\
+                 log = {name}.log\nrequirements = Arch == \"{arch}\" && OpSys == \"{os}\"\nqueue\n"
+            ),
+        );
+    }
+    wait_or(
+        "the three jobs to finish",
+        Duration::from_secs(300),
+        || p.history().len() == 4,
+        || p.logs(),
+    );
+    for (name, host) in [("l", "slot1@host1"), ("w", "slot1@host2"), ("a", "slot1@host3")] {
+        let out = std::fs::read_to_string(jobs.join(format!("{name}.out"))).unwrap();
+        assert_eq!(out, "primes below 100000: 9592\n", "job {name}");
+        let h = p
+            .history()
+            .into_iter()
+            .find(|a| text(a, "Out").ends_with(&format!("{name}.out")))
+            .unwrap();
+        assert_eq!(text(&h, "LastRemoteHost"), host, "{h}");
+    }
 }

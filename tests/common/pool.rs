@@ -147,10 +147,22 @@ impl Pool {
     }
 
     pub fn spawn(&self, name: &str, args: &[&str], config: &str) -> Proc {
+        self.spawn_from(andes(), name, args, config)
+    }
+
+    /// As [`Pool::spawn`], with `program` (an `andes` of another platform
+    /// under its emulator, say) in place of this build's `andes`.
+    pub fn spawn_from(
+        &self,
+        mut program: std::process::Command,
+        name: &str,
+        args: &[&str],
+        config: &str,
+    ) -> Proc {
         let cfg = self.path().join(format!("{name}.config"));
         std::fs::write(&cfg, config).unwrap();
         let log = self.path().join(format!("{name}.log"));
-        let child = andes()
+        let child = program
             .args(args)
             .env("ANDES_CONFIG_DIR", self.path())
             .env("ANDES_CONFIG", &cfg)
@@ -213,6 +225,11 @@ impl Pool {
 
     /// Starts host `i` (1-based) with 2 slots unless `extra` says otherwise.
     pub fn start_host(&mut self, i: usize, extra: &str) {
+        self.start_host_from(andes(), i, extra);
+    }
+
+    /// As [`Pool::start_host`], run by `program` (see [`Pool::spawn_from`]).
+    pub fn start_host_from(&mut self, program: std::process::Command, i: usize, extra: &str) {
         let f = self.path().join(format!(".host{i}_address"));
         let _ = std::fs::remove_file(&f);
         let config = format!(
@@ -222,7 +239,7 @@ impl Pool {
             self.common,
             f.display()
         );
-        let mut p = self.spawn(&format!("host{i}"), &["host"], &config);
+        let mut p = self.spawn_from(program, &format!("host{i}"), &["host"], &config);
         self.wait_file(&mut p, &f);
         while self.hosts.len() < i {
             self.hosts.push(None);
