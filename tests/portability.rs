@@ -443,3 +443,91 @@ fn a_pool_across_platforms_moves_a_vacated_job_between_them_and_runs_jobs_on_eac
         assert_eq!(text(&h, "LastRemoteHost"), host, "{h}");
     }
 }
+
+/// The startd's policy on the Windows and aarch64 hosts, as on Linux: the
+/// owner comes back (KeyboardIdle 0) and a running job is suspended (status 7),
+/// then continues; under a policy that preempts without a vacate, the job is
+/// killed outright and goes back to idle; `andes rm` of a running job frees its
+/// slot.
+#[test]
+#[ignore = "needs the cross builds and emulators: cargo xtask portability"]
+fn the_startd_policy_suspends_continues_and_kills_jobs_on_every_platform() {
+    use common::pool::{Pool, wait_or};
+    let [_, windows, aarch64]: [Platform; 3] = platforms().try_into().ok().unwrap();
+    for platform in [windows, aarch64] {
+        let status = |p: &Pool| p.queue().first().map(|a| int(a, "JobStatus"));
+        // Suspend and continue.
+        let mut p = Pool::new(
+            "NUM_CPUS = 1\nWANT_SUSPEND = True\nSUSPEND = KeyboardIdle < 60\n\
+             CONTINUE = KeyboardIdle >= 60\nPREEMPT = False\nSTARTER_UPDATE_INTERVAL = 1\n\
+             STARTER_INITIAL_UPDATE_INTERVAL = 1\n",
+            0,
+        );
+        p.start_host_from(platform.command(), 1, "");
+        // Whatever the emulated machine says of its console, the owner is away.
+        p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "1000"]);
+        p.submit("alice", "spin", "executable = spin.wasm\nlog = spin.log\nqueue\n");
+        let on = platform.name;
+        wait_or(
+            &format!("the job to run on {on}"),
+            Duration::from_secs(120),
+            || status(&p) == Some(2),
+            || p.logs(),
+        );
+        p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "0"]);
+        wait_or(
+            &format!("status 7 on {on}"),
+            Duration::from_secs(120),
+            || status(&p) == Some(7),
+            || p.logs(),
+        );
+        p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "1000"]);
+        wait_or(
+            &format!("running again on {on}"),
+            Duration::from_secs(120),
+            || status(&p) == Some(2),
+            || p.logs(),
+        );
+        let ad = p.queue().remove(0);
+        assert_eq!(int(&ad, "TotalSuspensions"), 1, "on {on}: {ad}");
+        // rm of a running job: gone, and its slot free again.
+        p.ok("alice", &["rm", "1"]);
+        wait_or(
+            &format!("the slot freed on {on}"),
+            Duration::from_secs(120),
+            || {
+                p.queue().is_empty()
+                    && p.slots().first().is_some_and(|s| text(s, "State") == "Unclaimed")
+            },
+            || p.logs(),
+        );
+        drop(p);
+
+        // Preempted without a vacate: killed outright, back to idle.
+        let mut p = Pool::new(
+            "NUM_CPUS = 1\nSTART = KeyboardIdle >= 60\nWANT_SUSPEND = False\n\
+             PREEMPT = KeyboardIdle < 60\nWANT_VACATE = False\nKILL = False\n\
+             STARTER_UPDATE_INTERVAL = 1\nSTARTER_INITIAL_UPDATE_INTERVAL = 1\n",
+            0,
+        );
+        p.start_host_from(platform.command(), 1, "");
+        p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "1000"]);
+        p.submit("alice", "spin", "executable = spin.wasm\nlog = spin.log\nqueue\n");
+        wait_or(
+            &format!("the job to run on {on}"),
+            Duration::from_secs(120),
+            || status(&p) == Some(2),
+            || p.logs(),
+        );
+        p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "0"]);
+        wait_or(
+            &format!("the job killed and idle on {on}"),
+            Duration::from_secs(120),
+            || status(&p) == Some(1),
+            || p.logs(),
+        );
+        let log = std::fs::read_to_string(p.path().join("jobs/spin.log")).unwrap();
+        assert!(log.contains("Job was evicted"), "on {on}: {log}");
+        p.ok("alice", &["rm", "1"]);
+    }
+}
