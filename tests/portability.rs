@@ -308,19 +308,7 @@ fn a_snapshot_taken_on_any_platform_resumes_on_every_other() {
     let _ = std::fs::remove_dir_all(&top);
 }
 
-fn int(ad: &classad::ClassAd, name: &str) -> i64 {
-    match ad.eval_attr(name) {
-        classad::Value::Int(i) => i,
-        _ => -1,
-    }
-}
-
-fn text(ad: &classad::ClassAd, name: &str) -> String {
-    match ad.eval_attr(name) {
-        classad::Value::Str(s) => s.to_string(),
-        _ => String::new(),
-    }
-}
+use common::pool::{int, text};
 
 /// A pool whose execute hosts are of every platform: a compiled job vacated
 /// from its x86-64 Linux host resumes on the Windows host from its snapshot,
@@ -468,26 +456,19 @@ fn the_startd_policy_suspends_continues_and_kills_jobs_on_every_platform() {
         p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "1000"]);
         p.submit("alice", "spin", "executable = spin.wasm\nlog = spin.log\nqueue\n");
         let on = platform.name;
-        wait_or(
-            &format!("the job to run on {on}"),
-            Duration::from_secs(120),
-            || status(&p) == Some(2),
-            || p.logs(),
-        );
+        let reach = |p: &Pool, code: i64, what: &str| {
+            wait_or(
+                &format!("{what} on {on}"),
+                Duration::from_secs(120),
+                || status(p) == Some(code),
+                || p.logs(),
+            )
+        };
+        reach(&p, 2, "the job to run");
         p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "0"]);
-        wait_or(
-            &format!("status 7 on {on}"),
-            Duration::from_secs(120),
-            || status(&p) == Some(7),
-            || p.logs(),
-        );
+        reach(&p, 7, "status 7");
         p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "1000"]);
-        wait_or(
-            &format!("running again on {on}"),
-            Duration::from_secs(120),
-            || status(&p) == Some(2),
-            || p.logs(),
-        );
+        reach(&p, 2, "running again");
         let ad = p.queue().remove(0);
         assert_eq!(int(&ad, "TotalSuspensions"), 1, "on {on}: {ad}");
         // rm of a running job: gone, and its slot free again.
@@ -513,19 +494,9 @@ fn the_startd_policy_suspends_continues_and_kills_jobs_on_every_platform() {
         p.start_host_from(platform.command(), 1, "");
         p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "1000"]);
         p.submit("alice", "spin", "executable = spin.wasm\nlog = spin.log\nqueue\n");
-        wait_or(
-            &format!("the job to run on {on}"),
-            Duration::from_secs(120),
-            || status(&p) == Some(2),
-            || p.logs(),
-        );
+        reach(&p, 2, "the job to run");
         p.host_cmd(1, "root", &["host", "set-attr", "KeyboardIdle", "0"]);
-        wait_or(
-            &format!("the job killed and idle on {on}"),
-            Duration::from_secs(120),
-            || status(&p) == Some(1),
-            || p.logs(),
-        );
+        reach(&p, 1, "the job killed and idle");
         let log = std::fs::read_to_string(p.path().join("jobs/spin.log")).unwrap();
         assert!(log.contains("Job was evicted"), "on {on}: {log}");
         p.ok("alice", &["rm", "1"]);

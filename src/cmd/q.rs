@@ -737,7 +737,8 @@ fn summary_table(r: &SummaryReply, owners: &[String]) -> String {
     out
 }
 
-fn cmd_line(ad: &ClassAd) -> String {
+/// The command line `andes q` shows: the module's name and its arguments.
+pub(crate) fn cmd_line(ad: &ClassAd) -> String {
     let cmd = string(ad, "Cmd");
     let name = cmd.rsplit(['/', '\\']).next().unwrap_or(&cmd).to_string();
     let args = match ad.eval_attr("Arguments") {

@@ -104,17 +104,6 @@ pub fn job_id(ad: &ClassAd) -> String {
     format!("{}.{}", int(ad, "ClusterId").unwrap_or(0), int(ad, "ProcId").unwrap_or(0))
 }
 
-/// The command line `andes q` shows: the module's name and its arguments.
-pub fn cmd_line(ad: &ClassAd) -> String {
-    let cmd = string(ad, "Cmd");
-    let name = cmd.rsplit(['/', '\\']).next().unwrap_or(&cmd).to_string();
-    let args = match ad.eval_attr("Arguments") {
-        Value::Str(s) if !s.is_empty() => s.to_string(),
-        _ => string(ad, "Args"),
-    };
-    if args.is_empty() { name } else { format!("{name} {args}") }
-}
-
 /// The attributes a job table shows.
 pub const JOB_COLUMNS: &[&str] = &[
     "ClusterId",
@@ -154,7 +143,7 @@ pub fn job_rows(out: &mut String, ads: &[ClassAd], where_: &str) {
             owner = esc(&string(ad, "Owner")),
             q = esc(&when(int(ad, "QDate").unwrap_or(0))),
             done = esc(&when(int(ad, "CompletionDate").unwrap_or(0))),
-            cmd = esc(&cmd_line(ad)),
+            cmd = esc(&crate::cmd::q::cmd_line(ad)),
             note = esc(&note),
         );
     }

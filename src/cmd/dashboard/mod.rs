@@ -810,7 +810,7 @@ async fn job_html(d: &Dash, job: JobId) -> String {
         html::status_name(code),
         esc(&string(&ad, "Owner")),
         esc(&html::when(int(&ad, "QDate").unwrap_or(0))),
-        esc(&html::cmd_line(&ad)),
+        esc(&crate::cmd::q::cmd_line(&ad)),
     );
     let events = if !d.is_mine(&ad) {
         Err("the job is another user's: its event log is not read here".to_string())
