@@ -631,15 +631,7 @@ impl Session {
     ) -> PyResult<Vec<PyClassAd>> {
         let targets = targets(&ids, constraint)?;
         let req = QueryRequest { targets, projection, limit, mine: false };
-        let r: QueryReply = py
-            .detach(|| {
-                self.inner.block_on(self.inner.client.call(
-                    http::Method::POST,
-                    "/v1/query",
-                    Some(&req),
-                ))
-            })
-            .map_err(pool_err)?;
+        let r: QueryReply = self.post(py, "/v1/query", &req)?;
         parse_ad_list(&r)
     }
 
@@ -653,15 +645,7 @@ impl Session {
         limit: Option<usize>,
     ) -> PyResult<Vec<PyClassAd>> {
         let req = HistoryRequest { constraint, owners: Vec::new(), limit, projection };
-        let r: QueryReply = py
-            .detach(|| {
-                self.inner.block_on(self.inner.client.call(
-                    http::Method::POST,
-                    "/v1/history",
-                    Some(&req),
-                ))
-            })
-            .map_err(pool_err)?;
+        let r: QueryReply = self.post(py, "/v1/history", &req)?;
         parse_ad_list(&r)
     }
 
@@ -703,15 +687,7 @@ impl Session {
             other => return Err(HTCondorException::new_err(format!("andes cannot {other} jobs"))),
         };
         let req = ChangeRequest { targets, change };
-        let r: ChangeReport = py
-            .detach(|| {
-                self.inner.block_on(self.inner.client.call(
-                    http::Method::POST,
-                    "/v1/change",
-                    Some(&req),
-                ))
-            })
-            .map_err(pool_err)?;
+        let r: ChangeReport = self.post(py, "/v1/change", &req)?;
         Ok((
             r.changed.iter().map(|id| id.to_string()).collect(),
             r.skipped.iter().map(|(id, why)| (id.to_string(), why.clone())).collect(),
@@ -729,21 +705,29 @@ impl Session {
         projection: Vec<String>,
     ) -> PyResult<Vec<PyClassAd>> {
         let req = andes_protocol::pool::CollectorQuery { kind: my_type, constraint, projection };
-        let r: andes_protocol::pool::CollectorQueryReply = py
-            .detach(|| {
-                self.inner.block_on(self.inner.client.call(
-                    http::Method::POST,
-                    "/v1/collector/query",
-                    Some(&req),
-                ))
-            })
-            .map_err(pool_err)?;
+        let r: andes_protocol::pool::CollectorQueryReply =
+            self.post(py, "/v1/collector/query", &req)?;
         parse_ad_list(&QueryReply { ads: r.ads })
     }
 }
 
 /// The ids of the jobs a change changed, and `(id, why)` for those it skipped.
 type Changed = (Vec<String>, Vec<(String, String)>);
+
+impl Session {
+    /// `POST path` with `req` to the daemon, the interpreter released while it waits.
+    fn post<Req: serde::Serialize + Sync, Rep: serde::de::DeserializeOwned + Send>(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        req: &Req,
+    ) -> PyResult<Rep> {
+        py.detach(|| {
+            self.inner.block_on(self.inner.client.call(http::Method::POST, path, Some(req)))
+        })
+        .map_err(pool_err)
+    }
+}
 
 /// Job ids (`C.P`), clusters (`C`) or owners, and a constraint, as the
 /// commands take them.
