@@ -27,7 +27,12 @@
 //!    with a flag check before each (backwards when the destination is
 //!    above the source, so overlaps come out as the instruction's do; one
 //!    that would trap is left to the instruction, which traps before
-//!    moving a byte).
+//!    moving a byte). A recursion need not loop at all (a tree walk, a
+//!    naive `fib`), so every cycle of calls, direct or through a table, gets
+//!    a check too: at the entry of one function on it, the longer of the two
+//!    ends of each call a depth-first search finds closing a cycle, unless
+//!    a function on it checks on every entry already (its body starts with
+//!    a checked loop).
 //! 2. **Unwinding.** andes's own transform (the `unwind` module) makes the
 //!    call stack unwindable into memory and rewindable later. Only the
 //!    functions that can reach the yield import change: a function can if
@@ -96,6 +101,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "instrument")]
+mod graph;
 #[cfg(feature = "instrument")]
 mod liveness;
 #[cfg(feature = "instrument")]
@@ -347,7 +354,13 @@ pub fn instrument(module: &[u8], opts: &Options) -> Result<Vec<u8>, CompileError
             opts.stack_pages
         )));
     }
-    let info = scan::scan(module)?;
+    let mut info = scan::scan(module)?;
+    let (facts, calls) = graph::facts(module)?;
+    let polled: Vec<bool> = info.functions.iter().map(|f| f.entry_loop && f.calls).collect();
+    let polls = graph::recursion_polls(&facts, &calls, &polled);
+    for (f, poll) in info.functions.iter_mut().zip(polls) {
+        f.entry_poll = poll;
+    }
     let pre = rewrite::pre(module, &info, opts)?;
     let unwound = unwind::transform(&pre, opts)?;
     let out = rewrite::post(&unwound, opts)?;

@@ -405,6 +405,9 @@ impl Reencode for Pre<'_> {
         let mut loops = facts.map(|f| f.loops.iter()).into_iter().flatten();
         let leaf = facts.is_some_and(|f| !f.calls);
         let mut f = self.new_function_with_parsed_locals(&func)?;
+        if facts.is_some_and(|f| f.entry_poll) {
+            self.check(&mut f);
+        }
         let mut reader = func.get_operators_reader()?;
         while !reader.eof() {
             let op = reader.read()?;

@@ -30,6 +30,13 @@ pub(crate) struct Function {
     pub calls: bool,
     /// Its loops, in the order of their `loop` instructions.
     pub loops: Vec<Loop>,
+    /// Every entry reaches its first loop before any call or branch, so a
+    /// check at that loop's header (which a function that calls always
+    /// gets) is a check on entry.
+    pub entry_loop: bool,
+    /// It polls on entry: it is where a cycle of calls is broken
+    /// ([`crate::graph::recursion_polls`]).
+    pub entry_poll: bool,
 }
 
 /// One loop of a function.
@@ -233,8 +240,38 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
                 let mut table_op = None;
                 let mut refs = false;
                 let mut ops = body.get_operators_reader().map_err(err)?;
+                // Nothing yet has branched or called.
+                let mut prefix = true;
                 while !ops.eof() {
-                    match ops.read().map_err(err)? {
+                    let op = ops.read().map_err(err)?;
+                    if prefix {
+                        match op {
+                            Operator::Loop { .. } => {
+                                f.entry_loop = true;
+                                prefix = false;
+                            }
+                            Operator::Block { .. }
+                            | Operator::End
+                            | Operator::Nop
+                            | Operator::Drop
+                            | Operator::Select
+                            | Operator::LocalGet { .. }
+                            | Operator::LocalSet { .. }
+                            | Operator::LocalTee { .. }
+                            | Operator::GlobalGet { .. }
+                            | Operator::GlobalSet { .. }
+                            | Operator::I32Const { .. }
+                            | Operator::I64Const { .. }
+                            | Operator::I32Add
+                            | Operator::I32Sub
+                            | Operator::I32Load { .. }
+                            | Operator::I64Load { .. }
+                            | Operator::I32Store { .. }
+                            | Operator::I64Store { .. } => {}
+                            _ => prefix = false,
+                        }
+                    }
+                    match op {
                         Operator::Loop { .. } => {
                             let outermost = frames.iter().all(Option::is_none);
                             frames.push(Some(f.loops.len()));

@@ -386,7 +386,10 @@ fn the_state_is_read_from_the_global_only_on_entry_and_after_calls() {
                     ops[i - 1],
                     wasmparser::Operator::Call { .. } | wasmparser::Operator::CallIndirect { .. }
                 );
-            let into_local = matches!(ops.get(i + 1), Some(wasmparser::Operator::LocalTee { .. }));
+            let into_local = matches!(
+                ops.get(i + 1),
+                Some(wasmparser::Operator::LocalTee { .. } | wasmparser::Operator::LocalSet { .. })
+            );
             if after_call && into_local {
                 refreshes += 1;
             } else {

@@ -19,7 +19,9 @@
 //!   too, and the values under a structured block that contains a site), so
 //!   that at every site the function's whole state is its locals.
 //! - On entry while rewinding, a function pops its frame back into its
-//!   locals; then at each level of nesting that contains sites, one test
+//!   locals (inside the body's own dispatch when the body level dispatches
+//!   first, so that entry tests the state once, not twice); then at each
+//!   level of nesting that contains sites, one test
 //!   ("rewinding?") and a `br_table` on the site number branch forward to
 //!   the block, loop, `if` or call that holds the site: the code before it
 //!   in its level is wrapped in blocks that end just before each such
@@ -38,14 +40,14 @@ use wasm_encoder::{
     BlockType, CodeSection, ExportKind, ExportSection, FunctionSection, GlobalSection, GlobalType,
     Instruction, MemArg, MemorySection, MemoryType, Module, TypeSection, ValType,
 };
-use wasmparser::{FuncValidatorAllocations, Operator, Parser, Payload, TypeRef, ValidPayload};
+use wasmparser::{FuncValidatorAllocations, Operator, Parser, ValidPayload};
 
 use crate::{
     CompileError, GET_STATE, Options, STACK_MEMORY, START_REWIND, START_UNWIND, STATE_REWINDING,
     STOP_REWIND, STOP_UNWIND,
 };
 
-type PType = wasmparser::ValType;
+use crate::graph::{ModuleFacts, PType, can_yield, facts, yielding_types};
 
 fn invalid(e: impl std::fmt::Display) -> CompileError {
     CompileError::Invalid(e.to_string())
@@ -56,21 +58,6 @@ fn unsupported(why: String) -> CompileError {
         feature: "a block with parameters around a call that can checkpoint".into(),
         why,
     }
-}
-
-/// What the first parse learns about the module.
-#[derive(Default)]
-struct ModuleFacts {
-    /// Function types: (params, results).
-    types: Vec<(Vec<PType>, Vec<PType>)>,
-    /// Each function's type index, imports first.
-    func_type: Vec<u32>,
-    imported_funcs: u32,
-    globals: u32,
-    /// The yield import's function index.
-    yield_func: Option<u32>,
-    /// Functions a table can hold.
-    in_tables: HashSet<u32>,
 }
 
 /// One site of a function.
@@ -136,49 +123,6 @@ struct FuncPlan {
 }
 
 const BODY: usize = usize::MAX;
-
-/// The types of the functions in `set` that a table holds: an indirect
-/// call of one of these types may reach a function of the set.
-fn yielding_types<'a>(
-    facts: &'a ModuleFacts,
-    set: &HashSet<u32>,
-) -> HashSet<&'a (Vec<PType>, Vec<PType>)> {
-    facts
-        .in_tables
-        .iter()
-        .filter(|f| set.contains(f))
-        .filter_map(|f| facts.func_type.get(*f as usize))
-        .filter_map(|t| facts.types.get(*t as usize))
-        .collect()
-}
-
-/// Where each function can reach a yield: the yield import, and every
-/// function that calls one that can (through tables by type).
-fn can_yield(facts: &ModuleFacts, calls: &[(Vec<u32>, Vec<u32>)], yield_func: u32) -> HashSet<u32> {
-    let mut set: HashSet<u32> = HashSet::from([yield_func]);
-    loop {
-        let yielding_types = yielding_types(facts, &set);
-        let mut grew = false;
-        for (i, (direct, indirect)) in calls.iter().enumerate() {
-            let f = facts.imported_funcs + i as u32;
-            if set.contains(&f) {
-                continue;
-            }
-            let reaches = direct.iter().any(|c| set.contains(c))
-                || indirect
-                    .iter()
-                    .filter_map(|t| facts.types.get(*t as usize))
-                    .any(|t| yielding_types.contains(t));
-            if reaches {
-                set.insert(f);
-                grew = true;
-            }
-        }
-        if !grew {
-            return set;
-        }
-    }
-}
 
 fn block_sig(facts: &ModuleFacts, bt: wasmparser::BlockType) -> (Vec<PType>, Vec<PType>) {
     match bt {
@@ -511,10 +455,6 @@ struct OrigFrame {
     results: Vec<ValType>,
 }
 
-/// Each defined function's calls: direct callees, and the types of its
-/// indirect calls.
-type Calls = Vec<(Vec<u32>, Vec<u32>)>;
-
 /// The second pass's state for one function.
 struct Emit<'a> {
     plan: &'a FuncPlan,
@@ -538,6 +478,11 @@ struct Emit<'a> {
     st: u32,
     site: u32,
     cond: u32,
+    /// While the body's level opens: its dispatch, if emitted there, is
+    /// the first test of the state, and the rewind prologue goes into it.
+    merge: bool,
+    /// Where the prologue's frame restore goes, inside the body's dispatch.
+    merged_at: Option<usize>,
 }
 
 impl Emit<'_> {
@@ -625,6 +570,9 @@ impl Emit<'_> {
         }
         self.state_is_rewinding();
         self.i(Instruction::If(BlockType::Empty));
+        if self.merge {
+            self.merged_at = Some(self.out.len());
+        }
         self.ctl.push(Label::Other);
         let through = self.ctl.len() - 1;
         self.i(Instruction::Block(BlockType::Empty));
@@ -759,6 +707,8 @@ fn rewrite_function(
         st,
         site,
         cond,
+        merge: true,
+        merged_at: None,
     };
     let func_bt = match results {
         [] => BlockType::Empty,
@@ -776,6 +726,7 @@ fn rewrite_function(
     // Levels: the current level of each original frame.
     let mut levels: Vec<usize> = vec![BODY];
     e.open_level(BODY);
+    e.merge = false;
 
     let mut reader = body.get_operators_reader().map_err(invalid)?;
     let mut i = 0usize;
@@ -917,15 +868,22 @@ fn rewrite_function(
         shape[type_rank(e.locals[*l as usize])] += 1;
     }
     let mut epi = Vec::new();
+    let mut head = Vec::new();
     let mut pro = Vec::new();
     {
         use wasm_encoder::Encode;
         let put = |ins: Instruction<'_>, to: &mut Vec<u8>| ins.encode(to);
-        put(Instruction::GlobalGet(state), &mut pro);
-        put(Instruction::LocalTee(st), &mut pro);
-        put(Instruction::I32Const(STATE_REWINDING), &mut pro);
-        put(Instruction::I32Eq, &mut pro);
-        put(Instruction::If(BlockType::Empty), &mut pro);
+        // The state's copy on entry; then, unless the body's dispatch
+        // tests it (and restores the frame first), a test of its own.
+        put(Instruction::GlobalGet(state), &mut head);
+        if e.merged_at.is_some() {
+            put(Instruction::LocalSet(st), &mut head);
+        } else {
+            put(Instruction::LocalTee(st), &mut head);
+            put(Instruction::I32Const(STATE_REWINDING), &mut head);
+            put(Instruction::I32Eq, &mut head);
+            put(Instruction::If(BlockType::Empty), &mut head);
+        }
         if saved.len() <= MAX_HELPER_VALUES {
             let (save, restore) = shapes.helpers(shape);
             for l in &saved {
@@ -969,16 +927,28 @@ fn rewrite_function(
             put(Instruction::I32Add, &mut epi);
             put(Instruction::I32Store(current), &mut epi);
         }
-        put(Instruction::End, &mut pro);
+        if e.merged_at.is_none() {
+            put(Instruction::End, &mut pro);
+        }
         for t in results {
             put(zero(*t), &mut epi);
         }
         put(Instruction::End, &mut epi);
     }
-    let mut code = Vec::with_capacity(e.out.len() + pro.len() + epi.len());
+    let mut code = Vec::with_capacity(e.out.len() + head.len() + pro.len() + epi.len());
     code.extend_from_slice(&e.out[..prologue_at]);
-    code.extend_from_slice(&pro);
-    code.extend_from_slice(&e.out[prologue_at..]);
+    code.extend_from_slice(&head);
+    match e.merged_at {
+        Some(at) => {
+            code.extend_from_slice(&e.out[prologue_at..at]);
+            code.extend_from_slice(&pro);
+            code.extend_from_slice(&e.out[at..]);
+        }
+        None => {
+            code.extend_from_slice(&pro);
+            code.extend_from_slice(&e.out[prologue_at..]);
+        }
+    }
     code.extend_from_slice(&epi);
     let mut groups: Vec<(u32, ValType)> = declared;
     for t in &e.locals[params.len() + groups.iter().map(|g| g.0 as usize).sum::<usize>()..] {
@@ -1087,96 +1057,6 @@ struct Ident;
 
 impl Reencode for Ident {
     type Error = std::convert::Infallible;
-}
-
-/// The first parse: types, functions, globals, the yield import, table contents and
-/// each defined function's calls (direct callees, indirect call types).
-fn facts(module: &[u8]) -> Result<(ModuleFacts, Calls), CompileError> {
-    let mut f = ModuleFacts::default();
-    let mut calls = Vec::new();
-    let ref_funcs = |expr: &wasmparser::ConstExpr<'_>, set: &mut HashSet<u32>| {
-        let mut r = expr.get_operators_reader();
-        while let Ok(op) = r.read() {
-            if let Operator::RefFunc { function_index } = op {
-                set.insert(function_index);
-            }
-        }
-    };
-    for payload in Parser::new(0).parse_all(module) {
-        match payload.map_err(invalid)? {
-            Payload::TypeSection(s) => {
-                for t in s.into_iter_err_on_gc_types() {
-                    let t = t.map_err(invalid)?;
-                    f.types.push((t.params().to_vec(), t.results().to_vec()));
-                }
-            }
-            Payload::ImportSection(s) => {
-                for i in s {
-                    let i = i.map_err(invalid)?;
-                    match i.ty {
-                        TypeRef::Func(t) => {
-                            if i.module == crate::YIELD_MODULE && i.name == crate::YIELD_FIELD {
-                                f.yield_func = Some(f.imported_funcs);
-                            }
-                            f.func_type.push(t);
-                            f.imported_funcs += 1;
-                        }
-                        TypeRef::Global(_) => f.globals += 1,
-                        _ => {}
-                    }
-                }
-            }
-            Payload::FunctionSection(s) => {
-                for t in s {
-                    f.func_type.push(t.map_err(invalid)?);
-                }
-            }
-            Payload::GlobalSection(s) => {
-                for g in s {
-                    ref_funcs(&g.map_err(invalid)?.init_expr, &mut f.in_tables);
-                    f.globals += 1;
-                }
-            }
-            Payload::ElementSection(s) => {
-                for e in s {
-                    match e.map_err(invalid)?.items {
-                        wasmparser::ElementItems::Functions(r) => {
-                            for x in r {
-                                f.in_tables.insert(x.map_err(invalid)?);
-                            }
-                        }
-                        wasmparser::ElementItems::Expressions(_, r) => {
-                            for x in r {
-                                ref_funcs(&x.map_err(invalid)?, &mut f.in_tables);
-                            }
-                        }
-                    }
-                }
-            }
-            Payload::CodeSectionEntry(body) => {
-                let (mut direct, mut indirect) = (Vec::new(), Vec::new());
-                let mut r = body.get_operators_reader().map_err(invalid)?;
-                while !r.eof() {
-                    match r.read().map_err(invalid)? {
-                        Operator::Call { function_index }
-                        | Operator::ReturnCall { function_index } => direct.push(function_index),
-                        Operator::CallIndirect { type_index, .. }
-                        | Operator::ReturnCallIndirect { type_index, .. } => {
-                            indirect.push(type_index)
-                        }
-                        _ => {}
-                    }
-                }
-                direct.sort_unstable();
-                direct.dedup();
-                indirect.sort_unstable();
-                indirect.dedup();
-                calls.push((direct, indirect));
-            }
-            _ => {}
-        }
-    }
-    Ok((f, calls))
 }
 
 struct Unw<'a> {

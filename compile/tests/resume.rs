@@ -35,14 +35,21 @@ fn the_instrumented_module_runs_as_the_original() {
 }
 
 fn interrupted(mode: Mode, k: usize, checks: LoopChecks) {
+    interrupted_module(&primes_instrumented(checks), &[N], mode, k, &format!("{checks:?}"));
+}
+
+/// Runs `module` whole, then again with `k` checkpoints at random points,
+/// continued as `mode` says: the same output and exit, one slice per
+/// checkpoint (each request honoured before the next comes), and frames
+/// unwound each time.
+fn interrupted_module(module: &[u8], args: &[&str], mode: Mode, k: usize, what: &str) {
     let seed = seed();
     let _report = ReportSeed(seed);
     let rig = Rig::new();
-    let module = primes_instrumented(checks);
-    let whole = rig.run_through(&module, &[N], &[], mode);
+    let whole = rig.run_through(module, args, &[], mode);
     assert_eq!(whole.slices, 1);
     let points = random_points(seed, k, whole.polls);
-    let cut = rig.run_through(&module, &[N], &points, mode);
+    let cut = rig.run_through(module, args, &points, mode);
     assert_eq!(cut.slices, k + 1, "seed {seed}: one slice per interruption, at polls {points:?}");
     assert_eq!(
         String::from_utf8_lossy(&cut.stdout),
@@ -54,7 +61,7 @@ fn interrupted(mode: Mode, k: usize, checks: LoopChecks) {
     // Something real was unwound each time: frames in the stack memory.
     assert!(cut.stack_bytes.iter().all(|b| *b > 0), "seed {seed}: {:?}", cut.stack_bytes);
     eprintln!(
-        "{checks:?} {mode:?} seed {seed}: {} slices, unwound stacks of {:?} bytes, {} polls \
+        "{what} {mode:?} seed {seed}: {} slices, unwound stacks of {:?} bytes, {} polls \
          uninterrupted",
         cut.slices, cut.stack_bytes, whole.polls
     );
@@ -75,8 +82,46 @@ fn periodic_checkpoints_rewind_in_the_same_instance() {
     interrupted(Mode::Rewind, 12, LoopChecks::Outer);
 }
 
+/// A recursion with no loop anywhere: `g(n) = n < 2 ? n : g(n - 1) - h(n - 2) / 2 + 3`,
+/// with `h` (which calls `g`) reached through the table. No loop header
+/// polls, so only the polls that break cycles of calls let it checkpoint
+/// before it ends. Exits with `g(25) & 255`.
+const RECURSIVE: &str = r#"(module
+    (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+    (memory (export "memory") 1)
+    (type $t (func (param i32) (result i64)))
+    (table 1 funcref)
+    (elem (i32.const 0) $h)
+    (func $g (param $n i32) (result i64)
+        (if (result i64) (i32.lt_u (local.get $n) (i32.const 2))
+            (then (i64.extend_i32_u (local.get $n)))
+            (else (i64.add
+                (i64.sub
+                    (call $g (i32.sub (local.get $n) (i32.const 1)))
+                    (i64.div_s
+                        (call_indirect (type $t) (i32.sub (local.get $n) (i32.const 2)) (i32.const 0))
+                        (i64.const 2)))
+                (i64.const 3)))))
+    (func $h (param $n i32) (result i64) (call $g (local.get $n)))
+    (func (export "_start")
+        (call $exit (i32.wrap_i64 (i64.and (call $g (i32.const 25)) (i64.const 255))))))"#;
+
+#[test]
+fn a_recursion_without_loops_checkpoints_while_it_recurses() {
+    let rig = Rig::new();
+    let module = wat::parse_str(RECURSIVE).unwrap();
+    let plain = rig.run_through(&module, &[], &[], Mode::Resume);
+    let out = instrument(&module, &Options::default()).unwrap();
+    let whole = rig.run_through(&out, &[], &[], Mode::Resume);
+    assert_eq!(whole.exit, plain.exit);
+    interrupted_module(&out, &[], Mode::Resume, 12, "recursion");
+    interrupted_module(&out, &[], Mode::Rewind, 12, "recursion");
+}
+
 /// A deep recursion whose frames keep eight i64 locals live across the call;
-/// the innermost frame loops, so the flag is seen there.
+/// the innermost frame loops a million times, so a checkpoint asked for
+/// after the descent (which takes a few of the rig's fuel slices) is taken
+/// there, 1,000 frames deep.
 const DEEP: &str = r#"(module
     (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
     (memory (export "memory") 1)
@@ -95,7 +140,7 @@ const DEEP: &str = r#"(module
             (then
                 (loop $l
                     (local.set $i (i32.add (local.get $i) (i32.const 1)))
-                    (br_if $l (i32.lt_u (local.get $i) (i32.const 1000))))
+                    (br_if $l (i32.lt_u (local.get $i) (i32.const 1000000))))
                 (i64.extend_i32_u (local.get $i)))
             (else
                 (i64.add
@@ -105,7 +150,7 @@ const DEEP: &str = r#"(module
                              (i64.add (i64.add (local.get $e) (local.get $f))
                                       (i64.add (local.get $g) (local.get $h))))))))
     (func (export "_start")
-        ;; 1000 + the sum over n = 1..1000 of 8n + 28: 4,033,000, which is 232 mod 256.
+        ;; 1,000,000 + the sum over n = 1..1000 of 8n + 28: 5,032,000, which is 64 mod 256.
         (call $exit (i32.wrap_i64 (i64.and (call $rec (i32.const 1000)) (i64.const 255))))))"#;
 
 #[test]
@@ -113,20 +158,20 @@ fn a_deep_stack_resumes_and_an_overflow_is_recognised() {
     let rig = Rig::new();
     let module = wat::parse_str(DEEP).unwrap();
     let plain = rig.run_through(&module, &[], &[], Mode::Resume);
-    assert_eq!(plain.exit, 232);
+    assert_eq!(plain.exit, 64);
 
-    // With the default stack, the flag set before the start unwinds all
+    // With the default stack, a checkpoint in the innermost loop unwinds all
     // 1,000 frames and the resumed run ends the same.
     let big = instrument(&module, &Options::default()).unwrap();
-    let cut = rig.run_flagged_from_start(&big).expect("unwinds with a 1 MiB stack");
-    assert_eq!(cut.exit, 232);
+    let cut = rig.try_run_at(&big, &[100]).expect("unwinds with a 1 MiB stack");
+    assert_eq!(cut.exit, 64);
     assert_eq!(cut.slices, 2);
     assert!(cut.stack_bytes[0] > 65536, "{:?}", cut.stack_bytes);
 
     // With one page, the unwind overflows: a trap out of bounds while
     // unwinding, which the host recognises.
     let small = instrument(&module, &Options { stack_pages: 1, ..Options::default() }).unwrap();
-    let err = rig.run_flagged_from_start(&small).expect_err("overflows a 64 KiB stack");
+    let err = rig.try_run_at(&small, &[100]).expect_err("overflows a 64 KiB stack");
     assert!(err.overflow, "{}", err.message);
     assert_eq!(err.state, STATE_UNWINDING);
 }

@@ -313,6 +313,14 @@ impl Rig {
         self.block_on(self.run_through_async(&module, &[], &[], Mode::Resume, true))
     }
 
+    /// Runs a module with a checkpoint at each of `points`, resumed in a
+    /// fresh instance; a trap is returned, not a panic.
+    #[allow(dead_code)]
+    pub fn try_run_at(&self, bytes: &[u8], points: &[u64]) -> Result<Outcome, Failure> {
+        let module = self.compile(bytes);
+        self.block_on(self.run_through_async(&module, &[], points, Mode::Resume, false))
+    }
+
     /// Runs a module (instrumented or not) to its end, without interruption.
     #[allow(dead_code)]
     pub fn try_run(&self, bytes: &[u8]) -> Result<Outcome, Failure> {
