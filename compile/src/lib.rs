@@ -7,7 +7,9 @@
 //!    the guest's (index [`POLL_MEMORY`], exported as [`POLL_MEMORY_EXPORT`]);
 //!    its `u32` at [`POLL_WORD`] is the *flag*. A function `() -> ()` is
 //!    imported as [`YIELD_MODULE`]`.`[`YIELD_FIELD`] (every function index
-//!    after the imports moves up by one). At loop headers the pass inserts
+//!    after the imports moves up by one). At loop headers (after the blocks
+//!    that open there, so that a `switch` in a loop tests the poll word and
+//!    nothing else on its way in) the pass inserts
 //!    `i32.load poll[POLL_WORD]; if; call yield; end`. The host sets the
 //!    flag to ask for a yield, from any thread and without stopping the
 //!    guest (it is a word of memory, not a global only the store may

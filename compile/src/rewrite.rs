@@ -405,13 +405,20 @@ impl Reencode for Pre<'_> {
         let mut loops = facts.map(|f| f.loops.iter()).into_iter().flatten();
         let leaf = facts.is_some_and(|f| !f.calls);
         let mut f = self.new_function_with_parsed_locals(&func)?;
-        if facts.is_some_and(|f| f.entry_poll) {
-            self.check(&mut f);
-        }
+        // A check due (on entry, or at a loop header) goes in after the
+        // blocks that open there: it runs just as often, and a `switch` in a
+        // loop, nested blocks first, then gets one test per iteration, the
+        // poll word's, its rewind dispatch inside the check (see the
+        // unwinding) rather than in a test of its own.
+        let mut due = facts.is_some_and(|f| f.entry_poll);
         let mut reader = func.get_operators_reader()?;
         while !reader.eof() {
             let op = reader.read()?;
             let is_loop = matches!(op, wasmparser::Operator::Loop { .. });
+            if due && !matches!(op, wasmparser::Operator::Block { .. }) {
+                self.check(&mut f);
+                due = false;
+            }
             match op {
                 wasmparser::Operator::MemoryCopy { dst_mem: 0, src_mem: 0 }
                     if self.splits_bulk() =>
@@ -429,14 +436,11 @@ impl Reencode for Pre<'_> {
                 continue;
             }
             let l = loops.next().copied().unwrap_or(Loop { outermost: true, calls: true });
-            let check = match self.opts.checks {
+            due = match self.opts.checks {
                 LoopChecks::Every => true,
                 LoopChecks::NotInLeaves => !leaf,
                 LoopChecks::Outer => !leaf && (l.outermost || l.calls),
             };
-            if check {
-                self.check(&mut f);
-            }
         }
         code.function(&f);
         Ok(())

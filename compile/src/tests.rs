@@ -430,3 +430,56 @@ fn a_block_with_parameters_around_a_yielding_call_is_refused() {
             (call $w)))"#);
     instrument(&ok, &Options::default()).unwrap();
 }
+
+/// A `switch` in a loop: the loop's check goes in after the blocks that open
+/// at its header, so that the rewind dispatch of every level down to the
+/// `br_table` sits inside it, and an iteration tests the poll word and no
+/// state at all on its way to the `br_table`.
+#[test]
+fn a_switch_in_a_loop_tests_only_the_poll_word_on_its_way_in() {
+    let m = wat(r#"(module (memory 1)
+        (func $w (param i32) (loop $l (br_if $l (call $f (local.get 0)))))
+        (func $f (param i32) (result i32) (i32.sub (local.get 0) (i32.const 1)))
+        (func $s (local $k i32)
+            (local.set $k (i32.const 5))
+            (loop $top
+                (block $c2 (block $c1 (block $c0
+                    (br_table $c0 $c1 $c2 (local.get $k)))
+                    (call $w (i32.const 1)) (br $c2))
+                    (call $w (i32.const 2)))
+                (br_if $top (local.tee $k (i32.sub (local.get $k) (i32.const 1))))))
+        (export "_start" (func $s)))"#);
+    let out = instrument(&m, &Options::default()).unwrap();
+    let mut bodies = Vec::new();
+    for p in Parser::new(0).parse_all(&out) {
+        if let Payload::CodeSectionEntry(body) = p.unwrap() {
+            let mut ops = Vec::new();
+            let mut reader = body.get_operators_reader().unwrap();
+            while !reader.eof() {
+                ops.push(reader.read().unwrap());
+            }
+            bodies.push(ops);
+        }
+    }
+    use wasmparser::Operator as O;
+    // $s is the third function defined.
+    let s = &bodies[2];
+    let top = s.iter().position(|op| matches!(op, O::Loop { .. })).expect("the loop");
+    let table = s.iter().rposition(|op| matches!(op, O::BrTable { .. })).expect("the switch");
+    let way_in = &s[top..table];
+    let poll_loads = way_in
+        .iter()
+        .filter(|op| matches!(op, O::I32Load { memarg } if memarg.memory == POLL_MEMORY))
+        .count();
+    let state_tests =
+        way_in.windows(2).filter(|w| matches!(w, [O::I32Const { value: 2 }, O::I32Eq])).count();
+    assert_eq!(poll_loads, 1, "{way_in:?}");
+    // The one state test there is inside the check, on the rewind path.
+    assert_eq!(state_tests, 1, "{way_in:?}");
+    let check = way_in
+        .iter()
+        .position(|op| matches!(op, O::I32Load { memarg } if memarg.memory == POLL_MEMORY))
+        .unwrap();
+    let test = way_in.windows(2).position(|w| matches!(w, [O::I32Const { value: 2 }, O::I32Eq]));
+    assert!(test.unwrap() > check, "the state is tested before the poll word: {way_in:?}");
+}
