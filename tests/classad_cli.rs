@@ -6,12 +6,12 @@ fn andes() -> Command {
     Command::cargo_bin("andes").unwrap()
 }
 
-fn tmp(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("andes-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
+/// A file holding `text`, removed when the value is dropped.
+fn tmp(name: &str, text: &str) -> tempfile::TempPath {
+    let f = tempfile::Builder::new().prefix("andes-cli-").suffix(&format!("-{name}")).tempfile();
+    let f = f.unwrap();
+    std::fs::write(f.path(), text).unwrap();
+    f.into_temp_path()
 }
 
 #[test]

@@ -74,11 +74,8 @@ fn sample(name: &str) -> PathBuf {
     p
 }
 
-fn fresh(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("andes-portability-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn fresh(tag: &str) -> common::Scratch {
+    common::Scratch::new(&format!("portability-{tag}"))
 }
 
 fn show(p: &Platform, o: &Output) -> String {

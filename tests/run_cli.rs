@@ -1,7 +1,10 @@
 //! `andes run` as a user runs it: the job's own stdio, how it ended, the
 //! exit status, and the `--json` line scripts rely on.
 
+mod common;
+
 use assert_cmd::Command;
+use common::Scratch;
 use std::path::{Path, PathBuf};
 
 fn sample(name: &str) -> PathBuf {
@@ -12,11 +15,8 @@ fn sample(name: &str) -> PathBuf {
     p
 }
 
-fn sandbox(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("andes-run-cli-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn sandbox(tag: &str) -> Scratch {
+    Scratch::new(&format!("run-cli-{tag}"))
 }
 
 fn last_json(stdout: &[u8]) -> serde_json::Value {
@@ -270,7 +270,7 @@ fn a_cooperative_job_killed_outright_resumes_from_its_last_save() {
 /// A compiled job's place, apart from its checkpoints: a fresh directory
 /// `top` holding the job's sandbox `top/job` and `top/primes.wasm`, made
 /// by `andes compile samples/primes.wasm`. Returns `(top, job, module)`.
-fn compiled_primes(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+fn compiled_primes(name: &str) -> (Scratch, PathBuf, PathBuf) {
     let top = sandbox(name);
     let dir = top.join("job");
     std::fs::create_dir_all(&dir).unwrap();

@@ -159,3 +159,34 @@ impl Daemon {
         String::from_utf8(o.stderr).unwrap()
     }
 }
+
+/// A directory of a test's own under the system's temporary directory,
+/// removed with everything in it when the value is dropped (at the test's
+/// end, or as a failing test unwinds). It reads as the [`Path`] it is.
+pub struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    /// A new empty directory whose name starts with `andes-TAG-`.
+    pub fn new(tag: &str) -> Scratch {
+        Scratch(tempfile::Builder::new().prefix(&format!("andes-{tag}-")).tempdir().unwrap())
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.path().as_os_str()
+    }
+}
