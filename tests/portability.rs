@@ -109,6 +109,19 @@ fn the_samples_run_and_break_their_limits_alike_on_every_platform() {
         assert_eq!(out.status.code(), Some(0), "{}", show(&p, &out));
         assert_eq!(String::from_utf8_lossy(&out.stdout), "primes below 100000: 9592\n");
 
+        // The job thread's CPU time (getrusage on Linux, GetThreadTimes on
+        // Windows) for a job that only computes: counted, and never more
+        // than the time it ran (a process's time, or another thread's,
+        // would be).
+        let out = run(&p, &dir, &["--json".as_ref(), primes.as_os_str(), "20000000".as_ref()]);
+        let j = last_json(&p, &out);
+        let (cpu, wall) = (
+            j["RemoteUserCpu"].as_f64().unwrap_or(-1.0),
+            j["RemoteWallClockTime"].as_f64().unwrap_or(-1.0),
+        );
+        assert!(cpu > 0.0 && wall > 0.0, "cpu {cpu}, wall {wall}: {}", show(&p, &out));
+        assert!(cpu <= wall * 1.05 + 0.02, "cpu {cpu} over wall {wall}: {}", show(&p, &out));
+
         let membomb = sample("membomb");
         let out = run(
             &p,
