@@ -3,7 +3,7 @@
 //! holds, which functions can reach a yield, and where recursion needs a
 //! poll.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use wasmparser::{Operator, Parser, Payload, TypeRef};
 
@@ -193,31 +193,26 @@ pub(crate) fn recursion_polls(facts: &ModuleFacts, calls: &Calls, polled: &[bool
     let defined = |f: u32| f.checked_sub(imported).map(|i| i as usize).filter(|i| *i < n);
     let type_of =
         |f: u32| facts.func_type.get(f as usize).and_then(|t| facts.types.get(*t as usize));
-    // One node per function type that a table holds a defined function of.
-    let mut type_nodes: Vec<&(Vec<PType>, Vec<PType>)> = Vec::new();
+    // One node per function type that a table holds a defined function of
+    // (by index in `members`).
+    let mut type_nodes: HashMap<&(Vec<PType>, Vec<PType>), usize> = HashMap::new();
     let mut members: Vec<Vec<usize>> = Vec::new();
     let mut table_funcs: Vec<u32> = facts.in_tables.iter().copied().collect();
     table_funcs.sort_unstable();
     for f in table_funcs {
         let (Some(i), Some(t)) = (defined(f), type_of(f)) else { continue };
-        match type_nodes.iter().position(|x| *x == t) {
-            Some(k) => members[k].push(i),
-            None => {
-                type_nodes.push(t);
-                members.push(vec![i]);
-            }
-        }
+        let k = *type_nodes.entry(t).or_insert_with(|| {
+            members.push(Vec::new());
+            members.len() - 1
+        });
+        members[k].push(i);
     }
     let mut edges: Vec<Vec<usize>> = calls
         .iter()
         .map(|(direct, indirect)| {
             let mut e: Vec<usize> = direct.iter().filter_map(|c| defined(*c)).collect();
             for t in indirect {
-                if let Some(k) = facts
-                    .types
-                    .get(*t as usize)
-                    .and_then(|t| type_nodes.iter().position(|x| *x == t))
-                {
+                if let Some(k) = facts.types.get(*t as usize).and_then(|t| type_nodes.get(t)) {
                     e.push(n + k);
                 }
             }

@@ -31,10 +31,10 @@
 //!    that would trap is left to the instruction, which traps before
 //!    moving a byte). A recursion need not loop at all (a tree walk, a
 //!    naive `fib`), so every cycle of calls, direct or through a table, gets
-//!    a check too: at the entry of one function on it, the longer of the two
-//!    ends of each call a depth-first search finds closing a cycle, unless
-//!    a function on it checks on every entry already (its body starts with
-//!    a checked loop).
+//!    a check too: at the entry of the lowest function of each cycle a
+//!    depth-first search of the call graph closes, unless a function on it
+//!    checks on every entry already (its body starts with a checked loop)
+//!    or has been given a check for another cycle.
 //! 2. **Unwinding.** andes's own transform (the `unwind` module) makes the
 //!    call stack unwindable into memory and rewindable later. Only the
 //!    functions that can reach the yield import change: a function can if
