@@ -45,6 +45,12 @@
 //!    branch per level of nesting goes back to the call. The normal path
 //!    keeps its shape: unlike Binaryen's Asyncify, which andes used before
 //!    (instrumentation version 2), nothing guards the code between calls.
+//!    The branches a rewind takes still end in the middle of code, and
+//!    each such join in a loop costs the normal path register moves; so
+//!    an outermost loop that holds many sites
+//!    ([`Options::fast_copy_sites`], an interpreter's dispatch loop) is
+//!    emitted twice: a rewind copy, entered only by a rewind, with those
+//!    branches, whose back edges go to a fast copy without them.
 //!    It exports [`START_UNWIND`], [`STOP_UNWIND`], [`START_REWIND`],
 //!    [`STOP_REWIND`] and [`GET_STATE`] under Asyncify's names, with
 //!    Asyncify's meaning.
@@ -283,11 +289,28 @@ pub struct Options {
     /// everywhere, 1.67x to 1.73x of plain; BENCHMARKS.md) and bounds the
     /// pause of a program that grows buffers of hundreds of MB.
     pub split_bulk: bool,
+    /// The fewest sites (calls that can reach a yield) an outermost loop
+    /// holds for it to be emitted twice: a copy a rewind enters, with the
+    /// branches that take it back to where it left, and a fast copy
+    /// without them, which the loop goes on in (see the crate
+    /// documentation). Default [`DEFAULT_FAST_COPY_SITES`]; `u32::MAX`
+    /// never copies.
+    pub fast_copy_sites: u32,
 }
+
+/// The default of [`Options::fast_copy_sites`]: an interpreter's dispatch
+/// loop (SQLite's 477 sites, Lua's 153), not the loop of every function
+/// that makes a few calls (a Go function's loop holds 14, as a median).
+pub const DEFAULT_FAST_COPY_SITES: u32 = 64;
 
 impl Default for Options {
     fn default() -> Self {
-        Options { stack_pages: DEFAULT_STACK_PAGES, checks: LoopChecks::Outer, split_bulk: true }
+        Options {
+            stack_pages: DEFAULT_STACK_PAGES,
+            checks: LoopChecks::Outer,
+            split_bulk: true,
+            fast_copy_sites: DEFAULT_FAST_COPY_SITES,
+        }
     }
 }
 

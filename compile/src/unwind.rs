@@ -30,6 +30,11 @@
 //!   holding a site moves into it, so the nested blocks of a `switch` cost
 //!   one test, not one per case.
 //!
+//! - An outermost loop that holds at least [`Options::fast_copy_sites`]
+//!   sites is emitted twice: a rewind copy as above, entered only while
+//!   rewinding, whose back edges branch to a fast copy with no dispatch
+//!   and no chain blocks (see `Emit::op`).
+//!
 //! Frames are popped last-in first-out (the outermost function, unwound
 //! last, is rewound first), as Asyncify's are.
 
@@ -453,6 +458,31 @@ struct OrigFrame {
     /// its end.
     spilled: Vec<(u32, ValType)>,
     results: Vec<ValType>,
+    /// A loop.
+    is_loop: bool,
+    /// The rewind copy of a loop that has a fast copy: its back edges
+    /// branch to this label of [`Emit::ctl`] (the fast copy's entry), and
+    /// the copy began at this operator.
+    copy_of: Option<(usize, usize)>,
+}
+
+impl OrigFrame {
+    fn new(ctl: usize, spilled: Vec<(u32, ValType)>, results: Vec<ValType>, is_loop: bool) -> Self {
+        OrigFrame { ctl, spilled, results, is_loop, copy_of: None }
+    }
+}
+
+/// The most loops of one function that get a fast copy (each costs a pass
+/// over the function's operators).
+const FAST_COPIES: usize = 16;
+
+/// How the temporaries of a loop's rewind copy are allocated, so that its
+/// fast copy keeps each site's operands in the same locals (a frame saved
+/// in one is restored in the other).
+enum TempLog {
+    Off,
+    Record(Vec<u32>),
+    Replay(std::collections::VecDeque<u32>),
 }
 
 /// The second pass's state for one function.
@@ -483,6 +513,15 @@ struct Emit<'a> {
     merge: bool,
     /// Where the prologue's frame restore goes, inside the body's dispatch.
     merged_at: Option<usize>,
+    /// Emitting a fast copy: no dispatch, no chain blocks.
+    fast: bool,
+    temp_log: TempLog,
+    /// A fast copy asked for a temporary its rewind copy did not.
+    replay_miss: bool,
+    /// Loops given a fast copy so far.
+    copies: usize,
+    /// [`Options::fast_copy_sites`].
+    fast_copy_sites: u32,
 }
 
 impl Emit<'_> {
@@ -492,11 +531,23 @@ impl Emit<'_> {
     }
 
     fn temp(&mut self, t: ValType) -> u32 {
-        if let Some(l) = self.free.get_mut(&t).and_then(Vec::pop) {
-            return l;
+        if let TempLog::Replay(log) = &mut self.temp_log {
+            match log.pop_front() {
+                Some(l) if self.locals[l as usize] == t => return l,
+                _ => self.replay_miss = true,
+            }
         }
-        self.locals.push(t);
-        (self.locals.len() - 1) as u32
+        let l = match self.free.get_mut(&t).and_then(Vec::pop) {
+            Some(l) => l,
+            None => {
+                self.locals.push(t);
+                (self.locals.len() - 1) as u32
+            }
+        };
+        if let TempLog::Record(log) = &mut self.temp_log {
+            log.push(l);
+        }
+        l
     }
 
     fn release(&mut self, l: u32, t: ValType) {
@@ -513,7 +564,8 @@ impl Emit<'_> {
         let frame = n
             .checked_sub(1 + depth as usize)
             .ok_or_else(|| invalid(format!("branch depth {depth} out of range")))?;
-        Ok(self.depth_of(self.orig[frame].ctl))
+        let f = &self.orig[frame];
+        Ok(self.depth_of(f.copy_of.map_or(f.ctl, |(to_fast, _)| to_fast)))
     }
 
     /// `state == REWINDING`, from the function's copy of the state: taken
@@ -602,6 +654,242 @@ impl Emit<'_> {
         self.ctl.pop();
     }
 
+    /// Emits original operator `i`, `op`. In a fast copy (`self.fast`) a
+    /// structure opens no level (no chain blocks, no dispatch: nothing
+    /// rewinds into it) but every site still leaves through the epilogue
+    /// with its operands in the same locals as in the rewind copy.
+    ///
+    /// **Fast copies.** A rewind branches into the middle of code: the
+    /// chain blocks it branches to are joins, and at every join inside a
+    /// loop the register allocator must reconcile the values of the normal
+    /// path with those of the rewind. In an interpreter's loop, with
+    /// hundreds of sites, that cost more than the rest of the
+    /// instrumentation together (SQLite's bytecode engine moved some fifty
+    /// values between stack slots on each opcode). So an outermost loop
+    /// that holds at least [`Options::fast_copy_sites`] sites is emitted twice: a
+    /// *rewind copy*, entered only by a rewind (the state is tested once
+    /// where the loop is entered), with today's dispatch, whose back edges
+    /// go to a *fast copy* with none. A rewind thus finishes the iteration
+    /// it resumes in the rewind copy, and the loop goes on in the fast one;
+    /// an unwind from either saves the same frame.
+    #[allow(clippy::too_many_lines)]
+    fn op(
+        &mut self,
+        re: &mut Ident,
+        body: &wasmparser::FunctionBody<'_>,
+        i: usize,
+        op: &Operator<'_>,
+        levels: &mut Vec<usize>,
+    ) -> Result<(), CompileError> {
+        let plan = self.plan;
+        let e = self;
+        let fast = e.fast;
+        let here = *levels.last().expect("a level");
+        match (plan.ops.get(&i), op) {
+            (
+                Some(OpPlan::Struct(s)),
+                Operator::Block { blockty } | Operator::Loop { blockty } | Operator::If { blockty },
+            ) => {
+                let is_if = matches!(op, Operator::If { .. }) && !s.poll;
+                if is_if {
+                    e.i(Instruction::LocalSet(e.cond));
+                }
+                let spilled = e.spill(&s.extras);
+                if !fast {
+                    e.land(here, s.chain);
+                }
+                if is_if && fast {
+                    e.i(Instruction::LocalGet(e.cond));
+                } else if is_if {
+                    let (lo, hi) = s.then;
+                    e.state_is_rewinding();
+                    e.i(Instruction::If(BlockType::Result(ValType::I32)));
+                    if hi > lo {
+                        e.i(Instruction::LocalGet(e.site));
+                        e.i(Instruction::I32Const(lo as i32));
+                        e.i(Instruction::I32Sub);
+                        e.i(Instruction::I32Const((hi - lo) as i32));
+                        e.i(Instruction::I32LtU);
+                    } else {
+                        e.i(Instruction::I32Const(0));
+                    }
+                    e.i(Instruction::Else);
+                    e.i(Instruction::LocalGet(e.cond));
+                    e.i(Instruction::End);
+                }
+                let is_loop = matches!(op, Operator::Loop { .. });
+                let sites = plan
+                    .levels
+                    .get(&i)
+                    .and_then(|l| Some(l.children.last()?.hi - l.lo))
+                    .unwrap_or(0);
+                let copy = !fast
+                    && is_loop
+                    && sites >= e.fast_copy_sites
+                    && e.copies < FAST_COPIES
+                    && matches!(blockty, wasmparser::BlockType::Empty)
+                    && spilled.is_empty()
+                    && !e.orig.iter().any(|f| f.is_loop)
+                    && matches!(e.temp_log, TempLog::Off);
+                let mut copy_of = None;
+                if copy {
+                    // block $after; block $fast; if rewinding; loop (the
+                    // rewind copy) ... end; br $after; end; end; loop (the
+                    // fast copy) ... end; end.
+                    e.copies += 1;
+                    e.i(Instruction::Block(BlockType::Empty));
+                    e.ctl.push(Label::Other);
+                    e.i(Instruction::Block(BlockType::Empty));
+                    e.ctl.push(Label::Other);
+                    copy_of = Some((e.ctl.len() - 1, i));
+                    e.state_is_rewinding();
+                    e.i(Instruction::If(BlockType::Empty));
+                    e.ctl.push(Label::Other);
+                    e.temp_log = TempLog::Record(Vec::new());
+                }
+                let bt = re.block_type(*blockty).map_err(|e| invalid(e.to_string()))?;
+                e.i(match op {
+                    Operator::Block { .. } => Instruction::Block(bt),
+                    Operator::Loop { .. } => Instruction::Loop(bt),
+                    _ => Instruction::If(bt),
+                });
+                e.ctl.push(Label::Orig);
+                let results: Vec<ValType> = s.results.iter().map(|t| vt(*t)).collect();
+                let mut frame = OrigFrame::new(e.ctl.len() - 1, spilled, results, is_loop);
+                frame.copy_of = copy_of;
+                e.orig.push(frame);
+                levels.push(i);
+                if !fast {
+                    e.open_level(i);
+                }
+            }
+            (Some(OpPlan::Site(s)), _) => {
+                let extras = if s.landing.is_some() {
+                    e.landed.take().unwrap_or_default()
+                } else {
+                    let args = e.spill(&s.args);
+                    let extras = e.spill(&s.extras);
+                    if !fast {
+                        e.land(here, s.chain);
+                    }
+                    for (l, t) in &args {
+                        e.i(Instruction::LocalGet(*l));
+                        e.release(*l, *t);
+                    }
+                    extras
+                };
+                e.i(re.instruction(op.clone()).map_err(|e| invalid(e.to_string()))?);
+                // After the call: unwinding?
+                e.i(Instruction::GlobalGet(e.state));
+                e.i(Instruction::LocalTee(e.st));
+                e.i(Instruction::If(BlockType::Empty));
+                e.ctl.push(Label::Other);
+                e.i(Instruction::I32Const(s.number as i32));
+                e.i(Instruction::LocalSet(e.site));
+                e.i(Instruction::Br(e.depth_of(0)));
+                e.i(Instruction::End);
+                e.ctl.pop();
+                let results: Vec<ValType> = s.results.iter().map(|t| vt(*t)).collect();
+                e.unspill(extras, &results);
+            }
+            (_, Operator::Block { .. } | Operator::Loop { .. } | Operator::If { .. }) => {
+                e.i(re.instruction(op.clone()).map_err(|e| invalid(e.to_string()))?);
+                e.ctl.push(Label::Orig);
+                let is_loop = matches!(op, Operator::Loop { .. });
+                e.orig.push(OrigFrame::new(e.ctl.len() - 1, vec![], vec![], is_loop));
+                levels.push(i);
+            }
+            (_, Operator::Else) => {
+                e.i(Instruction::Else);
+                *levels.last_mut().expect("a level") = i;
+                if !fast {
+                    e.open_level(i);
+                }
+            }
+            (_, Operator::End) => {
+                e.i(Instruction::End);
+                e.ctl.pop();
+                let frame = e.orig.pop().expect("a frame per end");
+                levels.pop();
+                e.unspill(frame.spilled, &frame.results);
+                if let Some((_, start)) = frame.copy_of {
+                    e.fast_copy(re, body, start, i, levels)?;
+                }
+            }
+            (_, Operator::Br { relative_depth }) => {
+                let d = e.remap(*relative_depth)?;
+                e.i(Instruction::Br(d));
+            }
+            (_, Operator::BrIf { relative_depth }) => {
+                let d = e.remap(*relative_depth)?;
+                e.i(Instruction::BrIf(d));
+            }
+            (_, Operator::BrTable { targets }) => {
+                let mut t = Vec::with_capacity(targets.len() as usize);
+                for d in targets.targets() {
+                    t.push(e.remap(d.map_err(invalid)?)?);
+                }
+                let d = e.remap(targets.default())?;
+                e.i(Instruction::BrTable(t.into(), d));
+            }
+            (_, op) => {
+                if let Some(OpPlan::Site(s)) = plan.landings.get(&i).and_then(|c| plan.ops.get(c)) {
+                    e.landed = Some(e.spill(&s.extras));
+                    if !fast {
+                        e.land(here, s.chain);
+                    }
+                }
+                e.i(re.instruction(op.clone()).map_err(|e| invalid(e.to_string()))?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes a loop's rewind copy (operators `start..=end`, just emitted)
+    /// and emits its fast copy.
+    fn fast_copy(
+        &mut self,
+        re: &mut Ident,
+        body: &wasmparser::FunctionBody<'_>,
+        start: usize,
+        end: usize,
+        levels: &mut Vec<usize>,
+    ) -> Result<(), CompileError> {
+        // The rewind copy ran to its end: on after the fast copy.
+        self.i(Instruction::Br(2));
+        self.i(Instruction::End);
+        self.ctl.pop();
+        self.i(Instruction::End);
+        self.ctl.pop();
+        let TempLog::Record(log) = std::mem::replace(&mut self.temp_log, TempLog::Off) else {
+            return Err(invalid("a fast copy outside a rewind copy"));
+        };
+        let free = self.free.clone();
+        self.temp_log = TempLog::Replay(log.into());
+        self.fast = true;
+        let mut reader = body.get_operators_reader().map_err(invalid)?;
+        for _ in 0..start {
+            reader.read().map_err(invalid)?;
+        }
+        for i in start..=end {
+            let op = reader.read().map_err(invalid)?;
+            self.op(re, body, i, &op, levels)?;
+        }
+        self.fast = false;
+        let TempLog::Replay(left) = std::mem::replace(&mut self.temp_log, TempLog::Off) else {
+            unreachable!("set above");
+        };
+        if self.replay_miss || !left.is_empty() {
+            return Err(unsupported(
+                "a loop's fast copy keeps its operands apart from its rewind copy".into(),
+            ));
+        }
+        self.free = free;
+        self.i(Instruction::End);
+        self.ctl.pop();
+        Ok(())
+    }
+
     /// Closes the chain block that ends before the current level's next child.
     fn land(&mut self, level: usize, chain: bool) {
         let c = self.next_child.get(&level).copied().unwrap_or(0);
@@ -661,6 +949,7 @@ fn rewrite_function(
     body_type: Option<u32>,
     state: u32,
     data: u32,
+    fast_copy_sites: u32,
 ) -> Result<wasm_encoder::Function, CompileError> {
     let mut locals: Vec<ValType> = params.to_vec();
     let mut declared = Vec::new();
@@ -709,6 +998,11 @@ fn rewrite_function(
         cond,
         merge: true,
         merged_at: None,
+        fast: false,
+        temp_log: TempLog::Off,
+        replay_miss: false,
+        copies: 0,
+        fast_copy_sites,
     };
     let func_bt = match results {
         [] => BlockType::Empty,
@@ -719,7 +1013,7 @@ fn rewrite_function(
     e.ctl.push(Label::Other);
     e.i(Instruction::Block(func_bt));
     e.ctl.push(Label::Orig);
-    e.orig.push(OrigFrame { ctl: 1, spilled: vec![], results: vec![] });
+    e.orig.push(OrigFrame::new(1, vec![], vec![], false));
     // The rewind prologue is emitted once the frame size is known: a
     // placeholder marks where it goes.
     let prologue_at = e.out.len();
@@ -732,116 +1026,7 @@ fn rewrite_function(
     let mut i = 0usize;
     while !reader.eof() {
         let op = reader.read().map_err(invalid)?;
-        let here = *levels.last().expect("a level");
-        match (plan.ops.get(&i), &op) {
-            (
-                Some(OpPlan::Struct(s)),
-                Operator::Block { blockty } | Operator::Loop { blockty } | Operator::If { blockty },
-            ) => {
-                let is_if = matches!(op, Operator::If { .. }) && !s.poll;
-                if is_if {
-                    e.i(Instruction::LocalSet(e.cond));
-                }
-                let spilled = e.spill(&s.extras);
-                e.land(here, s.chain);
-                if is_if {
-                    let (lo, hi) = s.then;
-                    e.state_is_rewinding();
-                    e.i(Instruction::If(BlockType::Result(ValType::I32)));
-                    if hi > lo {
-                        e.i(Instruction::LocalGet(e.site));
-                        e.i(Instruction::I32Const(lo as i32));
-                        e.i(Instruction::I32Sub);
-                        e.i(Instruction::I32Const((hi - lo) as i32));
-                        e.i(Instruction::I32LtU);
-                    } else {
-                        e.i(Instruction::I32Const(0));
-                    }
-                    e.i(Instruction::Else);
-                    e.i(Instruction::LocalGet(e.cond));
-                    e.i(Instruction::End);
-                }
-                let bt = re.block_type(*blockty).map_err(|e| invalid(e.to_string()))?;
-                e.i(match op {
-                    Operator::Block { .. } => Instruction::Block(bt),
-                    Operator::Loop { .. } => Instruction::Loop(bt),
-                    _ => Instruction::If(bt),
-                });
-                e.ctl.push(Label::Orig);
-                let results: Vec<ValType> = s.results.iter().map(|t| vt(*t)).collect();
-                e.orig.push(OrigFrame { ctl: e.ctl.len() - 1, spilled, results });
-                levels.push(i);
-                e.open_level(i);
-            }
-            (Some(OpPlan::Site(s)), _) => {
-                let extras = if s.landing.is_some() {
-                    e.landed.take().unwrap_or_default()
-                } else {
-                    let args = e.spill(&s.args);
-                    let extras = e.spill(&s.extras);
-                    e.land(here, s.chain);
-                    for (l, t) in &args {
-                        e.i(Instruction::LocalGet(*l));
-                        e.release(*l, *t);
-                    }
-                    extras
-                };
-                e.i(re.instruction(op.clone()).map_err(|e| invalid(e.to_string()))?);
-                // After the call: unwinding?
-                e.i(Instruction::GlobalGet(e.state));
-                e.i(Instruction::LocalTee(e.st));
-                e.i(Instruction::If(BlockType::Empty));
-                e.ctl.push(Label::Other);
-                e.i(Instruction::I32Const(s.number as i32));
-                e.i(Instruction::LocalSet(e.site));
-                e.i(Instruction::Br(e.depth_of(0)));
-                e.i(Instruction::End);
-                e.ctl.pop();
-                let results: Vec<ValType> = s.results.iter().map(|t| vt(*t)).collect();
-                e.unspill(extras, &results);
-            }
-            (_, Operator::Block { .. } | Operator::Loop { .. } | Operator::If { .. }) => {
-                e.i(re.instruction(op.clone()).map_err(|e| invalid(e.to_string()))?);
-                e.ctl.push(Label::Orig);
-                e.orig.push(OrigFrame { ctl: e.ctl.len() - 1, spilled: vec![], results: vec![] });
-                levels.push(i);
-            }
-            (_, Operator::Else) => {
-                e.i(Instruction::Else);
-                *levels.last_mut().expect("a level") = i;
-                e.open_level(i);
-            }
-            (_, Operator::End) => {
-                e.i(Instruction::End);
-                e.ctl.pop();
-                let frame = e.orig.pop().expect("a frame per end");
-                levels.pop();
-                e.unspill(frame.spilled, &frame.results);
-            }
-            (_, Operator::Br { relative_depth }) => {
-                let d = e.remap(*relative_depth)?;
-                e.i(Instruction::Br(d));
-            }
-            (_, Operator::BrIf { relative_depth }) => {
-                let d = e.remap(*relative_depth)?;
-                e.i(Instruction::BrIf(d));
-            }
-            (_, Operator::BrTable { targets }) => {
-                let mut t = Vec::with_capacity(targets.len() as usize);
-                for d in targets.targets() {
-                    t.push(e.remap(d.map_err(invalid)?)?);
-                }
-                let d = e.remap(targets.default())?;
-                e.i(Instruction::BrTable(t.into(), d));
-            }
-            (_, op) => {
-                if let Some(OpPlan::Site(s)) = plan.landings.get(&i).and_then(|c| plan.ops.get(c)) {
-                    e.landed = Some(e.spill(&s.extras));
-                    e.land(here, s.chain);
-                }
-                e.i(re.instruction(op.clone()).map_err(|e| invalid(e.to_string()))?);
-            }
-        }
+        e.op(re, body, i, &op, &mut levels)?;
         i += 1;
     }
     // The body's `end` closed the function's block; then the normal return.
@@ -1299,6 +1484,7 @@ pub(crate) fn transform(module: &[u8], opts: &Options) -> Result<Vec<u8>, Compil
             body_type,
             state,
             data,
+            opts.fast_copy_sites,
         )?;
         bodies.insert(index, f);
     }

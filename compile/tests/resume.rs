@@ -82,6 +82,18 @@ fn periodic_checkpoints_rewind_in_the_same_instance() {
     interrupted(Mode::Rewind, 12, LoopChecks::Outer);
 }
 
+/// A rewind enters a loop's rewind copy, finishes the iteration there and
+/// goes on in its fast copy; an unwind from either saves the same frame.
+#[test]
+fn loops_emitted_twice_resume_and_rewind_alike() {
+    let opts = Options { fast_copy_sites: 1, ..Options::default() };
+    let module = instrument(&sample("primes"), &opts).expect("instrument primes");
+    assert_ne!(module, primes_instrumented(LoopChecks::Outer), "no loop was copied");
+    for mode in [Mode::Resume, Mode::Rewind] {
+        interrupted_module(&module, &[N], mode, 12, "fast copies");
+    }
+}
+
 /// A recursion with no loop anywhere: `g(n) = n < 2 ? n : g(n - 1) - h(n - 2) / 2 + 3`,
 /// with `h` (which calls `g`) reached through the table. No loop header
 /// polls, so only the polls that break cycles of calls let it checkpoint
@@ -418,19 +430,25 @@ fn every_shape_of_code_resumes_where_it_left() {
     let plain = rig.run_through(&original, &[], &[], Mode::Resume);
     assert_eq!(plain.exit, 0);
     assert_eq!(plain.stdout.len(), 17, "{:?}", String::from_utf8_lossy(&plain.stdout));
-    for checks in [LoopChecks::Outer, LoopChecks::Every] {
-        let module = instrument(&original, &Options { checks, ..Options::default() }).unwrap();
+    // Every outermost loop with a site emitted twice (a rewind copy and a
+    // fast copy) as well as the default (none in so small a module).
+    for (checks, fast_copy_sites) in
+        [(LoopChecks::Outer, 1), (LoopChecks::Every, 1), (LoopChecks::Outer, u32::MAX)]
+    {
+        let opts = Options { checks, fast_copy_sites, ..Options::default() };
+        let module = instrument(&original, &opts).unwrap();
+        let checks = format!("{checks:?} fast_copy_sites {fast_copy_sites}");
         let whole = rig.run_through(&module, &[], &[], Mode::Resume);
-        assert_eq!(whole.stdout, plain.stdout, "{checks:?}");
-        assert!(whole.polls > 20, "{checks:?}: too short to interrupt: {} polls", whole.polls);
+        assert_eq!(whole.stdout, plain.stdout, "{checks}");
+        assert!(whole.polls > 20, "{checks}: too short to interrupt: {} polls", whole.polls);
         for mode in [Mode::Resume, Mode::Rewind] {
             let points = random_points(seed, 20, whole.polls);
             let cut = rig.run_through(&module, &[], &points, mode);
-            assert_eq!(cut.slices, 21, "{checks:?} {mode:?} seed {seed}: at {points:?}");
+            assert_eq!(cut.slices, 21, "{checks} {mode:?} seed {seed}: at {points:?}");
             assert_eq!(
                 String::from_utf8_lossy(&cut.stdout),
                 String::from_utf8_lossy(&plain.stdout),
-                "{checks:?} {mode:?} seed {seed}: at {points:?}"
+                "{checks} {mode:?} seed {seed}: at {points:?}"
             );
         }
     }
