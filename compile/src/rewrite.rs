@@ -91,6 +91,29 @@ impl Pre<'_> {
             functions.function(self.yield_type + 1);
         }
     }
+    /// `memory.copy` or `memory.fill` (`(dst, src or value, len)` on the
+    /// stack), through locals `at..at + 3`: the instruction itself when
+    /// `len` is at most [`BULK_PIECE`], else a call to its helper.
+    fn bulk(f: &mut wasm_encoder::Function, at: u32, call: Instruction<'_>, op: Instruction<'_>) {
+        for l in (at..at + 3).rev() {
+            f.instruction(&Instruction::LocalSet(l));
+        }
+        f.instruction(&Instruction::LocalGet(at + 2));
+        f.instruction(&Instruction::I32Const(BULK_PIECE));
+        f.instruction(&Instruction::I32GtU);
+        f.instruction(&Instruction::If(BlockType::Empty));
+        for l in at..at + 3 {
+            f.instruction(&Instruction::LocalGet(l));
+        }
+        f.instruction(&call);
+        f.instruction(&Instruction::Else);
+        for l in at..at + 3 {
+            f.instruction(&Instruction::LocalGet(l));
+        }
+        f.instruction(&op);
+        f.instruction(&Instruction::End);
+    }
+
     /// `if (poll word) call yield`.
     fn check(&self, f: &mut wasm_encoder::Function) {
         let word = MemArg { offset: u64::from(POLL_WORD), align: 2, memory_index: POLL_MEMORY };
@@ -404,7 +427,26 @@ impl Reencode for Pre<'_> {
         self.next_body += 1;
         let mut loops = facts.map(|f| f.loops.iter()).into_iter().flatten();
         let leaf = facts.is_some_and(|f| !f.calls);
-        let mut f = self.new_function_with_parsed_locals(&func)?;
+        // A bulk instruction of at most BULK_PIECE bytes (nearly all: a
+        // Go or C program's every small memmove) stays the instruction
+        // behind a test of its length, in three locals added for its
+        // operands; only a larger one calls the helper.
+        let bulk = match facts {
+            Some(f) if f.bulk && self.splits_bulk() => Some(f.locals),
+            _ => None,
+        };
+        let mut f = match bulk {
+            None => self.new_function_with_parsed_locals(&func)?,
+            Some(_) => {
+                let mut locals = Vec::new();
+                for l in func.get_locals_reader()? {
+                    let (n, t) = l?;
+                    locals.push((n, self.val_type(t)?));
+                }
+                locals.push((3, ValType::I32));
+                wasm_encoder::Function::new(locals)
+            }
+        };
         // A check due (on entry, or at a loop header) goes in after the
         // blocks that open there: it runs just as often, and a `switch` in a
         // loop, nested blocks first, then gets one test per iteration, the
@@ -421,12 +463,14 @@ impl Reencode for Pre<'_> {
             }
             match op {
                 wasmparser::Operator::MemoryCopy { dst_mem: 0, src_mem: 0 }
-                    if self.splits_bulk() =>
+                    if let Some(at) = bulk =>
                 {
-                    f.instruction(&Instruction::Call(self.copy_func()));
+                    let copy = Instruction::MemoryCopy { src_mem: 0, dst_mem: 0 };
+                    Self::bulk(&mut f, at, Instruction::Call(self.copy_func()), copy);
                 }
-                wasmparser::Operator::MemoryFill { mem: 0 } if self.splits_bulk() => {
-                    f.instruction(&Instruction::Call(self.copy_func() + 1));
+                wasmparser::Operator::MemoryFill { mem: 0 } if let Some(at) = bulk => {
+                    let fill = Instruction::MemoryFill(0);
+                    Self::bulk(&mut f, at, Instruction::Call(self.copy_func() + 1), fill);
                 }
                 op => {
                     f.instruction(&self.instruction(op)?);

@@ -37,6 +37,10 @@ pub(crate) struct Function {
     /// It polls on entry: it is where a cycle of calls is broken
     /// ([`crate::graph::recursion_polls`]).
     pub entry_poll: bool,
+    /// It has a `memory.copy` or `memory.fill` of memory 0.
+    pub bulk: bool,
+    /// Its parameters and declared locals.
+    pub locals: u32,
 }
 
 /// One loop of a function.
@@ -228,13 +232,22 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
                 let func = info.imported_funcs as usize + code_index;
                 code_index += 1;
                 let name = || format!("function {func}");
+                let mut f = Function::default();
+                let params = func_type_of
+                    .get(func)
+                    .and_then(|t| func_types.get(*t as usize))
+                    .and_then(|t| t.as_ref())
+                    .map_or(0, |(p, _)| p.len() as u32);
+                f.locals = params;
                 for l in body.get_locals_reader().map_err(err)? {
-                    let (_, ty) = l.map_err(err)?;
+                    let (n, ty) = l.map_err(err)?;
                     if matches!(ty, ValType::Ref(_)) {
                         return Err(reference_values(name()));
                     }
+                    f.locals = f.locals.checked_add(n).ok_or_else(|| {
+                        CompileError::Invalid(format!("{}: too many locals", name()))
+                    })?;
                 }
-                let mut f = Function::default();
                 // The open blocks: for a loop, its index in `f.loops`.
                 let mut frames: Vec<Option<usize>> = Vec::new();
                 let mut table_op = None;
@@ -294,6 +307,7 @@ pub(crate) fn scan(module: &[u8]) -> Result<Info, CompileError> {
                         }
                         Operator::MemoryCopy { .. } | Operator::MemoryFill { .. } => {
                             info.bulk_memory = true;
+                            f.bulk = true;
                         }
                         Operator::ReturnCall { .. }
                         | Operator::ReturnCallIndirect { .. }

@@ -483,3 +483,115 @@ fn a_switch_in_a_loop_tests_only_the_poll_word_on_its_way_in() {
     let test = way_in.windows(2).position(|w| matches!(w, [O::I32Const { value: 2 }, O::I32Eq]));
     assert!(test.unwrap() > check, "the state is tested before the poll word: {way_in:?}");
 }
+
+/// Every operator of every function body of `module`, in order.
+fn bodies(module: &[u8]) -> Vec<Vec<wasmparser::Operator<'_>>> {
+    let mut bodies = Vec::new();
+    for p in Parser::new(0).parse_all(module) {
+        if let Payload::CodeSectionEntry(body) = p.unwrap() {
+            let mut ops = Vec::new();
+            let mut reader = body.get_operators_reader().unwrap();
+            while !reader.eof() {
+                ops.push(reader.read().unwrap());
+            }
+            bodies.push(ops);
+        }
+    }
+    bodies
+}
+
+#[test]
+fn a_small_bulk_copy_is_the_instruction_and_only_a_large_one_calls_the_helper() {
+    let m = wat(r#"(module (memory 1)
+        (func $c (param i32 i32 i32)
+            (memory.copy (local.get 0) (local.get 1) (local.get 2))
+            (memory.fill (local.get 0) (i32.const 7) (local.get 2)))
+        (func $s (call $c (i32.const 0) (i32.const 100) (i32.const 10)))
+        (export "_start" (func $s)))"#);
+    let out = instrument(&m, &Options::default()).unwrap();
+    let bodies = bodies(&out);
+    use wasmparser::Operator as O;
+    let c = &bodies[0];
+    // Each instruction stays, behind `len > BULK_PIECE`, whose `then` calls
+    // the helper (the two functions after the module's own and the frame
+    // helpers: calls to functions other than the yield import).
+    for (i, bulk) in c
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| matches!(op, O::MemoryCopy { .. } | O::MemoryFill { .. }))
+    {
+        let before = &c[..i];
+        let test = before
+            .windows(2)
+            .rposition(|w| {
+                matches!(w, [O::I32Const { value }, O::I32GtU] if *value == crate::rewrite::BULK_PIECE)
+            })
+            .unwrap_or_else(|| panic!("{bulk:?} without a length test: {c:?}"));
+        assert!(
+            before[test..].iter().any(|op| matches!(op, O::Call { .. })),
+            "no helper call for a large {bulk:?}: {c:?}"
+        );
+    }
+    assert_eq!(
+        c.iter().filter(|op| matches!(op, O::MemoryCopy { .. } | O::MemoryFill { .. })).count(),
+        2,
+        "{c:?}"
+    );
+}
+
+#[test]
+fn a_loop_with_many_sites_gets_a_fast_copy_without_rewind_branches() {
+    let m = wat(r#"(module (memory 1)
+        (func $w (param i32) (loop $l (br_if $l (call $f (local.get 0)))))
+        (func $f (param i32) (result i32) (i32.sub (local.get 0) (i32.const 1)))
+        (func $s (local $k i32)
+            (local.set $k (i32.const 5))
+            (loop $top
+                (block $c2 (block $c1 (block $c0
+                    (br_table $c0 $c1 $c2 (local.get $k)))
+                    (call $w (i32.const 1)) (br $c2))
+                    (call $w (i32.const 2)))
+                (br_if $top (local.tee $k (i32.sub (local.get $k) (i32.const 1))))))
+        (export "_start" (func $s)))"#);
+    use wasmparser::Operator as O;
+    let loops = |opts: &Options| {
+        let out = instrument(&m, opts).unwrap();
+        let s = bodies(&out).swap_remove(2);
+        // Each loop of $s: how many `br_table`s it holds (its switch's, and
+        // the rewind's).
+        let mut found = Vec::new();
+        for (i, op) in s.iter().enumerate() {
+            if !matches!(op, O::Loop { .. }) {
+                continue;
+            }
+            let mut depth = 0;
+            let mut tables = 0;
+            for op in &s[i..] {
+                match op {
+                    O::Block { .. } | O::Loop { .. } | O::If { .. } => depth += 1,
+                    O::End => depth -= 1,
+                    O::BrTable { .. } => tables += 1,
+                    _ => {}
+                }
+                if depth == 0 {
+                    break;
+                }
+            }
+            found.push(tables);
+        }
+        found
+    };
+    // By default (3 sites: the check's and two calls) the loop is emitted
+    // once, with the rewind's branches in it.
+    let once = loops(&Options::default());
+    assert_eq!(once.len(), 1, "{once:?}");
+    assert!(once[0] > 1, "{once:?}");
+    // Copied: the rewind copy keeps them, the fast copy has the switch's
+    // table alone.
+    let twice = loops(&Options { fast_copy_sites: 3, ..Options::default() });
+    assert_eq!(twice.len(), 2, "{twice:?}");
+    assert!(twice[0] > 1, "{twice:?}");
+    assert_eq!(twice[1], 1, "{twice:?}");
+    let never = loops(&Options { fast_copy_sites: 4, ..Options::default() });
+    assert_eq!(never, once);
+}
