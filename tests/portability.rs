@@ -512,3 +512,62 @@ fn the_startd_policy_suspends_continues_and_kills_jobs_on_every_platform() {
         p.ok("alice", &["rm", "1"]);
     }
 }
+
+/// Secret keys are for their owner alone on every platform: `andes keygen`
+/// writes one no one else may read (on Windows an access control list of
+/// the key's own, which wine keeps as the file's mode, so it shows here),
+/// and a key others may read is refused where it is used (a checkpoint
+/// directory's signing key, loaded by `andes run`).
+#[test]
+#[ignore = "needs the cross builds and emulators: cargo xtask portability"]
+fn secret_keys_are_for_their_owner_alone_and_refused_when_open_on_every_platform() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for p in platforms() {
+        let dir = fresh("keys");
+        let keys = dir.join("keys");
+        let o = p.command().arg("keygen").arg("--dir").arg(&keys).arg("alice").output().unwrap();
+        assert!(o.status.success(), "{}", show(&p, &o));
+        for f in [keys.clone(), keys.join("alice")] {
+            assert_eq!(mode(&f) & 0o007, 0, "{}: {} has mode {:o}", p.name, f.display(), mode(&f));
+        }
+
+        let sandbox = dir.join("sandbox");
+        let ckpt = dir.join("ckpt");
+        std::fs::create_dir(&sandbox).unwrap();
+        let primes = dir.join("primes.c.wasm");
+        let native = &platforms()[0];
+        let c = native
+            .command()
+            .arg("compile")
+            .arg(sample("primes"))
+            .arg("-o")
+            .arg(&primes)
+            .output()
+            .unwrap();
+        assert!(c.status.success(), "{}", show(native, &c));
+        let args =
+            ["--checkpoint-dir".as_ref(), ckpt.as_os_str(), primes.as_os_str(), "1000".as_ref()];
+        let o = run(&p, &sandbox, &args);
+        assert!(o.status.success(), "{}", show(&p, &o));
+        let key = ckpt.join("checkpoints");
+        assert_eq!(
+            mode(&key) & 0o007,
+            0,
+            "{}: its checkpoint key has mode {:o}",
+            p.name,
+            mode(&key)
+        );
+        // Others let read it: refused, by name.
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let o = run(&p, &sandbox, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{}: a key open to others was used: {}", p.name, show(&p, &o));
+        assert!(
+            err.contains("checkpoints")
+                && (err.contains("open to others") || err.contains("chmod")),
+            "{}",
+            show(&p, &o)
+        );
+    }
+}

@@ -609,6 +609,8 @@ impl Beneath {
 #[cfg(test)]
 mod tests;
 
+pub mod private;
+
 /// Replaces the file at `path` (a path the caller trusts) with `bytes` so
 /// that a reader, or a crash, sees the old content or the new, never part of
 /// either: a temporary file in the same directory, created with `mode` on
@@ -626,6 +628,11 @@ pub fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     #[cfg(not(unix))]
     let _ = mode;
     let mut tmp = b.tempfile_in(dir)?;
+    // Windows: a file for its owner alone gets its own access control list
+    // before a byte is written (its mode means nothing there).
+    if mode & 0o077 == 0 {
+        private::restrict_to_owner(tmp.path())?;
+    }
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;

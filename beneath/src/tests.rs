@@ -152,3 +152,21 @@ fn walks_refuse_trees_deeper_than_the_limit() {
     std::fs::create_dir_all(root.join(&deep)).unwrap();
     assert!(matches!(b.walk("", 10_000), Err(Refused::TooDeep { .. })));
 }
+
+/// A file written for its owner alone reads back as open to no one else; one
+/// whose mode lets others in is named as such (Windows: by its access control
+/// list, which `tests/portability.rs` checks under wine).
+#[cfg(unix)]
+#[test]
+fn a_file_for_its_owner_alone_is_told_from_one_open_to_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("secret");
+    crate::replace_file(&p, b"x", 0o600).unwrap();
+    crate::private::restrict_to_owner(&p).unwrap();
+    let f = std::fs::File::open(&p).unwrap();
+    assert_eq!(crate::private::open_to_others(&f).unwrap(), None);
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let who = crate::private::open_to_others(&f).unwrap().expect("open to its group");
+    assert!(who.contains("640"), "{who}");
+}

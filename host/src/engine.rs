@@ -24,9 +24,10 @@
 //!   the code. The whole file is read into memory, its MAC checked, and only
 //!   those bytes are deserialized; a file failing the check is removed (with a
 //!   warning) and the module compiled again.
-//! * On Windows, file modes and owners are not checked (access there is governed
-//!   by ACLs, which the default per-user location already restricts): only the
-//!   MAC is.
+//! * On Windows, where access is an access control list and not a mode, a
+//!   directory the host creates and the key it makes get one of their own that
+//!   only the host's user is in (`andes_beneath::private`), and a key that lets
+//!   anyone else read it is refused; owners are not checked.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -472,6 +473,8 @@ fn open_cache(dir: &Path) -> Result<[u8; 32]> {
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
         b.create(dir).with_context(|| format!("creating the module cache {}", dir.display()))?;
+        andes_beneath::private::restrict_to_owner(dir)
+            .with_context(|| format!("restricting the module cache {}", dir.display()))?;
     }
     check_private(dir, "the module cache directory", 0o022)?;
     let key_path = dir.join(".key");
@@ -495,6 +498,9 @@ fn open_cache(dir: &Path) -> Result<[u8; 32]> {
             std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
             let mut f = o.open(&key_path).with_context(|| {
                 format!("creating the module cache's key {}", key_path.display())
+            })?;
+            andes_beneath::private::restrict_to_owner(&key_path).with_context(|| {
+                format!("restricting the module cache's key {}", key_path.display())
             })?;
             std::io::Write::write_all(&mut f, &key).with_context(|| {
                 format!("writing the module cache's key {}", key_path.display())
@@ -539,8 +545,24 @@ fn check_private(path: &Path, what: &str, forbidden: u32) -> Result<()> {
     Ok(())
 }
 
+/// Windows: refuses a file whose access control list lets anyone but its owner
+/// (and the system and administrators) read it, when reads are `forbidden`.
 #[cfg(not(unix))]
-fn check_private(_path: &Path, _what: &str, _forbidden: u32) -> Result<()> {
+fn check_private(path: &Path, what: &str, forbidden: u32) -> Result<()> {
+    if forbidden & 0o044 == 0 || path.is_dir() {
+        return Ok(());
+    }
+    let f = std::fs::File::open(path).with_context(|| format!("{what} {}", path.display()))?;
+    if let Some(who) = andes_beneath::private::open_to_others(&f)
+        .with_context(|| format!("reading who may read {what} {}", path.display()))?
+    {
+        anyhow::bail!(
+            "{what} {} is open to others: {who}; it guards native code the host runs, so \
+             only its owner may read it: remove it (the cache is then made again), or point \
+             MODULE_CACHE elsewhere",
+            path.display()
+        );
+    }
     Ok(())
 }
 

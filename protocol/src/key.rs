@@ -124,6 +124,20 @@ pub enum KeyError {
         /// Its permission bits.
         mode: u32,
     },
+    /// The secret key file's access control list lets other accounts read
+    /// it (Windows).
+    #[error(
+        "{path} is open to others: {who}; a secret key must be readable by its owner \
+         alone: write it again with `andes keygen --force`, or remove the other accounts \
+         from its security settings",
+        path = path.display()
+    )]
+    OpenToOthers {
+        /// The secret key file.
+        path: PathBuf,
+        /// Who else can read it.
+        who: String,
+    },
     /// The key file's content is not a key.
     #[error("{path}:{line}: {reason}", path = path.display())]
     Malformed {
@@ -270,8 +284,9 @@ impl Keypair {
         Ok(SavedKey { secret, public })
     }
 
-    /// Loads a secret key file. On Unix a file accessible by group or others is
-    /// refused ([`KeyError::TooOpen`]).
+    /// Loads a secret key file. A file others can read is refused: on Unix by
+    /// its mode ([`KeyError::TooOpen`]), on Windows by its access control
+    /// list ([`KeyError::OpenToOthers`]).
     pub fn load(path: &Path) -> Result<Self, KeyError> {
         let file = File::open(path).map_err(|e| KeyError::io(path, e))?;
         check_private(&file, path)?;
@@ -344,7 +359,10 @@ fn create_private_dir(dir: &Path) -> Result<(), KeyError> {
     b.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    b.create(dir).map_err(|e| KeyError::io(dir, e))
+    b.create(dir).map_err(|e| KeyError::io(dir, e))?;
+    // Windows: the directory's own access control list, which the files
+    // written in it inherit.
+    andes_beneath::private::restrict_to_owner(dir).map_err(|e| KeyError::io(dir, e))
 }
 
 fn open_new(path: &Path, mode: u32) -> std::io::Result<File> {
@@ -352,9 +370,11 @@ fn open_new(path: &Path, mode: u32) -> std::io::Result<File> {
     o.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut o, mode);
-    #[cfg(not(unix))]
-    let _ = mode;
-    o.open(path)
+    let file = o.open(path)?;
+    if mode & 0o077 == 0 {
+        andes_beneath::private::restrict_to_owner(path)?;
+    }
+    Ok(file)
 }
 
 /// Writes a file created with `mode`: directly (refusing an existing file) unless
@@ -377,19 +397,22 @@ fn write_file(path: &Path, data: &[u8], mode: u32, replace: bool) -> Result<(), 
     andes_beneath::replace_file(path, data, mode).map_err(|e| KeyError::io(path, e))
 }
 
-#[cfg(unix)]
 fn check_private(file: &File, path: &Path) -> Result<(), KeyError> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = file.metadata().map_err(|e| KeyError::io(path, e))?.permissions().mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        return Err(KeyError::TooOpen { path: path.to_path_buf(), mode });
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode =
+            file.metadata().map_err(|e| KeyError::io(path, e))?.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(KeyError::TooOpen { path: path.to_path_buf(), mode });
+        }
+        Ok(())
     }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn check_private(_file: &File, _path: &Path) -> Result<(), KeyError> {
-    Ok(())
+    #[cfg(not(unix))]
+    match andes_beneath::private::open_to_others(file).map_err(|e| KeyError::io(path, e))? {
+        Some(who) => Err(KeyError::OpenToOthers { path: path.to_path_buf(), who }),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

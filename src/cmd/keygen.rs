@@ -49,6 +49,12 @@ pub fn run(args: KeygenArgs) -> Result<ExitCode> {
         e => anyhow::Error::new(e),
     });
     let saved = saved.context("cannot save the key pair")?;
+    // Read back as the daemons and commands will read it: a key the
+    // filesystem leaves open to others (a directory whose access control
+    // list overrides ours, say) is reported now, not at its first use.
+    Keypair::load(&saved.secret).with_context(|| {
+        format!("the key pair was written to {}, but cannot be used", saved.secret.display())
+    })?;
     let line = keypair.public_line();
     println!("{line}");
     println!("secret key: {}", saved.secret.display());
