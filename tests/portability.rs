@@ -571,3 +571,74 @@ fn secret_keys_are_for_their_owner_alone_and_refused_when_open_on_every_platform
         );
     }
 }
+
+/// Ctrl-C vacates a compiled job on every platform (on Windows the console's
+/// Ctrl-C event, which wine raises for SIGINT), leaving a snapshot from which
+/// the same command resumes it to the uninterrupted run's output.
+#[test]
+#[ignore = "needs the cross builds and emulators: cargo xtask portability"]
+fn ctrl_c_vacates_a_compiled_job_and_the_same_command_resumes_it_on_every_platform() {
+    use std::io::BufRead;
+    let top = fresh("ctrl-c");
+    let module = top.join("primes.c.wasm");
+    let native = &platforms()[0];
+    let c = native
+        .command()
+        .arg("compile")
+        .arg(sample("primes"))
+        .arg("-o")
+        .arg(&module)
+        .output()
+        .unwrap();
+    assert!(c.status.success(), "{}", show(native, &c));
+    let n = "400000000";
+    let whole = run(native, &top, &[module.as_os_str(), n.as_ref()]);
+    assert_eq!(whole.status.code(), Some(0), "{}", show(native, &whole));
+    for p in platforms() {
+        let dir = top.join(format!("sandbox-{}", p.name.split(' ').next().unwrap()));
+        let ckpt = top.join(format!("ckpt-{}", p.name.split(' ').next().unwrap()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let command = || {
+            let mut c = p.command();
+            c.arg("run").arg("--dir").arg(&dir).arg("--checkpoint-dir").arg(&ckpt);
+            c.arg(&module).arg(n);
+            c
+        };
+        let mut child = command().stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in std::io::BufReader::new(stderr).lines() {
+                let line = line.unwrap_or_default();
+                if line.contains("Ctrl-C vacates it") {
+                    let _ = tx.send(());
+                }
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        // Once it listens for Ctrl-C (it says so), SIGINT it.
+        rx.recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("on {}: andes run never started the job", p.name));
+        let kill = Command::new("kill").arg("-INT").arg(child.id().to_string()).status().unwrap();
+        assert!(kill.success());
+        let status = child.wait().unwrap();
+        let err = reader.join().unwrap();
+        assert!(
+            err.contains("vacating the job") && err.contains("job was vacated"),
+            "on {}: {status}\n{err}",
+            p.name
+        );
+        assert!(!snapshots(&ckpt).is_empty(), "on {}: no snapshot\n{err}", p.name);
+        let resumed = command().output().unwrap();
+        assert_eq!(resumed.status.code(), Some(0), "{}", show(&p, &resumed));
+        assert!(
+            String::from_utf8_lossy(&resumed.stderr).contains("resumes from its snapshot"),
+            "{}",
+            show(&p, &resumed)
+        );
+        assert_eq!(resumed.stdout, whole.stdout, "{}", show(&p, &resumed));
+    }
+}
