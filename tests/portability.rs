@@ -642,3 +642,55 @@ fn ctrl_c_vacates_a_compiled_job_and_the_same_command_resumes_it_on_every_platfo
         assert_eq!(resumed.stdout, whole.stdout, "{}", show(&p, &resumed));
     }
 }
+
+/// The module cache's key on Windows is for its owner alone (an access
+/// control list of its own, which wine shows as the file's mode), and a key
+/// others may read is refused by name: whoever can read it could forge the
+/// cache's native code. In a wine prefix of its own, so that the other
+/// tests' cache is left alone.
+#[test]
+#[ignore = "needs the cross builds and emulators: cargo xtask portability"]
+fn the_module_cache_key_on_windows_is_for_its_owner_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let windows = platforms().swap_remove(1);
+    let top = fresh("wine-cache");
+    let prefix = top.join("prefix");
+    let sandbox = top.join("sandbox");
+    std::fs::create_dir_all(&sandbox).unwrap();
+    let run_once = || {
+        windows
+            .command()
+            .env("WINEPREFIX", &prefix)
+            .arg("run")
+            .arg("--dir")
+            .arg(&sandbox)
+            .arg(sample("primes"))
+            .arg("1000")
+            .output()
+            .unwrap()
+    };
+    let first = run_once();
+    assert_eq!(first.status.code(), Some(0), "{}", show(&windows, &first));
+    let users = prefix.join("drive_c/users");
+    let key = std::fs::read_dir(&users)
+        .unwrap()
+        .flatten()
+        .map(|u| u.path().join("AppData/Local/andes/modules/.key"))
+        .find(|k| k.exists())
+        .unwrap_or_else(|| panic!("no module cache key under {}", users.display()));
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & 0o007, 0, "{}: mode {mode:o}", key.display());
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let second = run_once();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        !second.status.success(),
+        "a cache key open to others was used: {}",
+        show(&windows, &second)
+    );
+    assert!(
+        err.contains("module cache's key") && err.contains("open to others"),
+        "{}",
+        show(&windows, &second)
+    );
+}
