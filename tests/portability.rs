@@ -74,6 +74,14 @@ fn sample(name: &str) -> PathBuf {
     p
 }
 
+/// `sample`, compiled by `andes compile` on x86-64 Linux into `into`.
+fn compiled(name: &str, into: &Path) -> PathBuf {
+    let native = &platforms()[0];
+    let c = native.command().arg("compile").arg(sample(name)).arg("-o").arg(into).output().unwrap();
+    assert!(c.status.success(), "{}", show(native, &c));
+    into.to_path_buf()
+}
+
 fn fresh(tag: &str) -> common::Scratch {
     common::Scratch::new(&format!("portability-{tag}"))
 }
@@ -239,17 +247,8 @@ fn copy_dir(from: &Path, to: &Path) {
 #[ignore = "needs the cross builds and emulators: cargo xtask portability"]
 fn a_snapshot_taken_on_any_platform_resumes_on_every_other() {
     let top = fresh("moves");
-    let module = top.join("digest.c.wasm");
+    let module = compiled("digest", &top.join("digest.c.wasm"));
     let native = &platforms()[0];
-    let c = native
-        .command()
-        .arg("compile")
-        .arg(sample("digest"))
-        .arg("-o")
-        .arg(&module)
-        .output()
-        .unwrap();
-    assert!(c.status.success(), "{}", show(native, &c));
     let input: String = (1..=3000).map(|i| format!("line {i} of the input\n")).collect();
     let args = |m: &Path| -> Vec<OsString> {
         vec![m.as_os_str().into(), "in.txt".into(), "out.txt".into(), "20000".into()]
@@ -535,17 +534,7 @@ fn secret_keys_are_for_their_owner_alone_and_refused_when_open_on_every_platform
         let sandbox = dir.join("sandbox");
         let ckpt = dir.join("ckpt");
         std::fs::create_dir(&sandbox).unwrap();
-        let primes = dir.join("primes.c.wasm");
-        let native = &platforms()[0];
-        let c = native
-            .command()
-            .arg("compile")
-            .arg(sample("primes"))
-            .arg("-o")
-            .arg(&primes)
-            .output()
-            .unwrap();
-        assert!(c.status.success(), "{}", show(native, &c));
+        let primes = compiled("primes", &dir.join("primes.c.wasm"));
         let args =
             ["--checkpoint-dir".as_ref(), ckpt.as_os_str(), primes.as_os_str(), "1000".as_ref()];
         let o = run(&p, &sandbox, &args);
@@ -580,17 +569,8 @@ fn secret_keys_are_for_their_owner_alone_and_refused_when_open_on_every_platform
 fn ctrl_c_vacates_a_compiled_job_and_the_same_command_resumes_it_on_every_platform() {
     use std::io::BufRead;
     let top = fresh("ctrl-c");
-    let module = top.join("primes.c.wasm");
+    let module = compiled("primes", &top.join("primes.c.wasm"));
     let native = &platforms()[0];
-    let c = native
-        .command()
-        .arg("compile")
-        .arg(sample("primes"))
-        .arg("-o")
-        .arg(&module)
-        .output()
-        .unwrap();
-    assert!(c.status.success(), "{}", show(native, &c));
     let n = "400000000";
     let whole = run(native, &top, &[module.as_os_str(), n.as_ref()]);
     assert_eq!(whole.status.code(), Some(0), "{}", show(native, &whole));

@@ -435,34 +435,27 @@ fn a_block_with_parameters_around_a_yielding_call_is_refused() {
 /// at its header, so that the rewind dispatch of every level down to the
 /// `br_table` sits inside it, and an iteration tests the poll word and no
 /// state at all on its way to the `br_table`.
+/// A switch in a loop, each case calling a function that can yield; `$s`
+/// is the third function defined.
+const SWITCH_IN_A_LOOP: &str = r#"(module (memory 1)
+    (func $w (param i32) (loop $l (br_if $l (call $f (local.get 0)))))
+    (func $f (param i32) (result i32) (i32.sub (local.get 0) (i32.const 1)))
+    (func $s (local $k i32)
+        (local.set $k (i32.const 5))
+        (loop $top
+            (block $c2 (block $c1 (block $c0
+                (br_table $c0 $c1 $c2 (local.get $k)))
+                (call $w (i32.const 1)) (br $c2))
+                (call $w (i32.const 2)))
+            (br_if $top (local.tee $k (i32.sub (local.get $k) (i32.const 1))))))
+    (export "_start" (func $s)))"#;
+
 #[test]
 fn a_switch_in_a_loop_tests_only_the_poll_word_on_its_way_in() {
-    let m = wat(r#"(module (memory 1)
-        (func $w (param i32) (loop $l (br_if $l (call $f (local.get 0)))))
-        (func $f (param i32) (result i32) (i32.sub (local.get 0) (i32.const 1)))
-        (func $s (local $k i32)
-            (local.set $k (i32.const 5))
-            (loop $top
-                (block $c2 (block $c1 (block $c0
-                    (br_table $c0 $c1 $c2 (local.get $k)))
-                    (call $w (i32.const 1)) (br $c2))
-                    (call $w (i32.const 2)))
-                (br_if $top (local.tee $k (i32.sub (local.get $k) (i32.const 1))))))
-        (export "_start" (func $s)))"#);
+    let m = wat(SWITCH_IN_A_LOOP);
     let out = instrument(&m, &Options::default()).unwrap();
-    let mut bodies = Vec::new();
-    for p in Parser::new(0).parse_all(&out) {
-        if let Payload::CodeSectionEntry(body) = p.unwrap() {
-            let mut ops = Vec::new();
-            let mut reader = body.get_operators_reader().unwrap();
-            while !reader.eof() {
-                ops.push(reader.read().unwrap());
-            }
-            bodies.push(ops);
-        }
-    }
+    let bodies = bodies(&out);
     use wasmparser::Operator as O;
-    // $s is the third function defined.
     let s = &bodies[2];
     let top = s.iter().position(|op| matches!(op, O::Loop { .. })).expect("the loop");
     let table = s.iter().rposition(|op| matches!(op, O::BrTable { .. })).expect("the switch");
@@ -541,18 +534,7 @@ fn a_small_bulk_copy_is_the_instruction_and_only_a_large_one_calls_the_helper() 
 
 #[test]
 fn a_loop_with_many_sites_gets_a_fast_copy_without_rewind_branches() {
-    let m = wat(r#"(module (memory 1)
-        (func $w (param i32) (loop $l (br_if $l (call $f (local.get 0)))))
-        (func $f (param i32) (result i32) (i32.sub (local.get 0) (i32.const 1)))
-        (func $s (local $k i32)
-            (local.set $k (i32.const 5))
-            (loop $top
-                (block $c2 (block $c1 (block $c0
-                    (br_table $c0 $c1 $c2 (local.get $k)))
-                    (call $w (i32.const 1)) (br $c2))
-                    (call $w (i32.const 2)))
-                (br_if $top (local.tee $k (i32.sub (local.get $k) (i32.const 1))))))
-        (export "_start" (func $s)))"#);
+    let m = wat(SWITCH_IN_A_LOOP);
     use wasmparser::Operator as O;
     let loops = |opts: &Options| {
         let out = instrument(&m, opts).unwrap();
