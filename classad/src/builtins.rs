@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use crate::ast::ClassAd;
+use crate::budget::Budget;
 use crate::value::{Value, real_to_int};
 
 /// What a strict built-in may use besides its arguments.
@@ -25,6 +26,25 @@ pub struct FnEnv<'a> {
     pub now: i64,
     /// The evaluation's random source (`random()`), seedable for tests.
     pub rng: &'a mut Rng,
+    /// What the evaluation has left (see [`crate::budget`]). The evaluator
+    /// charges a built-in for reading its arguments and for the value it
+    /// returns; a built-in whose result can outgrow its arguments checks
+    /// [`Budget::fits`] as it builds it, and answers `error` rather than
+    /// grow past it.
+    pub budget: &'a mut Budget,
+}
+
+impl FnEnv<'_> {
+    /// True when a result of `bytes` bytes may still be made; when not, the
+    /// budget is spent (the built-in answers error, and so does the rest of
+    /// the evaluation).
+    fn fits(&mut self, bytes: usize) -> bool {
+        if self.budget.fits(bytes) {
+            return true;
+        }
+        self.budget.exhaust();
+        false
+    }
 }
 
 /// A small, seedable pseudo-random generator (splitmix64).
@@ -99,100 +119,102 @@ pub fn lookup(name: &str) -> Option<Builtin> {
     strict(&lower).map(Builtin::Strict)
 }
 
-/// The strict built-ins, by lower-case name.
+/// The strict built-ins, by lower-case name: the one table both
+/// [`lookup`] and [`strict_names`] read, so a test that enumerates the
+/// built-ins cannot miss one.
+static STRICT: &[(&str, StrictFn)] = &[
+    // Type predicates.
+    ("isundefined", |a, _| pred(a, |v| matches!(v, Value::Undefined))),
+    ("iserror", |a, _| pred(a, |v| matches!(v, Value::Error))),
+    ("isstring", |a, _| pred(a, |v| matches!(v, Value::Str(_)))),
+    ("isinteger", |a, _| pred(a, |v| matches!(v, Value::Int(_)))),
+    ("isreal", |a, _| pred(a, |v| matches!(v, Value::Real(_)))),
+    ("islist", |a, _| pred(a, |v| matches!(v, Value::List(_)))),
+    ("isclassad", |a, _| pred(a, |v| matches!(v, Value::Ad(_)))),
+    ("isboolean", |a, _| pred(a, |v| matches!(v, Value::Bool(_)))),
+    // We have no absolute or relative time values.
+    ("isabstime", |a, _| pred(a, |_| false)),
+    ("isreltime", |a, _| pred(a, |_| false)),
+    // Lists.
+    ("member", |a, _| member(a, false)),
+    ("identicalmember", |a, _| member(a, true)),
+    ("size", size),
+    ("sum", |a, _| sum_avg(a, false)),
+    ("avg", |a, _| sum_avg(a, true)),
+    ("min", |a, _| min_max(a, true)),
+    ("max", |a, _| min_max(a, false)),
+    ("anycompare", |a, _| list_compare(a, false)),
+    ("allcompare", |a, _| list_compare(a, true)),
+    // Time.
+    ("time", time),
+    ("splittime", split_time),
+    ("formattime", format_time),
+    ("interval", interval),
+    // Strings.
+    ("strcat", |a, e| strcat_join(a, e, false)),
+    ("join", |a, e| strcat_join(a, e, true)),
+    ("toupper", |a, e| change_case(a, e, true)),
+    ("tolower", |a, e| change_case(a, e, false)),
+    ("substr", substr),
+    ("strcmp", |a, e| compare_strings(a, e, false)),
+    ("stricmp", |a, e| compare_strings(a, e, true)),
+    ("versioncmp", |a, e| compare_version(a, e, VersionOp::Cmp)),
+    ("versionle", |a, e| compare_version(a, e, VersionOp::Le)),
+    ("versionlt", |a, e| compare_version(a, e, VersionOp::Lt)),
+    ("versionge", |a, e| compare_version(a, e, VersionOp::Ge)),
+    ("versiongt", |a, e| compare_version(a, e, VersionOp::Gt)),
+    ("versioneq", |a, e| compare_version(a, e, VersionOp::Eq)),
+    ("version_in_range", version_in_range),
+    // Regular expressions.
+    ("regexp", regexp),
+    ("regexpmember", regexp_member),
+    ("regexps", |a, e| subst_pattern(a, e, "")),
+    ("replace", |a, e| subst_pattern(a, e, "f")),
+    ("replaceall", |a, e| subst_pattern(a, e, "fg")),
+    // Conversions.
+    ("int", conv_int_fn),
+    ("real", conv_real_fn),
+    ("string", conv_string_fn),
+    ("bool", conv_bool_fn),
+    // Arithmetic.
+    ("floor", |a, _| do_round(a, RoundOp::Floor)),
+    ("ceil", |a, _| do_round(a, RoundOp::Ceil)),
+    ("ceiling", |a, _| do_round(a, RoundOp::Ceil)),
+    ("round", |a, _| do_round(a, RoundOp::Round)),
+    ("pow", pow),
+    ("quantize", quantize),
+    ("random", random),
+    // Miscellaneous.
+    ("debug", debug),
+    ("stringlistsintersect", string_lists_intersect),
+    // The functions HTCondor's compatibility layer registers.
+    ("stringlistsize", string_list_size),
+    ("stringlistsum", |a, _| string_list_summarize(a, Summary::Sum)),
+    ("stringlistavg", |a, _| string_list_summarize(a, Summary::Avg)),
+    ("stringlistmin", |a, _| string_list_summarize(a, Summary::Min)),
+    ("stringlistmax", |a, _| string_list_summarize(a, Summary::Max)),
+    ("stringlistmember", |a, e| string_list_member(a, e, false, false)),
+    ("stringlistimember", |a, e| string_list_member(a, e, true, false)),
+    ("stringlistsubsetmatch", |a, e| string_list_member(a, e, false, true)),
+    ("stringlistisubsetmatch", |a, e| string_list_member(a, e, true, true)),
+    ("stringlist_regexpmember", string_list_regexp_member),
+    ("splitusername", |a, _| split_at(a, false)),
+    ("splitslotname", |a, _| split_at(a, true)),
+    ("split", split_arb),
+    ("envv1tov2", env_v1_to_v2),
+    ("mergeenvironment", merge_environment),
+    ("argstolist", args_to_list),
+    ("listtoargs", list_to_args),
+];
+
+/// The strict built-in named `lower` (already lower case).
 fn strict(lower: &str) -> Option<StrictFn> {
-    let f: StrictFn = match lower {
-        // Type predicates.
-        "isundefined" => |a, _| pred(a, |v| matches!(v, Value::Undefined)),
-        "iserror" => |a, _| pred(a, |v| matches!(v, Value::Error)),
-        "isstring" => |a, _| pred(a, |v| matches!(v, Value::Str(_))),
-        "isinteger" => |a, _| pred(a, |v| matches!(v, Value::Int(_))),
-        "isreal" => |a, _| pred(a, |v| matches!(v, Value::Real(_))),
-        "islist" => |a, _| pred(a, |v| matches!(v, Value::List(_))),
-        "isclassad" => |a, _| pred(a, |v| matches!(v, Value::Ad(_))),
-        "isboolean" => |a, _| pred(a, |v| matches!(v, Value::Bool(_))),
-        // We have no absolute or relative time values.
-        "isabstime" | "isreltime" => |a, _| pred(a, |_| false),
+    STRICT.iter().find(|(n, _)| *n == lower).map(|(_, f)| *f)
+}
 
-        // Lists.
-        "member" => |a, _| member(a, false),
-        "identicalmember" => |a, _| member(a, true),
-        "size" => size,
-        "sum" => |a, _| sum_avg(a, false),
-        "avg" => |a, _| sum_avg(a, true),
-        "min" => |a, _| min_max(a, true),
-        "max" => |a, _| min_max(a, false),
-        "anycompare" => |a, _| list_compare(a, false),
-        "allcompare" => |a, _| list_compare(a, true),
-
-        // Time.
-        "time" => time,
-        "splittime" => split_time,
-        "formattime" => format_time,
-        "interval" => interval,
-
-        // Strings.
-        "strcat" => |a, _| strcat_join(a, false),
-        "join" => |a, _| strcat_join(a, true),
-        "toupper" => |a, _| change_case(a, true),
-        "tolower" => |a, _| change_case(a, false),
-        "substr" => substr,
-        "strcmp" => |a, _| compare_strings(a, false),
-        "stricmp" => |a, _| compare_strings(a, true),
-        "versioncmp" => |a, _| compare_version(a, VersionOp::Cmp),
-        "versionle" => |a, _| compare_version(a, VersionOp::Le),
-        "versionlt" => |a, _| compare_version(a, VersionOp::Lt),
-        "versionge" => |a, _| compare_version(a, VersionOp::Ge),
-        "versiongt" => |a, _| compare_version(a, VersionOp::Gt),
-        "versioneq" => |a, _| compare_version(a, VersionOp::Eq),
-        "version_in_range" => version_in_range,
-
-        // Regular expressions.
-        "regexp" => regexp,
-        "regexpmember" => regexp_member,
-        "regexps" => |a, _| subst_pattern(a, ""),
-        "replace" => |a, _| subst_pattern(a, "f"),
-        "replaceall" => |a, _| subst_pattern(a, "fg"),
-
-        // Conversions.
-        "int" => conv_int_fn,
-        "real" => conv_real_fn,
-        "string" => conv_string_fn,
-        "bool" => conv_bool_fn,
-
-        // Arithmetic.
-        "floor" => |a, _| do_round(a, RoundOp::Floor),
-        "ceil" | "ceiling" => |a, _| do_round(a, RoundOp::Ceil),
-        "round" => |a, _| do_round(a, RoundOp::Round),
-        "pow" => pow,
-        "quantize" => quantize,
-        "random" => random,
-
-        // Miscellaneous.
-        "debug" => debug,
-        "stringlistsintersect" => string_lists_intersect,
-
-        // The functions HTCondor's compatibility layer registers.
-        "stringlistsize" => string_list_size,
-        "stringlistsum" => |a, _| string_list_summarize(a, Summary::Sum),
-        "stringlistavg" => |a, _| string_list_summarize(a, Summary::Avg),
-        "stringlistmin" => |a, _| string_list_summarize(a, Summary::Min),
-        "stringlistmax" => |a, _| string_list_summarize(a, Summary::Max),
-        "stringlistmember" => |a, _| string_list_member(a, false, false),
-        "stringlistimember" => |a, _| string_list_member(a, true, false),
-        "stringlistsubsetmatch" => |a, _| string_list_member(a, false, true),
-        "stringlistisubsetmatch" => |a, _| string_list_member(a, true, true),
-        "stringlist_regexpmember" => string_list_regexp_member,
-        "splitusername" => |a, _| split_at(a, false),
-        "splitslotname" => |a, _| split_at(a, true),
-        "split" => split_arb,
-        "envv1tov2" => env_v1_to_v2,
-        "mergeenvironment" => merge_environment,
-        "argstolist" => args_to_list,
-        "listtoargs" => list_to_args,
-        _ => return None,
-    };
-    Some(f)
+/// The names of every strict built-in, lower case.
+pub fn strict_names() -> impl Iterator<Item = &'static str> {
+    STRICT.iter().map(|(n, _)| *n)
 }
 
 // ---------------------------------------------------------------------------
@@ -221,11 +243,23 @@ fn is_c_space(c: u8) -> bool {
 /// HTCondor's `convertValueToStringValue`: strings as they are, other
 /// scalars, lists and ads unparsed; undefined and error are passed back as
 /// the failure.
-fn to_str(v: &Value) -> Result<String, Value> {
+///
+/// A list or an ad unparses to at most four bytes per byte of its weight
+/// (an escaped byte is four); one whose text might not fit the budget is
+/// error before any of it is written.
+fn to_str(v: &Value, env: &mut FnEnv<'_>) -> Result<String, Value> {
     match v {
         Value::Undefined => Err(Value::Undefined),
         Value::Error => Err(Value::Error),
         Value::Str(s) => Ok(s.to_string()),
+        Value::List(_) | Value::Ad(_) => {
+            let room = env.budget.room() as u64;
+            let w = crate::budget::value_weight(v, room / 4);
+            if !env.fits(w.saturating_mul(4).saturating_add(64).try_into().unwrap_or(usize::MAX)) {
+                return Err(Value::Error);
+            }
+            Ok(v.to_string())
+        }
         other => Ok(other.to_string()),
     }
 }
@@ -656,7 +690,7 @@ fn list_compare(args: &[Value], all: bool) -> Value {
 // ---------------------------------------------------------------------------
 
 /// `strcat(...)` and the three forms of `join`.
-fn strcat_join(args: &[Value], is_join: bool) -> Value {
+fn strcat_join(args: &[Value], env: &mut FnEnv<'_>, is_join: bool) -> Value {
     let expanded: Vec<Value>;
     let mut items = args;
     if is_join
@@ -672,7 +706,7 @@ fn strcat_join(args: &[Value], is_join: bool) -> Value {
     let mut undefined = false;
     let mut defined = false;
     for (i, v) in items.iter().enumerate() {
-        let s = match to_str(v) {
+        let s = match to_str(v, env) {
             Ok(s) => s,
             Err(Value::Undefined) => {
                 undefined = true;
@@ -684,6 +718,10 @@ fn strcat_join(args: &[Value], is_join: bool) -> Value {
             }
             Err(_) => return Value::Error,
         };
+        let grown = buf.len() + s.len() + if is_join { sep.len() } else { 0 };
+        if !env.fits(grown) {
+            return Value::Error;
+        }
         if is_join {
             if i == 0 {
                 sep = s;
@@ -703,9 +741,9 @@ fn strcat_join(args: &[Value], is_join: bool) -> Value {
 }
 
 /// `toUpper(x)` / `toLower(x)`: ASCII only; non-strings are converted.
-fn change_case(args: &[Value], upper: bool) -> Value {
+fn change_case(args: &[Value], env: &mut FnEnv<'_>, upper: bool) -> Value {
     let [v] = args else { return Value::Error };
-    match to_str(v) {
+    match to_str(v, env) {
         Ok(s) => Value::string(if upper { s.to_ascii_uppercase() } else { s.to_ascii_lowercase() }),
         Err(e) => e,
     }
@@ -748,12 +786,12 @@ fn substr(args: &[Value], _: &mut FnEnv<'_>) -> Value {
 }
 
 /// `strcmp(a, b)` / `stricmp(a, b)`: -1, 0 or 1 on the string forms.
-fn compare_strings(args: &[Value], nocase: bool) -> Value {
+fn compare_strings(args: &[Value], env: &mut FnEnv<'_>, nocase: bool) -> Value {
     let [a, b] = args else { return Value::Error };
     if a.is_undefined() || b.is_undefined() {
         return Value::Undefined;
     }
-    let (Ok(a), Ok(b)) = (to_str(a), to_str(b)) else { return Value::Error };
+    let (Ok(a), Ok(b)) = (to_str(a, env), to_str(b, env)) else { return Value::Error };
     let (a, b) = (cstr(&a), cstr(&b));
     let o = if nocase { cmp_nocase(a, b) } else { a.cmp(b) };
     Value::Int(o as i64)
@@ -770,12 +808,12 @@ enum VersionOp {
 }
 
 /// `versioncmp` and `versionLT` etc.: strverscmp-like ordering.
-fn compare_version(args: &[Value], op: VersionOp) -> Value {
+fn compare_version(args: &[Value], env: &mut FnEnv<'_>, op: VersionOp) -> Value {
     let [a, b] = args else { return Value::Error };
     if a.is_undefined() || b.is_undefined() {
         return Value::Undefined;
     }
-    let (Ok(a), Ok(b)) = (to_str(a), to_str(b)) else { return Value::Error };
+    let (Ok(a), Ok(b)) = (to_str(a, env), to_str(b, env)) else { return Value::Error };
     let r = natural_cmp(cstr(&a), cstr(&b));
     match op {
         VersionOp::Cmp => Value::Int(r),
@@ -788,12 +826,14 @@ fn compare_version(args: &[Value], op: VersionOp) -> Value {
 }
 
 /// `version_in_range(v, min, max)`.
-fn version_in_range(args: &[Value], _: &mut FnEnv<'_>) -> Value {
+fn version_in_range(args: &[Value], env: &mut FnEnv<'_>) -> Value {
     let [v, lo, hi] = args else { return Value::Error };
     if lo.is_undefined() || hi.is_undefined() {
         return Value::Undefined;
     }
-    let (Ok(v), Ok(lo), Ok(hi)) = (to_str(v), to_str(lo), to_str(hi)) else { return Value::Error };
+    let (Ok(v), Ok(lo), Ok(hi)) = (to_str(v, env), to_str(lo, env), to_str(hi, env)) else {
+        return Value::Error;
+    };
     let l = natural_cmp(cstr(&lo), cstr(&v));
     let r = natural_cmp(cstr(&v), cstr(&hi));
     Value::Bool(l <= 0 && r <= 0)
@@ -868,7 +908,7 @@ fn split_at(args: &[Value], slot: bool) -> Value {
 
 /// `split(s [, separators])`: splits at any separator character; runs of
 /// white space count once, repeated non-space separators give empty items.
-fn split_arb(args: &[Value], _: &mut FnEnv<'_>) -> Value {
+fn split_arb(args: &[Value], env: &mut FnEnv<'_>) -> Value {
     if !(1..=2).contains(&args.len()) {
         return Value::Error;
     }
@@ -881,15 +921,28 @@ fn split_arb(args: &[Value], _: &mut FnEnv<'_>) -> Value {
     let s = s.as_bytes();
     let mut out = Vec::new();
     let mut last = 0usize;
+    // Each item costs its slot besides its bytes: a string of separators
+    // would otherwise make a list many times its own size.
+    let item = crate::budget::VALUE_BYTES as usize;
+    let mut made = 0usize;
     if !seps.is_empty() {
         let find = |from: usize| (from..s.len()).find(|&k| seps.contains(&s[k]));
         let mut prev_sep: Option<u8> = None;
         let mut ix = find(last);
         while let Some(k) = ix {
-            if k > last {
-                out.push(bytes_value(&s[last..k]));
+            let piece = if k > last {
+                Some(&s[last..k])
             } else if prev_sep.is_some_and(|c| !is_c_space(c) && c == s[k]) {
-                out.push(Value::string(""));
+                Some(&b""[..])
+            } else {
+                None
+            };
+            if let Some(piece) = piece {
+                made += item + piece.len();
+                if !env.fits(made) {
+                    return Value::Error;
+                }
+                out.push(bytes_value(piece));
             }
             if !is_c_space(s[k]) {
                 prev_sep = Some(s[k]);
@@ -910,31 +963,34 @@ fn split_arb(args: &[Value], _: &mut FnEnv<'_>) -> Value {
 
 /// HTCondor's `StringTokenIterator`: tokens separated by any delimiter
 /// character, with surrounding white space trimmed; empty tokens dropped.
-fn string_tokens<'a>(s: &'a [u8], delims: &[u8]) -> Vec<&'a [u8]> {
+/// An iterator, so that a long list is never copied into a vector of its
+/// tokens.
+fn string_tokens<'a>(s: &'a [u8], delims: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + Clone {
     let s = match s.iter().position(|&c| c == 0) {
         Some(n) => &s[..n],
         None => s,
     };
-    let is_delim = |c: u8| delims.contains(&c);
-    let mut out = Vec::new();
+    let is_delim = move |c: u8| delims.contains(&c);
     let mut i = 0;
-    while i < s.len() {
-        while i < s.len() && (is_delim(s[i]) || is_c_space(s[i])) {
-            i += 1;
-        }
-        let start = i;
-        let mut end = i;
-        while i < s.len() && !is_delim(s[i]) {
-            if !is_c_space(s[i]) {
-                end = i + 1;
+    std::iter::from_fn(move || {
+        while i < s.len() {
+            while i < s.len() && (is_delim(s[i]) || is_c_space(s[i])) {
+                i += 1;
             }
-            i += 1;
+            let start = i;
+            let mut end = i;
+            while i < s.len() && !is_delim(s[i]) {
+                if !is_c_space(s[i]) {
+                    end = i + 1;
+                }
+                i += 1;
+            }
+            if end > start {
+                return Some(&s[start..end]);
+            }
         }
-        if end > start {
-            out.push(&s[start..end]);
-        }
-    }
-    out
+        None
+    })
 }
 
 /// `stringListSize(list [, delims])`.
@@ -944,7 +1000,7 @@ fn string_list_size(args: &[Value], _: &mut FnEnv<'_>) -> Value {
         [Value::Str(l), Value::Str(d)] => (l, cstr(d)),
         _ => return Value::Error,
     };
-    Value::Int(string_tokens(list.as_bytes(), delims).len() as i64)
+    Value::Int(string_tokens(list.as_bytes(), delims).count() as i64)
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -971,8 +1027,9 @@ fn string_list_summarize(args: &[Value], kind: Summary) -> Value {
         Summary::Max => f32::MIN_POSITIVE as f64,
     };
     let mut is_real = false;
-    let tokens = string_tokens(list.as_bytes(), delims);
-    for t in &tokens {
+    let mut count = 0usize;
+    for t in string_tokens(list.as_bytes(), delims) {
+        count += 1;
         let (x, used) = strtod(t);
         if used == 0 {
             return Value::Error;
@@ -998,14 +1055,14 @@ fn string_list_summarize(args: &[Value], kind: Summary) -> Value {
             }
         };
     }
-    if tokens.is_empty() {
+    if count == 0 {
         return match kind {
             Summary::Sum | Summary::Avg => Value::Real(0.0),
             _ => Value::Undefined,
         };
     }
     if kind == Summary::Avg {
-        acc /= tokens.len() as f64;
+        acc /= count as f64;
     }
     if is_real { Value::Real(acc) } else { Value::Int(real_to_int(acc)) }
 }
@@ -1013,7 +1070,7 @@ fn string_list_summarize(args: &[Value], kind: Summary) -> Value {
 /// `stringListMember`, `stringListIMember`, `stringListSubsetMatch` and
 /// `stringListISubsetMatch`. Undefined arguments act as empty strings
 /// unless both lists are undefined.
-fn string_list_member(args: &[Value], nocase: bool, subset: bool) -> Value {
+fn string_list_member(args: &[Value], env: &mut FnEnv<'_>, nocase: bool, subset: bool) -> Value {
     if !(2..=3).contains(&args.len()) {
         return Value::Error;
     }
@@ -1039,18 +1096,24 @@ fn string_list_member(args: &[Value], nocase: bool, subset: bool) -> Value {
     let list = list.unwrap_or_default();
     let delims = cstr(&delims);
     let eq = |a: &[u8], b: &[u8]| if nocase { a.eq_ignore_ascii_case(b) } else { a == b };
-    let tokens = string_tokens(list.as_bytes(), delims);
+    let mut tokens = string_tokens(list.as_bytes(), delims);
     if !subset {
         let item = cstr(&item);
-        return Value::Bool(tokens.iter().any(|t| eq(t, item)));
+        return Value::Bool(tokens.any(|t| eq(t, item)));
     }
     if item.is_empty() {
         return Value::Bool(true);
     }
+    // Each wanted item is looked for in the whole list: the work is the
+    // number of wanted items times the list's length, charged before.
+    let wanted = string_tokens(item.as_bytes(), delims).count() as u64;
+    if !env.budget.read(wanted.saturating_mul(list.len() as u64)) {
+        return Value::Error;
+    }
     // HTCondor answers false when the first list has no items at all.
     let mut found = false;
     for want in string_tokens(item.as_bytes(), delims) {
-        found = tokens.iter().any(|t| eq(t, want));
+        found = tokens.clone().any(|t| eq(t, want));
         if !found {
             break;
         }
@@ -1060,7 +1123,7 @@ fn string_list_member(args: &[Value], nocase: bool, subset: bool) -> Value {
 
 /// `stringListsIntersect(a, b [, delims])`: true when the lists share an
 /// item (default delimiters space and comma, no trimming).
-fn string_lists_intersect(args: &[Value], _: &mut FnEnv<'_>) -> Value {
+fn string_lists_intersect(args: &[Value], env: &mut FnEnv<'_>) -> Value {
     if !(2..=3).contains(&args.len()) {
         return Value::Error;
     }
@@ -1077,20 +1140,22 @@ fn string_lists_intersect(args: &[Value], _: &mut FnEnv<'_>) -> Value {
         Some(_) => return Value::Error,
     };
     let delims = if delims.is_empty() { b" ," as &[u8] } else { delims };
-    let pieces = |s: &'_ str| -> Vec<Vec<u8>> {
-        cstr(s)
-            .split(|c| delims.contains(c))
-            .filter(|p| !p.is_empty())
-            .map(<[u8]>::to_vec)
-            .collect()
-    };
-    let set: HashSet<Vec<u8>> = pieces(b).into_iter().collect();
-    Value::Bool(pieces(a).iter().any(|p| set.contains(p)))
+    fn pieces<'a>(s: &'a str, delims: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
+        cstr(s).split(|c| delims.contains(c)).filter(|p| !p.is_empty())
+    }
+    // The set of the second list's items is the only copy made: a slice
+    // and a hash slot per item, within the budget.
+    let n = pieces(b, delims).count();
+    if !env.fits(n.saturating_mul(2 * std::mem::size_of::<&[u8]>())) {
+        return Value::Error;
+    }
+    let set: HashSet<&[u8]> = pieces(b, delims).collect();
+    Value::Bool(pieces(a, delims).any(|p| set.contains(p)))
 }
 
 /// `stringList_regexpMember(pattern, list [, delims [, options]])`:
 /// undefined when the list has no items.
-fn string_list_regexp_member(args: &[Value], _: &mut FnEnv<'_>) -> Value {
+fn string_list_regexp_member(args: &[Value], env: &mut FnEnv<'_>) -> Value {
     if !(2..=4).contains(&args.len()) {
         return Value::Error;
     }
@@ -1107,12 +1172,19 @@ fn string_list_regexp_member(args: &[Value], _: &mut FnEnv<'_>) -> Value {
         dotall: opts.contains(['s', 'S']),
         extended: opts.contains(['x', 'X']),
     };
-    let Some(re) = compile_regex(strs[0], flags) else { return Value::Error };
-    let tokens = string_tokens(strs[1].as_bytes(), delims);
-    if tokens.is_empty() {
+    let Some(re) = compile_regex(strs[0], flags, env) else { return Value::Error };
+    let mut tokens = string_tokens(strs[1].as_bytes(), delims).peekable();
+    if tokens.peek().is_none() {
         return Value::Undefined;
     }
-    Value::Bool(tokens.iter().any(|t| re.is_match(t)))
+    for t in tokens {
+        match search(&re, t, env) {
+            Some(true) => return Value::Bool(true),
+            Some(false) => {}
+            None => return Value::Error,
+        }
+    }
+    Value::Bool(false)
 }
 
 // ---------------------------------------------------------------------------
@@ -1141,21 +1213,53 @@ impl RegexFlags {
     }
 }
 
-type RegexCache = Vec<(String, RegexFlags, Option<regex::bytes::Regex>)>;
+/// Compiled patterns are shared, never cloned: a clone of a `Regex` starts
+/// a cache of its own, which costs an allocation at its first search.
+type RegexCache = Vec<(String, RegexFlags, Option<Arc<regex::bytes::Regex>>)>;
 
 thread_local! {
     static REGEX_CACHE: RefCell<RegexCache> = const { RefCell::new(Vec::new()) };
 }
 
+/// The steps a pattern's compilation costs when it is not cached: the
+/// compiled program is bounded ([`REGEX_PROGRAM_BYTES`]), so is its work.
+const REGEX_COMPILE_STEPS: u64 = 256;
+
+/// The largest compiled program a pattern may make. Matching time is
+/// bounded by the program's size times the target's (the regex crate never
+/// backtracks), so this and the cost of a search ([`search`]) bound the
+/// time one match takes. Real patterns compile to a few kilobytes.
+const REGEX_PROGRAM_BYTES: usize = 1 << 16;
+
+/// Searches `t` for `re`, charging the work: one step per byte of the
+/// target. `None` when the budget is spent.
+fn search(re: &regex::bytes::Regex, t: &[u8], env: &mut FnEnv<'_>) -> Option<bool> {
+    if !env.budget.read(t.len() as u64 * crate::budget::BYTES_PER_STEP) {
+        return None;
+    }
+    Some(re.is_match(t))
+}
+
 /// Compiles a pattern as PCRE would see it (byte-oriented, ASCII classes),
 /// falling back to Unicode mode for patterns that need it; `None` for an
-/// invalid (or unsupported) pattern. Recently used patterns are cached.
-fn compile_regex(pattern: &str, flags: RegexFlags) -> Option<regex::bytes::Regex> {
+/// invalid (or unsupported) pattern, or when the budget cannot pay for
+/// compiling it. Recently used patterns are cached.
+fn compile_regex(
+    pattern: &str,
+    flags: RegexFlags,
+    env: &mut FnEnv<'_>,
+) -> Option<Arc<regex::bytes::Regex>> {
     const CACHE_SIZE: usize = 64;
+    // Only short patterns are kept: the cache's memory stays small whatever
+    // patterns users write.
+    const CACHED_PATTERN: usize = 1024;
     if let Some(hit) = REGEX_CACHE.with(|c| {
         c.borrow().iter().find(|(p, f, _)| p == pattern && *f == flags).map(|(_, _, r)| r.clone())
     }) {
         return hit;
+    }
+    if !env.budget.read(REGEX_COMPILE_STEPS * crate::budget::BYTES_PER_STEP) {
+        return None;
     }
     let pat = std::str::from_utf8(cstr(pattern)).unwrap_or(pattern);
     let build = |unicode: bool| {
@@ -1165,12 +1269,15 @@ fn compile_regex(pattern: &str, flags: RegexFlags) -> Option<regex::bytes::Regex
             .dot_matches_new_line(flags.dotall)
             .ignore_whitespace(flags.extended)
             .unicode(unicode)
-            .size_limit(1 << 22)
-            .dfa_size_limit(1 << 22)
+            .size_limit(REGEX_PROGRAM_BYTES)
+            .dfa_size_limit(1 << 18)
             .build()
             .ok()
     };
-    let re = build(false).or_else(|| build(true));
+    let re = build(false).or_else(|| build(true)).map(Arc::new);
+    if pattern.len() > CACHED_PATTERN {
+        return re;
+    }
     REGEX_CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() >= CACHE_SIZE {
@@ -1199,7 +1306,7 @@ fn regex_args(args: &[Value], fixed: usize) -> Result<String, Value> {
 }
 
 /// `regexp(pattern, target [, options])`.
-fn regexp(args: &[Value], _: &mut FnEnv<'_>) -> Value {
+fn regexp(args: &[Value], env: &mut FnEnv<'_>) -> Value {
     if !(2..=3).contains(&args.len()) {
         return Value::Error;
     }
@@ -1208,12 +1315,12 @@ fn regexp(args: &[Value], _: &mut FnEnv<'_>) -> Value {
         Err(v) => return v,
     };
     let (Value::Str(p), Value::Str(t)) = (&args[0], &args[1]) else { return Value::Error };
-    regexp_helper(p, t, None, &opts)
+    regexp_helper(p, t, None, &opts, env)
 }
 
 /// `regexpMember(pattern, list [, options])`: true when an element
 /// matches; undefined when none does but some element is undefined.
-fn regexp_member(args: &[Value], _: &mut FnEnv<'_>) -> Value {
+fn regexp_member(args: &[Value], env: &mut FnEnv<'_>) -> Value {
     if !(2..=3).contains(&args.len()) {
         return Value::Error;
     }
@@ -1222,12 +1329,21 @@ fn regexp_member(args: &[Value], _: &mut FnEnv<'_>) -> Value {
         Err(v) => return v,
     };
     let (Value::Str(p), Value::List(items)) = (&args[0], &args[1]) else { return Value::Error };
+    // Compiled once for the whole list; a pattern that does not compile
+    // matches no element (each element's test is an error, skipped).
+    let re = compile_regex(p, RegexFlags::from_options(&opts), env);
+    if env.budget.is_spent() {
+        return Value::Error;
+    }
     let mut maybe_undefined = false;
     for e in items.iter() {
         match e {
             Value::Str(t) => {
-                if matches!(regexp_helper(p, t, None, &opts), Value::Bool(true)) {
-                    return Value::Bool(true);
+                let Some(re) = &re else { continue };
+                match search(re, cstr(t), env) {
+                    Some(true) => return Value::Bool(true),
+                    Some(false) => {}
+                    None => return Value::Error,
                 }
             }
             Value::Undefined => maybe_undefined = true,
@@ -1239,7 +1355,7 @@ fn regexp_member(args: &[Value], _: &mut FnEnv<'_>) -> Value {
 
 /// `regexps`, `replace` and `replaceall` (`extra` holds the option
 /// letters the function name implies).
-fn subst_pattern(args: &[Value], extra: &str) -> Value {
+fn subst_pattern(args: &[Value], env: &mut FnEnv<'_>, extra: &str) -> Value {
     if !(3..=4).contains(&args.len()) {
         return Value::Error;
     }
@@ -1251,18 +1367,33 @@ fn subst_pattern(args: &[Value], extra: &str) -> Value {
     let (Value::Str(p), Value::Str(t), Value::Str(r)) = (&args[0], &args[1], &args[2]) else {
         return Value::Error;
     };
-    regexp_helper(p, t, Some(r), &opts)
+    regexp_helper(p, t, Some(r), &opts, env)
 }
 
 /// HTCondor's `regexp_helper`: a match test, or a substitution whose
 /// result is only the substituted text unless `f` (full target) is given;
 /// `g` substitutes every match. `\0`..`\9` in the replacement are groups;
 /// a group the pattern did not reach is an error.
-fn regexp_helper(pattern: &str, target: &str, replace: Option<&str>, opts: &str) -> Value {
+///
+/// The substitution's result is built within the budget: a replacement
+/// that repeats its groups many times over a long target is error before
+/// it outgrows it.
+fn regexp_helper(
+    pattern: &str,
+    target: &str,
+    replace: Option<&str>,
+    opts: &str,
+    env: &mut FnEnv<'_>,
+) -> Value {
     let flags = RegexFlags::from_options(opts);
-    let Some(re) = compile_regex(pattern, flags) else { return Value::Error };
+    let Some(re) = compile_regex(pattern, flags, env) else { return Value::Error };
     let t = cstr(target);
-    let Some(replace) = replace else { return Value::Bool(re.is_match(t)) };
+    let Some(replace) = replace else {
+        return search(&re, t, env).map_or(Value::Error, Value::Bool);
+    };
+    if !env.budget.read(t.len() as u64 * crate::budget::BYTES_PER_STEP) {
+        return Value::Error;
+    }
     let replace = cstr(replace);
     let full = opts.contains('f');
     let all = opts.contains('g');
@@ -1298,6 +1429,9 @@ fn regexp_helper(pattern: &str, target: &str, replace: Option<&str>, opts: &str)
                     return Value::Error;
                 }
                 if let Some((s, e)) = locs.get(g) {
+                    if !env.fits(out.len() + (e - s)) {
+                        return Value::Error;
+                    }
                     out.extend_from_slice(&t[s..e]);
                 }
                 k += 2;
@@ -1305,6 +1439,9 @@ fn regexp_helper(pattern: &str, target: &str, replace: Option<&str>, opts: &str)
                 out.push(c);
                 k += 1;
             }
+        }
+        if !env.fits(out.len()) {
+            return Value::Error;
         }
         idx = m.end();
         if m.start() == m.end() {
@@ -1337,9 +1474,9 @@ fn conv_real_fn(args: &[Value], _: &mut FnEnv<'_>) -> Value {
 }
 
 /// `string(x)`.
-fn conv_string_fn(args: &[Value], _: &mut FnEnv<'_>) -> Value {
+fn conv_string_fn(args: &[Value], env: &mut FnEnv<'_>) -> Value {
     let [v] = args else { return Value::Error };
-    to_str(v).map_or_else(|e| e, Value::string)
+    to_str(v, env).map_or_else(|e| e, Value::string)
 }
 
 /// `bool(x)`: numbers are true when non-zero; the strings "true" and
@@ -1664,10 +1801,12 @@ fn format_time(args: &[Value], env: &mut FnEnv<'_>) -> Value {
         },
         Some(_) if args.len() > 2 => return Value::Error,
         Some(Value::Ad(ad)) => {
-            let field = |name: &str| match ad.eval_attr(name) {
-                Value::Int(i) => Some(i as i32 as i64),
-                _ => None,
-            };
+            let now = env.now;
+            let mut field =
+                |name: &str| match crate::eval::eval_attr_within(ad, name, now, env.budget) {
+                    Value::Int(i) => Some(i as i32 as i64),
+                    _ => None,
+                };
             let year = field("Year").unwrap_or(1900);
             let mon = field("Month").map_or(0, |m| m - 1);
             let mday = field("Day").unwrap_or(0);
@@ -2146,7 +2285,8 @@ mod tests {
 
     fn call(name: &str, args: &[Value]) -> Value {
         let mut rng = Rng::seeded(7);
-        let mut env = FnEnv { now: 951_782_400, rng: &mut rng };
+        let mut budget = Budget::default_budget();
+        let mut env = FnEnv { now: 951_782_400, rng: &mut rng, budget: &mut budget };
         match lookup(name) {
             Some(Builtin::Strict(f)) => f(args, &mut env),
             other => panic!("{name} is not a strict builtin: {other:?}"),

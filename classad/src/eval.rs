@@ -9,8 +9,11 @@
 use std::sync::Arc;
 
 use crate::ast::{AttrName, BinOp, ClassAd, Expr, Special, UnOp};
+use crate::budget::{self, Budget};
 use crate::builtins::{Builtin, FnEnv, Rng, SpecialFn};
 use crate::value::Value;
+
+pub use crate::budget::{DEFAULT_MAX_BYTES, DEFAULT_MAX_STEPS};
 
 mod operand;
 mod plan;
@@ -18,10 +21,6 @@ mod plan;
 /// How deeply attribute references may nest during one evaluation; deeper
 /// chains evaluate to error (HTCondor bounds this too).
 pub const MAX_ATTR_DEPTH: u32 = 1000;
-
-/// Steps one evaluation may take by default (see [`EvalOptions::max_steps`]):
-/// a few milliseconds of work, far beyond any real policy expression.
-pub const DEFAULT_MAX_STEPS: u64 = 100_000;
 
 /// Evaluation options.
 #[derive(Clone, Debug, Default)]
@@ -33,6 +32,12 @@ pub struct EvalOptions {
     /// each link, so without a bound an expression of a few hundred bytes
     /// could run for years.
     pub max_steps: Option<u64>,
+    /// The most bytes of values one evaluation may make (see
+    /// [`crate::budget`]); past it the value is `error`. `None`:
+    /// [`DEFAULT_MAX_BYTES`]. A chain such as `a1 = join(a0, {"y","y"});
+    /// a2 = join(a1, {"y","y"}); ...` doubles a string at each link in a few
+    /// steps, so steps alone do not bound memory.
+    pub max_bytes: Option<u64>,
     /// Pure new-ClassAd semantics (`STRICT_CLASSAD_EVALUATION = true`): no
     /// fallback from MY to TARGET for plain names, and `MY` only inside a match.
     pub strict: bool,
@@ -52,7 +57,7 @@ pub struct Evaluator {
     /// Steps left for all later evaluations together, when bounded
     /// ([`Evaluator::set_step_pool`]).
     pool: Option<u64>,
-    /// Some evaluation ran out of steps.
+    /// Some evaluation ran out of its budget.
     exhausted: bool,
 }
 
@@ -102,25 +107,26 @@ impl Evaluator {
     }
 
     /// True when an evaluation since the last [`Evaluator::set_step_pool`]
-    /// (or since this evaluator was made) ran out of steps: its value was
-    /// `error` for that reason, not for its own.
+    /// (or since this evaluator was made) ran out of its budget, of steps
+    /// or of bytes: its value was `error` for that reason, not for its own.
     pub fn exhausted(&self) -> bool {
         self.exhausted
     }
 
-    /// Steps the next evaluation may take.
-    fn allowance(&self) -> u64 {
+    /// What the next evaluation may spend.
+    fn allowance(&self) -> Budget {
         let each = self.opts.max_steps.unwrap_or(DEFAULT_MAX_STEPS);
-        self.pool.map_or(each, |p| p.min(each))
+        let steps = self.pool.map_or(each, |p| p.min(each));
+        Budget::new(steps, self.opts.max_bytes.unwrap_or(DEFAULT_MAX_BYTES))
     }
 
-    /// Records what an evaluation allowed `allowed` steps had left.
-    fn spent(&mut self, allowed: u64, left: u64) {
-        if left == 0 {
+    /// Records what an evaluation allowed `allowed` had left.
+    fn spent(&mut self, allowed: Budget, left: Budget) {
+        if left.is_spent() {
             self.exhausted = true;
         }
         if let Some(p) = &mut self.pool {
-            *p = p.saturating_sub(allowed - left);
+            *p = p.saturating_sub(allowed.steps() - left.steps());
         }
     }
 
@@ -140,7 +146,7 @@ impl Evaluator {
         let allowed = self.allowance();
         let mut cx = self.cx(my.unwrap_or(&EMPTY), target, allowed);
         let v = cx.eval(expr, MY);
-        let left = cx.steps;
+        let left = cx.budget;
         self.spent(allowed, left);
         v
     }
@@ -199,7 +205,7 @@ impl Evaluator {
                     let allowed = self.allowance();
                     let mut cx = self.cx(my, Some(t.borrow()), allowed);
                     let v = cx.eval_plan(p);
-                    let left = cx.steps;
+                    let left = cx.budget;
                     self.spent(allowed, left);
                     v
                 }
@@ -215,7 +221,7 @@ impl Evaluator {
         &'a mut self,
         my: &'a ClassAd,
         target: Option<&'a ClassAd>,
-        steps: u64,
+        budget: Budget,
     ) -> Cx<'a, 'a> {
         let cx = Cx {
             my,
@@ -226,7 +232,7 @@ impl Evaluator {
             s: &mut self.scratch,
             depth: 0,
             nest: 0,
-            steps,
+            budget,
         };
         cx.s.frames.clear();
         cx.s.in_progress.clear();
@@ -240,6 +246,30 @@ impl Evaluator {
         let e = Expr::Attr { name: AttrName::new(name), absolute: false };
         self.eval(&e, Some(ad), target)
     }
+}
+
+/// Evaluates attribute `name` of `ad` on what `budget` has left, and
+/// charges `budget` what it took: for a built-in that reads the fields of
+/// an ad it was given, so that its nested evaluations are part of the
+/// caller's, never a fresh budget each.
+pub(crate) fn eval_attr_within(ad: &ClassAd, name: &str, now: i64, budget: &mut Budget) -> Value {
+    let given = *budget;
+    if given.is_spent() {
+        return Value::Error;
+    }
+    let mut ev = Evaluator::with_options(EvalOptions {
+        max_steps: Some(given.steps()),
+        max_bytes: Some(given.bytes()),
+        now: Some(now),
+        seed: Some(0),
+        ..EvalOptions::default()
+    });
+    let e = Expr::Attr { name: AttrName::new(name), absolute: false };
+    let mut cx = ev.cx(ad, None, given);
+    let v = cx.eval(&e, MY);
+    let left = cx.budget;
+    budget.absorb(given, left);
+    v
 }
 
 /// The names `expr` reads as `TARGET.name` (or `other.name`), at most 16.
@@ -312,8 +342,9 @@ struct Cx<'a, 'r> {
     depth: u32,
     /// Expression nesting, for stack checks.
     nest: u32,
-    /// Steps this evaluation has left; at 0 every further step is `error`.
-    steps: u64,
+    /// What this evaluation has left; once spent every further step is
+    /// `error`.
+    budget: Budget,
 }
 
 impl<'a> Cx<'a, '_> {
@@ -460,11 +491,26 @@ impl<'a> Cx<'a, '_> {
         v
     }
 
-    fn frame_value(&self, f: u32) -> Value {
+    fn frame_value(&mut self, f: u32) -> Value {
         match self.frame_ad(f) {
             AdRef::Owned(a) => Value::Ad(a),
-            AdRef::Borrowed(a) => Value::Ad(Arc::new(a.clone())),
+            AdRef::Borrowed(a) => {
+                // A copy of a top-level ad is a value made.
+                if !self.budget.make(budget::ad_weight(a, self.budget.bytes())) {
+                    return Value::Error;
+                }
+                Value::Ad(Arc::new(a.clone()))
+            }
         }
+    }
+
+    /// A list value of `items`, charged its weight: `error` when it does not
+    /// fit the budget.
+    fn make_list(&mut self, items: Vec<Value>) -> Value {
+        if !self.budget.make(budget::list_weight(&items, self.budget.bytes())) {
+            return Value::Error;
+        }
+        Value::list(items)
     }
 
     /// A top-level ad (MY or TARGET frame).
@@ -567,10 +613,9 @@ impl<'a> Cx<'a, '_> {
         }
         // Every other node is a step; with none left the whole remaining
         // tree collapses to `error` without being walked.
-        if self.steps == 0 {
+        if !self.budget.step() {
             return Value::Error;
         }
-        self.steps -= 1;
         match e {
             Expr::Lit(v) => v.clone(),
             Expr::Attr { name, absolute: false }
@@ -637,7 +682,10 @@ impl<'a> Cx<'a, '_> {
             },
             Expr::Index(base, idx) => self.index(base, idx, frame),
             Expr::Call(call) => self.call(call, frame),
-            Expr::List(items) => Value::list(items.iter().map(|x| self.eval(x, frame)).collect()),
+            Expr::List(items) => {
+                let items = items.iter().map(|x| self.eval(x, frame)).collect();
+                self.make_list(items)
+            }
             Expr::Record(ad) => {
                 let key = Arc::as_ptr(ad) as usize;
                 if !self.s.ad_parents.iter().any(|&(k, p)| k == key && p == frame) {
@@ -696,7 +744,7 @@ impl<'a> Cx<'a, '_> {
                         _ => Value::Error,
                     })
                     .collect();
-                Value::list(out)
+                self.make_list(out)
             }
             Err(Value::Undefined) => Value::Undefined,
             Err(_) => Value::Error,
@@ -729,8 +777,33 @@ impl<'a> Cx<'a, '_> {
             None => Value::Error,
             Some(Builtin::Strict(f)) => {
                 let args: Vec<Value> = call.args.iter().map(|a| self.eval(a, frame)).collect();
-                let mut env = FnEnv { now: self.now.unwrap_or_else(system_now), rng: self.rng };
-                f(&args, &mut env)
+                // A built-in's work is bounded by what it reads (its
+                // arguments, each bounded by the budget that made it) ...
+                let cap = self.budget.steps().saturating_mul(budget::BYTES_PER_STEP);
+                let mut read = 0u64;
+                for a in &args {
+                    read = read.saturating_add(budget::value_weight(a, cap.saturating_sub(read)));
+                }
+                if !self.budget.read(read) {
+                    return Value::Error;
+                }
+                let mut env = FnEnv {
+                    now: self.now.unwrap_or_else(system_now),
+                    rng: self.rng,
+                    budget: &mut self.budget,
+                };
+                let v = f(&args, &mut env);
+                // ... and what it made is charged like any value made.
+                match &v {
+                    Value::Str(_) | Value::List(_) | Value::Ad(_) => {
+                        if !self.budget.make(budget::value_weight(&v, self.budget.bytes())) {
+                            return Value::Error;
+                        }
+                        v
+                    }
+                    _ if self.budget.is_spent() => Value::Error,
+                    _ => v,
+                }
             }
             Some(Builtin::Special(s)) => self.special(s, &call.args, frame),
         }
@@ -752,6 +825,9 @@ impl<'a> Cx<'a, '_> {
             SpecialFn::Eval => {
                 let [x] = args else { return Value::Error };
                 match self.eval(x, frame) {
+                    // The expression parsed from a string is a value made:
+                    // a few nodes of some 40 bytes for every few bytes of text.
+                    Value::Str(text) if !self.budget.make(text.len() as u64 * 16) => Value::Error,
                     Value::Str(text) => match crate::parse_expr(&text) {
                         Ok(e) => {
                             if self.depth >= MAX_ATTR_DEPTH {
@@ -780,14 +856,18 @@ impl<'a> Cx<'a, '_> {
                     },
                     _ => None,
                 };
-                match target {
+                let text = match target {
                     Some(Found::Attr(ad, i, _)) => match ad.get().get_index(i) {
-                        Some((_, e)) => Value::string(e.to_string()),
-                        None => Value::string(""),
+                        Some((_, e)) => e.to_string(),
+                        None => String::new(),
                     },
-                    Some(_) => Value::string(""),
-                    None => Value::string(x.to_string()),
+                    Some(_) => String::new(),
+                    None => x.to_string(),
+                };
+                if !self.budget.make(text.len() as u64) {
+                    return Value::Error;
                 }
+                Value::string(text)
             }
         }
     }

@@ -3,6 +3,7 @@
 
 pub mod argenv;
 pub mod ast;
+pub mod budget;
 pub mod builtins;
 pub mod config;
 pub mod eval;
@@ -15,6 +16,7 @@ pub mod unparse;
 pub mod value;
 
 pub use ast::{AttrName, BinOp, ClassAd, Expr, UnOp};
+pub use budget::Budget;
 pub use eval::{EvalOptions, Evaluator};
 pub use matching::{rank, symmetric_match};
 pub use parser::{ParseError, parse_ad, parse_ads, parse_expr, parse_old_ad};
