@@ -5,12 +5,16 @@
 //! Pure functions of a job ad and `now`: the queue calls them and applies the answer.
 //! The rules are HTCondor's:
 //! - an expression is true when it evaluates to a non-zero number (booleans included);
-//! - a periodic expression, or `OnExitHold`, that evaluates to anything else
-//!   (undefined, error, a string) is ignored, unless it is literally `undefined`,
-//!   which is simply false;
-//! - a missing `OnExitRemove` means remove (complete) on exit, and so does one that
-//!   evaluates to undefined;
-//! - periodic order: hold (unless held), release (only if held), then remove.
+//! - one that evaluates to anything else (undefined, error, a string, or `error`
+//!   because it ran past its evaluation budget) holds the job, with
+//!   HoldReasonCode 5 (JobPolicyUndefined) and the reason
+//!   `The job attribute PeriodicHold expression '...' evaluated to UNDEFINED`:
+//!   HTCondor's `UNDEFINED_EVAL` ("the user screwed something up and they better
+//!   deal with it"), for the periodic and the exit expressions alike; an expression
+//!   that is literally `undefined` is simply false;
+//! - a missing `OnExitRemove` means remove (complete) on exit;
+//! - periodic order: TimerRemove, hold (unless held), release (only if held), then
+//!   remove; a held job whose `PeriodicRelease` is undefined stays held as it is.
 
 use classad::{ClassAd, EvalOptions, Evaluator, Expr, Value};
 
@@ -72,12 +76,13 @@ pub enum PeriodicAction {
 }
 
 /// The outcome of evaluating one policy attribute.
+#[derive(Clone, Copy, PartialEq)]
 enum Fired {
     /// Absent, false, or literally undefined.
     No,
     /// True.
     Yes,
-    /// Evaluated to something that is not a number.
+    /// Evaluated to something that is not a number (HTCondor's `UNDEFINED_EVAL`).
     Undefined,
 }
 
@@ -105,8 +110,34 @@ fn evaluator(now: i64) -> Evaluator {
 /// The reason HTCondor gives when the job names none:
 /// `The job attribute PeriodicHold expression '...' evaluated to TRUE`.
 fn default_reason(ad: &ClassAd, attr: &str) -> String {
-    let text = ad.get(attr).map(|e| e.to_string()).unwrap_or_default();
-    format!("The job attribute {attr} expression '{text}' evaluated to TRUE")
+    firing_reason(ad, attr, "TRUE")
+}
+
+/// `The job attribute <attr> expression '<text>' evaluated to <value>`, with
+/// the expression's text cut to a kilobyte (it is the user's, and the reason
+/// lands in the queue and the event log).
+fn firing_reason(ad: &ClassAd, attr: &str, value: &str) -> String {
+    const MAX_TEXT: usize = 1024;
+    let mut text = ad.get(attr).map(|e| e.to_string()).unwrap_or_default();
+    if text.len() > MAX_TEXT {
+        let mut cut = MAX_TEXT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("...");
+    }
+    format!("The job attribute {attr} expression '{text}' evaluated to {value}")
+}
+
+/// HTCondor's hold for an expression that evaluated to neither true nor
+/// false: code 5, JobPolicyUndefined.
+fn undefined_hold(ad: &ClassAd, attr: &str) -> HoldInfo {
+    HoldInfo {
+        reason: firing_reason(ad, attr, "UNDEFINED"),
+        code: hold_code::JOB_POLICY_UNDEFINED,
+        subcode: 0,
+    }
 }
 
 fn string_attr(ev: &mut Evaluator, ad: &ClassAd, attr: &str) -> Option<String> {
@@ -138,11 +169,14 @@ fn policy_hold(ev: &mut Evaluator, ad: &ClassAd, attr: &str) -> HoldInfo {
 /// ending (`ExitCode` or `ExitSignal`, `ExitBySignal`, usage).
 pub fn on_exit(ad: &ClassAd, now: i64) -> ExitDecision {
     let mut ev = evaluator(now);
-    if let Fired::Yes = fire(&mut ev, ad, "OnExitHold") {
-        return ExitDecision::Hold(policy_hold(&mut ev, ad, "OnExitHold"));
+    match fire(&mut ev, ad, "OnExitHold") {
+        Fired::Yes => return ExitDecision::Hold(policy_hold(&mut ev, ad, "OnExitHold")),
+        Fired::Undefined => return ExitDecision::Hold(undefined_hold(ad, "OnExitHold")),
+        Fired::No => {}
     }
     match fire(&mut ev, ad, "OnExitRemove") {
         Fired::No if ad.contains("OnExitRemove") => ExitDecision::Requeue,
+        Fired::Undefined => ExitDecision::Hold(undefined_hold(ad, "OnExitRemove")),
         _ => ExitDecision::Complete,
     }
 }
@@ -159,24 +193,40 @@ pub fn periodic(ad: &ClassAd, status: JobStatus, now: i64) -> Option<PeriodicAct
     {
         return Some(PeriodicAction::Remove(default_reason(ad, "TimerRemove")));
     }
-    if status != JobStatus::Held
-        && let Fired::Yes = fire(&mut ev, ad, "PeriodicHold")
-    {
-        return Some(PeriodicAction::Hold(policy_hold(&mut ev, ad, "PeriodicHold")));
+    // An undefined expression holds the job; a held job stays held.
+    let undefined = |attr: &str| match status {
+        JobStatus::Held => None,
+        _ => Some(PeriodicAction::Hold(undefined_hold(ad, attr))),
+    };
+    if status != JobStatus::Held {
+        match fire(&mut ev, ad, "PeriodicHold") {
+            Fired::Yes => {
+                return Some(PeriodicAction::Hold(policy_hold(&mut ev, ad, "PeriodicHold")));
+            }
+            Fired::Undefined => return undefined("PeriodicHold"),
+            Fired::No => {}
+        }
     }
-    if status == JobStatus::Held
-        && let Fired::Yes = fire(&mut ev, ad, "PeriodicRelease")
-    {
-        let reason = string_attr(&mut ev, ad, "PeriodicReleaseReason")
-            .unwrap_or_else(|| default_reason(ad, "PeriodicRelease"));
-        return Some(PeriodicAction::Release(reason));
+    if status == JobStatus::Held {
+        match fire(&mut ev, ad, "PeriodicRelease") {
+            Fired::Yes => {
+                let reason = string_attr(&mut ev, ad, "PeriodicReleaseReason")
+                    .unwrap_or_else(|| default_reason(ad, "PeriodicRelease"));
+                return Some(PeriodicAction::Release(reason));
+            }
+            Fired::Undefined => return None,
+            Fired::No => {}
+        }
     }
-    if let Fired::Yes = fire(&mut ev, ad, "PeriodicRemove") {
-        let reason = string_attr(&mut ev, ad, "PeriodicRemoveReason")
-            .unwrap_or_else(|| default_reason(ad, "PeriodicRemove"));
-        return Some(PeriodicAction::Remove(reason));
+    match fire(&mut ev, ad, "PeriodicRemove") {
+        Fired::Yes => {
+            let reason = string_attr(&mut ev, ad, "PeriodicRemoveReason")
+                .unwrap_or_else(|| default_reason(ad, "PeriodicRemove"));
+            Some(PeriodicAction::Remove(reason))
+        }
+        Fired::Undefined => undefined("PeriodicRemove"),
+        Fired::No => None,
     }
-    None
 }
 
 /// True when the ad has any periodic expression worth evaluating, so that a
@@ -200,8 +250,14 @@ mod tests {
     #[test]
     fn exit_defaults_to_complete() {
         assert_eq!(on_exit(&ad("[ExitCode = 3]"), 0), ExitDecision::Complete);
-        // Undefined OnExitRemove removes, as HTCondor does.
-        assert_eq!(on_exit(&ad("[OnExitRemove = Nope]"), 0), ExitDecision::Complete);
+        // An OnExitRemove that evaluates to undefined holds (code 5), as
+        // HTCondor's UNDEFINED_EVAL does; literally undefined is false.
+        let ExitDecision::Hold(h) = on_exit(&ad("[OnExitRemove = Nope]"), 0) else { panic!() };
+        assert_eq!(h.code, hold_code::JOB_POLICY_UNDEFINED);
+        assert_eq!(
+            h.reason,
+            "The job attribute OnExitRemove expression 'Nope' evaluated to UNDEFINED"
+        );
     }
 
     #[test]
@@ -226,8 +282,9 @@ mod tests {
             h.reason,
             "The job attribute OnExitHold expression 'ExitCode > 1' evaluated to TRUE"
         );
-        // An undefined OnExitHold is ignored.
-        assert_eq!(on_exit(&ad("[OnExitHold = Nope > 1]"), 0), ExitDecision::Complete);
+        // An undefined OnExitHold holds, code 5.
+        let ExitDecision::Hold(h) = on_exit(&ad("[OnExitHold = Nope > 1]"), 0) else { panic!() };
+        assert_eq!((h.code, h.subcode), (5, 0));
     }
 
     #[test]
@@ -257,12 +314,44 @@ mod tests {
     }
 
     #[test]
-    fn periodic_undefined_is_ignored_and_timer_remove_fires() {
-        let a = ad("[PeriodicHold = Nope; PeriodicRemove = undefined]");
+    fn periodic_undefined_holds_and_timer_remove_fires() {
+        // Literally undefined is false.
+        let a = ad("[PeriodicHold = undefined; PeriodicRemove = undefined]");
         assert_eq!(periodic(&a, JobStatus::Idle, 0), None);
+        // Anything else that is not a number holds, code 5 (JobPolicyUndefined).
+        for text in ["[PeriodicHold = Nope]", "[PeriodicRemove = 1/0]", r#"[PeriodicHold = "x"]"#] {
+            let Some(PeriodicAction::Hold(h)) = periodic(&ad(text), JobStatus::Idle, 0) else {
+                panic!("{text}")
+            };
+            assert_eq!(h.code, hold_code::JOB_POLICY_UNDEFINED, "{text}");
+            assert!(h.reason.ends_with("evaluated to UNDEFINED"), "{}", h.reason);
+        }
+        // A held job whose release is undefined stays held as it is.
+        assert_eq!(periodic(&ad("[PeriodicRelease = Nope]"), JobStatus::Held, 0), None);
         let a = ad("[TimerRemove = 100]");
         assert_eq!(periodic(&a, JobStatus::Idle, 100), None);
         assert!(matches!(periodic(&a, JobStatus::Idle, 101), Some(PeriodicAction::Remove(_))));
+    }
+
+    /// An expression that runs past its evaluation budget (here one whose
+    /// string doubles at each link) is error, so it holds its job: it is
+    /// never evaluated at a daemon's cost again until someone releases it.
+    #[test]
+    fn a_policy_past_its_budget_holds_its_job_with_code_5() {
+        let mut text = String::from(r#"[a0 = "x""#);
+        for i in 1..=40 {
+            text.push_str(&format!(r#"; a{i} = join(a{}, {{"y","y","y"}})"#, i - 1));
+        }
+        text.push_str("; PeriodicRelease = size(a40) > 0; PeriodicHold = size(a40) > 0]");
+        let a = ad(&text);
+        let Some(PeriodicAction::Hold(h)) = periodic(&a, JobStatus::Idle, 0) else { panic!() };
+        assert_eq!(h.code, 5);
+        assert_eq!(periodic(&a, JobStatus::Held, 0), None);
+        let ExitDecision::Hold(h) = on_exit(&ad(&text.replace("PeriodicHold", "OnExitHold")), 0)
+        else {
+            panic!()
+        };
+        assert_eq!(h.code, 5);
     }
 
     #[test]
