@@ -60,7 +60,12 @@ fn start() -> Schedd {
     let me = whoami::fallible::username().unwrap_or_else(|_| "root".into());
     std::fs::write(
         dir.path().join("andes.config"),
-        format!("SCHEDD_ADDRESS = 127.0.0.1:0\nUSER_ACCOUNT_MAP = alice = {me}\n"),
+        // The benchmark's `queue 100000` and its million-job queue are past
+        // HTCondor's default MAX_JOBS_PER_SUBMISSION and MAX_JOBS_PER_OWNER.
+        format!(
+            "SCHEDD_ADDRESS = 127.0.0.1:0\nUSER_ACCOUNT_MAP = alice = {me}\n\
+             MAX_JOBS_PER_SUBMISSION = 1000000\nMAX_JOBS_PER_OWNER = 10000000\n"
+        ),
     )
     .unwrap();
     let child = andes()

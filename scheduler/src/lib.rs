@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod attrs;
 pub mod central;
 pub mod collector;
 pub mod deferral;

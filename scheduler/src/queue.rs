@@ -29,52 +29,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+use crate::attrs::{self, Reader};
 use crate::deferral::{self, Deferral, Readiness};
 use crate::job::{JobId, JobSelector, JobStatus, hold_code};
 use crate::policy::{self, ExitDecision, HoldInfo, PeriodicAction};
-
-/// Attributes `qedit` may never change: HTCondor's immutable and protected job
-/// attributes, and those whose value only the schedd (or the job's run) decides.
-pub const PROTECTED_ATTRS: &[&str] = &[
-    "ClusterId",
-    "ProcId",
-    "Owner",
-    "User",
-    "JobStatus",
-    "QDate",
-    "GlobalJobId",
-    "MyType",
-    "TargetType",
-    "RoutedFromSchedd",
-    "EnteredCurrentStatus",
-    "Cmd",
-    "CmdDigest",
-    "JobUniverse",
-    "NumJobStarts",
-    "NumJobCompletions",
-    "NumShadowStarts",
-    "NumHolds",
-    "JobStartDate",
-    "JobCurrentStartDate",
-    "CompletionDate",
-    "HoldReason",
-    "HoldReasonCode",
-    "HoldReasonSubCode",
-    "ReleaseReason",
-    "RemoveReason",
-    "ExitCode",
-    "ExitBySignal",
-    "ExitSignal",
-    "RemoteWallClockTime",
-    "RemoteUserCpu",
-    "RemoteSysCpu",
-    "CumulativeSuspensionTime",
-    "NumCkpts",
-    "NumRestarts",
-    "LastCkptTime",
-    "CkptSize",
-    "LastCheckpointPlatform",
-];
 
 /// Attributes of the job's whole life that the schedd keeps itself: an
 /// execute host's figure for its own run never replaces them.
@@ -165,27 +123,6 @@ pub const MAX_ACTIVATION_FAILURES: i64 = 5;
 /// Set on an idle job whose activation was sent (or is about to be) and
 /// not yet seen to start: see [`PoolOp::Activating`].
 pub const ACTIVATION_PENDING: &str = "ActivationPending";
-
-/// Attributes no query shows and no constraint can see (so that a constraint
-/// such as `regexp("^1#", ClaimId)` is no oracle for another user's claim):
-/// HTCondor's private attributes.
-pub const PRIVATE_ATTRS: &[&str] =
-    &[CLAIM_ID_ATTR, "ClaimIds", "Capability", "ChildClaimIds", "TransferKey", "TransferSocket"];
-
-/// True when `name` is one of [`PRIVATE_ATTRS`].
-pub fn is_private(name: &str) -> bool {
-    PRIVATE_ATTRS.iter().any(|p| p.eq_ignore_ascii_case(name))
-}
-
-/// `ad` without its [`PRIVATE_ATTRS`].
-pub fn public_ad(mut ad: ClassAd) -> ClassAd {
-    for p in PRIVATE_ATTRS {
-        if ad.contains(p) {
-            ad.remove(p);
-        }
-    }
-    ad
-}
 
 /// Steps one request's constraint may take over all the jobs it is evaluated
 /// on (about a second of work); past it the request is refused.
@@ -283,6 +220,45 @@ const ROUTED_COPY_HELD: &str = "RoutedCopyHeld";
 /// The attribute naming the schedd (its identity in this pool's trust file)
 /// that routed a job here for its owner.
 pub const ROUTED_BY: &str = "RoutedFromSchedd";
+
+/// Where a submitted ad comes from.
+#[derive(Clone, Copy)]
+enum Origin {
+    /// A request: nothing the schedd sets is kept ([`attrs::strip_submitted`]).
+    Outside,
+    /// The job router's copy of a job: built here from the original's ad (the
+    /// queue's own) and the admin's route; only the original's identity goes.
+    Router,
+}
+
+impl Origin {
+    fn strip(self, ad: &mut ClassAd, by_schedd: bool) {
+        match self {
+            Origin::Outside => attrs::strip_submitted(ad, by_schedd),
+            Origin::Router => {
+                for a in [
+                    "ClusterId",
+                    "ProcId",
+                    "Owner",
+                    "QDate",
+                    "JobStatus",
+                    "GlobalJobId",
+                    "EnteredCurrentStatus",
+                    "ScheddInterval",
+                    ROUTED_BY,
+                ] {
+                    ad.remove(a);
+                }
+            }
+        }
+    }
+}
+
+/// How `actor` may see job `v`: as its owner (or an admin, or the schedd
+/// that routed it here), or as anyone else.
+pub fn reader_of(actor: &Actor, v: &JobView<'_>) -> Reader {
+    if actor.may_act_on(v) { Reader::Owner } else { Reader::Other }
+}
 
 impl Actor {
     /// A user.
@@ -499,6 +475,28 @@ pub struct QueueConfig {
     /// Seconds an upload no job in the queue refers to is kept (the time a
     /// client has between uploading and submitting).
     pub upload_grace: i64,
+    /// UID_DOMAIN: the part after `@` in each job's `User`.
+    pub uid_domain: String,
+    /// How many jobs one user, one submit and the whole queue may hold.
+    pub job_limits: JobLimits,
+}
+
+/// HTCondor's bounds on jobs: what one user or one submit can make the
+/// schedd keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobLimits {
+    /// MAX_JOBS_PER_SUBMISSION: jobs one submit may create (HTCondor: 20,000).
+    pub per_submission: u64,
+    /// MAX_JOBS_PER_OWNER: jobs one owner may have in the queue (HTCondor: 100,000).
+    pub per_owner: u64,
+    /// MAX_JOBS_SUBMITTED: jobs the queue may hold in all.
+    pub submitted: u64,
+}
+
+impl Default for JobLimits {
+    fn default() -> JobLimits {
+        JobLimits { per_submission: 20_000, per_owner: 100_000, submitted: i32::MAX as u64 }
+    }
 }
 
 /// Default [`QueueConfig::upload_quota_bytes`]: 4 GiB.
@@ -523,6 +521,8 @@ impl QueueConfig {
             upload_quota_bytes: DEFAULT_UPLOAD_QUOTA_BYTES,
             upload_quota_count: DEFAULT_UPLOAD_QUOTA_COUNT,
             upload_grace: DEFAULT_UPLOAD_GRACE,
+            uid_domain: schedd_name.rsplit('@').next().unwrap_or(schedd_name).to_string(),
+            job_limits: JobLimits::default(),
         }
     }
 }
@@ -563,6 +563,8 @@ pub struct QueueState {
     /// after a restart none of them is handed out again.
     cluster_mark: u32,
     schedd_name: Arc<str>,
+    /// Jobs in the queue per owner (MAX_JOBS_PER_OWNER).
+    owner_jobs: HashMap<Arc<str>, u64>,
 }
 
 /// How far ahead of the ids handed out the on-disk high-water mark is set
@@ -666,25 +668,23 @@ impl QueueState {
         self.clusters.get(&id)
     }
 
-    /// The uploads (modules, spooled inputs) the queued jobs refer to: every
-    /// `CmdDigest`, and each digest named in `SpooledInput`.
-    pub fn referenced_uploads(&self) -> std::collections::HashSet<String> {
+    /// The uploads (modules, spooled inputs) the queued jobs refer to, with
+    /// whose they are ([`uploader_of`]): every `CmdDigest`, and each digest
+    /// named in `SpooledInput`.
+    pub fn referenced_uploads(&self) -> std::collections::HashSet<(String, String)> {
         let mut out = std::collections::HashSet::new();
-        let mut add = |ad: &ClassAd| {
-            if let Value::Str(d) = ad.eval_attr("CmdDigest") {
-                out.insert(d.to_string());
-            }
-            if let Value::Str(list) = ad.eval_attr(SPOOLED_INPUT) {
-                for (_, d) in spooled_inputs(&list) {
-                    out.insert(d);
-                }
+        let mut add = |ad: &ClassAd, by: &str| {
+            for d in job_uploads(ad) {
+                out.insert((by.to_string(), d));
             }
         };
         for c in self.clusters.values() {
-            add(&c.ad);
+            add(&c.ad, &uploader_of(&c.ad));
         }
-        for p in self.jobs.values() {
-            add(&p.ad);
+        for (id, p) in &self.jobs {
+            if let Some(c) = self.clusters.get(&id.cluster) {
+                add(&p.ad, &uploader_of(&c.ad));
+            }
         }
         out
     }
@@ -901,6 +901,9 @@ CREATE TABLE IF NOT EXISTS pending_events (
     time INTEGER NOT NULL, kind TEXT NOT NULL, ad TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS submits (
     cluster INTEGER PRIMARY KEY, owner TEXT NOT NULL, token TEXT NOT NULL, at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS upload_refs (
+    owner TEXT NOT NULL, digest TEXT NOT NULL, size INTEGER NOT NULL, stored INTEGER NOT NULL,
+    PRIMARY KEY (owner, digest)) WITHOUT ROWID;
 ";
 
 fn open(path: &Path) -> Result<Connection, QueueError> {
@@ -965,6 +968,30 @@ fn migrate_modules(conn: &Connection) -> Result<(), QueueError> {
     Ok(())
 }
 
+/// Queues made before uploads had owners: each upload becomes its uploader's,
+/// and one from before uploads were accounted (no uploader) becomes the
+/// owner's of every queued job that names it. Once.
+fn migrate_upload_refs(conn: &Connection, st: &QueueState) -> Result<(), QueueError> {
+    let done: bool = conn.prepare("SELECT 1 FROM meta WHERE key = 'upload_refs'")?.exists([])?;
+    if done {
+        return Ok(());
+    }
+    conn.execute(
+        "INSERT OR IGNORE INTO upload_refs (owner, digest, size, stored)
+         SELECT uploader, digest, size, stored FROM modules WHERE uploader != ''",
+        [],
+    )?;
+    let mut legacy = conn.prepare(
+        "INSERT OR IGNORE INTO upload_refs (owner, digest, size, stored)
+         SELECT ?1, digest, size, stored FROM modules WHERE digest = ?2 AND uploader = ''",
+    )?;
+    for (owner, digest) in st.referenced_uploads() {
+        legacy.execute(params![owner, digest])?;
+    }
+    conn.execute("INSERT INTO meta (key, value) VALUES ('upload_refs', 1)", [])?;
+    Ok(())
+}
+
 /// Removes from the uploads directory what no stored upload names: files left
 /// by a crash between an upload's file and its commit, and partial uploads.
 fn sweep_uploads(conn: &Connection, dir: &Path) -> Result<(), QueueError> {
@@ -991,6 +1018,7 @@ fn load(conn: &Connection, schedd_name: &str) -> Result<QueueState, QueueError> 
         reserved: BTreeMap::new(),
         cluster_mark: 1,
         schedd_name: schedd_name.into(),
+        owner_jobs: HashMap::new(),
     };
     let meta = |key: &str| -> Result<Option<i64>, QueueError> {
         Ok(conn
@@ -1027,9 +1055,37 @@ fn load(conn: &Connection, schedd_name: &str) -> Result<QueueState, QueueError> 
             .ok_or_else(|| QueueError::Storage(format!("job {id}: bad status")))?;
         let text: String = r.get(4)?;
         let ad = if text == "[]" { ClassAd::new() } else { parse_stored(&text, &id.to_string())? };
+        if let Some(c) = st.clusters.get(&id.cluster) {
+            *st.owner_jobs.entry(c.owner.clone()).or_insert(0) += 1;
+        }
         st.jobs.insert(id, Proc { status, entered: r.get(3)?, ad });
     }
     Ok(st)
+}
+
+/// The digests of the uploads `ad` names: its `CmdDigest` and the files of
+/// its `SpooledInput`. Literal strings only (both are checked at submit and
+/// frozen after; an expression names nothing).
+pub fn job_uploads(ad: &ClassAd) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(Expr::Lit(Value::Str(d))) = ad.get("CmdDigest") {
+        out.push(d.to_string());
+    }
+    if let Some(Expr::Lit(Value::Str(list))) = ad.get(SPOOLED_INPUT) {
+        out.extend(spooled_inputs(list).into_iter().map(|(_, d)| d));
+    }
+    out
+}
+
+/// Whose uploads a job (its cluster ad) may name: those of the schedd that
+/// routed it here ([`ROUTED_BY`]), else its owner's.
+pub fn uploader_of(cluster_ad: &ClassAd) -> String {
+    for a in [ROUTED_BY, "Owner"] {
+        if let Some(Expr::Lit(Value::Str(s))) = cluster_ad.get(a) {
+            return s.to_string();
+        }
+    }
+    String::new()
 }
 
 fn owner_and_batch(ad: &ClassAd) -> (Arc<str>, Option<Arc<str>>) {
@@ -1050,7 +1106,9 @@ impl Queue {
         let conn = open(&config.path)?;
         conn.execute_batch(SCHEMA)?;
         migrate_modules(&conn)?;
-        let state = Arc::new(RwLock::new(load(&conn, &config.schedd_name)?));
+        let loaded = load(&conn, &config.schedd_name)?;
+        migrate_upload_refs(&conn, &loaded)?;
+        let state = Arc::new(RwLock::new(loaded));
         replay_pending_events(&conn, &config)?;
         let reader = Arc::new(std::sync::Mutex::new(open(&config.path)?));
         let (tx, rx) = mpsc::sync_channel::<Request>(4096);
@@ -1073,14 +1131,15 @@ impl Queue {
         self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The public ads (see [`PRIVATE_ATTRS`]) of the jobs `wanted` selects for
-    /// which `constraint` is true, in id order, at most `limit`. The read lock
-    /// is taken for a few hundred jobs at a time and released before any
-    /// constraint is evaluated; the constraint is evaluated on what the caller
-    /// may see, within [`REQUEST_STEPS`] in all. Blocking: call it off the
-    /// async runtime.
+    /// The ads of the jobs `wanted` selects for which `constraint` is true,
+    /// as `viewer` may see them ([`attrs::visible`]), in id order, at most
+    /// `limit`. The read lock is taken for a few hundred jobs at a time and
+    /// released before any constraint is evaluated; the constraint is
+    /// evaluated on what the caller may see, within [`REQUEST_STEPS`] in all.
+    /// Blocking: call it off the async runtime.
     pub fn query(
         &self,
+        viewer: &Actor,
         wanted: impl Fn(&JobView<'_>) -> bool,
         constraint: Option<&Expr>,
         limit: Option<usize>,
@@ -1100,7 +1159,7 @@ impl Queue {
                     let Some(cluster) = st.clusters.get(&id.cluster) else { continue };
                     let v = JobView { id: *id, cluster, proc, schedd: &st.schedd_name };
                     if wanted(&v) {
-                        chunk.push((v.id, public_ad(v.ad())));
+                        chunk.push((v.id, attrs::visible(v.ad(), reader_of(viewer, &v))));
                     }
                 }
                 (chunk, last)
@@ -1197,6 +1256,7 @@ impl Queue {
             let matched = tokio::task::spawn_blocking(move || {
                 let named = !t.ids.is_empty() || !t.owners.is_empty();
                 q.query(
+                    &a,
                     |v| {
                         if named {
                             t.ids.iter().any(|sel| sel.selects(v.id))
@@ -1451,6 +1511,15 @@ impl Queue {
         }
     }
 
+    /// The upload `digest` as job `job` (its whole ad) may read it: only one
+    /// its uploader ([`uploader_of`]) made.
+    pub fn open_upload_of(&self, job: &ClassAd, digest: &str) -> Option<std::fs::File> {
+        match self.uploaded_by(&uploader_of(job), digest) {
+            Ok(true) => self.open_upload(digest),
+            _ => None,
+        }
+    }
+
     /// The upload `digest`, open for reading: its file, or for one kept in the
     /// database, an anonymous temporary file holding its bytes.
     pub fn open_upload(&self, digest: &str) -> Option<std::fs::File> {
@@ -1471,7 +1540,23 @@ impl Queue {
         p.is_file().then_some(p)
     }
 
-    /// True when the module with this digest is stored.
+    /// True when `owner` uploaded `digest` (and it is still kept for them):
+    /// the only uploads a job of theirs may name. Another owner's upload of
+    /// the same bytes does not count: nothing here tells one user whether
+    /// another stored a file.
+    pub fn uploaded_by(&self, owner: &str, digest: &str) -> Result<bool, QueueError> {
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(conn
+            .query_row(
+                "SELECT 1 FROM upload_refs WHERE owner = ?1 AND digest = ?2",
+                [owner, digest],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    /// True when the module with this digest is stored, for anyone.
     pub fn has_module(&self, digest: &str) -> Result<bool, QueueError> {
         let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
         Ok(conn
@@ -1500,9 +1585,10 @@ impl Queue {
     }
 
     /// Jobs that left the queue, newest first: those matching `constraint`, at most
-    /// `limit`.
+    /// `limit`, as `viewer` may see them ([`attrs::visible`]).
     pub fn history(
         &self,
+        viewer: &Actor,
         constraint: Option<&str>,
         owners: &[String],
         limit: Option<usize>,
@@ -1536,7 +1622,12 @@ impl Queue {
                 if !owners.is_empty() && !owners.contains(&owner) {
                     continue;
                 }
-                let ad = public_ad(parse_stored(&text, "history ad")?);
+                let reader = if viewer.admin || viewer.name == owner {
+                    Reader::Owner
+                } else {
+                    Reader::Other
+                };
+                let ad = attrs::visible(parse_stored(&text, "history ad")?, reader);
                 if let Some(c) = &constraint {
                     let v = ev.eval(c, Some(&ad), None);
                     if ev.exhausted() {
@@ -1560,8 +1651,17 @@ pub fn module_digest(bytes: &[u8]) -> String {
 
 /// Parses a constraint, with an error that names it.
 pub fn parse_constraint(text: &str) -> Result<Expr, QueueError> {
+    if text.len() > MAX_CONSTRAINT {
+        return Err(QueueError::Invalid(format!(
+            "a constraint of {} bytes is longer than the {MAX_CONSTRAINT} allowed",
+            text.len()
+        )));
+    }
     classad::parse_expr(text).map_err(|e| QueueError::Invalid(format!("constraint `{text}`: {e}")))
 }
+
+/// The longest constraint a request may carry: far beyond any real one.
+pub const MAX_CONSTRAINT: usize = 64 << 10;
 
 /// True when a constraint's value selects: true, or a non-zero number.
 pub fn is_true(v: &Value) -> bool {
@@ -1796,7 +1896,7 @@ struct Ctx<'a, 'b> {
 impl Ctx<'_, '_> {
     fn apply(&mut self, op: &Op) -> Result<Reply, QueueError> {
         match op {
-            Op::Submit(actor, s) => self.submit(actor, s).map(Reply::Cluster),
+            Op::Submit(actor, s) => self.submit(actor, s, Origin::Outside).map(Reply::Cluster),
             Op::Change(actor, targets, change) => {
                 let ids = self.select(actor, targets)?;
                 self.change(&ids, change, actor).map(Reply::Report)
@@ -1833,7 +1933,7 @@ impl Ctx<'_, '_> {
                 let cluster_ad = self.state.clusters.get(&id.cluster).map(|c| c.ad.clone());
                 let Some(p) = self.state.jobs.get_mut(id) else { unreachable!("checked above") };
                 for (name, e) in changes {
-                    if PROTECTED_ATTRS.iter().any(|a| a.eq_ignore_ascii_case(name)) {
+                    if attrs::is_protected(name) {
                         continue;
                     }
                     match e {
@@ -1921,14 +2021,33 @@ impl Ctx<'_, '_> {
                 Ok(Reply::Report(report))
             }
             Op::CollectUploads => {
+                // An owner's reference goes once no job of theirs names it
+                // (after the grace a client has between upload and submit);
+                // the bytes go with the last reference.
                 let used = self.state.referenced_uploads();
-                let old: Vec<String> = self
+                let cutoff = self.now - self.config.upload_grace;
+                let old: Vec<(String, String)> = self
                     .tx
-                    .prepare_cached("SELECT digest FROM modules WHERE stored < ?1")?
-                    .query_map([self.now - self.config.upload_grace], |r| r.get(0))?
+                    .prepare_cached("SELECT owner, digest FROM upload_refs WHERE stored < ?1")?
+                    .query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<_, _>>()?;
+                for (owner, digest) in old.into_iter().filter(|k| !used.contains(k)) {
+                    self.tx
+                        .prepare_cached("DELETE FROM upload_refs WHERE owner = ?1 AND digest = ?2")?
+                        .execute([owner, digest])?;
+                }
+                let named: std::collections::HashSet<String> =
+                    used.into_iter().map(|(_, d)| d).collect();
+                let orphans: Vec<String> = self
+                    .tx
+                    .prepare_cached(
+                        "SELECT digest FROM modules WHERE stored < ?1
+                         AND NOT EXISTS (SELECT 1 FROM upload_refs r WHERE r.digest = modules.digest)",
+                    )?
+                    .query_map([cutoff], |r| r.get(0))?
                     .collect::<Result<_, _>>()?;
                 let mut removed = Vec::new();
-                for d in old.iter().filter(|d| !used.contains(d.as_str())) {
+                for d in orphans.iter().filter(|d| !named.contains(d.as_str())) {
                     if self.tx.execute("DELETE FROM modules WHERE digest = ?1", [d])? > 0 {
                         removed.push(d.clone());
                     }
@@ -1941,6 +2060,12 @@ impl Ctx<'_, '_> {
     /// Records an upload of `size` bytes under `digest`, counted against
     /// `actor`'s quota: its bytes in the row (`data`), or none when they are in
     /// its file under the uploads directory. One already stored is left as it is.
+    ///
+    /// Each owner keeps their own reference to what they uploaded, counted
+    /// against their own quota, even when another owner stored the same
+    /// bytes: the bytes are kept once, but one user's upload never lets
+    /// another name it, and the answer is the same whether or not anyone
+    /// else had stored it.
     fn store_upload(
         &mut self,
         actor: &Actor,
@@ -1948,23 +2073,109 @@ impl Ctx<'_, '_> {
         data: &[u8],
         size: u64,
     ) -> Result<Reply, QueueError> {
-        let known: bool =
-            self.tx.prepare_cached("SELECT 1 FROM modules WHERE digest = ?1")?.exists([digest])?;
-        if known {
+        let mine: bool = self
+            .tx
+            .prepare_cached("SELECT 1 FROM upload_refs WHERE owner = ?1 AND digest = ?2")?
+            .exists([actor.name.as_str(), digest])?;
+        if mine {
+            self.tx
+                .prepare_cached(
+                    "UPDATE upload_refs SET stored = ?3 WHERE owner = ?1 AND digest = ?2",
+                )?
+                .execute(params![actor.name, digest, self.now])?;
             return Ok(Reply::Done);
         }
         self.check_upload_quota(actor, size)?;
-        self.tx.execute(
-            "INSERT INTO modules (digest, data, uploader, size, stored) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![digest, data, actor.name, size as i64, self.now],
-        )?;
+        self.tx
+            .prepare_cached(
+                "INSERT INTO upload_refs (owner, digest, size, stored) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![actor.name, digest, size as i64, self.now])?;
+        self.tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO modules (digest, data, uploader, size, stored)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![digest, data, actor.name, size as i64, self.now])?;
         Ok(Reply::Done)
+    }
+
+    /// Refuses a submit past MAX_JOBS_PER_SUBMISSION, or one that would take
+    /// its owner past MAX_JOBS_PER_OWNER or the queue past
+    /// MAX_JOBS_SUBMITTED.
+    fn check_job_limits(&self, actor: &Actor, s: &Submit) -> Result<(), QueueError> {
+        let n = s.procs.len() as u64;
+        let limits = self.config.job_limits;
+        if n > limits.per_submission {
+            return Err(QueueError::Invalid(format!(
+                "a submit of {n} jobs is more than MAX_JOBS_PER_SUBMISSION ({}) allows",
+                limits.per_submission
+            )));
+        }
+        let owner: &str = match (actor.schedd, s.cluster_ad.get("Owner")) {
+            (true, Some(Expr::Lit(Value::Str(o)))) => o,
+            _ => &actor.name,
+        };
+        let held = self.state.owner_jobs.get(owner).copied().unwrap_or(0);
+        if held + n > limits.per_owner {
+            return Err(QueueError::Forbidden(format!(
+                "{owner} has {held} jobs in the queue; {n} more would pass MAX_JOBS_PER_OWNER ({})",
+                limits.per_owner
+            )));
+        }
+        let all = self.state.jobs.len() as u64;
+        if all + n > limits.submitted {
+            return Err(QueueError::Forbidden(format!(
+                "the queue holds {all} jobs; {n} more would pass MAX_JOBS_SUBMITTED ({})",
+                limits.submitted
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a submitted ad that names an upload its submitter did not
+    /// make ([`Queue::uploaded_by`]); an admin may name any stored upload.
+    fn check_uploads(&mut self, actor: &Actor, ad: &ClassAd) -> Result<(), QueueError> {
+        // A spooled input or module must be named as a literal string: that
+        // is what is checked here and what the shadow reads.
+        for a in ["CmdDigest", SPOOLED_INPUT] {
+            if let Some(e) = ad.get(a)
+                && !matches!(e, Expr::Lit(Value::Str(_)))
+            {
+                return Err(QueueError::Invalid(format!("{a} = {e}: expected a string")));
+            }
+        }
+        for digest in job_uploads(ad) {
+            let known = if actor.admin {
+                self.tx
+                    .prepare_cached("SELECT 1 FROM modules WHERE digest = ?1")?
+                    .exists([&digest])?
+            } else {
+                self.tx
+                    .prepare_cached("SELECT 1 FROM upload_refs WHERE digest = ?1 AND owner = ?2")?
+                    .exists([digest.as_str(), actor.name.as_str()])?
+            };
+            if !known {
+                let path = if ad.get("CmdDigest").and_then(Expr::as_literal).and_then(Value::as_str)
+                    == Some(digest.as_str())
+                {
+                    "modules"
+                } else {
+                    "uploads"
+                };
+                return Err(QueueError::Invalid(format!(
+                    "{digest} is not among {}'s uploads; PUT it to /v1/{path}/{digest} first",
+                    actor.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Refuses an upload of `size` bytes that would take `actor` past the quota.
     fn check_upload_quota(&mut self, actor: &Actor, size: u64) -> Result<(), QueueError> {
         let (bytes_held, count): (i64, i64) = self.tx.query_row(
-            "SELECT COALESCE(SUM(size), 0), COUNT(*) FROM modules WHERE uploader = ?1",
+            "SELECT COALESCE(SUM(size), 0), COUNT(*) FROM upload_refs WHERE owner = ?1",
             [actor.name.as_str()],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
@@ -1981,12 +2192,15 @@ impl Ctx<'_, '_> {
         Ok(())
     }
 
-    fn submit(&mut self, actor: &Actor, s: &Submit) -> Result<u32, QueueError> {
+    fn submit(&mut self, actor: &Actor, s: &Submit, origin: Origin) -> Result<u32, QueueError> {
         if s.procs.is_empty() {
             return Err(QueueError::Invalid("a submit needs at least one job".into()));
         }
         if s.procs.len() > u32::MAX as usize / 2 {
             return Err(QueueError::Invalid("too many jobs in one cluster".into()));
+        }
+        if let Origin::Outside = origin {
+            self.check_job_limits(actor, s)?;
         }
         let cluster = match s.cluster {
             None => {
@@ -2032,8 +2246,17 @@ impl Ctx<'_, '_> {
         let mut ad = s.cluster_ad.clone();
         let cluster_held = submitted_held(ad.get("JobStatus"));
         let cluster_cron = andes_cron::Field::ALL.iter().any(|f| ad.contains(f.attribute()));
-        for a in ["ProcId", "JobStatus", "EnteredCurrentStatus", "GlobalJobId"] {
-            ad.remove(a);
+        // A deferred job becomes matchable ScheddInterval before its prep
+        // time: this schedd's own interval, not the 300 s a submit file
+        // assumes.
+        let wants_interval =
+            ad.contains("ScheddInterval") || s.procs.iter().any(|p| p.contains("ScheddInterval"));
+        // Nothing the schedd sets comes from the submitter; a routed copy
+        // (built here from its original and the admin's route) keeps its
+        // route's attributes and loses only the original's identity.
+        origin.strip(&mut ad, actor.schedd);
+        if let Origin::Outside = origin {
+            self.check_uploads(actor, &ad)?;
         }
         ad.insert_value("ClusterId", cluster as i64);
         if actor.schedd {
@@ -2046,26 +2269,29 @@ impl Ctx<'_, '_> {
             }
             ad.insert_value(ROUTED_BY, actor.name.as_str());
         } else {
-            ad.remove(ROUTED_BY);
             ad.insert_value("Owner", actor.name.as_str());
         }
+        // HTCondor's User: Owner@UID_DOMAIN.
+        let user = match ad.get("Owner") {
+            Some(Expr::Lit(Value::Str(o))) => format!("{o}@{}", self.config.uid_domain),
+            _ => format!("{}@{}", actor.name, self.config.uid_domain),
+        };
+        ad.insert_value("User", user.as_str());
         ad.insert_value("QDate", self.now);
         if !ad.contains("MyType") {
             ad.insert_value("MyType", "Job");
         }
-        // A deferred job becomes matchable ScheddInterval before its prep
-        // time: this schedd's own interval, not the 300 s a submit file
-        // assumes.
-        if ad.contains("ScheddInterval") || s.procs.iter().any(|p| p.contains("ScheddInterval")) {
+        if wants_interval {
             ad.insert_value("ScheddInterval", self.config.schedd_interval);
         }
-        // HTCondor's counters a job starts with; the startd's
+        // The counters a job starts with, as condor_submit sets them (and
+        // NumHolds, so that a policy such as `NumHolds >= 2` is false rather
+        // than undefined, which holds); the startd's
         // IS_VALID_CHECKPOINT_PLATFORM lets a job with NumCkpts == 0 run on
         // any platform.
-        for counter in ["NumCkpts", "NumRestarts"] {
-            if !ad.contains(counter) && s.procs.iter().all(|p| !p.contains(counter)) {
-                ad.insert_value(counter, 0i64);
-            }
+        for counter in ["NumCkpts", "NumRestarts", "NumJobStarts", "NumJobCompletions", "NumHolds"]
+        {
+            ad.insert_value(counter, 0i64);
         }
         let mut procs = Vec::with_capacity(s.procs.len());
         for (i, p) in s.procs.iter().enumerate() {
@@ -2075,18 +2301,9 @@ impl Ctx<'_, '_> {
                 Some(e) => submitted_held(Some(e)),
                 None => cluster_held,
             };
-            for a in [
-                "ClusterId",
-                "ProcId",
-                "Owner",
-                "QDate",
-                "JobStatus",
-                "GlobalJobId",
-                "EnteredCurrentStatus",
-                "ScheddInterval",
-                ROUTED_BY,
-            ] {
-                p.remove(a);
+            origin.strip(&mut p, false);
+            if let Origin::Outside = origin {
+                self.check_uploads(actor, &p)?;
             }
             let status = if held { JobStatus::Held } else { JobStatus::Idle };
             if cluster_cron || andes_cron::Field::ALL.iter().any(|f| p.contains(f.attribute())) {
@@ -2132,6 +2349,7 @@ impl Ctx<'_, '_> {
         )?;
         self.state.reserved.remove(&cluster);
         let n = procs.len() as u32;
+        *self.state.owner_jobs.entry(owner.clone()).or_insert(0) += u64::from(n);
         self.state.clusters.insert(
             cluster,
             Cluster { ad: Arc::new(ad), owner, batch, submitted: n, completed: 0 },
@@ -2243,7 +2461,8 @@ impl Ctx<'_, '_> {
             let mut kept = Vec::with_capacity(ids.len());
             for id in ids {
                 if let Some(v) = self.state.job(id) {
-                    let ok = is_true(&ev.eval(&c, Some(&public_ad(v.ad())), None));
+                    let ad = attrs::visible(v.ad(), reader_of(actor, &v));
+                    let ok = is_true(&ev.eval(&c, Some(&ad), None));
                     if ev.exhausted() {
                         return Err(too_costly("constraint"));
                     }
@@ -2265,7 +2484,7 @@ impl Ctx<'_, '_> {
     ) -> Result<ChangeReport, QueueError> {
         let mut report = ChangeReport::default();
         if let Change::Edit { attr, expr } = change {
-            if PROTECTED_ATTRS.iter().any(|p| p.eq_ignore_ascii_case(attr)) {
+            if attrs::is_protected(attr) {
                 return Err(QueueError::Forbidden(format!(
                     "{attr} is protected and cannot be edited"
                 )));
@@ -2794,7 +3013,7 @@ impl Ctx<'_, '_> {
         let mut copy = copy.clone();
         copy.insert_value(ROUTED_FROM, original.to_string());
         let submit = Submit { cluster: None, cluster_ad: copy, procs: vec![ClassAd::new()] };
-        let cluster = self.submit(&Actor::user(&owner), &submit)?;
+        let cluster = self.submit(&Actor::user(&owner), &submit, Origin::Router)?;
         let to = JobId::new(cluster, 0);
         if let Some(p) = self.state.jobs.get_mut(&original) {
             p.ad.insert_value(ROUTED_TO, to.to_string());
@@ -3111,6 +3330,12 @@ impl Ctx<'_, '_> {
             .prepare_cached("DELETE FROM jobs WHERE cluster = ?1 AND proc = ?2")?
             .execute(params![id.cluster as i64, id.proc as i64])?;
         self.state.jobs.remove(&id);
+        if let Some(n) = self.state.owner_jobs.get_mut(owner.as_str()) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.state.owner_jobs.remove(owner.as_str());
+            }
+        }
         if self.state.cluster_jobs(id.cluster).next().is_none() {
             self.state.clusters.remove(&id.cluster);
             self.tx.execute("DELETE FROM clusters WHERE id = ?1", [id.cluster as i64])?;

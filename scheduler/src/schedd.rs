@@ -49,6 +49,11 @@ pub struct ScheddConfig {
     /// Whose rights each owner's files are read and written with
     /// (USER_ACCOUNT_MAP; see [`crate::userfs`]).
     pub accounts: Arc<Accounts>,
+    /// UID_DOMAIN, the part after `@` of each job's `User` (by default the
+    /// part of SCHEDD_NAME after its `@`).
+    pub uid_domain: Option<String>,
+    /// MAX_JOBS_PER_SUBMISSION, MAX_JOBS_PER_OWNER, MAX_JOBS_SUBMITTED.
+    pub job_limits: crate::queue::JobLimits,
 }
 
 /// A running schedd's shared state.
@@ -82,6 +87,10 @@ impl Schedd {
         qc.history_max_age = config.history_max_age;
         qc.cron_time_zone = config.cron_time_zone.clone();
         qc.schedd_interval = config.schedd_interval;
+        if let Some(d) = &config.uid_domain {
+            qc.uid_domain = d.clone();
+        }
+        qc.job_limits = config.job_limits;
         let log = crate::eventlog::sink_for(
             config.submit_host.clone(),
             config.accounts.clone(),
@@ -190,7 +199,8 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpListener,
     Ok((l, a))
 }
 
-fn actor(c: &Caller) -> Actor {
+/// The queue's actor for a verified caller.
+pub(crate) fn actor(c: &Caller) -> Actor {
     match c.role {
         Role::Admin => Actor::admin(&c.identity),
         Role::Schedd => Actor::routing_schedd(&c.identity),
@@ -218,14 +228,20 @@ fn check_digest(digest: &str) -> Result<(), ApiError> {
     }
 }
 
+/// `GET /v1/modules/{digest}`: whether the caller has uploaded it (never
+/// whether anyone else has).
 async fn has_module(
     State(s): State<Schedd>,
+    caller: Caller,
     Path(digest): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     check_digest(&digest)?;
-    match s.queue.has_module(&digest).map_err(api_error)? {
+    match s.queue.uploaded_by(&caller.identity, &digest).map_err(api_error)? {
         true => Ok(StatusCode::OK),
-        false => Err(ApiError::not_found(format!("module {digest} is not stored"))),
+        false => Err(ApiError::not_found(format!(
+            "{} has not uploaded {digest} (or it was collected)",
+            caller.identity
+        ))),
     }
 }
 
@@ -326,7 +342,7 @@ async fn transfer(
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?
             .map_err(ApiError::internal)?;
-    let ad = crate::queue::public_ad(ad).to_string();
+    let ad = crate::attrs::visible(ad, crate::attrs::Reader::Owner).to_string();
     Ok(axum::Json(TransferReply { ad, files, log }))
 }
 
@@ -420,13 +436,9 @@ async fn submit(
     }
     for digest in &digests {
         check_digest(digest)?;
-        if !s.queue.has_module(digest).map_err(api_error)? {
-            return Err(ApiError::bad_request(format!(
-                "module {digest} is not stored; PUT it to /v1/modules/{digest} first"
-            )));
-        }
     }
-    // Files: a spooled job names uploads, which must be stored; any other
+    // Files: a spooled job names uploads (the queue checks, as it commits,
+    // that each module and input is the submitter's own); any other
     // job's files are read and written in its owner's directories, which
     // this schedd may do only with the owner's rights.
     for (i, p) in procs.iter().enumerate() {
@@ -441,12 +453,6 @@ async fn submit(
                     )));
                 }
                 check_digest(&digest)?;
-                if !s.queue.has_module(&digest).map_err(api_error)? {
-                    return Err(ApiError::bad_request(format!(
-                        "job {i}: spooled input {name} ({digest}) is not stored; PUT it to \
-                         /v1/uploads/{digest} first"
-                    )));
-                }
             }
         } else if caller.role == Role::Schedd {
             return Err(ApiError::bad_request(format!(
@@ -492,20 +498,14 @@ fn routed_owner(auth: &Auth, caller: &Caller, ad: &ClassAd) -> Result<(), ApiErr
     Ok(())
 }
 
-/// A job ad as a query shows it: no private attribute, only the projected
-/// ones when a projection is given.
+/// A job ad as a query shows it (the queue gave it as the caller may see
+/// it): only the projected attributes when a projection is given.
 fn project(ad: &ClassAd, projection: &[String]) -> String {
     if projection.is_empty() {
-        if crate::queue::PRIVATE_ATTRS.iter().any(|p| ad.contains(p)) {
-            return crate::queue::public_ad(ad.clone()).to_string();
-        }
         return ad.to_string();
     }
     let mut out = ClassAd::new();
     for p in projection {
-        if crate::queue::is_private(p) {
-            continue;
-        }
         if let Some((name, e)) = ad.get_entry(p) {
             out.insert(name.clone(), e.clone());
         }
@@ -542,7 +542,8 @@ async fn query(
                 || t.ids.iter().any(|sel: &JobSelector| sel.selects(v.id))
                 || t.owners.iter().any(|o| o == v.owner())
         };
-        q.query(wanted, constraint.as_ref(), req.limit, now)
+        let viewer = actor(&caller);
+        q.query(&viewer, wanted, constraint.as_ref(), req.limit, now)
             .map(|found| found.iter().map(|(_, ad)| project(ad, &req.projection)).collect())
     })
     .await
@@ -593,11 +594,13 @@ async fn change(
 
 async fn history(
     State(s): State<Schedd>,
+    caller: Caller,
     SignedJson(req): SignedJson<HistoryRequest>,
 ) -> ApiResult<QueryReply> {
     let q = s.queue.clone();
+    let viewer = actor(&caller);
     let ads = tokio::task::spawn_blocking(move || {
-        q.history(req.constraint.as_deref(), &req.owners, req.limit)
+        q.history(&viewer, req.constraint.as_deref(), &req.owners, req.limit)
             .map(|ads| ads.iter().map(|a| project(a, &req.projection)).collect())
     })
     .await

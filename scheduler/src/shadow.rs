@@ -1744,8 +1744,8 @@ impl Inner {
                 }
             }
             if report.state == RunState::Exited {
-                let mut ending = ad_or_empty(report.ending.as_deref());
-                ending.update(&ad_or_empty(Some(&report.update)));
+                let mut ending = from_host(report.ending.as_deref());
+                ending.update(&from_host(Some(&report.update)));
                 // Output files too big for the report come as streams of their
                 // own, staged here before they go where they belong.
                 let staged = if report.evicted {
@@ -1828,7 +1828,7 @@ impl Inner {
             let now = self.clock.now();
             let due = report_within.is_some()
                 || now - last_push >= self.cfg.queue_update_interval.as_secs() as i64;
-            let update = ad_or_empty(Some(&report.update));
+            let update = from_host(Some(&report.update));
             let deferred = update.get("JobDeferredUntil").map(|e| e.to_string());
             // Suspended and resumed by the host: the queue's status 7 and
             // the job log's 010 and 011 events.
@@ -1919,7 +1919,7 @@ impl Inner {
         job: &ClassAd,
         ckpt: Option<&Path>,
     ) -> Result<transfer::Inputs, transfer::TransferError> {
-        read_inputs(job, ckpt, &self.cfg.accounts, &|d| self.queue.open_upload(d))
+        read_inputs(job, ckpt, &self.cfg.accounts, &|d| self.queue.open_upload_of(job, d))
     }
 
     /// Fetches the output files a report names as streamed (`POST
@@ -2345,8 +2345,11 @@ fn lost_ad(reason: &str) -> ClassAd {
     a
 }
 
-fn ad_or_empty(text: Option<&str>) -> ClassAd {
-    text.and_then(|t| classad::parse_ad(t).ok()).unwrap_or_default()
+/// What an execute host reported (an ending or an update), as the queue may
+/// take it: only the attributes a host may set ([`crate::attrs::from_host`]);
+/// text that does not parse is nothing.
+fn from_host(text: Option<&str>) -> ClassAd {
+    crate::attrs::from_host(text.and_then(|t| classad::parse_ad(t).ok()).unwrap_or_default())
 }
 
 /// `$$(Attr)`, `$$(Attr:default)` and `$$([expr])` in the job ad's
@@ -2714,6 +2717,8 @@ mod tests {
             accounts: Arc::new(
                 crate::userfs::Accounts::fixed("tester", false, "* = tester", |_| None).unwrap(),
             ),
+            uid_domain: None,
+            job_limits: Default::default(),
         };
         let clock: Arc<dyn Clock> = Arc::new(andes_protocol::ManualClock::new(1_800_000_000));
         let schedd = crate::schedd::Schedd::open(&config, clock).unwrap();
@@ -2721,9 +2726,12 @@ mod tests {
         let pool =
             ScheddPool::start(&schedd, PoolConfig::new("schedd@test", "127.0.0.1:1"), keypair);
         let alice = Actor::user("alice");
-        let job = ad(
-            r#"[Cmd = "job.wasm"; CmdDigest = "sha256:00"; Owner = "alice"; RequestMemory = 100; RequestDisk = 10; RequestCpus = 1; Requirements = TARGET.Memory >= RequestMemory]"#,
-        );
+        let module = b"\0asm\x01\0\0\0".to_vec();
+        let digest = crate::queue::module_digest(&module);
+        schedd.queue.store_module(&alice, &digest, module, 1_800_000_000).await.unwrap();
+        let job = ad(&format!(
+            r#"[Cmd = "job.wasm"; CmdDigest = "{digest}"; Owner = "alice"; RequestMemory = 100; RequestDisk = 10; RequestCpus = 1; Requirements = TARGET.Memory >= RequestMemory]"#,
+        ));
         let c = schedd
             .queue
             .submit(

@@ -47,6 +47,8 @@ async fn fixture(body_limit: usize) -> Fixture {
             andes_scheduler::userfs::Accounts::fixed("tester", false, "* = tester", |_| None)
                 .unwrap(),
         ),
+        uid_domain: None,
+        job_limits: Default::default(),
     };
     let schedd = Schedd::open(&config, clock.clone()).unwrap();
     let auth = Auth::with_body_limit(

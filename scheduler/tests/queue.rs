@@ -118,7 +118,7 @@ async fn hold_release_remove_and_their_reasons() {
     let r = q.change(&alice, ids(&["1.1"]), Change::Remove { reason: "done".into() }, 400).await;
     assert_eq!(r.unwrap().changed.len(), 1);
     assert_eq!(status(&q, JobId::new(1, 1)), None, "a removed idle job leaves the queue");
-    let h = q.history(None, &[], None).unwrap();
+    let h = q.history(&Actor::admin("root"), None, &[], None).unwrap();
     assert_eq!(h.len(), 1);
     assert_eq!(h[0].eval_attr("JobStatus"), Value::Int(3));
     assert_eq!(h[0].eval_attr("RemoveReason"), Value::from("done"));
@@ -205,7 +205,7 @@ async fn exit_policy_completes_holds_or_requeues() {
     q.job_started(id, 30).await.unwrap();
     q.job_exited(id, exit(1), 35).await.unwrap();
     assert_eq!(status(&q, id), None, "third failure: no retries left");
-    let h = q.history(Some("ClusterId == 1"), &[], None).unwrap();
+    let h = q.history(&Actor::admin("root"), Some("ClusterId == 1"), &[], None).unwrap();
     assert_eq!(h[0].eval_attr("JobStatus"), Value::Int(4));
     assert_eq!(h[0].eval_attr("NumJobStarts"), Value::Int(3));
     assert_eq!(h[0].eval_attr("NumJobCompletions"), Value::Int(3));
@@ -283,13 +283,16 @@ async fn history_retention_and_queries() {
         let t = Targets { ids: vec![JobSelector::Job(JobId::new(1, p))], ..Targets::default() };
         q.change(&alice, t, Change::Remove { reason: String::new() }, 10 + p as i64).await.unwrap();
     }
-    let h = q.history(None, &[], None).unwrap();
+    let h = q.history(&Actor::admin("root"), None, &[], None).unwrap();
     let procs: Vec<Value> = h.iter().map(|a| a.eval_attr("ProcId")).collect();
     assert_eq!(procs, vec![Value::Int(4), Value::Int(3), Value::Int(2)], "newest first, 3 kept");
-    assert_eq!(q.history(None, &[], Some(1)).unwrap().len(), 1);
-    assert_eq!(q.history(Some("ProcId == 3"), &[], None).unwrap().len(), 1);
-    assert!(q.history(None, &["bob".into()], None).unwrap().is_empty());
-    assert!(matches!(q.history(Some("ProcId =="), &[], None), Err(QueueError::Invalid(_))));
+    assert_eq!(q.history(&Actor::admin("root"), None, &[], Some(1)).unwrap().len(), 1);
+    assert_eq!(q.history(&Actor::admin("root"), Some("ProcId == 3"), &[], None).unwrap().len(), 1);
+    assert!(q.history(&Actor::admin("root"), None, &["bob".into()], None).unwrap().is_empty());
+    assert!(matches!(
+        q.history(&Actor::admin("root"), Some("ProcId =="), &[], None),
+        Err(QueueError::Invalid(_))
+    ));
 }
 
 #[tokio::test]
@@ -544,7 +547,118 @@ async fn a_suspended_job_is_status_7_and_its_suspensions_are_counted_and_timed()
     // Ended while suspended: that time counts too.
     q.pool(vec![id], PoolOp::Suspension(true), 30).await.unwrap();
     q.job_exited(id, ad("[ExitCode = 0; ExitBySignal = false]"), 40).await.unwrap();
-    let h = q.history(Some(&format!("ClusterId == {c}")), &[], None).unwrap();
+    let h =
+        q.history(&Actor::admin("root"), Some(&format!("ClusterId == {c}")), &[], None).unwrap();
     assert_eq!(h[0].eval_attr("CumulativeSuspensionTime"), Value::Int(25));
     assert_eq!(h[0].eval_attr("TotalSuspensions"), Value::Int(2));
+}
+
+/// What one user stored stays theirs: a job may name only uploads its own
+/// owner made; the same bytes uploaded by another user are that user's
+/// own upload, counted against their own quota; nothing tells one user
+/// whether another stored a file.
+#[tokio::test]
+async fn a_job_names_only_its_owners_uploads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = QueueConfig::new(dir.path().join("queue.db"), "schedd@test");
+    cfg.upload_quota_bytes = 100;
+    cfg.upload_grace = 60;
+    let q = Queue::open(cfg).unwrap();
+    let (root, bob) = (Actor::user("root"), Actor::user("bob"));
+    let secret = b"the secret number is 7".to_vec();
+    let d = andes_scheduler::queue::module_digest(&secret);
+    q.store_upload(&root, &d, secret.clone(), 0).await.unwrap();
+    assert!(q.uploaded_by("root", &d).unwrap());
+    assert!(!q.uploaded_by("bob", &d).unwrap(), "root's upload is not bob's");
+
+    // Bob names root's digest as a spooled input: refused, in so many words.
+    let spooled = format!(r#"SpooledInput = "stolen={d}""#);
+    let e = q.submit(&bob, jobs(1, &spooled), 1).await;
+    assert!(
+        matches!(&e, Err(QueueError::Invalid(m)) if m.contains("not among bob's uploads")),
+        "{e:?}"
+    );
+    // ... and in a proc's own ad, and as the module.
+    let mut s = jobs(2, "");
+    s.procs[1].insert_expr("SpooledInput", &format!("\"x={d}\"")).unwrap();
+    assert!(q.submit(&bob, s, 1).await.is_err());
+    assert!(q.submit(&bob, jobs(1, &format!(r#"CmdDigest = "{d}""#)), 1).await.is_err());
+    // An expression in place of the digest names nothing the schedd checked.
+    let e = q.submit(&bob, jobs(1, r#"CmdDigest = strcat("sha256:", "00")"#), 1).await;
+    assert!(matches!(&e, Err(QueueError::Invalid(m)) if m.contains("expected a string")), "{e:?}");
+    // Nor can bob edit it in afterwards.
+    let c = q.submit(&bob, jobs(1, ""), 1).await.unwrap();
+    let edit = Change::Edit { attr: "SpooledInput".into(), expr: format!("\"x={d}\"") };
+    let e = q.change(&bob, ids(&[&format!("{c}.0")]), edit, 2).await;
+    assert!(matches!(e, Err(QueueError::Forbidden(_))), "{e:?}");
+
+    // Bob uploads the same bytes himself: his own upload, his own quota.
+    q.store_upload(&bob, &d, secret.clone(), 3).await.unwrap();
+    assert!(q.uploaded_by("bob", &d).unwrap());
+    q.submit(&bob, jobs(1, &spooled), 4).await.unwrap();
+    // Root's job keeps root's upload when bob's goes, and the reverse.
+    q.submit(&root, jobs(1, &spooled), 4).await.unwrap();
+    assert_eq!(q.collect_uploads(1000).await.unwrap(), 0, "both still used");
+    // An admin may name any stored upload.
+    q.submit(&Actor::admin("admin"), jobs(1, &spooled), 5).await.unwrap();
+}
+
+/// Everything the schedd writes comes from the schedd: a submitted ad
+/// keeps none of it (its claim, route, counters, its `User`), qedit changes
+/// none of it, and `User` is Owner@UID_DOMAIN.
+#[tokio::test]
+async fn what_the_schedd_sets_cannot_be_submitted_or_edited() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let bob = Actor::user("bob");
+    let forged = r#"User = "root@vm"; Owner = "root"; ClaimId = "<1.2.3.4:5>#1#1";
+        StartdAddr = "127.0.0.1:1"; RemoteHost = "slot1@x"; RoutedToJobId = "1.0";
+        RoutedFromJobId = "1.0"; ActivationPending = true; NumJobStarts = 99;
+        HoldReasonCode = 1; GridResource = "slurm x"; JobUniverse = 5"#;
+    let c = q.submit(&bob, jobs(2, forged), 10).await.unwrap();
+    let a = q.read().job(JobId::new(c, 1)).unwrap().ad();
+    for gone in [
+        "ClaimId",
+        "StartdAddr",
+        "RemoteHost",
+        "RoutedToJobId",
+        "RoutedFromJobId",
+        "ActivationPending",
+        "HoldReasonCode",
+        "GridResource",
+    ] {
+        assert!(!a.contains(gone), "{gone} survived the submit: {a}");
+    }
+    assert_eq!(a.eval_attr("Owner"), Value::from("bob"));
+    // UID_DOMAIN defaults to the host part of the schedd's name.
+    assert_eq!(a.eval_attr("User"), Value::from("bob@test"));
+    assert_eq!(a.eval_attr("NumJobStarts"), Value::Int(0));
+    assert_eq!(a.eval_attr("JobUniverse"), Value::Int(5), "a user's own attributes stay");
+    for attr in ["ClaimId", "StartdAddr", "RemoteHost", "RoutedToJobId", "User", "CmdDigest"] {
+        let edit = Change::Edit { attr: attr.into(), expr: "\"x\"".into() };
+        let e = q.change(&bob, ids(&[&format!("{c}.0")]), edit, 11).await;
+        assert!(matches!(e, Err(QueueError::Forbidden(_))), "{attr}: {e:?}");
+    }
+}
+
+/// A query shows another user's job without its content digests, and a
+/// constraint cannot see them either.
+#[tokio::test]
+async fn digests_are_shown_to_their_owner_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let root = Actor::user("root");
+    let module = b"\0asm\x01\0\0\0".to_vec();
+    let d = andes_scheduler::queue::module_digest(&module);
+    q.store_module(&root, &d, module, 0).await.unwrap();
+    q.submit(&root, jobs(1, &format!(r#"CmdDigest = "{d}""#)), 1).await.unwrap();
+    let probe = classad::parse_expr(&format!(r#"CmdDigest == "{d}""#)).unwrap();
+    let all = |_: &andes_scheduler::queue::JobView<'_>| true;
+    let seen = q.query(&Actor::user("bob"), all, None, None, 2).unwrap();
+    assert_eq!(seen.len(), 1);
+    assert!(!seen[0].1.contains("CmdDigest"), "{}", seen[0].1);
+    assert!(q.query(&Actor::user("bob"), all, Some(&probe), None, 2).unwrap().is_empty());
+    let mine = q.query(&root, all, Some(&probe), None, 2).unwrap();
+    assert_eq!(mine.len(), 1);
+    assert!(mine[0].1.contains("CmdDigest"));
 }

@@ -67,7 +67,14 @@ async fn the_original_mirrors_its_copy_and_takes_its_final_status() {
         .await
         .unwrap();
     assert_eq!(status(&q, original), None, "the original left the queue with its copy");
-    let h = q.history(Some(&format!("ClusterId == {}", original.cluster)), &[], None).unwrap();
+    let h = q
+        .history(
+            &Actor::admin("root"),
+            Some(&format!("ClusterId == {}", original.cluster)),
+            &[],
+            None,
+        )
+        .unwrap();
     assert_eq!(h[0].eval_attr("JobStatus"), Value::Int(4));
     assert_eq!(h[0].eval_attr("ExitCode"), Value::Int(3));
     assert_eq!(h[0].eval_attr("RemoteWallClockTime"), Value::Real(7.0));
@@ -101,7 +108,7 @@ async fn removing_or_holding_the_original_removes_the_copy() {
     q.change(&alice, ids(original), Change::Remove { reason: String::new() }, 20).await.unwrap();
     assert_eq!(status(&q, original), None);
     assert_eq!(status(&q, copy), None, "an idle copy leaves at once");
-    let h = q.history(None, &[], None).unwrap();
+    let h = q.history(&Actor::admin("root"), None, &[], None).unwrap();
     assert_eq!(h.iter().filter(|a| a.eval_attr("JobStatus") == Value::Int(3)).count(), 2);
 
     let (original, copy) = routed(&q, "").await;

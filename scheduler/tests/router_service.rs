@@ -40,6 +40,8 @@ fn schedd(dir: &std::path::Path) -> Schedd {
             andes_scheduler::userfs::Accounts::fixed("tester", false, "* = tester", |_| None)
                 .unwrap(),
         ),
+        uid_domain: None,
+        job_limits: Default::default(),
     };
     Schedd::open(&sc, Arc::new(ManualClock::new(1_800_000_000))).unwrap()
 }

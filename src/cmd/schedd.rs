@@ -65,6 +65,18 @@ pub async fn serve(
             )
             .map_err(|e| anyhow::anyhow!(e))?,
         ),
+        uid_domain: s.get("UID_DOMAIN")?.filter(|d| !d.is_empty()),
+        job_limits: {
+            let d = andes_scheduler::queue::JobLimits::default();
+            let limit = |name: &str, default: u64| -> Result<u64> {
+                Ok(s.int(name)?.map_or(default, |v| v.max(0) as u64))
+            };
+            andes_scheduler::queue::JobLimits {
+                per_submission: limit("MAX_JOBS_PER_SUBMISSION", d.per_submission)?,
+                per_owner: limit("MAX_JOBS_PER_OWNER", d.per_owner)?,
+                submitted: limit("MAX_JOBS_SUBMITTED", d.submitted)?,
+            }
+        },
     };
     let collector = s.collector_host()?;
     let keypair = match s.daemon_keypair("SCHEDD_KEY_NAME") {

@@ -673,7 +673,7 @@ impl Inner {
         // for a job submitted with --spool), go to the target's spool.
         let (job, accounts, queue) = (ad.clone(), self.accounts.clone(), self.queue.clone());
         let read = tokio::task::spawn_blocking(move || {
-            crate::shadow::read_inputs(&job, None, &accounts, &|d| queue.open_upload(d))
+            crate::shadow::read_inputs(&job, None, &accounts, &|d| queue.open_upload_of(&job, d))
         })
         .await;
         let inputs = match read {
@@ -1159,16 +1159,20 @@ pub struct RouterQReply {
 
 async fn router_q(
     State(r): State<JobRouter>,
-    _caller: Caller,
+    caller: Caller,
 ) -> Result<axum::Json<RouterQReply>, ApiError> {
     let table = r.table();
+    let viewer = crate::schedd::actor(&caller);
     let jobs = r
         .inner
         .queue
         .read()
         .jobs()
         .filter(|v| v.proc.ad.contains(ROUTED_FROM) || v.cluster.ad.contains(ROUTED_FROM))
-        .map(|v| v.ad().to_string())
+        .map(|v| {
+            let reader = crate::queue::reader_of(&viewer, &v);
+            crate::attrs::visible(v.ad(), reader).to_string()
+        })
         .collect();
     Ok(axum::Json(RouterQReply {
         routes: table.routes.iter().map(|r| (r.name.clone(), r.grid_resource.clone())).collect(),
