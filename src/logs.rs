@@ -174,7 +174,7 @@ pub fn init(s: &Settings, daemons: &[Daemon]) -> Result<()> {
     for &d in daemons {
         let (path, max) = log_of(s, d)?;
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
+            andes_beneath::private::create_dirs_reachable(dir)
                 .with_context(|| format!("creating the log directory {}", dir.display()))?;
         }
         let log = Rotating::open(&path, max)

@@ -145,6 +145,9 @@ fn main() -> ExitCode {
             // SAFETY: at the start of main, before any thread exists.
             unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
         }
+        // What a daemon creates holds job data: its account's alone, unless
+        // written for others on purpose (address files, public keys).
+        andes_beneath::private::owner_only_by_default();
         // A daemon logs to its file too once its configuration is read
         // (`logs::init`); the host's other commands to standard error only.
         if matches!(&cli.command, Command::Host(a) if !a.is_daemon()) {

@@ -613,8 +613,10 @@ pub mod private;
 
 /// Replaces the file at `path` (a path the caller trusts) with `bytes` so
 /// that a reader, or a crash, sees the old content or the new, never part of
-/// either: a temporary file in the same directory, created with `mode` on
-/// Unix, written and synced, renamed over `path` (`tempfile`'s persist), and
+/// either: a temporary file in the same directory, given exactly `mode` on
+/// Unix (whatever the process's umask: a daemon's is 077, see
+/// [`private::owner_only_by_default`], so a file meant for others says so
+/// here), written and synced, renamed over `path` (`tempfile`'s persist), and
 /// the directory synced. The one way andes writes whole files in place.
 pub fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let dir = match path.parent() {
@@ -628,6 +630,8 @@ pub fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     #[cfg(not(unix))]
     let _ = mode;
     let mut tmp = b.tempfile_in(dir)?;
+    #[cfg(unix)]
+    tmp.as_file().set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
     // Windows: a file for its owner alone gets its own access control list
     // before a byte is written (its mode means nothing there).
     if mode & 0o077 == 0 {

@@ -24,6 +24,51 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
+/// Makes every file and directory this process creates from now on its
+/// owner's alone, unless created with a mode given explicitly
+/// ([`crate::replace_file`]): on Unix the umask 077. The daemons call it
+/// first thing, so that the queue database and its journal, spooled
+/// outputs, sandboxes, checkpoints and logs are the daemon's account's
+/// alone, by construction rather than file by file. (Windows: a new file
+/// inherits its directory's access control list; the daemons' directories
+/// are the administrator's to set.)
+pub fn owner_only_by_default() {
+    #[cfg(unix)]
+    // SAFETY: umask only sets the process's file mode creation mask and
+    // returns the old one; it cannot fail or touch memory.
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
+/// Creates `path` and any of its missing parents as directories others may
+/// enter and list (0755 on Unix, whatever the umask), leaving those that
+/// exist as they are: a daemon's base directories (SPOOL, LOCAL_DIR, LOG,
+/// EXECUTE), which hold address files everyone reads beside the daemon's
+/// private files and directories.
+pub fn create_dirs_reachable(path: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut p = path;
+    while !p.as_os_str().is_empty() && !p.exists() {
+        missing.push(p.to_path_buf());
+        match p.parent() {
+            Some(parent) => p = parent,
+            None => break,
+        }
+    }
+    for dir in missing.iter().rev() {
+        match std::fs::create_dir(dir) {
+            Ok(()) => {
+                #[cfg(unix)]
+                std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Makes `path`, a file or a directory, readable and writable by the current
 /// user only (see the module documentation). Nothing to do on Unix, where
 /// the mode a file is created with does it.

@@ -525,8 +525,15 @@ impl Settings {
 
 /// Writes `text` to `path` through a temporary file and a rename, so a reader never
 /// sees half of it (the daemons' address files).
+///
+/// Address files are for every user: the file is 0644 and any directory
+/// made for it 0755, whatever the daemon's umask.
 pub fn write_atomically(path: &str, text: &str) -> std::io::Result<()> {
-    andes_beneath::replace_file(std::path::Path::new(path), text.as_bytes(), 0o644)
+    let path = std::path::Path::new(path);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        andes_beneath::private::create_dirs_reachable(dir)?;
+    }
+    andes_beneath::replace_file(path, text.as_bytes(), 0o644)
 }
 
 #[cfg(test)]

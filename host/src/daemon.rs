@@ -578,7 +578,9 @@ impl Daemon {
         clock: Arc<dyn Clock>,
         measurer: Measurer,
     ) -> Result<Daemon, DaemonError> {
-        std::fs::create_dir_all(&config.execute)
+        // EXECUTE itself may be entered by others; each sandbox in it is
+        // the daemon's alone (its umask).
+        andes_beneath::private::create_dirs_reachable(&config.execute)
             .map_err(|error| DaemonError::Io { path: config.execute.clone(), error })?;
         // Sandboxes a previous run left behind (a crash) belong to no job now.
         if let Ok(entries) = std::fs::read_dir(&config.execute) {

@@ -906,6 +906,27 @@ CREATE TABLE IF NOT EXISTS upload_refs (
     PRIMARY KEY (owner, digest)) WITHOUT ROWID;
 ";
 
+/// Makes `path` (with each of `suffixes`) the daemon's alone, where it
+/// exists: a queue made before the daemons' umask was 077 had its database,
+/// journal and uploads open to every local user.
+fn owner_only(path: &Path, suffixes: &[&str]) {
+    #[cfg(unix)]
+    for suffix in suffixes {
+        use std::os::unix::fs::PermissionsExt;
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let p = PathBuf::from(p);
+        if let Ok(m) = std::fs::metadata(&p) {
+            let mode = if m.is_dir() { 0o700 } else { 0o600 };
+            if m.permissions().mode() & 0o077 != 0 {
+                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode));
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, suffixes);
+}
+
 fn open(path: &Path) -> Result<Connection, QueueError> {
     let conn = Connection::open(path)
         .map_err(|e| QueueError::Storage(format!("{}: {e}", path.display())))?;
@@ -1106,6 +1127,7 @@ impl Queue {
         let conn = open(&config.path)?;
         conn.execute_batch(SCHEMA)?;
         migrate_modules(&conn)?;
+        owner_only(&config.path, &["", "-wal", "-shm"]);
         let loaded = load(&conn, &config.schedd_name)?;
         migrate_upload_refs(&conn, &loaded)?;
         let state = Arc::new(RwLock::new(loaded));
@@ -1116,6 +1138,7 @@ impl Queue {
         let uploads = Arc::new(uploads_dir(&config.path));
         std::fs::create_dir_all(&*uploads)
             .map_err(|e| QueueError::Storage(format!("{}: {e}", uploads.display())))?;
+        owner_only(&uploads, &[""]);
         sweep_uploads(&conn, &uploads)?;
         let upload_quota = config.upload_quota_bytes;
         let writer = Writer { conn, state: state.clone(), config };

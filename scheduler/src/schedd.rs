@@ -79,7 +79,7 @@ pub type EventStream = tokio::sync::mpsc::UnboundedReceiver<Vec<crate::queue::Qu
 impl Schedd {
     /// Opens the queue in `config.data_dir` (created if missing).
     pub fn open(config: &ScheddConfig, clock: Arc<dyn Clock>) -> Result<Schedd, QueueError> {
-        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+        andes_beneath::private::create_dirs_reachable(&config.data_dir).map_err(|e| {
             QueueError::Storage(format!("cannot create {}: {e}", config.data_dir.display()))
         })?;
         let mut qc = QueueConfig::new(config.data_dir.join("job_queue.db"), &config.name);

@@ -269,6 +269,35 @@ pub fn output_path(job: &ClassAd, name: &str) -> Result<Option<PathBuf>, String>
     })
 }
 
+/// Creates (or truncates) an output file at `path` without following a link
+/// there, and only as a regular file: a job's output never lands where a
+/// link in its directory points, nor in a FIFO or a device.
+pub fn create_output(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let f = o.open(path).map_err(|e| {
+        if e.raw_os_error() == Some(libc_eloop()) {
+            std::io::Error::other(format!("{} is a symbolic link", path.display()))
+        } else {
+            e
+        }
+    })?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!("{} is not a regular file", path.display())));
+    }
+    f.set_len(0)?;
+    Ok(f)
+}
+
+fn libc_eloop() -> i32 {
+    #[cfg(unix)]
+    return libc::ELOOP;
+    #[cfg(not(unix))]
+    -1
+}
+
 /// Writes the output files into the submitter's directories (the streams to
 /// `Out` and `Err`, the rest into `Iwd`): their bytes, or for a streamed one
 /// the contents of its staged file in `staged` (opened by the schedd, copied
@@ -286,9 +315,11 @@ pub fn write_outputs(
             })?;
         }
         let written = match (&f.streamed, staged.get_mut(&f.name)) {
-            (None, _) => std::fs::write(&target, &f.data),
-            (Some(_), Some(from)) => std::fs::File::create(&target)
-                .and_then(|mut to| std::io::copy(from, &mut to).map(|_| ())),
+            (None, _) => create_output(&target)
+                .and_then(|mut to| std::io::Write::write_all(&mut to, &f.data)),
+            (Some(_), Some(from)) => {
+                create_output(&target).and_then(|mut to| std::io::copy(from, &mut to).map(|_| ()))
+            }
             (Some(_), None) => Err(std::io::Error::other("it was not transferred")),
         };
         written.map_err(|e| {

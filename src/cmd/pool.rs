@@ -166,9 +166,11 @@ fn up(args: UpArgs) -> Result<ExitCode> {
     let config_path = dir.join("andes.config");
     // The central manager's address is known once it listens: a first
     // configuration names port 0, the final one the port bound.
-    std::fs::write(
+    // The configuration holds no secret: readable by the pool's users.
+    andes_beneath::replace_file(
         &config_path,
-        config_text(&dir, &user, "127.0.0.1:0", args.slots, args.plaintext),
+        config_text(&dir, &user, "127.0.0.1:0", args.slots, args.plaintext).as_bytes(),
+        0o644,
     )?;
     {
         // Each daemon of the pool logs to its own file in LOG.
@@ -205,9 +207,10 @@ fn up(args: UpArgs) -> Result<ExitCode> {
             stopped_late(),
         ));
         let cm_addr = rx.await.map_err(|_| anyhow!("the central manager did not start"))?;
-        std::fs::write(
+        andes_beneath::replace_file(
             &config_path,
-            config_text(&dir, &user, &cm_addr.to_string(), args.slots, args.plaintext),
+            config_text(&dir, &user, &cm_addr.to_string(), args.slots, args.plaintext).as_bytes(),
+            0o644,
         )?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let schedd = tokio::spawn(super::schedd::serve(

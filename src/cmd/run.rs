@@ -171,7 +171,7 @@ impl Numbered {
     fn keep(&mut self, c: &andes_host::Checkpoint) {
         let n = self.kept.last().map_or(1, |(n, _)| n + 1);
         let path = self.dir.join(snapshot_name(n));
-        if let Err(e) = andes_beneath::replace_file(&path, &c.bytes, 0o644) {
+        if let Err(e) = andes_beneath::replace_file(&path, &c.bytes, 0o600) {
             eprintln!("andes: the snapshot was not kept in {}: {e}", path.display());
             return;
         }
@@ -645,7 +645,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
 
 /// Writes a saved state durably (aside, synced, renamed), or says why not.
 fn keep_state(dir: &std::path::Path, state: &[u8]) {
-    if let Err(e) = andes_beneath::replace_file(&dir.join(SAVED_STATE), state, 0o644) {
+    if let Err(e) = andes_beneath::replace_file(&dir.join(SAVED_STATE), state, 0o600) {
         eprintln!("andes: the job's saved state was not kept in {}: {e}", dir.display());
     }
 }

@@ -2,6 +2,13 @@
 //! submitted with `andes submit --spool` from the schedd's spool into their
 //! directories, appends their event logs, and lets completed ones leave the
 //! queue.
+//!
+//! A job's files go where its ad says only when the job is the caller's
+//! own: paths in someone else's ad are theirs to choose, and writing there
+//! with the caller's rights (an admin's, root's) would let them choose what
+//! the caller overwrites. Anyone else's job is fetched with `--dir DIR`,
+//! into that directory, under names of the job's (`C.P.out`, `C.P.err`,
+//! `C.P.log`, its other files by their own names), with no link followed.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -26,18 +33,22 @@ pub struct TransferArgs {
     /// Every spooled job of yours, completed or not (what each has so far).
     #[arg(long)]
     all: bool,
+    /// Write each job's files into this directory (under `C.P/`) rather
+    /// than where its ad says; needed for another user's jobs.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<std::path::PathBuf>,
 }
 
 /// Runs `andes transfer-data`.
 pub fn run(args: TransferArgs) -> Result<ExitCode> {
     let mut targets = selection(&args.selection)?;
+    let me = crate::settings::Settings::load()?.get("KEY_NAME")?;
     if !targets.owners.is_empty() {
         bail!("name jobs by id or cluster; owners are not accepted here");
     }
     // With no ids, your own jobs: the schedd knows you by your key's name.
     if targets.ids.is_empty() {
-        let me = crate::settings::Settings::load()?.get("KEY_NAME")?;
-        targets.owners = me.into_iter().collect();
+        targets.owners = me.clone().into_iter().collect();
     }
     let mut constraint = format!("{} =!= undefined", transfer::SPOOLED_INPUT);
     if targets.ids.is_empty() && !args.all {
@@ -74,7 +85,20 @@ pub fn run(args: TransferArgs) -> Result<ExitCode> {
             let r = &got.reply;
             let ad = classad::parse_ad(&r.ad).map_err(|e| anyhow!("job {id}'s ad: {e}"))?;
             let mut staged = got.staged.open().map_err(|e| anyhow!(e))?;
-            write_output(&ad, r, &mut staged).with_context(|| format!("job {id}"))?;
+            let owner = match ad.eval_attr("Owner") {
+                classad::Value::Str(o) => o.to_string(),
+                _ => String::new(),
+            };
+            match &args.dir {
+                Some(dir) => write_into(dir, id, r, &mut staged),
+                None if me.as_deref() == Some(owner.as_str()) => write_output(&ad, r, &mut staged),
+                None => bail!(
+                    "job {id} belongs to {owner}: its output goes where its ad says only when \
+                     its owner fetches it; run `andes transfer-data` as {owner}, or give \
+                     `--dir DIR` to write it into a directory of yours"
+                ),
+            }
+            .with_context(|| format!("job {id}"))?;
             println!("Fetched the output of job {id} ({} files).", r.files.len());
             fetched.push(id);
         }
@@ -107,12 +131,51 @@ fn write_output(
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .with_context(|| format!("opening the job's log {}", path.display()))?;
+        let mut o = std::fs::OpenOptions::new();
+        o.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW);
+        let mut f =
+            o.open(&path).with_context(|| format!("opening the job's log {}", path.display()))?;
+        if !f.metadata()?.is_file() {
+            bail!("the job's log {} is not a regular file", path.display());
+        }
         f.write_all(r.log.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
     }
+    Ok(())
+}
+
+/// Writes a spooled job's output beneath `dir`, in `C.P/`: its streams as
+/// `C.P.out` and `C.P.err`, its other files by their names, its events as
+/// `C.P.log`; no link is followed, at any depth.
+fn write_into(
+    dir: &std::path::Path,
+    id: JobId,
+    r: &TransferReply,
+    staged: &mut std::collections::HashMap<String, std::fs::File>,
+) -> Result<()> {
+    let root = andes_beneath::Beneath::create(dir)
+        .with_context(|| format!("opening {}", dir.display()))?;
+    let name = |file: &str| match file {
+        andes_scheduler::shadow::STDOUT_NAME => format!("{id}/{id}.out"),
+        andes_scheduler::shadow::STDERR_NAME => format!("{id}/{id}.err"),
+        other => format!("{id}/{other}"),
+    };
+    for f in &r.files {
+        let path = name(&f.name);
+        let mut out = root.create_file(&path).map_err(|e| anyhow!("{}: {e}", dir.display()))?;
+        match (&f.streamed, staged.get_mut(&f.name)) {
+            (None, _) => out.write_all(&f.data)?,
+            (Some(_), Some(from)) => {
+                std::io::copy(from, &mut out)?;
+            }
+            (Some(_), None) => bail!("{} was not transferred", f.name),
+        }
+    }
+    if !r.log.is_empty() {
+        root.write(&format!("{id}/{id}.log"), r.log.as_bytes())
+            .map_err(|e| anyhow!("{}: {e}", dir.display()))?;
+    }
+    println!("Wrote the output of job {id} into {}.", dir.join(id.to_string()).display());
     Ok(())
 }
