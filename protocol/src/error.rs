@@ -160,6 +160,13 @@ pub enum AuthError {
     /// (500: a programming error, refused rather than served unauthenticated).
     #[error("this route is not behind andes authentication")]
     NotAuthenticated,
+    /// The daemon serves as many connections as it may, or as many of this key's
+    /// as one key may hold (503): try again.
+    #[error(
+        "the daemon is serving as many connections as it may (or as many as one key may \
+         hold); try again"
+    )]
+    Busy,
 }
 
 fn roles_text(roles: &[Role]) -> String {
@@ -182,9 +189,9 @@ impl AuthError {
             | AuthError::TlsKeyMismatch { .. } => StatusCode::UNAUTHORIZED,
             AuthError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             AuthError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            AuthError::ReplayCacheFull { .. } | AuthError::ReplayCacheWrite(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            AuthError::ReplayCacheFull { .. }
+            | AuthError::ReplayCacheWrite(_)
+            | AuthError::Busy => StatusCode::SERVICE_UNAVAILABLE,
             AuthError::NoConnection => StatusCode::INTERNAL_SERVER_ERROR,
             AuthError::Forbidden { .. } => StatusCode::FORBIDDEN,
             AuthError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

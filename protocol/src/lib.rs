@@ -8,7 +8,8 @@
 //!   replay, per-key limits); [`replay`]: its file, which survives a restart.
 //! * [`tls`]: TLS 1.3 authenticated by the pool's keys as raw public keys.
 //! * [`serve`]: the one way a daemon serves: TLS (or loopback plain HTTP), hyper, and
-//!   the connection limits.
+//!   the connection limits; [`admission`]: which connections it keeps (those that
+//!   proved a trusted key first).
 //! * [`server`]: axum layers and extractors: a handler gets [`Caller`] and the body.
 //! * [`client`]: the signing HTTP client.
 //! * [`stream`]: files as streamed bodies (big inputs, outputs, modules, snapshots).
@@ -16,6 +17,7 @@
 //! * [`error`]: rejections and the `{"error": "..."}` body every daemon answers with.
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod client;
 pub mod error;
 pub mod key;

@@ -2,9 +2,12 @@
 //! (or plain HTTP on the loopback interface when the pool opts out), HTTP/1.1 through
 //! hyper, and the limits that keep slow or idle peers from exhausting a daemon.
 //!
-//! * **Connections**: at most [`Limits::max_connections`] at once. Beyond it the
-//!   daemon stops accepting; new connections wait in the kernel's backlog and are
-//!   served as others close. Work already accepted goes on.
+//! * **Connections** ([`crate::admission`]): a connection waits until it proves a
+//!   key the trust file knows (its TLS handshake, or over plain HTTP its first signed
+//!   request); as many wait at once as [`Limits::max_connections`] (at least 64), and
+//!   a new one takes the place of the oldest waiting. At most
+//!   [`Limits::max_connections`] are established, at most half of them one key's.
+//!   So a peer with no key cannot keep anyone out, nor one key everyone else.
 //! * **TLS handshake**: must finish within [`Limits::handshake_timeout`].
 //! * **Headers**: a request's head must arrive within [`Limits::header_read_timeout`]
 //!   (hyper's timer). It runs from the moment the connection is ready for a request,
@@ -35,9 +38,10 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tower_service::Service;
 
+use crate::admission::{Admission, AdmissionLimits, Ticket};
 use crate::key::{Keypair, PublicKey};
 use crate::server::Auth;
 use crate::sign::Destination;
@@ -221,18 +225,11 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> io::Result<()> {
         let Server { listener, addr, tls, limits } = self;
-        let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+        let admission = Admission::new(AdmissionLimits::for_connections(limits.max_connections));
         let (closing_tx, closing_rx) = watch::channel(false);
         let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
-            let permit = tokio::select! {
-                p = slots.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-                () = &mut shutdown => break,
-            };
             let (tcp, remote) = tokio::select! {
                 r = listener.accept() => match r {
                     Ok(c) => c,
@@ -252,8 +249,9 @@ impl Server {
             let tls = tls.clone();
             let closing = closing_rx.clone();
             let alive = alive_tx.clone();
-            tokio::spawn(async move {
-                let _permit = permit;
+            let ticket = admission.arrive();
+            let place = ticket.clone();
+            let task = tokio::spawn(async move {
                 let _alive = alive;
                 let mut info = ConnectionInfo {
                     peer_key: None,
@@ -262,7 +260,7 @@ impl Server {
                     remote_addr: remote,
                 };
                 match tls {
-                    None => serve_connection(tcp, info, app, limits, closing).await,
+                    None => serve_connection(tcp, info, ticket, app, limits, closing).await,
                     Some((acceptor, key)) => {
                         let stream = match tokio::time::timeout(
                             limits.handshake_timeout,
@@ -286,10 +284,18 @@ impl Server {
                             tracing::info!("TLS connection from {remote} without a client key");
                             return;
                         }
-                        serve_connection(stream, info, app, limits, closing).await
+                        if !ticket.establish(info.peer_key) {
+                            tracing::info!(
+                                "closing a connection from {remote}: the daemon, or its key, \
+                                 holds as many as it may"
+                            );
+                            return;
+                        }
+                        serve_connection(stream, info, ticket, app, limits, closing).await
                     }
                 }
             });
+            place.set_abort(task.abort_handle());
         }
         drop(listener);
         let _ = closing_tx.send(true);
@@ -308,6 +314,7 @@ fn now_ms(base: Instant) -> u64 {
 async fn serve_connection<S>(
     stream: S,
     info: ConnectionInfo,
+    ticket: Ticket,
     app: Router,
     limits: Limits,
     mut closing: watch::Receiver<bool>,
@@ -322,6 +329,7 @@ async fn serve_connection<S>(
     let remote = info.remote_addr;
     let service = hyper::service::service_fn(move |mut req: http::Request<Incoming>| {
         req.extensions_mut().insert(info.clone());
+        req.extensions_mut().insert(ticket.clone());
         let mut app = app.clone();
         let busy = Busy::enter(&handler_busy);
         async move {

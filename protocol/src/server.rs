@@ -169,6 +169,7 @@ impl Auth {
                 &this,
                 a.clock.now(),
             )?;
+            admit(&parts, &caller)?;
             parts.extensions.insert(caller);
             parts.extensions.insert(crate::stream::Streamed(digest));
             return Ok(Request::from_parts(parts, body));
@@ -203,9 +204,20 @@ impl Auth {
             &this,
             a.clock.now(),
         )?;
+        admit(&parts, &caller)?;
         parts.extensions.insert(caller);
         parts.extensions.insert(VerifiedBody(bytes.clone()));
         Ok(Request::from_parts(parts, Body::from(bytes)))
+    }
+}
+
+/// A request proved its caller's key: its connection (over plain HTTP, not
+/// yet established) is established, or refused when the daemon, or the key,
+/// holds all the connections it may ([`crate::admission`]).
+fn admit(parts: &http::request::Parts, caller: &Caller) -> Result<(), AuthError> {
+    match parts.extensions.get::<crate::admission::Ticket>() {
+        Some(t) if !t.establish(Some(caller.key)) => Err(AuthError::Busy),
+        _ => Ok(()),
     }
 }
 

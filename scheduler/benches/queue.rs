@@ -3,7 +3,15 @@
 
 use std::time::{Duration, Instant};
 
-use andes_scheduler::queue::{Actor, Queue, QueueConfig, Submit};
+use andes_scheduler::queue::{Actor, JobLimits, Queue, QueueConfig, Submit};
+
+/// A queue that takes the benchmark's `queue 100000` (past HTCondor's
+/// default MAX_JOBS_PER_SUBMISSION).
+fn config(dir: &tempfile::TempDir) -> QueueConfig {
+    let mut c = QueueConfig::new(dir.path().join("q.db"), "bench");
+    c.job_limits = JobLimits { per_submission: 1 << 30, per_owner: 1 << 30, submitted: 1 << 30 };
+    c
+}
 use classad::ClassAd;
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -51,7 +59,7 @@ fn submit_100k(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let dir = tempfile::tempdir().unwrap();
-                let q = Queue::open(QueueConfig::new(dir.path().join("q.db"), "bench")).unwrap();
+                let q = Queue::open(config(&dir)).unwrap();
                 let s = Submit {
                     cluster: None,
                     cluster_ad: cluster_ad(),
@@ -70,7 +78,7 @@ fn submit_100k(c: &mut Criterion) {
 fn summary_1m(c: &mut Criterion) {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
-    let q = Queue::open(QueueConfig::new(dir.path().join("q.db"), "bench")).unwrap();
+    let q = Queue::open(config(&dir)).unwrap();
     for owner in 0..10 {
         let s = Submit { cluster: None, cluster_ad: cluster_ad(), procs: procs(scale(100_000)) };
         rt.block_on(q.submit(&Actor::user(&format!("user{owner}")), s, 1)).unwrap();

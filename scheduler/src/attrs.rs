@@ -90,6 +90,7 @@ pub const SCHEDD_SET: &[&str] = &[
     "LastCheckpointPlatform",
     "CronMissedRuns",
     "CronSkippedRuns",
+    crate::quarantine::QUARANTINED,
     // Holds and endings.
     "HoldReason",
     "HoldReasonCode",

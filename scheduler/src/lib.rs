@@ -10,6 +10,7 @@ pub mod eventlog;
 pub mod job;
 pub mod negotiator;
 pub mod policy;
+pub mod quarantine;
 pub mod queue;
 pub mod router;
 pub mod schedd;

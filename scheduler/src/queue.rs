@@ -33,6 +33,7 @@ use crate::attrs::{self, Reader};
 use crate::deferral::{self, Deferral, Readiness};
 use crate::job::{JobId, JobSelector, JobStatus, hold_code};
 use crate::policy::{self, ExitDecision, HoldInfo, PeriodicAction};
+use crate::quarantine::{self, Journal, QUARANTINED};
 
 /// Attributes of the job's whole life that the schedd keeps itself: an
 /// execute host's figure for its own run never replaces them.
@@ -833,6 +834,8 @@ enum Op {
     Deferral(DeferralOp),
     Route(JobId, ClassAd),
     EditInPlace(JobId, String, Vec<(String, Option<Expr>)>),
+    /// The schedd died evaluating this (see [`crate::quarantine`]).
+    Quarantine(quarantine::Crashed),
     /// Several ops, in order, in the same commit; each answers on its own.
     Many(Vec<Op>),
 }
@@ -1109,15 +1112,16 @@ pub fn uploader_of(cluster_ad: &ClassAd) -> String {
     String::new()
 }
 
+/// A cluster's Owner (always a literal: the schedd sets it) and
+/// JobBatchName, read as literals: the queue evaluates nothing of a job's
+/// while it loads (a batch name written as an expression has none).
 fn owner_and_batch(ad: &ClassAd) -> (Arc<str>, Option<Arc<str>>) {
-    let owner = match ad.eval_attr("Owner") {
-        Value::Str(s) => s,
-        _ => Arc::from(""),
-    };
-    let batch = match ad.eval_attr("JobBatchName") {
-        Value::Str(s) if !s.is_empty() => Some(s),
+    let literal = |name: &str| match ad.get(name) {
+        Some(Expr::Lit(Value::Str(s))) => Some(s.clone()),
         _ => None,
     };
+    let owner = literal("Owner").unwrap_or_else(|| Arc::from(""));
+    let batch = literal("JobBatchName").filter(|s| !s.is_empty());
     (owner, batch)
 }
 
@@ -1141,11 +1145,23 @@ impl Queue {
         owner_only(&uploads, &[""]);
         sweep_uploads(&conn, &uploads)?;
         let upload_quota = config.upload_quota_bytes;
-        let writer = Writer { conn, state: state.clone(), config };
+        let (journal, crashed) = Journal::open(&config.path);
+        let writer = Writer { conn, state: state.clone(), config, journal };
         std::thread::Builder::new()
             .name("andes-queue-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| QueueError::Storage(format!("cannot start the queue writer: {e}")))?;
+        if let Some(c) = crashed {
+            // The writer's first commit: nobody waits for its answer.
+            tracing::error!(
+                "the schedd stopped while evaluating the {} of job {}: quarantining it",
+                c.what,
+                c.job
+            );
+            let (reply, _) = oneshot::channel();
+            let now = jiff::Timestamp::now().as_second();
+            let _ = tx.send(Request { op: Op::Quarantine(c), now, reply });
+        }
         Ok(Queue { deferral_config, state, tx, reader, uploads, upload_quota })
     }
 
@@ -1700,6 +1716,7 @@ struct Writer {
     conn: Connection,
     state: Arc<RwLock<QueueState>>,
     config: QueueConfig,
+    journal: Journal,
 }
 
 /// What one batch leaves to do after its commit.
@@ -1811,6 +1828,7 @@ impl Writer {
                     now: req.now,
                     batch: &mut batch,
                     config: &self.config,
+                    journal: &self.journal,
                 };
                 let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     ctx.apply(&req.op)
@@ -1914,6 +1932,7 @@ struct Ctx<'a, 'b> {
     now: i64,
     batch: &'a mut Batch,
     config: &'a QueueConfig,
+    journal: &'a Journal,
 }
 
 impl Ctx<'_, '_> {
@@ -1945,6 +1964,7 @@ impl Ctx<'_, '_> {
                 Ok(Reply::Many(replies))
             }
             Op::Periodic => self.periodic().map(Reply::Report),
+            Op::Quarantine(c) => self.quarantine(c).map(|_| Reply::Done),
             Op::Route(original, copy) => self.route(*original, copy).map(Reply::Cluster),
             Op::EditInPlace(id, route, changes) => {
                 let Some(p) = self.state.jobs.get_mut(id) else {
@@ -2666,6 +2686,7 @@ impl Ctx<'_, '_> {
         }
         p.ad.insert_value("ReleaseReason", reason.as_str());
         p.ad.remove(ROUTED_COPY_HELD);
+        p.ad.remove(QUARANTINED);
         // An activation pending when it was held is no more: released, it is
         // matched afresh.
         if p.ad.remove(ACTIVATION_PENDING).is_some() {
@@ -2933,7 +2954,12 @@ impl Ctx<'_, '_> {
             p.ad.insert_value("NumJobCompletions", n);
         }
         let ad = self.state.job(id).expect("present").ad();
-        match policy::on_exit(&ad, self.now) {
+        let decision = {
+            let _evaluating = self.journal.enter(id, "exit policy");
+            quarantine::fault_point(&ad);
+            policy::on_exit(&ad, self.now)
+        };
+        match decision {
             ExitDecision::Complete => {
                 self.copy_completed(id)?;
                 self.complete(id)
@@ -2978,11 +3004,15 @@ impl Ctx<'_, '_> {
             if !cluster_has && !policy::has_periodic(&v.proc.ad) {
                 continue;
             }
-            // A routed original evaluates no periodic expressions; its copy does.
-            if v.proc.ad.contains(ROUTED_TO) {
+            // A routed original evaluates no periodic expressions; its copy
+            // does. A quarantined job evaluates none until released.
+            if v.proc.ad.contains(ROUTED_TO) || v.proc.ad.contains(QUARANTINED) {
                 continue;
             }
-            if let Some(a) = policy::periodic(&v.ad(), v.proc.status, self.now) {
+            let ad = v.ad();
+            let _evaluating = self.journal.enter(v.id, "periodic policy");
+            quarantine::fault_point(&ad);
+            if let Some(a) = policy::periodic(&ad, v.proc.status, self.now) {
                 fired.push((v.id, a));
             }
         }
@@ -3165,10 +3195,34 @@ impl Ctx<'_, '_> {
         {
             return false;
         }
+        if v.proc.ad.contains(QUARANTINED) {
+            return false;
+        }
         let ad = v.ad();
+        let _evaluating = self.journal.enter(id, "LeaveJobInQueue");
+        quarantine::fault_point(&ad);
         let mut ev =
             Evaluator::with_options(EvalOptions { now: Some(self.now), ..Default::default() });
         is_true(&ev.eval_attr(&ad, None, "LeaveJobInQueue"))
+    }
+
+    /// Holds the job the schedd died evaluating, marks it so that none of
+    /// its expressions is evaluated again until it is released, and says why.
+    fn quarantine(&mut self, c: &quarantine::Crashed) -> Result<(), QueueError> {
+        let Some(p) = self.state.jobs.get_mut(&c.job) else { return Ok(()) };
+        p.ad.insert_value(QUARANTINED, c.what.as_str());
+        let reason = format!(
+            "the schedd stopped while evaluating this job's {}; it is held, and none of its \
+             expressions is evaluated, so that it cannot stop the schedd again (release it \
+             once they are fixed)",
+            c.what
+        );
+        let info = HoldInfo { reason, code: hold_code::JOB_POLICY_UNDEFINED, subcode: 0 };
+        match self.hold(c.job, info)? {
+            None => Ok(()),
+            // Already held (or not holdable): it stays so, quarantined.
+            Some(_) => self.persist(c.job),
+        }
     }
 
     /// A routed copy was removed: its original, unless held or removed

@@ -67,6 +67,10 @@ pub struct Schedd {
     pub(crate) accounts: Arc<Accounts>,
     /// The schedd's spool (where spooled jobs' outputs are kept).
     pub(crate) spool: PathBuf,
+    /// True once the start-up work that evaluates users' expressions (cron
+    /// schedules, deferral times) may run and has run: see
+    /// [`Schedd::defer_startup`].
+    started: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 type EventTap =
@@ -111,7 +115,33 @@ impl Schedd {
             events: tap,
             accounts: config.accounts.clone(),
             spool: config.data_dir.clone(),
+            started: Arc::new(tokio::sync::watch::Sender::new(true)),
         })
+    }
+
+    /// Holds back what evaluates users' expressions at start-up (every idle
+    /// cron job's next run, each idle job's deferral time, the periodic
+    /// policy) until [`Schedd::finish_startup`]: the daemon serves first, so
+    /// no job's expression can keep it from answering, not even an admin's
+    /// `rm` of that job.
+    pub fn defer_startup(&self) {
+        self.started.send_replace(false);
+    }
+
+    /// Runs the start-up work [`Schedd::defer_startup`] held back (every idle
+    /// cron job takes its next run, as the manual says of a restart), then
+    /// lets the rest go.
+    pub async fn finish_startup(&self) {
+        if let Err(e) = self.queue.recompute_cron(self.clock.now()).await {
+            tracing::error!("recomputing the cron jobs' next runs: {e}");
+        }
+        self.started.send_replace(true);
+    }
+
+    /// Waits until start-up work may run (at once unless deferred).
+    pub async fn started(&self) {
+        let mut rx = self.started.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
     }
 
     /// A stream of the queue's events from now on; each caller (the pool
@@ -154,7 +184,11 @@ impl Schedd {
     pub fn spawn_periodic(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
         let me = self.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
+            me.started().await;
+            // The first pass comes one interval after start, never before
+            // the schedd serves.
+            let mut tick =
+                tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;

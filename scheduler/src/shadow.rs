@@ -382,19 +382,25 @@ impl ScheddPool {
             tokio::spawn(async move { inner.advertise_loop().await });
         }
         {
-            let ids: Vec<JobId> = pool
-                .inner
-                .queue
-                .read()
-                .jobs()
-                .filter(|v| v.proc.status == JobStatus::Idle)
-                .map(|v| v.id)
-                .collect();
-            for id in ids {
-                pool.inner.watch_deferral(id, None);
-            }
+            // Each idle job's deferral time is read once the schedd serves
+            // (and its cron jobs have their next runs): see
+            // `Schedd::defer_startup`.
             let inner = pool.inner.clone();
-            tokio::spawn(async move { inner.deferral_loop().await });
+            let schedd = schedd.clone();
+            tokio::spawn(async move {
+                schedd.started().await;
+                let ids: Vec<JobId> = inner
+                    .queue
+                    .read()
+                    .jobs()
+                    .filter(|v| v.proc.status == JobStatus::Idle)
+                    .map(|v| v.id)
+                    .collect();
+                for id in ids {
+                    inner.watch_deferral(id, None);
+                }
+                inner.deferral_loop().await
+            });
         }
         pool.reconnect_all();
         {

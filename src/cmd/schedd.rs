@@ -98,8 +98,8 @@ pub async fn serve(
         schedd::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     config.submit_host = format!("<{addr}>");
     let schedd = Schedd::open(&config, clock.clone())?;
-    // Every idle cron job takes its next run (the manual: on restart).
-    schedd.queue.recompute_cron(andes_protocol::Clock::now(&*clock)).await?;
+    // Nothing evaluates a job's expressions before the schedd serves.
+    schedd.defer_startup();
     // Transparent checkpoints are kept only when signed by the pool's hosts.
     let hosts = Arc::new(trust.keys_with_role(andes_protocol::Role::Host));
     let auth = Auth::with_body_limit(s.verifier(trust, "SCHEDD_REPLAY_CACHE")?, clock, BODY_LIMIT);
@@ -158,6 +158,9 @@ pub async fn serve(
     if let Some(r) = ready {
         let _ = r.send(addr);
     }
+    // Serving starts now; the held-back start-up work runs beside it.
+    let startup = schedd.clone();
+    tokio::spawn(async move { startup.finish_startup().await });
     server.serve(app, stop).await.context("serving")?;
     if let Some(f) = &address_file {
         let _ = std::fs::remove_file(f);

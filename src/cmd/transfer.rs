@@ -75,6 +75,13 @@ pub fn run(args: TransferArgs) -> Result<ExitCode> {
                 _ => bail!("the schedd's answer names a job without ClusterId and ProcId"),
             }
         }
+        if ids.is_empty() && !args.selection.is_empty() {
+            bail!(
+                "none of {} is a job submitted with --spool that you may fetch (the output \
+                 of a spooled job is its owner's)",
+                args.selection.join(", ")
+            );
+        }
         if ids.is_empty() {
             println!("No spooled job to fetch.");
             return Ok(ExitCode::SUCCESS);
