@@ -61,6 +61,9 @@ impl Up {
                 config = Some(c.to_string());
             }
             if let Some(u) = l.strip_prefix("dashboard: ") {
+                // Not a terminal: the address only; the login URL is in the
+                // pool's dashboard.url, readable by its owner alone.
+                assert!(!u.contains("?token="), "the token printed to a pipe: {u}");
                 url = Some(u.to_string());
             }
             if l == "pool ready" {
@@ -70,10 +73,11 @@ impl Up {
         // Whatever the pool prints later is read and dropped.
         std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
         let log = || std::fs::read_to_string(d.join("pool.log")).unwrap_or_default();
-        let (Some(config), Some(url)) = (config, url) else {
+        let (Some(config), Some(_)) = (config, url) else {
             let _ = child.kill();
             panic!("no pool or no dashboard: {}", log());
         };
+        let url = std::fs::read_to_string(d.join("dashboard.url")).unwrap().trim().to_string();
         Up { child, dir, config, url }
     }
 
@@ -243,7 +247,8 @@ fn the_dashboard_wants_its_token_escapes_job_ads_and_shows_a_bad_constraint() {
         assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     }
 
-    // No token, a wrong one (as a parameter, a cookie or a bearer): 401.
+    // No token, a wrong one (as a parameter, a session, a cookie or a
+    // bearer): 401. A cookie holding the token itself logs nobody in.
     let wrong = "0".repeat(64);
     let port = base.rsplit(':').next().unwrap().to_string();
     let cookie_name = format!("andes_dashboard_{port}");
@@ -253,8 +258,9 @@ fn the_dashboard_wants_its_token_escapes_job_ads_and_shows_a_bad_constraint() {
         ("/assets/dashboard.js", vec![]),
         ("/api/series", vec![]),
         (&format!("/?token={wrong}")[..], vec![]),
-        ("/", vec![("Cookie", format!("{cookie_name}={wrong}"))]),
-        ("/", vec![("Cookie", format!("other={token}"))]),
+        (&format!("/s/{wrong}/")[..], vec![]),
+        (&format!("/s/{token}/")[..], vec![]),
+        ("/", vec![("Cookie", format!("{cookie_name}={token}"))]),
         ("/live/overview", vec![("Authorization", format!("Bearer {wrong}"))]),
     ] {
         let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
@@ -264,15 +270,22 @@ fn the_dashboard_wants_its_token_escapes_job_ads_and_shows_a_bad_constraint() {
         assert!(a.header("content-security-policy").is_some());
     }
 
-    // The token: a cookie for this dashboard, and the same page without the token.
+    // The token opens a session: the same page under the session's prefix,
+    // and no cookie (a browser sends 127.0.0.1's cookies to every port).
     let a = get(&format!("{base}/jobs?constraint=JobStatus%3D%3D1&token={token}"), &[]);
     assert_eq!(a.status, 303, "{}", a.body);
-    assert_eq!(a.header("location"), Some("/jobs?constraint=JobStatus%3D%3D1"));
-    let set = a.header("set-cookie").unwrap();
-    assert!(set.starts_with(&format!("{cookie_name}={token};")), "{set}");
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
-    let cookie = format!("{cookie_name}={token}");
-    let with = [("Cookie", cookie.as_str())];
+    assert!(a.header("set-cookie").is_none());
+    let loc = a.header("location").unwrap().to_string();
+    let session = loc.strip_prefix("/s/").and_then(|l| l.split_once('/')).unwrap().0.to_string();
+    assert_eq!(session.len(), 64);
+    assert_ne!(session, token);
+    assert_eq!(loc, format!("/s/{session}/jobs?constraint=JobStatus%3D%3D1"));
+    let a = get(&format!("{base}{loc}"), &[]);
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.body.contains(&format!("<base href=\"/s/{session}/\">")), "{}", a.body);
+    // Everything below is asked for under the session, with no other credential.
+    let base = format!("{base}/s/{session}");
+    let with: [(&str, &str); 0] = [];
 
     let a = get(&format!("{base}/"), &with);
     assert_eq!(a.status, 200, "{}", a.body);
@@ -288,7 +301,7 @@ fn the_dashboard_wants_its_token_escapes_job_ads_and_shows_a_bad_constraint() {
         || up.log(),
     );
     let bearer = format!("Bearer {token}");
-    let a = get(&format!("{base}/live/overview"), &[("Authorization", &bearer)]);
+    let a = get(&format!("{}/live/overview", up.base()), &[("Authorization", &bearer)]);
     assert_eq!(a.status, 200);
     assert!(a.body.contains("id=\"users\""), "{}", a.body);
     for asset in ["uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE", "dashboard.js"] {
@@ -371,7 +384,8 @@ fn the_dashboard_wants_its_token_escapes_job_ads_and_shows_a_bad_constraint() {
     // `andes dashboard` on its own, as any user of the pool runs it: a token of its
     // own, and the same jobs.
     let mut child = common::andes()
-        .args(["dashboard", "--listen", "127.0.0.1:0"])
+        .args(["dashboard", "--listen", "127.0.0.1:0", "--url-file"])
+        .arg(up.path().join("own-dashboard.url"))
         .env("ANDES_CONFIG_DIR", up.path())
         .env("ANDES_CONFIG", &up.config)
         .stdout(Stdio::piped())
@@ -384,10 +398,18 @@ fn the_dashboard_wants_its_token_escapes_job_ads_and_shows_a_bad_constraint() {
     let url = line.trim().strip_prefix("dashboard: http://127.0.0.1:").unwrap_or_else(|| {
         panic!("{line}{}", std::fs::read_to_string(up.path().join("dashboard.log")).unwrap())
     });
-    let (port, token2) = url.split_once("/?token=").unwrap();
+    // Not a terminal: the address, and where the login URL is kept.
+    let (port, rest) = url.split_once('/').unwrap();
+    assert!(!rest.contains("?token="), "{line}");
+    let file = rest.split("is in ").nth(1).unwrap().split(',').next().unwrap().trim();
+    let url = std::fs::read_to_string(file).unwrap();
+    let token2 = url.trim().split("/?token=").nth(1).unwrap().to_string();
     assert_ne!(token2, token);
     let base2 = format!("http://127.0.0.1:{port}");
-    assert_eq!(get(&format!("{base2}/"), &with).status, 401, "the pool's token is not its");
+    let a = get(&format!("{base2}/s/{session}/"), &[]);
+    assert_eq!(a.status, 401, "the pool's dashboard's session is not this one's");
+    let a = get(&format!("{base2}/?token={token}"), &[]);
+    assert_eq!(a.status, 401, "the pool's token is not its");
     let bearer2 = format!("Bearer {token2}");
     let a = get(&format!("{base2}/job/{cluster}.0"), &[("Authorization", &bearer2)]);
     assert!(a.body.contains("id=\"job-status\" class=\"status\">Held<"), "{}", a.body);
@@ -528,9 +550,12 @@ fn a_browser_sees_the_pool_live_and_is_refused_without_the_token() {
         // A job waiting in the queue before the browser opens.
         let held = up.submit("held", "executable = hello.wasm\nhold = true\nqueue\n");
         let b = driver.session(&chromium, &profiles.path().join("a"));
-        // The printed URL logs in, and the address bar keeps no token.
+        // The printed URL logs in, and the address bar keeps no token: the
+        // session's prefix, whose secret lives only in this dashboard's paths.
         b.go(&up.url);
-        assert_eq!(b.url(), format!("{base}/"));
+        let here = b.url();
+        assert!(here.starts_with(&format!("{base}/s/")) && !here.contains(&up.token()), "{here}");
+        let base = here.trim_end_matches('/').to_string();
         assert_eq!(b.js("return document.title;", json!([])), json!("andes · pool"));
         // Slots and jobs appear; the plots are drawn (uPlot under the CSP).
         wait_or(
@@ -583,7 +608,7 @@ fn a_browser_sees_the_pool_live_and_is_refused_without_the_token() {
             "the completion on the throughput plot",
             deadline,
             || {
-                let a = get(&format!("{base}/api/series"), &[("Authorization", &bearer)]);
+                let a = get(&format!("{}/api/series", up.base()), &[("Authorization", &bearer)]);
                 let v: Value = serde_json::from_str(&a.body).unwrap_or(Value::Null);
                 v["completed"].as_array().is_some_and(|c| c.iter().any(|n| n.as_u64() >= Some(1)))
             },
@@ -598,6 +623,36 @@ fn a_browser_sees_the_pool_live_and_is_refused_without_the_token() {
             context,
         );
         assert_eq!(b.text("#job-status").as_deref(), Some("Completed"));
+
+        // Found from outside: with the token in a cookie, the browser sent it
+        // to a listener any local user had on another port of 127.0.0.1,
+        // which then read the dashboard's pages with it. The browser now
+        // holds no cookie, and what such a listener receives logs nothing in.
+        let cookies = b.call("GET", "/cookie", None);
+        assert_eq!(cookies, json!([]), "the browser keeps a cookie");
+        let trap = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let trap_url = format!("http://{}/steal", trap.local_addr().unwrap());
+        let caught = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut c, _) = trap.accept().unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = c.read(&mut buf).unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
+            let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            String::from_utf8_lossy(&head).into_owned()
+        });
+        b.go(&trap_url);
+        let head = caught.join().unwrap();
+        let lower = head.to_ascii_lowercase();
+        assert!(!lower.contains("cookie:"), "{head}");
+        let session = base.rsplit('/').next().unwrap();
+        assert!(!head.contains(session) && !head.contains(&up.token()), "{head}");
     }
 
     // A fresh browser without the token is refused, whatever page it asks for.

@@ -15,16 +15,28 @@ fn config(dir: &tempfile::TempDir) -> QueueConfig {
 use classad::ClassAd;
 use criterion::{Criterion, criterion_group, criterion_main};
 
+/// The jobs' module: a job may name only what its owner uploaded.
+const MODULE: &[u8] = b"\0asm\x01\0\0\0";
+
+fn module_digest() -> String {
+    andes_scheduler::queue::module_digest(MODULE)
+}
+
+/// Stores the module for `who`, as a submit's client does first.
+fn upload(rt: &tokio::runtime::Runtime, q: &Queue, who: &Actor) {
+    rt.block_on(q.store_module(who, &module_digest(), MODULE.to_vec(), 0)).unwrap();
+}
+
 fn cluster_ad() -> ClassAd {
     classad::parse_ad(
-        r#"[Cmd = "/home/alice/primes.wasm"; CmdDigest = "sha256:9f2c4b1e0d7a3c5b8e6f1a2d4c7b9e0f3a6d8c1b5e7f9a2c4d6b8e0f1a3c5d7e";
+        &format!(r#"[Cmd = "/home/alice/primes.wasm"; CmdDigest = "{}";
         JobUniverse = 5; Iwd = "/home/alice/run"; Out = "out.$(Process)"; Err = "err";
         RequestCpus = 1; RequestMemory = 64; RequestDisk = 1024; JobPrio = 0;
         Requirements = TARGET.HasWasm && TARGET.Memory >= RequestMemory && TARGET.Disk >= RequestDisk;
         Rank = 0.0; OnExitRemove = true; OnExitHold = false; PeriodicHold = false;
         PeriodicRelease = false; PeriodicRemove = false; ShouldTransferFiles = "YES";
         WhenToTransferOutput = "ON_EXIT"; TransferIn = false; JobNotification = 0;
-        MyType = "Job"; TargetType = "Machine"]"#,
+        MyType = "Job"; TargetType = "Machine"]"#, module_digest()),
     )
     .unwrap()
 }
@@ -60,6 +72,7 @@ fn submit_100k(c: &mut Criterion) {
             for _ in 0..iters {
                 let dir = tempfile::tempdir().unwrap();
                 let q = Queue::open(config(&dir)).unwrap();
+                upload(&rt, &q, &Actor::user("alice"));
                 let s = Submit {
                     cluster: None,
                     cluster_ad: cluster_ad(),
@@ -81,7 +94,9 @@ fn summary_1m(c: &mut Criterion) {
     let q = Queue::open(config(&dir)).unwrap();
     for owner in 0..10 {
         let s = Submit { cluster: None, cluster_ad: cluster_ad(), procs: procs(scale(100_000)) };
-        rt.block_on(q.submit(&Actor::user(&format!("user{owner}")), s, 1)).unwrap();
+        let who = Actor::user(&format!("user{owner}"));
+        upload(&rt, &q, &who);
+        rt.block_on(q.submit(&who, s, 1)).unwrap();
     }
     eprintln!("queue of {} jobs; {}", q.read().len(), rss());
     let mut g = c.benchmark_group("queue");

@@ -12,6 +12,7 @@ pub mod negotiator;
 pub mod policy;
 pub mod quarantine;
 pub mod queue;
+pub mod room;
 pub mod router;
 pub mod schedd;
 pub mod shadow;

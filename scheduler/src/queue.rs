@@ -34,6 +34,7 @@ use crate::deferral::{self, Deferral, Readiness};
 use crate::job::{JobId, JobSelector, JobStatus, hold_code};
 use crate::policy::{self, ExitDecision, HoldInfo, PeriodicAction};
 use crate::quarantine::{self, Journal, QUARANTINED};
+use crate::room::{DISK_FULL, Reserve, SpoolLedger};
 
 /// Attributes of the job's whole life that the schedd keeps itself: an
 /// execute host's figure for its own run never replaces them.
@@ -323,7 +324,12 @@ impl std::error::Error for QueueError {}
 
 impl From<rusqlite::Error> for QueueError {
     fn from(e: rusqlite::Error) -> QueueError {
-        QueueError::Storage(e.to_string())
+        match &e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull => {
+                QueueError::Storage(format!("{DISK_FULL}: {e}"))
+            }
+            _ => QueueError::Storage(e.to_string()),
+        }
     }
 }
 
@@ -445,6 +451,9 @@ pub enum EventKind {
     VacateAsked(String),
 }
 
+/// Called with the jobs that left the queue in a commit.
+pub type LeftHook = Box<dyn Fn(&[JobId]) + Send + Sync>;
+
 /// Receives events after each commit (the schedd writes event logs from here).
 pub type EventSink = Box<dyn Fn(&[QueueEvent]) + Send + Sync>;
 
@@ -469,10 +478,19 @@ pub struct QueueConfig {
     pub cron_time_zone: jiff::tz::TimeZone,
     /// SCHEDD_INTERVAL in seconds, for deferred jobs without ScheddInterval.
     pub schedd_interval: i64,
-    /// Bytes of modules (and other uploads) each user may keep stored.
+    /// SPOOL_QUOTA_PER_OWNER: bytes each owner may keep in the spool, their
+    /// uploads (modules, spooled inputs), spooled jobs' outputs and
+    /// checkpoints together (see [`crate::room`]).
     pub upload_quota_bytes: u64,
     /// Uploads each user may keep stored.
     pub upload_quota_count: u64,
+    /// SPOOL_RESERVE: bytes kept free on the spool's file system besides what
+    /// is stored, and held in a reserve file that a commit failing for want
+    /// of space gives back (0: none).
+    pub reserve_bytes: u64,
+    /// Called after each commit with the jobs that left the queue in it (the
+    /// schedd removes their spooled outputs). Keep it cheap.
+    pub on_left: Option<LeftHook>,
     /// Seconds an upload no job in the queue refers to is kept (the time a
     /// client has between uploading and submitting).
     pub upload_grace: i64,
@@ -521,6 +539,8 @@ impl QueueConfig {
             schedd_interval: 300,
             upload_quota_bytes: DEFAULT_UPLOAD_QUOTA_BYTES,
             upload_quota_count: DEFAULT_UPLOAD_QUOTA_COUNT,
+            reserve_bytes: 0,
+            on_left: None,
             upload_grace: DEFAULT_UPLOAD_GRACE,
             uid_domain: schedd_name.rsplit('@').next().unwrap_or(schedd_name).to_string(),
             job_limits: JobLimits::default(),
@@ -566,6 +586,9 @@ pub struct QueueState {
     schedd_name: Arc<str>,
     /// Jobs in the queue per owner (MAX_JOBS_PER_OWNER).
     owner_jobs: HashMap<Arc<str>, u64>,
+    /// How many queued jobs name each upload, by whose it is
+    /// ([`uploader_of`]): an upload goes once its last job has left.
+    upload_uses: HashMap<(String, String), u32>,
 }
 
 /// How far ahead of the ids handed out the on-disk high-water mark is set
@@ -669,25 +692,18 @@ impl QueueState {
         self.clusters.get(&id)
     }
 
+    /// The jobs of `owner` in the queue.
+    pub fn jobs_of(&self, owner: &str) -> Vec<JobId> {
+        let clusters: std::collections::HashSet<u32> =
+            self.clusters.iter().filter(|(_, c)| &*c.owner == owner).map(|(id, _)| *id).collect();
+        self.jobs.keys().filter(|id| clusters.contains(&id.cluster)).copied().collect()
+    }
+
     /// The uploads (modules, spooled inputs) the queued jobs refer to, with
     /// whose they are ([`uploader_of`]): every `CmdDigest`, and each digest
     /// named in `SpooledInput`.
     pub fn referenced_uploads(&self) -> std::collections::HashSet<(String, String)> {
-        let mut out = std::collections::HashSet::new();
-        let mut add = |ad: &ClassAd, by: &str| {
-            for d in job_uploads(ad) {
-                out.insert((by.to_string(), d));
-            }
-        };
-        for c in self.clusters.values() {
-            add(&c.ad, &uploader_of(&c.ad));
-        }
-        for (id, p) in &self.jobs {
-            if let Some(c) = self.clusters.get(&id.cluster) {
-                add(&p.ad, &uploader_of(&c.ad));
-            }
-        }
-        out
+        self.upload_uses.keys().cloned().collect()
     }
 
     /// condor_q's summary: one row per (owner, batch), in the order first seen.
@@ -871,6 +887,9 @@ pub struct Queue {
     reader: Arc<std::sync::Mutex<Connection>>,
     uploads: Arc<PathBuf>,
     upload_quota: u64,
+    reserve_bytes: u64,
+    ledger: Arc<SpoolLedger>,
+    reserve: Option<Arc<Reserve>>,
 }
 
 /// Where a queue at `db` keeps its uploads (modules, spooled inputs), one file
@@ -1043,6 +1062,7 @@ fn load(conn: &Connection, schedd_name: &str) -> Result<QueueState, QueueError> 
         cluster_mark: 1,
         schedd_name: schedd_name.into(),
         owner_jobs: HashMap::new(),
+        upload_uses: HashMap::new(),
     };
     let meta = |key: &str| -> Result<Option<i64>, QueueError> {
         Ok(conn
@@ -1081,6 +1101,10 @@ fn load(conn: &Connection, schedd_name: &str) -> Result<QueueState, QueueError> 
         let ad = if text == "[]" { ClassAd::new() } else { parse_stored(&text, &id.to_string())? };
         if let Some(c) = st.clusters.get(&id.cluster) {
             *st.owner_jobs.entry(c.owner.clone()).or_insert(0) += 1;
+            let by = uploader_of(&c.ad);
+            for d in proc_uploads(&c.ad, &ad) {
+                *st.upload_uses.entry((by.clone(), d)).or_insert(0) += 1;
+            }
         }
         st.jobs.insert(id, Proc { status, entered: r.get(3)?, ad });
     }
@@ -1091,13 +1115,24 @@ fn load(conn: &Connection, schedd_name: &str) -> Result<QueueState, QueueError> 
 /// its `SpooledInput`. Literal strings only (both are checked at submit and
 /// frozen after; an expression names nothing).
 pub fn job_uploads(ad: &ClassAd) -> Vec<String> {
+    uploads_named(|a| ad.get(a))
+}
+
+/// [`job_uploads`] of a job whose proc ad `proc` overrides its cluster ad.
+fn proc_uploads(cluster: &ClassAd, proc: &ClassAd) -> Vec<String> {
+    uploads_named(|a| proc.get(a).or_else(|| cluster.get(a)))
+}
+
+fn uploads_named<'a>(get: impl Fn(&str) -> Option<&'a Expr>) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(Expr::Lit(Value::Str(d))) = ad.get("CmdDigest") {
+    if let Some(Expr::Lit(Value::Str(d))) = get("CmdDigest") {
         out.push(d.to_string());
     }
-    if let Some(Expr::Lit(Value::Str(list))) = ad.get(SPOOLED_INPUT) {
+    if let Some(Expr::Lit(Value::Str(list))) = get(SPOOLED_INPUT) {
         out.extend(spooled_inputs(list).into_iter().map(|(_, d)| d));
     }
+    out.sort();
+    out.dedup();
     out
 }
 
@@ -1145,8 +1180,20 @@ impl Queue {
         owner_only(&uploads, &[""]);
         sweep_uploads(&conn, &uploads)?;
         let upload_quota = config.upload_quota_bytes;
+        let reserve_bytes = config.reserve_bytes;
+        let spool = config.path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let ledger = SpoolLedger::new(spool.clone());
+        let reserve = (reserve_bytes > 0)
+            .then(|| Arc::new(Reserve::new(spool.join(".reserve"), reserve_bytes)));
         let (journal, crashed) = Journal::open(&config.path);
-        let writer = Writer { conn, state: state.clone(), config, journal };
+        let writer = Writer {
+            conn,
+            state: state.clone(),
+            config,
+            journal,
+            ledger: ledger.clone(),
+            reserve: reserve.clone(),
+        };
         std::thread::Builder::new()
             .name("andes-queue-writer".into())
             .spawn(move || writer.run(rx))
@@ -1162,7 +1209,17 @@ impl Queue {
             let now = jiff::Timestamp::now().as_second();
             let _ = tx.send(Request { op: Op::Quarantine(c), now, reply });
         }
-        Ok(Queue { deferral_config, state, tx, reader, uploads, upload_quota })
+        Ok(Queue {
+            deferral_config,
+            state,
+            tx,
+            reader,
+            uploads,
+            upload_quota,
+            reserve_bytes,
+            ledger,
+            reserve,
+        })
     }
 
     /// A read view of the queue. Hold it briefly: writers wait for it.
@@ -1483,9 +1540,57 @@ impl Queue {
         }
     }
 
-    /// The most bytes one user may keep uploaded (the largest upload taken).
-    pub fn upload_quota(&self) -> u64 {
-        self.upload_quota
+    /// The most bytes `owner` may upload now: what their spool quota has
+    /// left, and what the spool's file system has free beyond its reserve.
+    pub fn upload_room(&self, owner: &str) -> u64 {
+        let uploaded: i64 = {
+            let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+            conn.query_row(
+                "SELECT COALESCE(SUM(size), 0) FROM upload_refs WHERE owner = ?1",
+                [owner],
+                |r| r.get(0),
+            )
+            .unwrap_or(0)
+        };
+        let kept = self.ledger.usage(owner, || self.read().jobs_of(owner));
+        let quota_left = self.upload_quota.saturating_sub(uploaded.max(0) as u64 + kept);
+        quota_left.min(self.disk_room())
+    }
+
+    /// What the spool's file system may still take: its free space beyond
+    /// the reserve (unbounded when it cannot be measured).
+    pub fn disk_room(&self) -> u64 {
+        match crate::room::free_bytes(&self.uploads) {
+            Some(free) => free.saturating_sub(self.reserve_bytes),
+            None => u64::MAX,
+        }
+    }
+
+    /// Counts `bytes` more kept in the spool for `owner` (a spooled job's
+    /// outputs, a checkpoint), or refuses them: past the owner's spool quota,
+    /// or past what the file system may take beyond the reserve.
+    pub fn charge_spool(&self, owner: &str, bytes: u64) -> Result<(), QueueError> {
+        let room = self.upload_room(owner);
+        if bytes > room {
+            return Err(QueueError::Forbidden(format!(
+                "keeping {bytes} more bytes in the spool for {owner} would pass their spool \
+                 quota (SPOOL_QUOTA_PER_OWNER, {} bytes) or the spool's free space beyond its \
+                 reserve (SPOOL_RESERVE, {} bytes); {room} bytes may still be kept",
+                self.upload_quota, self.reserve_bytes
+            )));
+        }
+        self.ledger.add(owner, bytes);
+        Ok(())
+    }
+
+    /// Files were removed from the spool (outputs of jobs that left): what
+    /// each owner keeps is weighed again when next asked; the reserve is made
+    /// again if it was given back and there is room.
+    pub fn spool_changed(&self) {
+        self.ledger.forget();
+        if let Some(r) = &self.reserve {
+            r.restore();
+        }
     }
 
     /// The directory uploads are streamed into ([`Queue::store_file`]).
@@ -1717,6 +1822,8 @@ struct Writer {
     state: Arc<RwLock<QueueState>>,
     config: QueueConfig,
     journal: Journal,
+    ledger: Arc<SpoolLedger>,
+    reserve: Option<Arc<Reserve>>,
 }
 
 /// What one batch leaves to do after its commit.
@@ -1725,6 +1832,10 @@ struct Batch {
     events: Vec<QueueEvent>,
     /// The last `pending_events` row written for the event logs.
     logged: i64,
+    /// Jobs that left the queue.
+    left: Vec<JobId>,
+    /// Uploads no longer kept for anyone: their files go after the commit.
+    gone_uploads: Vec<String>,
 }
 
 impl Writer {
@@ -1738,6 +1849,23 @@ impl Writer {
                 }
             }
             self.batch(reqs);
+        }
+    }
+
+    /// What a commit leaves to do outside the transaction: the files of
+    /// uploads nobody keeps, the spool of jobs that left.
+    fn after_commit(&self, batch: &Batch) {
+        let dir = uploads_dir(&self.config.path);
+        for d in &batch.gone_uploads {
+            if let Some(name) = upload_name(d) {
+                let _ = std::fs::remove_file(dir.join(name));
+            }
+        }
+        if !batch.left.is_empty() {
+            if let Some(f) = &self.config.on_left {
+                f(&batch.left);
+            }
+            self.ledger.forget();
         }
     }
 
@@ -1772,8 +1900,15 @@ impl Writer {
                     for (req, r) in reqs.into_iter().zip(results) {
                         let _ = req.reply.send(r);
                     }
+                    self.after_commit(&batch);
                     return;
                 }
+                // The disk is full: the reserve is given back and the batch
+                // tried again, so that what frees space (removals) and what
+                // must not be lost (holds, job ends) commits.
+                Attempt::Failed(QueueError::Storage(m))
+                    if m.starts_with(DISK_FULL)
+                        && self.reserve.as_ref().is_some_and(|r| r.release()) => {}
                 Attempt::Failed(e) => {
                     for req in reqs {
                         let _ = req.reply.send(Err(e.clone()));
@@ -1829,6 +1964,7 @@ impl Writer {
                     batch: &mut batch,
                     config: &self.config,
                     journal: &self.journal,
+                    ledger: &self.ledger,
                 };
                 let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     ctx.apply(&req.op)
@@ -1933,6 +2069,7 @@ struct Ctx<'a, 'b> {
     batch: &'a mut Batch,
     config: &'a QueueConfig,
     journal: &'a Journal,
+    ledger: &'a SpoolLedger,
 }
 
 impl Ctx<'_, '_> {
@@ -2217,18 +2354,22 @@ impl Ctx<'_, '_> {
 
     /// Refuses an upload of `size` bytes that would take `actor` past the quota.
     fn check_upload_quota(&mut self, actor: &Actor, size: u64) -> Result<(), QueueError> {
-        let (bytes_held, count): (i64, i64) = self.tx.query_row(
+        let (uploaded, count): (i64, i64) = self.tx.query_row(
             "SELECT COALESCE(SUM(size), 0), COUNT(*) FROM upload_refs WHERE owner = ?1",
             [actor.name.as_str()],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
+        let state = &*self.state;
+        let kept = self.ledger.usage(&actor.name, || state.jobs_of(&actor.name));
+        let bytes_held = uploaded.max(0) as u64 + kept;
         let (max_bytes, max_count) =
             (self.config.upload_quota_bytes, self.config.upload_quota_count);
-        if bytes_held as u64 + size > max_bytes || count as u64 >= max_count {
+        if bytes_held + size > max_bytes || count as u64 >= max_count {
             return Err(QueueError::Forbidden(format!(
-                "{} keeps {count} uploads of {bytes_held} bytes here; one more of {size} \
-                 bytes would pass the quota of {max_count} uploads or {max_bytes} \
-                 bytes (uploads no queued job uses are removed after {} s)",
+                "{} keeps {count} uploads and {bytes_held} bytes in all in the spool (uploads, \
+                 spooled outputs, checkpoints); {size} bytes more would pass the quota of \
+                 {max_count} uploads or {max_bytes} bytes (SPOOL_QUOTA_PER_OWNER; uploads no \
+                 queued job uses are removed after {} s, a job's outputs when it leaves)",
                 actor.name, self.config.upload_grace
             )));
         }
@@ -2393,6 +2534,12 @@ impl Ctx<'_, '_> {
         self.state.reserved.remove(&cluster);
         let n = procs.len() as u32;
         *self.state.owner_jobs.entry(owner.clone()).or_insert(0) += u64::from(n);
+        let by = uploader_of(&ad);
+        for (_, _, p) in &procs {
+            for d in proc_uploads(&ad, p) {
+                *self.state.upload_uses.entry((by.clone(), d)).or_insert(0) += 1;
+            }
+        }
         self.state.clusters.insert(
             cluster,
             Cluster { ad: Arc::new(ad), owner, batch, submitted: n, completed: 0 },
@@ -3398,6 +3545,9 @@ impl Ctx<'_, '_> {
         let Some(v) = self.state.job(id) else { return Ok(()) };
         let ad = v.ad();
         let owner = v.owner().to_string();
+        let uploader = uploader_of(&v.cluster.ad);
+        let digests = proc_uploads(&v.cluster.ad, &v.proc.ad);
+        self.batch.left.push(id);
         self.tx
             .prepare_cached(
                 "INSERT INTO history (cluster, proc, owner, left_queue, ad) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -3416,6 +3566,39 @@ impl Ctx<'_, '_> {
         if self.state.cluster_jobs(id.cluster).next().is_none() {
             self.state.clusters.remove(&id.cluster);
             self.tx.execute("DELETE FROM clusters WHERE id = ?1", [id.cluster as i64])?;
+        }
+        self.release_uploads(&uploader, digests)
+    }
+
+    /// A job that named `digests` left: those no other job of `uploader`
+    /// names are no longer theirs, at once (not after the grace an upload
+    /// waiting for its submit has), and bytes nobody keeps go.
+    fn release_uploads(&mut self, uploader: &str, digests: Vec<String>) -> Result<(), QueueError> {
+        if digests.is_empty() {
+            return Ok(());
+        }
+        let mut unused = Vec::new();
+        for d in digests {
+            let key = (uploader.to_string(), d);
+            if let Some(n) = self.state.upload_uses.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.state.upload_uses.remove(&key);
+                    unused.push(key.1);
+                }
+            }
+        }
+        for d in unused {
+            self.tx
+                .prepare_cached("DELETE FROM upload_refs WHERE owner = ?1 AND digest = ?2")?
+                .execute([uploader, d.as_str()])?;
+            let kept: bool = self
+                .tx
+                .prepare_cached("SELECT 1 FROM upload_refs WHERE digest = ?1")?
+                .exists([&d])?;
+            if !kept && self.tx.execute("DELETE FROM modules WHERE digest = ?1", [&d])? > 0 {
+                self.batch.gone_uploads.push(d);
+            }
         }
         Ok(())
     }

@@ -54,6 +54,11 @@ pub struct ScheddConfig {
     pub uid_domain: Option<String>,
     /// MAX_JOBS_PER_SUBMISSION, MAX_JOBS_PER_OWNER, MAX_JOBS_SUBMITTED.
     pub job_limits: crate::queue::JobLimits,
+    /// SPOOL_QUOTA_PER_OWNER (bytes) and SPOOL_RESERVE (bytes): see
+    /// [`crate::room`].
+    pub spool_quota: u64,
+    /// SPOOL_RESERVE.
+    pub spool_reserve: u64,
 }
 
 /// A running schedd's shared state.
@@ -95,6 +100,30 @@ impl Schedd {
             qc.uid_domain = d.clone();
         }
         qc.job_limits = config.job_limits;
+        qc.upload_quota_bytes = config.spool_quota;
+        qc.reserve_bytes = config.spool_reserve;
+        // The spooled outputs of jobs that left go at once, off the writer.
+        let (left_tx, left_rx) = std::sync::mpsc::channel::<Vec<crate::job::JobId>>();
+        let spool = config.data_dir.clone();
+        std::thread::Builder::new()
+            .name("andes-spool-reaper".into())
+            .spawn(move || {
+                while let Ok(ids) = left_rx.recv() {
+                    for id in ids {
+                        let dir = crate::transfer::spooled_dir(&spool, id);
+                        if let Ok(b) = andes_beneath::Beneath::open(&dir)
+                            && b.clear().is_ok()
+                        {
+                            let _ = std::fs::remove_dir(&dir);
+                        }
+                    }
+                }
+            })
+            .map_err(|e| QueueError::Storage(format!("cannot start the spool reaper: {e}")))?;
+        let left_tx = std::sync::Mutex::new(left_tx);
+        qc.on_left = Some(Box::new(move |ids: &[crate::job::JobId]| {
+            let _ = left_tx.lock().unwrap_or_else(|e| e.into_inner()).send(ids.to_vec());
+        }));
         let log = crate::eventlog::sink_for(
             config.submit_host.clone(),
             config.accounts.clone(),
@@ -201,6 +230,7 @@ impl Schedd {
                 if gone > 0 {
                     tracing::info!("removed the spooled output of {gone} jobs that left the queue");
                 }
+                me.queue.spool_changed();
                 match me.queue.collect_uploads(me.clock.now()).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!("removed {n} uploads no queued job uses"),
@@ -319,7 +349,9 @@ async fn receive_upload(
         .tempfile_in(s.queue.uploads())
         .map_err(|e| ApiError::internal(format!("{}: {e}", s.queue.uploads().display())))?;
     let (file, path) = staged.into_parts();
-    let limit = s.queue.upload_quota();
+    // No more than the caller's spool quota has left, nor than the spool's
+    // file system may take beyond its reserve.
+    let limit = s.queue.upload_room(&caller.identity);
     let (size, mut file) = match body.write_to(file, limit).await {
         Ok(r) => r,
         Err(e) => return Err(andes_protocol::AuthError::from(e).into()),

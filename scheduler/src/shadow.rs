@@ -1806,8 +1806,24 @@ impl Inner {
                         // keeps them for its release.
                         spool.remove_job(id);
                     }
+                    let spool_refused = if transferred && transfer::is_spooled(&job) {
+                        // A spooled job's outputs stay in the spool: within
+                        // its owner's quota and the spool's room.
+                        let bytes: u64 = report.outputs.iter().map(FileData::len).sum();
+                        let owner = str_attr(&job, "Owner").unwrap_or_default();
+                        self.queue.charge_spool(&owner, bytes).err()
+                    } else {
+                        None
+                    };
                     if !transferred {
                         // Held for it: its outputs are not half delivered.
+                    } else if let Some(e) = spool_refused {
+                        ending.insert_value(
+                            "HoldReasonCode",
+                            crate::job::hold_code::DISK_QUOTA_EXCEEDED,
+                        );
+                        ending.insert_value("HoldReasonSubCode", 0i64);
+                        ending.insert_value("HoldReason", format!("its output: {e}").as_str());
                     } else if let Err(e) = write_outputs(
                         id,
                         &job,
@@ -2038,6 +2054,10 @@ impl Inner {
     ) -> Result<crate::spool::Kept, String> {
         let spool = self.spool().ok_or("the schedd has no SPOOL")?;
         let module = module.ok_or("the job has no CmdDigest")?;
+        let bytes = snap.bytes.len() as u64
+            + snap.streamed.iter().map(|p| p.size).sum::<u64>()
+            + snap.blobs.iter().map(FileData::len).sum::<u64>();
+        self.charge_checkpoint(id, bytes)?;
         // Its big parts come as streams of their own, staged in the spool.
         let staging = self.staging_dir("checkpoint-")?;
         let mut staged = HashMap::new();
@@ -2102,8 +2122,17 @@ impl Inner {
     /// Keeps a saved state durably: written aside, synced, then renamed.
     fn keep_saved_state(&self, id: JobId, data: &[u8]) -> std::io::Result<()> {
         let Some(path) = self.saved_state_path(id) else { return Ok(()) };
+        self.charge_checkpoint(id, data.len() as u64).map_err(std::io::Error::other)?;
         std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
         andes_beneath::replace_file(&path, data, 0o600)
+    }
+
+    /// Counts a checkpoint of `bytes` against the job's owner's spool quota
+    /// and the spool's room; refused, it is not kept (the job goes on, from
+    /// its last kept checkpoint if it is stopped).
+    fn charge_checkpoint(&self, id: JobId, bytes: u64) -> Result<(), String> {
+        let owner = self.queue.read().job(id).map(|v| v.owner().to_string()).unwrap_or_default();
+        self.queue.charge_spool(&owner, bytes).map_err(|e| e.to_string())
     }
 
     /// Where job `id`'s own checkpoint files are kept.
@@ -2725,6 +2754,8 @@ mod tests {
             ),
             uid_domain: None,
             job_limits: Default::default(),
+            spool_quota: crate::queue::DEFAULT_UPLOAD_QUOTA_BYTES,
+            spool_reserve: 0,
         };
         let clock: Arc<dyn Clock> = Arc::new(andes_protocol::ManualClock::new(1_800_000_000));
         let schedd = crate::schedd::Schedd::open(&config, clock).unwrap();

@@ -662,3 +662,42 @@ async fn digests_are_shown_to_their_owner_alone() {
     assert_eq!(mine.len(), 1);
     assert!(mine[0].1.contains("CmdDigest"));
 }
+
+/// Everything an owner keeps in the spool counts against one quota:
+/// uploads, and a spooled job's outputs and checkpoints; a job that leaves
+/// frees its uploads at once, not after the upload grace.
+#[tokio::test]
+async fn one_quota_covers_every_byte_an_owner_keeps_in_the_spool() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = QueueConfig::new(dir.path().join("queue.db"), "schedd@test");
+    cfg.upload_quota_bytes = 1000;
+    cfg.upload_grace = 3600;
+    let q = Queue::open(cfg).unwrap();
+    let bob = Actor::user("bob");
+    let blob = vec![7u8; 400];
+    let d = andes_scheduler::queue::module_digest(&blob);
+    q.store_upload(&bob, &d, blob, 0).await.unwrap();
+    assert_eq!(q.upload_room("bob").min(10_000), 600);
+    // A spooled job's outputs: 500 bytes fit, 200 more do not.
+    q.charge_spool("bob", 500).unwrap();
+    let e = q.charge_spool("bob", 200);
+    assert!(
+        matches!(&e, Err(QueueError::Forbidden(m)) if m.contains("SPOOL_QUOTA_PER_OWNER")),
+        "{e:?}"
+    );
+    // Another owner is not touched.
+    q.charge_spool("alice", 900).unwrap();
+    // Uploads count what outputs and checkpoints keep too.
+    let more = vec![8u8; 200];
+    let e = q.store_upload(&bob, &andes_scheduler::queue::module_digest(&more), more, 1).await;
+    assert!(matches!(&e, Err(QueueError::Forbidden(m)) if m.contains("quota")), "{e:?}");
+
+    // A job names the upload; when it leaves, the upload goes at once.
+    let c = q.submit(&bob, jobs(1, &format!(r#"SpooledInput = "in={d}""#)), 2).await.unwrap();
+    q.change(&bob, ids(&[&format!("{c}.0")]), Change::Remove { reason: "done".into() }, 3)
+        .await
+        .unwrap();
+    assert!(q.read().job(JobId::new(c, 0)).is_none());
+    assert!(!q.uploaded_by("bob", &d).unwrap(), "freed with its last job, within the grace");
+    assert!(!q.has_module(&d).unwrap());
+}

@@ -240,7 +240,7 @@ fn up(args: UpArgs) -> Result<ExitCode> {
                     if let Err(e) = super::dashboard::write_url_file(&file, d.url()) {
                         eprintln!("andes pool: {e:#}");
                     }
-                    println!("dashboard: {}", d.url());
+                    println!("dashboard: {}", super::dashboard::shown(d.url(), &file));
                     let until = stopped();
                     tokio::spawn(async move {
                         if let Err(e) = d.serve(until).await {

@@ -66,6 +66,10 @@ pub async fn serve(
             .map_err(|e| anyhow::anyhow!(e))?,
         ),
         uid_domain: s.get("UID_DOMAIN")?.filter(|d| !d.is_empty()),
+        spool_quota: s
+            .int("SPOOL_QUOTA_PER_OWNER")?
+            .map_or(andes_scheduler::queue::DEFAULT_UPLOAD_QUOTA_BYTES, |v| v.max(0) as u64),
+        spool_reserve: s.int("SPOOL_RESERVE")?.map_or(64 << 20, |v| v.max(0) as u64),
         job_limits: {
             let d = andes_scheduler::queue::JobLimits::default();
             let limit = |name: &str, default: u64| -> Result<u64> {

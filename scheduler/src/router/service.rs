@@ -903,7 +903,18 @@ impl Inner {
                     return;
                 }
             };
-            // A spooled original keeps the output in its own spool directory.
+            // A spooled original keeps the output in its own spool directory:
+            // within its owner's spool quota and the spool's room.
+            if crate::transfer::is_spooled(copy) {
+                let bytes: u64 =
+                    fetched.reply.files.iter().map(andes_protocol::pool::FileData::len).sum();
+                let owner = str_attr(copy, "Owner").unwrap_or_default();
+                if let Err(e) = self.queue.charge_spool(&owner, bytes) {
+                    return self
+                        .hold_copy(id, format!("its output from {addr} is not kept: {e}"))
+                        .await;
+                }
+            }
             let out_id = str_attr(copy, ROUTED_FROM).as_deref().and_then(job_id).unwrap_or(id);
             let (accounts, spool, grid) = (self.accounts.clone(), self.spool.clone(), copy.clone());
             let written = tokio::task::spawn_blocking(move || {

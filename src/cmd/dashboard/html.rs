@@ -23,19 +23,23 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// A whole page: the navigation, `body`, the stylesheets and scripts.
-pub fn page(title: &str, body: &str) -> String {
+/// A whole page: the navigation, `body`, the stylesheets and scripts. Every
+/// link is relative to `base` (the session's prefix, `/s/SESSION/`), which
+/// the page names as its `<base href>`.
+pub fn page(base: &str, title: &str, body: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <base href=\"{base}\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>andes · {title}</title>\
-         <link rel=\"stylesheet\" href=\"/assets/uPlot.min.css\">\
-         <link rel=\"stylesheet\" href=\"/assets/dashboard.css\">\
-         <script src=\"/assets/uPlot.iife.min.js\" defer></script>\
-         <script src=\"/assets/dashboard.js\" defer></script></head>\n<body>\
-         <header><a class=\"brand\" href=\"/\">andes</a><nav><a href=\"/\">Overview</a>\
-         <a href=\"/jobs\">Jobs</a></nav><span id=\"live-state\"></span></header>\n\
+         <link rel=\"stylesheet\" href=\"assets/uPlot.min.css\">\
+         <link rel=\"stylesheet\" href=\"assets/dashboard.css\">\
+         <script src=\"assets/uPlot.iife.min.js\" defer></script>\
+         <script src=\"assets/dashboard.js\" defer></script></head>\n<body>\
+         <header><a class=\"brand\" href=\"./\">andes</a><nav><a href=\"./\">Overview</a>\
+         <a href=\"jobs\">Jobs</a></nav><span id=\"live-state\"></span></header>\n\
          <main>{body}</main></body></html>\n",
+        base = esc(base),
         title = esc(title)
     )
 }
@@ -134,7 +138,7 @@ pub fn job_rows(out: &mut String, ads: &[ClassAd], where_: &str) {
         };
         let _ = write!(
             out,
-            "<tr id=\"job-{dom}\" class=\"st-{cls}\"><td><a href=\"/job/{id}\">{id}</a></td>\
+            "<tr id=\"job-{dom}\" class=\"st-{cls}\"><td><a href=\"job/{id}\">{id}</a></td>\
              <td>{owner}</td><td class=\"status\">{status}</td><td>{q}</td><td>{done}</td>\
              <td>{where_}</td><td class=\"cmd\">{cmd}</td><td>{note}</td></tr>",
             dom = id.replace('.', "-"),

@@ -36,10 +36,10 @@ use andes_scheduler::collector::AdType;
 use andes_scheduler::job::{JobId, JobSelector, JobStatus};
 use andes_scheduler::userlog::{self, JobEvent, ParseOptions};
 use anyhow::{Context, Result, anyhow};
+use axum::Extension;
 use axum::Router;
 use axum::extract::{Path as UrlPath, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use clap::Args;
@@ -90,8 +90,11 @@ const DASHBOARD_CSS: &str = include_str!("assets/dashboard.css");
 /// What every response carries: no script but the dashboard's own files, no
 /// framing, no caching, and no token leaking in a Referer.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
-                   connect-src 'self'; base-uri 'none'; form-action 'self'; \
+                   connect-src 'self'; base-uri 'self'; form-action 'self'; \
                    frame-ancestors 'none'";
+
+/// Sessions kept at once (the oldest is forgotten past it).
+const MAX_SESSIONS: usize = 64;
 
 /// Arguments of `andes dashboard`.
 #[derive(Args, Debug)]
@@ -101,6 +104,11 @@ pub struct DashboardArgs {
     /// clear over the network.
     #[arg(long, value_name = "ADDR:PORT")]
     listen: Option<SocketAddr>,
+    /// Where to keep the login URL (with its token), readable by you alone:
+    /// by default `~/.andes/dashboard-PORT.url`. The URL is printed only on
+    /// a terminal.
+    #[arg(long, value_name = "FILE")]
+    url_file: Option<std::path::PathBuf>,
 }
 
 /// Runs `andes dashboard` until interrupted.
@@ -109,7 +117,24 @@ pub fn run(args: DashboardArgs) -> Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let d = Dashboard::bind(&settings, args.listen).await?;
-        println!("dashboard: {}", d.url());
+        let file = match args.url_file {
+            Some(f) => f,
+            None => {
+                let dir = dirs::home_dir()
+                    .ok_or_else(|| anyhow!("no home directory for the dashboard's URL file"))?
+                    .join(".andes");
+                andes_beneath::private::create_dirs_reachable(&dir)?;
+                #[cfg(unix)]
+                std::fs::set_permissions(
+                    &dir,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o700),
+                )?;
+                let port = d.server.local_addr().port();
+                dir.join(format!("dashboard-{port}.url"))
+            }
+        };
+        write_url_file(&file, d.url())?;
+        println!("dashboard: {}", shown(d.url(), &file));
         d.serve(super::stop_signal()).await
     })?;
     Ok(ExitCode::SUCCESS)
@@ -162,7 +187,7 @@ impl Dashboard {
         let state = Arc::new(Dash {
             schedd,
             collector,
-            cookie: format!("andes_dashboard_{}", bound.port()),
+            sessions: Mutex::new(VecDeque::new()),
             token,
             mine: settings.bool("CONDOR_Q_ONLY_MY_JOBS", true)?,
             me: settings.get("KEY_NAME")?,
@@ -185,6 +210,20 @@ impl Dashboard {
         sampler.abort();
         r.map_err(|e| anyhow!("the dashboard: {e}"))
     }
+}
+
+/// What to print of the dashboard's login `url`, kept in `file`: the whole URL
+/// on a terminal; elsewhere (a log file, a pipe) only the address and where
+/// the URL is, so that the token never lands in a file others may read.
+pub fn shown(url: &str, file: &Path) -> String {
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return url.to_string();
+    }
+    let address = url.split("?token=").next().unwrap_or(url);
+    format!(
+        "{address} (its login URL, with its token, is in {}, readable by you alone)",
+        file.display()
+    )
 }
 
 /// Writes the dashboard's URL to `path`, readable by its owner only (it holds the
@@ -212,8 +251,10 @@ struct Dash {
     schedd: Client,
     collector: Client,
     token: String,
-    /// The cookie's name: one per port, so two dashboards on one host keep theirs.
-    cookie: String,
+    /// The sessions opened with the token: each a secret that lives only in
+    /// the paths of its pages (`/s/SESSION/...`), never in a cookie, which a
+    /// browser would send to every port of the host.
+    sessions: Mutex<VecDeque<String>>,
     /// Only the user's own jobs, as `andes q` (CONDOR_Q_ONLY_MY_JOBS).
     mine: bool,
     /// The identity the dashboard signs as (KEY_NAME): files a job names are read
@@ -270,8 +311,11 @@ impl Dash {
     }
 }
 
+/// The pages, behind [`gate`]: every page lives under its session's prefix
+/// (`/s/SESSION/`), which [`gate`] checks and strips before the pages'
+/// routes see the request.
 fn router(state: Arc<Dash>) -> Router {
-    Router::new()
+    let pages = Router::new()
         .route("/", get(overview_page))
         .route("/live/overview", get(overview_live))
         .route("/jobs", get(jobs_page))
@@ -280,9 +324,10 @@ fn router(state: Arc<Dash>) -> Router {
         .route("/live/job/{id}", get(job_live))
         .route("/api/series", get(series_json))
         .route("/assets/{name}", get(asset))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), login))
+        .with_state(state.clone());
+    Router::new()
+        .fallback(move |req: Request| gate(state.clone(), pages.clone(), req))
         .layer(axum::middleware::map_response(secure_headers))
-        .with_state(state)
 }
 
 async fn secure_headers(mut r: Response) -> Response {
@@ -324,9 +369,15 @@ fn unauthorized() -> Response {
         .into_response()
 }
 
-/// The login: `?token=` (a cookie, and a redirect without it), else the cookie or
-/// a bearer token.
-async fn login(State(d): State<Arc<Dash>>, req: Request, next: Next) -> Response {
+/// The login. `?token=TOKEN` (the URL the dashboard prints) opens a session
+/// and redirects to its prefix, `/s/SESSION/`: the pages refer to each other
+/// relative to it (`<base href>`), so the session travels only in the paths
+/// a page of this dashboard asks for. A cookie would not do: a browser sends
+/// the cookies of 127.0.0.1 to every port of 127.0.0.1, so any local user's
+/// listener the browser is sent to would receive it. A script may instead
+/// send the token itself as `Authorization: Bearer TOKEN`.
+async fn gate(d: Arc<Dash>, pages: Router, req: Request) -> Response {
+    use tower_service::Service;
     let query = req.uri().query().unwrap_or("");
     if query.len() > MAX_QUERY {
         return (StatusCode::URI_TOO_LONG, "the query is too long\n").into_response();
@@ -339,36 +390,67 @@ async fn login(State(d): State<Arc<Dash>>, req: Request, next: Next) -> Response
             .split('&')
             .filter(|p| !p.is_empty() && *p != "token" && !p.starts_with("token="))
             .collect();
-        let path = req.uri().path();
-        // Never a redirect to another host (`//host/...`).
-        let mut location = if path.starts_with("//") { "/".to_string() } else { path.to_string() };
+        let session = d.open_session();
+        // The page asked for, under the session; never another host (`//host`).
+        let path = req.uri().path().trim_start_matches('/');
+        let mut location = format!("/s/{session}/{path}");
         if !rest.is_empty() {
             location.push('?');
             location.push_str(&rest.join("&"));
         }
-        let cookie = format!("{}={}; Path=/; HttpOnly; SameSite=Strict", d.cookie, d.token);
-        return (
-            StatusCode::SEE_OTHER,
-            [(header::LOCATION, location), (header::SET_COOKIE, cookie)],
-            "",
-        )
-            .into_response();
+        return (StatusCode::SEE_OTHER, [(header::LOCATION, location)], "").into_response();
     }
-    if has_cookie(req.headers(), &d.cookie, &d.token) || has_bearer(req.headers(), &d.token) {
-        next.run(req).await
-    } else {
-        unauthorized()
+    let path = req.uri().path().to_string();
+    let (inner, base) = match path.strip_prefix("/s/").and_then(|p| p.split_once('/')) {
+        Some((session, rest)) if d.has_session(session) => {
+            (format!("/{rest}"), format!("/s/{session}/"))
+        }
+        Some(_) | None if has_bearer(req.headers(), &d.token) => (path.clone(), "/".to_string()),
+        _ => return unauthorized(),
+    };
+    let (mut parts, body) = req.into_parts();
+    parts.extensions.insert(Base(base));
+    let uri = match req_uri(&inner, parts.uri.query()) {
+        Some(u) => u,
+        None => return (StatusCode::BAD_REQUEST, "bad path\n").into_response(),
+    };
+    parts.uri = uri;
+    let mut pages = pages;
+    match pages.call(Request::from_parts(parts, body)).await {
+        Ok(r) => r,
+        Err(e) => match e {},
     }
 }
 
-fn has_cookie(headers: &HeaderMap, name: &str, token: &str) -> bool {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().split_once('='))
-        .any(|(n, v)| n == name && token_matches(token, v))
+/// The prefix the pages of a request's session live under.
+#[derive(Clone)]
+struct Base(String);
+
+/// `path` with `query`, as a request URI.
+fn req_uri(path: &str, query: Option<&str>) -> Option<Uri> {
+    let text = match query {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_string(),
+    };
+    text.parse().ok()
+}
+
+impl Dash {
+    /// A new session (the oldest forgotten past [`MAX_SESSIONS`]).
+    fn open_session(&self) -> String {
+        let s = new_token();
+        let mut all = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if all.len() >= MAX_SESSIONS {
+            all.pop_front();
+        }
+        all.push_back(s.clone());
+        s
+    }
+
+    fn has_session(&self, given: &str) -> bool {
+        let all = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        all.iter().any(|s| token_matches(s, given))
+    }
 }
 
 fn has_bearer(headers: &HeaderMap, token: &str) -> bool {
@@ -398,18 +480,19 @@ async fn asset(UrlPath(name): UrlPath<String>) -> Response {
 // ---------------------------------------------------------------------------
 // The overview
 
-async fn overview_page(State(d): State<Arc<Dash>>) -> Response {
+async fn overview_page(State(d): State<Arc<Dash>>, Extension(base): Extension<Base>) -> Response {
     let live = overview(&d).await;
     html_response(html::page(
+        &base.0,
         "pool",
         &format!(
-            "<h1>Pool</h1><div id=\"overview\" data-live=\"/live/overview\">{live}</div>\
+            "<h1>Pool</h1><div id=\"overview\" data-live=\"live/overview\">{live}</div>\
              <section><h2>The last hour</h2><div class=\"charts\">\
              <figure><figcaption>Jobs completed per minute</figcaption>\
              <div id=\"throughput\" class=\"chart\"></div></figure>\
              <figure><figcaption>Queue depth (idle, running and held jobs)</figcaption>\
              <div id=\"depth\" class=\"chart\"></div></figure></div></section>\
-             <p class=\"note\">Charts drawn with uPlot (<a href=\"/assets/uPlot.LICENSE\">MIT \
+             <p class=\"note\">Charts drawn with uPlot (<a href=\"assets/uPlot.LICENSE\">MIT \
              licence</a>).</p>"
         ),
     ))
@@ -651,18 +734,23 @@ fn encode(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
-async fn jobs_page(State(d): State<Arc<Dash>>, uri: Uri) -> Response {
+async fn jobs_page(
+    State(d): State<Arc<Dash>>,
+    Extension(base): Extension<Base>,
+    uri: Uri,
+) -> Response {
     let constraint = param(&uri, "constraint").unwrap_or_default();
     let live = jobs(&d, &constraint).await;
     html_response(html::page(
+        &base.0,
         "jobs",
         &format!(
-            "<h1>Jobs</h1><form id=\"filter\" method=\"get\" action=\"/jobs\">\
+            "<h1>Jobs</h1><form id=\"filter\" method=\"get\" action=\"jobs\">\
              <label for=\"constraint\">Constraint (as <code>andes q -constraint</code>)</label> \
              <input id=\"constraint\" name=\"constraint\" size=\"60\" maxlength=\"{MAX_CONSTRAINT}\" \
              value=\"{c}\" placeholder=\"JobStatus == 1 &amp;&amp; Owner == &quot;alice&quot;\"> \
              <button type=\"submit\">Filter</button></form>\
-             <div id=\"job-table\" data-live=\"/live/jobs?constraint={q}\">{live}</div>",
+             <div id=\"job-table\" data-live=\"live/jobs?constraint={q}\">{live}</div>",
             c = esc(&constraint),
             q = esc(&encode(&constraint)),
         ),
@@ -745,12 +833,17 @@ fn parse_job(id: &str) -> Option<JobId> {
     }
 }
 
-async fn job_page(State(d): State<Arc<Dash>>, UrlPath(id): UrlPath<String>) -> Response {
+async fn job_page(
+    State(d): State<Arc<Dash>>,
+    Extension(base): Extension<Base>,
+    UrlPath(id): UrlPath<String>,
+) -> Response {
     let Some(job) = parse_job(&id) else {
         return (
             StatusCode::NOT_FOUND,
             [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
             html::page(
+                &base.0,
                 "no such job",
                 &format!("<p class=\"error\">`{}` is not a job id (C.P).</p>", esc(&id)),
             ),
@@ -759,8 +852,9 @@ async fn job_page(State(d): State<Arc<Dash>>, UrlPath(id): UrlPath<String>) -> R
     };
     let live = job_html(&d, job).await;
     html_response(html::page(
+        &base.0,
         &format!("job {job}"),
-        &format!("<h1>Job {job}</h1><div id=\"job\" data-live=\"/live/job/{job}\">{live}</div>"),
+        &format!("<h1>Job {job}</h1><div id=\"job\" data-live=\"live/job/{job}\">{live}</div>"),
     ))
 }
 
@@ -869,11 +963,17 @@ fn read_events(path: &Path, job: JobId) -> Result<Vec<JobEvent>, String> {
 fn read_tail(path: &Path, max: u64) -> Result<(String, bool), String> {
     use std::io::{Read, Seek};
     let fail = |e: std::io::Error| format!("{}: {e}", path.display());
-    let meta = std::fs::metadata(path).map_err(fail)?;
+    // Opened without following a link at its end, and read only if a
+    // regular file (never a FIFO, which would block).
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let mut f = o.open(path).map_err(fail)?;
+    let meta = f.metadata().map_err(fail)?;
     if !meta.is_file() {
         return Err(format!("{}: not a regular file", path.display()));
     }
-    let mut f = std::fs::File::open(path).map_err(fail)?;
     let start = meta.len().saturating_sub(max);
     f.seek(std::io::SeekFrom::Start(start)).map_err(fail)?;
     let mut bytes = Vec::new();
@@ -1055,12 +1155,8 @@ mod tests {
     }
 
     #[test]
-    fn cookies_and_bearers_are_read_exactly() {
+    fn bearers_are_read_exactly() {
         let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static("a=1; andes_dashboard_9=tok; b=2"));
-        assert!(has_cookie(&h, "andes_dashboard_9", "tok"));
-        assert!(!has_cookie(&h, "andes_dashboard_8", "tok"));
-        assert!(!has_cookie(&h, "andes_dashboard_9", "tok2"));
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer tok"));
         assert!(has_bearer(&h, "tok"));
         assert!(!has_bearer(&h, "to"));

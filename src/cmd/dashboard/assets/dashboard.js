@@ -71,7 +71,7 @@
     }, data, el);
   }
   function series() {
-    get('/api/series').then(function (r) { return r ? r.json() : null; }).then(function (s) {
+    get('api/series').then(function (r) { return r ? r.json() : null; }).then(function (s) {
       if (!s || !s.t) { return; }
       plot('throughput', 'completed / min', s.t, s.completed, '#1b7f4c');
       plot('depth', 'idle + running + held', s.t, s.depth, '#2357a6');
