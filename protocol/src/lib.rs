@@ -23,6 +23,7 @@ pub mod error;
 pub mod key;
 pub mod pool;
 pub mod replay;
+pub mod routes;
 pub mod serve;
 pub mod server;
 pub mod sign;

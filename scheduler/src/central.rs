@@ -507,6 +507,14 @@ pub struct SetFactorRequest {
 /// caller), `POST /v1/negotiator/setfactor` and `POST
 /// /v1/negotiator/reconfig` (admin).
 pub fn router(central: Arc<Central>, auth: &andes_protocol::Auth) -> axum::Router {
+    routes(central, auth).router
+}
+
+/// [`router`] with who may call each route.
+pub fn routes(
+    central: Arc<Central>,
+    auth: &andes_protocol::Auth,
+) -> andes_protocol::routes::Served {
     use andes_protocol::{ApiError, Role, SignedJson};
     use axum::extract::State;
     use axum::routing::{get, post};
@@ -535,12 +543,11 @@ pub fn router(central: Arc<Central>, auth: &andes_protocol::Auth) -> axum::Route
         let message = c.reconfigure().map_err(ApiError::bad_request)?;
         Ok(axum::Json(serde_json::json!({ "message": message })))
     }
-    let read = axum::Router::new().route("/v1/negotiator/userprio", get(userprio)).route_layer(
-        andes_protocol::require(&[Role::User, Role::Schedd, Role::Host, Role::Negotiator]),
-    );
-    let admin = axum::Router::new()
-        .route("/v1/negotiator/setfactor", post(setfactor))
-        .route("/v1/negotiator/reconfig", post(reconfig))
-        .route_layer(andes_protocol::require(&[Role::Admin]));
-    read.merge(admin).layer(auth.layer()).with_state(central)
+    use axum::http::Method as M;
+    let anyone = &[Role::User, Role::Schedd, Role::Host, Role::Negotiator];
+    andes_protocol::routes::Api::new()
+        .route(M::GET, "/v1/negotiator/userprio", anyone, get(userprio))
+        .route(M::POST, "/v1/negotiator/setfactor", &[Role::Admin], post(setfactor))
+        .route(M::POST, "/v1/negotiator/reconfig", &[Role::Admin], post(reconfig))
+        .finish(auth, central)
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use andes_protocol::routes::{Api, Served};
 use andes_protocol::stream::SignedStream;
 use andes_protocol::{ApiError, Auth, Caller, Clock, Role, SignedJson};
 use axum::Router;
@@ -188,24 +189,31 @@ impl Schedd {
 
     /// The API, behind `auth` (signed requests) and a role check.
     pub fn router(&self, auth: &Auth) -> Router {
-        Router::new()
-            .route("/v1/modules/{digest}", get(has_module).put(put_module))
-            .route("/v1/cluster", post(new_cluster))
-            .route("/v1/submit", post(submit))
-            .route("/v1/query", post(query))
-            .route("/v1/summary", post(summary))
-            .route("/v1/change", post(change))
-            .route("/v1/history", post(history))
-            .route("/v1/uploads/{digest}", axum::routing::put(put_upload))
-            .route("/v1/transfer", post(transfer))
-            .route("/v1/transfer/file", post(transfer_file))
-            .route("/v1/transfer/done", post(transfer_done))
-            // Other pools' schedds route jobs here (HTCondor-C) for owners
-            // this pool trusts; see [`Actor::routing_schedd`].
-            .layer(andes_protocol::require(&[Role::User, Role::Schedd]))
-            .layer(axum::Extension(auth.clone()))
-            .layer(auth.layer())
-            .with_state(self.clone())
+        self.routes(auth).router
+    }
+
+    /// The API's routes with who may call each (see [`andes_protocol::routes`]).
+    pub fn routes(&self, auth: &Auth) -> Served {
+        use http::Method as M;
+        // Other pools' schedds route jobs here (HTCondor-C) for owners this
+        // pool trusts; see [`Actor::routing_schedd`].
+        let who = &[Role::User, Role::Schedd];
+        let mut served = Api::new()
+            .route(M::GET, "/v1/modules/{digest}", who, get(has_module))
+            .route(M::PUT, "/v1/modules/{digest}", who, axum::routing::put(put_module))
+            .route(M::POST, "/v1/cluster", who, post(new_cluster))
+            .route(M::POST, "/v1/submit", who, post(submit))
+            .route(M::POST, "/v1/query", who, post(query))
+            .route(M::POST, "/v1/summary", who, post(summary))
+            .route(M::POST, "/v1/change", who, post(change))
+            .route(M::POST, "/v1/history", who, post(history))
+            .route(M::PUT, "/v1/uploads/{digest}", who, axum::routing::put(put_upload))
+            .route(M::POST, "/v1/transfer", who, post(transfer))
+            .route(M::POST, "/v1/transfer/file", who, post(transfer_file))
+            .route(M::POST, "/v1/transfer/done", who, post(transfer_done))
+            .finish(auth, self.clone());
+        served.router = served.router.layer(axum::Extension(auth.clone()));
+        served
     }
 
     /// Evaluates the periodic policy every `interval` (on the schedd's clock), for

@@ -413,14 +413,18 @@ impl ScheddPool {
     /// The negotiator's routes, and users' `POST /v1/tail` (condor_tail: a
     /// running job's output as it is written, fetched from its host).
     pub fn router(&self, auth: &Auth) -> Router {
-        let negotiator = Router::new()
-            .route("/v1/negotiate/demand", post(demand))
-            .route("/v1/negotiate/matches", post(matches))
-            .route_layer(andes_protocol::require(&[Role::Negotiator, Role::Admin]));
-        let users = Router::new()
-            .route("/v1/tail", post(tail))
-            .route_layer(andes_protocol::require(&[Role::User, Role::Admin]));
-        negotiator.merge(users).layer(auth.layer()).with_state(self.clone())
+        self.routes(auth).router
+    }
+
+    /// [`ScheddPool::router`] with who may call each route.
+    pub fn routes(&self, auth: &Auth) -> andes_protocol::routes::Served {
+        use http::Method as M;
+        let negotiator = &[Role::Negotiator, Role::Admin];
+        andes_protocol::routes::Api::new()
+            .route(M::POST, "/v1/negotiate/demand", negotiator, post(demand))
+            .route(M::POST, "/v1/negotiate/matches", negotiator, post(matches))
+            .route(M::POST, "/v1/tail", &[Role::User, Role::Admin], post(tail))
+            .finish(auth, self.clone())
     }
 
     /// Running shadows (for status and tests).

@@ -72,7 +72,7 @@ pub fn central_config(s: &Settings) -> Result<CentralConfig> {
 }
 
 /// Routes served beside the central manager's, made with its authentication.
-pub type ExtraRoutes = Box<dyn FnOnce(&Auth) -> axum::Router + Send>;
+pub type ExtraRoutes = Box<dyn FnOnce(&Auth) -> andes_protocol::routes::Served + Send>;
 
 /// Runs a central manager from `s` until `stop` completes: binds
 /// (CENTRAL_MANAGER_ADDRESS unless `listen`), writes COLLECTOR_ADDRESS_FILE,
@@ -104,12 +104,12 @@ pub async fn serve(
     let central =
         Arc::new(Central::new(collector.clone(), poke.clone(), clock.clone(), keypair, cfg));
     let auth = Auth::new(s.verifier(trust, "CENTRAL_MANAGER_REPLAY_CACHE")?, clock.clone());
-    let mut app =
-        andes_scheduler::collector::api::router_with_poke(collector, clock, &auth, Some(poke))
-            .merge(central::router(central.clone(), &auth));
+    let mut served = andes_scheduler::collector::api::routes(collector, clock, &auth, Some(poke))
+        .merge(central::routes(central.clone(), &auth));
     if let Some(extra) = extra {
-        app = app.merge(extra(&auth));
+        served = served.merge(extra(&auth));
     }
+    let app = served.into_router(&auth);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

@@ -212,7 +212,7 @@ pub async fn serve(
         Ok(config)
     }));
     let server = s.server(listener, keypair.as_deref(), "HOST_KEY_NAME", &auth)?;
-    let mut app = api::router(remote.clone(), &auth);
+    let mut served = api::routes(remote.clone(), &auth);
     let mut publisher = None;
     let mut withdraw = None;
     if let (Some(url), Some(keypair)) = (&collector, keypair) {
@@ -229,8 +229,9 @@ pub async fn serve(
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         daemon.join_pool(s.advertised(addr)?, tx);
         publisher = Some(andes_host::daemon::pool::spawn_publisher(client, rx));
-        app = app.merge(andes_host::daemon::pool::router(remote.clone(), clock, &auth));
+        served = served.merge(andes_host::daemon::pool::routes(remote.clone(), clock, &auth));
     }
+    let app = served.into_router(&auth);
     if let Some(f) = &address_file {
         crate::settings::write_atomically(f, &addr.to_string())
             .with_context(|| format!("writing HOST_ADDRESS_FILE {f}"))?;

@@ -280,9 +280,11 @@ fn up(args: UpArgs) -> Result<ExitCode> {
 fn down_router(stop: tokio::sync::watch::Sender<bool>) -> super::central::ExtraRoutes {
     let stop = Arc::new(stop);
     Box::new(move |auth| {
-        axum::Router::new()
+        andes_protocol::routes::Api::new()
             .route(
+                http::Method::POST,
                 "/v1/pool/down",
+                &[Role::Admin],
                 axum::routing::post(move || {
                     let stop = stop.clone();
                     async move {
@@ -291,8 +293,7 @@ fn down_router(stop: tokio::sync::watch::Sender<bool>) -> super::central::ExtraR
                     }
                 }),
             )
-            .layer(andes_protocol::require(&[Role::Admin]))
-            .layer(auth.layer())
+            .finish(auth, ())
     })
 }
 

@@ -108,7 +108,7 @@ pub async fn serve(
     let hosts = Arc::new(trust.keys_with_role(andes_protocol::Role::Host));
     let auth = Auth::with_body_limit(s.verifier(trust, "SCHEDD_REPLAY_CACHE")?, clock, BODY_LIMIT);
     let server = s.server(listener, keypair.as_deref(), "SCHEDD_KEY_NAME", &auth)?;
-    let mut app = schedd.router(&auth);
+    let mut served = schedd.routes(&auth);
     if let Some(keypair) = keypair {
         let mut pc = PoolConfig::new(&config.name, &s.advertised(addr)?);
         pc.collector = collector.clone();
@@ -123,7 +123,7 @@ pub async fn serve(
         pc.accounts = config.accounts.clone();
         pc.alive_interval = secs("ALIVE_INTERVAL", 10)?.max(Duration::from_secs(1));
         let pool = ScheddPool::start(&schedd, pc, keypair);
-        app = app.merge(pool.router(&auth));
+        served = served.merge(pool.routes(&auth));
     }
     let mut job_router = None;
     if let Some(rc) = router_config(&s, &spool)? {
@@ -131,10 +131,10 @@ pub async fn serve(
         let router = andes_scheduler::router::service::JobRouter::start(&schedd, rc, key)
             .map_err(|e| anyhow::anyhow!("job router: {e}"))?;
         tracing::info!("andes schedd: job router with {} routes", router.table().routes.len());
-        app = app.merge(router.router(&auth));
+        served = served.merge(router.routes(&auth));
         job_router = Some(router);
     }
-    app = app.merge(reconfig_router(
+    served = served.merge(reconfig_router(
         &auth,
         Reconfig {
             schedd: schedd.clone(),
@@ -144,6 +144,7 @@ pub async fn serve(
             auth: auth.clone(),
         },
     ));
+    let app = served.into_router(&auth);
     if let Some(f) = &address_file {
         crate::settings::write_atomically(f, &addr.to_string())
             .with_context(|| format!("writing SCHEDD_ADDRESS_FILE {f}"))?;
@@ -220,7 +221,7 @@ struct Reconfig {
 /// the manual says a reconfiguration does, and the job router loads its
 /// routes from the new configuration (a table that does not load is
 /// refused, and the one in use stays). Other knobs apply at the next start.
-fn reconfig_router(auth: &andes_protocol::Auth, state: Reconfig) -> axum::Router {
+fn reconfig_router(auth: &andes_protocol::Auth, state: Reconfig) -> andes_protocol::routes::Served {
     use andes_protocol::{ApiError, Role, SignedJson};
     use axum::extract::State;
     async fn reconfig(
@@ -264,9 +265,7 @@ fn reconfig_router(auth: &andes_protocol::Auth, state: Reconfig) -> axum::Router
         tracing::info!("andes schedd: reconfigured: {message}");
         Ok(axum::Json(serde_json::json!({ "message": message })))
     }
-    axum::Router::new()
-        .route("/v1/reconfig", axum::routing::post(reconfig))
-        .layer(andes_protocol::require(&[Role::Admin]))
-        .layer(auth.layer())
-        .with_state(state)
+    andes_protocol::routes::Api::new()
+        .route(http::Method::POST, "/v1/reconfig", &[Role::Admin], axum::routing::post(reconfig))
+        .finish(auth, state)
 }

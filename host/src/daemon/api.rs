@@ -120,18 +120,22 @@ pub struct CommandReply {
 
 /// The API, behind `auth` (signed requests) and per-route roles.
 pub fn router(remote: Remote, auth: &Auth) -> Router {
-    let read = Router::new()
-        .route("/v1/status", get(status))
-        .route_layer(andes_protocol::require(&[Role::User, Role::Schedd, Role::Host]));
-    let admin = Router::new()
-        .route("/v1/vacate", post(vacate))
-        .route("/v1/checkpoint", post(checkpoint))
-        .route("/v1/drain", post(drain))
-        .route("/v1/off", post(off))
-        .route("/v1/set-attr", post(set_attr))
-        .route("/v1/reconfig", post(reconfig))
-        .route_layer(andes_protocol::require(&[Role::Admin]));
-    read.merge(admin).layer(auth.layer()).with_state(remote)
+    routes(remote, auth).router
+}
+
+/// [`router`] with who may call each route.
+pub fn routes(remote: Remote, auth: &Auth) -> andes_protocol::routes::Served {
+    use axum::http::Method as M;
+    let admin = &[Role::Admin];
+    andes_protocol::routes::Api::new()
+        .route(M::GET, "/v1/status", &[Role::User, Role::Schedd, Role::Host], get(status))
+        .route(M::POST, "/v1/vacate", admin, post(vacate))
+        .route(M::POST, "/v1/checkpoint", admin, post(checkpoint))
+        .route(M::POST, "/v1/drain", admin, post(drain))
+        .route(M::POST, "/v1/off", admin, post(off))
+        .route(M::POST, "/v1/set-attr", admin, post(set_attr))
+        .route(M::POST, "/v1/reconfig", admin, post(reconfig))
+        .finish(auth, remote)
 }
 
 /// Serves the API through `server` (TLS or loopback plain HTTP, see

@@ -1170,26 +1170,35 @@ struct PoolState {
 
 /// The pool routes (see `andes_protocol::pool`), behind `auth`.
 pub fn router(remote: Remote, clock: Arc<dyn Clock>, auth: &Auth) -> Router {
-    let negotiator = Router::new()
-        .route("/v1/host/match", post(match_notice))
-        .route_layer(andes_protocol::require(&[Role::Negotiator, Role::Admin]));
-    let schedd = Router::new()
-        .route("/v1/host/claim", post(claim))
-        .route("/v1/host/modules/{digest}", get(has_module).put(put_module))
-        .route("/v1/host/inputs/{sha256}", put(put_input))
-        .route("/v1/host/output", post(output))
-        .route("/v1/host/snapshot", post(snapshot_part))
-        .route("/v1/host/saved", post(saved_state))
-        .route("/v1/host/activate", post(activate))
-        .route("/v1/host/wait", post(wait))
-        .route("/v1/host/edit", post(edit))
-        .route("/v1/host/withdraw", post(withdraw))
-        .route("/v1/host/vacate", post(vacate_job))
-        .route("/v1/host/tail", post(tail))
-        .route("/v1/host/release", post(release))
-        .route("/v1/host/alive", post(alive))
-        .route_layer(andes_protocol::require(&[Role::Schedd]));
-    negotiator.merge(schedd).layer(auth.layer()).with_state(PoolState { remote, clock })
+    routes(remote, clock, auth).router
+}
+
+/// [`router`] with who may call each route.
+pub fn routes(
+    remote: Remote,
+    clock: Arc<dyn Clock>,
+    auth: &Auth,
+) -> andes_protocol::routes::Served {
+    use axum::http::Method as M;
+    let schedd = &[Role::Schedd];
+    andes_protocol::routes::Api::new()
+        .route(M::POST, "/v1/host/match", &[Role::Negotiator, Role::Admin], post(match_notice))
+        .route(M::POST, "/v1/host/claim", schedd, post(claim))
+        .route(M::GET, "/v1/host/modules/{digest}", schedd, get(has_module))
+        .route(M::PUT, "/v1/host/modules/{digest}", schedd, put(put_module))
+        .route(M::PUT, "/v1/host/inputs/{sha256}", schedd, put(put_input))
+        .route(M::POST, "/v1/host/output", schedd, post(output))
+        .route(M::POST, "/v1/host/snapshot", schedd, post(snapshot_part))
+        .route(M::POST, "/v1/host/saved", schedd, post(saved_state))
+        .route(M::POST, "/v1/host/activate", schedd, post(activate))
+        .route(M::POST, "/v1/host/wait", schedd, post(wait))
+        .route(M::POST, "/v1/host/edit", schedd, post(edit))
+        .route(M::POST, "/v1/host/withdraw", schedd, post(withdraw))
+        .route(M::POST, "/v1/host/vacate", schedd, post(vacate_job))
+        .route(M::POST, "/v1/host/tail", schedd, post(tail))
+        .route(M::POST, "/v1/host/release", schedd, post(release))
+        .route(M::POST, "/v1/host/alive", schedd, post(alive))
+        .finish(auth, PoolState { remote, clock })
 }
 
 type ApiResult<T> = Result<T, ApiError>;

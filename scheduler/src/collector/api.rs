@@ -78,13 +78,23 @@ pub fn router_with_poke(
     auth: &Auth,
     poke: Option<Arc<tokio::sync::Notify>>,
 ) -> Router {
-    Router::new()
-        .route("/v1/collector/update", post(update))
-        .route("/v1/collector/invalidate", post(invalidate))
-        .route("/v1/collector/query", post(query))
-        .layer(andes_protocol::require(&[Role::User, Role::Schedd, Role::Host, Role::Negotiator]))
-        .layer(auth.layer())
-        .with_state(Shared { collector, clock, poke })
+    routes(collector, clock, auth, poke).router
+}
+
+/// [`router_with_poke`] with who may call each route.
+pub fn routes(
+    collector: Arc<Mutex<Collector>>,
+    clock: Arc<dyn Clock>,
+    auth: &Auth,
+    poke: Option<Arc<tokio::sync::Notify>>,
+) -> andes_protocol::routes::Served {
+    use http::Method as M;
+    let who = &[Role::User, Role::Schedd, Role::Host, Role::Negotiator];
+    andes_protocol::routes::Api::new()
+        .route(M::POST, "/v1/collector/update", who, post(update))
+        .route(M::POST, "/v1/collector/invalidate", who, post(invalidate))
+        .route(M::POST, "/v1/collector/query", who, post(query))
+        .finish(auth, Shared { collector, clock, poke })
 }
 
 /// Whether a caller in `role` may publish or withdraw ads of `kind`.

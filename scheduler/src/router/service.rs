@@ -267,12 +267,17 @@ impl JobRouter {
 
     /// `andes router q` and `andes router history`'s routes.
     pub fn router(&self, auth: &Auth) -> Router {
-        Router::new()
-            .route("/v1/router/q", post(router_q))
-            .route("/v1/router/history", post(router_history))
-            .layer(andes_protocol::require(&[Role::User, Role::Admin]))
-            .layer(auth.layer())
-            .with_state(self.clone())
+        self.routes(auth).router
+    }
+
+    /// [`JobRouter::router`] with who may call each route.
+    pub fn routes(&self, auth: &Auth) -> andes_protocol::routes::Served {
+        use http::Method as M;
+        let who = &[Role::User, Role::Admin];
+        andes_protocol::routes::Api::new()
+            .route(M::POST, "/v1/router/q", who, post(router_q))
+            .route(M::POST, "/v1/router/history", who, post(router_history))
+            .finish(auth, self.clone())
     }
 
     /// Runs one routing pass now (tests, and after changes).
