@@ -14,13 +14,13 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
+use andes_protocol::Role;
 use andes_protocol::routes::RouteSpec;
-use andes_protocol::{Client, Keypair, Role, Transport, TrustFile};
+use common::callers::Callers;
 use common::pool::{Pool, sample, wait_or};
-use http::{Method, StatusCode};
+use http::StatusCode;
 
 /// The routes each daemon must have, and who may call each (an admin passes
 /// wherever a user does).
@@ -78,53 +78,6 @@ fn expected() -> Vec<(&'static str, &'static str, &'static str, &'static [Role])
         ("host1", "POST", "/v1/host/alive", &[Schedd]),
         ("host1", "GET", "/v1/routes", &[Admin]),
     ]
-}
-
-struct Callers {
-    rt: tokio::runtime::Runtime,
-    transport: Transport,
-    keys: std::path::PathBuf,
-}
-
-impl Callers {
-    fn new(pool: &Pool) -> Callers {
-        let trust = std::fs::read_to_string(pool.path().join("trust")).unwrap();
-        let transport = Transport::Tls(Arc::new(TrustFile::parse(&trust, "trust").unwrap()));
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        Callers { rt, transport, keys: pool.path().join("keys") }
-    }
-
-    fn client(&self, addr: &str, who: &str) -> Client {
-        let kp = Arc::new(Keypair::load(&self.keys.join(who)).unwrap());
-        Client::with_transport(addr, kp, &self.transport)
-            .unwrap()
-            .with_timeout(Duration::from_secs(20))
-    }
-
-    /// The status `who` gets for `method path` with `body`, or `None` when
-    /// the daemon refused the connection itself (an unknown key).
-    fn call(
-        &self,
-        addr: &str,
-        who: &str,
-        method: &str,
-        path: &str,
-        body: &[u8],
-    ) -> Option<StatusCode> {
-        let c = self.client(addr, who);
-        let m = Method::from_bytes(method.as_bytes()).unwrap();
-        let body = body.to_vec();
-        self.rt.block_on(async { c.request(m, path, body.into()).await }).ok().map(|r| r.status)
-    }
-
-    fn json<T: serde::de::DeserializeOwned>(&self, addr: &str, who: &str, path: &str) -> T {
-        let c = self.client(addr, who);
-        self.rt.block_on(async { c.call::<(), T>(Method::GET, path, None).await }).unwrap()
-    }
 }
 
 fn addresses(pool: &Pool) -> Vec<(&'static str, String)> {

@@ -3365,11 +3365,20 @@ impl Ctx<'_, '_> {
             c.what
         );
         let info = HoldInfo { reason, code: hold_code::JOB_POLICY_UNDEFINED, subcode: 0 };
-        match self.hold(c.job, info)? {
-            None => Ok(()),
-            // Already held (or not holdable): it stays so, quarantined.
-            Some(_) => self.persist(c.job),
+        if self.hold(c.job, info.clone())?.is_none() {
+            return Ok(());
         }
+        // Already held: it stays so, and its reason now says why it must
+        // stay until someone releases it.
+        if let Some(p) = self.state.jobs.get_mut(&c.job)
+            && p.status == JobStatus::Held
+        {
+            p.ad.insert_value("HoldReason", info.reason.as_str());
+            p.ad.insert_value("HoldReasonCode", info.code);
+            p.ad.insert_value("HoldReasonSubCode", info.subcode);
+            self.event(c.job, EventKind::Note(info.reason))?;
+        }
+        self.persist(c.job)
     }
 
     /// A routed copy was removed: its original, unless held or removed

@@ -2,6 +2,7 @@
 //! directory with keys and a trust file.
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod callers;
 pub mod pool;
 
 use std::path::Path;

@@ -87,6 +87,17 @@ impl Pool {
     /// As [`Pool::new`], with more lines in the pool's trust file (another
     /// pool's router key, say).
     pub fn new_trusting(extra: &str, hosts: usize, trust: &[String]) -> Pool {
+        Pool::new_prepared(extra, hosts, trust, |_| {})
+    }
+
+    /// As [`Pool::new_trusting`], with `prepare` run on the pool's directory
+    /// before any daemon starts (a small file system mounted for SPOOL, say).
+    pub fn new_prepared(
+        extra: &str,
+        hosts: usize,
+        trust: &[String],
+        prepare: impl FnOnce(&Path),
+    ) -> Pool {
         let dir = tempfile::tempdir().unwrap();
         let mut who = vec![
             ("schedd", "schedd"),
@@ -116,6 +127,7 @@ impl Pool {
         // account (the schedd runs as it): their files are its own.
         let account = super::this_account();
         let common = format!("{COMMON}\nUSER_ACCOUNT_MAP = * = {account}\n{extra}\n");
+        prepare(dir.path());
         let mut pool = Pool { dir, common, cm: None, schedd: None, hosts: Vec::new() };
         pool.start_cm();
         pool.start_schedd();

@@ -18,6 +18,9 @@
 //!   minute.
 //! - `cargo xtask demo [--keep]`: a personal pool running a mixed batch of
 //!   sample jobs (see [`demo`]).
+//! - `cargo xtask attacks`: the multi-user attack suite (`tests/attacks.rs`,
+//!   also part of the test suite) alone, with what each attack printed; its
+//!   spool-filling attack mounts a tmpfs, so it needs root.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -197,6 +200,9 @@ fn main() -> ExitCode {
             samples() && cargo(&a)
         }
         Some("faults") => faults(&args[1..]),
+        Some("attacks") => {
+            samples() && cargo(&["test", "-p", "andes", "--test", "attacks", "--", "--nocapture"])
+        }
         Some("installs") => installs(),
         Some("demo") => demo::run(&args[1..]),
         Some("docs") => docs::run(&args[1..]),
@@ -204,7 +210,8 @@ fn main() -> ExitCode {
         Some("portability") => samples() && portability::run(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|samples|bench|faults|demo|docs|python|portability|installs>"
+                "usage: cargo xtask \
+                 <test|samples|bench|faults|attacks|demo|docs|python|portability|installs>"
             );
             false
         }
