@@ -57,7 +57,7 @@
 //! | `MAX_CONNECTIONS` | `1024` | connections established (a trusted key proved) at once, at most half for one key; as many more may wait to prove theirs, a new one taking the oldest waiting one's place |
 //! | `MAX_JOBS_PER_SUBMISSION`, `MAX_JOBS_PER_OWNER`, `MAX_JOBS_SUBMITTED` | `20000`, `100000`, `2147483647` | jobs one submit may create, one owner may have in the queue, the queue may hold |
 //! | `SPOOL_QUOTA_PER_OWNER` | `4294967296` | bytes one owner may keep in the spool: uploads, spooled jobs' outputs and checkpoints together |
-//! | `SPOOL_RESERVE` | `67108864` | bytes the schedd keeps free on the spool's file system (and in a reserve file it gives back when a commit finds the disk full), so removals, holds and job ends always commit |
+//! | `SPOOL_RESERVE` | `67108864`, or a sixteenth of the spool's file system if less | bytes the schedd keeps free on the spool's file system (and in a reserve file it gives back when a commit finds the disk full), so removals, holds and job ends always commit |
 //! | `UID_DOMAIN` | (the part of `SCHEDD_NAME` after `@`) | the part of each job's `User` after `Owner@` |
 //! | `HEADER_READ_TIMEOUT`, `IDLE_CONNECTION_TIMEOUT`, `TLS_HANDSHAKE_TIMEOUT`, `REQUEST_BODY_TIMEOUT` | `30`, `60`, `10`, `60` | seconds a daemon waits for a request's head (also an idle keep-alive connection's next request), on a connection where nothing moves, for a TLS handshake, and for a request's body |
 //! | `LOCAL_CONFIG_FILE` | (none) | more configuration files, read in order after the main one (a list, commas or spaces) |

@@ -26,6 +26,21 @@ pub const DISK_FULL: &str = "the spool's file system is full";
 
 /// Bytes free to this account on the file system holding `path`, if known.
 pub fn free_bytes(path: &Path) -> Option<u64> {
+    statvfs(path).map(|(free, _)| free)
+}
+
+/// The SPOOL_RESERVE a spool at `path` gets when none is configured: 64 MiB,
+/// or a sixteenth of its file system when that is smaller.
+pub fn default_reserve(path: &Path) -> u64 {
+    const MAX: u64 = 64 << 20;
+    match statvfs(path) {
+        Some((_, total)) => MAX.min(total / 16),
+        None => MAX,
+    }
+}
+
+/// (bytes free to this account, bytes in all) of the file system holding `path`.
+fn statvfs(path: &Path) -> Option<(u64, u64)> {
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;
@@ -40,7 +55,8 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
         // SAFETY: statvfs returned 0, so it filled `st`.
         let st = unsafe { st.assume_init() };
         #[allow(clippy::unnecessary_cast)]
-        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+        let (avail, blocks, size) = (st.f_bavail as u64, st.f_blocks as u64, st.f_frsize as u64);
+        Some((avail.saturating_mul(size), blocks.saturating_mul(size)))
     }
     #[cfg(not(unix))]
     {

@@ -58,8 +58,8 @@ pub struct ScheddConfig {
     /// SPOOL_QUOTA_PER_OWNER (bytes) and SPOOL_RESERVE (bytes): see
     /// [`crate::room`].
     pub spool_quota: u64,
-    /// SPOOL_RESERVE.
-    pub spool_reserve: u64,
+    /// SPOOL_RESERVE (`None`: [`crate::room::default_reserve`]).
+    pub spool_reserve: Option<u64>,
 }
 
 /// A running schedd's shared state.
@@ -102,7 +102,8 @@ impl Schedd {
         }
         qc.job_limits = config.job_limits;
         qc.upload_quota_bytes = config.spool_quota;
-        qc.reserve_bytes = config.spool_reserve;
+        qc.reserve_bytes =
+            config.spool_reserve.unwrap_or_else(|| crate::room::default_reserve(&config.data_dir));
         // The spooled outputs of jobs that left go at once, off the writer.
         let (left_tx, left_rx) = std::sync::mpsc::channel::<Vec<crate::job::JobId>>();
         let spool = config.data_dir.clone();
@@ -362,6 +363,18 @@ async fn receive_upload(
     let limit = s.queue.upload_room(&caller.identity);
     let (size, mut file) = match body.write_to(file, limit).await {
         Ok(r) => r,
+        Err(andes_protocol::stream::StreamError::TooLarge { .. }) => {
+            return Err(ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                format!(
+                    "{} may keep {limit} more bytes in the spool, less than this upload: the \
+                     room left by their quota (SPOOL_QUOTA_PER_OWNER, uploads, spooled \
+                     outputs and checkpoints together) or by the spool's free space beyond \
+                     its reserve (SPOOL_RESERVE)",
+                    caller.identity
+                ),
+            ));
+        }
         Err(e) => return Err(andes_protocol::AuthError::from(e).into()),
     };
     if module {

@@ -2759,7 +2759,7 @@ mod tests {
             uid_domain: None,
             job_limits: Default::default(),
             spool_quota: crate::queue::DEFAULT_UPLOAD_QUOTA_BYTES,
-            spool_reserve: 0,
+            spool_reserve: Some(0),
         };
         let clock: Arc<dyn Clock> = Arc::new(andes_protocol::ManualClock::new(1_800_000_000));
         let schedd = crate::schedd::Schedd::open(&config, clock).unwrap();

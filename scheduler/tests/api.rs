@@ -50,7 +50,7 @@ async fn fixture(body_limit: usize) -> Fixture {
         uid_domain: None,
         job_limits: Default::default(),
         spool_quota: andes_scheduler::queue::DEFAULT_UPLOAD_QUOTA_BYTES,
-        spool_reserve: 0,
+        spool_reserve: Some(0),
     };
     let schedd = Schedd::open(&config, clock.clone()).unwrap();
     let auth = Auth::with_body_limit(

@@ -43,7 +43,7 @@ fn schedd(dir: &std::path::Path) -> Schedd {
         uid_domain: None,
         job_limits: Default::default(),
         spool_quota: andes_scheduler::queue::DEFAULT_UPLOAD_QUOTA_BYTES,
-        spool_reserve: 0,
+        spool_reserve: Some(0),
     };
     Schedd::open(&sc, Arc::new(ManualClock::new(1_800_000_000))).unwrap()
 }

@@ -69,7 +69,7 @@ pub async fn serve(
         spool_quota: s
             .int("SPOOL_QUOTA_PER_OWNER")?
             .map_or(andes_scheduler::queue::DEFAULT_UPLOAD_QUOTA_BYTES, |v| v.max(0) as u64),
-        spool_reserve: s.int("SPOOL_RESERVE")?.map_or(64 << 20, |v| v.max(0) as u64),
+        spool_reserve: s.int("SPOOL_RESERVE")?.map(|v| v.max(0) as u64),
         job_limits: {
             let d = andes_scheduler::queue::JobLimits::default();
             let limit = |name: &str, default: u64| -> Result<u64> {
