@@ -67,6 +67,7 @@ fn special_files_are_refused_without_blocking() {
     let (_t, root, b) = setup();
     let fifo = root.join("fifo");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     // Neither blocks (no writer, no reader) nor reads or writes the FIFO.
     assert!(matches!(b.read("fifo", 10), Err(Refused::Special { .. })));

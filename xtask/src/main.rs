@@ -18,6 +18,9 @@
 //!   minute.
 //! - `cargo xtask demo [--keep]`: a personal pool running a mixed batch of
 //!   sample jobs (see [`demo`]).
+//! - `cargo xtask tidy`: the house's rules checked (crate layering, file
+//!   sizes, paths the Markdown pages name, `SAFETY:` comments); CI runs it
+//!   first (see [`tidy`]).
 //! - `cargo xtask attacks`: the multi-user attack suite (`tests/attacks.rs`,
 //!   also part of the test suite) alone, with what each attack printed; its
 //!   spool-filling attack mounts a tmpfs, so it needs root.
@@ -29,6 +32,7 @@ mod demo;
 mod docs;
 mod portability;
 mod python;
+mod tidy;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new(".")).to_path_buf()
@@ -200,6 +204,7 @@ fn main() -> ExitCode {
             samples() && cargo(&a)
         }
         Some("faults") => faults(&args[1..]),
+        Some("tidy") => tidy::run(),
         Some("attacks") => {
             samples() && cargo(&["test", "-p", "andes", "--test", "attacks", "--", "--nocapture"])
         }
@@ -211,7 +216,7 @@ fn main() -> ExitCode {
         _ => {
             eprintln!(
                 "usage: cargo xtask \
-                 <test|samples|bench|faults|attacks|demo|docs|python|portability|installs>"
+                 <test|tidy|samples|bench|faults|attacks|demo|docs|python|portability|installs>"
             );
             false
         }

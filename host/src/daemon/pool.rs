@@ -1776,6 +1776,7 @@ mod tests {
         // Unnamed outputs: links and special files are left behind.
         link("../../keys/host", "r2");
         let fifo = std::ffi::CString::new(p.join("pipe").to_str().unwrap()).unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         std::fs::write(p.join("real.txt"), b"mine").unwrap();
         let Outputs { files: out, error: err, .. } =
