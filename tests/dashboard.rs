@@ -528,9 +528,10 @@ impl Session<'_> {
 #[test]
 fn a_browser_sees_the_pool_live_and_is_refused_without_the_token() {
     let Some((chromium, chromedriver)) = browser() else {
-        eprintln!(
-            "\n*** NOT RUN: the dashboard's browser test needs chromium and chromedriver \
-             (apt-get install chromium chromium-driver; or set CHROMIUM and CHROMEDRIVER) ***\n"
+        common::not_run(
+            "the dashboard's browser test",
+            "chromium and chromedriver (apt-get install chromium chromium-driver; or set \
+             CHROMIUM and CHROMEDRIVER)",
         );
         return;
     };

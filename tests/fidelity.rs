@@ -22,7 +22,10 @@ fn htcondor_reads(log: &std::path::Path) -> Option<Vec<String>> {
         .ok()?;
     let err = String::from_utf8_lossy(&o.stderr);
     if err.contains("No module named 'htcondor2'") {
-        eprintln!("NOT RUN: HTCondor's reader of {} (pip install htcondor)", log.display());
+        common::not_run(
+            &format!("HTCondor's reader of {}", log.display()),
+            "the htcondor Python package (pip install htcondor)",
+        );
         return None;
     }
     assert!(o.status.success(), "htcondor2 could not read {}: {err}", log.display());

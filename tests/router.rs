@@ -317,10 +317,7 @@ fn slurm_up() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !installed {
-        eprintln!(
-            "\n*** NOT RUN: the Slurm route test needs slurm-wlm (slurmctld, slurmd, sbatch); \
-             CI installs it\n"
-        );
+        common::not_run("the Slurm route test", "slurm-wlm (slurmctld, slurmd, sbatch)");
         return false;
     }
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/slurm-up.sh");

@@ -114,7 +114,13 @@ def test_event_log_follows_a_growing_log(tmp_path):
 
 
 def test_htcondors_own_reader_reads_the_same_events(pool, jobdir):
-    htcondor2 = pytest.importorskip("htcondor2", reason="NOT RUN: HTCondor's reader (pip install htcondor)")
+    try:
+        import htcondor2
+    except ImportError:
+        # A test that ran nothing never passes, unless skipping is asked for.
+        if os.environ.get("ANDES_ALLOW_NOT_RUN"):
+            pytest.skip("NOT RUN: HTCondor's reader (pip install htcondor)")
+        raise
     sub = andes.Submit(executable="primes.wasm", arguments="500", log="both.log", output="o")
     cid = pool.schedd.submit(sub, count=2).cluster()
     wait_for("both.log", andes.JobEventType.JOB_TERMINATED, 2)

@@ -28,7 +28,7 @@
 //! `python` is the venv `cargo xtask python` makes with the `andes` package in
 //! it (`python3` in the chapter is that venv's);
 //! when they are missing the chapter is reported NOT RUN, and that fails the
-//! run unless `ANDES_DOCS_ALLOW_SKIP=1`.
+//! run unless `ANDES_ALLOW_NOT_RUN=1`.
 //!
 //! Each chapter runs with the `andes` just built first on `PATH`,
 //! `ANDES_SAMPLES` naming the sample jobs' directory
@@ -50,7 +50,7 @@ const MDBOOK_VERSION: &str = "0.5.4";
 
 /// The environment variable that lets chapters whose toolchains are missing be
 /// skipped without failing the run.
-const ALLOW_SKIP: &str = "ANDES_DOCS_ALLOW_SKIP";
+const ALLOW_SKIP: &str = crate::ALLOW_NOT_RUN;
 
 /// How long a chapter may run, in seconds, unless `ANDES_DOCS_TIMEOUT` says.
 const DEFAULT_TIMEOUT: u64 = 600;

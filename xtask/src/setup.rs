@@ -1,0 +1,113 @@
+//! `cargo xtask setup`: installs what the test suite needs, where it is
+//! missing: the Rust targets, and Debian's and PyPI's tools the tests drive
+//! (mingw-w64 and clang for the cross checks, wine, qemu-user and an aarch64
+//! gcc for the other platforms, Slurm, chromium and chromedriver, libfaketime,
+//! mdbook, HTCondor's Python package). `cargo xtask test` runs it first, and CI
+//! through it, so the list is kept once. Installing from Debian needs root;
+//! without it, what is missing is named and the tests that need it fail
+//! (unless `ANDES_ALLOW_NOT_RUN=1`).
+
+use std::path::Path;
+use std::process::Command;
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn sh(script: &str) -> bool {
+    Command::new("sh").args(["-c", script]).status().is_ok_and(|s| s.success())
+}
+
+/// Installs Debian `packages` (quietly; an `apt-get update` first only if the
+/// plain install fails).
+fn apt(packages: &[&str]) -> bool {
+    let list = packages.join(" ");
+    sh(&format!("apt-get install -y -qq {list} >/dev/null 2>&1"))
+        || sh(&format!("apt-get update -qq && apt-get install -y -qq {list} >/dev/null"))
+}
+
+/// Installs what is missing; true when everything is there afterwards.
+pub fn run() -> bool {
+    let mut missing = Vec::new();
+    if Command::new("rustup").arg("--version").output().is_ok() {
+        crate::run("rustup", &["component", "add", "rustfmt", "clippy"]);
+        crate::run(
+            "rustup",
+            &[
+                "target",
+                "add",
+                "wasm32-wasip1",
+                "x86_64-pc-windows-gnu",
+                "aarch64-unknown-linux-gnu",
+            ],
+        );
+    }
+    let debian: [(&str, bool, &[&str]); 6] = [
+        ("mingw-w64", have("x86_64-w64-mingw32-gcc"), &["mingw-w64"]),
+        ("clang", have("clang"), &["clang"]),
+        (
+            "wine64, qemu-user-static, gcc-aarch64-linux-gnu",
+            Path::new("/usr/lib/wine/wine64").exists()
+                && have("qemu-aarch64-static")
+                && have("aarch64-linux-gnu-gcc"),
+            &["wine64", "qemu-user-static", "gcc-aarch64-linux-gnu"],
+        ),
+        ("slurm-wlm", have("slurmctld"), &["slurm-wlm"]),
+        (
+            "chromium, chromium-driver",
+            have("chromium") && have("chromedriver"),
+            &["chromium", "chromium-driver"],
+        ),
+        (
+            "libfaketime",
+            Path::new("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1").exists(),
+            &["libfaketime"],
+        ),
+    ];
+    for (what, present, packages) in debian {
+        if !present {
+            eprintln!("xtask: installing {what}");
+            if !apt(packages) {
+                missing.push(what);
+            }
+        }
+    }
+    if !have("mdbook") {
+        eprintln!("xtask: installing mdbook");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        if !crate::run(
+            &cargo,
+            &["install", "mdbook", "--locked", "--version", "0.5.4", "--no-default-features"],
+        ) {
+            missing.push("mdbook");
+        }
+    }
+    let htcondor = |py: &str| {
+        Command::new(py).args(["-c", "import htcondor2"]).output().is_ok_and(|o| o.status.success())
+    };
+    if !htcondor("python3") {
+        eprintln!("xtask: installing htcondor (pip), HTCondor's reader of event logs");
+        let ok = sh("python3 -m pip install --quiet htcondor >/dev/null 2>&1")
+            || sh(
+                "python3 -m pip install --quiet --break-system-packages htcondor >/dev/null 2>&1",
+            );
+        if !ok {
+            missing.push("htcondor (pip)");
+        }
+    }
+    if missing.is_empty() {
+        eprintln!("xtask: setup: everything the tests need is installed");
+        true
+    } else {
+        eprintln!(
+            "xtask: setup: could not install {} (installing from Debian needs root); the tests \
+             that need them will fail unless {}=1",
+            missing.join(", "),
+            crate::ALLOW_NOT_RUN
+        );
+        false
+    }
+}
