@@ -268,7 +268,12 @@ fn unsafe_blocks(root: &Path) -> Vec<String> {
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
             let code = line.split("//").next().unwrap_or("");
-            let opens = code.contains("unsafe {") || code.contains("unsafe impl");
+            // The word in code, not in a string literal (an odd number of
+            // quotes before it).
+            let in_code = |word: &str| {
+                code.match_indices(word).any(|(at, _)| code[..at].matches('"').count() % 2 == 0)
+            };
+            let opens = in_code("unsafe {") || in_code("unsafe impl");
             if !opens || code.trim_start().starts_with("#") {
                 continue;
             }
