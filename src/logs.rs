@@ -63,11 +63,11 @@ impl Daemon {
                 under("andes_host") || under("andes_startd") || under("andes::cmd::host")
             }
             Daemon::Collector => {
-                under("andes_scheduler::collector")
-                    || under("andes_scheduler::central")
+                under("andes_central::collector")
+                    || under("andes_central::manager")
                     || under("andes::cmd::central")
             }
-            Daemon::Negotiator => under("andes_scheduler::negotiator"),
+            Daemon::Negotiator => under("andes_central::negotiator"),
         }
     }
 }
@@ -245,8 +245,8 @@ mod tests {
                 .into_iter()
                 .find(|d| d.owns(t))
         };
-        assert_eq!(owner("andes_scheduler::negotiator::cycle"), Some(Daemon::Negotiator));
-        assert_eq!(owner("andes_scheduler::collector"), Some(Daemon::Collector));
+        assert_eq!(owner("andes_central::negotiator::cycle"), Some(Daemon::Negotiator));
+        assert_eq!(owner("andes_central::collector"), Some(Daemon::Collector));
         assert_eq!(owner("andes_host::daemon::pool"), Some(Daemon::Startd));
         assert_eq!(owner("andes::cmd::host"), Some(Daemon::Startd));
         assert_eq!(owner("andes::cmd::central"), Some(Daemon::Collector));

@@ -15,7 +15,7 @@ use andes_host::daemon::api as host_api;
 use andes_protocol::pool::{self, FileData, SnapshotData};
 use andes_protocol::{ErrorBody, decode_json};
 use andes_scheduler::api as schedd_api;
-use andes_scheduler::collector::api as collector_api;
+use andes_central::collector::api as collector_api;
 use andes_scheduler::queue::Targets;
 use andes_scheduler::router::service as router_api;
 use libfuzzer_sys::fuzz_target;
@@ -215,8 +215,8 @@ const TYPES: &[(&str, fn(&[u8]))] = &[
     ("collector::UpdateReply", plain::<collector_api::UpdateReply>),
     ("collector::InvalidateReply", plain::<collector_api::InvalidateReply>),
     // The negotiator's and the job router's API.
-    ("central::UserPrioReply", plain::<andes_scheduler::central::UserPrioReply>),
-    ("central::SetFactorRequest", plain::<andes_scheduler::central::SetFactorRequest>),
+    ("central::UserPrioReply", plain::<andes_central::manager::UserPrioReply>),
+    ("central::SetFactorRequest", plain::<andes_central::manager::SetFactorRequest>),
     ("router::RouterQReply", |b| {
         if let Some(r) = round_trip::<router_api::RouterQReply>(b) {
             r.jobs.iter().for_each(|a| ad(a));

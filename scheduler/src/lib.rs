@@ -3,12 +3,9 @@
 
 pub mod api;
 pub mod attrs;
-pub mod central;
-pub mod collector;
 pub mod deferral;
 pub mod eventlog;
 pub mod job;
-pub mod negotiator;
 pub mod policy;
 pub mod quarantine;
 pub mod queue;

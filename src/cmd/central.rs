@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use andes_central::collector::Collector;
+use andes_central::manager::{self, Central, CentralConfig, SetFactorRequest, UserPrioReply};
+use andes_central::negotiator::{AccountantConfig, NegotiatorConfig};
 use andes_protocol::{Auth, SystemClock};
-use andes_scheduler::central::{self, Central, CentralConfig, SetFactorRequest, UserPrioReply};
-use andes_scheduler::collector::Collector;
-use andes_scheduler::negotiator::{AccountantConfig, NegotiatorConfig};
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 
@@ -104,8 +104,8 @@ pub async fn serve(
     let central =
         Arc::new(Central::new(collector.clone(), poke.clone(), clock.clone(), keypair, cfg));
     let auth = Auth::new(s.verifier(trust, "CENTRAL_MANAGER_REPLAY_CACHE")?, clock.clone());
-    let mut served = andes_scheduler::collector::api::routes(collector, clock, &auth, Some(poke))
-        .merge(central::routes(central.clone(), &auth));
+    let mut served = andes_central::collector::api::routes(collector, clock, &auth, Some(poke))
+        .merge(manager::routes(central.clone(), &auth));
     if let Some(extra) = extra {
         served = served.merge(extra(&auth));
     }
@@ -181,7 +181,7 @@ pub fn userprio(args: UserprioArgs) -> Result<ExitCode> {
 }
 
 /// condor_userprio's default table.
-pub fn userprio_table(rows: &[andes_scheduler::negotiator::UserPrioRow], now: i64) -> String {
+pub fn userprio_table(rows: &[andes_central::negotiator::UserPrioRow], now: i64) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(24);

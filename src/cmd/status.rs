@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use andes_scheduler::collector::AdType;
-use andes_scheduler::collector::api::{QueryReply, QueryRequest};
+use andes_central::collector::AdType;
+use andes_central::collector::api::{QueryReply, QueryRequest};
 use anyhow::{Result, anyhow};
 use clap::Args;
 use classad::{ClassAd, Value};

@@ -43,6 +43,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ("andes-protocol", &["classad", "andes-beneath"]),
     ("andes-submit", &["classad", "andes-cron", "andes-compile"]),
     ("andes-startd", &["classad"]),
+    ("andes-central", &["classad", "andes-protocol", "andes-beneath"]),
     (
         "andes-scheduler",
         &["classad", "andes-protocol", "andes-snapshot", "andes-beneath", "andes-cron"],
@@ -73,6 +74,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "andes-host",
             "andes-protocol",
             "andes-scheduler",
+            "andes-central",
             "andes-submit",
             "andes-cron",
             "andes-snapshot",

@@ -27,12 +27,12 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use andes_central::collector::AdType;
 use andes_protocol::pool::{CollectorQuery, CollectorQueryReply, TailReply};
 use andes_protocol::{Client, ClientError};
 use andes_scheduler::api::{
     HistoryRequest, QueryReply, QueryRequest, SummaryReply, SummaryRequest, TailJobRequest, Targets,
 };
-use andes_scheduler::collector::AdType;
 use andes_scheduler::job::{JobId, JobSelector, JobStatus};
 use andes_scheduler::userlog::{self, JobEvent, ParseOptions};
 use anyhow::{Context, Result, anyhow};

@@ -3,13 +3,13 @@
 
 use std::sync::{Arc, Mutex};
 
+use andes_central::collector::api::{
+    InvalidateReply, InvalidateRequest, QueryReply, QueryRequest, UpdateReply, UpdateRequest,
+};
+use andes_central::collector::{AdType, Collector};
 use andes_protocol::{
     Auth, Client, Clock, Keypair, ManualClock, TrustFile, Verifier, VerifierConfig,
 };
-use andes_scheduler::collector::api::{
-    InvalidateReply, InvalidateRequest, QueryReply, QueryRequest, UpdateReply, UpdateRequest,
-};
-use andes_scheduler::collector::{AdType, Collector};
 use http::{Method, StatusCode};
 
 const NOW: i64 = 1_800_000_000;
@@ -50,7 +50,7 @@ async fn fixture() -> Fixture {
     .unwrap();
     let collector = Arc::new(Mutex::new(Collector::new(900)));
     let auth = Auth::new(Verifier::new(trust, VerifierConfig::default()), clock.clone());
-    let app = andes_scheduler::collector::api::router(collector.clone(), clock.clone(), &auth);
+    let app = andes_central::collector::api::router(collector.clone(), clock.clone(), &auth);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let server = andes_protocol::Server::plain(listener).unwrap();

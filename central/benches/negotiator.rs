@@ -4,7 +4,7 @@
 
 use std::hint::black_box;
 
-use andes_scheduler::negotiator::{
+use andes_central::negotiator::{
     Accountant, AccountantConfig, Autoclusters, NegotiatorConfig, Request, SlotAd, Snapshot, plan,
     significant_attributes,
 };

@@ -6,7 +6,7 @@
 //! (Unix seconds). The HTTP routes are in [`api`].
 //!
 //! ```
-//! use andes_scheduler::collector::{AdType, Collector, DEFAULT_CLASSAD_LIFETIME};
+//! use andes_central::collector::{AdType, Collector, DEFAULT_CLASSAD_LIFETIME};
 //!
 //! let mut c = Collector::new(DEFAULT_CLASSAD_LIFETIME);
 //! let ad = classad::parse_ad(r#"[Name = "slot1@exec-1"; State = "Unclaimed"]"#).unwrap();
