@@ -28,7 +28,7 @@
 //! | `KEYS_DIR` | `$(LOCAL_DIR)/keys` | where key pairs are (`andes keygen` writes the configuration directory's) |
 //! | `SCHEDD_KEY_NAME`, `HOST_KEY_NAME`, `NEGOTIATOR_KEY_NAME` | `schedd`, `host`, `negotiator` | the keys the daemons sign with |
 //! | `JOB_ROUTER_DEFAULTS`, `JOB_ROUTER_ENTRIES`, `JOB_ROUTER_ENTRIES_CMD` | (none) | the job router's routing table (the router runs in the schedd when entries are set) |
-//! | `JOB_ROUTER_ROUTE_NAMES`, `JOB_ROUTER_ROUTE_<name>` | (none) | routes in HTCondor's transform language, considered in the order named (see `andes_scheduler::router::transform`); an old-syntax entry is used only if named too |
+//! | `JOB_ROUTER_ROUTE_NAMES`, `JOB_ROUTER_ROUTE_<name>` | (none) | routes in HTCondor's transform language, considered in the order named (see `the schedd's router::transform`); an old-syntax entry is used only if named too |
 //! | `JOB_ROUTER_PRE_ROUTE_TRANSFORM_NAMES`, `JOB_ROUTER_POST_ROUTE_TRANSFORM_NAMES`, `JOB_ROUTER_TRANSFORM_<name>` | (none) | transforms applied before and after every route |
 //! | `JOB_ROUTER_DEFAULT_MAX_JOBS_PER_ROUTE`, `JOB_ROUTER_DEFAULT_MAX_IDLE_JOBS_PER_ROUTE` | (100, 50) | MaxJobs and MaxIdleJobs of a route that sets none |
 //! | `JOB_ROUTER_ENTRIES_REFRESH` | `3600` | seconds between runs of JOB_ROUTER_ENTRIES_CMD |

@@ -3,9 +3,9 @@
 //! with `spool`, the input files), then queue the jobs in one request that a retry
 //! can never queue twice.
 
+use andes_job::api::factor;
+use andes_job::api::{NewClusterReply, SubmitReply, SubmitRequest};
 use andes_protocol::Client;
-use andes_scheduler::api::{NewClusterReply, SubmitReply, SubmitRequest};
-use andes_scheduler::queue::factor;
 use andes_submit::Submission;
 use anyhow::{Result, anyhow};
 
@@ -94,7 +94,7 @@ async fn submit_retrying(
 /// the jobs then stay in the queue once completed until their output is
 /// fetched (`LeaveJobInQueue`).
 pub async fn spool_inputs(c: &Client, jobs: &mut [classad::ClassAd], now: i64) -> Result<()> {
-    use andes_scheduler::transfer;
+    use andes_job::files as transfer;
     let mut sent = std::collections::HashSet::new();
     for (i, job) in jobs.iter_mut().enumerate() {
         let files = transfer::input_files(job).map_err(|e| anyhow!("job {i}: {e}"))?;

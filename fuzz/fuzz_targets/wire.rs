@@ -14,9 +14,9 @@
 use andes_host::daemon::api as host_api;
 use andes_protocol::pool::{self, FileData, SnapshotData};
 use andes_protocol::{ErrorBody, decode_json};
-use andes_scheduler::api as schedd_api;
+use andes_job::api as schedd_api;
 use andes_central::collector::api as collector_api;
-use andes_scheduler::queue::Targets;
+use andes_job::api::Targets;
 use andes_scheduler::router::service as router_api;
 use libfuzzer_sys::fuzz_target;
 use serde::Serialize;
@@ -200,7 +200,7 @@ const TYPES: &[(&str, fn(&[u8]))] = &[
     ("schedd::ChangeRequest", |b| {
         if let Some(r) = round_trip::<schedd_api::ChangeRequest>(b) {
             targets(&r.targets);
-            if let andes_scheduler::queue::Change::Edit { expr: e, .. } = &r.change {
+            if let andes_job::api::Change::Edit { expr: e, .. } = &r.change {
                 expr(e);
             }
         }

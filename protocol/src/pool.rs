@@ -96,6 +96,14 @@ impl FileData {
     }
 }
 
+/// The name the sandbox gives a job's standard input (HTCondor's
+/// `_condor_stdin`): a contract between the host and the schedd.
+pub const STDIN_NAME: &str = "_andes_stdin";
+/// The sandbox name of a job's standard output.
+pub const STDOUT_NAME: &str = "_andes_stdout";
+/// The sandbox name of a job's standard error.
+pub const STDERR_NAME: &str = "_andes_stderr";
+
 /// The header naming the claim an input file is uploaded for
 /// (`PUT /v1/host/inputs/{sha256}`). A claim id is a secret: it never goes in a path.
 pub const CLAIM_HEADER: &str = "andes-claim";

@@ -7,7 +7,7 @@
 //! - A signed session to a schedd or a collector ([`Session`]), found and keyed as
 //!   the `andes` command finds them (`andes-client`): submit (the same expansion
 //!   and upload as `andes submit`), query, history, changes, collector queries.
-//! - A job event log as it grows ([`EventLog`], `andes_scheduler::userlog`).
+//! - A job event log as it grows ([`EventLog`], `andes_job::userlog`).
 //!
 //! Every network wait runs with the interpreter released. Errors are
 //! `HTCondorException` (pool, submit, log) or `ClassAdException` (ClassAd text),
@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use andes_client::session::Session as ClientSession;
 use andes_client::settings::Settings;
-use andes_scheduler::api::{
+use andes_job::api::{
     Change, ChangeReport, ChangeRequest, HistoryRequest, QueryReply, QueryRequest, Targets,
 };
 use classad::{ClassAd, Expr, Value};
@@ -609,7 +609,7 @@ impl Session {
                 let c = &self.inner.client;
                 let cluster = andes_client::submit::reserve_cluster(c).await?;
                 let out = andes_submit::expand(&desc, &context(cluster))?;
-                let cluster_ad = andes_scheduler::queue::factor(out.jobs.clone()).cluster_ad;
+                let cluster_ad = andes_job::api::factor(out.jobs.clone()).cluster_ad;
                 let reply =
                     andes_client::submit::queue(c, cluster, out, spool, now, |_| {}).await?;
                 Ok((reply.cluster, reply.count, PyClassAd { ad: cluster_ad }))
@@ -753,7 +753,7 @@ type RawEvent = (u16, i32, i32, i64, PyClassAd);
 /// A job event log read as it grows (`htcondor2.JobEventLog`'s reader).
 #[pyclass(module = "andes._andes")]
 pub struct EventLog {
-    follower: andes_scheduler::userlog::Follower,
+    follower: andes_job::userlog::Follower,
 }
 
 #[pymethods]
@@ -761,7 +761,7 @@ impl EventLog {
     /// Follows the log at `path` from its start (it need not exist yet).
     #[new]
     fn new(path: PathBuf) -> Self {
-        EventLog { follower: andes_scheduler::userlog::Follower::new(path, Default::default()) }
+        EventLog { follower: andes_job::userlog::Follower::new(path, Default::default()) }
     }
 
     /// The events written in full since the last call: `(type number, cluster,

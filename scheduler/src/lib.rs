@@ -1,11 +1,13 @@
 //! The schedd: the durable job queue and everything that acts on it.
 #![warn(missing_docs)]
 
-pub mod api;
+pub use andes_job::files as transfer;
+pub use andes_job::ids as job;
+pub use andes_job::{api, userlog};
+
 pub mod attrs;
 pub mod deferral;
 pub mod eventlog;
-pub mod job;
 pub mod policy;
 pub mod quarantine;
 pub mod queue;
@@ -14,6 +16,4 @@ pub mod router;
 pub mod schedd;
 pub mod shadow;
 pub mod spool;
-pub mod transfer;
 pub mod userfs;
-pub mod userlog;

@@ -35,6 +35,8 @@ use crate::job::{JobId, JobSelector, JobStatus, hold_code};
 use crate::policy::{self, ExitDecision, HoldInfo, PeriodicAction};
 use crate::quarantine::{self, Journal, QUARANTINED};
 use crate::room::{DISK_FULL, Reserve, SpoolLedger};
+pub use andes_job::api::{Change, ChangeReport, Submit, SummaryRow, Targets, factor};
+pub use andes_job::files::{SPOOLED_INPUT, module_digest, spooled_inputs};
 
 /// Attributes of the job's whole life that the schedd keeps itself: an
 /// execute host's figure for its own run never replaces them.
@@ -100,24 +102,6 @@ const FINAL_ATTRS: [&str; 12] = [
 /// The attribute holding a running job's claim id: a secret, kept in the queue
 /// so a restarted schedd can reconnect, never shown by queries or history.
 pub const CLAIM_ID_ATTR: &str = "ClaimId";
-
-/// `SpooledInput`: the input files of a job submitted with `andes submit
-/// -spool`, uploaded beforehand: `name=sha256:<hex>` pairs, comma separated.
-/// The schedd reads them from its own store, never from the submitter's
-/// directories.
-pub const SPOOLED_INPUT: &str = "SpooledInput";
-
-/// The (name, digest) pairs of a [`SPOOLED_INPUT`] list; malformed items are
-/// skipped (the submit refuses them).
-pub fn spooled_inputs(list: &str) -> Vec<(String, String)> {
-    list.split(',')
-        .filter_map(|item| {
-            let (name, digest) = item.trim().rsplit_once('=')?;
-            Some((name.trim().to_string(), digest.trim().to_string()))
-        })
-        .filter(|(n, d)| !n.is_empty() && d.starts_with("sha256:"))
-        .collect()
-}
 
 /// Activations of a job that may fail in a row before it is held.
 pub const MAX_ACTIVATION_FAILURES: i64 = 5;
@@ -331,71 +315,6 @@ impl From<rusqlite::Error> for QueueError {
             _ => QueueError::Storage(e.to_string()),
         }
     }
-}
-
-/// The jobs a request is about. Jobs selected by id or owner, narrowed by the
-/// constraint; with neither ids nor owners, every job matching the constraint (and
-/// with no constraint either, every job). For a user, anything but their own
-/// explicitly named jobs is refused, and a constraint only ever reaches their own.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Targets {
-    /// Jobs or clusters named by id.
-    #[serde(default)]
-    pub ids: Vec<JobSelector>,
-    /// Owners whose jobs are named.
-    #[serde(default)]
-    pub owners: Vec<String>,
-    /// A ClassAd constraint every selected job must satisfy.
-    #[serde(default)]
-    pub constraint: Option<String>,
-    /// The jobs the constraint was found true of, outside the queue's writer
-    /// ([`Queue::change`] evaluates it before handing the change over, so that
-    /// a costly constraint never holds up other writes). Sorted.
-    #[serde(skip)]
-    pub matched: Option<Vec<JobId>>,
-}
-
-/// A change to jobs already in the queue.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Change {
-    /// Put on hold (`andes hold`), with a reason.
-    Hold {
-        /// HoldReason.
-        reason: String,
-    },
-    /// Release from hold, with a reason.
-    Release {
-        /// ReleaseReason.
-        reason: String,
-    },
-    /// Remove, with a reason.
-    Remove {
-        /// RemoveReason.
-        reason: String,
-    },
-    /// Vacate running jobs (`andes vacate-job`, condor_vacate_job): each
-    /// leaves its slot, checkpointing if it can, and goes back to idle.
-    Vacate {
-        /// Why, for the daemons' logs.
-        reason: String,
-    },
-    /// Set an attribute to an expression (`andes qedit`).
-    Edit {
-        /// The attribute.
-        attr: String,
-        /// Its new expression, as text.
-        expr: String,
-    },
-}
-
-/// What a change did: the jobs changed, and those selected but left alone with why
-/// (a release of a job that is not held, say).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChangeReport {
-    /// Jobs changed.
-    pub changed: Vec<JobId>,
-    /// Jobs selected but not changed, each with the reason.
-    pub skipped: Vec<(JobId, String)>,
 }
 
 /// Something that happened to a job, for its event log and for whoever follows
@@ -785,47 +704,6 @@ impl QueueState {
             _ => 0,
         }
     }
-}
-
-/// One row of condor_q's summary.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SummaryRow {
-    /// OWNER.
-    pub owner: String,
-    /// BATCH_NAME (`ID: <cluster>` when the job has no JobBatchName).
-    pub batch: String,
-    /// SUBMITTED: the latest QDate in the batch.
-    pub submitted: i64,
-    /// DONE.
-    pub done: u64,
-    /// RUN.
-    pub run: u64,
-    /// IDLE.
-    pub idle: u64,
-    /// HOLD.
-    pub held: u64,
-    /// Suspended jobs (counted in TOTAL).
-    pub suspended: u64,
-    /// Running jobs still waiting for their DeferralTime (counted in RUN).
-    #[serde(default)]
-    pub deferred: u64,
-    /// The earliest next run of the batch's idle cron jobs.
-    #[serde(default)]
-    pub next_run: Option<i64>,
-    /// JOB_IDS: (cluster, lowest proc, highest proc) of each cluster in the batch.
-    pub ids: Vec<(u32, u32, u32)>,
-}
-
-/// A submit: the cluster ad and one ad per job with only what differs.
-#[derive(Clone, Debug)]
-pub struct Submit {
-    /// A cluster id from [`Queue::reserve_cluster`], when the jobs were expanded
-    /// knowing it (`$(Cluster)`); `None` takes the next one.
-    pub cluster: Option<u32>,
-    /// What the jobs share.
-    pub cluster_ad: ClassAd,
-    /// What each job has of its own (may be empty ads).
-    pub procs: Vec<ClassAd>,
 }
 
 enum Op {
@@ -1785,12 +1663,6 @@ impl Queue {
             }
         }
     }
-}
-
-/// `sha256:<hex>` of a module.
-pub fn module_digest(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
 
 /// Parses a constraint, with an error that names it.
@@ -3641,37 +3513,6 @@ fn hold_info_of(ad: &ClassAd) -> HoldInfo {
             _ => 0,
         },
     }
-}
-
-/// Splits full job ads (as `andes submit` expands them) into the cluster ad, with
-/// every attribute all of them share (structurally equal expressions), and each
-/// job's own remainder.
-pub fn factor(ads: Vec<ClassAd>) -> Submit {
-    let Some(first) = ads.first() else {
-        return Submit { cluster: None, cluster_ad: ClassAd::new(), procs: Vec::new() };
-    };
-    let mut shared: Vec<(classad::AttrName, Expr)> =
-        first.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    for ad in &ads[1..] {
-        shared.retain(|(k, v)| ad.lookup(k).is_some_and(|e| e == v));
-    }
-    let mut cluster_ad = ClassAd::new();
-    for (k, v) in &shared {
-        cluster_ad.insert(k.clone(), v.clone());
-    }
-    let procs = ads
-        .iter()
-        .map(|ad| {
-            let mut p = ClassAd::new();
-            for (k, v) in ad.iter() {
-                if cluster_ad.lookup(k).is_none() {
-                    p.insert(k.clone(), v.clone());
-                }
-            }
-            p
-        })
-        .collect();
-    Submit { cluster: None, cluster_ad, procs }
 }
 
 #[cfg(test)]

@@ -55,12 +55,8 @@ use crate::spool::Spool;
 use crate::transfer::{self, Staged};
 use crate::userfs::Accounts;
 
-/// The sandbox names of the job's streams (as the host's starter uses them).
-pub const STDIN_NAME: &str = "_andes_stdin";
-/// The sandbox name of stdout.
-pub const STDOUT_NAME: &str = "_andes_stdout";
-/// The sandbox name of stderr.
-pub const STDERR_NAME: &str = "_andes_stderr";
+/// The sandbox names of the job's streams: one contract, in `andes-protocol`.
+pub use andes_protocol::pool::{STDERR_NAME, STDIN_NAME, STDOUT_NAME};
 
 /// HTCondor's HoldReasonCode 12: transferring the output files failed.
 pub const HOLD_TRANSFER_OUTPUT: i64 = crate::job::hold_code::TRANSFER_OUTPUT_ERROR;

@@ -24,7 +24,7 @@ pub const BUDGET: usize = 2000;
 /// it is cut into files of one concept.
 pub const OVER_BUDGET: &[(&str, usize)] = &[
     ("scheduler/src/queue.rs", 3712),
-    ("scheduler/src/userlog.rs", 3436),
+    ("job/src/userlog.rs", 3436),
     ("classad/src/config.rs", 3231),
     ("classad/src/builtins.rs", 3119),
     ("scheduler/src/shadow.rs", 2962),
@@ -44,9 +44,17 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ("andes-submit", &["classad", "andes-cron", "andes-compile"]),
     ("andes-startd", &["classad"]),
     ("andes-central", &["classad", "andes-protocol", "andes-beneath"]),
+    ("andes-job", &["classad", "andes-protocol", "andes-beneath"]),
     (
         "andes-scheduler",
-        &["classad", "andes-protocol", "andes-snapshot", "andes-beneath", "andes-cron"],
+        &[
+            "classad",
+            "andes-protocol",
+            "andes-snapshot",
+            "andes-beneath",
+            "andes-cron",
+            "andes-job",
+        ],
     ),
     (
         "andes-host",
@@ -59,14 +67,8 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "andes-beneath",
         ],
     ),
-    (
-        "andes-client",
-        &["classad", "andes-protocol", "andes-scheduler", "andes-submit", "andes-beneath"],
-    ),
-    (
-        "andes-python",
-        &["classad", "andes-client", "andes-scheduler", "andes-protocol", "andes-submit"],
-    ),
+    ("andes-client", &["classad", "andes-protocol", "andes-job", "andes-submit", "andes-beneath"]),
+    ("andes-python", &["classad", "andes-client", "andes-job", "andes-protocol", "andes-submit"]),
     (
         "andes",
         &[
@@ -75,6 +77,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "andes-protocol",
             "andes-scheduler",
             "andes-central",
+            "andes-job",
             "andes-submit",
             "andes-cron",
             "andes-snapshot",

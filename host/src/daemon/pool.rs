@@ -31,13 +31,8 @@ use tokio::sync::watch;
 use super::Remote;
 use crate::control::{Clock, Control};
 
-/// Names the sandbox gives the job's standard streams (HTCondor's
-/// `_condor_stdout` and friends).
-pub const STDIN_NAME: &str = "_andes_stdin";
-/// The sandbox name of the job's stdout.
-pub const STDOUT_NAME: &str = "_andes_stdout";
-/// The sandbox name of the job's stderr.
-pub const STDERR_NAME: &str = "_andes_stderr";
+/// The sandbox names of the job's streams: one contract, in `andes-protocol`.
+pub use andes_protocol::pool::{STDERR_NAME, STDIN_NAME, STDOUT_NAME};
 
 /// Modules kept in memory at most (least recently stored dropped first).
 const MAX_MODULES: usize = 256;

@@ -24,7 +24,9 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::queue::{Change, ChangeReport, SummaryRow, Targets};
+use classad::{ClassAd, Expr};
+
+use crate::ids::{JobId, JobSelector};
 
 /// `POST /v1/submit`: a cluster, factored into what its jobs share and what each
 /// has of its own. The module named by the cluster ad's `CmdDigest` must be stored
@@ -131,7 +133,7 @@ pub struct Totals {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TailJobRequest {
     /// The job.
-    pub job: crate::job::JobId,
+    pub job: crate::ids::JobId,
     /// Its standard error instead of its output.
     #[serde(default)]
     pub stderr: bool,
@@ -174,7 +176,7 @@ pub struct HistoryRequest {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TransferRequest {
     /// The job.
-    pub job: crate::job::JobId,
+    pub job: crate::ids::JobId,
 }
 
 /// `POST /v1/transfer/file`: one output file of a spooled job that a
@@ -182,7 +184,7 @@ pub struct TransferRequest {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TransferFileRequest {
     /// The job.
-    pub job: crate::job::JobId,
+    pub job: crate::ids::JobId,
     /// The file's name, as the reply gave it.
     pub name: String,
 }
@@ -205,5 +207,142 @@ pub struct TransferReply {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TransferDoneRequest {
     /// The jobs.
-    pub jobs: Vec<crate::job::JobId>,
+    pub jobs: Vec<crate::ids::JobId>,
+}
+
+/// The jobs a request is about. Jobs selected by id or owner, narrowed by the
+/// constraint; with neither ids nor owners, every job matching the constraint (and
+/// with no constraint either, every job). For a user, anything but their own
+/// explicitly named jobs is refused, and a constraint only ever reaches their own.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Targets {
+    /// Jobs or clusters named by id.
+    #[serde(default)]
+    pub ids: Vec<JobSelector>,
+    /// Owners whose jobs are named.
+    #[serde(default)]
+    pub owners: Vec<String>,
+    /// A ClassAd constraint every selected job must satisfy.
+    #[serde(default)]
+    pub constraint: Option<String>,
+    /// The jobs the constraint was found true of, outside the queue's writer
+    /// (the schedd's queue evaluates it before handing the change to its writer, so that
+    /// a costly constraint never holds up other writes). Sorted.
+    #[serde(skip)]
+    pub matched: Option<Vec<JobId>>,
+}
+
+/// A change to jobs already in the queue.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Change {
+    /// Put on hold (`andes hold`), with a reason.
+    Hold {
+        /// HoldReason.
+        reason: String,
+    },
+    /// Release from hold, with a reason.
+    Release {
+        /// ReleaseReason.
+        reason: String,
+    },
+    /// Remove, with a reason.
+    Remove {
+        /// RemoveReason.
+        reason: String,
+    },
+    /// Vacate running jobs (`andes vacate-job`, condor_vacate_job): each
+    /// leaves its slot, checkpointing if it can, and goes back to idle.
+    Vacate {
+        /// Why, for the daemons' logs.
+        reason: String,
+    },
+    /// Set an attribute to an expression (`andes qedit`).
+    Edit {
+        /// The attribute.
+        attr: String,
+        /// Its new expression, as text.
+        expr: String,
+    },
+}
+
+/// What a change did: the jobs changed, and those selected but left alone with why
+/// (a release of a job that is not held, say).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChangeReport {
+    /// Jobs changed.
+    pub changed: Vec<JobId>,
+    /// Jobs selected but not changed, each with the reason.
+    pub skipped: Vec<(JobId, String)>,
+}
+
+/// One row of condor_q's summary.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRow {
+    /// OWNER.
+    pub owner: String,
+    /// BATCH_NAME (`ID: <cluster>` when the job has no JobBatchName).
+    pub batch: String,
+    /// SUBMITTED: the latest QDate in the batch.
+    pub submitted: i64,
+    /// DONE.
+    pub done: u64,
+    /// RUN.
+    pub run: u64,
+    /// IDLE.
+    pub idle: u64,
+    /// HOLD.
+    pub held: u64,
+    /// Suspended jobs (counted in TOTAL).
+    pub suspended: u64,
+    /// Running jobs still waiting for their DeferralTime (counted in RUN).
+    #[serde(default)]
+    pub deferred: u64,
+    /// The earliest next run of the batch's idle cron jobs.
+    #[serde(default)]
+    pub next_run: Option<i64>,
+    /// JOB_IDS: (cluster, lowest proc, highest proc) of each cluster in the batch.
+    pub ids: Vec<(u32, u32, u32)>,
+}
+
+/// A submit: the cluster ad and one ad per job with only what differs.
+#[derive(Clone, Debug)]
+pub struct Submit {
+    /// A cluster id from `POST /v1/cluster`, when the jobs were expanded
+    /// knowing it (`$(Cluster)`); `None` takes the next one.
+    pub cluster: Option<u32>,
+    /// What the jobs share.
+    pub cluster_ad: ClassAd,
+    /// What each job has of its own (may be empty ads).
+    pub procs: Vec<ClassAd>,
+}
+
+/// Splits full job ads (as `andes submit` expands them) into the cluster ad, with
+/// every attribute all of them share (structurally equal expressions), and each
+/// job's own remainder.
+pub fn factor(ads: Vec<ClassAd>) -> Submit {
+    let Some(first) = ads.first() else {
+        return Submit { cluster: None, cluster_ad: ClassAd::new(), procs: Vec::new() };
+    };
+    let mut shared: Vec<(classad::AttrName, Expr)> =
+        first.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    for ad in &ads[1..] {
+        shared.retain(|(k, v)| ad.lookup(k).is_some_and(|e| e == v));
+    }
+    let mut cluster_ad = ClassAd::new();
+    for (k, v) in &shared {
+        cluster_ad.insert(k.clone(), v.clone());
+    }
+    let procs = ads
+        .iter()
+        .map(|ad| {
+            let mut p = ClassAd::new();
+            for (k, v) in ad.iter() {
+                if cluster_ad.lookup(k).is_none() {
+                    p.insert(k.clone(), v.clone());
+                }
+            }
+            p
+        })
+        .collect();
+    Submit { cluster: None, cluster_ad, procs }
 }

@@ -12,7 +12,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use andes_scheduler::userlog::*;
+use andes_job::userlog::*;
 use classad::{ClassAd, Value};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;

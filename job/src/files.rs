@@ -5,7 +5,7 @@
 //!
 //! - **From the submitter's directories** (the default): the schedd reads
 //!   the inputs and writes the outputs and the event log at the paths of the
-//!   job ad, with the owner's rights (see [`crate::userfs`]).
+//!   job ad, with the owner's rights (the schedd's `userfs`).
 //! - **Spooled** (`andes submit --spool`, condor_submit -spool): the
 //!   submitting command reads the inputs itself and uploads them; the job ad
 //!   names them in [`SPOOLED_INPUT`]. The schedd keeps the outputs and the
@@ -21,9 +21,32 @@ use andes_beneath::{Beneath, Kind};
 use andes_protocol::pool::{FileData, safe_relative_name};
 use classad::{ClassAd, Value};
 
-use crate::job::{JobId, JobSelector};
-pub use crate::queue::{SPOOLED_INPUT, spooled_inputs};
-use crate::shadow::{STDERR_NAME, STDIN_NAME, STDOUT_NAME};
+use crate::ids::{JobId, JobSelector};
+use andes_protocol::pool::{STDERR_NAME, STDIN_NAME, STDOUT_NAME};
+
+/// `SpooledInput`: the input files of a job submitted with `andes submit
+/// -spool`, uploaded beforehand: `name=sha256:<hex>` pairs, comma separated.
+/// The schedd reads them from its own store, never from the submitter's
+/// directories.
+pub const SPOOLED_INPUT: &str = "SpooledInput";
+
+/// The (name, digest) pairs of a [`SPOOLED_INPUT`] list; malformed items are
+/// skipped (the submit refuses them).
+pub fn spooled_inputs(list: &str) -> Vec<(String, String)> {
+    list.split(',')
+        .filter_map(|item| {
+            let (name, digest) = item.trim().rsplit_once('=')?;
+            Some((name.trim().to_string(), digest.trim().to_string()))
+        })
+        .filter(|(n, d)| !n.is_empty() && d.starts_with("sha256:"))
+        .collect()
+}
+
+/// `sha256:<hex>` of a module.
+pub fn module_digest(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
+}
 
 /// Input files a job may name at most.
 pub const MAX_INPUT_FILES: usize = 10_000;
@@ -481,7 +504,7 @@ pub async fn spool_inputs(
     for f in inputs.files {
         let digest = match &f.streamed {
             Some(s) => format!("sha256:{}", s.sha256.clone().unwrap_or_default()),
-            None => crate::queue::module_digest(&f.data),
+            None => module_digest(&f.data),
         };
         if !sent.contains(&digest) {
             let path = format!("/v1/uploads/{digest}");
@@ -607,14 +630,16 @@ pub async fn fetch_spooled(
 /// (removed when this is dropped): name → staged path.
 #[derive(Debug, Default)]
 pub struct Staged {
-    pub(crate) dir: Option<tempfile::TempDir>,
-    pub(crate) files: HashMap<String, PathBuf>,
+    /// The directory they are staged in, removed when this is dropped.
+    pub dir: Option<tempfile::TempDir>,
+    /// Each file's staged path, by its name.
+    pub files: HashMap<String, PathBuf>,
 }
 
 impl Staged {
     /// Puts `f` at `to` (a path of the schedd's own): its bytes, or its staged
     /// file moved there.
-    pub(crate) fn place(&self, f: &FileData, to: &Path) -> std::io::Result<()> {
+    pub fn place(&self, f: &FileData, to: &Path) -> std::io::Result<()> {
         match (&f.streamed, self.files.get(&f.name)) {
             (None, _) => std::fs::write(to, &f.data),
             (Some(_), Some(staged)) => {

@@ -113,16 +113,16 @@ impl EventJobId {
 
     /// The queue's id of the job (`None` for a negative cluster or proc, which
     /// no queue gives).
-    pub fn job(&self) -> Option<crate::job::JobId> {
-        Some(crate::job::JobId::new(
+    pub fn job(&self) -> Option<crate::ids::JobId> {
+        Some(crate::ids::JobId::new(
             u32::try_from(self.cluster).ok()?,
             u32::try_from(self.proc).ok()?,
         ))
     }
 }
 
-impl From<crate::job::JobId> for EventJobId {
-    fn from(id: crate::job::JobId) -> EventJobId {
+impl From<crate::ids::JobId> for EventJobId {
+    fn from(id: crate::ids::JobId) -> EventJobId {
         EventJobId {
             cluster: i32::try_from(id.cluster).unwrap_or(i32::MAX),
             proc: i32::try_from(id.proc).unwrap_or(i32::MAX),
