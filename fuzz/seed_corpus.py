@@ -9,7 +9,7 @@ eval:   flag byte (bit 0 = strict) + expr + NUL + my + NUL + target, for
         both flag values; matchmaking rows as `MY.Requirements` with the job
         as MY and the machine as TARGET.
 submit: each submit description of submit/tests/data/submit_public.jsonl.
-config: each file of classad/tests/data/config, plus CONFIG_SEEDS below
+config: each file of config/tests/data, plus CONFIG_SEEDS below
         (include paths are relative: the target resolves them against
         fuzz/include_root/ and skips inputs with both `include` and `/`).
 cron:   each row of cron/tests/data/cron_public.jsonl: zone byte (the row's
@@ -287,7 +287,7 @@ def main():
         body = "\0".join(["MY.Requirements && TARGET.Requirements", row["job"], row["machine"]])
         for flag in (0, 1):
             put("eval", bytes([flag]) + body.encode())
-    for f in sorted((DATA / "config").iterdir()):
+    for f in sorted((FUZZ.parent / "config" / "tests" / "data").iterdir()):
         put("config", f.read_bytes())
     for text in CONFIG_SEEDS:
         put("config", text.encode())

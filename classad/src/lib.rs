@@ -1,11 +1,10 @@
-//! HTCondor's ClassAd language and configuration language.
+//! HTCondor's ClassAd language: values, expressions, evaluation and matchmaking.
 #![warn(missing_docs)]
 
 pub mod argenv;
 pub mod ast;
 pub mod budget;
 pub mod builtins;
-pub mod config;
 pub mod eval;
 pub mod json;
 pub mod lexer;

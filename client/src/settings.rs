@@ -72,8 +72,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use andes_config::Config;
 use anyhow::{Context, Result, anyhow};
-use classad::config::Config;
 
 /// The loaded configuration.
 pub struct Settings {

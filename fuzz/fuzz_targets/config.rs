@@ -10,7 +10,7 @@
 //! can only name an entry of `include_root/`.
 #![no_main]
 
-use classad::config::Config;
+use andes_config::Config;
 use libfuzzer_sys::fuzz_target;
 
 const ORIGIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/include_root/fuzz.config");

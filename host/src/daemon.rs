@@ -52,12 +52,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use andes_config::Config;
 use andes_protocol::pool::public_claim_id;
 use andes_startd::{
     Action, Event, MachineInfo, Measurements, Policy, PolicyError, ShutdownKind, SlotId, Startd,
     StarterOutcome, VacateKind,
 };
-use classad::config::Config;
 use classad::{ClassAd, Expr, Value};
 use tokio::sync::{mpsc, oneshot};
 

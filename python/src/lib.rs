@@ -539,9 +539,7 @@ pub struct Session {
 
 fn settings(config: Option<PathBuf>) -> anyhow::Result<Settings> {
     match config {
-        Some(f) => {
-            Settings::load_file_over(&f, classad::config::Config::with_env(std::env::vars()))
-        }
+        Some(f) => Settings::load_file_over(&f, andes_config::Config::with_env(std::env::vars())),
         None => Settings::load(),
     }
 }

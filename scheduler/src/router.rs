@@ -277,7 +277,7 @@ impl NamedRoutes {
     /// the default limits from `config`. The transforms are taken
     /// unexpanded (their `$(NAME)`s may be their own macros), with the
     /// configuration's values of the macros they use.
-    pub fn from_config(config: &classad::config::Config) -> Result<NamedRoutes, String> {
+    pub fn from_config(config: &andes_config::Config) -> Result<NamedRoutes, String> {
         let get = |knob: &str| -> Result<Option<String>, String> {
             Ok(config.get(knob).map_err(|e| e.to_string())?.filter(|v| !v.is_empty()))
         };

@@ -27,7 +27,7 @@
 //!
 //! # Policy
 //!
-//! The policy is HTCondor's configuration language ([`classad::config`]).
+//! The policy is HTCondor's configuration language ([`andes_config`]).
 //! [`default_config`] holds andes's defaults (`config/andes_defaults.config`),
 //! then the specification's default policy block verbatim
 //! (`config/default_policy.config`) and a labelled supplement for the names

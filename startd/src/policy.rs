@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use classad::config::{Config, ConfigError};
+use andes_config::{Config, ConfigError};
 use classad::{Expr, parse_expr};
 
 /// The andes defaults, loaded first (`config/andes_defaults.config`).

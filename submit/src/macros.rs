@@ -1,4 +1,4 @@
-//! The submit macro table: `classad::config::Config` does the expansion
+//! The submit macro table: `andes_config::Config` does the expansion
 //! (`$(NAME)`, `$(NAME:default)`, `$ENV()`, `$INT()`, `$REAL()`, `$CHOICE()`,
 //! `$SUBSTR()`, `$BASENAME()`, `$DIRNAME()`, `$(DOLLAR)`, `$$(...)`, cycle
 //! and size limits); this layer adds the submit-only functions `$F...()`,
@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
-use classad::config::{Config, ConfigError};
+use andes_config::{Config, ConfigError};
 
 use crate::{ErrorKind, SubmitError};
 

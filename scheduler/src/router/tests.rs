@@ -6,7 +6,7 @@ use super::*;
 pub(crate) const EXAMPLE: &str = include_str!("../../tests/data/router_example.config");
 
 pub(crate) fn example_table() -> Table {
-    let mut config = classad::config::Config::new();
+    let mut config = andes_config::Config::new();
     config.load_str(EXAMPLE, "example").unwrap();
     let defaults = config.get("JOB_ROUTER_DEFAULTS").unwrap();
     let entries = config.get("JOB_ROUTER_ENTRIES").unwrap().unwrap();
@@ -113,7 +113,7 @@ const MANUAL: &str = include_str!("../../tests/data/router_manual.config");
 
 #[test]
 fn the_manuals_configuration_loads_verbatim_and_routes_andes_cannot_serve_are_skipped() {
-    let mut config = classad::config::Config::new();
+    let mut config = andes_config::Config::new();
     config.load_str(MANUAL, "router_manual.config").unwrap();
     let defaults = config.get("JOB_ROUTER_DEFAULTS").unwrap();
     let mut entries = config.get("JOB_ROUTER_ENTRIES").unwrap().unwrap();
@@ -332,7 +332,7 @@ JOB_ROUTER_TRANSFORM_Tag @=t
 "#;
 
 fn named_table(config_text: &str) -> Table {
-    let mut config = classad::config::Config::new();
+    let mut config = andes_config::Config::new();
     config.load_str(config_text, "named").unwrap();
     let named = NamedRoutes::from_config(&config).unwrap();
     let entries = config.get("JOB_ROUTER_ENTRIES").unwrap().unwrap_or_default();

@@ -1,5 +1,5 @@
 //! Writes the seed corpus of the `request` fuzz target (`fuzz/fuzz_targets/request.rs`)
-//! into the directory given: `cargo run -p andes-protocol --example fuzz_seeds fuzz/corpus/request`.
+//! into the directory given: `cargo run -p andes-protocol --example request_seeds fuzz/corpus/request`.
 //!
 //! Each seed is a flag byte, `METHOD\nPATH\n`, header lines, an empty line and the body.
 //! The signed seeds use the fuzz target's trusted key, its fixed "now" and its

@@ -1,6 +1,6 @@
 //! Writes the seed corpus of the `snapshot` fuzz target
 //! (`fuzz/fuzz_targets/snapshot.rs`) into the directory given:
-//! `cargo run -p andes-snapshot --example fuzz_seeds fuzz/corpus/snapshot`.
+//! `cargo run -p andes-snapshot --example snapshot_seeds fuzz/corpus/snapshot`.
 //!
 //! Each snapshot is written twice: whole, after flag byte 0 (the target opens
 //! it trusting every key), and cut into `u32 LE` header length, JSON header

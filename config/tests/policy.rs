@@ -2,7 +2,7 @@
 //! file, expanded, and evaluated as ClassAd expressions against a machine ad
 //! and a job ad, on a virtual clock.
 
-use classad::config::Config;
+use andes_config::Config;
 use classad::{ClassAd, EvalOptions, Evaluator, Value, parse_ad, parse_expr};
 
 const NOW: i64 = 1_700_000_000;
@@ -19,7 +19,7 @@ const POLICY: [&str; 9] = [
 ];
 
 fn data(name: &str) -> String {
-    format!("{}/tests/data/config/{name}", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The block as the spec prints it, then the example-configuration macros it
