@@ -60,7 +60,10 @@ impl Daemon {
         match self {
             Daemon::Schedd => false,
             Daemon::Startd => {
-                under("andes_host") || under("andes_startd") || under("andes::cmd::host")
+                under("andes_host")
+                    || under("andes_startd")
+                    || under("andes_starter")
+                    || under("andes::cmd::host")
             }
             Daemon::Collector => {
                 under("andes_central::collector")
@@ -247,7 +250,8 @@ mod tests {
         };
         assert_eq!(owner("andes_central::negotiator::cycle"), Some(Daemon::Negotiator));
         assert_eq!(owner("andes_central::collector"), Some(Daemon::Collector));
-        assert_eq!(owner("andes_host::daemon::pool"), Some(Daemon::Startd));
+        assert_eq!(owner("andes_host::pool"), Some(Daemon::Startd));
+        assert_eq!(owner("andes_starter::starter"), Some(Daemon::Startd));
         assert_eq!(owner("andes::cmd::host"), Some(Daemon::Startd));
         assert_eq!(owner("andes::cmd::central"), Some(Daemon::Collector));
         assert_eq!(owner("andes_hostile"), None);

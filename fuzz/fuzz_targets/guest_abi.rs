@@ -1,10 +1,10 @@
-//! Drives the guest ABI of the `andes:job` imports (`andes_host::imports`)
+//! Drives the guest ABI of the `andes:job` imports (`andes_starter::imports`)
 //! with a fuzzed sequence of calls, arbitrary pointers, lengths and values,
 //! against a guest memory of fuzzed content. The calls come from a small Wasm
 //! module (built from text at start-up) that exports one function per import
 //! and a `cabi_realloc` whose answer the input chooses (an arbitrary pointer,
 //! a trap, or a re-entrant import call). It runs on the host's own engine
-//! (`andes_host::Host`: fuel, epochs, the pooling allocator, async imports),
+//! (`andes_starter::Host`: fuel, epochs, the pooling allocator, async imports),
 //! linked with `imports::add_to_linker`.
 //!
 //! Nothing may panic the host. A call that succeeds touched only guest memory
@@ -29,11 +29,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use andes_host::imports::{
+use andes_starter::imports::{
     self, ImportState, JobIo, MAX_ATTR_TEXT, MAX_LOG_LINE, MAX_LOG_LINES, MAX_SAVED_STATE,
     MAX_SET_ATTRS,
 };
-use andes_host::{Clock, Control, Host, HostConfig, VirtualClock};
+use andes_starter::{Clock, Control, Host, HostConfig, VirtualClock};
 use classad::ClassAd;
 use libfuzzer_sys::fuzz_target;
 use wasmtime::{Instance, InstancePre, Linker, Memory, Store};

@@ -11,7 +11,7 @@
 //! in the order of `TYPES` below), then the JSON body.
 #![no_main]
 
-use andes_host::daemon::api as host_api;
+use andes_host::api as host_api;
 use andes_protocol::pool::{self, FileData, SnapshotData};
 use andes_protocol::{ErrorBody, decode_json};
 use andes_job::api as schedd_api;

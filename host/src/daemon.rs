@@ -2,11 +2,11 @@
 //! machine that carries out its actions with real starters.
 //!
 //! [`Daemon`] owns the [`Startd`] and feeds it events at the time of its
-//! [`Clock`] (a [`crate::VirtualClock`] in tests): a [`Event::Tick`] at
+//! [`Clock`] (a [`andes_starter::VirtualClock`] in tests): a [`Event::Tick`] at
 //! [`Startd::next_deadline`], fresh [`Measurements`] before each of its polls,
 //! [`Event::StarterExited`] and [`Event::BackfillExited`] when a starter
 //! ends, [`Event::BenchmarkFinished`] after a benchmark, and the commands of
-//! the HTTP API ([`api`]). Each [`Action`] the machine returns is carried out
+//! the HTTP API ([`crate::api`]). Each [`Action`] the machine returns is carried out
 //! at once:
 //!
 //! | action | what the daemon does |
@@ -42,10 +42,6 @@
 //! report for the shadow's long poll. A claim whose lease runs out (no shadow
 //! heard from for JobLeaseDuration) is released.
 
-pub mod api;
-pub mod benchmark;
-pub mod pool;
-
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -61,9 +57,10 @@ use andes_startd::{
 use classad::{ClassAd, Expr, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::control::{Clock, Control};
-use crate::engine::Host;
-use crate::starter::{Deferral, Ending, HOLD_FAILED_TO_START, JobResult, JobSpec, Limits};
+use crate::{benchmark, pool};
+use andes_starter::control::{Clock, Control};
+use andes_starter::engine::Host;
+use andes_starter::starter::{Deferral, Ending, HOLD_FAILED_TO_START, JobResult, JobSpec, Limits};
 
 /// The wasmtime version the host is built with (`WasmtimeVersion`).
 pub const WASMTIME_VERSION: &str = "36.0.20";
@@ -153,9 +150,9 @@ pub struct SnapshotKeys {
     /// The public half of the host's key.
     pub public: [u8; 32],
     /// Signs with the host's key.
-    pub sign: crate::transparent::SignFn,
+    pub sign: andes_starter::transparent::SignFn,
     /// Whose snapshots a restore accepts (the pool's hosts).
-    pub trusted: crate::transparent::TrustFn,
+    pub trusted: andes_starter::transparent::TrustFn,
 }
 
 impl fmt::Debug for SnapshotKeys {
@@ -306,7 +303,7 @@ enum Finished {
     /// The job saved its state (the guest SDK's `checkpoint.save`); it runs on.
     Saved,
     /// The starter took a transparent checkpoint (or failed to).
-    Snapshot(Box<Result<crate::transparent::Checkpoint, String>>),
+    Snapshot(Box<Result<andes_starter::transparent::Checkpoint, String>>),
 }
 
 struct Exit {
@@ -1535,7 +1532,11 @@ impl Daemon {
 
     /// A transparent checkpoint of the slot's job: the shadow hears of it at
     /// once (its report carries the snapshot and the file contents it names).
-    fn on_snapshot(&mut self, slot: SlotId, taken: Result<crate::transparent::Checkpoint, String>) {
+    fn on_snapshot(
+        &mut self,
+        slot: SlotId,
+        taken: Result<andes_starter::transparent::Checkpoint, String>,
+    ) {
         let c = match taken {
             Ok(c) => c,
             Err(e) => {
@@ -2169,7 +2170,7 @@ impl Daemon {
         snap: Option<andes_protocol::pool::SnapshotData>,
     ) -> Result<
         (
-            Arc<crate::Transparent>,
+            Arc<andes_starter::Transparent>,
             Arc<pool::BlobDir>,
             Option<(String, Arc<std::collections::HashSet<String>>)>,
         ),
@@ -2213,11 +2214,12 @@ impl Daemon {
             _ => format!("slot{slot}"),
         };
         let tx = self.exits_tx.clone();
-        let sink = Arc::new(move |taken: Result<crate::transparent::Checkpoint, String>| {
-            let finished = Finished::Snapshot(Box::new(taken));
-            let _ = tx.send(Exit { slot, generation, finished });
-        });
-        let t = crate::Transparent {
+        let sink =
+            Arc::new(move |taken: Result<andes_starter::transparent::Checkpoint, String>| {
+                let finished = Finished::Snapshot(Box::new(taken));
+                let _ = tx.send(Exit { slot, generation, finished });
+            });
+        let t = andes_starter::Transparent {
             job,
             public: keys.public,
             sign: keys.sign,

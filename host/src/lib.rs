@@ -1,52 +1,19 @@
-//! The andes execute host.
+//! The andes execute host: the `andes host` daemon.
 //!
-//! The starter runs one job's Wasm module (wasm32-wasip1)
-//! under wasmtime, in a sandbox that sees only the job's own directory, with
-//! limits enforced by the runtime, and with the control surface the startd
-//! drives (suspend, resume, vacate, hard kill). The [`daemon`] is `andes host`:
-//! it drives `andes-startd`'s policy state machine with real starters.
-//!
-//! ```no_run
-//! # async fn demo() -> anyhow::Result<()> {
-//! use std::sync::Arc;
-//! use andes_host::{Control, Host, HostConfig, JobSpec, Limits, SystemClock};
-//!
-//! let host = Host::new(HostConfig::default())?;
-//! let ad = classad::parse_ad(r#"[ Cmd = "hello.wasm"; Arguments = "a 'b c'"; Out = "out.txt" ]"#)?;
-//! let spec = JobSpec {
-//!     module: std::fs::read("hello.wasm")?.into(),
-//!     limits: Limits::from_ad(&ad),
-//!     ad,
-//!     sandbox: "/tmp/job1".into(),
-//!     inherit_stdio: false,
-//!     digest: None,
-//!     saved_state: None,
-//!     transparent: None,
-//!     metered: false,
-//! };
-//! let result = host.run(spec, Control::new(), Arc::new(SystemClock)).await;
-//! println!("{}", result.to_ad());
-//! # Ok(()) }
-//! ```
+//! The [`daemon`] drives `andes-startd`'s pure policy machine with real
+//! starters (`andes-starter`, one per job), as `condor_startd` drives
+//! `condor_starter`: it measures the machine, carries out the machine's
+//! actions, keeps each slot's sandbox, and answers the pool ([`pool`]: the
+//! collector's updates, the schedd's claims, activations and report polls)
+//! and its owner ([`api`]: status and commands).
 #![warn(missing_docs)]
 
-pub mod control;
-pub mod cputime;
+pub mod api;
+pub mod benchmark;
 pub mod daemon;
-pub mod engine;
-pub mod imports;
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod jobthread;
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod preempt;
-pub mod sandbox;
-pub mod starter;
-pub mod transparent;
-
-pub use control::{Clock, Control, SystemClock, Usage, VirtualClock};
-pub use engine::{Host, HostConfig};
-pub use starter::{Ending, JobResult, JobSpec, Limits};
-pub use transparent::{Checkpoint, Transparent};
+pub mod pool;
 
 /// The startd state machine the [`daemon`] drives.
 pub use andes_startd;
+/// The starter the [`daemon`] runs jobs with.
+pub use andes_starter;

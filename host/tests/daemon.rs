@@ -11,7 +11,7 @@ use andes_host::andes_startd::{
     State, VacateKind,
 };
 use andes_host::daemon::{Command, Daemon, DaemonConfig, ExitReport, RunKind, base_config};
-use andes_host::{Clock, Ending, Host, HostConfig, VirtualClock};
+use andes_starter::{Clock, Ending, Host, HostConfig, VirtualClock};
 use classad::{ClassAd, Expr, Value, parse_ad};
 
 static HOST: LazyLock<Arc<Host>> = LazyLock::new(|| {
@@ -503,7 +503,7 @@ async fn a_job_asking_for_more_than_its_slot_gets_the_slots_memory() {
     let r = f.exit().await;
     match r.ending {
         Some(Ending::Held { code, reason, .. }) => {
-            assert_eq!(code, andes_host::starter::HOLD_MEMORY, "{reason}");
+            assert_eq!(code, andes_starter::starter::HOLD_MEMORY, "{reason}");
             assert!(reason.contains("RequestMemory allows 96.0 MiB"), "{reason}");
         }
         other => panic!("{other:?}: {:?}", std::fs::read_to_string(sandbox.join("out.txt"))),
@@ -526,8 +526,8 @@ fn offer(
     (id.expect("an offer"), rx)
 }
 
-fn claim_request(id: &str, incarnation: &str) -> andes_host::daemon::pool::PoolRequest {
-    andes_host::daemon::pool::PoolRequest::Claim {
+fn claim_request(id: &str, incarnation: &str) -> andes_host::pool::PoolRequest {
+    andes_host::pool::PoolRequest::Claim {
         caller: "schedd".into(),
         req: andes_protocol::pool::ClaimRequest {
             claim_id: id.into(),
@@ -541,8 +541,8 @@ fn claim_request(id: &str, incarnation: &str) -> andes_host::daemon::pool::PoolR
     }
 }
 
-fn alive(incarnation: &str, claims: &[&str]) -> andes_host::daemon::pool::PoolRequest {
-    andes_host::daemon::pool::PoolRequest::Alive {
+fn alive(incarnation: &str, claims: &[&str]) -> andes_host::pool::PoolRequest {
+    andes_host::pool::PoolRequest::Alive {
         caller: "schedd".into(),
         req: andes_protocol::pool::AliveRequest {
             incarnation: incarnation.into(),
@@ -580,7 +580,7 @@ fn next_offer(
 /// on the word of whoever presents the offer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claimed_slot_is_preempted_only_by_a_better_rank_or_the_negotiators_priority() {
-    use andes_host::daemon::pool::{PoolReply, PoolRequest};
+    use andes_host::pool::{PoolReply, PoolRequest};
     let mut f = daemon("RANK = (TARGET.Owner == \"carol\") * 10");
     let (first, mut rx) = offer(&mut f);
     f.d.pool(claim_request(&first, "one")).unwrap();
@@ -651,7 +651,7 @@ async fn a_restarted_schedd_frees_its_idle_claims_at_once_and_keeps_its_running_
     assert_eq!(f.state(), (State::Claimed, Activity::Idle));
     // The schedd restarts: its new incarnation frees the unused claim at once.
     let r = f.d.pool(alive("two", &[])).unwrap();
-    assert!(matches!(r, andes_host::daemon::pool::PoolReply::Alive(ref a) if a.released == 1));
+    assert!(matches!(r, andes_host::pool::PoolReply::Alive(ref a) if a.released == 1));
     assert_ne!(f.state().0, State::Claimed, "the earlier run's idle claim was kept");
     // A claim running a job is kept for the new run to follow again, and
     // lives on its job lease, not its keep-alive lease.
@@ -659,12 +659,8 @@ async fn a_restarted_schedd_frees_its_idle_claims_at_once_and_keeps_its_running_
     let (id, _rx) = offer(&mut f);
     f.d.pool(claim_request(&id, "one")).unwrap();
     let module = sample("spin");
-    let digest = {
-        use sha2::Digest;
-        let h = sha2::Sha256::digest(&module[..]);
-        format!("sha256:{}", hex::encode(h))
-    };
-    f.d.pool(andes_host::daemon::pool::PoolRequest::PutModule(digest.clone(), module)).unwrap();
+    let digest = format!("sha256:{}", hex::encode(andes_starter::engine::module_digest(&module)));
+    f.d.pool(andes_host::pool::PoolRequest::PutModule(digest.clone(), module)).unwrap();
     let req = andes_protocol::pool::ActivateRequest {
         claim_id: id.clone(),
         job: VANILLA.into(),
@@ -676,7 +672,7 @@ async fn a_restarted_schedd_frees_its_idle_claims_at_once_and_keeps_its_running_
         snapshot: None,
         more: Vec::new(),
     };
-    f.d.pool(andes_host::daemon::pool::PoolRequest::Activate {
+    f.d.pool(andes_host::pool::PoolRequest::Activate {
         caller: "schedd".into(),
         req: Box::new(req),
         ads: Box::new((parse_ad(VANILLA).unwrap(), Vec::new())),
@@ -684,7 +680,7 @@ async fn a_restarted_schedd_frees_its_idle_claims_at_once_and_keeps_its_running_
     .unwrap();
     assert_eq!(f.state(), (State::Claimed, Activity::Busy));
     let r = f.d.pool(alive("two", &[])).unwrap();
-    assert!(matches!(r, andes_host::daemon::pool::PoolReply::Alive(ref a) if a.released == 0));
+    assert!(matches!(r, andes_host::pool::PoolReply::Alive(ref a) if a.released == 0));
     assert_eq!(f.state(), (State::Claimed, Activity::Busy));
     f.advance(60);
     assert_eq!(f.state(), (State::Claimed, Activity::Busy), "the job lease holds it");

@@ -6,12 +6,10 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use andes_host::daemon::api::{
-    self, CommandReply, OffMode, OffRequest, SetAttrRequest, StatusReply,
-};
+use andes_host::api::{self, CommandReply, OffMode, OffRequest, SetAttrRequest, StatusReply};
 use andes_host::daemon::{Daemon, DaemonConfig};
-use andes_host::{Host, HostConfig, SystemClock};
 use andes_protocol::{Auth, Client};
+use andes_starter::{Host, HostConfig, SystemClock};
 use anyhow::{Context, Result, anyhow};
 use clap::{Args, Subcommand};
 use classad::{ClassAd, Value};
@@ -228,8 +226,8 @@ pub async fn serve(
         withdraw = Some((client.clone().with_timeout(std::time::Duration::from_secs(2)), names));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         daemon.join_pool(s.advertised(addr)?, tx);
-        publisher = Some(andes_host::daemon::pool::spawn_publisher(client, rx));
-        served = served.merge(andes_host::daemon::pool::routes(remote.clone(), clock, &auth));
+        publisher = Some(andes_host::pool::spawn_publisher(client, rx));
+        served = served.merge(andes_host::pool::routes(remote.clone(), clock, &auth));
     }
     let app = served.into_router(&auth);
     if let Some(f) = &address_file {

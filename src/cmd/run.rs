@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use andes_host::{Clock, Control, Ending, Host, HostConfig, JobSpec, Limits, SystemClock};
+use andes_starter::{Clock, Control, Ending, Host, HostConfig, JobSpec, Limits, SystemClock};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use classad::ClassAd;
@@ -168,7 +168,7 @@ impl Numbered {
         n
     }
 
-    fn keep(&mut self, c: &andes_host::Checkpoint) {
+    fn keep(&mut self, c: &andes_starter::Checkpoint) {
         let n = self.kept.last().map_or(1, |(n, _)| n + 1);
         let path = self.dir.join(snapshot_name(n));
         if let Err(e) = andes_beneath::replace_file(&path, &c.bytes, 0o600) {
@@ -226,13 +226,13 @@ impl Numbered {
 /// takes seconds). A snapshot taken while the one before is still being
 /// written waits for it: at most two are held in memory.
 struct SnapshotWriter {
-    tx: std::sync::Mutex<Option<std::sync::mpsc::SyncSender<andes_host::Checkpoint>>>,
+    tx: std::sync::Mutex<Option<std::sync::mpsc::SyncSender<andes_starter::Checkpoint>>>,
     thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl SnapshotWriter {
     fn start(mut numbered: Numbered) -> Result<Arc<SnapshotWriter>> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<andes_host::Checkpoint>(0);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<andes_starter::Checkpoint>(0);
         let thread = std::thread::Builder::new()
             .name("andes-snapshots".into())
             .spawn(move || {
@@ -248,7 +248,7 @@ impl SnapshotWriter {
     }
 
     /// Hands `c` to the writer, waiting while it writes the one before.
-    fn send(&self, c: andes_host::Checkpoint) {
+    fn send(&self, c: andes_starter::Checkpoint) {
         let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(tx) = tx {
             let _ = tx.send(c);
@@ -270,7 +270,7 @@ fn transparent(
     dir: &std::path::Path,
     restore: Option<&std::path::Path>,
     keep: usize,
-) -> Result<Option<(Arc<andes_host::Transparent>, Arc<SnapshotWriter>)>> {
+) -> Result<Option<(Arc<andes_starter::Transparent>, Arc<SnapshotWriter>)>> {
     let key = checkpoint_key(dir)?;
     let public = *key.public().as_bytes();
     let blobs = andes_snapshot::BlobStore::open(&dir.join("blobs"), true)
@@ -293,7 +293,7 @@ fn transparent(
     let writer = SnapshotWriter::start(Numbered::open(dir, blobs.clone(), keep, pin))?;
     let signer = key.clone();
     let to_writer = writer.clone();
-    let t = Arc::new(andes_host::Transparent {
+    let t = Arc::new(andes_starter::Transparent {
         job: "andes run".into(),
         public,
         sign: Arc::new(move |m| signer.sign(m)),

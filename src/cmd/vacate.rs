@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use andes_host::daemon::api::VacateRequest;
+use andes_host::api::VacateRequest;
 use anyhow::{Result, anyhow};
 use clap::Args;
 
@@ -42,7 +42,7 @@ pub fn checkpoint(args: CheckpointArgs) -> Result<ExitCode> {
     let slot = args.slot.as_deref().map(slot_number).transpose()?;
     super::host::command(
         "/v1/checkpoint",
-        serde_json::to_value(andes_host::daemon::api::CheckpointRequest { slot })?,
+        serde_json::to_value(andes_host::api::CheckpointRequest { slot })?,
     )
 }
 
@@ -73,7 +73,7 @@ pub fn drain(args: DrainArgs) -> Result<ExitCode> {
     super::host::command_at(
         addr.as_deref(),
         "/v1/drain",
-        serde_json::to_value(andes_host::daemon::api::DrainRequest {
+        serde_json::to_value(andes_host::api::DrainRequest {
             fast: args.fast,
             cancel: args.cancel,
         })?,
@@ -175,7 +175,7 @@ pub fn reconfig(args: ReconfigArgs) -> Result<ExitCode> {
         print!("startd: ");
         super::host::command(
             "/v1/reconfig",
-            serde_json::to_value(andes_host::daemon::api::ReconfigRequest {})?,
+            serde_json::to_value(andes_host::api::ReconfigRequest {})?,
         )?;
         sent += 1;
     }

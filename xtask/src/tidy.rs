@@ -57,6 +57,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "andes-job",
         ],
     ),
+    ("andes-starter", &["classad", "andes-snapshot", "andes-compile", "andes-beneath"]),
     (
         "andes-host",
         &[
@@ -64,6 +65,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "andes-config",
             "andes-protocol",
             "andes-startd",
+            "andes-starter",
             "andes-snapshot",
             "andes-compile",
             "andes-beneath",
@@ -89,6 +91,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "classad",
             "andes-host",
+            "andes-starter",
             "andes-protocol",
             "andes-scheduler",
             "andes-central",

@@ -1,5 +1,5 @@
 //! A minimal host for instrumented modules, set up as the execute host sets
-//! up its engine (`host/src/engine.rs`): the yield import, capture of every
+//! up its engine (`starter/src/engine.rs`): the yield import, capture of every
 //! memory and `andes.global.N`, restore into a fresh Store and Instance, and
 //! rewind in place.
 

@@ -1,5 +1,5 @@
 //! Transparent checkpoints through the execute host's starter
-//! (`cargo bench -p andes-host --bench checkpoint`), for modules compiled by
+//! (`cargo bench -p andes-starter --bench checkpoint`), for modules compiled by
 //! `andes compile`:
 //!
 //! * `overhead`: what instrumentation costs a job that is never
@@ -27,13 +27,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use andes_host::{
+use andes_snapshot::BlobStore;
+use andes_starter::{
     Checkpoint, Clock, Control, Ending, Host, HostConfig, JobSpec, Limits, SystemClock, Transparent,
 };
-use andes_snapshot::BlobStore;
 use ed25519_dalek::{Signer, SigningKey};
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/starter/common.rs"]
 mod common;
 use common::sample;
 
@@ -144,7 +144,7 @@ impl Rig {
             ad,
             sandbox: sandbox.to_path_buf(),
             inherit_stdio: false,
-            digest: Some(andes_host::engine::module_digest(&job.module)),
+            digest: Some(andes_starter::engine::module_digest(&job.module)),
             saved_state: None,
             transparent: t,
             metered: false,

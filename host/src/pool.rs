@@ -28,8 +28,8 @@ use axum::routing::{get, post, put};
 use classad::{ClassAd, Value};
 use tokio::sync::watch;
 
-use super::Remote;
-use crate::control::{Clock, Control};
+use crate::daemon::Remote;
+use andes_starter::control::{Clock, Control};
 
 /// The sandbox names of the job's streams: one contract, in `andes-protocol`.
 pub use andes_protocol::pool::{STDERR_NAME, STDIN_NAME, STDOUT_NAME};
@@ -1024,25 +1024,25 @@ pub const PUBLISH_HEARTBEAT: Duration = Duration::from_secs(10);
 /// whose slots do not change.
 pub fn spawn_publisher(
     client: andes_protocol::Client,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<super::PublishedAd>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<crate::daemon::PublishedAd>,
 ) -> tokio::task::JoinHandle<()> {
-    fn name(p: &super::PublishedAd) -> String {
+    fn name(p: &crate::daemon::PublishedAd) -> String {
         p.ad.get("Name").map(|e| e.to_string()).unwrap_or_default()
     }
-    fn unclaimed(p: &super::PublishedAd) -> bool {
+    fn unclaimed(p: &crate::daemon::PublishedAd) -> bool {
         matches!(p.ad.eval_attr("State"), Value::Str(s) if &*s == "Unclaimed")
     }
     // Only each slot's newest ad matters.
-    fn push(pending: &mut Vec<super::PublishedAd>, p: super::PublishedAd) {
+    fn push(pending: &mut Vec<crate::daemon::PublishedAd>, p: crate::daemon::PublishedAd) {
         let n = name(&p);
         pending.retain(|a| name(a) != n);
         pending.push(p);
     }
     tokio::spawn(async move {
         let mut failing = false;
-        let mut pending: Vec<super::PublishedAd> = Vec::new();
+        let mut pending: Vec<crate::daemon::PublishedAd> = Vec::new();
         // Every slot's newest ad, sent or not.
-        let mut latest: std::collections::BTreeMap<String, super::PublishedAd> =
+        let mut latest: std::collections::BTreeMap<String, crate::daemon::PublishedAd> =
             std::collections::BTreeMap::new();
         let mut incarnation: Option<String> = None;
         let mut beat = 0usize;

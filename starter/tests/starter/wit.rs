@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use andes_host::{Host, HostConfig};
+use andes_starter::{Host, HostConfig};
 use wit_parser::abi::{AbiVariant, WasmType};
 use wit_parser::{Resolve, WorldItem};
 
@@ -42,6 +42,6 @@ fn host_imports_match_the_wit_exactly() {
     assert_eq!(expected.len(), 8, "{expected:#?}");
     let host = Host::new(HostConfig { max_instances: 1, ..Default::default() }).unwrap();
     let got: BTreeSet<_> =
-        andes_host::starter::andes_import_signatures(&host).into_iter().collect();
+        andes_starter::starter::andes_import_signatures(&host).into_iter().collect();
     assert_eq!(got, expected);
 }

@@ -14,7 +14,7 @@
 //! Every request is signed (see `andes-protocol`). Errors are
 //! `{"error": "..."}` with 400 (bad request or refused by the startd), 401,
 //! 403, or 503 (the daemon is stopping). The routes schedds and the
-//! negotiator use (claims, activations, job reports) are in [`super::pool`].
+//! negotiator use (claims, activations, job reports) are in [`crate::pool`].
 
 use std::net::SocketAddr;
 
@@ -26,7 +26,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use super::{Command, Remote};
+use crate::daemon::{Command, Remote};
 
 /// `GET /v1/status`: the latest ad of every slot.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 //!
 //! The metered engine (fuel and epoch checks compiled in) can run every job
 //! on every platform. Where the host can stop guest code by signal (Linux on
-//! x86_64, `host/src/preempt.rs`) and [`HostConfig::meter_fuel`] is off, a
+//! x86_64, `starter/src/preempt.rs`) and [`HostConfig::meter_fuel`] is off, a
 //! second, unmetered engine runs the jobs that need no fuel: about twice as
 //! fast on loop-heavy code, since the checks at every loop header and
 //! function entry keep values in registers from surviving calls.
@@ -36,6 +36,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+
+use crate::state::JobState;
 use sha2::{Digest, Sha256};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Module, PoolingAllocationConfig};
 
@@ -93,7 +95,7 @@ pub struct Host {
     /// The secret the disk cache's files are authenticated with.
     cache_key: Option<[u8; 32]>,
     modules: Mutex<HashMap<[u8; 32], Arc<Prepared>>>,
-    pub(crate) linker: wasmtime::Linker<crate::starter::JobState>,
+    pub(crate) linker: wasmtime::Linker<JobState>,
     ticker: Option<std::thread::JoinHandle<()>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
     compilations: std::sync::atomic::AtomicU64,
@@ -114,7 +116,7 @@ pub(crate) struct Unmetered {
     /// Compiled modules; `None` for a module instrumented by `andes
     /// compile`, which always runs metered.
     modules: Mutex<HashMap<[u8; 32], Option<Arc<Prepared>>>>,
-    pub(crate) linker: wasmtime::Linker<crate::starter::JobState>,
+    pub(crate) linker: wasmtime::Linker<JobState>,
     pub(crate) preempt: crate::preempt::Preempt,
     pub(crate) threads: Arc<crate::jobthread::JobThreads>,
 }
@@ -124,7 +126,7 @@ pub(crate) struct Unmetered {
 pub(crate) struct Prepared {
     pub(crate) module: Module,
     /// The pre-linked module, or why linking failed (an unknown import).
-    pub(crate) pre: Result<wasmtime::InstancePre<crate::starter::JobState>, String>,
+    pub(crate) pre: Result<wasmtime::InstancePre<JobState>, String>,
     /// The `andes compile` instrumentation version, if the module has one.
     pub(crate) instrumentation: Option<u32>,
     /// Memory 0's initial image, computed at the first checkpoint.
@@ -203,7 +205,7 @@ impl Unmetered {
         let engine = Engine::new(&engine_config(config, false))
             .map_err(|e| format!("creating the unmetered engine: {e:#}"))?;
         let preempt = crate::preempt::Preempt::new(&engine, config.max_wasm_stack)?;
-        let linker = crate::starter::make_linker(&engine).map_err(|e| format!("{e:#}"))?;
+        let linker = make_linker(&engine).map_err(|e| format!("{e:#}"))?;
         Ok(Unmetered {
             engine_key: engine_key(&engine, config),
             engine,
@@ -240,7 +242,7 @@ impl Host {
                 })
                 .context("starting the epoch ticker")?
         };
-        let linker = crate::starter::make_linker(&engine)?;
+        let linker = make_linker(&engine)?;
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         let (unmetered, unmetered_off) = match config.meter_fuel {
             true => (None, Some("the host meters every job (meter_fuel)".to_string())),
@@ -579,4 +581,29 @@ impl Drop for Host {
             let _ = t.join();
         }
     }
+}
+
+/// The linker every job shares: WASI (wasi-common, async) and the
+/// `andes:job` imports.
+pub(crate) fn make_linker(engine: &wasmtime::Engine) -> anyhow::Result<wasmtime::Linker<JobState>> {
+    let mut linker: wasmtime::Linker<JobState> = wasmtime::Linker::new(engine);
+    wasi_common::tokio::add_to_linker(&mut linker, |s: &mut JobState| &mut s.wasi)?;
+    crate::imports::add_to_linker(&mut linker)?;
+    // The yield point of modules instrumented by `andes compile`.
+    linker.func_wrap_async(
+        andes_compile::YIELD_MODULE,
+        andes_compile::YIELD_FIELD,
+        |mut caller: wasmtime::Caller<'_, JobState>, (): ()| {
+            Box::new(async move { crate::transparent::on_yield(&mut caller).await })
+        },
+    )?;
+    // wasi-common refuses exit statuses of 126 and above; a job may exit
+    // with any status 0..=255, as HTCondor reports it.
+    linker.allow_shadowing(true);
+    for m in ["wasi_snapshot_preview1", "wasi_unstable"] {
+        linker.func_wrap(m, "proc_exit", |code: i32| -> anyhow::Result<()> {
+            Err(wasi_common::I32Exit(code & 0xff).into())
+        })?;
+    }
+    Ok(linker)
 }

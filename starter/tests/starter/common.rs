@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use andes_host::{Ending, JobResult, JobSpec, Limits};
+use andes_starter::{Ending, JobResult, JobSpec, Limits};
 use classad::parse_ad;
 
 /// A sample module built for wasm32-wasip1 (`cargo xtask test` builds them).

@@ -6,7 +6,7 @@
 //! and uses no CPU. A hard kill drops the future, which cancels the guest at
 //! once, even inside a blocking host call such as a sleep.
 //!
-//! An unmetered job (Linux on x86_64, see `host/src/preempt.rs`) never yields on
+//! An unmetered job (Linux on x86_64, see `starter/src/preempt.rs`) never yields on
 //! its own: it runs on a thread of its own, which a suspension blocks where the
 //! guest is and a hard kill traps, both by a signal; while the job waits in a
 //! host call, its future is simply not polled, or dropped, as above. The

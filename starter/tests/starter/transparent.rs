@@ -7,15 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use andes_host::{
+use andes_snapshot::BlobStore;
+use andes_starter::{
     Checkpoint, Clock, Control, Ending, Host, HostConfig, JobResult, JobSpec, Limits, SystemClock,
     Transparent,
 };
-use andes_snapshot::BlobStore;
 use ed25519_dalek::{Signer, SigningKey};
 
-mod common;
-use common::sample;
+use crate::common::sample;
 
 /// A sample instrumented by `andes compile` (once per test binary).
 fn instrumented(name: &'static str) -> Arc<[u8]> {
@@ -508,9 +507,9 @@ fn a_bad_snapshot_is_refused_with_a_hold_that_says_why_and_the_sandbox_is_untouc
 /// again by the job's own (trusted) key: a snapshot that passes every check
 /// of its file but whose saved frames were not written by the module.
 fn tampered(job: &Job, snap: &[u8], tamper: impl FnOnce(&mut [u8])) -> Arc<[u8]> {
-    let digest = andes_host::engine::module_digest(&job.module);
+    let digest = andes_starter::engine::module_digest(&job.module);
     let opened = andes_snapshot::open(snap, &|k| *k == job.trusted, &digest).unwrap();
-    let image = andes_host::transparent::initial_image(&job.module).unwrap();
+    let image = andes_starter::transparent::initial_image(&job.module).unwrap();
     let mut memories = Vec::new();
     for (i, m) in opened.header.memories.iter().enumerate() {
         let mut bytes = vec![0u8; m.bytes as usize];

@@ -2,7 +2,7 @@
 //! write is refused, and a cache file not written by this host (or altered since) is
 //! never loaded.
 
-use andes_host::engine::{Host, HostConfig, module_digest};
+use andes_starter::engine::{Host, HostConfig, module_digest};
 
 fn module() -> Vec<u8> {
     wat::parse_str(r#"(module (func (export "_start")))"#).unwrap()

@@ -42,7 +42,7 @@ use wasi_common::snapshots::preview_1::wasi_snapshot_preview1::WasiSnapshotPrevi
 use wasi_common::{WasiClocks, WasiCtx, WasiMonotonicClock};
 use wasmtime::{Caller, Extern, Instance, Store, Val};
 
-use crate::starter::JobState;
+use crate::state::JobState;
 
 /// How many descriptor numbers a capture looks through for the guest's open
 /// files; a job holding a descriptor above this cannot be checkpointed.
@@ -329,7 +329,7 @@ async fn descriptors(
                 fd,
                 kind: DescriptorKind::Dir {
                     path: ".".into(),
-                    preopen: Some(crate::starter::SANDBOX_PREOPEN.into()),
+                    preopen: Some(crate::state::SANDBOX_PREOPEN.into()),
                 },
             });
             continue;

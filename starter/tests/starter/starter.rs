@@ -4,17 +4,16 @@
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use andes_host::starter::{
+use andes_starter::starter::{
     HOLD_DISK, HOLD_EXECUTE_DURATION, HOLD_FAILED_TO_START, HOLD_FUEL, HOLD_MEMORY,
     HOLD_OPEN_INPUT, HOLD_OUTPUT_TOO_BIG,
 };
-use andes_host::{
+use andes_starter::{
     Clock, Control, Ending, Host, HostConfig, JobResult, JobSpec, Limits, SystemClock, VirtualClock,
 };
 use classad::{ClassAd, Value, parse_ad};
 
-mod common;
-use common::{Sandbox, held, sample, spec, wat};
+use crate::common::{Sandbox, held, sample, spec, wat};
 
 static HOST: LazyLock<Host> = LazyLock::new(|| {
     Host::new(HostConfig { max_instances: 32, max_memory_bytes: 1 << 30, ..Default::default() })
@@ -418,7 +417,7 @@ fn compiled_modules_are_cached_on_disk_by_digest() {
     let _ = std::fs::remove_dir_all(&dir);
     let cfg = HostConfig { max_instances: 2, cache_dir: Some(dir.clone()), ..Default::default() };
     let bytes = sample("hello");
-    let digest = andes_host::engine::module_digest(&bytes);
+    let digest = andes_starter::engine::module_digest(&bytes);
     let host = Host::new(cfg.clone()).unwrap();
     host.module(&bytes).unwrap();
     assert_eq!(host.compilations(), 1);
@@ -470,7 +469,7 @@ async fn a_long_invalid_log_line_is_cut_not_a_host_panic() {
     .await;
     assert_eq!(r.ending, Ending::Exited(0));
     let (_, line) = &r.log[0];
-    assert!(line.len() <= andes_host::imports::MAX_LOG_LINE && line.starts_with('\u{fffd}'));
+    assert!(line.len() <= andes_starter::imports::MAX_LOG_LINE && line.starts_with('\u{fffd}'));
 }
 
 #[test]

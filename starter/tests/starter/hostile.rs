@@ -5,11 +5,10 @@
 
 use std::sync::{Arc, LazyLock};
 
-use andes_host::starter::HOLD_DISK;
-use andes_host::{Control, Ending, Host, HostConfig, JobResult, JobSpec, SystemClock};
+use andes_starter::starter::HOLD_DISK;
+use andes_starter::{Control, Ending, Host, HostConfig, JobResult, JobSpec, SystemClock};
 
-mod common;
-use common::{Sandbox, held, sample, spec};
+use crate::common::{Sandbox, held, sample, spec};
 
 static METERED: LazyLock<Host> = LazyLock::new(|| {
     Host::new(HostConfig { max_instances: 32, max_memory_bytes: 1 << 30, ..Default::default() })
@@ -122,7 +121,7 @@ async fn directory_handles_count_as_open_files() {
             .and_then(|s| s.split_whitespace().next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{engine}: {out}"));
-        assert!(n <= andes_host::Limits::default().max_open_files as usize, "{engine}: {out}");
+        assert!(n <= andes_starter::Limits::default().max_open_files as usize, "{engine}: {out}");
     }
 }
 
@@ -140,12 +139,12 @@ async fn attribute_floods_are_refused_past_their_bounds() {
             .and_then(|s| s.split_whitespace().next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{engine}: {out}"));
-        assert!(n <= andes_host::imports::MAX_SET_ATTRS, "{engine}: {out}");
+        assert!(n <= andes_starter::imports::MAX_SET_ATTRS, "{engine}: {out}");
         assert!(!first.contains("nothing stopped it"), "{engine}: {out}");
         // Repeating one name is allowed, and only its latest value is kept.
         assert!(out.contains("repeated 20000 times"), "{engine}: {out}");
-        assert!(r.updates.len() <= andes_host::imports::MAX_SET_ATTRS, "{engine}");
+        assert!(r.updates.len() <= andes_starter::imports::MAX_SET_ATTRS, "{engine}");
         let bytes: usize = r.updates.iter().map(|(n, e)| n.len() + e.to_string().len()).sum();
-        assert!(bytes <= andes_host::imports::MAX_SET_BYTES + 64 * 1024, "{engine}: {bytes}");
+        assert!(bytes <= andes_starter::imports::MAX_SET_BYTES + 64 * 1024, "{engine}: {bytes}");
     }
 }

@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use classad::ClassAd;
 
-use crate::control::{Clock, Control};
-use crate::engine::Host;
-use crate::starter::{Ending, JobSpec, Limits};
+use andes_starter::control::{Clock, Control};
+use andes_starter::engine::Host;
+use andes_starter::starter::{Ending, JobSpec, Limits};
 
 /// Iterations of the integer loop (12 instructions each).
 pub const INT_ITERATIONS: u32 = 20_000_000;

@@ -1,4 +1,4 @@
-//! Benchmarks of the execute host's starter (`cargo bench -p andes-host --bench starter`).
+//! Benchmarks of the execute host's starter (`cargo bench -p andes-starter --bench starter`).
 //!
 //! Four sections; pass one's name to run only it (`-- startup`, `-- compute`,
 //! `-- reaction`, `-- memory`):
@@ -36,9 +36,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use andes_host::cputime::{process_cpu_ns, thread_cpu_ns};
-use andes_host::engine::module_digest;
-use andes_host::{
+use andes_starter::cputime::{process_cpu_ns, thread_cpu_ns};
+use andes_starter::engine::module_digest;
+use andes_starter::{
     Clock, Control, Ending, Host, HostConfig, JobResult, JobSpec, Limits, SystemClock,
 };
 use criterion::{BatchSize, Criterion};

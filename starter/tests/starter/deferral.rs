@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use andes_host::starter::{Deferral, HOLD_MISSED_DEFERRAL};
-use andes_host::{
+use andes_starter::starter::{Deferral, HOLD_MISSED_DEFERRAL};
+use andes_starter::{
     Clock, Control, Ending, Host, HostConfig, JobResult, JobSpec, Limits, VirtualClock,
 };
 use classad::parse_ad;

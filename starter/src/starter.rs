@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use classad::{ClassAd, Value};
-use wasi_common::WasiCtx;
-use wasmtime::{Linker, ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime::{Linker, Store, Trap, UpdateDeadline};
 
 use crate::control::{Clock, Control, Controlled, Stopped, Usage};
 use crate::engine::Host;
-use crate::imports::{self, ImportState, JobIo};
+use crate::imports::{self, JobIo};
 use crate::sandbox::{Exceeded, Quota, QuotaDir, QuotaFile, sandbox_usage};
+use crate::state::{JobState, Limiter, SANDBOX_PREOPEN};
 use crate::transparent::{self, Transparent};
 
 /// HTCondor's HoldReasonCode for a job the starter could not start.
@@ -44,15 +44,6 @@ pub const HOLD_MISSED_DEFERRAL: i32 = 20;
 /// refused (corrupt, untrusted, of another module, from another
 /// instrumentation); 2: the job's call stack outgrew its checkpoint stack.
 pub const HOLD_CHECKPOINT: i32 = 36;
-
-/// The name the guest sees for its sandbox: the root of its filesystem, so
-/// that every guest runtime resolves paths into it. wasi-libc (C, Rust)
-/// resolves a relative path against its working directory, `/` by default;
-/// Go's wasip1 runtime joins it to `PWD` (else the first preopen's name) and
-/// looks for a preopen whose name is a prefix of the result. A sandbox
-/// preopened as `.` is found by wasi-libc but by no Go program, which then
-/// fails every open with EBADF.
-pub(crate) const SANDBOX_PREOPEN: &str = "/";
 
 /// What the starter does with a job's `DeferralTime`, by the host's clock.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -317,63 +308,6 @@ pub struct JobSpec {
     /// job known to be short, whose hand-off to a job thread of its own (and
     /// back) would cost more than the checks.
     pub metered: bool,
-}
-
-struct Limiter {
-    max: u64,
-    refused: Option<u64>,
-    ctl: Arc<Control>,
-}
-
-impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, _cur: usize, desired: usize, _max: Option<usize>) -> Result<bool> {
-        if desired as u64 > self.max {
-            self.refused = Some(desired as u64);
-            return Ok(false);
-        }
-        self.ctl.memory_bytes.store(desired as u64, Ordering::Relaxed);
-        Ok(true)
-    }
-    fn table_growing(&mut self, _cur: usize, desired: usize, _max: Option<usize>) -> Result<bool> {
-        Ok(desired <= 1 << 20)
-    }
-}
-
-pub(crate) struct JobState {
-    pub(crate) wasi: WasiCtx,
-    limiter: Limiter,
-    pub(crate) ctl: Arc<Control>,
-    clock: Arc<dyn Clock>,
-    io: Arc<JobIo>,
-    /// An instrumented module whose poll word the job's [`Control`] sets
-    /// (it has somewhere to put its snapshots): its yields are taken.
-    pub(crate) polled: bool,
-    /// The sandbox's quota (and its registry of open handles).
-    pub(crate) quota: Arc<Quota>,
-    /// A checkpoint was tried on this vacate already.
-    pub(crate) vacate_checkpointed: bool,
-    /// An unmetered job's link to its thread.
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    remote: Option<Arc<crate::preempt::Remote>>,
-}
-
-impl JobState {
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    fn remote(&self) -> Option<Arc<crate::preempt::Remote>> {
-        self.remote.clone()
-    }
-}
-
-impl ImportState for JobState {
-    fn control(&self) -> &Control {
-        &self.ctl
-    }
-    fn clock(&self) -> &dyn Clock {
-        self.clock.as_ref()
-    }
-    fn io(&self) -> &Arc<JobIo> {
-        &self.io
-    }
 }
 
 /// The nearest Unix signal for a trap, and the trap's name.
@@ -1496,31 +1430,6 @@ async fn resume(
     );
     transparent::restore_descriptors(store, &root, &opened.header.wasi).await?;
     transparent::start_rewind(store, instance).await.map_err(|e| format!("{e:#}"))
-}
-
-/// The linker every job shares: WASI (wasi-common, async) and the
-/// `andes:job` imports.
-pub(crate) fn make_linker(engine: &wasmtime::Engine) -> Result<Linker<JobState>> {
-    let mut linker: Linker<JobState> = Linker::new(engine);
-    wasi_common::tokio::add_to_linker(&mut linker, |s: &mut JobState| &mut s.wasi)?;
-    imports::add_to_linker(&mut linker)?;
-    // The yield point of modules instrumented by `andes compile`.
-    linker.func_wrap_async(
-        andes_compile::YIELD_MODULE,
-        andes_compile::YIELD_FIELD,
-        |mut caller: wasmtime::Caller<'_, JobState>, (): ()| {
-            Box::new(async move { transparent::on_yield(&mut caller).await })
-        },
-    )?;
-    // wasi-common refuses exit statuses of 126 and above; a job may exit
-    // with any status 0..=255, as HTCondor reports it.
-    linker.allow_shadowing(true);
-    for m in ["wasi_snapshot_preview1", "wasi_unstable"] {
-        linker.func_wrap(m, "proc_exit", |code: i32| -> Result<()> {
-            Err(wasi_common::I32Exit(code & 0xff).into())
-        })?;
-    }
-    Ok(linker)
 }
 
 /// HTCondor's `interval()` format: `[D+]H:MM:SS`.

@@ -10,16 +10,15 @@
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use andes_host::starter::{
+use andes_starter::starter::{
     HOLD_DISK, HOLD_EXECUTE_DURATION, HOLD_FUEL, HOLD_MEMORY, HOLD_OUTPUT_TOO_BIG,
 };
-use andes_host::{
+use andes_starter::{
     Clock, Control, Ending, Host, HostConfig, JobResult, JobSpec, Limits, SystemClock, VirtualClock,
 };
 use classad::Value;
 
-mod common;
-use common::{Sandbox, held, sample, spec, wat};
+use crate::common::{Sandbox, held, sample, spec, wat};
 
 static HOST: LazyLock<Host> = LazyLock::new(|| {
     let h = Host::new(HostConfig {

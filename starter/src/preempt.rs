@@ -51,7 +51,7 @@
 //! SIGILL came from, which must be a `ud2` in the pad's body; and a probe
 //! module calls two host functions whose returns are patched into the stub,
 //! whose results must arrive intact. If anything is not as expected, the host
-//! meters every job instead; the tests of `host/tests/unmetered.rs` exercise
+//! meters every job instead; the tests of `starter/tests/starter/unmetered.rs` exercise
 //! every path.
 
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
@@ -174,7 +174,7 @@ fn pad(engine: &Engine) -> Result<(Module, usize), String> {
             });
         }
     }
-    let trapped = crate::jobthread::block_on(async {
+    let trapped = crate::park::block_on(async {
         let instance = wasmtime::Instance::new_async(&mut store, &module, &[]).await?;
         let pad = instance.get_typed_func::<(), ()>(&mut store, "pad")?;
         pad.call_async(&mut store, ()).await
@@ -237,7 +237,7 @@ fn probe(engine: &Engine, preempt: &Preempt) -> Result<(), String> {
         })
         .map_err(|e| format!("linking the probe: {e:#}"))?;
     let _on = OnThisThread::enter(&remote);
-    let result = crate::jobthread::block_on(async {
+    let result = crate::park::block_on(async {
         let instance = linker.instantiate_async(&mut store, &module).await?;
         let run = instance.get_typed_func::<i32, f64>(&mut store, "run")?;
         let _known = remote.set_store(run.func().to_raw(&mut store) as usize);
@@ -276,7 +276,7 @@ pub(crate) struct Remote {
     /// The pad a killed guest is sent to, and the engine's wasm stack size.
     preempt: Preempt,
     /// Wakes the job thread's executor.
-    pub(crate) parker: Arc<crate::jobthread::Parker>,
+    pub(crate) parker: Arc<crate::park::Parker>,
     /// The job thread's CPU clock and its reading when the job began, while
     /// the job runs.
     cpu: Mutex<Option<(ThreadClock, u64)>>,
@@ -314,7 +314,7 @@ impl Remote {
             tid: AtomicI32::new(0),
             code,
             preempt: preempt.clone(),
-            parker: crate::jobthread::Parker::new(),
+            parker: crate::park::Parker::new(),
             cpu: Mutex::new(None),
             cpu_done: Default::default(),
             sys_base: Default::default(),
@@ -542,7 +542,7 @@ impl Remote {
     }
 }
 
-/// The job's future's waker: wakes the executor ([`crate::jobthread::drive`]),
+/// The job's future's waker: wakes the executor (the job thread's `drive`),
 /// which is no longer stopped from then on.
 impl std::task::Wake for Remote {
     fn wake(self: Arc<Self>) {
