@@ -10,7 +10,8 @@
 //! * [`serve`]: the one way a daemon serves: TLS (or loopback plain HTTP), hyper, and
 //!   the connection limits; [`admission`]: which connections it keeps (those that
 //!   proved a trusted key first).
-//! * [`server`]: axum layers and extractors: a handler gets [`Caller`] and the body.
+//! * [`auth`]: the axum layers that check every request; [`extract`]: what a handler takes from one ([`Caller`], the body).
+//! * [`connection`]: what a connection proved (its TLS keys, its addresses).
 //! * [`client`]: the signing HTTP client.
 //! * [`stream`]: files as streamed bodies (big inputs, outputs, modules, snapshots).
 //! * [`pool`]: the messages between negotiator, schedd and execute host.
@@ -18,25 +19,28 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+pub mod auth;
 pub mod client;
+pub mod connection;
 pub mod error;
+pub mod extract;
 pub mod key;
 pub mod pool;
 pub mod replay;
 pub mod routes;
 pub mod serve;
-pub mod server;
 pub mod sign;
 pub mod stream;
 pub mod tls;
 pub mod trust;
 pub mod verify;
 
+pub use auth::{Auth, require};
 pub use client::{Client, ClientError, ClientErrorKind, Response, Transport};
 pub use error::{ApiError, AuthError, ErrorBody};
+pub use extract::{SignedJson, VerifiedBody, decode_json};
 pub use key::{Keypair, PublicKey};
 pub use serve::{ConnectionInfo, Limits, ServeError, Server};
-pub use server::{Auth, SignedJson, VerifiedBody, decode_json, require};
 pub use sign::{Destination, SignedHeaders};
 pub use trust::{Identity, Role, TrustFile};
 pub use verify::{Caller, Clock, ManualClock, SystemClock, Verifier, VerifierConfig};

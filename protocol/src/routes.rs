@@ -14,7 +14,7 @@ use axum::routing::MethodRouter;
 use http::Method;
 use serde::{Deserialize, Serialize};
 
-use crate::server::{Auth, require};
+use crate::auth::{Auth, require};
 use crate::trust::Role;
 use crate::verify::Caller;
 

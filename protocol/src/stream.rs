@@ -240,10 +240,6 @@ pub struct SignedStream {
     body: Body,
 }
 
-/// The marker [`crate::Auth`] puts on a streamed request it accepted.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Streamed(pub [u8; 32]);
-
 impl SignedStream {
     /// Writes the body to `file` (at most `limit` bytes; a larger declared length is
     /// refused before any byte is read) and returns the file once every byte is
@@ -302,11 +298,13 @@ impl SignedStream {
 impl<S: Send + Sync> FromRequest<S> for SignedStream {
     type Rejection = AuthError;
     async fn from_request(req: Request, _: &S) -> Result<Self, AuthError> {
-        let Some(Streamed(sha256)) = req.extensions().get::<Streamed>().copied() else {
+        let Some(crate::extract::Streamed(sha256)) =
+            req.extensions().get::<crate::extract::Streamed>().copied()
+        else {
             // A whole body (within the server's body limit) does as well: it
             // was checked against its signature already.
-            if let Some(crate::server::VerifiedBody(bytes)) =
-                req.extensions().get::<crate::server::VerifiedBody>().cloned()
+            if let Some(crate::extract::VerifiedBody(bytes)) =
+                req.extensions().get::<crate::extract::VerifiedBody>().cloned()
             {
                 let sha256 = crate::sign::body_digest(&bytes);
                 let declared = Some(bytes.len() as u64);

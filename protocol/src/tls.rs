@@ -7,7 +7,7 @@
 //!   schedd, host or negotiator).
 //! * A client presents the key it signs its requests with; the server accepts the
 //!   handshake only if the trust file knows that key, and then
-//!   ([`crate::server::Auth`]) only requests signed by that same key.
+//!   ([`crate::Auth`]) only requests signed by that same key.
 //!
 //! rustls with its `ring` provider; TLS 1.3 only; session resumption is off, so every
 //! connection's identities come from a full handshake.

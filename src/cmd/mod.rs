@@ -8,6 +8,7 @@ pub mod compile;
 pub mod config_val;
 pub mod cron;
 pub mod dashboard;
+pub mod format;
 pub mod host;
 pub mod keygen;
 pub mod pool;

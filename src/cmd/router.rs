@@ -10,7 +10,7 @@ use anyhow::{Result, anyhow};
 use clap::{Args, Subcommand};
 
 use crate::cmd::client::{self, Session};
-use crate::cmd::q::{int, string};
+use crate::cmd::format::{int, string};
 
 /// `andes router`'s subcommands.
 #[derive(Subcommand, Debug)]

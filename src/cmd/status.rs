@@ -10,7 +10,7 @@ use clap::Args;
 use classad::{ClassAd, Value};
 
 use crate::cmd::client::{self, Session};
-use crate::cmd::q::{Format, int, string};
+use crate::cmd::format::{Format, int, string};
 
 /// Arguments of `andes status`.
 #[derive(Args, Debug)]

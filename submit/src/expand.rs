@@ -4,9 +4,11 @@ use std::collections::HashMap;
 
 use classad::ClassAd;
 
-use crate::job::{JobBuilder, ModuleCache};
+use crate::job::JobBuilder;
 use crate::macros::{Macros, Origin};
 use crate::parse::{self, ItemSource, MatchKind, QueueStatement, StatementKind};
+pub use crate::run::Module;
+use crate::run::{ModuleCache, Run, normalize, resolve};
 use crate::{Context, ErrorKind, SubmitDescription, SubmitError};
 
 /// The most jobs one description may make unless [`Context::max_jobs`] says
@@ -19,17 +21,6 @@ pub const DEFAULT_MAX_AD_BYTES: usize = 256 << 20;
 
 /// Largest `queue ... from FILE` file read, in bytes.
 const MAX_ITEM_FILE: u64 = 16 << 20;
-
-/// A Wasm module some of the jobs run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Module {
-    /// The path as the job ad's `Cmd` spells it.
-    pub path: String,
-    /// `sha256:<hex>`, as in the job ad's `CmdDigest`.
-    pub digest: String,
-    /// The module's bytes.
-    pub bytes: Vec<u8>,
-}
 
 /// The result of [`expand`]: the job ads, in proc order, and the modules they
 /// run (each once, in order of first use).
@@ -159,20 +150,6 @@ pub fn expand(desc: &SubmitDescription, ctx: &Context<'_>) -> Result<Submission,
         })
         .collect();
     Ok(Submission { jobs: run.jobs, modules: run.modules.into_modules(), warnings })
-}
-
-pub(crate) struct Run<'c, 'f> {
-    pub ctx: &'c Context<'f>,
-    pub macros: Macros,
-    /// `+Attr`/`MY.Attr` lines: name, raw value, origin (later wins).
-    pub attrs: Vec<(String, String, Origin)>,
-    pub jobs: Vec<ClassAd>,
-    pub modules: ModuleCache,
-    /// Sizes in KiB of input files, by path.
-    pub sizes: HashMap<String, u64>,
-    pub source: String,
-    /// Bytes of the job ads made so far, printed.
-    pub ad_bytes: usize,
 }
 
 impl Run<'_, '_> {
@@ -355,25 +332,6 @@ fn split_row(row: &str, n: usize, rows: bool) -> Vec<String> {
     }
     out.push(rest.trim().to_string());
     out
-}
-
-/// `path` made absolute against `dir`.
-pub(crate) fn resolve(dir: &str, path: &str) -> String {
-    if path.starts_with('/') || dir.is_empty() {
-        path.to_string()
-    } else if path.is_empty() {
-        dir.to_string()
-    } else {
-        format!("{}/{}", dir.trim_end_matches('/'), path)
-    }
-}
-
-/// Removes `.` components, doubled and trailing slashes.
-pub(crate) fn normalize(p: &str) -> String {
-    let abs = p.starts_with('/');
-    let parts: Vec<&str> = p.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
-    let joined = parts.join("/");
-    if abs { format!("/{joined}") } else { joined }
 }
 
 #[cfg(test)]

@@ -1,15 +1,13 @@
 //! Making one job ad from the macro table, as HTCondor's `SubmitHash` does.
 
-use std::collections::HashMap;
-
 use classad::argenv;
 use classad::{ClassAd, Expr, Value};
 use sha2::{Digest, Sha256};
 
 use crate::ErrorKind;
 use crate::SubmitError;
-use crate::expand::{Module, Run, resolve};
 use crate::macros::Origin;
+use crate::run::{Module, Run, resolve};
 
 /// Largest executable read, in bytes.
 /// The largest module a job may name, bytes (the pool's `MAX_MODULE` too).
@@ -30,19 +28,6 @@ const WASM_MAGIC: &[u8; 4] = b"\0asm";
 /// `(TARGET.HasJobDeferral)` and the window check HTCondor adds for deferral
 /// and cron jobs.
 const DEFERRAL_CLAUSE: &str = "TARGET.HasJobDeferral && (((time() + ScheddInterval) >= (DeferralTime - DeferralPrepTime)) && (time() < (DeferralTime + DeferralWindow)))";
-
-#[derive(Default)]
-pub(crate) struct ModuleCache {
-    /// Digest, length, and whether `andes compile` instrumented it.
-    by_path: HashMap<String, (String, u64, bool)>,
-    modules: Vec<Module>,
-}
-
-impl ModuleCache {
-    pub fn into_modules(self) -> Vec<Module> {
-        self.modules
-    }
-}
 
 pub(crate) struct JobBuilder<'r, 'c, 'f> {
     run: &'r mut Run<'c, 'f>,

@@ -1,5 +1,7 @@
-//! axum integration: the authentication layer, the role layer and the extractors a
-//! handler uses to learn who is calling and read the verified body.
+//! axum integration: the authentication layer (every request's signature,
+//! key and body checked before a handler sees it) and the role layer. The
+//! extractors a handler uses to learn who is calling and read the verified
+//! body are in [`crate::extract`].
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -34,17 +36,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{FromRequestParts, OriginalUri, Request};
+use axum::extract::{OriginalUri, Request};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use http::request::Parts;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use serde::de::DeserializeOwned;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::connection::ConnectionInfo;
 use crate::error::AuthError;
-use crate::serve::ConnectionInfo;
+use crate::extract::{Streamed, VerifiedBody};
 use crate::trust::Role;
 use crate::verify::{Caller, Clock, Verifier};
 
@@ -171,7 +171,7 @@ impl Auth {
             )?;
             admit(&parts, &caller)?;
             parts.extensions.insert(caller);
-            parts.extensions.insert(crate::stream::Streamed(digest));
+            parts.extensions.insert(Streamed(digest));
             return Ok(Request::from_parts(parts, body));
         }
         let declared = parts
@@ -321,54 +321,4 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move { Ok(inner.call(req).await.into_response()) })
     }
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
-    type Rejection = AuthError;
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AuthError> {
-        parts.extensions.get::<Caller>().cloned().ok_or(AuthError::NotAuthenticated)
-    }
-}
-
-/// The verified body bytes of an authenticated request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerifiedBody(pub Bytes);
-
-impl<S: Send + Sync> FromRequestParts<S> for VerifiedBody {
-    type Rejection = AuthError;
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AuthError> {
-        parts.extensions.get::<VerifiedBody>().cloned().ok_or_else(|| not_collected(parts))
-    }
-}
-
-/// The verified body of an authenticated request, decoded from JSON; malformed JSON is
-/// refused with 400 and serde's reason (with line and column).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SignedJson<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for SignedJson<T> {
-    type Rejection = AuthError;
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AuthError> {
-        let body = parts.extensions.get::<VerifiedBody>().ok_or_else(|| not_collected(parts))?;
-        decode_json(&body.0).map(SignedJson)
-    }
-}
-
-/// Why a request has no verified body: a streamed one, or none authenticated.
-fn not_collected(parts: &Parts) -> AuthError {
-    if parts.extensions.get::<crate::stream::Streamed>().is_some() {
-        AuthError::WrongBody(
-            "this route takes a JSON body, not a streamed one (Andes-Body-Sha256)".into(),
-        )
-    } else {
-        AuthError::NotAuthenticated
-    }
-}
-
-/// Decodes a JSON body, with [`AuthError::BadJson`] (400) and a reason on failure.
-pub fn decode_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, AuthError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(AuthError::BadJson("the body is empty; expected a JSON document".into()));
-    }
-    serde_json::from_slice(body).map_err(|e| AuthError::BadJson(e.to_string()))
 }
