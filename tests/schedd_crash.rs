@@ -3,7 +3,7 @@
 //! acknowledged job is present exactly once and no cluster is half-present.
 //!
 //! `ANDES_CRASH_KILLS` sets the number of kills (default 15; the verification run
-//! recorded in BENCHMARKS.md used 200).
+//! when this test was written used 200).
 
 #![cfg(unix)]
 

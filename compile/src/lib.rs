@@ -286,7 +286,8 @@ pub struct Options {
     /// checkpoint then never waits for one long instruction. On by
     /// default: every copy becomes a call and every function that copies
     /// one that can yield, which costs little (gofmt, whose runtime copies
-    /// everywhere, 1.67x to 1.73x of plain; BENCHMARKS.md) and bounds the
+    /// everywhere, 1.67x to 1.73x of plain; journal/2026-11-26-benchmarks.md,
+    /// "`--split-bulk` with the new unwinding") and bounds the
     /// pause of a program that grows buffers of hundreds of MB.
     pub split_bulk: bool,
     /// The fewest sites (calls that can reach a yield) an outermost loop
