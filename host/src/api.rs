@@ -26,7 +26,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::{Command, Remote};
+use crate::remote::{Command, Remote};
 
 /// `GET /v1/status`: the latest ad of every slot.
 #[derive(Clone, Debug, Serialize, Deserialize)]

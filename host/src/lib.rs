@@ -10,8 +10,12 @@
 
 pub mod api;
 pub mod benchmark;
+mod config;
 pub mod daemon;
+mod measure;
 pub mod pool;
+pub mod remote;
+mod runs;
 
 /// The startd state machine the [`daemon`] drives.
 pub use andes_startd;
