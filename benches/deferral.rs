@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use andes_scheduler::api::{SubmitReply, SubmitRequest};
+use andes_schedd::api::{SubmitReply, SubmitRequest};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::Method;
 
@@ -67,12 +67,12 @@ impl Pool {
             std::thread::sleep(Duration::from_millis(50));
         }
         let cluster = reply.cluster;
-        let history: andes_scheduler::api::QueryReply = self
+        let history: andes_schedd::api::QueryReply = self
             .rt
             .block_on(self.client.call(
                 Method::POST,
                 "/v1/history",
-                Some(&andes_scheduler::api::HistoryRequest {
+                Some(&andes_schedd::api::HistoryRequest {
                     constraint: Some(format!("ClusterId == {cluster}")),
                     owners: Vec::new(),
                     limit: Some(1),

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use andes_scheduler::api::{QueryReply, QueryRequest, SubmitReply, SubmitRequest};
+use andes_schedd::api::{QueryReply, QueryRequest, SubmitReply, SubmitRequest};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::Method;
 
@@ -88,7 +88,7 @@ impl Pool {
     /// Whether the queue has no idle job (the one submitted has started or ended).
     fn none_idle(&self) -> bool {
         let req = QueryRequest {
-            targets: andes_scheduler::api::Targets {
+            targets: andes_schedd::api::Targets {
                 constraint: Some("JobStatus == 1".into()),
                 ..Default::default()
             },

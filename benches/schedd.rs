@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use andes_protocol::{Client, Keypair, Transport, TrustFile};
-use andes_scheduler::api::{SubmitReply, SubmitRequest, SummaryReply, SummaryRequest};
+use andes_schedd::api::{SubmitReply, SubmitRequest, SummaryReply, SummaryRequest};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::Method;
 
@@ -97,7 +97,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn upload(rt: &tokio::runtime::Runtime, c: &Client) -> String {
-    let digest = andes_scheduler::queue::module_digest(MODULE);
+    let digest = andes_schedd::queue::module_digest(MODULE);
     rt.block_on(c.request(Method::PUT, &format!("/v1/modules/{digest}"), MODULE.into())).unwrap();
     digest
 }
@@ -248,8 +248,8 @@ fn submit_beside_costly_queries(c: &mut Criterion) {
         let (c, stop) = (s.client().with_timeout(Duration::from_secs(120)), stop.clone());
         std::thread::spawn(move || {
             let rt = runtime();
-            let req = andes_scheduler::api::QueryRequest {
-                targets: andes_scheduler::api::Targets {
+            let req = andes_schedd::api::QueryRequest {
+                targets: andes_schedd::api::Targets {
                     constraint: Some(doubling(40)),
                     ..Default::default()
                 },

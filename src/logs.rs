@@ -255,6 +255,6 @@ mod tests {
         assert_eq!(owner("andes::cmd::host"), Some(Daemon::Startd));
         assert_eq!(owner("andes::cmd::central"), Some(Daemon::Collector));
         assert_eq!(owner("andes_hostile"), None);
-        assert_eq!(owner("andes_scheduler::shadow"), None);
+        assert_eq!(owner("andes_schedd::shadow"), None);
     }
 }

@@ -96,7 +96,7 @@ fn what_one_user_stored_stays_theirs() {
         "secret",
         "executable = hello.wasm\nhold = true\ntransfer_input_files = secret.txt\nqueue\n",
     );
-    let digest = andes_scheduler::queue::module_digest(b"the secret number is 7\n");
+    let digest = andes_schedd::queue::module_digest(b"the secret number is 7\n");
     // (Spooled or not, the module's and inputs' digests stay with alice.)
     for ad in pool.ads("bob", &["q", "-l", "-allusers"]) {
         assert!(!ad.contains("SpooledInput") && !ad.contains("CmdDigest"), "{ad}");
@@ -307,7 +307,7 @@ fn one_user_filling_the_spool_locks_nobody_out() {
     let mut refused = false;
     for i in 0..40u32 {
         let blob = vec![i as u8; 4 << 20];
-        let digest = andes_scheduler::queue::module_digest(&blob);
+        let digest = andes_schedd::queue::module_digest(&blob);
         let c = callers.client(&schedd, "bob");
         let r = callers.put_stream(&c, &format!("/v1/uploads/{digest}"), blob);
         if r != Some(StatusCode::NO_CONTENT) {

@@ -8,10 +8,10 @@ use std::time::Duration;
 use classad::ClassAd;
 use common::pool::{Pool, int, text, wait_or};
 
-/// The manual's example configuration (scheduler/tests/data), its three
+/// The manual's example configuration (schedd/tests/data), its three
 /// GridResources pointed at `sites`.
 fn example_config(sites: &[String; 3]) -> String {
-    include_str!("../scheduler/tests/data/router_example.config")
+    include_str!("../schedd/tests/data/router_example.config")
         .replace("andes 127.0.0.1:9701", &format!("andes {}", sites[0]))
         .replace("andes 127.0.0.1:9702", &format!("andes {}", sites[1]))
         .replace("slurm debug", &format!("andes {}", sites[2]))
@@ -400,7 +400,7 @@ fn a_route_to_slurm_runs_jobs_with_andes_run_on_the_cluster() {
 #[test]
 fn the_manuals_configuration_verbatim_leaves_the_schedd_running() {
     let mut p = Pool::new("", 0);
-    p.restart_schedd_with(include_str!("../scheduler/tests/data/router_manual.config"));
+    p.restart_schedd_with(include_str!("../schedd/tests/data/router_manual.config"));
     p.ok("alice", &["q"]);
     let log = p.logs();
     assert!(log.contains("job router with 0 routes"), "{log}");

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use andes_protocol::{Client, Keypair, Transport, TrustFile};
-use andes_scheduler::api::{QueryReply, QueryRequest, SubmitReply, SubmitRequest};
+use andes_schedd::api::{QueryReply, QueryRequest, SubmitReply, SubmitRequest};
 use common::Lcg;
 use http::Method;
 
@@ -92,7 +92,7 @@ fn acknowledged_jobs_survive_kill_9() {
     let kp = Arc::new(kp);
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let digest = andes_scheduler::queue::module_digest(MODULE);
+    let digest = andes_schedd::queue::module_digest(MODULE);
     let client = Client::with_transport(&url, kp.clone(), &transport)
         .unwrap()
         .with_timeout(Duration::from_secs(300));

@@ -95,7 +95,7 @@ impl PersonalPool {
     /// Stores a sample's module in the schedd; its digest.
     pub fn put_module(&self, name: &str) -> String {
         let module = std::fs::read(sample(name)).unwrap();
-        let digest = andes_scheduler::queue::module_digest(&module);
+        let digest = andes_schedd::queue::module_digest(&module);
         self.rt
             .block_on(self.client.request(
                 Method::PUT,
@@ -108,7 +108,7 @@ impl PersonalPool {
 
     /// Jobs in the queue.
     pub fn jobs_left(&self) -> u64 {
-        let r: andes_scheduler::api::SummaryReply = self
+        let r: andes_schedd::api::SummaryReply = self
             .rt
             .block_on(self.client.call(Method::POST, "/v1/summary", Some(&serde_json::json!({}))))
             .unwrap();

@@ -17,7 +17,7 @@ use andes_protocol::{ErrorBody, decode_json};
 use andes_job::api as schedd_api;
 use andes_central::collector::api as collector_api;
 use andes_job::api::Targets;
-use andes_scheduler::router::service as router_api;
+use andes_schedd::router::service as router_api;
 use libfuzzer_sys::fuzz_target;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -176,7 +176,7 @@ const TYPES: &[(&str, fn(&[u8]))] = &[
         }
     }),
     ("ErrorBody", plain::<ErrorBody>),
-    // andes-scheduler: the schedd's API.
+    // andes-schedd: the schedd's API.
     ("schedd::SubmitRequest", |b| {
         if let Some(r) = round_trip::<schedd_api::SubmitRequest>(b) {
             ad(&r.cluster_ad);

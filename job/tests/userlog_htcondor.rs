@@ -1,4 +1,4 @@
-//! Reads logs written by `andes_scheduler::userlog` with HTCondor's own
+//! Reads logs written by `andes_schedd::userlog` with HTCondor's own
 //! reader: the `JobEventLog` of the htcondor Python package (25.14.1,
 //! module `htcondor2`), and checks each event's type, job, time and fields,
 //! and that HTCondor's re-formatting of each parsed event gives back our text.

@@ -27,7 +27,7 @@
 //! | `POST /v1/negotiate/matches` | negotiator | [`MatchesRequest`] → [`MatchesReply`] |
 //!
 //! The collector's bodies are [`CollectorUpdate`], [`CollectorInvalidate`] and
-//! [`CollectorQuery`]; its routes are in `andes-scheduler`'s collector module.
+//! [`CollectorQuery`]; its routes are in `andes-schedd`'s collector module.
 //!
 //! A claim id is a secret the host makes for each slot offer. The host gives it
 //! only to the collector, in the slot's private ad; the negotiator passes it only

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use andes_scheduler::api::{Change, ChangeReport, ChangeRequest};
+use andes_schedd::api::{Change, ChangeReport, ChangeRequest};
 use anyhow::{Result, bail};
 use clap::Args;
 

@@ -2,10 +2,10 @@
 
 use std::process::ExitCode;
 
-use andes_scheduler::api::{
+use andes_schedd::api::{
     HistoryRequest, QueryReply, QueryRequest, SummaryReply, SummaryRequest, Targets, Totals,
 };
-use andes_scheduler::job::{JobSelector, JobStatus};
+use andes_schedd::job::{JobSelector, JobStatus};
 use anyhow::{Result, anyhow};
 use clap::Args;
 use classad::{ClassAd, Value};

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use andes_scheduler::job::JobStatus;
-use andes_scheduler::router::service::{HistoryRecord, RouterHistoryRequest, RouterQReply};
+use andes_schedd::job::JobStatus;
+use andes_schedd::router::service::{HistoryRecord, RouterHistoryRequest, RouterQReply};
 use anyhow::{Result, anyhow};
 use clap::{Args, Subcommand};
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use andes_protocol::{Auth, SystemClock};
-use andes_scheduler::schedd::{self, BODY_LIMIT, Schedd, ScheddConfig};
-use andes_scheduler::shadow::{PoolConfig, ScheddPool};
+use andes_schedd::schedd::{self, BODY_LIMIT, Schedd, ScheddConfig};
+use andes_schedd::shadow::{PoolConfig, ScheddPool};
 use anyhow::{Context, Result};
 use clap::Args;
 
@@ -60,22 +60,20 @@ pub async fn serve(
             .map_err(|e| anyhow::anyhow!("CRON_TIME_ZONE: {e}"))?,
         schedd_interval: s.secs("SCHEDD_INTERVAL", 300)?.max(0),
         accounts: Arc::new(
-            andes_scheduler::userfs::Accounts::detect(
-                &s.get("USER_ACCOUNT_MAP")?.unwrap_or_default(),
-            )
-            .map_err(|e| anyhow::anyhow!(e))?,
+            andes_schedd::userfs::Accounts::detect(&s.get("USER_ACCOUNT_MAP")?.unwrap_or_default())
+                .map_err(|e| anyhow::anyhow!(e))?,
         ),
         uid_domain: s.get("UID_DOMAIN")?.filter(|d| !d.is_empty()),
         spool_quota: s
             .int("SPOOL_QUOTA_PER_OWNER")?
-            .map_or(andes_scheduler::queue::DEFAULT_UPLOAD_QUOTA_BYTES, |v| v.max(0) as u64),
+            .map_or(andes_schedd::queue::DEFAULT_UPLOAD_QUOTA_BYTES, |v| v.max(0) as u64),
         spool_reserve: s.int("SPOOL_RESERVE")?.map(|v| v.max(0) as u64),
         job_limits: {
-            let d = andes_scheduler::queue::JobLimits::default();
+            let d = andes_schedd::queue::JobLimits::default();
             let limit = |name: &str, default: u64| -> Result<u64> {
                 Ok(s.int(name)?.map_or(default, |v| v.max(0) as u64))
             };
-            andes_scheduler::queue::JobLimits {
+            andes_schedd::queue::JobLimits {
                 per_submission: limit("MAX_JOBS_PER_SUBMISSION", d.per_submission)?,
                 per_owner: limit("MAX_JOBS_PER_OWNER", d.per_owner)?,
                 submitted: limit("MAX_JOBS_SUBMITTED", d.submitted)?,
@@ -128,7 +126,7 @@ pub async fn serve(
     let mut job_router = None;
     if let Some(rc) = router_config(&s, &spool)? {
         let key = Arc::new(s.daemon_keypair("JOB_ROUTER_KEY_NAME")?);
-        let router = andes_scheduler::router::service::JobRouter::start(&schedd, rc, key)
+        let router = andes_schedd::router::service::JobRouter::start(&schedd, rc, key)
             .map_err(|e| anyhow::anyhow!("job router: {e}"))?;
         tracing::info!("andes schedd: job router with {} routes", router.table().routes.len());
         served = served.merge(router.routes(&auth));
@@ -177,20 +175,20 @@ pub async fn serve(
 fn router_config(
     s: &Settings,
     spool: &std::path::Path,
-) -> Result<Option<andes_scheduler::router::service::RouterConfig>> {
+) -> Result<Option<andes_schedd::router::service::RouterConfig>> {
     let secs = |name: &str, default: i64| -> Result<Duration> {
         Ok(Duration::from_secs(s.secs(name, default)?.max(0) as u64))
     };
     let entries = s.get("JOB_ROUTER_ENTRIES")?;
     let entries_file = s.get("JOB_ROUTER_ENTRIES_FILE")?.filter(|f| !f.trim().is_empty());
     let entries_cmd = s.get("JOB_ROUTER_ENTRIES_CMD")?;
-    let named = andes_scheduler::router::NamedRoutes::from_config(s.config())
+    let named = andes_schedd::router::NamedRoutes::from_config(s.config())
         .map_err(|e| anyhow::anyhow!("job router: {e}"))?;
     if entries.is_none() && entries_cmd.is_none() && entries_file.is_none() && named.names.is_none()
     {
         return Ok(None);
     }
-    Ok(Some(andes_scheduler::router::service::RouterConfig {
+    Ok(Some(andes_schedd::router::service::RouterConfig {
         named,
         defaults: s.get("JOB_ROUTER_DEFAULTS")?,
         entries,
@@ -209,7 +207,7 @@ fn router_config(
 #[derive(Clone)]
 struct Reconfig {
     schedd: Schedd,
-    router: Option<andes_scheduler::router::service::JobRouter>,
+    router: Option<andes_schedd::router::service::JobRouter>,
     reload: Arc<dyn Fn() -> Result<Settings> + Send + Sync>,
     spool: std::path::PathBuf,
     auth: andes_protocol::Auth,

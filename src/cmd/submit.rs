@@ -147,7 +147,7 @@ struct Progress {
 
 impl Progress {
     fn of(ads: &[classad::ClassAd]) -> Progress {
-        use andes_scheduler::job::JobStatus as S;
+        use andes_schedd::job::JobStatus as S;
         use classad::Value;
         let mut p = Progress::default();
         for ad in ads {
@@ -196,8 +196,8 @@ async fn wait_for_cluster(
     count: u32,
 ) -> Result<ExitCode> {
     use crate::cmd::q::parse_ads;
-    use andes_scheduler::api::{HistoryRequest, QueryRequest, Targets};
-    use andes_scheduler::job::JobSelector;
+    use andes_schedd::api::{HistoryRequest, QueryRequest, Targets};
+    use andes_schedd::job::JobSelector;
     let projection: Vec<String> =
         ["ClusterId", "ProcId", "JobStatus", "HoldReason"].map(String::from).into();
     let bar = indicatif::ProgressBar::new(u64::from(count));

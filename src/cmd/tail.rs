@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use andes_protocol::pool::TailReply;
-use andes_scheduler::api::TailJobRequest;
-use andes_scheduler::job::JobSelector;
+use andes_schedd::api::TailJobRequest;
+use andes_schedd::job::JobSelector;
 use anyhow::{Result, bail};
 use clap::Args;
 

@@ -13,11 +13,11 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use andes_scheduler::api::{
+use andes_schedd::api::{
     ChangeReport, QueryReply, QueryRequest, TransferDoneRequest, TransferReply,
 };
-use andes_scheduler::job::JobId;
-use andes_scheduler::transfer;
+use andes_schedd::job::JobId;
+use andes_schedd::transfer;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 
@@ -133,7 +133,7 @@ fn write_output(
 ) -> Result<()> {
     transfer::write_outputs(ad, &r.files, staged).map_err(|e| anyhow!(e))?;
     if !r.log.is_empty()
-        && let Some(path) = andes_scheduler::eventlog::log_path(ad)
+        && let Some(path) = andes_schedd::eventlog::log_path(ad)
     {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -164,8 +164,8 @@ fn write_into(
     let root = andes_beneath::Beneath::create(dir)
         .with_context(|| format!("opening {}", dir.display()))?;
     let name = |file: &str| match file {
-        andes_scheduler::shadow::STDOUT_NAME => format!("{id}/{id}.out"),
-        andes_scheduler::shadow::STDERR_NAME => format!("{id}/{id}.err"),
+        andes_schedd::shadow::STDOUT_NAME => format!("{id}/{id}.out"),
+        andes_schedd::shadow::STDERR_NAME => format!("{id}/{id}.err"),
         other => format!("{id}/{other}"),
     };
     for f in &r.files {

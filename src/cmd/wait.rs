@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use andes_scheduler::job::{JobId, JobSelector};
-use andes_scheduler::userlog::{EventKind, Follower, JobEvent, ParseOptions};
+use andes_schedd::job::{JobId, JobSelector};
+use andes_schedd::userlog::{EventKind, Follower, JobEvent, ParseOptions};
 use clap::Args;
 
 /// How often the log is looked at again while nothing ends.

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use andes_scheduler::api::{QueryReply, QueryRequest};
-use andes_scheduler::job::JobId;
-use andes_scheduler::userlog::{EventKind, Follower, JobEvent, ParseOptions};
+use andes_schedd::api::{QueryReply, QueryRequest};
+use andes_schedd::job::JobId;
+use andes_schedd::userlog::{EventKind, Follower, JobEvent, ParseOptions};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 
@@ -175,10 +175,8 @@ fn logs_from_schedd(users: &[String], clusters: &[u32]) -> Result<Vec<PathBuf>> 
     let session = Session::open()?;
     let r: QueryReply =
         session.block_on(session.client.call(http::Method::POST, "/v1/query", Some(&req)))?;
-    let logs: BTreeSet<PathBuf> = crate::cmd::q::parse_ads(&r)?
-        .iter()
-        .filter_map(andes_scheduler::eventlog::log_path)
-        .collect();
+    let logs: BTreeSet<PathBuf> =
+        crate::cmd::q::parse_ads(&r)?.iter().filter_map(andes_schedd::eventlog::log_path).collect();
     Ok(logs.into_iter().collect())
 }
 

@@ -7,8 +7,8 @@
 //! - **File size**: no source file (but tests and benches) over [`BUDGET`]
 //!   lines, but those in [`OVER_BUDGET`], each of which may not grow past the
 //!   size it has there (the list only shrinks).
-//! - **References**: every file path a Markdown page names in backticks
-//!   exists (a path from a top-level directory exactly; any other as the
+//! - **References**: every file path a Markdown page (but the dated
+//!   records of `journal/`) names in backticks exists (a path from a top-level directory exactly; any other as the
 //!   end of some file's path).
 //! - **Unsafe**: every `unsafe` block or impl has a `SAFETY:` comment just
 //!   above it.
@@ -23,10 +23,10 @@ pub const BUDGET: usize = 2000;
 /// Source files over [`BUDGET`], each with the most lines it may have until
 /// it is cut into files of one concept.
 pub const OVER_BUDGET: &[(&str, usize)] = &[
-    ("scheduler/src/queue.rs", 3712),
+    ("schedd/src/queue.rs", 3712),
     ("job/src/userlog.rs", 3436),
     ("classad/src/builtins.rs", 3119),
-    ("scheduler/src/shadow.rs", 2962),
+    ("schedd/src/shadow.rs", 2962),
     ("startd/src/machine.rs", 2328),
 ];
 
@@ -45,7 +45,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ("andes-central", &["classad", "andes-protocol", "andes-beneath"]),
     ("andes-job", &["classad", "andes-protocol", "andes-beneath"]),
     (
-        "andes-scheduler",
+        "andes-schedd",
         &[
             "classad",
             "andes-config",
@@ -92,7 +92,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "andes-host",
             "andes-starter",
             "andes-protocol",
-            "andes-scheduler",
+            "andes-schedd",
             "andes-central",
             "andes-job",
             "andes-submit",
@@ -222,7 +222,8 @@ fn references(root: &Path) -> Vec<String> {
     let dirs: BTreeSet<String> =
         files.iter().filter_map(|f| f.split_once('/').map(|(d, _)| format!("{d}/"))).collect();
     let mut out = Vec::new();
-    for md in files.iter().filter(|f| f.ends_with(".md")) {
+    // The journal records runs as they were: it names files where they stood.
+    for md in files.iter().filter(|f| f.ends_with(".md") && !f.starts_with("journal/")) {
         let Ok(text) = std::fs::read_to_string(root.join(md)) else { continue };
         let mut in_code = false;
         for (n, line) in text.lines().enumerate() {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use andes_scheduler::job::JobStatus;
+use andes_schedd::job::JobStatus;
 use classad::{ClassAd, Value};
 
 /// `s` as HTML text (also safe inside a quoted attribute).

@@ -30,11 +30,11 @@ use std::time::Duration;
 use andes_central::collector::AdType;
 use andes_protocol::pool::{CollectorQuery, CollectorQueryReply, TailReply};
 use andes_protocol::{Client, ClientError};
-use andes_scheduler::api::{
+use andes_schedd::api::{
     HistoryRequest, QueryReply, QueryRequest, SummaryReply, SummaryRequest, TailJobRequest, Targets,
 };
-use andes_scheduler::job::{JobId, JobSelector, JobStatus};
-use andes_scheduler::userlog::{self, JobEvent, ParseOptions};
+use andes_schedd::job::{JobId, JobSelector, JobStatus};
+use andes_schedd::userlog::{self, JobEvent, ParseOptions};
 use anyhow::{Context, Result, anyhow};
 use axum::Extension;
 use axum::Router;
@@ -909,7 +909,7 @@ async fn job_html(d: &Dash, job: JobId) -> String {
     let events = if !d.is_mine(&ad) {
         Err("the job is another user's: its event log is not read here".to_string())
     } else {
-        match andes_scheduler::eventlog::log_path(&ad) {
+        match andes_schedd::eventlog::log_path(&ad) {
             None => Err("the job has no event log (UserLog)".to_string()),
             Some(path) => tokio::task::spawn_blocking(move || read_events(&path, job))
                 .await

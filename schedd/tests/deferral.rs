@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use andes_scheduler::job::{JobId, JobStatus};
-use andes_scheduler::queue::{
+use andes_schedd::job::{JobId, JobStatus};
+use andes_schedd::queue::{
     Actor, Change, EventKind, Queue, QueueConfig, QueueError, QueueEvent, Targets, factor,
 };
 use classad::{ClassAd, Value};
@@ -120,7 +120,7 @@ async fn a_requeued_cron_run_is_logged_as_a_requeue_not_a_termination() {
     q.job_exited(id, ad("[ExitCode = 0; ExitBySignal = false]"), T0 + 330).await.unwrap();
     let kinds = kinds.lock().unwrap().clone();
     assert_eq!(kinds, ["Submitted", "Executing", "Requeued"], "{kinds:?}");
-    let events = andes_scheduler::eventlog::events_for(
+    let events = andes_schedd::eventlog::events_for(
         &QueueEvent {
             id,
             kind: EventKind::Requeued,
@@ -264,7 +264,7 @@ async fn running_deferred_jobs_show_in_the_summary_and_cron_next_runs() {
     f.q.job_started(id, T0 + 1).await.unwrap();
     f.q.pool(
         vec![id],
-        andes_scheduler::queue::PoolOp::Update(ad(&format!("[JobDeferredUntil = {}]", T0 + 300))),
+        andes_schedd::queue::PoolOp::Update(ad(&format!("[JobDeferredUntil = {}]", T0 + 300))),
         T0 + 1,
     )
     .await
@@ -274,7 +274,7 @@ async fn running_deferred_jobs_show_in_the_summary_and_cron_next_runs() {
     // The host reports the wait over: the attribute goes.
     f.q.pool(
         vec![id],
-        andes_scheduler::queue::PoolOp::Update(ad("[JobDeferredUntil = undefined]")),
+        andes_schedd::queue::PoolOp::Update(ad("[JobDeferredUntil = undefined]")),
         T0 + 300,
     )
     .await

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use andes_protocol::{Auth, Client, Keypair, ManualClock, TrustFile, Verifier, VerifierConfig};
-use andes_scheduler::api::{QueryReply, QueryRequest, SubmitRequest};
-use andes_scheduler::queue::module_digest;
-use andes_scheduler::schedd::{Schedd, ScheddConfig};
+use andes_schedd::api::{QueryReply, QueryRequest, SubmitRequest};
+use andes_schedd::queue::module_digest;
+use andes_schedd::schedd::{Schedd, ScheddConfig};
 use http::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -44,12 +44,11 @@ async fn fixture(body_limit: usize) -> Fixture {
         schedd_interval: 300,
         // Every user is the schedd's own account here.
         accounts: std::sync::Arc::new(
-            andes_scheduler::userfs::Accounts::fixed("tester", false, "* = tester", |_| None)
-                .unwrap(),
+            andes_schedd::userfs::Accounts::fixed("tester", false, "* = tester", |_| None).unwrap(),
         ),
         uid_domain: None,
         job_limits: Default::default(),
-        spool_quota: andes_scheduler::queue::DEFAULT_UPLOAD_QUOTA_BYTES,
+        spool_quota: andes_schedd::queue::DEFAULT_UPLOAD_QUOTA_BYTES,
         spool_reserve: Some(0),
     };
     let schedd = Schedd::open(&config, clock.clone()).unwrap();
@@ -59,9 +58,9 @@ async fn fixture(body_limit: usize) -> Fixture {
         body_limit,
     );
     let (listener, addr) =
-        andes_scheduler::schedd::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        andes_schedd::schedd::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let server = andes_protocol::Server::plain(listener).unwrap();
-    tokio::spawn(andes_scheduler::schedd::serve(schedd.clone(), auth, server));
+    tokio::spawn(andes_schedd::schedd::serve(schedd.clone(), auth, server));
     let url = format!("http://{addr}");
     let client = |k: &Arc<Keypair>| Client::new(&url, k.clone()).unwrap().with_clock(clock.clone());
     Fixture { alice: client(&alice), bob: client(&bob), url, addr, schedd, _dir: dir }

@@ -1,7 +1,7 @@
 //! The durable job queue: submits, changes, authority, policy, history, restart.
 
-use andes_scheduler::job::{JobId, JobSelector, JobStatus};
-use andes_scheduler::queue::{
+use andes_schedd::job::{JobId, JobSelector, JobStatus};
+use andes_schedd::queue::{
     Actor, Change, EventKind, Queue, QueueConfig, QueueError, QueueEvent, Submit, Targets, factor,
 };
 use classad::{ClassAd, Value};
@@ -352,7 +352,7 @@ async fn modules_are_content_addressed() {
     let dir = tempfile::tempdir().unwrap();
     let q = open(&dir);
     let m = b"\0asm\x01\0\0\0".to_vec();
-    let d = andes_scheduler::queue::module_digest(&m);
+    let d = andes_schedd::queue::module_digest(&m);
     assert!(!q.has_module(&d).unwrap());
     q.store_module(&Actor::user("alice"), &d, m.clone(), 1).await.unwrap();
     q.store_module(&Actor::user("alice"), &d, m.clone(), 1).await.unwrap();
@@ -361,7 +361,7 @@ async fn modules_are_content_addressed() {
     let bad = q.store_module(&Actor::user("alice"), &d, b"\0asm\x01\0\0\0\0".to_vec(), 1).await;
     assert!(matches!(bad, Err(QueueError::Invalid(m)) if m.contains("mismatch")));
     let not_wasm = b"#!/bin/sh".to_vec();
-    let d2 = andes_scheduler::queue::module_digest(&not_wasm);
+    let d2 = andes_schedd::queue::module_digest(&not_wasm);
     assert!(matches!(
         q.store_module(&Actor::user("alice"), &d2, not_wasm, 1).await,
         Err(QueueError::Invalid(_))
@@ -421,7 +421,7 @@ async fn a_cron_step_past_its_range_neither_stops_the_writer_nor_fails() {
 
 #[tokio::test]
 async fn an_activation_is_recorded_before_it_is_sent_and_cleared_if_it_never_happened() {
-    use andes_scheduler::queue::{ACTIVATION_PENDING, PoolOp};
+    use andes_schedd::queue::{ACTIVATION_PENDING, PoolOp};
     let dir = tempfile::tempdir().unwrap();
     let q = open(&dir);
     let alice = Actor::user("alice");
@@ -467,7 +467,7 @@ async fn uploads_are_bounded_per_user_and_unused_ones_collected() {
     let q = Queue::open(cfg).unwrap();
     let (alice, bob) = (Actor::user("alice"), Actor::user("bob"));
     let blob = |n: u8, len: usize| vec![n; len];
-    let digest = |b: &[u8]| andes_scheduler::queue::module_digest(b);
+    let digest = |b: &[u8]| andes_schedd::queue::module_digest(b);
     let (a1, a2, a3) = (blob(1, 40), blob(2, 40), blob(3, 40));
     q.store_upload(&alice, &digest(&a1), a1.clone(), 0).await.unwrap();
     q.store_upload(&alice, &digest(&a2), a2.clone(), 0).await.unwrap();
@@ -525,7 +525,7 @@ async fn events_committed_but_not_yet_logged_are_written_at_the_next_start() {
 
 #[tokio::test]
 async fn a_suspended_job_is_status_7_and_its_suspensions_are_counted_and_timed() {
-    use andes_scheduler::queue::PoolOp;
+    use andes_schedd::queue::PoolOp;
     let dir = tempfile::tempdir().unwrap();
     let q = open(&dir);
     let c = q.submit(&Actor::user("alice"), jobs(1, ""), 1).await.unwrap();
@@ -566,7 +566,7 @@ async fn a_job_names_only_its_owners_uploads() {
     let q = Queue::open(cfg).unwrap();
     let (root, bob) = (Actor::user("root"), Actor::user("bob"));
     let secret = b"the secret number is 7".to_vec();
-    let d = andes_scheduler::queue::module_digest(&secret);
+    let d = andes_schedd::queue::module_digest(&secret);
     q.store_upload(&root, &d, secret.clone(), 0).await.unwrap();
     assert!(q.uploaded_by("root", &d).unwrap());
     assert!(!q.uploaded_by("bob", &d).unwrap(), "root's upload is not bob's");
@@ -649,11 +649,11 @@ async fn digests_are_shown_to_their_owner_alone() {
     let q = open(&dir);
     let root = Actor::user("root");
     let module = b"\0asm\x01\0\0\0".to_vec();
-    let d = andes_scheduler::queue::module_digest(&module);
+    let d = andes_schedd::queue::module_digest(&module);
     q.store_module(&root, &d, module, 0).await.unwrap();
     q.submit(&root, jobs(1, &format!(r#"CmdDigest = "{d}""#)), 1).await.unwrap();
     let probe = classad::parse_expr(&format!(r#"CmdDigest == "{d}""#)).unwrap();
-    let all = |_: &andes_scheduler::queue::JobView<'_>| true;
+    let all = |_: &andes_schedd::queue::JobView<'_>| true;
     let seen = q.query(&Actor::user("bob"), all, None, None, 2).unwrap();
     assert_eq!(seen.len(), 1);
     assert!(!seen[0].1.contains("CmdDigest"), "{}", seen[0].1);
@@ -675,7 +675,7 @@ async fn one_quota_covers_every_byte_an_owner_keeps_in_the_spool() {
     let q = Queue::open(cfg).unwrap();
     let bob = Actor::user("bob");
     let blob = vec![7u8; 400];
-    let d = andes_scheduler::queue::module_digest(&blob);
+    let d = andes_schedd::queue::module_digest(&blob);
     q.store_upload(&bob, &d, blob, 0).await.unwrap();
     assert_eq!(q.upload_room("bob").min(10_000), 600);
     // A spooled job's outputs: 500 bytes fit, 200 more do not.
@@ -689,7 +689,7 @@ async fn one_quota_covers_every_byte_an_owner_keeps_in_the_spool() {
     q.charge_spool("alice", 900).unwrap();
     // Uploads count what outputs and checkpoints keep too.
     let more = vec![8u8; 200];
-    let e = q.store_upload(&bob, &andes_scheduler::queue::module_digest(&more), more, 1).await;
+    let e = q.store_upload(&bob, &andes_schedd::queue::module_digest(&more), more, 1).await;
     assert!(matches!(&e, Err(QueueError::Forbidden(m)) if m.contains("quota")), "{e:?}");
 
     // A job names the upload; when it leaves, the upload goes at once.

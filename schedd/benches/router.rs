@@ -2,8 +2,8 @@
 //! (each job matched against the routes' Requirements, the least-loaded
 //! matching route chosen, and its routed copy built with the transforms).
 
-use andes_scheduler::job::JobId;
-use andes_scheduler::router::{RouteLoad, Table, plan};
+use andes_schedd::job::JobId;
+use andes_schedd::router::{RouteLoad, Table, plan};
 use classad::ClassAd;
 use criterion::{Criterion, criterion_group, criterion_main};
 

@@ -2,8 +2,8 @@
 //! too), takes its final status, returns to idle when the copy is removed,
 //! and takes the copy with it when held or removed (the manual's four cases).
 
-use andes_scheduler::job::{JobId, JobStatus};
-use andes_scheduler::queue::{Actor, Change, Queue, QueueConfig, Targets, factor};
+use andes_schedd::job::{JobId, JobStatus};
+use andes_schedd::queue::{Actor, Change, Queue, QueueConfig, Targets, factor};
 use classad::{ClassAd, Value};
 
 fn ad(text: &str) -> ClassAd {

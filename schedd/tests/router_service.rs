@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use andes_protocol::{Keypair, ManualClock};
-use andes_scheduler::router::service::{JobRouter, RouterConfig, load_table};
-use andes_scheduler::schedd::{Schedd, ScheddConfig};
+use andes_schedd::router::service::{JobRouter, RouterConfig, load_table};
+use andes_schedd::schedd::{Schedd, ScheddConfig};
 
 fn config(dir: &std::path::Path, cmd: &str) -> RouterConfig {
     RouterConfig {
@@ -37,12 +37,11 @@ fn schedd(dir: &std::path::Path) -> Schedd {
         schedd_interval: 300,
         // Every user is the schedd's own account here.
         accounts: std::sync::Arc::new(
-            andes_scheduler::userfs::Accounts::fixed("tester", false, "* = tester", |_| None)
-                .unwrap(),
+            andes_schedd::userfs::Accounts::fixed("tester", false, "* = tester", |_| None).unwrap(),
         ),
         uid_domain: None,
         job_limits: Default::default(),
-        spool_quota: andes_scheduler::queue::DEFAULT_UPLOAD_QUOTA_BYTES,
+        spool_quota: andes_schedd::queue::DEFAULT_UPLOAD_QUOTA_BYTES,
         spool_reserve: Some(0),
     };
     Schedd::open(&sc, Arc::new(ManualClock::new(1_800_000_000))).unwrap()
@@ -98,8 +97,8 @@ async fn entries_from_a_command_are_refreshed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_jobs_within_the_source_constraint_are_routed() {
-    use andes_scheduler::job::JobId;
-    use andes_scheduler::queue::{Actor, factor};
+    use andes_schedd::job::JobId;
+    use andes_schedd::queue::{Actor, factor};
     let dir = tempfile::tempdir().unwrap();
     let schedd = schedd(dir.path());
     let mut cfg = config(dir.path(), "true");
@@ -124,8 +123,8 @@ async fn only_jobs_within_the_source_constraint_are_routed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_in_place_route_transforms_the_job_once() {
-    use andes_scheduler::job::JobId;
-    use andes_scheduler::queue::{Actor, factor};
+    use andes_schedd::job::JobId;
+    use andes_schedd::queue::{Actor, factor};
     let dir = tempfile::tempdir().unwrap();
     let schedd = schedd(dir.path());
     let mut cfg = config(dir.path(), "true");
@@ -208,7 +207,7 @@ mod lying_target {
         let downloads = Arc::new(AtomicUsize::new(0));
         let ended = format!(
             r#"[ ClusterId = 1; ProcId = 0; JobStatus = 4; ExitCode = 0; {} = "" ]"#,
-            andes_scheduler::transfer::SPOOLED_INPUT
+            andes_schedd::transfer::SPOOLED_INPUT
         );
         let json = |v: serde_json::Value| {
             ([(http::header::CONTENT_TYPE, "application/json")], v.to_string())
@@ -266,8 +265,8 @@ mod lying_target {
 /// Routes one job of 1 MiB RequestDisk to `target` and runs passes until
 /// its copy is held: the hold reason.
 async fn routed_copy_held(dir: &std::path::Path, target: &str) -> String {
-    use andes_scheduler::job::JobStatus;
-    use andes_scheduler::queue::{Actor, factor};
+    use andes_schedd::job::JobStatus;
+    use andes_schedd::queue::{Actor, factor};
     let schedd = schedd(dir);
     let mut cfg = config(dir, "true");
     cfg.entries_cmd = None;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use andes_scheduler::queue::{Actor, JobLimits, Queue, QueueConfig, Submit};
+use andes_schedd::queue::{Actor, JobLimits, Queue, QueueConfig, Submit};
 
 /// A queue that takes the benchmark's `queue 100000` (past HTCondor's
 /// default MAX_JOBS_PER_SUBMISSION).
@@ -19,7 +19,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 const MODULE: &[u8] = b"\0asm\x01\0\0\0";
 
 fn module_digest() -> String {
-    andes_scheduler::queue::module_digest(MODULE)
+    andes_schedd::queue::module_digest(MODULE)
 }
 
 /// Stores the module for `who`, as a submit's client does first.
