@@ -35,9 +35,9 @@ pub const SCHEDD_SET: &[&str] = &[
     "EnteredCurrentStatus",
     "ScheddInterval",
     // Routing: the queue's links between originals and copies.
-    crate::queue::ROUTED_BY,
-    crate::queue::ROUTED_TO,
-    crate::queue::ROUTED_FROM,
+    ROUTED_BY,
+    ROUTED_TO,
+    ROUTED_FROM,
     "RouteName",
     "RoutedBy",
     "LastRoutedToJobId",
@@ -47,7 +47,7 @@ pub const SCHEDD_SET: &[&str] = &[
     "GridJobId",
     "GridJobStatus",
     // A run: the claim it holds and where.
-    crate::queue::CLAIM_ID_ATTR,
+    CLAIM_ID_ATTR,
     "ClaimIds",
     "Capability",
     "ChildClaimIds",
@@ -56,7 +56,7 @@ pub const SCHEDD_SET: &[&str] = &[
     "StartdAddr",
     "RemoteHost",
     "LastRemoteHost",
-    crate::queue::ACTIVATION_PENDING,
+    ACTIVATION_PENDING,
     "JobDeferredUntil",
     // The job's life, counted by the schedd.
     "NumJobStarts",
@@ -110,7 +110,7 @@ pub const SCHEDD_SET: &[&str] = &[
 /// Attributes a submit names, the schedd checks then, and nobody changes
 /// afterwards: refused by qedit.
 pub const FROZEN: &[&str] =
-    &["Cmd", "CmdDigest", crate::queue::SPOOLED_INPUT, "JobUniverse", "MyType", "TargetType"];
+    &["Cmd", "CmdDigest", andes_job::files::SPOOLED_INPUT, "JobUniverse", "MyType", "TargetType"];
 
 /// What an execute host's report may set on a job (besides a guest's
 /// `Chirp*` attributes): how its run went.
@@ -139,7 +139,7 @@ pub const HOST_REPORTED: &[&str] = &[
 /// Attributes no query, history or constraint shows anyone (HTCondor's
 /// private attributes): a claim id is a capability.
 pub const PRIVATE: &[&str] = &[
-    crate::queue::CLAIM_ID_ATTR,
+    CLAIM_ID_ATTR,
     "ClaimIds",
     "Capability",
     "ChildClaimIds",
@@ -150,7 +150,7 @@ pub const PRIVATE: &[&str] = &[
 
 /// Attributes shown only to the job's owner and admins: content digests,
 /// with which anyone could confirm a guess at the file behind them.
-pub const OWNER_ONLY: &[&str] = &["CmdDigest", crate::queue::SPOOLED_INPUT];
+pub const OWNER_ONLY: &[&str] = &["CmdDigest", andes_job::files::SPOOLED_INPUT];
 
 fn listed(list: &[&str], name: &str) -> bool {
     list.iter().any(|a| a.eq_ignore_ascii_case(name))
@@ -240,6 +240,39 @@ pub fn from_host(ad: ClassAd) -> ClassAd {
         }
     }
     kept
+}
+
+/// On an original job: its routed copy's id (`"C.P"`).
+pub const ROUTED_TO: &str = "RoutedToJobId";
+
+/// On a routed copy: the original's id (`"C.P"`).
+pub const ROUTED_FROM: &str = "RoutedFromJobId";
+
+/// The attribute naming the schedd (its identity in this pool's trust file)
+/// that routed a job here for its owner.
+pub const ROUTED_BY: &str = "RoutedFromSchedd";
+
+/// The attribute holding a running job's claim id: a secret, kept in the queue
+/// so a restarted schedd can reconnect, never shown by queries or history.
+pub const CLAIM_ID_ATTR: &str = "ClaimId";
+
+/// Set on an idle job whose activation was sent (or is about to be) and
+/// not yet seen to start: see [`crate::queue::PoolOp::Activating`].
+pub const ACTIVATION_PENDING: &str = "ActivationPending";
+
+/// The attribute naming a copy's job at its target (`andes HOST:PORT C.P`).
+pub const GRID_JOB_ID: &str = "GridJobId";
+
+/// The copy's status at its target as the router last mirrored it (a
+/// JobStatus code).
+pub const GRID_JOB_STATUS: &str = "GridJobStatus";
+
+/// An attribute's value as a string, if it is a non-empty string.
+pub fn str_attr(ad: &ClassAd, name: &str) -> Option<String> {
+    match ad.eval_attr(name) {
+        classad::Value::Str(s) if !s.is_empty() => Some(s.to_string()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -334,13 +367,29 @@ mod tests {
             "TotalRunningJobs",
             "TotalHeldJobs",
             "NumUsers",
+            // A route's settings (`router::transform`), not a job's ad.
+            "TargetUniverse",
         ];
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        // Every source file of the schedd, and the job's files it writes with.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = vec![root.join("../job/src/files.rs")];
+        let mut dirs = vec![root.join("src")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs")
+                    && p.file_name().is_none_or(|n| n != "tests.rs")
+                {
+                    files.push(p);
+                }
+            }
+        }
+        assert!(files.len() > 20, "the schedd's sources were not found: {files:?}");
         let mut missing = Vec::new();
-        for file in
-            ["queue.rs", "shadow.rs", "../../job/src/files.rs", "router.rs", "router/service.rs"]
-        {
-            let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
             // Only the code before a file's tests.
             let code = text.split("#[cfg(test)]").next().unwrap_or("");
             for part in code.split("insert_value(\"").skip(1) {
@@ -351,7 +400,7 @@ mod tests {
                     && !host_may_set(&name)
                     && !SHARED.iter().chain(NOT_JOB_ADS).any(|s| s.eq_ignore_ascii_case(&name))
                 {
-                    missing.push(format!("{file}: {name}"));
+                    missing.push(format!("{}: {name}", file.display()));
                 }
             }
         }

@@ -8,6 +8,7 @@ pub use andes_job::{api, userlog};
 pub mod attrs;
 pub mod deferral;
 pub mod eventlog;
+pub mod jobfiles;
 pub mod policy;
 pub mod quarantine;
 pub mod queue;

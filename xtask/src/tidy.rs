@@ -23,10 +23,8 @@ pub const BUDGET: usize = 2000;
 /// Source files over [`BUDGET`], each with the most lines it may have until
 /// it is cut into files of one concept.
 pub const OVER_BUDGET: &[(&str, usize)] = &[
-    ("schedd/src/queue.rs", 3712),
     ("job/src/userlog.rs", 3436),
     ("classad/src/builtins.rs", 3119),
-    ("schedd/src/shadow.rs", 2962),
     ("startd/src/machine.rs", 2328),
 ];
 

@@ -71,8 +71,7 @@ pub struct RouterConfig {
     pub andes: PathBuf,
 }
 
-/// The attribute naming a copy's job at its target (`andes HOST:PORT C.P`).
-pub const GRID_JOB_ID: &str = "GridJobId";
+pub use crate::attrs::{GRID_JOB_ID, GRID_JOB_STATUS};
 
 /// The job policy a copy keeps here and does not take to its target: as
 /// the manual says, the copy's periodic expressions are evaluated for the
@@ -92,10 +91,6 @@ const POLICY_ATTRS: [&str; 12] = [
     "PeriodicRemoveReason",
     "TimerRemove",
 ];
-
-/// The copy's status at its target as the router last mirrored it (a
-/// JobStatus code).
-pub const GRID_JOB_STATUS: &str = "GridJobStatus";
 
 struct Inner {
     queue: Queue,
@@ -678,7 +673,7 @@ impl Inner {
         // for a job submitted with --spool), go to the target's spool.
         let (job, accounts, queue) = (ad.clone(), self.accounts.clone(), self.queue.clone());
         let read = tokio::task::spawn_blocking(move || {
-            crate::shadow::read_inputs(&job, None, &accounts, &|d| queue.open_upload_of(&job, d))
+            crate::jobfiles::read_inputs(&job, None, &accounts, &|d| queue.open_upload_of(&job, d))
         })
         .await;
         let inputs = match read {
@@ -923,7 +918,7 @@ impl Inner {
             let out_id = str_attr(copy, ROUTED_FROM).as_deref().and_then(job_id).unwrap_or(id);
             let (accounts, spool, grid) = (self.accounts.clone(), self.spool.clone(), copy.clone());
             let written = tokio::task::spawn_blocking(move || {
-                crate::shadow::write_outputs(
+                crate::jobfiles::write_outputs(
                     out_id,
                     &grid,
                     &fetched.reply.files,

@@ -1,0 +1,173 @@
+//! The operations the queue's writer applies, the replies, and the events
+//! (for the job event log and the schedd) that changes make.
+
+use super::actor::*;
+use super::error::*;
+
+use std::sync::Arc;
+
+use classad::{ClassAd, Expr};
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::job::JobId;
+use crate::policy::HoldInfo;
+use crate::quarantine::{self};
+pub use andes_job::api::{Change, ChangeReport, Submit, SummaryRow, Targets, factor};
+pub use andes_job::files::{SPOOLED_INPUT, module_digest, spooled_inputs};
+
+/// What the shadows and the negotiation tell the queue about jobs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PoolOp {
+    /// The job was matched (LastMatchTime, NumJobMatches).
+    Matched,
+    /// The job's autocluster found no match (LastRejMatchReason, LastRejMatchTime).
+    Rejected(String),
+    /// The job is about to be activated on a claim (these attributes:
+    /// RemoteHost, ClaimId, StartdAddr): recorded, with
+    /// [`ACTIVATION_PENDING`], before the activation is sent, so that a
+    /// schedd that dies meanwhile asks the host after its restart instead of
+    /// running the job a second time elsewhere. The job stays idle.
+    Activating(ClassAd),
+    /// An activation on claim `.0` recorded with [`PoolOp::Activating`] did
+    /// not happen: the record is cleared; the job stays idle. (Nothing is
+    /// done to a job that started, or that is pending on another claim.)
+    NotStarted(String),
+    /// An activation on claim `.0` failed (`.1` says why): as
+    /// [`PoolOp::NotStarted`], and counted in `NumShadowExceptions`; after
+    /// [`MAX_ACTIVATION_FAILURES`] the job is held with the reason, never
+    /// matched and refused without end.
+    ActivationFailed(String, String),
+    /// The job started on a claim: these attributes (RemoteHost, ClaimId, ...) are set.
+    Started(ClassAd),
+    /// The shadow's periodic update of a running job.
+    Update(ClassAd),
+    /// The shadow reconnected to the running job (NumJobReconnects).
+    Reconnected,
+    /// The host suspended (`true`) or resumed (`false`) the running job.
+    Suspension(bool),
+    /// The job stopped without ending (evicted, lease lost): back to idle.
+    Evicted(ClassAd),
+    /// The job router's view of a routed copy at its target (GridJobId):
+    /// set whatever the job's status.
+    Grid(ClassAd),
+}
+
+/// One of a claim's queue updates, applied in order with others
+/// ([`Queue::in_order`]).
+#[derive(Clone, Debug)]
+pub enum JobOp {
+    /// What the shadow or the negotiation says of a job ([`Queue::pool`]).
+    Pool(JobId, PoolOp),
+    /// The job ended ([`Queue::job_exited`]).
+    Exited(JobId, ClassAd),
+}
+
+pub(crate) enum Op {
+    Submit(Actor, Submit),
+    Change(Actor, Targets, Change),
+    Started(JobId),
+    Pool(Vec<JobId>, PoolOp),
+    Exited(JobId, ClassAd),
+    Periodic,
+    StoreModule(Actor, String, Vec<u8>),
+    /// An upload already in its file under the uploads directory: its digest and size.
+    StoreFile(Actor, String, u64),
+    /// Removes uploads no job refers to, older than the grace.
+    CollectUploads,
+    /// Spooled jobs whose output their owner fetched.
+    Fetched(Actor, Vec<JobId>),
+    /// Panics inside the writer (tests of its recovery).
+    #[cfg(test)]
+    Panic,
+    /// Raises the on-disk high-water mark of cluster ids.
+    Mark(u32),
+    Deferral(DeferralOp),
+    Route(JobId, ClassAd),
+    EditInPlace(JobId, String, Vec<(String, Option<Expr>)>),
+    /// The schedd died evaluating this (see [`crate::quarantine`]).
+    Quarantine(quarantine::Crashed),
+    /// Several ops, in order, in the same commit; each answers on its own.
+    Many(Vec<Op>),
+}
+
+/// The schedd's deferral timer's requests.
+pub(crate) enum DeferralOp {
+    /// These idle jobs may have missed their window.
+    Missed(Vec<JobId>),
+    /// The schedd started: every idle cron job takes its next run.
+    Restart,
+}
+
+pub(crate) enum Reply {
+    Cluster(u32),
+    Removed(Vec<String>),
+    Report(ChangeReport),
+    Done,
+    Many(Vec<Result<Reply, QueueError>>),
+}
+
+pub(crate) struct Request {
+    pub(crate) op: Op,
+    pub(crate) now: i64,
+    pub(crate) reply: oneshot::Sender<Result<Reply, QueueError>>,
+}
+
+/// Something that happened to a job, for its event log and for whoever follows
+/// the queue (the router, the shadows). Emitted only after it is durable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueEvent {
+    /// The job.
+    pub id: JobId,
+    /// When.
+    pub time: i64,
+    /// What.
+    pub kind: EventKind,
+    /// The job's full ad after the event (for removals and completions, the ad
+    /// that went to history).
+    pub ad: Arc<ClassAd>,
+}
+
+/// The kinds of [`QueueEvent`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum EventKind {
+    /// Submitted.
+    Submitted,
+    /// Started running.
+    Executing,
+    /// Put on hold.
+    Held(HoldInfo),
+    /// Released from hold.
+    Released(String),
+    /// Removed (aborted).
+    Removed(String),
+    /// Ended and completed.
+    Terminated,
+    /// Ended and went back to idle (OnExitRemove false): the user log's
+    /// 004 "Job terminated and was requeued".
+    Requeued,
+    /// Left its slot before finishing (vacated, preempted, its host lost) and
+    /// went back to idle; `checkpointed` when it saved its state first.
+    Evicted {
+        /// The job checkpointed before leaving.
+        checkpointed: bool,
+    },
+    /// An attribute was edited.
+    Edited(String),
+    /// A note for the job's event log (a generic event): skipped or missed
+    /// cron runs.
+    Note(String),
+    /// Suspended by the execute host's policy (user log 010).
+    Suspended,
+    /// Running again after a suspension (user log 011).
+    Unsuspended,
+    /// A vacate was asked for (condor_vacate_job): its shadow has the host
+    /// vacate it; the eviction that follows is the event the log shows.
+    VacateAsked(String),
+}
+
+/// Called with the jobs that left the queue in a commit.
+pub type LeftHook = Box<dyn Fn(&[JobId]) + Send + Sync>;
+
+/// Receives events after each commit (the schedd writes event logs from here).
+pub type EventSink = Box<dyn Fn(&[QueueEvent]) + Send + Sync>;

@@ -1,0 +1,591 @@
+//! A claim's loop: claiming the slot, running a job of the matched group on
+//! it and then more of the same group (claim reuse), keeping it alive, and
+//! releasing it.
+
+use crate::attrs::str_attr;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use andes_protocol::pool::{
+    ActivateRequest, AliveReply, AliveRequest, CLAIM_PENDING, ClaimReply, ClaimRequest,
+    CollectorQuery, CollectorQueryReply, FileData, JobReport, MatchGrant, NEED_MODULE, QueuedJob,
+    ReleaseRequest, WaitRequest, WithdrawReply, WithdrawRequest,
+};
+use andes_protocol::{Client, ClientErrorKind, Clock};
+use classad::{ClassAd, Value};
+use http::Method;
+
+use super::dollar::host_ad;
+use super::files::may_have_checkpoints;
+use super::lane::{Lane, LaneOp, LaneTx};
+use super::link::{ClaimCtx, Link, not_found, status_reason};
+use super::reports::{Ends, NotActivated, Start};
+use super::state::{MAX_BATCH, PoolState, lock};
+use crate::job::{JobId, JobStatus};
+use crate::queue::{ACTIVATION_PENDING, CLAIM_ID_ATTR, PoolOp};
+
+/// Asks the host to drop job `id`, queued on a claim behind others, before
+/// it starts: true when it will not run there.
+pub(crate) async fn withdraw(link: &Link, claim_id: &str, id: JobId) -> bool {
+    let req =
+        WithdrawRequest { claim_id: claim_id.to_string(), cluster: id.cluster, proc: id.proc };
+    match link.short.call::<_, WithdrawReply>(Method::POST, "/v1/host/withdraw", Some(&req)).await {
+        Ok(r) => r.withdrawn,
+        Err(e) => {
+            tracing::debug!("job {id}: withdrawing it from its claim: {e}");
+            false
+        }
+    }
+}
+
+/// [`withdraw`] as a task of its own, from the host and claim `at`.
+pub(crate) fn withdraw_soon((link, claim_id): (Link, String), id: JobId) {
+    tokio::spawn(async move { withdraw(&link, &claim_id, id).await });
+}
+
+impl PoolState {
+    /// The next idle job of an autocluster not yet handed to a claim.
+    /// The next job of autocluster `ac` that may run now, on `slot` (both
+    /// Requirements, as the negotiator judges them) when given: a job edited
+    /// since its autocluster was filed may no longer fit the claim it would
+    /// reuse; it waits for the next negotiation, filed anew.
+    pub(crate) fn next_job(&self, ac: u32, slot: Option<&ClassAd>) -> Option<JobId> {
+        let mut state = lock(&self.state);
+        let st = self.queue.read();
+        loop {
+            let id = state.ac_jobs.get_mut(&ac)?.pop_front()?;
+            if state.busy.contains(&id) {
+                continue;
+            }
+            if st.job(id).is_some_and(|v| {
+                v.proc.status == JobStatus::Idle
+                    && !v.proc.ad.contains(ACTIVATION_PENDING)
+                    && !v.routed_away()
+                    && self.offerable(&v, self.clock.now())
+                    && slot.is_none_or(|s| classad::symmetric_match(&v.ad(), s))
+            }) {
+                state.busy.insert(id);
+                return Some(id);
+            }
+        }
+    }
+
+    pub(crate) async fn release(&self, link: &Link, claim_id: &str) {
+        let req = ReleaseRequest { claim_id: claim_id.to_string() };
+        if let Err(e) = link.short.post_json("/v1/host/release", &req).await {
+            tracing::debug!("releasing claim: {e}");
+        }
+    }
+
+    /// Claims a matched slot and runs jobs of the group on it.
+    pub(crate) async fn run_claim(self: Arc<Self>, grant: MatchGrant, first: JobId) {
+        let link = self.link(&grant.host_address);
+        let slot_ad = classad::parse_ad(&grant.slot_ad).unwrap_or_default();
+        let lane = Lane::start(self.clone());
+        let Some(job_ad) = self.queue.read().job(first).map(|v| v.ad()) else {
+            lane.send(LaneOp::Free(first));
+            lane.close().await;
+            return;
+        };
+        let owner = str_attr(&job_ad, "Owner").unwrap_or_default();
+        let req = ClaimRequest {
+            claim_id: grant.claim_id.clone(),
+            owner: owner.clone(),
+            user: None,
+            client_machine: self.cfg.name.clone(),
+            ad: job_ad.to_string(),
+            incarnation: Some(self.incarnation.clone()),
+            alive_interval: Some(self.cfg.alive_interval.as_secs().max(1)),
+        };
+        let reply: Result<ClaimReply, _> =
+            link.short.call(Method::POST, "/v1/host/claim", Some(&req)).await;
+        match reply {
+            Ok(r) if r.accepted => {}
+            Ok(r) => {
+                tracing::info!(
+                    "claim on {} refused: {}",
+                    str_attr(&slot_ad, "Name").unwrap_or_default(),
+                    r.reason.unwrap_or_default()
+                );
+                lane.send(LaneOp::Free(first));
+                lane.close().await;
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("cannot claim a slot: {e}");
+                lane.send(LaneOp::Free(first));
+                lane.close().await;
+                return;
+            }
+        }
+        lane.send(LaneOp::Pool(first, PoolOp::Matched));
+        lock(&self.held).insert(grant.claim_id.clone(), grant.host_address.clone());
+        let claim = ClaimCtx { claim_id: grant.claim_id, slot_ad, addr: grant.host_address };
+        // The claim's age to the millisecond: with whole seconds a claim of
+        // CLAIM_WORKLIFE = 1 would last anywhere from 0 to 2 s.
+        let since = tokio::time::Instant::now();
+        let mut job = first;
+        // Jobs per activation: grows while the claim's jobs are short (a
+        // batch costs one round trip, not one per job), back to one as soon
+        // as they are not.
+        let mut batch = 1usize;
+        // How long each job of the last batch took.
+        let mut per_job = Duration::ZERO;
+        let mut alive = true;
+        loop {
+            let t = tokio::time::Instant::now();
+            let n;
+            // A batch does not outlast CLAIM_WORKLIFE by more than a job: the
+            // claim takes no new jobs after it, queued ones included.
+            let mut size = batch;
+            if self.cfg.claim_worklife >= 0 && !per_job.is_zero() {
+                let left = Duration::from_secs(self.cfg.claim_worklife as u64)
+                    .saturating_sub(since.elapsed());
+                let fit = (left.as_nanos() / per_job.as_nanos()).max(1);
+                size = size.min(usize::try_from(fit).unwrap_or(usize::MAX));
+            }
+            match self.plain_batch(job, grant.autocluster, size, &claim) {
+                Some((ids, req, lease)) => {
+                    n = ids.len();
+                    let digest = req.module_digest.clone();
+                    // Recorded before it is sent (see PoolOp::Activating),
+                    // for every job of the batch: a schedd that dies while
+                    // the host runs them asks the host after its restart.
+                    let intent = PoolOp::Activating(self.started_attrs(&claim));
+                    let sent = match self.queue.pool(ids.clone(), intent, self.clock.now()).await {
+                        Ok(()) => self.activate(&link, &req, &digest, lease, Vec::new()).await,
+                        Err(e) => Err(NotActivated {
+                            reason: format!("recording the activation: {e}"),
+                            ambiguous: false,
+                        }),
+                    };
+                    if let Err(e) = &sent
+                        && e.ambiguous
+                    {
+                        // The host may run them: it says which, as to a
+                        // restarted schedd; each is followed, or goes back
+                        // to idle, never started twice.
+                        tracing::warn!("job {job}: activation unanswered: {}", e.reason);
+                        for (k, id) in ids.into_iter().enumerate() {
+                            // The first job counts a failure if none ran.
+                            let start = match k {
+                                0 => Start::Unanswered(e.reason.clone()),
+                                _ => Start::Reconnect,
+                            };
+                            let mut ends = Ends::default();
+                            self.shadow(&link, &claim, id, &lane.tx, start, &mut ends).await;
+                        }
+                        break;
+                    }
+                    let sent = sent.map_err(|e| e.reason);
+                    if let Err(e) = &sent {
+                        // The first job counts the failure; the rest just
+                        // go back to idle.
+                        let failed = PoolOp::ActivationFailed(claim.claim_id.clone(), e.clone());
+                        lane.send(LaneOp::Pool(ids[0], failed));
+                        for id in &ids[1..] {
+                            let op = PoolOp::NotStarted(claim.claim_id.clone());
+                            lane.send(LaneOp::Pool(*id, op));
+                        }
+                    }
+                    if sent.is_ok() {
+                        self.note_queued(&link, &claim.claim_id, &ids[1..]);
+                    }
+                    let report = match sent {
+                        Ok(r) => r,
+                        Err(e) => {
+                            // None of them started: they stay idle.
+                            tracing::warn!("job {job}: activation failed: {e}");
+                            for id in ids {
+                                lane.send(LaneOp::Free(id));
+                            }
+                            break;
+                        }
+                    };
+                    // The batch's ends are taken in, and committed, before
+                    // anything more is asked of the host: it takes the next
+                    // request (an activation resets its list of ends) as the
+                    // acknowledgement that they are kept.
+                    alive &= self.take_in(&link, &claim, &lane.tx, ids, report).await;
+                }
+                None => {
+                    n = 1;
+                    let mut ends = Ends::default();
+                    let start = Start::Activate;
+                    alive &= self.shadow(&link, &claim, job, &lane.tx, start, &mut ends).await.0;
+                }
+            }
+            if !alive {
+                break;
+            }
+            per_job = t.elapsed() / n as u32;
+            batch = if per_job < Duration::from_millis(10) {
+                (batch * 2).min(MAX_BATCH)
+            } else if per_job > Duration::from_millis(50) {
+                1
+            } else {
+                batch
+            };
+            let worklife = self.cfg.claim_worklife;
+            if worklife >= 0 && since.elapsed() >= Duration::from_secs(worklife as u64) {
+                break;
+            }
+            match self.next_job(grant.autocluster, Some(&claim.slot_ad)) {
+                Some(next) => job = next,
+                None => break,
+            }
+        }
+        // Released (or, for a claim that already ended, its end acknowledged)
+        // once everything it reported is committed.
+        lane.tx.committed().await;
+        self.release(&link, &claim.claim_id).await;
+        lock(&self.held).remove(&claim.claim_id);
+        lock(&self.state).claims -= 1;
+        lane.close().await;
+    }
+
+    /// Tells each host, every ALIVE_INTERVAL, which of its claims this run
+    /// of the schedd holds (HTCondor's claim keep-alive); at start, tells the
+    /// hosts whose slots the collector shows claimed by this schedd that it
+    /// restarted, so they release what its earlier run left idle at once.
+    pub(crate) async fn alive_loop(self: Arc<Self>) {
+        self.announce_restart().await;
+        loop {
+            tokio::time::sleep(self.cfg.alive_interval).await;
+            let mut by_host: HashMap<String, Vec<String>> = HashMap::new();
+            for (claim, addr) in lock(&self.held).iter() {
+                by_host.entry(addr.clone()).or_default().push(claim.clone());
+            }
+            for (addr, claims) in by_host {
+                let req = AliveRequest { incarnation: self.incarnation.clone(), claims };
+                let link = self.link(&addr);
+                let r: Result<AliveReply, _> =
+                    link.short.call(Method::POST, "/v1/host/alive", Some(&req)).await;
+                if let Err(e) = r {
+                    tracing::debug!("keep-alive to {addr}: {e}");
+                }
+            }
+        }
+    }
+
+    /// At start: the hosts whose slots the collector shows claimed by this
+    /// schedd (its earlier run) hear of this run's incarnation.
+    pub(crate) async fn announce_restart(&self) {
+        let Some(url) = self.cfg.collector.clone() else { return };
+        let Ok(client) = Client::new(&url, self.keypair.clone()) else { return };
+        let q = CollectorQuery {
+            kind: Some("Machine".into()),
+            constraint: Some(format!(
+                "ClientMachine == {}",
+                classad::Value::Str(self.cfg.name.as_str().into())
+            )),
+            projection: vec!["MyAddress".into()],
+        };
+        let found: Result<CollectorQueryReply, _> =
+            client.call(Method::POST, "/v1/collector/query", Some(&q)).await;
+        let Ok(found) = found else { return };
+        let mut hosts = HashSet::new();
+        for text in found.ads {
+            if let Ok(ad) = classad::parse_ad(&text)
+                && let Some(addr) = str_attr(&ad, "MyAddress")
+            {
+                hosts.insert(addr);
+            }
+        }
+        for addr in hosts {
+            let req = AliveRequest { incarnation: self.incarnation.clone(), claims: Vec::new() };
+            let r: Result<AliveReply, _> =
+                self.link(&addr).short.call(Method::POST, "/v1/host/alive", Some(&req)).await;
+            match r {
+                Ok(r) if r.released > 0 => tracing::info!(
+                    "{addr} released {} claims of this schedd's earlier run",
+                    r.released
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::debug!("telling {addr} of this run: {e}"),
+            }
+        }
+    }
+
+    /// Takes in how a batch's jobs ended (or follows them while they run),
+    /// in order, from the activation's report. Returns whether the claim is
+    /// still usable.
+    pub(crate) async fn take_in(
+        &self,
+        link: &Link,
+        claim: &ClaimCtx,
+        lane: &LaneTx,
+        ids: Vec<JobId>,
+        report: JobReport,
+    ) -> bool {
+        let lane = &lane.gathering();
+        let mut ends = Ends::default();
+        let mut last = Some(report);
+        let mut alive = true;
+        for id in ids {
+            // With no report (the host is lost) it never went out, as far as
+            // the schedd can know: it stays idle.
+            match last.take() {
+                Some(r) => {
+                    (alive, last) = self
+                        .shadow(link, claim, id, lane, Start::Queued(Box::new(r)), &mut ends)
+                        .await;
+                }
+                None => {
+                    lane.send(LaneOp::Pool(id, PoolOp::NotStarted(claim.claim_id.clone())));
+                    lane.send(LaneOp::Free(id));
+                }
+            }
+        }
+        lane.committed().await;
+        alive
+    }
+
+    /// A batch of up to `n` jobs of autocluster `ac` starting with `first`,
+    /// as one activation of the claim, when `first` is a plain job: one whose
+    /// host needs nothing but its ad, module and input files (it neither
+    /// checkpoints nor waits for a DeferralTime). `None` for any other, which
+    /// its shadow activates alone.
+    pub(crate) fn plain_batch(
+        &self,
+        first: JobId,
+        ac: u32,
+        n: usize,
+        claim: &ClaimCtx,
+    ) -> Option<(Vec<JobId>, ActivateRequest, u64)> {
+        let job = self.queue.read().job(first).map(|v| v.ad())?;
+        if may_have_checkpoints(&job) || job.contains("DeferralTime") {
+            return None;
+        }
+        // A job with big input files uploads them first: not for a batch.
+        let inputs = self.read_inputs(&job, None).ok().filter(|i| !i.streams())?.files;
+        let lease = match job.eval_attr("JobLeaseDuration") {
+            Value::Int(n) if n > 0 => n as u64,
+            _ => self.cfg.job_lease,
+        };
+        let carried = inputs.iter().map(FileData::len).sum();
+        let more = self.batch_behind(first, ac, n - 1, claim, carried);
+        let mut ids = vec![first];
+        ids.extend(more.iter().map(|(id, _)| *id));
+        let req = ActivateRequest {
+            claim_id: claim.claim_id.clone(),
+            job: host_ad(&job, &claim.slot_ad).to_string(),
+            module_digest: str_attr(&job, "CmdDigest").unwrap_or_default(),
+            inputs,
+            lease_secs: lease,
+            wait_ms: self.cfg.activate_wait_ms,
+            saved_state: None,
+            snapshot: None,
+            more: more.into_iter().map(|(_, q)| q).collect(),
+        };
+        Some((ids, req, lease))
+    }
+
+    /// Up to `n` more jobs of autocluster `ac` to queue on the claim behind
+    /// `first`: jobs that run the same module and neither checkpoint nor
+    /// wait for a DeferralTime. A job whose input files cannot be read is
+    /// left for a later activation (which holds it).
+    pub(crate) fn batch_behind(
+        &self,
+        first: JobId,
+        ac: u32,
+        n: usize,
+        claim: &ClaimCtx,
+        mut carried: u64,
+    ) -> Vec<(JobId, QueuedJob)> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let Some(digest) =
+            self.queue.read().job(first).and_then(|v| str_attr(&v.ad(), "CmdDigest"))
+        else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        while out.len() < n {
+            let Some(id) = self.next_job(ac, Some(&claim.slot_ad)) else { break };
+            let Some(job) = self.queue.read().job(id).map(|v| v.ad()) else {
+                lock(&self.state).busy.remove(&id);
+                continue;
+            };
+            let fits = str_attr(&job, "CmdDigest").as_deref() == Some(digest.as_str())
+                && !may_have_checkpoints(&job)
+                && !job.contains("DeferralTime");
+            // The batch's files travel in one message: within its budget.
+            let inputs = if fits {
+                self.read_inputs(&job, None).ok().filter(|i| !i.streams()).map(|i| i.files).filter(
+                    |f| {
+                        carried + f.iter().map(FileData::len).sum::<u64>()
+                            <= andes_protocol::pool::INLINE_BUDGET
+                    },
+                )
+            } else {
+                None
+            };
+            carried += inputs.iter().flatten().map(FileData::len).sum::<u64>();
+            let Some(inputs) = inputs else {
+                // Not for a batch: it goes first on a later activation.
+                let mut st = lock(&self.state);
+                st.busy.remove(&id);
+                st.ac_jobs.entry(ac).or_default().push_front(id);
+                break;
+            };
+            let ad = host_ad(&job, &claim.slot_ad);
+            out.push((
+                id,
+                QueuedJob { job: ad.to_string(), module_digest: digest.clone(), inputs },
+            ));
+        }
+        out
+    }
+
+    /// Notes the jobs an activation queued on the claim's host behind its
+    /// first, so that a hold or removal withdraws them from there. One held
+    /// or removed while the activation was on its way is withdrawn now. They
+    /// are noted before their states are read, so a hold committed meanwhile
+    /// is seen by one side or the other, and withdrawn by whichever takes it
+    /// off the list.
+    pub(crate) fn note_queued(&self, link: &Link, claim_id: &str, ids: &[JobId]) {
+        {
+            let mut st = lock(&self.state);
+            for id in ids {
+                st.queued.insert(*id, (link.clone(), claim_id.to_string()));
+            }
+        }
+        let stopped: Vec<JobId> = {
+            let q = self.queue.read();
+            let stopped =
+                |id: &&JobId| q.job(**id).is_none_or(|v| v.proc.status != JobStatus::Idle);
+            ids.iter().filter(stopped).copied().collect()
+        };
+        let mut st = lock(&self.state);
+        for id in stopped {
+            if let Some(at) = st.queued.remove(&id) {
+                withdraw_soon(at, id);
+            }
+        }
+    }
+
+    /// A job's part on its claim is over: it is no longer busy.
+    pub(crate) fn free(&self, id: JobId) {
+        let quiet = {
+            let mut st = lock(&self.state);
+            st.busy.remove(&id);
+            st.queued.remove(&id);
+            st.busy.is_empty()
+        };
+        self.advertise.notify_one();
+        if quiet {
+            // The pool just went quiet: say so now, so the next submit finds
+            // the negotiator up to date.
+            self.urgent.notify_one();
+        }
+    }
+
+    pub(crate) fn started_attrs(&self, claim: &ClaimCtx) -> ClassAd {
+        let mut a = ClassAd::new();
+        if let Some(n) = str_attr(&claim.slot_ad, "Name") {
+            a.insert_value("RemoteHost", n.as_str());
+        }
+        a.insert_value(CLAIM_ID_ATTR, claim.claim_id.as_str());
+        a.insert_value("StartdAddr", claim.addr.as_str());
+        a
+    }
+
+    /// Activates, sending the module first if the host lacks it.
+    pub(crate) async fn activate(
+        &self,
+        link: &Link,
+        req: &ActivateRequest,
+        digest: &str,
+        lease: u64,
+        sources: Vec<(String, std::fs::File)>,
+    ) -> Result<JobReport, NotActivated> {
+        let definite = |reason: String| NotActivated { reason, ambiguous: false };
+        // Big input files go first, each as a stream of its own.
+        for (sha, file) in sources {
+            let path = format!("/v1/host/inputs/{sha}");
+            let claim = [(andes_protocol::pool::CLAIM_HEADER, req.claim_id.as_str())];
+            let r = link
+                .long
+                .upload(Method::PUT, &path, file, &claim)
+                .await
+                .map_err(|e| definite(format!("cannot send an input file to the host: {e}")))?;
+            if !r.status.is_success() {
+                return Err(definite(format!(
+                    "the host refused an input file: {}",
+                    r.error_reason().unwrap_or_else(|| r.status.to_string())
+                )));
+            }
+        }
+        let start = tokio::time::Instant::now();
+        let mut sent_module = false;
+        let mut delay = Duration::from_millis(50);
+        loop {
+            match link.long.call::<_, JobReport>(Method::POST, "/v1/host/activate", Some(req)).await
+            {
+                Ok(r) => return Ok(r),
+                Err(e) if status_reason(&e) == Some((409, CLAIM_PENDING)) => {
+                    // Preempting: the slot's previous job is still leaving.
+                    if start.elapsed() > Duration::from_secs(lease) {
+                        return Err(definite(
+                            "the preempted job did not leave within the lease".into(),
+                        ));
+                    }
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                }
+                Err(e) if !sent_module && status_reason(&e) == Some((409, NEED_MODULE)) => {
+                    sent_module = true;
+                    self.queue
+                        .send_upload(&link.long, &format!("/v1/host/modules/{digest}"), digest)
+                        .await
+                        .map_err(|e| definite(format!("the module did not reach the host: {e}")))?;
+                }
+                Err(e) => {
+                    return Err(match &e.kind {
+                        ClientErrorKind::Status { reason, .. } => definite(reason.clone()),
+                        // The request may have reached the host, and the job
+                        // may run there: only the host can say.
+                        _ => NotActivated {
+                            reason: format!("cannot reach the host: {e}"),
+                            ambiguous: true,
+                        },
+                    });
+                }
+            }
+        }
+    }
+
+    /// A long poll, retried while the host does not answer, for as long as the
+    /// job's lease lasts. `Err` when the claim is gone or the lease ran out.
+    pub(crate) async fn wait_until_lease(
+        &self,
+        link: &Link,
+        req: &WaitRequest,
+        lease: u64,
+    ) -> Result<JobReport, ()> {
+        let start = tokio::time::Instant::now();
+        let lease = Duration::from_secs(lease);
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match link.long.call::<_, JobReport>(Method::POST, "/v1/host/wait", Some(req)).await {
+                Ok(r) => return Ok(r),
+                Err(e) if not_found(&e) => return Err(()),
+                Err(e) => {
+                    if start.elapsed() >= lease {
+                        tracing::warn!(
+                            "claim {}: lease over: {e}",
+                            andes_protocol::pool::public_claim_id(&req.claim_id)
+                        );
+                        return Err(());
+                    }
+                    tracing::debug!("waiting on the host: {e}");
+                    tokio::time::sleep(delay.min(lease.saturating_sub(start.elapsed()))).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}

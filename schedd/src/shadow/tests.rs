@@ -1,0 +1,230 @@
+//! The shadow's pieces on their own.
+
+use super::dollar::{expand_dollar_dollar, host_ad};
+use super::files::save_checkpoint;
+use super::reports::{Ends, Viewed, no_report};
+use super::state::{PoolConfig, ScheddPool};
+use super::*;
+use crate::attrs::str_attr;
+use crate::jobfiles::{read_inputs, write_outputs};
+use crate::transfer::Staged;
+use crate::userfs::Accounts;
+use andes_protocol::Clock;
+use andes_protocol::pool::{FileData, JobEnd, JobReport, RunState};
+use andes_protocol::pool::{STDERR_NAME, STDIN_NAME, STDOUT_NAME};
+use classad::Value;
+use std::time::Duration;
+
+fn ad(text: &str) -> ClassAd {
+    classad::parse_ad(text).unwrap()
+}
+
+/// A job edited after its autocluster was filed (here: asking for more
+/// memory than the slot has) is not taken by a claim reused for that
+/// autocluster; the next one that fits is.
+#[tokio::test]
+async fn a_reused_claim_takes_only_a_job_that_still_matches_its_slot() {
+    use crate::job::JobSelector;
+    use crate::queue::{Actor, Change, Submit, Targets};
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::schedd::ScheddConfig {
+        name: "schedd@test".into(),
+        data_dir: dir.path().join("spool"),
+        periodic_interval: Duration::from_secs(60),
+        history_max_jobs: 100,
+        history_max_age: None,
+        submit_host: "<127.0.0.1:0>".into(),
+        cron_time_zone: jiff::tz::TimeZone::UTC,
+        schedd_interval: 300,
+        accounts: Arc::new(
+            crate::userfs::Accounts::fixed("tester", false, "* = tester", |_| None).unwrap(),
+        ),
+        uid_domain: None,
+        job_limits: Default::default(),
+        spool_quota: crate::queue::DEFAULT_UPLOAD_QUOTA_BYTES,
+        spool_reserve: Some(0),
+    };
+    let clock: Arc<dyn Clock> = Arc::new(andes_protocol::ManualClock::new(1_800_000_000));
+    let schedd = crate::schedd::Schedd::open(&config, clock).unwrap();
+    let keypair = Arc::new(Keypair::from_seed("schedd", [9; 32]).unwrap());
+    let pool = ScheddPool::start(&schedd, PoolConfig::new("schedd@test", "127.0.0.1:1"), keypair);
+    let alice = Actor::user("alice");
+    let module = b"\0asm\x01\0\0\0".to_vec();
+    let digest = crate::queue::module_digest(&module);
+    schedd.queue.store_module(&alice, &digest, module, 1_800_000_000).await.unwrap();
+    let job = ad(&format!(
+        r#"[Cmd = "job.wasm"; CmdDigest = "{digest}"; Owner = "alice"; RequestMemory = 100; RequestDisk = 10; RequestCpus = 1; Requirements = TARGET.Memory >= RequestMemory]"#,
+    ));
+    let c = schedd
+        .queue
+        .submit(
+            &alice,
+            Submit { cluster: None, cluster_ad: job, procs: vec![ClassAd::new(); 3] },
+            1_800_000_000,
+        )
+        .await
+        .unwrap();
+    let demand = pool.inner.demand(&[]);
+    assert_eq!(demand.groups.len(), 1, "{demand:?}");
+    let ac = demand.groups[0].autocluster;
+    let edit = Change::Edit { attr: "RequestMemory".into(), expr: "99999999".into() };
+    let one = Targets { ids: vec![JobSelector::Job(JobId::new(c, 1))], ..Default::default() };
+    schedd.queue.change(&alice, one, edit, 1_800_000_001).await.unwrap();
+    let slot =
+        ad(r#"[Name = "slot1@h"; Memory = 1024; Disk = 100000; Cpus = 1; Requirements = true]"#);
+    assert_eq!(pool.inner.next_job(ac, Some(&slot)), Some(JobId::new(c, 0)));
+    assert_eq!(pool.inner.next_job(ac, Some(&slot)), Some(JobId::new(c, 2)));
+    assert_eq!(pool.inner.next_job(ac, Some(&slot)), None);
+}
+
+/// A batch of two: job 2 ends and job 3 starts in one step of the host,
+/// so the shadow following job 2 may first hear of its end in a report
+/// about job 3, running. Job 3 must be followed from that report; the
+/// view rewritten as job 2's end would say job 3 never started (nothing
+/// queued, not the report's job), and job 3 would run twice.
+#[test]
+fn a_job_whose_end_comes_with_the_next_ones_start_hands_that_start_on() {
+    let end = |job: &str| JobEnd {
+        job: job.into(),
+        version: 4,
+        update: "[ RemoteUserCpu = 0.1 ]".into(),
+        ending: "[ ExitCode = 0; ExitBySignal = false ]".into(),
+        outputs: Vec::new(),
+        evicted: false,
+    };
+    let next_running = JobReport {
+        version: 5,
+        state: RunState::Running,
+        job: Some("h#2.0#1".into()),
+        ended: vec![end("h#1.0#1")],
+        queued: 0,
+        ..no_report(true)
+    };
+    let mut ends = Ends::default();
+    let Viewed::Mine(mine) = ends.view(next_running, "h#1.0#1") else {
+        panic!("job 1's end is in the report")
+    };
+    assert_eq!(mine.state, RunState::Exited);
+    assert!(mine.ending.as_deref().is_some_and(|e| e.contains("ExitCode")));
+    let behind = ends.behind(&mine);
+    match ends.view(behind, "h#2.0#1") {
+        Viewed::Mine(r) => assert_eq!(r.state, RunState::Running),
+        Viewed::NotYet(r) => panic!("job 2 taken as never started: {r:?}"),
+    }
+    // A report about the job itself, ending it, hands on the same facts.
+    let own_end = JobReport {
+        version: 6,
+        state: RunState::Exited,
+        job: Some("h#2.0#1".into()),
+        ended: vec![end("h#2.0#1")],
+        queued: 0,
+        ..no_report(true)
+    };
+    let Viewed::Mine(mine) = ends.view(own_end, "h#2.0#1") else { panic!() };
+    let behind = ends.behind(&mine);
+    assert_eq!(
+        (behind.version, behind.state, behind.job.as_deref()),
+        (6, RunState::Exited, Some("h#2.0#1"))
+    );
+}
+
+#[test]
+fn dollar_dollar_expands_against_the_slot() {
+    let slot = ad(r#"[ Name = "slot1@h"; Memory = 2048; Arch = "X86_64" ]"#);
+    let job = ad(r#"[ Arguments = "--mem $$(Memory) --arch $$(Arch)"; Env = "X=$$(Missing:none)";
+             Big = "$$([Memory * 2])"; Keep = "$$(Nope)"; Plain = 3 ]"#);
+    let out = expand_dollar_dollar(&job, &slot);
+    assert_eq!(str_attr(&out, "Arguments").unwrap(), "--mem 2048 --arch X86_64");
+    assert_eq!(str_attr(&out, "Env").unwrap(), "X=none");
+    assert_eq!(str_attr(&out, "Big").unwrap(), "4096");
+    assert_eq!(str_attr(&out, "Keep").unwrap(), "$$(Nope)");
+    assert_eq!(out.eval_attr("Plain"), Value::Int(3));
+    // Unbalanced: left alone, no panic.
+    let nested = ad(r#"[ R = [ X = "$$(Arch)" ] ]"#);
+    assert_eq!(
+        expand_dollar_dollar(&nested, &slot).get("R").unwrap().to_string(),
+        r#"[ X = "X86_64" ]"#
+    );
+    let odd = ad(r#"[ A = "$$(Memory" ]"#);
+    assert_eq!(str_attr(&expand_dollar_dollar(&odd, &slot), "A").unwrap(), "$$(Memory");
+}
+
+#[test]
+fn inputs_and_outputs_move_between_iwd_and_sandbox_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let iwd = dir.path();
+    std::fs::write(iwd.join("data.txt"), b"123").unwrap();
+    std::fs::create_dir(iwd.join("d")).unwrap();
+    std::fs::write(iwd.join("d/x"), b"x").unwrap();
+    std::fs::write(iwd.join("stdin.txt"), b"in").unwrap();
+    let job = ad(&format!(
+        r#"[ Iwd = "{}"; TransferInput = "data.txt, d"; In = "stdin.txt";
+             Out = "out/job.out"; Err = "job.err"; RequestDisk = 1 ]"#,
+        iwd.display()
+    ));
+    // Every owner is the schedd's own account here.
+    let own = Accounts::fixed("tester", false, "* = tester", |_| None).unwrap();
+    let none = |_: &str| None;
+    let mut names: Vec<_> =
+        read_inputs(&job, None, &own, &none).unwrap().files.into_iter().map(|f| f.name).collect();
+    names.sort();
+    assert_eq!(names, ["_andes_stdin", "d/x", "data.txt"]);
+    let outputs = vec![
+        FileData::inline(STDOUT_NAME, b"hello".to_vec()),
+        FileData::inline(STDERR_NAME, b"oops".to_vec()),
+        FileData::inline("result", b"42".to_vec()),
+    ];
+    let id = JobId::new(1, 0);
+    write_outputs(id, &job, &outputs, &Staged::default(), &own, None).unwrap();
+    assert_eq!(std::fs::read(iwd.join("out/job.out")).unwrap(), b"hello");
+    assert_eq!(std::fs::read(iwd.join("job.err")).unwrap(), b"oops");
+    assert_eq!(std::fs::read(iwd.join("result")).unwrap(), b"42");
+    let bad = vec![FileData::inline("../escape", vec![])];
+    assert!(write_outputs(id, &job, &bad, &Staged::default(), &own, None).is_err());
+    // Over RequestDisk (1 KiB).
+    std::fs::write(iwd.join("data.txt"), vec![0u8; 2048]).unwrap();
+    assert!(read_inputs(&job, None, &own, &none).unwrap_err().message.contains("RequestDisk"));
+}
+
+#[test]
+fn a_checkpoint_replaces_the_last_and_travels_with_the_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("checkpoints/1.0");
+    std::fs::create_dir_all(dir.path().join("checkpoints")).unwrap();
+    let files = |pairs: &[(&str, &str)]| -> Vec<FileData> {
+        pairs.iter().map(|(n, d)| FileData::inline(n.to_string(), d.as_bytes().to_vec())).collect()
+    };
+    save_checkpoint(&ckpt, &files(&[("partial.txt", "1"), ("old.txt", "x")]), &Staged::default())
+        .unwrap();
+    save_checkpoint(
+        &ckpt,
+        &files(&[("partial.txt", "2"), (STDOUT_NAME, "out"), ("sub/state", "s")]),
+        &Staged::default(),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("partial.txt"), "stale input").unwrap();
+    let job =
+        ad(&format!(r#"[ Iwd = "{}"; TransferInput = "partial.txt" ]"#, dir.path().display()));
+    let own = Accounts::fixed("tester", false, "* = tester", |_| None).unwrap();
+    let mut got: Vec<(String, String)> = read_inputs(&job, Some(&ckpt), &own, &|_| None)
+        .unwrap()
+        .files
+        .into_iter()
+        .map(|f| (f.name, String::from_utf8(f.data).unwrap()))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [("partial.txt".to_string(), "2".to_string()), ("sub/state".into(), "s".into())]
+    );
+}
+
+#[test]
+fn host_ad_renames_the_streams() {
+    let job = ad(r#"[ In = "a.in"; Out = "a.out"; Err = "/dev/null"; ClaimId = "secret" ]"#);
+    let out = host_ad(&job, &ClassAd::new());
+    assert!(!out.contains("ClaimId"));
+    assert_eq!(str_attr(&out, "In").unwrap(), STDIN_NAME);
+    assert_eq!(str_attr(&out, "Out").unwrap(), STDOUT_NAME);
+    assert_eq!(str_attr(&out, "Err").unwrap(), "/dev/null");
+}
