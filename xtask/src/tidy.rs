@@ -18,15 +18,11 @@ use std::path::Path;
 use std::process::Command;
 
 /// Lines a source file may have.
-pub const BUDGET: usize = 2000;
+pub const BUDGET: usize = 1600;
 
 /// Source files over [`BUDGET`], each with the most lines it may have until
 /// it is cut into files of one concept.
-pub const OVER_BUDGET: &[(&str, usize)] = &[
-    ("job/src/userlog.rs", 3436),
-    ("classad/src/builtins.rs", 3119),
-    ("startd/src/machine.rs", 2328),
-];
+pub const OVER_BUDGET: &[(&str, usize)] = &[];
 
 /// Which workspace crates each may depend on (normal, build and dev
 /// dependencies alike).

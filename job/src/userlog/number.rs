@@ -1,0 +1,46 @@
+//! HTCondor's event numbers (`ULogEventNumber`).
+
+/// `ULOG_SUBMIT`
+pub const SUBMIT: u16 = 0;
+/// `ULOG_EXECUTE`
+pub const EXECUTE: u16 = 1;
+/// `ULOG_EXECUTABLE_ERROR`
+pub const EXECUTABLE_ERROR: u16 = 2;
+/// `ULOG_CHECKPOINTED`
+pub const CHECKPOINTED: u16 = 3;
+/// `ULOG_JOB_EVICTED`
+pub const JOB_EVICTED: u16 = 4;
+/// `ULOG_JOB_TERMINATED`
+pub const JOB_TERMINATED: u16 = 5;
+/// `ULOG_IMAGE_SIZE`
+pub const IMAGE_SIZE: u16 = 6;
+/// `ULOG_SHADOW_EXCEPTION`
+pub const SHADOW_EXCEPTION: u16 = 7;
+/// `ULOG_GENERIC`
+pub const GENERIC: u16 = 8;
+/// `ULOG_JOB_ABORTED`
+pub const JOB_ABORTED: u16 = 9;
+/// `ULOG_JOB_SUSPENDED`
+pub const JOB_SUSPENDED: u16 = 10;
+/// `ULOG_JOB_UNSUSPENDED`
+pub const JOB_UNSUSPENDED: u16 = 11;
+/// `ULOG_JOB_HELD`
+pub const JOB_HELD: u16 = 12;
+/// `ULOG_JOB_RELEASED`
+pub const JOB_RELEASED: u16 = 13;
+/// `ULOG_REMOTE_ERROR`
+pub const REMOTE_ERROR: u16 = 21;
+/// `ULOG_JOB_DISCONNECTED`
+pub const JOB_DISCONNECTED: u16 = 22;
+/// `ULOG_JOB_RECONNECTED`
+pub const JOB_RECONNECTED: u16 = 23;
+/// `ULOG_JOB_RECONNECT_FAILED`
+pub const JOB_RECONNECT_FAILED: u16 = 24;
+/// `ULOG_JOB_AD_INFORMATION`
+pub const JOB_AD_INFORMATION: u16 = 28;
+/// `ULOG_ATTRIBUTE_UPDATE`
+pub const ATTRIBUTE_UPDATE: u16 = 33;
+/// `ULOG_CLUSTER_SUBMIT`
+pub const CLUSTER_SUBMIT: u16 = 35;
+/// `ULOG_CLUSTER_REMOVE`
+pub const CLUSTER_REMOVE: u16 = 36;
