@@ -3,6 +3,7 @@
 //! `stamp` sample printing when it began by its own wall clock. The figure is
 //! how late each started after its DeferralTime; criterion records each
 //! batch's p99, and the whole distribution (median, p99, max) is printed.
+#![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

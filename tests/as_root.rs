@@ -74,11 +74,8 @@ impl Drop for Home {
 /// `andes-alice` and `andes-bob`.
 fn pool() -> Pool {
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { geteuid() },
-        0,
-        "these tests need root (cargo xtask test runs them as root)"
-    );
+    let euid = unsafe { geteuid() };
+    assert_eq!(euid, 0, "these tests need root (cargo xtask test runs them as root)");
     let keys = tempfile::tempdir().unwrap();
     let users = ["andes-alice", "andes-bob"];
     let mut lines = Vec::new();

@@ -12,7 +12,7 @@
 //!
 //! It shares nothing with the schedd but the wire (`andes-protocol`): no
 //! queue, no SQLite.
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod collector;
 pub mod manager;

@@ -1,5 +1,4 @@
 //! HTCondor's ClassAd language: values, expressions, evaluation and matchmaking.
-#![warn(missing_docs)]
 
 pub mod argenv;
 pub mod ast;

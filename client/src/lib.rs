@@ -5,6 +5,7 @@
 //!
 //! The `andes` command and the Python package (`python/`) both stand on it, so a
 //! script finds the pool, the keys and the errors exactly as the command does.
+#![forbid(unsafe_code)]
 
 pub mod session;
 pub mod settings;

@@ -11,6 +11,7 @@
 //! variant once in turn, so that a machine whose load drifts slows every
 //! variant alike, and prints each one's median and minimum and their ratios
 //! to the original's; `ANDES_BENCH_DUMP=DIR` writes each variant there.
+#![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
 
 #[path = "../tests/common/mod.rs"]
 mod common;

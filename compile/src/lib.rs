@@ -106,8 +106,7 @@
 //! so that the normal path tests only the flag). The yield import then
 //! sees [`STATE_REWINDING`], calls `asyncify_stop_rewind()`, clears the flag
 //! and returns, and the guest continues where it was.
-
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 #[cfg(feature = "instrument")]
 mod graph;

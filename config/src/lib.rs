@@ -46,6 +46,7 @@
 //! errors; recursion depth, include depth, file size and the size of an
 //! expanded value are all bounded, so no input can make it recurse or
 //! allocate without limit.
+#![forbid(unsafe_code)]
 
 use std::collections::HashMap;
 use std::fmt;

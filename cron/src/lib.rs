@@ -29,6 +29,7 @@
 //! The search never loops: an impossible schedule is refused by
 //! [`Schedule::parse`], and a possible one fires within eight years (February
 //! 29 across a century that is not a leap year), so the search is bounded.
+#![forbid(unsafe_code)]
 
 use std::fmt;
 

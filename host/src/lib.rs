@@ -6,7 +6,7 @@
 //! actions, keeps each slot's sandbox, and answers the pool ([`pool`]: the
 //! collector's updates, the schedd's claims, activations and report polls)
 //! and its owner ([`api`]: status and commands).
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod api;
 pub mod benchmark;

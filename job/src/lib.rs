@@ -12,7 +12,7 @@
 //!   `andes transfer-data`, and the schedd's spool of them.
 //! - [`userlog`]: HTCondor's user-log format: typed events, their exact text,
 //!   a writer, a reader and a follower.
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod api;
 pub mod files;

@@ -1,6 +1,7 @@
 //! Signing and verifying requests: the per-request cost every daemon pays.
 //!
 //! `cargo bench -p andes-protocol --bench verify`
+#![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
 
 use std::cell::Cell;
 

@@ -16,7 +16,7 @@
 //! * [`stream`]: files as streamed bodies (big inputs, outputs, modules, snapshots).
 //! * [`pool`]: the messages between negotiator, schedd and execute host.
 //! * [`error`]: rejections and the `{"error": "..."}` body every daemon answers with.
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod admission;
 pub mod auth;

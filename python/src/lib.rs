@@ -12,6 +12,7 @@
 //! Every network wait runs with the interpreter released. Errors are
 //! `HTCondorException` (pool, submit, log) or `ClassAdException` (ClassAd text),
 //! with the messages the command prints.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 

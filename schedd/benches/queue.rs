@@ -1,5 +1,6 @@
 //! Job queue benchmarks: a `queue 100000` cluster made durable, and condor_q's
 //! summary over a million queued jobs.
+#![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
 
 use std::time::{Duration, Instant};
 

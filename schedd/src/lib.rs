@@ -1,5 +1,4 @@
 //! The schedd: the durable job queue and everything that acts on it.
-#![warn(missing_docs)]
 
 pub use andes_job::files as transfer;
 pub use andes_job::ids as job;

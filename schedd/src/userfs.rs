@@ -177,6 +177,7 @@ fn name_of_uid(uid: u32) -> Option<String> {
     // SAFETY: a zeroed passwd is a valid out-parameter; buf outlives the call.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is to a live local; buf's length is passed with it.
     let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut result) };
     if rc != 0 || result.is_null() {
         return None;
@@ -194,6 +195,7 @@ pub fn system_lookup(name: &str) -> Option<Account> {
     // SAFETY: as in name_of_uid.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is to a live local; buf's length is passed with it.
     let rc = unsafe {
         libc::getpwnam_r(cname.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut result)
     };

@@ -7,6 +7,7 @@
 //! "take-reusing" into the previous snapshot's buffer; "durable" also
 //! writes it to a file with fsync; "restore" verifies and decodes into a new,
 //! lazily zeroed memory (as a new Wasm instance has).
+#![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
 
 use andes_snapshot::{Builder, CHUNK, Header, open};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};

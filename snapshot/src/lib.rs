@@ -31,8 +31,7 @@
 //!
 //! Nothing in a snapshot depends on the host's OS or CPU: [`platform`] is
 //! derived from the format and instrumentation versions only.
-
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod blobs;
 mod memory;

@@ -1,5 +1,6 @@
 //! One policy evaluation round (a POLLING_INTERVAL tick) over 64 busy slots
 //! with the default policy.
+#![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
 
 use andes_startd::{ClaimRequest, Event, MachineInfo, Measurements, Policy, Startd, State};
 use classad::parse_ad;

@@ -103,7 +103,6 @@
 //!   of `LastBenchmark == 0`, as the spec's example does.
 //! * KeyboardIdle and ConsoleIdle count up between measurements, so a
 //!   policy sees idle time grow between polls as it does on a real host.
-#![warn(missing_docs)]
 
 mod machine;
 pub mod measure;

@@ -220,6 +220,7 @@ struct PollWord(std::ptr::NonNull<AtomicU32>);
 // attached: `Control::attach_poll`'s caller keeps the memory alive and in
 // place until `Control::detach_poll`, which takes the same lock.
 unsafe impl Send for PollWord {}
+// SAFETY: as for Send: every access is atomic and under the attach lock.
 unsafe impl Sync for PollWord {}
 
 /// Starts a job's watchdog ([`Control::arm_watch`]).

@@ -27,7 +27,6 @@
 //! println!("{}", result.to_ad());
 //! # Ok(()) }
 //! ```
-#![warn(missing_docs)]
 
 pub mod control;
 pub mod cputime;

@@ -462,9 +462,9 @@ impl Remote {
         if vmstore == 0 {
             return false;
         }
+        let l = &*LAYOUT;
         // SAFETY: the store context lives as long as the job's store (the
         // contract, and `StoreKnown`).
-        let l = &*LAYOUT;
         let (limit, exit_fp, exit_pc) = unsafe {
             (
                 std::ptr::read_volatile((vmstore + l.stack_limit) as *const usize),

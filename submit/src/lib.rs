@@ -26,7 +26,7 @@
 //! the job ad spells them (relative paths resolve against the initial
 //! directory). [`RealFs`] reads the local disk; [`MappedFs`] maps a prefix
 //! such as `/iwd` onto a real directory; [`MemFs`] serves files from memory.
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod expand;
 mod fs;
