@@ -203,22 +203,52 @@ fn installs() -> bool {
     ok
 }
 
+/// How long each step of a command took, said at the end (CI's time is
+/// watched: see the README's development section).
+#[derive(Default)]
+struct Steps(Vec<(&'static str, std::time::Duration, bool)>);
+
+impl Steps {
+    fn step(&mut self, name: &'static str, f: impl FnOnce() -> bool) -> bool {
+        let start = std::time::Instant::now();
+        let ok = f();
+        self.0.push((name, start.elapsed(), ok));
+        ok
+    }
+
+    fn report(&self) {
+        let total: std::time::Duration = self.0.iter().map(|s| s.1).sum();
+        for (name, took, ok) in &self.0 {
+            let how = if *ok { "" } else { " (failed)" };
+            eprintln!("xtask: {:>6.0} s  {name}{how}", took.as_secs_f64());
+        }
+        eprintln!("xtask: {:>6.0} s  in all", total.as_secs_f64());
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ok = match args.first().map(String::as_str) {
         Some("samples") => samples(),
         Some("test") => {
             // What is missing is named; the tests that need it then fail.
-            let _ = setup::run();
-            samples()
-                && cargo(&["test", "--workspace", "--all-targets", "--no-fail-fast"])
-                && cargo(&["test", "--workspace", "--doc"])
-                && cargo(&["test", "--manifest-path", "guest-sdk/Cargo.toml"])
-                && as_root_tests()
-                && installs()
-                && python::run(&[])
-                && portability::run()
-                && docs::run(&[])
+            let mut t = Steps::default();
+            let _ = t.step("setup", setup::run);
+            let ok = t.step("samples", samples)
+                && t.step("tests", || {
+                    cargo(&["test", "--workspace", "--all-targets", "--no-fail-fast"])
+                })
+                && t.step("doc tests", || cargo(&["test", "--workspace", "--doc"]))
+                && t.step("guest SDK", || {
+                    cargo(&["test", "--manifest-path", "guest-sdk/Cargo.toml"])
+                })
+                && t.step("as root", as_root_tests)
+                && t.step("installs", installs)
+                && t.step("python", || python::run(&[]))
+                && t.step("portability", portability::run)
+                && t.step("docs", || docs::run(&[]));
+            t.report();
+            ok
         }
         Some("bench") => {
             let mut a = vec!["bench", "--workspace"];

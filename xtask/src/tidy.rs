@@ -98,6 +98,22 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "andes-startd",
         ],
     ),
+    (
+        "andes-fuzz-cases",
+        &[
+            "classad",
+            "andes-config",
+            "andes-submit",
+            "andes-protocol",
+            "andes-snapshot",
+            "andes-cron",
+            "andes-schedd",
+            "andes-central",
+            "andes-job",
+            "andes-host",
+            "andes-starter",
+        ],
+    ),
     ("xtask", &[]),
 ];
 

@@ -1,0 +1,63 @@
+//! Every input a fuzz campaign found (`fuzz/findings/<target>-<what>`),
+//! replayed through its target's checks: a finding once fixed stays fixed.
+//! And the table of targets here is the fuzz crate's: a target added there
+//! and missing here fails.
+
+use std::path::Path;
+
+/// A target's checks of one input.
+type Run = fn(&[u8]);
+
+/// Every fuzz target, by its name in `fuzz/Cargo.toml`.
+const TARGETS: &[(&str, Run)] = &[
+    ("classad_json", andes_fuzz_cases::classad_json::run),
+    ("config", andes_fuzz_cases::config::run),
+    ("cron", andes_fuzz_cases::cron::run),
+    ("eval", andes_fuzz_cases::eval::run),
+    ("guest_abi", andes_fuzz_cases::guest_abi::run),
+    ("parse", andes_fuzz_cases::parse::run),
+    ("request", andes_fuzz_cases::request::run),
+    ("snapshot", andes_fuzz_cases::snapshot::run),
+    ("submit", andes_fuzz_cases::submit::run),
+    ("trust", andes_fuzz_cases::trust::run),
+    ("wire", andes_fuzz_cases::wire::run),
+];
+
+fn fuzz_dir() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz"))
+}
+
+#[test]
+fn every_finding_replays_through_its_target() {
+    let mut replayed = Vec::new();
+    for entry in std::fs::read_dir(fuzz_dir().join("findings")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        // The longest target name the file's name starts with, then '-'.
+        let target = TARGETS
+            .iter()
+            .filter(|(t, _)| name.strip_prefix(t).is_some_and(|r| r.starts_with('-')))
+            .max_by_key(|(t, _)| t.len());
+        let Some((_, run)) = target else {
+            panic!("fuzz/findings/{name} names no target: call it <target>-<what>");
+        };
+        run(&std::fs::read(&path).unwrap());
+        replayed.push(name);
+    }
+    // The five findings of the campaigns so far, at least.
+    assert!(replayed.len() >= 5, "findings replayed: {replayed:?}");
+}
+
+#[test]
+fn the_table_names_every_fuzz_target() {
+    let manifest = std::fs::read_to_string(fuzz_dir().join("Cargo.toml")).unwrap();
+    let mut bins: Vec<&str> = manifest
+        .split("[[bin]]")
+        .skip(1)
+        .filter_map(|b| b.lines().find_map(|l| l.trim().strip_prefix("name = ")))
+        .map(|n| n.trim_matches('"'))
+        .collect();
+    bins.sort();
+    let table: Vec<&str> = TARGETS.iter().map(|(t, _)| *t).collect();
+    assert_eq!(bins, table, "fuzz/Cargo.toml's targets and this table differ");
+}
