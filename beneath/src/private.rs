@@ -18,7 +18,7 @@
 //! inheritable entries (Everyone's read among them). Wine keeps no list of
 //! its own for a file but maps it to the Unix mode (an entry for the
 //! current user gives the owner's and the group's bits, 0770), which is how
-//! `tests/portability.rs` sees it from outside.
+//! `tests/system/portability.rs` sees it from outside.
 
 use std::fs::File;
 use std::io;

@@ -156,7 +156,7 @@ fn walks_refuse_trees_deeper_than_the_limit() {
 
 /// A file written for its owner alone reads back as open to no one else; one
 /// whose mode lets others in is named as such (Windows: by its access control
-/// list, which `tests/portability.rs` checks under wine).
+/// list, which `tests/system/portability.rs` checks under wine).
 #[cfg(unix)]
 #[test]
 fn a_file_for_its_owner_alone_is_told_from_one_open_to_others() {

@@ -13,7 +13,7 @@
 //! - `cargo xtask samples`: builds the sample jobs only (Rust, C and Go).
 //! - `cargo xtask bench`: the criterion benchmarks.
 //! - `cargo xtask faults [--seed N] [--seconds S]`: the fault harness
-//!   (`tests/fault_harness.rs`) for S seconds of faults (default 1800), with
+//!   (`tests/system/fault_harness.rs`) for S seconds of faults (default 1800), with
 //!   the schedule of seed N (default: the time); the test suite runs it for a
 //!   minute.
 //! - `cargo xtask demo [--keep]`: a personal pool running a mixed batch of
@@ -23,7 +23,7 @@
 //! - `cargo xtask tidy`: the house's rules checked (crate layering, file
 //!   sizes, paths the Markdown pages name, `SAFETY:` comments); CI runs it
 //!   first (see [`tidy`]).
-//! - `cargo xtask attacks`: the multi-user attack suite (`tests/attacks.rs`,
+//! - `cargo xtask attacks`: the multi-user attack suite (`tests/system/attacks.rs`,
 //!   also part of the test suite) alone, with what each attack printed; its
 //!   spool-filling attack mounts a tmpfs, so it needs root.
 
@@ -128,7 +128,7 @@ fn as_root_tests() -> bool {
         });
     if uid != Some(0) {
         return not_run(
-            "tests/as_root.rs (a root schedd acting as each user)",
+            "tests/system/as_root.rs (a root schedd acting as each user)",
             "root: run `cargo xtask test` as root",
         );
     }
@@ -139,7 +139,7 @@ fn as_root_tests() -> bool {
             return false;
         }
     }
-    cargo(&["test", "-p", "andes", "--test", "as_root", "--", "--ignored"])
+    cargo(&["test", "-p", "andes", "--test", "system", "--", "as_root::", "--ignored"])
 }
 
 /// The fault harness, long: `--seed N` (default: the time) and `--seconds S`
@@ -165,7 +165,16 @@ fn faults(args: &[String]) -> bool {
     eprintln!("xtask: fault harness, seed {seed}, {seconds} s of faults");
     samples()
         && Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["test", "-p", "andes", "--test", "fault_harness", "--", "--nocapture"])
+            .args([
+                "test",
+                "-p",
+                "andes",
+                "--test",
+                "system",
+                "--",
+                "fault_harness::",
+                "--nocapture",
+            ])
             .env("ANDES_FAULT_SEED", &seed)
             .env("ANDES_FAULT_SECONDS", &seconds)
             .current_dir(root())
@@ -259,7 +268,17 @@ fn main() -> ExitCode {
         Some("tidy") => tidy::run(),
         Some("setup") => setup::run(),
         Some("attacks") => {
-            samples() && cargo(&["test", "-p", "andes", "--test", "attacks", "--", "--nocapture"])
+            samples()
+                && cargo(&[
+                    "test",
+                    "-p",
+                    "andes",
+                    "--test",
+                    "system",
+                    "--",
+                    "attacks::",
+                    "--nocapture",
+                ])
         }
         Some("installs") => installs(),
         Some("demo") => demo::run(&args[1..]),

@@ -1,7 +1,7 @@
 //! `cargo xtask portability`: the host on other platforms, for real. Builds
 //! `andes` for Windows (`x86_64-pc-windows-gnu`, linked by mingw-w64) and for
 //! aarch64 Linux (`aarch64-unknown-linux-gnu`, linked by gcc-aarch64-linux-gnu),
-//! then runs `tests/portability.rs` with the first under wine and the second
+//! then runs `tests/system/portability.rs` with the first under wine and the second
 //! under qemu-user: the samples and their limits, a cooperative checkpoint, and
 //! a compiled job's snapshot moved between every pair of platforms.
 //!
@@ -57,7 +57,7 @@ pub fn run() -> bool {
     }
     if !missing.is_empty() {
         return crate::not_run(
-            "tests/portability.rs (Windows under wine, aarch64 under qemu)",
+            "tests/system/portability.rs (Windows under wine, aarch64 under qemu)",
             &format!("Debian's {}", missing.join(", ")),
         );
     }
@@ -125,12 +125,22 @@ pub fn run() -> bool {
     let prefix = place.join("wine-prefix");
     let arm_exe = target.join(AARCH64).join("debug").join("andes");
     eprintln!(
-        "xtask: cargo test --test portability (wine: {}, qemu: {})",
+        "xtask: cargo test --test system -- portability:: (wine: {}, qemu: {})",
         wine.display(),
         qemu.display()
     );
     Command::new(&cargo)
-        .args(["test", "-p", "andes", "--test", "portability", "--", "--ignored", "--nocapture"])
+        .args([
+            "test",
+            "-p",
+            "andes",
+            "--test",
+            "system",
+            "--",
+            "portability::",
+            "--ignored",
+            "--nocapture",
+        ])
         .current_dir(root())
         .env("ANDES_WINE", &wine)
         .env("ANDES_WINDOWS_EXE", &exe)

@@ -1,0 +1,10 @@
+//! The startd's tests, in one binary: its machine ad, policies, state
+//! transitions and reconfiguration on a virtual clock, and properties.
+
+mod common;
+
+mod machine_ad;
+mod policies;
+mod props;
+mod reconfig;
+mod transitions;

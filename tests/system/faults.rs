@@ -1,0 +1,193 @@
+//! Faults on a pool of real processes: daemons killed with SIGKILL at random
+//! (seeded) moments while work flows. At the end every acknowledged job has
+//! completed exactly once, and no slot is left claimed.
+//!
+//! `ANDES_FAULT_SEED` picks the schedule (default 1); `ANDES_FAULT_KILLS` the
+//! number of kills (default 4).
+#![cfg(unix)]
+
+use crate::common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::pool::{Pool, int, text, wait_or};
+
+use common::{Lcg, env_u64 as env};
+
+/// (ClusterId, ProcId) → how many runs the startd's history says ended with
+/// an exit code (ran to completion).
+fn completions(p: &Pool) -> HashMap<(i64, i64), u32> {
+    let text = std::fs::read_to_string(p.path().join("startd_history")).unwrap_or_default();
+    let mut out = HashMap::new();
+    let mut ad = String::new();
+    for line in text.lines() {
+        if !line.starts_with("*** ") {
+            ad.push_str(line);
+            ad.push('\n');
+            continue;
+        }
+        if let Ok(a) = classad::parse_old_ad(&std::mem::take(&mut ad))
+            && matches!(a.eval_attr("ExitCode"), classad::Value::Int(_))
+        {
+            *out.entry((int(&a, "ClusterId"), int(&a, "ProcId"))).or_default() += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn a_schedd_killed_while_jobs_stream_in_loses_none_runs_none_twice_and_frees_every_slot() {
+    let seed = env("ANDES_FAULT_SEED", 1);
+    let kills = env("ANDES_FAULT_KILLS", 4);
+    let mut rng = Lcg(seed);
+    // Claims kept alive every second; a match taken by a schedd that then
+    // dies holds its slot for MATCH_TIMEOUT (HTCondor: 120 s), here 10 s.
+    let mut p =
+        Pool::new("ALIVE_INTERVAL = 1\nMAX_CLAIM_ALIVES_MISSED = 3\nMATCH_TIMEOUT = 10\n", 1);
+    let jobs = p.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::copy(common::pool::sample("exit_code"), jobs.join("exit_code.wasm")).unwrap();
+    std::fs::write(jobs.join("s.sub"), "executable = exit_code.wasm\narguments = 0\nqueue 3\n")
+        .unwrap();
+    let acknowledged: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let submitter = {
+        let (ack, stop) = (acknowledged.clone(), stop.clone());
+        let cfg = p.user_config();
+        let dir = p.path().to_path_buf();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let o = common::andes()
+                    .args(["submit", "s.sub"])
+                    .current_dir(dir.join("jobs"))
+                    .env("ANDES_CONFIG_DIR", &dir)
+                    .env("ANDES_CONFIG", &cfg)
+                    .env("USER", "alice")
+                    .output()
+                    .unwrap();
+                if let Some(c) = common::submitted_cluster(&o, 3) {
+                    ack.lock().unwrap().push(c);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    for _ in 0..kills {
+        std::thread::sleep(Duration::from_millis(300 + rng.next(1700)));
+        Pool::kill9(&mut p.schedd);
+        std::thread::sleep(Duration::from_millis(rng.next(500)));
+        p.start_schedd();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let t = std::time::Instant::now();
+    submitter.join().unwrap();
+    eprintln!("faults: the submitter stopped in {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(!acknowledged.is_empty(), "no submit was acknowledged");
+    // Every job, acknowledged or not, leaves the queue completed.
+    wait_or(
+        "the queue to drain",
+        Duration::from_secs(env("ANDES_FAULT_DRAIN", 180)),
+        || p.queue().is_empty(),
+        || {
+            let show = |ads: Vec<classad::ClassAd>| {
+                ads.iter().map(|a| a.to_string()).collect::<Vec<_>>().join("\n")
+            };
+            format!("{}\n{}\n{}", show(p.queue()), show(p.slots()), p.logs())
+        },
+    );
+    eprintln!("faults: the queue drained in {:?}", t.elapsed());
+    let history = p.history();
+    let done = completions(&p);
+    for c in &acknowledged {
+        for proc in 0..3 {
+            let h = history
+                .iter()
+                .find(|a| int(a, "ClusterId") == *c && int(a, "ProcId") == proc)
+                .unwrap_or_else(|| panic!("acknowledged job {c}.{proc} is lost"));
+            assert_eq!(int(h, "JobStatus"), 4, "{h}");
+        }
+    }
+    for ((c, proc), n) in &done {
+        if *n != 1 {
+            let runs = std::fs::read_to_string(p.path().join("startd_history")).unwrap_or_default();
+            let marker = format!("*** ClusterId = {c} ProcId = {proc} ");
+            let mut shown = String::new();
+            let mut block = String::new();
+            for line in runs.lines() {
+                block.push_str(line);
+                block.push('\n');
+                if line.starts_with("*** ") {
+                    if line.starts_with(&marker) {
+                        shown.push_str(&block);
+                    }
+                    block.clear();
+                }
+            }
+            let q = p.history();
+            let h = q.iter().find(|a| int(a, "ClusterId") == *c && int(a, "ProcId") == *proc);
+            panic!(
+                "job {c}.{proc} ran to completion {n} times:\n{shown}\nhistory: {}\n{}",
+                h.map(|a| a.to_string()).unwrap_or_default(),
+                p.logs()
+            );
+        }
+    }
+    // No slot stays claimed once the work is done.
+    wait_or(
+        "every slot unclaimed",
+        Duration::from_secs(60),
+        || {
+            let s = p.slots();
+            !s.is_empty() && s.iter().all(|a| text(a, "State") != "Claimed")
+        },
+        || {
+            let s: Vec<String> = p.slots().iter().map(|a| a.to_string()).collect();
+            format!("{}\n{}", s.join("\n"), p.logs())
+        },
+    );
+}
+
+#[test]
+fn a_central_manager_killed_and_restarted_has_the_whole_pool_again_within_seconds() {
+    // Ads are due only every 300 s: without reconnecting, a restarted
+    // central manager would know no slot and no schedd for five minutes.
+    let mut p = Pool::new("UPDATE_INTERVAL = 300\nSCHEDD_INTERVAL = 300\n", 1);
+    wait_or("both slots", Duration::from_secs(30), || p.slots().len() == 2, || p.logs());
+    p.restart_cm();
+    wait_or(
+        "both slots known to the restarted central manager",
+        Duration::from_secs(30),
+        || p.slots().len() == 2,
+        || p.logs(),
+    );
+    p.submit("alice", "after", "executable = hello.wasm\nqueue 2\n");
+    wait_or("the jobs run", Duration::from_secs(60), || p.history().len() == 2, || p.logs());
+}
+
+#[test]
+fn a_job_that_cannot_be_started_is_held_after_a_few_tries_not_rescheduled_forever() {
+    // An input file whose name the host refuses (a `:`, which no sandbox name
+    // may hold): each try is refused. After a few, the job is held with the
+    // host's reason.
+    let p = Pool::new("", 1);
+    let jobs = p.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::write(jobs.join("c:d"), b"x").unwrap();
+    p.submit("alice", "big", "executable = hello.wasm\ntransfer_input_files = c:d\nqueue\n");
+    wait_or(
+        "the job held",
+        Duration::from_secs(120),
+        || p.queue().iter().any(|a| int(a, "JobStatus") == 5),
+        || p.logs(),
+    );
+    let ad = &p.queue()[0];
+    assert_eq!(int(ad, "NumShadowExceptions"), 5, "{ad}");
+    let reason = text(ad, "HoldReason");
+    assert!(reason.contains("could not be started on 5 matches"), "{reason}");
+}

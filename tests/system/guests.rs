@@ -1,0 +1,275 @@
+//! Guests in C and Go, which know nothing of andes (samples/guests: `textstat`
+//! built with zig cc, `fannkuch` built with GOOS=wasip1), run as a user runs
+//! them: with `andes run`, compiled by `andes compile` and restored from a
+//! snapshot after a SIGKILL, and as jobs of a pool. Each must write what the
+//! native build of the same source writes, byte for byte: stdout and every
+//! file it leaves, and nothing more (its scratch files removed).
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use common::pool::{Pool, int, sample, wait_or};
+
+/// A guest and a run of it: its module name, arguments, and the input files
+/// it needs in its sandbox.
+struct Guest {
+    name: &'static str,
+    args: Vec<String>,
+    inputs: Vec<(&'static str, Vec<u8>)>,
+}
+
+/// Text for `textstat`: `words` words drawn from a seeded vocabulary, with
+/// line breaks and punctuation, mixed case.
+fn text(words: usize) -> Vec<u8> {
+    let mut rng = common::Lcg(7);
+    let vocab: Vec<String> = (0..3000)
+        .map(|_| {
+            let n = rng.between(1, 9) as usize;
+            (0..n).map(|_| (b"etaoinshrdluCMFWYP"[rng.next(18) as usize]) as char).collect()
+        })
+        .collect();
+    let mut out = String::new();
+    for i in 0..words {
+        out.push_str(&vocab[rng.next(vocab.len() as u64) as usize]);
+        out.push_str(match rng.next(20) {
+            0 => ".\n",
+            1 => ", ",
+            _ if i % 13 == 0 => "\n",
+            _ => " ",
+        });
+    }
+    out.into_bytes()
+}
+
+fn textstat(words: usize, rounds: u32) -> Guest {
+    Guest {
+        name: "textstat",
+        args: vec!["in.txt".into(), "out.txt".into(), rounds.to_string()],
+        inputs: vec![("in.txt", text(words))],
+    }
+}
+
+fn fannkuch(n: u32) -> Guest {
+    Guest { name: "fannkuch", args: vec![n.to_string()], inputs: vec![] }
+}
+
+/// The native build of a guest (samples/guests/build.sh).
+fn native(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/target/native").join(name);
+    assert!(p.exists(), "{}: build the samples first (`cargo xtask samples` does)", p.display());
+    p
+}
+
+/// A fresh directory holding the guest's input files.
+fn sandbox(g: &Guest) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for (name, bytes) in &g.inputs {
+        std::fs::write(d.path().join(name), bytes).unwrap();
+    }
+    d
+}
+
+/// Every file of a directory, by name.
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .collect()
+}
+
+/// What the native build prints and leaves in its directory.
+fn native_run(g: &Guest) -> (Vec<u8>, BTreeMap<String, Vec<u8>>) {
+    let d = sandbox(g);
+    let o = Command::new(native(g.name)).args(&g.args).current_dir(d.path()).output().unwrap();
+    assert!(o.status.success(), "native {}: {}", g.name, String::from_utf8_lossy(&o.stderr));
+    (o.stdout, files(d.path()))
+}
+
+/// The files a run left beside its stdout, as they compare with a native run.
+fn assert_same(what: &str, g: &Guest, stdout: &[u8], dir: &BTreeMap<String, Vec<u8>>) {
+    let (want_out, want_files) = native_run(g);
+    assert_eq!(
+        String::from_utf8_lossy(stdout),
+        String::from_utf8_lossy(&want_out),
+        "{what}: {} printed other than its native build",
+        g.name
+    );
+    let names = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(dir), names(&want_files), "{what}: {} left other files", g.name);
+    for (name, want) in &want_files {
+        assert!(dir[name] == *want, "{what}: {}'s {name} differs from its native build's", g.name);
+    }
+}
+
+/// `andes run` of a module in `dir`, its stdout; the run must exit 0.
+fn andes_run(module: &Path, dir: &Path, extra: &[&str], args: &[String]) -> Vec<u8> {
+    let o = common::andes()
+        .arg("run")
+        .arg("--dir")
+        .arg(dir)
+        .args(extra)
+        .arg(module)
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && err.contains("exited normally with return value 0"),
+        "andes run {}: {err}",
+        module.display()
+    );
+    o.stdout
+}
+
+/// Sample `name` compiled by `andes compile`, once per test process.
+fn compiled(name: &'static str) -> PathBuf {
+    static DONE: OnceLock<Mutex<BTreeMap<&'static str, PathBuf>>> = OnceLock::new();
+    let mut done = DONE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = done.get(name) {
+        return p.clone();
+    }
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("guests-{name}_c.wasm"));
+    let o = common::andes().arg("compile").arg(sample(name)).arg("-o").arg(&out).output().unwrap();
+    common::succeeded(o, "andes compile");
+    done.insert(name, out.clone());
+    out
+}
+
+/// A Go guest opens, writes, appends to, seeks in and removes files in its
+/// sandbox, as a C guest does: Go's wasip1 runtime finds its files only under
+/// a preopen that covers its working directory (before, it failed every open
+/// with "Bad file number").
+#[test]
+fn c_and_go_guests_write_their_files_as_their_native_builds_do() {
+    for g in [textstat(20_000, 3), fannkuch(8)] {
+        let d = sandbox(&g);
+        let out = andes_run(&sample(g.name), d.path(), &[], &g.args);
+        assert_same("andes run", &g, &out, &files(d.path()));
+    }
+}
+
+/// Compiled, checkpointed every 100 ms and killed with SIGKILL mid-run, each
+/// guest resumes in a fresh process with an empty sandbox from a snapshot
+/// taken in the middle, and finishes with exactly the native build's output:
+/// its files (written, appended to, sought in, removed before the snapshot or
+/// after) come back from the snapshot as they were.
+#[test]
+fn compiled_c_and_go_guests_resume_from_a_middle_snapshot_after_sigkill() {
+    for g in [textstat(100_000, 400), fannkuch(10)] {
+        let module = compiled(g.name);
+        let ckpt = tempfile::tempdir().unwrap();
+        let first = sandbox(&g);
+        let mut child = common::andes()
+            .arg("run")
+            .arg("--dir")
+            .arg(first.path())
+            .arg("--checkpoint-dir")
+            .arg(ckpt.path())
+            .args(["--checkpoint-every", "100ms", "--checkpoint-keep", "0"])
+            .arg(&module)
+            .args(&g.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let snapshots = || -> Vec<PathBuf> {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(ckpt.path())
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("snapshot-"))
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        wait_or(
+            "four snapshots",
+            Duration::from_secs(120),
+            || {
+                let running = child.try_wait().unwrap().is_none();
+                assert!(running, "{} ended before it was killed: make its run longer", g.name);
+                snapshots().len() >= 4
+            },
+            String::new,
+        );
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let taken = snapshots();
+        let middle = &taken[taken.len() / 2];
+        let fresh = tempfile::tempdir().unwrap();
+        let restore = [
+            "--checkpoint-dir",
+            ckpt.path().to_str().unwrap(),
+            "--restore",
+            middle.to_str().unwrap(),
+        ];
+        // Both guests print only when they end, so the resumed run prints
+        // all of it.
+        let out = andes_run(&module, fresh.path(), &restore, &g.args);
+        let what = format!("{} restored from {}", g.name, middle.display());
+        assert_same(&what, &g, &out, &files(fresh.path()));
+    }
+}
+
+/// In a pool, each guest runs as a plain job and compiled, and every job
+/// brings back the native build's stdout and files.
+#[test]
+fn c_and_go_guests_run_plain_and_compiled_as_jobs_of_a_pool() {
+    let p = Pool::new("", 1);
+    let jobs = p.path().join("jobs");
+    let guests = [textstat(20_000, 5), fannkuch(9)];
+    for g in &guests {
+        for (kind, module) in [("plain", sample(g.name)), ("compiled", compiled(g.name))] {
+            let dir = jobs.join(format!("{}-{kind}", g.name));
+            std::fs::create_dir_all(&dir).unwrap();
+            for (name, bytes) in &g.inputs {
+                std::fs::write(dir.join(name), bytes).unwrap();
+            }
+            let inputs: Vec<&str> = g.inputs.iter().map(|(n, _)| *n).collect();
+            let sub = format!(
+                "executable = {}\narguments = {}\ninitialdir = {}\n{}output = stdout\n\
+                 error = stderr\nlog = job.log\nqueue\n",
+                module.display(),
+                g.args.join(" "),
+                dir.display(),
+                if inputs.is_empty() {
+                    String::new()
+                } else {
+                    format!("transfer_input_files = {}\n", inputs.join(", "))
+                },
+            );
+            let f = jobs.join(format!("{}-{kind}.sub", g.name));
+            std::fs::write(&f, sub).unwrap();
+            p.ok("alice", &["submit", f.to_str().unwrap()]);
+        }
+    }
+    wait_or(
+        "the four jobs to finish",
+        Duration::from_secs(180),
+        || p.history().len() == 4,
+        || p.logs(),
+    );
+    for h in p.history() {
+        assert_eq!(int(&h, "ExitCode"), 0, "{h}");
+    }
+    for g in &guests {
+        for kind in ["plain", "compiled"] {
+            let dir = jobs.join(format!("{}-{kind}", g.name));
+            let mut left = files(&dir);
+            let stdout = left.remove("stdout").unwrap();
+            let err = left.remove("stderr").unwrap();
+            assert!(err.is_empty(), "{} ({kind}): {}", g.name, String::from_utf8_lossy(&err));
+            left.remove("job.log");
+            assert_same(&format!("a {kind} job"), g, &stdout, &left);
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! `andes pool up` as a user starts it: a personal pool in one process,
+//! tuned by a local configuration file it never overwrites, read back with
+//! `andes config-val` (condor_config_val).
+
+use crate::common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::pool::wait_or;
+
+/// The pool's process, stopped when dropped.
+struct Up(Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_personal_pool_reads_its_local_configuration_and_config_val_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The user's own settings, beside what `pool up` writes.
+    std::fs::write(d.join("andes.config.local"), "# mine\nNUM_CPUS = 3\nMY_KNOB = $(NUM_CPUS)0\n")
+        .unwrap();
+    std::fs::create_dir(d.join("config.d")).unwrap();
+    std::fs::write(d.join("config.d/50-site"), "SITE_KNOB = from config.d\n").unwrap();
+    std::fs::write(d.join("config.d/50-site~"), "SITE_KNOB = from a backup\n").unwrap();
+    let (_up, config) = start(d, 1);
+    let andes = |args: &[&str]| run(d, &config, args);
+    // The local file wins over `--slots 1`: three slots.
+    wait_or(
+        "three slots",
+        Duration::from_secs(60),
+        || andes(&["status", "-af", "Name"]).1.lines().count() == 3,
+        || std::fs::read_to_string(d.join("pool.log")).unwrap_or_default(),
+    );
+    let (code, out, _) = andes(&["config-val", "NUM_CPUS", "MY_KNOB", "SITE_KNOB"]);
+    assert_eq!((code, out.as_str()), (Some(0), "3\n30\nfrom config.d\n"));
+    let (_, out, _) = andes(&["config-val", "-v", "NUM_CPUS"]);
+    let local = d.canonicalize().unwrap().join("andes.config.local");
+    assert_eq!(out, format!("NUM_CPUS = 3\n # at: {}, line 2\n # raw: 3\n", local.display()));
+    let (code, _, err) = andes(&["config-val", "NO_SUCH_KNOB"]);
+    assert_eq!((code, err.as_str()), (Some(1), "Not defined: NO_SUCH_KNOB\n"));
+    // Each daemon of the pool logs to its own file, as HTCondor names them.
+    let logs = d.join("log");
+    let read = |n: &str| std::fs::read_to_string(logs.join(n)).unwrap_or_default();
+    assert!(read("SchedLog").contains("andes schedd"), "{}", read("SchedLog"));
+    assert!(read("StartLog").contains("andes host listening"), "{}", read("StartLog"));
+    assert!(read("CollectorLog").contains("central-manager listening"), "{}", read("CollectorLog"));
+    assert!(logs.join("NegotiatorLog").exists());
+    assert!(!read("SchedLog").contains("andes host listening"), "each line in one log");
+    // condor_config_val's single-dash form.
+    let (code, out, _) = andes(&["config-val", "-dump"]);
+    assert_eq!(code, Some(0));
+    assert!(out.lines().any(|l| l == "SITE_KNOB = from config.d"), "{out}");
+}
+
+/// Starts `andes pool up --slots N` in `d` and waits for it: the pool (stopped
+/// when dropped) and its configuration file.
+fn start(d: &std::path::Path, slots: u32) -> (Up, String) {
+    let mut child = common::andes()
+        .args(["pool", "up", "--slots", &slots.to_string(), "--dir"])
+        .arg(d)
+        .env("ANDES_CONFIG_DIR", d)
+        .env_remove("ANDES_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(d.join("pool.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let up = Up(child);
+    let mut config = None;
+    for line in out.lines().map_while(Result::ok) {
+        if let Some(c) = line.strip_prefix("export ANDES_CONFIG=") {
+            config = Some(c.trim().to_string());
+        }
+        if line.trim() == "pool ready" {
+            break;
+        }
+    }
+    let config = config.unwrap_or_else(|| {
+        panic!("no pool: {}", std::fs::read_to_string(d.join("pool.log")).unwrap_or_default())
+    });
+    (up, config)
+}
+
+/// Runs `andes ARGS` against the pool: exit code, stdout, stderr.
+fn run(d: &std::path::Path, config: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let o = common::andes()
+        .args(args)
+        .env("ANDES_CONFIG_DIR", d)
+        .env("ANDES_CONFIG", config)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `andes reconfig` (condor_reconfig): the running pool reads its local
+/// configuration again; the host's new START applies at once (the slot
+/// goes to Owner, then back), a slot layout change waits for a restart, the
+/// negotiator takes a new interval, the job router a new routing table (and
+/// refuses one that does not load).
+#[test]
+fn reconfig_applies_a_new_start_policy_to_the_running_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let route = |name: &str| {
+        format!(
+            "[ name = \"{name}\"; GridResource = \"andes 127.0.0.1:9\"; Requirements = False; ]"
+        )
+    };
+    std::fs::write(d.join("andes.config.local"), format!("JOB_ROUTER_ENTRIES = {}\n", route("a")))
+        .unwrap();
+    let (_up, config) = start(d, 1);
+    let andes = |args: &[&str]| run(d, &config, args);
+    let log = || std::fs::read_to_string(d.join("pool.log")).unwrap_or_default();
+    let state = || andes(&["status", "-af", "State"]).1.trim().to_string();
+    wait_or("an unclaimed slot", Duration::from_secs(60), || state() == "Unclaimed", log);
+
+    // A routing table that does not load (its defaults are not a ClassAd)
+    // is refused, and the one in use stays; a bad entry is skipped, saying why.
+    let text = format!("JOB_ROUTER_ENTRIES = {}\nJOB_ROUTER_DEFAULTS = [ x = \n", route("a"));
+    std::fs::write(d.join("andes.config.local"), text).unwrap();
+    let (code, out, err) = andes(&["reconfig", "-daemon", "schedd"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains("JOB_ROUTER_DEFAULTS") && err.contains("the routes in use stay"), "{err}");
+    let text = format!("JOB_ROUTER_ENTRIES = {} [ name = \"x\"\n", route("a"));
+    std::fs::write(d.join("andes.config.local"), text).unwrap();
+    let (code, out, err) = andes(&["reconfig", "-daemon", "schedd"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("job router: 1 routes; job router: JOB_ROUTER_ENTRIES, entry 2"), "{out}");
+
+    let text = format!(
+        "START = False\nNUM_CPUS = 4\nJOB_ROUTER_ENTRIES = {} {}\n",
+        route("a"),
+        route("b")
+    );
+    std::fs::write(d.join("andes.config.local"), text).unwrap();
+    let (code, out, err) = andes(&["reconfig"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("schedd: cron jobs' next runs computed again"), "{out}");
+    assert!(out.contains("job router: 2 routes"), "{out}");
+    assert!(out.contains("negotiator: configuration read again; no negotiator knob"), "{out}");
+    assert!(out.contains("startd: configuration read again; now in force: START"), "{out}");
+    assert!(out.contains("at the next start") && out.contains("NUM_CPUS"), "{out}");
+    wait_or("the slot in Owner", Duration::from_secs(30), || state() == "Owner", log);
+    assert_eq!(andes(&["status", "-af", "Name"]).1.lines().count(), 1, "still one slot");
+
+    std::fs::write(d.join("andes.config.local"), "# mine again\nNEGOTIATOR_INTERVAL = 7\n")
+        .unwrap();
+    let (code, out, err) = andes(&["reconfig", "-daemon", "negotiator"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(out, "negotiator: configuration read again; now in force: NEGOTIATOR_INTERVAL\n");
+    let (code, out, err) = andes(&["reconfig", "-daemon", "startd"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(!out.contains("schedd:"), "{out}");
+    wait_or("the slot unclaimed again", Duration::from_secs(30), || state() == "Unclaimed", log);
+
+    // A key added to the trust file is taken at the next reconfig, by
+    // every daemon (the schedd here), in the TLS handshake and on requests.
+    let (code, out, err) = andes(&["keygen", "bob"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let bob_line = out.lines().next().unwrap().to_string();
+    // Bob's configuration: the pool's, signing with his key.
+    let bob_config = d.join("bob.config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\nKEY_NAME = bob\n");
+    std::fs::write(&bob_config, text).unwrap();
+    let bob_q = || {
+        let o = common::andes()
+            .args(["q", "-allusers"])
+            .env("ANDES_CONFIG_DIR", d)
+            .env("ANDES_CONFIG", &bob_config)
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = bob_q();
+    assert_ne!(code, Some(0), "an unknown key is refused");
+    assert!(err.contains("not in the pool's trust file"), "{err}");
+    let mut trust = std::fs::read_to_string(d.join("trust")).unwrap();
+    trust.push_str(&format!("user bob {bob_line}\n"));
+    std::fs::write(d.join("trust"), trust).unwrap();
+    let (code, out, err) = andes(&["reconfig"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("trust file read again"), "{out}");
+    let (code, err) = bob_q();
+    assert_eq!(code, Some(0), "{err}");
+    // Bob is a user, not an admin: no daemon takes his reconfig.
+    for daemon in ["schedd", "startd", "negotiator"] {
+        let o = common::andes()
+            .args(["reconfig", "-daemon", daemon])
+            .env("ANDES_CONFIG_DIR", d)
+            .env("ANDES_CONFIG", &bob_config)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_ne!(o.status.code(), Some(0), "{daemon}: {err}");
+        assert!(err.contains("403"), "{daemon}: {err}");
+    }
+
+    let (code, _, err) = andes(&["reconfig", "-daemon", "shadow"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no daemon `shadow` to reconfigure"), "{err}");
+}

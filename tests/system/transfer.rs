@@ -1,0 +1,95 @@
+//! Big input and output files on a pool of real processes: they move between
+//! the schedd and the host as streams of their own, disk to disk, never whole
+//! in a message (whose bodies the daemons bound at 16 MiB and 64 MiB).
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::Lcg;
+use common::pool::{Pool, int, wait_or};
+
+/// The most memory a process has held (VmHWM), bytes; `None` off Linux.
+fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// 40 MiB of random bytes in `jobs/big.in`.
+fn big_input(p: &Pool) -> Vec<u8> {
+    let jobs = p.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    let mut rng = Lcg(20261125);
+    let input: Vec<u8> = (0..40 << 20).map(|_| rng.next(256) as u8).collect();
+    std::fs::write(jobs.join("big.in"), &input).unwrap();
+    input
+}
+
+const BIG_JOB: &str = "executable = copyfile.wasm\narguments = big.in big.out 3\n\
+     transfer_input_files = big.in\nrequest_disk = 400MB\n\
+     output = big.stdout\nerror = big.stderr\nlog = big.log\nqueue\n";
+
+/// The job's output is its 40 MiB input three times over, and its stdout says so.
+fn output_is_input_thrice(p: &Pool, input: &[u8]) {
+    let jobs = p.path().join("jobs");
+    assert_eq!(std::fs::read_to_string(jobs.join("big.stdout")).unwrap().trim(), "125829120");
+    let out = std::fs::read(jobs.join("big.out")).unwrap();
+    assert_eq!(out.len(), 3 * input.len());
+    for part in out.chunks(input.len()) {
+        assert!(part == input, "the output is not the input three times");
+    }
+}
+
+#[test]
+fn input_and_output_files_far_larger_than_any_message_move_whole() {
+    let p = Pool::new("NUM_CPUS = 1", 1);
+    // 40 MiB in (more than the host takes in a request body), 120 MiB out
+    // (more than the schedd reads in an answer, even before base64).
+    let input = big_input(&p);
+    p.submit("alice", "big", BIG_JOB);
+    wait_or("the job to finish", Duration::from_secs(180), || p.history().len() == 1, || p.logs());
+    let h = &p.history()[0];
+    assert_eq!(int(h, "JobStatus"), 4, "{h}");
+    assert_eq!(int(h, "ExitCode"), 0, "{h}");
+    output_is_input_thrice(&p, &input);
+    // Streams, not bodies: neither daemon ever held the output whole (each
+    // peaks near 40-50 MiB here; a message carrying it would need 160 MiB).
+    let pid = |proc: &Option<common::pool::Proc>| proc.as_ref().map_or(0, |x| x.child.id());
+    for (who, pid) in [("schedd", pid(&p.schedd)), ("host", pid(&p.hosts[0]))] {
+        let peak = peak_rss(pid).expect("/proc/PID/status has VmHWM");
+        eprintln!("{who}: peak RSS {} MiB", peak >> 20);
+        assert!(peak < 100 << 20, "the {who} peaked at {} MiB", peak >> 20);
+    }
+}
+
+/// The same through the spool: `andes submit --spool` uploads the input as a
+/// stream, the schedd keeps it as a file and streams it to the host, keeps the
+/// output in the spool, and `andes transfer-data` fetches it as a stream.
+#[test]
+fn a_spooled_job_s_big_files_go_through_the_spool_as_streams() {
+    let p = Pool::new("NUM_CPUS = 1", 1);
+    let input = big_input(&p);
+    let jobs = p.path().join("jobs");
+    std::fs::write(jobs.join("big.sub"), BIG_JOB).unwrap();
+    p.submit("alice", "hello", "executable = hello.wasm\nqueue\n");
+    p.ok("alice", &["submit", "--spool", jobs.join("big.sub").to_str().unwrap()]);
+    wait_or(
+        "the spooled job to complete",
+        Duration::from_secs(180),
+        || p.queue().iter().any(|a| int(a, "ClusterId") == 2 && int(a, "JobStatus") == 4),
+        || p.logs(),
+    );
+    // Nothing in the submitter's directory until it is fetched.
+    assert!(!jobs.join("big.out").exists());
+    let stored: Vec<_> = std::fs::read_dir(p.path().join("spool/uploads"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .collect();
+    assert!(stored.contains(&(input.len() as u64)), "uploads: {stored:?}");
+    p.ok("alice", &["transfer-data", "2"]);
+    output_is_input_thrice(&p, &input);
+    wait_or("the job to leave", Duration::from_secs(30), || p.history().len() == 2, || p.logs());
+}
