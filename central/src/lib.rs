@@ -9,6 +9,8 @@
 //!   NEGOTIATOR_INTERVAL (demand from each schedd, the plan, matches to the
 //!   schedds and notices to the hosts), the accountant kept on disk, and
 //!   `andes userprio`'s routes.
+//! - [`quarantine`]: what the negotiator was matching when it stopped, so
+//!   that it never stops on the same request twice.
 //!
 //! It shares nothing with the schedd but the wire (`andes-protocol`): no
 //! queue, no SQLite.
@@ -17,3 +19,4 @@
 pub mod collector;
 pub mod manager;
 pub mod negotiator;
+pub mod quarantine;

@@ -28,6 +28,7 @@ use crate::negotiator::{
     Accountant, AccountantConfig, NegotiatorConfig, Plan, Request, SlotAd, Snapshot,
     significant_attributes,
 };
+use crate::quarantine::{self, Quarantine, Signature};
 
 /// Reads the central manager's configuration again (`andes reconfig`).
 pub type Reload = Arc<dyn Fn() -> Result<CentralConfig, String> + Send + Sync>;
@@ -86,6 +87,7 @@ pub struct Central {
     /// counted as that submitter's in the meantime.
     handed: Mutex<HashMap<String, (String, String, i64)>>,
     cycles: std::sync::atomic::AtomicU64,
+    quarantine: Arc<Quarantine>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -124,7 +126,12 @@ impl Central {
                 ),
             }
         }
+        let quarantine = Arc::new(Quarantine::open(
+            cfg.state_file.as_deref().and_then(|f| f.parent()),
+            clock.now(),
+        ));
         Central {
+            quarantine,
             collector,
             accountant: Mutex::new(accountant),
             poke,
@@ -362,17 +369,35 @@ impl Central {
                 });
             }
         }
+        // Quarantined requests are not evaluated: their schedds hear so.
+        let mut per: HashMap<String, MatchesRequest> = HashMap::new();
+        let mut sigs = Vec::with_capacity(requests.len());
+        requests.retain(|r| {
+            let sig = Signature::of(r);
+            let Some(why) = self.quarantine.why(sig) else {
+                sigs.push(sig);
+                return true;
+            };
+            per.entry(r.schedd.clone()).or_default().rejections.push(MatchRejection {
+                autocluster: r.autocluster,
+                reason: why,
+                quarantined: true,
+            });
+            false
+        });
         stats.groups = requests.len();
         let snapshot = Snapshot { slots, requests };
         let accountant = lock(&self.accountant).clone();
         let ncfg = lock(&self.cfg).negotiator.clone();
         let t = Instant::now();
-        let (snapshot, plan): (Snapshot, Plan) = match tokio::task::spawn_blocking(move || {
-            let plan = crate::negotiator::plan(&snapshot, &accountant, &ncfg, now);
-            (snapshot, plan)
+        let q = self.quarantine.clone();
+        let planned = tokio::task::spawn_blocking(move || {
+            let watch = q.watch(&snapshot.requests, &sigs);
+            let plan = crate::negotiator::plan_watched(&snapshot, &accountant, &ncfg, now, &watch);
+            (snapshot, sigs, plan)
         })
-        .await
-        {
+        .await;
+        let (snapshot, sigs, plan): (Snapshot, Vec<Signature>, Plan) = match planned {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!("the negotiation planner failed: {e}");
@@ -380,10 +405,36 @@ impl Central {
                 return stats;
             }
         };
+        // What failed is quarantined now; the rest is known to be harmless.
+        for &r in &plan.failed {
+            let (Some(req), Some(sig)) = (snapshot.requests.get(r), sigs.get(r)) else { continue };
+            tracing::error!(
+                "matching a request of {} from schedd {} failed: quarantining it",
+                req.submitter,
+                req.schedd
+            );
+            self.quarantine.add(
+                *sig,
+                req.schedd.clone(),
+                req.submitter.clone(),
+                now,
+                quarantine::FAILED.to_string(),
+            );
+            per.entry(req.schedd.clone()).or_default().rejections.push(MatchRejection {
+                autocluster: req.autocluster,
+                reason: quarantine::FAILED.to_string(),
+                quarantined: true,
+            });
+        }
+        self.quarantine.passed(
+            sigs.iter()
+                .enumerate()
+                .filter(|(r, _)| plan.failed.binary_search(r).is_err())
+                .map(|(_, s)| *s),
+        );
         stats.plan_time = t.elapsed();
         stats.matches = plan.matches.len();
         // Group by schedd.
-        let mut per: HashMap<String, MatchesRequest> = HashMap::new();
         let mut notices = Vec::new();
         {
             let mut handed = lock(&self.handed);
@@ -415,10 +466,14 @@ impl Central {
                 ));
             }
             for r in &plan.rejections {
+                if plan.failed.binary_search(&r.request).is_ok() {
+                    continue;
+                }
                 let Some(req) = snapshot.requests.get(r.request) else { continue };
                 per.entry(req.schedd.clone()).or_default().rejections.push(MatchRejection {
                     autocluster: req.autocluster,
                     reason: r.reason.clone(),
+                    quarantined: false,
                 });
             }
         }

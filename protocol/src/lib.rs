@@ -12,6 +12,8 @@
 //!   proved a trusted key first).
 //! * [`auth`]: the axum layers that check every request; [`extract`]: what a handler takes from one ([`Caller`], the body).
 //! * [`connection`]: what a connection proved (its TLS keys, its addresses).
+//! * [`journal`]: what a daemon is evaluating of a user's input, kept so that
+//!   it never dies on the same input twice.
 //! * [`client`]: the signing HTTP client.
 //! * [`stream`]: files as streamed bodies (big inputs, outputs, modules, snapshots).
 //! * [`pool`]: the messages between negotiator, schedd and execute host.
@@ -24,6 +26,7 @@ pub mod client;
 pub mod connection;
 pub mod error;
 pub mod extract;
+pub mod journal;
 pub mod key;
 pub mod pool;
 pub mod replay;

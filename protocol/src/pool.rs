@@ -584,6 +584,11 @@ pub struct MatchRejection {
     pub autocluster: u32,
     /// LastRejMatchReason.
     pub reason: String,
+    /// The negotiator quarantined the request (it stopped or failed while
+    /// matching it, and will not match it again): the schedd holds the
+    /// autocluster's idle jobs with `reason`.
+    #[serde(default)]
+    pub quarantined: bool,
 }
 
 /// `POST /v1/negotiate/matches`.

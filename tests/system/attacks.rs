@@ -278,6 +278,56 @@ fn a_job_the_schedd_died_evaluating_is_quarantined_not_replayed() {
     alice_completes(&pool, "after-quarantine");
 }
 
+#[test]
+fn a_request_the_central_manager_died_matching_is_quarantined_not_replayed() {
+    // A debug build aborts when it evaluates a job marked so, as an input
+    // that crashed the evaluator would.
+    let mut pool = Pool::new("", 1);
+    let armed = || {
+        let mut cmd = common::andes();
+        cmd.env("ANDES_FAULT_ABORT_ON", "CrashMe");
+        cmd
+    };
+    pool.restart_cm_from(armed());
+    pool.submit("bob", "crash", "executable = hello.wasm\n+CrashMe = true\nqueue\n");
+    // The next negotiation reaches it: the central manager dies.
+    let log = pool.cm.as_ref().unwrap().log.clone();
+    wait_or(
+        "the central manager to die matching the job",
+        Duration::from_secs(60),
+        || pool.cm.as_mut().unwrap().child.try_wait().unwrap().is_some(),
+        || pool_log(&log),
+    );
+    // Started again (fault still armed): it quarantines the request, and the
+    // schedd holds its jobs.
+    pool.restart_cm_from(armed());
+    let quarantined = |pool: &Pool| {
+        pool.queue().into_iter().find(|a| a.contains("Quarantined") && int(a, "JobStatus") == 5)
+    };
+    wait_or(
+        "the job quarantined",
+        Duration::from_secs(60),
+        || quarantined(&pool).is_some(),
+        || pool.logs(),
+    );
+    let ad = quarantined(&pool).unwrap();
+    assert_eq!(int(&ad, "HoldReasonCode"), 5);
+    assert!(text(&ad, "HoldReason").contains("central manager stopped"), "{ad}");
+    let id = format!("{}.{}", int(&ad, "ClusterId"), int(&ad, "ProcId"));
+    let holds = int(&ad, "NumHolds");
+    // Released unchanged: held again without being matched.
+    pool.ok("bob", &["release", &id]);
+    wait_or(
+        "the job held again",
+        Duration::from_secs(60),
+        || quarantined(&pool).is_some_and(|a| int(&a, "NumHolds") > holds),
+        || pool.logs(),
+    );
+    alive(&mut pool);
+    alice_completes(&pool, "after-cm-quarantine");
+    alive(&mut pool);
+}
+
 /// SPOOL on a small file system of its own (a tmpfs: needs root, as CI has).
 #[test]
 fn one_user_filling_the_spool_locks_nobody_out() {

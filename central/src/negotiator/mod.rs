@@ -184,8 +184,38 @@ pub struct Plan {
     pub matches: Vec<Match>,
     /// One per request with jobs left unmatched.
     pub rejections: Vec<Rejection>,
+    /// Requests whose evaluation failed (a panic in the evaluator, caught):
+    /// unmatched, and rejected as having no match; the caller quarantines
+    /// them so that they are not evaluated again.
+    pub failed: Vec<usize>,
     /// Counters.
     pub stats: PlanStats,
+}
+
+/// What the planner tells its caller as it evaluates the requests (the
+/// central manager writes it into its journal, [`crate::quarantine`]), and
+/// which requests it may evaluate beside others.
+pub trait Watch: Sync {
+    /// Whether request `r` was evaluated before without harm. The others
+    /// are evaluated one at a time, before any thread starts, so that an
+    /// input that stops the process is the only one named when it does.
+    fn known(&self, r: usize) -> bool;
+    /// Request `r` is about to be evaluated on `thread`; `alone` when
+    /// nothing else is being evaluated meanwhile.
+    fn enter(&self, thread: usize, r: usize, alone: bool);
+    /// `thread` finished evaluating its request.
+    fn leave(&self, thread: usize);
+}
+
+/// A [`Watch`] that watches nothing: every request is known.
+pub struct Unwatched;
+
+impl Watch for Unwatched {
+    fn known(&self, _: usize) -> bool {
+        true
+    }
+    fn enter(&self, _: usize, _: usize, _: bool) {}
+    fn leave(&self, _: usize) {}
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -496,6 +526,21 @@ struct SubmitterState {
 /// against their share), taking turns best priority first; unused share
 /// goes round again to those with demand left.
 pub fn plan(input: &Snapshot, accountant: &Accountant, cfg: &NegotiatorConfig, now: i64) -> Plan {
+    plan_watched(input, accountant, cfg, now, &Unwatched)
+}
+
+/// [`plan`], telling `watch` which request is being evaluated on which
+/// thread, evaluating the requests it does not know one at a time first,
+/// and catching a panic in the evaluation of any one request (that request
+/// is listed in [`Plan::failed`]; the others are planned as if it had no
+/// match).
+pub fn plan_watched(
+    input: &Snapshot,
+    accountant: &Accountant,
+    cfg: &NegotiatorConfig,
+    now: i64,
+    watch: &dyn Watch,
+) -> Plan {
     let mut ev = Evaluator::with_options(EvalOptions {
         strict: false,
         now: Some(now),
@@ -539,6 +584,7 @@ pub fn plan(input: &Snapshot, accountant: &Accountant, cfg: &NegotiatorConfig, n
     stats.requests = active_requests.len();
 
     // Every (request, group) pair, evaluated once, both cores.
+    let mut failed = Vec::new();
     let candidates: Vec<Vec<Candidate>> = {
         let ctx = Ctx {
             snap: input,
@@ -549,33 +595,57 @@ pub fn plan(input: &Snapshot, accountant: &Accountant, cfg: &NegotiatorConfig, n
             now,
         };
         let mut all: Vec<Vec<Candidate>> = vec![Vec::new(); input.requests.len()];
+        let (known, new): (Vec<usize>, Vec<usize>) =
+            active_requests.iter().copied().partition(|r| watch.known(*r));
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
-        let work = active_requests.len() * groups.len();
-        let threads = if work < 20_000 { 1 } else { threads.min(active_requests.len().max(1)) };
+        let work = known.len() * groups.len();
+        let threads = if work < 20_000 { 1 } else { threads.min(known.len().max(1)) };
         // Interleave so each thread gets a fair mix of requests.
-        let chunks: Vec<Vec<usize>> = (0..threads)
-            .map(|t| active_requests.iter().copied().skip(t).step_by(threads).collect())
+        let mut chunks: Vec<(usize, bool, Vec<usize>)> = (0..threads)
+            .map(|t| (t, threads == 1, known.iter().copied().skip(t).step_by(threads).collect()))
             .collect();
-        let run = |chunk: &[usize]| {
+        // What was never evaluated goes first, alone.
+        chunks.insert(0, (0, true, new));
+        let run = |(thread, alone, chunk): &(usize, bool, Vec<usize>)| {
             let mut ev = ctx.evaluator();
             let mut aug = HashMap::new();
-            chunk.iter().map(|r| (*r, ctx.candidates(&mut ev, *r, &mut aug))).collect::<Vec<_>>()
+            let mut out = Vec::with_capacity(chunk.len());
+            for &r in chunk {
+                let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    watch.enter(*thread, r, *alone);
+                    ctx.candidates(&mut ev, r, &mut aug)
+                }));
+                watch.leave(*thread);
+                // A failed evaluation (`None`) may have left the evaluator's
+                // caches half-written.
+                if got.is_err() {
+                    ev = ctx.evaluator();
+                    aug.clear();
+                }
+                out.push((r, got.ok()));
+            }
+            out
         };
-        let results: Vec<Vec<(usize, Vec<Candidate>)>> = if threads == 1 {
-            chunks.iter().map(|c| run(c)).collect()
+        let mut results = vec![run(&chunks[0])];
+        let rest = &chunks[1..];
+        if rest.len() == 1 {
+            results.push(run(&rest[0]));
         } else {
-            std::thread::scope(|s| {
-                let handles: Vec<_> = chunks.iter().map(|c| s.spawn(|| run(c))).collect::<Vec<_>>();
-                handles
-                    .into_iter()
-                    .zip(&chunks)
-                    .map(|(h, c)| h.join().unwrap_or_else(|_| run(c)))
-                    .collect()
-            })
-        };
+            results.extend(std::thread::scope(|s| {
+                let handles: Vec<_> = rest.iter().map(|c| s.spawn(|| run(c))).collect::<Vec<_>>();
+                // `run` catches every panic of an evaluation; a thread that
+                // still fails leaves its requests unmatched this cycle.
+                handles.into_iter().map(|h| h.join().unwrap_or_default()).collect::<Vec<_>>()
+            }));
+        }
         for (r, cands) in results.into_iter().flatten() {
-            if let Some(slot) = all.get_mut(r) {
-                *slot = cands;
+            match cands {
+                Some(cands) => {
+                    if let Some(slot) = all.get_mut(r) {
+                        *slot = cands;
+                    }
+                }
+                None => failed.push(r),
             }
         }
         all
@@ -742,7 +812,8 @@ pub fn plan(input: &Snapshot, accountant: &Accountant, cfg: &NegotiatorConfig, n
     }
     stats.matches = matches.len();
     stats.preemptions = matches.iter().filter(|m| m.preempting.is_some()).count();
-    Plan { matches, rejections, stats }
+    failed.sort_unstable();
+    Plan { matches, rejections, failed, stats }
 }
 
 /// Takes the best free slot of `cands` from `*pos` on: within the first

@@ -51,6 +51,10 @@ pub enum PoolOp {
     /// The job router's view of a routed copy at its target (GridJobId):
     /// set whatever the job's status.
     Grid(ClassAd),
+    /// The central manager stopped (or failed) while matching this job's
+    /// autocluster, and will not match it again (`.0` says so): an idle job
+    /// is held and quarantined (see [`crate::quarantine`]).
+    Quarantined(String),
 }
 
 /// One of a claim's queue updates, applied in order with others

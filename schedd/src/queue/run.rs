@@ -85,6 +85,12 @@ impl Txn<'_, '_> {
     }
 
     pub(crate) fn pool_op(&mut self, id: JobId, op: &PoolOp) -> Result<(), QueueError> {
+        if let PoolOp::Quarantined(reason) = op {
+            if self.state.jobs.get(&id).is_some_and(|p| p.status == JobStatus::Idle) {
+                return self.quarantine(id, "Requirements, in the central manager", reason.clone());
+            }
+            return Ok(());
+        }
         let now = self.now;
         let Some(p) = self.state.jobs.get_mut(&id) else { return Ok(()) };
         let int = |ad: &ClassAd, n: &str| match ad.eval_attr(n) {
@@ -92,6 +98,7 @@ impl Txn<'_, '_> {
             _ => 0,
         };
         match op {
+            PoolOp::Quarantined(_) => {}
             PoolOp::Matched => {
                 let n = int(&p.ad, "NumJobMatches");
                 p.ad.insert_value("NumJobMatches", n + 1);
@@ -413,31 +420,31 @@ impl Txn<'_, '_> {
         is_true(&ev.eval_attr(&ad, None, "LeaveJobInQueue"))
     }
 
-    /// Holds the job the schedd died evaluating, marks it so that none of
-    /// its expressions is evaluated again until it is released, and says why.
-    pub(crate) fn quarantine(&mut self, c: &quarantine::Crashed) -> Result<(), QueueError> {
-        let Some(p) = self.state.jobs.get_mut(&c.job) else { return Ok(()) };
-        p.ad.insert_value(QUARANTINED, c.what.as_str());
-        let reason = format!(
-            "the schedd stopped while evaluating this job's {}; it is held, and none of its \
-             expressions is evaluated, so that it cannot stop the schedd again (release it \
-             once they are fixed)",
-            c.what
-        );
+    /// Holds job `job`, whose `what` a daemon died (or failed) evaluating,
+    /// marks it so that none of its expressions is evaluated again until it
+    /// is released, and says why (`reason`).
+    pub(crate) fn quarantine(
+        &mut self,
+        job: JobId,
+        what: &str,
+        reason: String,
+    ) -> Result<(), QueueError> {
+        let Some(p) = self.state.jobs.get_mut(&job) else { return Ok(()) };
+        p.ad.insert_value(QUARANTINED, what);
         let info = HoldInfo { reason, code: hold_code::JOB_POLICY_UNDEFINED, subcode: 0 };
-        if self.hold(c.job, info.clone())?.is_none() {
+        if self.hold(job, info.clone())?.is_none() {
             return Ok(());
         }
         // Already held: it stays so, and its reason now says why it must
         // stay until someone releases it.
-        if let Some(p) = self.state.jobs.get_mut(&c.job)
+        if let Some(p) = self.state.jobs.get_mut(&job)
             && p.status == JobStatus::Held
         {
             p.ad.insert_value("HoldReason", info.reason.as_str());
             p.ad.insert_value("HoldReasonCode", info.code);
             p.ad.insert_value("HoldReasonSubCode", info.subcode);
-            self.event(c.job, EventKind::Note(info.reason))?;
+            self.event(job, EventKind::Note(info.reason))?;
         }
-        self.persist(c.job)
+        self.persist(job)
     }
 }

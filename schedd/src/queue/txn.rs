@@ -62,7 +62,7 @@ impl Txn<'_, '_> {
                 Ok(Reply::Many(replies))
             }
             Op::Periodic => self.periodic().map(Reply::Report),
-            Op::Quarantine(c) => self.quarantine(c).map(|_| Reply::Done),
+            Op::Quarantine(c) => self.quarantine(c.job, &c.what, c.reason()).map(|_| Reply::Done),
             Op::Route(original, copy) => self.route(*original, copy).map(Reply::Cluster),
             Op::EditInPlace(id, route, changes) => {
                 let Some(p) = self.state.jobs.get_mut(id) else {

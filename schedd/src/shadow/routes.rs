@@ -86,17 +86,25 @@ pub(crate) async fn matches(
     }
     if !req.rejections.is_empty() {
         let now = inner.clock.now();
-        let firsts: Vec<(JobId, String)> = {
+        // A rejection is recorded on the autocluster's first job (what
+        // `andes q -better-analyze` reads); a quarantine holds them all.
+        let mut ops: Vec<(Vec<JobId>, PoolOp)> = Vec::new();
+        {
             let state = lock(&inner.state);
-            req.rejections
-                .iter()
-                .filter_map(|r| {
-                    state.ac_jobs.get(&r.autocluster)?.front().map(|id| (*id, r.reason.clone()))
-                })
-                .collect()
-        };
-        for (id, reason) in firsts {
-            let _ = inner.queue.pool(vec![id], PoolOp::Rejected(reason), now).await;
+            for r in &req.rejections {
+                let Some(ids) = state.ac_jobs.get(&r.autocluster) else { continue };
+                if r.quarantined {
+                    ops.push((
+                        ids.iter().copied().collect(),
+                        PoolOp::Quarantined(r.reason.clone()),
+                    ));
+                } else if let Some(id) = ids.front() {
+                    ops.push((vec![*id], PoolOp::Rejected(r.reason.clone())));
+                }
+            }
+        }
+        for (ids, op) in ops {
+            let _ = inner.queue.pool(ids, op, now).await;
         }
     }
     Ok(axum::Json(MatchesReply { taken, claimed }))

@@ -217,12 +217,17 @@ impl Pool {
     /// Kills the central manager (SIGKILL) and starts it again at the same
     /// address, as a restarted machine would be.
     pub fn restart_cm(&mut self) {
+        self.restart_cm_from(andes());
+    }
+
+    /// As [`Pool::restart_cm`], run by `program` (see [`Pool::spawn_from`]).
+    pub fn restart_cm_from(&mut self, program: std::process::Command) {
         let addr = std::fs::read_to_string(self.path().join(".collector_address")).unwrap();
         let addr = addr.trim().to_string();
         Pool::kill9(&mut self.cm);
         let _ = std::fs::remove_file(self.path().join(".collector_address"));
         let config = format!("{}CENTRAL_MANAGER_ADDRESS = {addr}\n", self.common);
-        let mut p = self.spawn("cm", &["central-manager"], &config);
+        let mut p = self.spawn_from(program, "cm", &["central-manager"], &config);
         self.wait_file(&mut p, &self.path().join(".collector_address"));
         self.cm = Some(p);
     }

@@ -1,0 +1,196 @@
+//! What a daemon is evaluating of a user's input, written down so that a
+//! daemon that died evaluating it knows, when it starts again, what not to
+//! evaluate a second time.
+//!
+//! Every expression a user writes is evaluated within a budget
+//! (`classad::budget`), so no known input can take a daemon down. The
+//! journal is the second line. It is a small file of fixed-size records,
+//! one per evaluating thread: before a daemon evaluates a user's input on
+//! thread `t` it writes a line naming it into record `t`, and blanks the
+//! record after. Each write is one positioned write into the page cache (no
+//! sync): it survives the process, which is what it guards against, at the
+//! cost of a system call per evaluation. When the daemon starts, the
+//! records it finds are what it was evaluating when it died.
+//!
+//! The schedd names a job and what of it (one record); the
+//! central manager names a resource request on each of the planner's
+//! threads.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// One record: a line of at most `RECORD - 1` bytes, padded with spaces.
+pub const RECORD: usize = 128;
+
+/// The most records (evaluating threads) a journal keeps.
+pub const MAX_SLOTS: usize = 16;
+
+/// The journal of what is being evaluated.
+pub struct Journal {
+    file: Option<File>,
+    path: PathBuf,
+    slots: usize,
+}
+
+impl Journal {
+    /// The journal at `path` with `slots` records (at most [`MAX_SLOTS`]),
+    /// and the lines it held: what the last process was evaluating when it
+    /// stopped, one line per thread that was evaluating (empty after a
+    /// clean stop). A journal that cannot be written is reported and
+    /// skipped: it is a safeguard, not a condition to run.
+    pub fn open(path: &Path, slots: usize) -> (Journal, Vec<String>) {
+        let found = std::fs::read(path)
+            .ok()
+            .map(|b| {
+                b.chunks(RECORD)
+                    .take(MAX_SLOTS)
+                    .filter_map(|r| {
+                        let line = String::from_utf8_lossy(r).trim().to_string();
+                        (!line.is_empty()).then_some(line)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| tracing::warn!("{}: {e}; no evaluation journal", path.display()))
+            .ok();
+        let journal = Journal { file, path: path.to_path_buf(), slots: slots.clamp(1, MAX_SLOTS) };
+        (journal, found)
+    }
+
+    /// A journal that records nothing (for tests that need none, and for
+    /// daemons with nowhere to keep one).
+    pub fn none() -> Journal {
+        Journal { file: None, path: PathBuf::new(), slots: MAX_SLOTS }
+    }
+
+    /// How many records it has.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Records in record `slot` (taken modulo [`Journal::slots`]) that
+    /// `line` is about to be evaluated; the record is blanked when the
+    /// guard drops. A line longer than a record is cut at a character
+    /// boundary; a newline in it ends it.
+    pub fn enter(&self, slot: usize, line: &str) -> Entered<'_> {
+        self.mark(slot, line);
+        Entered { journal: self, slot }
+    }
+
+    /// Writes `line` into record `slot` (as [`Journal::enter`] does) for a
+    /// caller that brackets its evaluations itself, with [`Journal::clear`].
+    pub fn mark(&self, slot: usize, line: &str) {
+        let line = line.lines().next().unwrap_or("");
+        let mut end = line.len().min(RECORD - 1);
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.write(slot % self.slots, &line.as_bytes()[..end]);
+    }
+
+    /// Blanks record `slot`.
+    pub fn clear(&self, slot: usize) {
+        self.write(slot % self.slots, b"");
+    }
+
+    fn write(&self, slot: usize, text: &[u8]) {
+        let Some(f) = &self.file else { return };
+        let mut rec = [b' '; RECORD];
+        rec[..text.len()].copy_from_slice(text);
+        rec[RECORD - 1] = b'\n';
+        if let Err(e) = write_at(f, &rec, (slot * RECORD) as u64) {
+            tracing::warn!("{}: {e}", self.path.display());
+        }
+    }
+}
+
+/// An input being evaluated; blanks its record when dropped.
+pub struct Entered<'a> {
+    journal: &'a Journal,
+    slot: usize,
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.journal.clear(self.slot);
+    }
+}
+
+#[cfg(unix)]
+fn write_at(f: &File, rec: &[u8], at: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(f, rec, at)
+}
+
+#[cfg(windows)]
+fn write_at(f: &File, rec: &[u8], at: u64) -> std::io::Result<()> {
+    let n = std::os::windows::fs::FileExt::seek_write(f, rec, at)?;
+    if n == rec.len() { Ok(()) } else { Err(std::io::Error::other("short write")) }
+}
+
+#[cfg(not(any(unix, windows)))]
+fn write_at(_: &File, _: &[u8], _: u64) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Fault injection for the tests of the journal's promise, in debug builds
+/// only: with `ANDES_FAULT_ABORT_ON` naming an attribute, a daemon that
+/// evaluates an ad that has it (`has` says whether it does) aborts, as an
+/// input that crashed the evaluator would. Release builds have no such door.
+pub fn fault_point(has: impl FnOnce(&str) -> bool) {
+    #[cfg(debug_assertions)]
+    if let Some(attr) = std::env::var_os("ANDES_FAULT_ABORT_ON")
+        && has(&attr.to_string_lossy())
+    {
+        eprintln!("andes: fault injection: aborting while evaluating an ad with {attr:?}");
+        std::process::abort();
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = has;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_journal_names_what_each_thread_was_evaluating_when_the_process_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.evaluating");
+        let (j, found) = Journal::open(&path, 2);
+        assert!(found.is_empty());
+        {
+            let _e = j.enter(0, "periodic policy 7.3");
+        }
+        // Blanked after a clean evaluation.
+        assert!(Journal::open(&path, 2).1.is_empty());
+        let (j, _) = Journal::open(&path, 2);
+        let a = j.enter(0, "request one");
+        let b = j.enter(1, "request two\nand not this");
+        drop(a);
+        let c = j.enter(0, "request three");
+        // The process dies here: the guards never drop.
+        std::mem::forget(b);
+        std::mem::forget(c);
+        let (_, found) = Journal::open(&path, 2);
+        assert_eq!(found, vec!["request three".to_string(), "request two".to_string()]);
+        // Named once: the next start finds it clear.
+        assert!(Journal::open(&path, 2).1.is_empty());
+    }
+
+    #[test]
+    fn a_long_line_is_cut_at_a_character_boundary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.evaluating");
+        let (j, _) = Journal::open(&path, 1);
+        let long = "é".repeat(200);
+        std::mem::forget(j.enter(5, &long));
+        let (_, found) = Journal::open(&path, 1);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].len() < RECORD && found[0].chars().all(|c| c == 'é'));
+    }
+}
