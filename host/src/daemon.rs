@@ -431,8 +431,9 @@ impl Daemon {
     }
 
     /// True while the daemon should stay up for shadows still owed the end
-    /// of their job (not after a fast shutdown).
-    pub(crate) fn owes_shadows(&mut self) -> bool {
+    /// of their job (not after a fast shutdown; never for a claim its
+    /// schedd released, which reads nothing more of it).
+    pub fn owes_shadows(&mut self) -> bool {
         self.prune_ended();
         !self.fast_shutdown && !self.ended.is_empty()
     }

@@ -686,3 +686,41 @@ async fn a_restarted_schedd_frees_its_idle_claims_at_once_and_keeps_its_running_
     assert_eq!(f.state(), (State::Claimed, Activity::Busy), "the job lease holds it");
     f.d.command(Command::Vacate { slot: None, kind: VacateKind::Fast }).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_its_schedd_released_owes_nobody_its_jobs_end() {
+    // `andes rm` of a running job: the shadow releases the claim and reads
+    // nothing more of it. A host shutting down then must not stay up
+    // FINAL_REPORT_KEEP for a shadow that never comes (`andes pool down`
+    // right after an `rm` lingered two minutes so).
+    let mut f = daemon("");
+    let (id, _rx) = offer(&mut f);
+    f.d.pool(claim_request(&id, "one")).unwrap();
+    let module = sample("spin");
+    let digest = format!("sha256:{}", hex::encode(andes_starter::engine::module_digest(&module)));
+    f.d.pool(andes_host::pool::PoolRequest::PutModule(digest.clone(), module)).unwrap();
+    let req = andes_protocol::pool::ActivateRequest {
+        claim_id: id.clone(),
+        job: VANILLA.into(),
+        module_digest: digest,
+        inputs: Vec::new(),
+        lease_secs: 2400,
+        wait_ms: 0,
+        saved_state: None,
+        snapshot: None,
+        more: Vec::new(),
+    };
+    f.d.pool(andes_host::pool::PoolRequest::Activate {
+        caller: "schedd".into(),
+        req: Box::new(req),
+        ads: Box::new((parse_ad(VANILLA).unwrap(), Vec::new())),
+    })
+    .unwrap();
+    assert_eq!(f.state(), (State::Claimed, Activity::Busy));
+    f.d.pool(andes_host::pool::PoolRequest::Release { caller: "schedd".into(), claim_id: id })
+        .unwrap();
+    f.exit().await;
+    f.d.command(Command::Off(ShutdownKind::Graceful)).unwrap();
+    assert!(f.d.finished());
+    assert!(!f.d.owes_shadows(), "the host waits for a shadow that released its claim");
+}

@@ -213,3 +213,37 @@ fn reconfig_applies_a_new_start_policy_to_the_running_pool() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("no daemon `shadow` to reconfigure"), "{err}");
 }
+
+/// `andes pool down` right after `andes rm` of running jobs: the pool stops
+/// within seconds. (It stayed up two minutes, every listener open, for
+/// shadows owed the ends of jobs whose claims they had released.)
+#[test]
+fn pool_down_right_after_rm_of_running_jobs_stops_the_pool_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (mut up, config) = start(d, 2);
+    let andes = |args: &[&str]| run(d, &config, args);
+    let log = || std::fs::read_to_string(d.join("pool.log")).unwrap_or_default();
+    let sub = d.join("sleep.sub");
+    let module = common::pool::sample("sleeper");
+    std::fs::write(&sub, format!("executable = {}\nqueue 2\n", module.display())).unwrap();
+    let (code, out, err) = andes(&["submit", sub.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    wait_or(
+        "both jobs running",
+        Duration::from_secs(60),
+        || andes(&["q", "-af", "JobStatus"]).1 == "2\n2\n",
+        log,
+    );
+    let (code, out, err) = andes(&["rm", "1"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (code, out, err) = andes(&["pool", "down"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    // Well under FINAL_REPORT_KEEP (120 s), which it waited before.
+    wait_or(
+        "the pool to stop",
+        Duration::from_secs(20),
+        || up.0.try_wait().unwrap().is_some(),
+        log,
+    );
+}

@@ -478,7 +478,7 @@ impl Daemon {
                 }
                 let slot = owned(self, &caller, &claim_id)?;
                 if let Some(c) = self.claims.get(&claim_id) {
-                    c.acknowledged();
+                    c.waive_end();
                 }
                 self.feed(Event::ClaimReleased { slot, claim_id });
                 self.tick();

@@ -410,6 +410,14 @@ impl ClaimEntry {
         }
     }
 
+    /// The claim's holder released it: it reads nothing more of the claim,
+    /// so the end of a job still running on it is owed to nobody (`andes
+    /// rm` of a running job releases its claim so).
+    pub(crate) fn waive_end(&self) {
+        self.end_sent.store(false, std::sync::atomic::Ordering::Release);
+        self.told_end.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// True when the claim's shadow has not yet been told how its last job
     /// ended (or has not acknowledged it).
     pub(crate) fn owes_end(&self) -> bool {
