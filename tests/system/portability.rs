@@ -334,7 +334,27 @@ fn a_pool_across_platforms_moves_a_vacated_job_between_them_and_runs_jobs_on_eac
          SHADOW_QUEUE_UPDATE_INTERVAL = 1",
         1,
     );
-    // A compiled job, on the one host there is: x86-64 Linux.
+    // Windows and aarch64 join first, drained: an emulator's start-up
+    // (seconds under load) must not decide where the job is when it moves.
+    p.start_host_from(windows.command(), 2, "");
+    p.start_host_from(aarch64.command(), 3, "");
+    for host in ["host2", "host3"] {
+        p.ok("root", &["drain", host]);
+    }
+    let free = |p: &Pool| {
+        p.slots()
+            .iter()
+            .filter(|s| text(s, "State") != "Drained")
+            .map(|s| text(s, "Name"))
+            .collect::<Vec<_>>()
+    };
+    wait_or(
+        "Windows and aarch64 drained",
+        Duration::from_secs(120),
+        || free(&p) == ["slot1@host1"],
+        || format!("{:?}\n{}", free(&p), p.logs()),
+    );
+    // A compiled job, on the one host open: x86-64 Linux.
     let module = p.compile("digest");
     let jobs = p.path().join("jobs");
     let input: String = (1..=3000).map(|i| format!("line {i} of the input\n")).collect();
@@ -373,9 +393,9 @@ fn a_pool_across_platforms_moves_a_vacated_job_between_them_and_runs_jobs_on_eac
         || running_on(&p, "slot1@host1"),
         || p.logs(),
     );
-    // Windows joins and x86-64 Linux leaves: the job is vacated, snapshotted
+    // Windows opens and x86-64 Linux leaves: the job is vacated, snapshotted
     // as it goes, and resumes on Windows.
-    p.start_host_from(windows.command(), 2, "");
+    p.ok("root", &["drain", "host2", "-cancel"]);
     p.host_cmd(1, "root", &["host", "off", "-graceful"]);
     wait_or(
         "the job to resume on Windows",
@@ -383,8 +403,8 @@ fn a_pool_across_platforms_moves_a_vacated_job_between_them_and_runs_jobs_on_eac
         || running_on(&p, "slot1@host2"),
         || p.logs(),
     );
-    // Then aarch64 joins and Windows leaves.
-    p.start_host_from(aarch64.command(), 3, "");
+    // Then aarch64 opens and Windows leaves.
+    p.ok("root", &["drain", "host3", "-cancel"]);
     p.host_cmd(2, "root", &["host", "off", "-graceful"]);
     wait_or("the job to finish", Duration::from_secs(900), || p.history().len() == 1, || p.logs());
     let h = &p.history()[0];

@@ -296,6 +296,7 @@ fn mdbook(root: &Path) -> Option<PathBuf> {
             "install",
             "mdbook",
             "--locked",
+            "--debug",
             "--version",
             MDBOOK_VERSION,
             "--no-default-features",
