@@ -338,6 +338,13 @@ fn a_pool_across_platforms_moves_a_vacated_job_between_them_and_runs_jobs_on_eac
     // (seconds under load) must not decide where the job is when it moves.
     p.start_host_from(windows.command(), 2, "");
     p.start_host_from(aarch64.command(), 3, "");
+    let known = |p: &Pool| p.slots().iter().map(|s| text(s, "Name")).collect::<Vec<_>>();
+    wait_or(
+        "the collector to know Windows and aarch64",
+        Duration::from_secs(120),
+        || known(&p).len() == 3,
+        || format!("{:?}\n{}", known(&p), p.logs()),
+    );
     for host in ["host2", "host3"] {
         p.ok("root", &["drain", host]);
     }
