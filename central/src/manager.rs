@@ -378,11 +378,7 @@ impl Central {
                 sigs.push(sig);
                 return true;
             };
-            per.entry(r.schedd.clone()).or_default().rejections.push(MatchRejection {
-                autocluster: r.autocluster,
-                reason: why,
-                quarantined: true,
-            });
+            tell_quarantined(&mut per, r, why);
             false
         });
         stats.groups = requests.len();
@@ -420,11 +416,7 @@ impl Central {
                 now,
                 quarantine::FAILED.to_string(),
             );
-            per.entry(req.schedd.clone()).or_default().rejections.push(MatchRejection {
-                autocluster: req.autocluster,
-                reason: quarantine::FAILED.to_string(),
-                quarantined: true,
-            });
+            tell_quarantined(&mut per, req, quarantine::FAILED.to_string());
         }
         self.quarantine.passed(
             sigs.iter()
@@ -520,6 +512,16 @@ impl Central {
         lock(&self.accountant).update(now, in_use);
         self.save();
     }
+}
+
+/// Tells `req`'s schedd, with the matches it gets, that `req` is quarantined
+/// (`why`): it holds the request's idle jobs.
+fn tell_quarantined(per: &mut HashMap<String, MatchesRequest>, req: &Request, why: String) {
+    per.entry(req.schedd.clone()).or_default().rejections.push(MatchRejection {
+        autocluster: req.autocluster,
+        reason: why,
+        quarantined: true,
+    });
 }
 
 /// Runs futures concurrently and collects their outputs (in completion order).

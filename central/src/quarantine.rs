@@ -214,9 +214,10 @@ impl Quarantine {
         }
         let Some(file) = &self.file else { return };
         let list: Vec<(&Signature, &Entry)> = entries.iter().collect();
+        // Atomically and durably, as the accountant's state; the daemon's alone.
         let write = serde_json::to_vec_pretty(&list)
             .map_err(std::io::Error::other)
-            .and_then(|b| write_atomically(file, &b));
+            .and_then(|b| andes_beneath::replace_file(file, &b, 0o600));
         if let Err(e) = write {
             tracing::warn!("{}: {e}", file.display());
         }
@@ -306,12 +307,6 @@ impl Record {
         let submitter = it.next().unwrap_or_default().to_string();
         Some(Record { signature, alone, schedd, submitter })
     }
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -551,6 +551,31 @@ fn alive(incarnation: &str, claims: &[&str]) -> andes_host::pool::PoolRequest {
     }
 }
 
+/// The schedd activates claim `id` with `spin`, as a shadow does (its module
+/// first, then the job on a 40-minute lease).
+fn activate_spin(f: &mut Fixture, id: &str) {
+    let module = sample("spin");
+    let digest = format!("sha256:{}", hex::encode(andes_starter::engine::module_digest(&module)));
+    f.d.pool(andes_host::pool::PoolRequest::PutModule(digest.clone(), module)).unwrap();
+    let req = andes_protocol::pool::ActivateRequest {
+        claim_id: id.to_string(),
+        job: VANILLA.into(),
+        module_digest: digest,
+        inputs: Vec::new(),
+        lease_secs: 2400,
+        wait_ms: 0,
+        saved_state: None,
+        snapshot: None,
+        more: Vec::new(),
+    };
+    f.d.pool(andes_host::pool::PoolRequest::Activate {
+        caller: "schedd".into(),
+        req: Box::new(req),
+        ads: Box::new((parse_ad(VANILLA).unwrap(), Vec::new())),
+    })
+    .unwrap();
+}
+
 /// The slot's RemoteOwner, from the ads published since.
 fn owner(rx: &mut tokio::sync::mpsc::UnboundedReceiver<andes_host::daemon::PublishedAd>) -> String {
     let mut who = String::new();
@@ -658,26 +683,7 @@ async fn a_restarted_schedd_frees_its_idle_claims_at_once_and_keeps_its_running_
     let mut f = daemon("");
     let (id, _rx) = offer(&mut f);
     f.d.pool(claim_request(&id, "one")).unwrap();
-    let module = sample("spin");
-    let digest = format!("sha256:{}", hex::encode(andes_starter::engine::module_digest(&module)));
-    f.d.pool(andes_host::pool::PoolRequest::PutModule(digest.clone(), module)).unwrap();
-    let req = andes_protocol::pool::ActivateRequest {
-        claim_id: id.clone(),
-        job: VANILLA.into(),
-        module_digest: digest,
-        inputs: Vec::new(),
-        lease_secs: 2400,
-        wait_ms: 0,
-        saved_state: None,
-        snapshot: None,
-        more: Vec::new(),
-    };
-    f.d.pool(andes_host::pool::PoolRequest::Activate {
-        caller: "schedd".into(),
-        req: Box::new(req),
-        ads: Box::new((parse_ad(VANILLA).unwrap(), Vec::new())),
-    })
-    .unwrap();
+    activate_spin(&mut f, &id);
     assert_eq!(f.state(), (State::Claimed, Activity::Busy));
     let r = f.d.pool(alive("two", &[])).unwrap();
     assert!(matches!(r, andes_host::pool::PoolReply::Alive(ref a) if a.released == 0));
@@ -696,26 +702,7 @@ async fn a_claim_its_schedd_released_owes_nobody_its_jobs_end() {
     let mut f = daemon("");
     let (id, _rx) = offer(&mut f);
     f.d.pool(claim_request(&id, "one")).unwrap();
-    let module = sample("spin");
-    let digest = format!("sha256:{}", hex::encode(andes_starter::engine::module_digest(&module)));
-    f.d.pool(andes_host::pool::PoolRequest::PutModule(digest.clone(), module)).unwrap();
-    let req = andes_protocol::pool::ActivateRequest {
-        claim_id: id.clone(),
-        job: VANILLA.into(),
-        module_digest: digest,
-        inputs: Vec::new(),
-        lease_secs: 2400,
-        wait_ms: 0,
-        saved_state: None,
-        snapshot: None,
-        more: Vec::new(),
-    };
-    f.d.pool(andes_host::pool::PoolRequest::Activate {
-        caller: "schedd".into(),
-        req: Box::new(req),
-        ads: Box::new((parse_ad(VANILLA).unwrap(), Vec::new())),
-    })
-    .unwrap();
+    activate_spin(&mut f, &id);
     assert_eq!(f.state(), (State::Claimed, Activity::Busy));
     f.d.pool(andes_host::pool::PoolRequest::Release { caller: "schedd".into(), claim_id: id })
         .unwrap();
