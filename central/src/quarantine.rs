@@ -271,7 +271,7 @@ impl Watch for Watching<'_> {
             submitter: req.submitter.clone(),
         };
         self.q.journal.mark(thread, &rec.to_string());
-        fault_point(|a| req.ad.contains(a));
+        fault_point("negotiator", |a| req.ad.contains(a));
     }
 
     fn leave(&self, thread: usize) {

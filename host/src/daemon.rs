@@ -204,6 +204,8 @@ pub struct Daemon {
     pub(crate) deferred: std::collections::HashSet<SlotId>,
     pub(crate) deferred_tx: mpsc::UnboundedSender<SlotId>,
     pub(crate) deferred_rx: mpsc::UnboundedReceiver<SlotId>,
+    /// Jobs this host stopped while evaluating: never evaluated again.
+    pub(crate) quarantine: crate::quarantine::Quarantine,
 }
 
 impl Daemon {
@@ -233,7 +235,9 @@ impl Daemon {
         }
         let now = unix_now(clock.as_ref());
         let update_interval = config.policy.update_interval.max(1);
-        let startd = Startd::new(config.policy, &config.info, now)?;
+        let mut startd = Startd::new(config.policy, &config.info, now)?;
+        let quarantine = crate::quarantine::Quarantine::open(&config.execute, now);
+        startd.set_watcher(Some(quarantine.watcher()));
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
         let (requests_tx, requests_rx) = mpsc::channel(64);
         let (deferred_tx, deferred_rx) = mpsc::unbounded_channel();
@@ -256,6 +260,7 @@ impl Daemon {
             exits_tx,
             exits_rx,
             deferred: Default::default(),
+            quarantine,
             deferred_tx,
             deferred_rx,
             requests_tx,

@@ -14,6 +14,7 @@ mod config;
 pub mod daemon;
 mod measure;
 pub mod pool;
+pub mod quarantine;
 pub mod remote;
 mod runs;
 

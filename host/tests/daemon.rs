@@ -110,17 +110,25 @@ impl Fixture {
         self.d.ads()[0].eval_attr("State").as_str().unwrap_or_default().to_string()
     }
 
+    /// Sandboxes in EXECUTE (not the daemon's own files: its quarantine's
+    /// `.startd.*`).
     fn sandboxes(&self) -> usize {
-        std::fs::read_dir(self.execute.path()).unwrap().count()
+        std::fs::read_dir(self.execute.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().starts_with(".startd."))
+            .count()
     }
 
     /// Files left under EXECUTE by jobs that ended (an emptied sandbox kept
-    /// for the slot's next job holds none).
+    /// for the slot's next job holds none; the daemon's own files do not
+    /// count).
     fn leftovers(&self) -> usize {
         fn count(dir: &std::path::Path) -> usize {
             std::fs::read_dir(dir)
                 .unwrap()
                 .flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with(".startd."))
                 .map(|e| if e.path().is_dir() { count(&e.path()) } else { 1 })
                 .sum()
         }

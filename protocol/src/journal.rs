@@ -12,12 +12,14 @@
 //! cost of a system call per evaluation. When the daemon starts, the
 //! records it finds are what it was evaluating when it died.
 //!
-//! The schedd names a job and what of it (one record); the
-//! central manager names a resource request on each of the planner's
-//! threads.
+//! The schedd names a job and what of it (one record per evaluation in
+//! flight: its queue, its shadows' matching, its job router); the central
+//! manager names a resource request on each of the planner's threads; an
+//! execute host names the job whose ad its policy was evaluating.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// One record: a line of at most `RECORD - 1` bytes, padded with spaces.
 pub const RECORD: usize = 128;
@@ -30,6 +32,9 @@ pub struct Journal {
     file: Option<File>,
     path: PathBuf,
     slots: usize,
+    /// Which records [`Journal::enter_free`] has handed out (bit `i`:
+    /// record `i`).
+    taken: Mutex<u32>,
 }
 
 impl Journal {
@@ -51,21 +56,28 @@ impl Journal {
                     .collect()
             })
             .unwrap_or_default();
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).truncate(true).write(true);
+        // What a daemon evaluates of its users' jobs is its own business.
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options
             .open(path)
             .map_err(|e| tracing::warn!("{}: {e}; no evaluation journal", path.display()))
             .ok();
-        let journal = Journal { file, path: path.to_path_buf(), slots: slots.clamp(1, MAX_SLOTS) };
+        let journal = Journal {
+            file,
+            path: path.to_path_buf(),
+            slots: slots.clamp(1, MAX_SLOTS),
+            taken: Mutex::new(0),
+        };
         (journal, found)
     }
 
     /// A journal that records nothing (for tests that need none, and for
     /// daemons with nowhere to keep one).
     pub fn none() -> Journal {
-        Journal { file: None, path: PathBuf::new(), slots: MAX_SLOTS }
+        Journal { file: None, path: PathBuf::new(), slots: MAX_SLOTS, taken: Mutex::new(0) }
     }
 
     /// How many records it has.
@@ -79,7 +91,31 @@ impl Journal {
     /// boundary; a newline in it ends it.
     pub fn enter(&self, slot: usize, line: &str) -> Entered<'_> {
         self.mark(slot, line);
-        Entered { journal: self, slot }
+        Entered { journal: self, slot: Some(slot), pooled: false }
+    }
+
+    /// Records `line` in a record no other [`Journal::enter_free`] guard
+    /// holds, for callers on any number of threads (a daemon's tasks). With
+    /// every record held, nothing is recorded and a warning says so: the
+    /// journal is a safeguard, and waiting for it would be worse.
+    pub fn enter_free(&self, line: &str) -> Entered<'_> {
+        let slot = {
+            let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+            let free = (0..self.slots).find(|i| *taken & (1 << i) == 0);
+            if let Some(i) = free {
+                *taken |= 1 << i;
+            }
+            free
+        };
+        match slot {
+            Some(i) => self.mark(i, line),
+            None => tracing::warn!(
+                "{}: {} evaluations in flight; not recording {line:?}",
+                self.path.display(),
+                self.slots
+            ),
+        }
+        Entered { journal: self, slot, pooled: true }
     }
 
     /// Writes `line` into record `slot` (as [`Journal::enter`] does) for a
@@ -112,12 +148,19 @@ impl Journal {
 /// An input being evaluated; blanks its record when dropped.
 pub struct Entered<'a> {
     journal: &'a Journal,
-    slot: usize,
+    slot: Option<usize>,
+    /// Handed out by [`Journal::enter_free`]: freed for others on drop.
+    pooled: bool,
 }
 
 impl Drop for Entered<'_> {
     fn drop(&mut self) {
-        self.journal.clear(self.slot);
+        let Some(slot) = self.slot else { return };
+        self.journal.clear(slot);
+        if self.pooled {
+            let mut taken = self.journal.taken.lock().unwrap_or_else(|e| e.into_inner());
+            *taken &= !(1 << slot);
+        }
     }
 }
 
@@ -138,19 +181,26 @@ fn write_at(_: &File, _: &[u8], _: u64) -> std::io::Result<()> {
 }
 
 /// Fault injection for the tests of the journal's promise, in debug builds
-/// only: with `ANDES_FAULT_ABORT_ON` naming an attribute, a daemon that
-/// evaluates an ad that has it (`has` says whether it does) aborts, as an
-/// input that crashed the evaluator would. Release builds have no such door.
-pub fn fault_point(has: impl FnOnce(&str) -> bool) {
+/// only: with `ANDES_FAULT_ABORT_ON` naming an attribute (`Attr`, or
+/// `Attr@site` for the fault point called `site` alone), a daemon that
+/// evaluates an ad that has it (`has` says whether it does) at fault point
+/// `site` aborts, as an input that crashed the evaluator would. Release
+/// builds have no such door.
+pub fn fault_point(site: &str, has: impl FnOnce(&str) -> bool) {
     #[cfg(debug_assertions)]
-    if let Some(attr) = std::env::var_os("ANDES_FAULT_ABORT_ON")
-        && has(&attr.to_string_lossy())
-    {
-        eprintln!("andes: fault injection: aborting while evaluating an ad with {attr:?}");
-        std::process::abort();
+    if let Some(spec) = std::env::var_os("ANDES_FAULT_ABORT_ON") {
+        let spec = spec.to_string_lossy();
+        let (attr, at) = match spec.split_once('@') {
+            Some((a, s)) => (a, Some(s)),
+            None => (&*spec, None),
+        };
+        if at.is_none_or(|s| s == site) && has(attr) {
+            eprintln!("andes: fault injection: aborting at {site} on an ad with {attr:?}");
+            std::process::abort();
+        }
     }
     #[cfg(not(debug_assertions))]
-    let _ = has;
+    let _ = (site, has);
 }
 
 #[cfg(test)]
@@ -180,6 +230,23 @@ mod tests {
         assert_eq!(found, vec!["request three".to_string(), "request two".to_string()]);
         // Named once: the next start finds it clear.
         assert!(Journal::open(&path, 2).1.is_empty());
+    }
+
+    #[test]
+    fn free_records_are_handed_out_once_and_taken_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.evaluating");
+        let (j, _) = Journal::open(&path, 2);
+        let a = j.enter_free("job 1.0");
+        let b = j.enter_free("job 2.0");
+        // Full: recorded nowhere, and overwriting nobody.
+        drop(j.enter_free("job 3.0"));
+        drop(a);
+        let c = j.enter_free("job 4.0");
+        std::mem::forget(b);
+        std::mem::forget(c);
+        let (_, found) = Journal::open(&path, 2);
+        assert_eq!(found, vec!["job 4.0".to_string(), "job 2.0".to_string()]);
     }
 
     #[test]

@@ -365,6 +365,24 @@ pub const NEED_MODULE: &str = "need module";
 /// claim while the slot's previous job is still leaving: activate again later.
 pub const CLAIM_PENDING: &str = "claim pending";
 
+/// How a host's refusal of a claim or an activation starts when it refuses
+/// because it quarantined the job: it stopped while evaluating that job's
+/// ad, and will not evaluate it again. The schedd holds the job.
+pub const QUARANTINED: &str = "quarantined job ";
+
+/// A host's refusal of job `gid` (its GlobalJobId), which it quarantined.
+pub fn quarantined_refusal(gid: &str) -> String {
+    format!(
+        "{QUARANTINED}{gid}: the execute host stopped while evaluating this job's ad against its \
+         policy; it does not evaluate it again (release the job once its expressions are fixed)"
+    )
+}
+
+/// The GlobalJobId a refusal names, when it is [`quarantined_refusal`]'s.
+pub fn quarantined_job(reason: &str) -> Option<&str> {
+    reason.strip_prefix(QUARANTINED)?.split_once(':').map(|(gid, _)| gid)
+}
+
 /// `POST /v1/host/wait`: the shadow's long poll for the starter's updates.
 /// Each one renews the job's lease.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -53,7 +53,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("plan_100000_jobs_20_routes", |b| {
         b.iter(|| {
             let mut loads = vec![RouteLoad::default(); t.routes.len()];
-            let d = plan(&t, &mut loads, &j, 2000);
+            let d = plan(&t, &mut loads, &j, 2000, &andes_schedd::quarantine::Journal::none());
             assert!(d.len() as u32 >= n / 2);
             d
         })

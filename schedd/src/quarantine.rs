@@ -3,14 +3,22 @@
 //!
 //! Every expression a user writes is evaluated within a budget
 //! ([`classad::budget`]), so no known input can take the schedd down. This
-//! is the second line: before the queue evaluates a job's own expressions
-//! (its periodic policy, its exit policy, `LeaveJobInQueue`) it writes which
-//! job and what into a small journal beside the queue
-//! ([`andes_protocol::journal`]), and clears it after. A schedd that starts and finds
-//! the journal naming a job quarantines it: the job is held (code 5, with a
-//! reason saying so) and marked [`QUARANTINED`], and the queue evaluates
-//! none of its expressions until someone releases it. The schedd then
-//! serves as always; the input that stopped it is never replayed.
+//! is the second line: before the schedd evaluates a job's ad on its own
+//! initiative (the queue: its periodic policy, its exit policy,
+//! `LeaveJobInQueue`; a shadow: its Requirements against the slot a claim
+//! would reuse, its `$$()` references; the job router: the source
+//! constraint, each route's Requirements, the route's transform) it writes
+//! which job and what into a small journal beside the queue
+//! ([`andes_protocol::journal`], one record per evaluation in flight), and
+//! clears it after. A schedd that starts and finds the journal naming jobs
+//! quarantines them: each is held (code 5, with a reason saying so) and
+//! marked [`QUARANTINED`], and nothing evaluates its expressions until
+//! someone releases it. The schedd then serves as always; the input that
+//! stopped it is never replayed.
+//!
+//! What a user's request evaluates (a query's constraint) is the
+//! requester's own doing, bounded by the budget, and is not replayed by a
+//! restart: it is not journaled.
 
 use std::path::Path;
 
@@ -20,9 +28,14 @@ use crate::job::JobId;
 /// died (or failed). Cleared by a release.
 pub const QUARANTINED: &str = "Quarantined";
 
-/// The journal of what the queue is evaluating (`job_queue.evaluating`
-/// beside the database): one record, `"<what> <cluster>.<proc>"`.
+/// The journal of what the schedd is evaluating (`job_queue.evaluating`
+/// beside the database): one record per evaluation in flight,
+/// `"<what> <cluster>.<proc>"`.
 pub struct Journal(andes_protocol::journal::Journal);
+
+/// Evaluations the journal records at once (the queue's writer, shadows'
+/// matching, the router); more in flight go unrecorded, with a warning.
+const RECORDS: usize = andes_protocol::journal::MAX_SLOTS;
 
 /// What the journal named when the schedd started: it died evaluating this.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,12 +59,12 @@ impl Crashed {
 }
 
 impl Journal {
-    /// The journal for a queue at `db`, and what it names, if the last
-    /// schedd died evaluating something.
-    pub fn open(db: &Path) -> (Journal, Option<Crashed>) {
+    /// The journal for a queue at `db`, and what it names: what the last
+    /// schedd was evaluating when it died (empty after a clean stop).
+    pub fn open(db: &Path) -> (Journal, Vec<Crashed>) {
         let (j, found) =
-            andes_protocol::journal::Journal::open(&db.with_extension("evaluating"), 1);
-        (Journal(j), found.first().and_then(|l| parse(l)))
+            andes_protocol::journal::Journal::open(&db.with_extension("evaluating"), RECORDS);
+        (Journal(j), found.iter().filter_map(|l| parse(l)).collect())
     }
 
     /// A journal that records nothing (for tests that need none).
@@ -59,10 +72,10 @@ impl Journal {
         Journal(andes_protocol::journal::Journal::none())
     }
 
-    /// Records that `what` of job `id` is about to be evaluated; the record
-    /// is cleared when the guard drops.
+    /// Records that `what` of job `id` is about to be evaluated (from any
+    /// thread); the record is cleared when the guard drops.
     pub fn enter(&self, id: JobId, what: &'static str) -> andes_protocol::journal::Entered<'_> {
-        self.0.enter(0, &format!("{what} {id}"))
+        self.0.enter_free(&format!("{what} {id}"))
     }
 }
 
@@ -75,10 +88,10 @@ fn parse(text: &str) -> Option<Crashed> {
     Some(Crashed { job, what: what.to_string() })
 }
 
-/// Fault injection for the tests of this module's promise (see
-/// [`andes_protocol::journal::fault_point`]).
-pub fn fault_point(ad: &classad::ClassAd) {
-    andes_protocol::journal::fault_point(|a| ad.contains(a));
+/// Fault injection for the tests of this module's promise, at the fault
+/// point `site` (see [`andes_protocol::journal::fault_point`]).
+pub fn fault_point(site: &str, ad: &classad::ClassAd) {
+    andes_protocol::journal::fault_point(site, |a| ad.contains(a));
 }
 
 #[cfg(test)]
@@ -90,19 +103,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("job_queue.db");
         let (j, crashed) = Journal::open(&db);
-        assert_eq!(crashed, None);
+        assert_eq!(crashed, vec![]);
         {
             let _e = j.enter(JobId::new(7, 3), "periodic policy");
         }
         // Cleared after a clean evaluation.
-        assert_eq!(Journal::open(&db).1, None);
+        assert_eq!(Journal::open(&db).1, vec![]);
         let (j, _) = Journal::open(&db);
         let e = j.enter(JobId::new(12, 0), "exit policy");
-        // The process dies here: the guard never drops.
+        let f = j.enter(JobId::new(13, 1), "Requirements, against a claimed slot");
+        // The process dies here: the guards never drop.
         std::mem::forget(e);
+        std::mem::forget(f);
         let (_, crashed) = Journal::open(&db);
-        assert_eq!(crashed, Some(Crashed { job: JobId::new(12, 0), what: "exit policy".into() }));
+        assert_eq!(
+            crashed,
+            vec![
+                Crashed { job: JobId::new(12, 0), what: "exit policy".into() },
+                Crashed {
+                    job: JobId::new(13, 1),
+                    what: "Requirements, against a claimed slot".into()
+                },
+            ]
+        );
         // Named once: the next start finds it clear.
-        assert_eq!(Journal::open(&db).1, None);
+        assert_eq!(Journal::open(&db).1, vec![]);
     }
 }

@@ -31,6 +31,11 @@ use std::collections::VecDeque;
 use classad::{ClassAd, EvalOptions, Evaluator, Expr, Value};
 
 use crate::job::JobId;
+use crate::quarantine::Journal;
+
+/// What the journal names while the job router evaluates a job's ad
+/// against its routes.
+pub const ROUTING: &str = "routing, against the job router's routes";
 
 /// Where a route sends its copies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -749,12 +754,15 @@ pub enum Decision {
 /// Decides where idle candidate jobs go. `jobs` are the idle jobs that may
 /// be routed (not copies, not already routed, within
 /// JOB_ROUTER_SOURCE_JOB_CONSTRAINT), each with its whole ad; `loads` is each
-/// route's state and is updated as copies are planned.
+/// route's state and is updated as copies are planned. Each job's
+/// evaluation is recorded in `journal` while it runs (see
+/// [`crate::quarantine`]).
 pub fn plan(
     table: &Table,
     loads: &mut [RouteLoad],
     jobs: &[(JobId, ClassAd)],
     now: i64,
+    journal: &Journal,
 ) -> Vec<Decision> {
     let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
     let mut out = Vec::new();
@@ -764,6 +772,8 @@ pub fn plan(
         if !room.iter().any(|r| *r) && !table.routes.iter().any(|r| r.target.is_none()) {
             break;
         }
+        let _evaluating = journal.enter(*id, ROUTING);
+        crate::quarantine::fault_point("route", ad);
         let mut best: Option<(usize, bool)> = None;
         for (i, route) in table.routes.iter().enumerate() {
             let in_place = route.edits_in_place(&mut ev, ad);

@@ -111,6 +111,6 @@ pub mod policy;
 pub use machine::{
     Action, Activity, CheckpointKind, ClaimRequest, DEFAULT_CHECKPOINT_PLATFORM, Event, MAX_TIME,
     MachineInfo, Measurements, NO_CONSOLE_IDLE, Reconfigured, SLOT_JOB_ATTRS, ShutdownKind, Slot,
-    SlotId, Startd, StarterOutcome, State, VacateKind, can_checkpoint,
+    SlotId, Startd, StarterOutcome, State, VacateKind, Watcher, can_checkpoint,
 };
 pub use policy::{Policy, PolicyError, SlotSpec, default_config};

@@ -230,52 +230,124 @@ fn one_submit_or_one_owner_cannot_make_the_schedd_keep_without_end() {
     alice_completes(&pool, "within-limits");
 }
 
-#[test]
-fn a_job_the_schedd_died_evaluating_is_quarantined_not_replayed() {
-    // A debug build aborts when it evaluates a job marked so, as an input
-    // that crashed the evaluator would.
-    let mut pool = Pool::new("", 1);
-    let schedd_env = "ANDES_FAULT_ABORT_ON";
-    // Restart the schedd with the fault armed.
-    Pool::kill9(&mut pool.schedd);
-    let f = pool.path().join("spool/.schedd_address");
-    let _ = std::fs::remove_file(&f);
+/// `andes`, armed to abort (debug builds only) when it evaluates, at fault
+/// point `site`, an ad with `CrashMe`: as an input that crashed the
+/// evaluator there would.
+fn armed(site: &str) -> std::process::Command {
     let mut cmd = common::andes();
-    cmd.env(schedd_env, "CrashMe");
-    let config = pool.common.clone();
-    let mut p = pool.spawn_from(cmd, "schedd", &["schedd"], &config);
-    pool.wait_file(&mut p, &f);
-    pool.schedd = Some(p);
-    pool.submit("bob", "crash", "executable = hello.wasm\nhold = true\n+CrashMe = true\nperiodic_remove = JobStatus == 99\nqueue\n");
-    // The periodic pass reaches it: the schedd dies.
-    let mut dying = pool.schedd.take().unwrap();
-    let log = dying.log.clone();
+    cmd.env("ANDES_FAULT_ABORT_ON", format!("CrashMe@{site}"));
+    cmd
+}
+
+/// Waits for `p` (taken out of the pool) to die, with its log on timeout.
+fn dies(what: &str, mut p: common::pool::Proc) {
+    let log = p.log.clone();
     wait_or(
-        "the schedd to die evaluating the job",
+        &format!("the {what} to die evaluating bob's job"),
         Duration::from_secs(60),
-        || dying.child.try_wait().unwrap().is_some(),
+        || p.child.try_wait().unwrap().is_some(),
         || pool_log(&log),
     );
-    // Started again (fault still armed): it quarantines the job and serves on.
-    let _ = std::fs::remove_file(&f);
-    let mut cmd = common::andes();
-    cmd.env(schedd_env, "CrashMe");
-    let mut p = pool.spawn_from(cmd, "schedd", &["schedd"], &config);
-    pool.wait_file(&mut p, &f);
-    pool.schedd = Some(p);
+}
+
+/// Bob's job held as quarantined (code 5) with `what` and a reason that
+/// says `why`, once; the daemons up; then alice's job completes.
+fn quarantined_then_alice_completes(pool: &mut Pool, what: &str, why: &str, name: &str) {
+    let quarantined = |pool: &Pool| {
+        pool.queue().into_iter().find(|a| a.contains("Quarantined") && int(a, "JobStatus") == 5)
+    };
     wait_or(
-        "the job quarantined",
-        Duration::from_secs(30),
-        || pool.queue().iter().any(|a| a.contains("Quarantined")),
+        "bob's job quarantined",
+        Duration::from_secs(60),
+        || quarantined(pool).is_some(),
         || pool.logs(),
     );
-    let ad = pool.queue().into_iter().find(|a| a.contains("Quarantined")).unwrap();
-    assert_eq!(int(&ad, "HoldReasonCode"), 5);
-    assert!(text(&ad, "HoldReason").contains("stopped while evaluating"), "{ad}");
-    // Several periodic passes later it is still up.
-    std::thread::sleep(Duration::from_secs(5));
-    alive(&mut pool);
-    alice_completes(&pool, "after-quarantine");
+    let ad = quarantined(pool).unwrap();
+    assert_eq!(int(&ad, "HoldReasonCode"), 5, "{ad}");
+    assert!(text(&ad, "HoldReason").contains(why), "{ad}");
+    assert!(text(&ad, "Quarantined").contains(what), "{ad}");
+    alive(pool);
+    alice_completes(pool, name);
+    alive(pool);
+}
+
+#[test]
+fn a_job_the_schedd_died_evaluating_is_quarantined_not_replayed() {
+    let mut pool = Pool::new("", 1);
+    pool.restart_schedd_from(armed("periodic policy"));
+    pool.submit("bob", "crash", "executable = hello.wasm\nhold = true\n+CrashMe = true\nperiodic_remove = JobStatus == 99\nqueue\n");
+    // The periodic pass reaches it: the schedd dies.
+    dies("schedd", pool.schedd.take().unwrap());
+    // Started again (fault still armed): it quarantines the job and serves on.
+    pool.restart_schedd_from(armed("periodic policy"));
+    quarantined_then_alice_completes(
+        &mut pool,
+        "periodic policy",
+        "stopped while evaluating",
+        "after-quarantine",
+    );
+}
+
+#[test]
+fn a_job_a_shadow_died_matching_to_its_slot_is_quarantined_not_replayed() {
+    let mut pool = Pool::new("", 1);
+    pool.restart_schedd_from(armed("match"));
+    pool.submit("bob", "crash", "executable = hello.wasm\n+CrashMe = true\nqueue\n");
+    // Matched, the shadow checks the job against the slot: the schedd dies.
+    dies("schedd", pool.schedd.take().unwrap());
+    pool.restart_schedd_from(armed("match"));
+    quarantined_then_alice_completes(
+        &mut pool,
+        "Requirements, against a claimed slot",
+        "stopped while evaluating",
+        "after-match-quarantine",
+    );
+}
+
+#[test]
+fn a_job_the_router_died_routing_is_quarantined_not_replayed() {
+    let mut pool = Pool::new("", 1);
+    pool.common.push_str(
+        "JOB_ROUTER_ENTRIES = [ name = \"site\"; GridResource = \"andes 127.0.0.1:9\"; \
+         requirements = target.WantJobRouter is true; ]\n\
+         JOB_ROUTER_POLLING_PERIOD = 1\nJOB_ROUTER_KEY_NAME = schedd\n",
+    );
+    pool.restart_schedd_from(armed("route"));
+    // Never matched here (requirements false): only the router looks at it.
+    pool.submit(
+        "bob",
+        "crash",
+        "executable = hello.wasm\nrequirements = false\n+WantJobRouter = true\n\
+         +CrashMe = true\nqueue\n",
+    );
+    dies("schedd", pool.schedd.take().unwrap());
+    pool.restart_schedd_from(armed("route"));
+    quarantined_then_alice_completes(
+        &mut pool,
+        "job router",
+        "stopped while evaluating",
+        "after-route-quarantine",
+    );
+}
+
+#[test]
+fn a_job_an_execute_host_died_evaluating_is_quarantined_not_replayed() {
+    let mut pool = Pool::new("", 1);
+    pool.restart_host_from(armed("startd"), 1);
+    pool.submit("bob", "crash", "executable = hello.wasm\n+CrashMe = true\nqueue\n");
+    // The claim's request reaches the host's START: the host dies.
+    dies("execute host", pool.hosts[0].take().unwrap());
+    // Started again (fault still armed), it refuses the job it died on,
+    // which the schedd holds; every other job runs there.
+    pool.restart_host_from(armed("startd"), 1);
+    quarantined_then_alice_completes(
+        &mut pool,
+        "execute host",
+        "execute host stopped while evaluating",
+        "after-host-quarantine",
+    );
+    let h = pool.hosts[0].as_mut().unwrap();
+    assert!(h.child.try_wait().unwrap().is_none(), "the host died again:\n{}", pool_log(&h.log));
 }
 
 #[test]
@@ -283,11 +355,7 @@ fn a_request_the_central_manager_died_matching_is_quarantined_not_replayed() {
     // A debug build aborts when it evaluates a job marked so, as an input
     // that crashed the evaluator would.
     let mut pool = Pool::new("", 1);
-    let armed = || {
-        let mut cmd = common::andes();
-        cmd.env("ANDES_FAULT_ABORT_ON", "CrashMe");
-        cmd
-    };
+    let armed = || armed("negotiator");
     pool.restart_cm_from(armed());
     pool.submit("bob", "crash", "executable = hello.wasm\n+CrashMe = true\nqueue\n");
     // The next negotiation reaches it: the central manager dies.

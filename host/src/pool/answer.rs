@@ -166,6 +166,9 @@ impl Daemon {
                 let incarnation = req.incarnation.clone();
                 let ad = classad::parse_ad(&req.ad)
                     .map_err(|e| PoolError::BadInput(format!("the request ad: {e}")))?;
+                if let Some(gid) = self.quarantine.holds_ad(&ad) {
+                    return refused(andes_protocol::pool::quarantined_refusal(&gid));
+                }
                 let claim = andes_startd::ClaimRequest {
                     claim_id: req.claim_id.clone(),
                     client_machine: req.client_machine,
@@ -235,6 +238,16 @@ impl Daemon {
                 {
                     return Err(PoolError::Refused(format!(
                         "job {gid} is already running or queued on this host"
+                    )));
+                }
+                // Nothing of a job this host stopped evaluating is evaluated
+                // again (see crate::quarantine).
+                if let Some(gid) = std::iter::once(&job)
+                    .chain(more.iter())
+                    .find_map(|ad| self.quarantine.holds_ad(ad))
+                {
+                    return Err(PoolError::Refused(andes_protocol::pool::quarantined_refusal(
+                        &gid,
                     )));
                 }
                 let module = self.store.get(&req.module_digest).ok_or(PoolError::NeedModule)?;

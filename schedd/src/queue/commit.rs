@@ -22,7 +22,7 @@ pub(crate) struct Writer {
     pub(crate) conn: Connection,
     pub(crate) state: Arc<RwLock<QueueState>>,
     pub(crate) config: QueueConfig,
-    pub(crate) journal: Journal,
+    pub(crate) journal: Arc<Journal>,
     pub(crate) ledger: Arc<SpoolLedger>,
     pub(crate) reserve: Option<Arc<Reserve>>,
 }

@@ -37,6 +37,7 @@ pub struct Queue {
     pub(crate) reserve_bytes: u64,
     pub(crate) ledger: Arc<SpoolLedger>,
     pub(crate) reserve: Option<Arc<Reserve>>,
+    pub(crate) journal: Arc<Journal>,
 }
 
 impl Queue {
@@ -65,11 +66,12 @@ impl Queue {
         let reserve = (reserve_bytes > 0)
             .then(|| Arc::new(Reserve::new(spool.join(".reserve"), reserve_bytes)));
         let (journal, crashed) = Journal::open(&config.path);
+        let journal = Arc::new(journal);
         let writer = Writer {
             conn,
             state: state.clone(),
             config,
-            journal,
+            journal: journal.clone(),
             ledger: ledger.clone(),
             reserve: reserve.clone(),
         };
@@ -77,8 +79,8 @@ impl Queue {
             .name("andes-queue-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| QueueError::Storage(format!("cannot start the queue writer: {e}")))?;
-        if let Some(c) = crashed {
-            // The writer's first commit: nobody waits for its answer.
+        for c in crashed {
+            // The writer's first commits: nobody waits for their answer.
             tracing::error!(
                 "the schedd stopped while evaluating the {} of job {}: quarantining it",
                 c.what,
@@ -98,7 +100,15 @@ impl Queue {
             reserve_bytes,
             ledger,
             reserve,
+            journal,
         })
+    }
+
+    /// The journal of what the schedd is evaluating of its jobs, for every
+    /// part that evaluates a job's ad on its own initiative (see
+    /// [`crate::quarantine`]).
+    pub fn journal(&self) -> &Journal {
+        &self.journal
     }
 
     /// A read view of the queue. Hold it briefly: writers wait for it.

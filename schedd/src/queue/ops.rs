@@ -51,10 +51,16 @@ pub enum PoolOp {
     /// The job router's view of a routed copy at its target (GridJobId):
     /// set whatever the job's status.
     Grid(ClassAd),
-    /// The central manager stopped (or failed) while matching this job's
-    /// autocluster, and will not match it again (`.0` says so): an idle job
-    /// is held and quarantined (see [`crate::quarantine`]).
-    Quarantined(String),
+    /// A daemon stopped (or failed) while evaluating this job's ad (the
+    /// central manager matching its autocluster, an execute host its
+    /// policy), and will not evaluate it again: an idle job is held and
+    /// quarantined (see [`crate::quarantine`]).
+    Quarantined {
+        /// What of the job, where (`Requirements, in the central manager`).
+        what: String,
+        /// The daemon's reason.
+        reason: String,
+    },
 }
 
 /// One of a claim's queue updates, applied in order with others

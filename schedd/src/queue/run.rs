@@ -85,9 +85,9 @@ impl Txn<'_, '_> {
     }
 
     pub(crate) fn pool_op(&mut self, id: JobId, op: &PoolOp) -> Result<(), QueueError> {
-        if let PoolOp::Quarantined(reason) = op {
+        if let PoolOp::Quarantined { what, reason } = op {
             if self.state.jobs.get(&id).is_some_and(|p| p.status == JobStatus::Idle) {
-                return self.quarantine(id, "Requirements, in the central manager", reason.clone());
+                return self.quarantine(id, what, reason.clone());
             }
             return Ok(());
         }
@@ -98,7 +98,7 @@ impl Txn<'_, '_> {
             _ => 0,
         };
         match op {
-            PoolOp::Quarantined(_) => {}
+            PoolOp::Quarantined { .. } => {}
             PoolOp::Matched => {
                 let n = int(&p.ad, "NumJobMatches");
                 p.ad.insert_value("NumJobMatches", n + 1);
@@ -292,7 +292,7 @@ impl Txn<'_, '_> {
         let ad = self.state.job(id).expect("present").ad();
         let decision = {
             let _evaluating = self.journal.enter(id, "exit policy");
-            quarantine::fault_point(&ad);
+            quarantine::fault_point("exit policy", &ad);
             policy::on_exit(&ad, self.now)
         };
         match decision {
@@ -347,7 +347,7 @@ impl Txn<'_, '_> {
             }
             let ad = v.ad();
             let _evaluating = self.journal.enter(v.id, "periodic policy");
-            quarantine::fault_point(&ad);
+            quarantine::fault_point("periodic policy", &ad);
             if let Some(a) = policy::periodic(&ad, v.proc.status, self.now) {
                 fired.push((v.id, a));
             }
@@ -414,7 +414,7 @@ impl Txn<'_, '_> {
         }
         let ad = v.ad();
         let _evaluating = self.journal.enter(id, "LeaveJobInQueue");
-        quarantine::fault_point(&ad);
+        quarantine::fault_point("LeaveJobInQueue", &ad);
         let mut ev =
             Evaluator::with_options(EvalOptions { now: Some(self.now), ..Default::default() });
         is_true(&ev.eval_attr(&ad, None, "LeaveJobInQueue"))

@@ -37,6 +37,7 @@ use crate::api::{
     ChangeRequest, HistoryRequest, QueryReply, QueryRequest, SubmitReply, SubmitRequest, Targets,
 };
 use crate::job::{JobId, JobSelector, JobStatus};
+use crate::quarantine::Journal;
 use crate::queue::{Actor, Change, EventKind, PoolOp, Queue, QueueEvent, QueueState, ROUTED_FROM};
 use crate::schedd::Schedd;
 
@@ -294,10 +295,24 @@ fn str_attr(ad: &ClassAd, name: &str) -> Option<String> {
     }
 }
 
-/// Whether route `name`'s JobFailureTest calls the run `copy` ended a failure.
-fn judged_failed(table: &Table, name: &str, copy: &ClassAd, now: i64) -> bool {
+/// What the journal names while the router evaluates
+/// JOB_ROUTER_SOURCE_JOB_CONSTRAINT against a job.
+const SOURCE: &str = "the job router's source constraint";
+
+/// Whether route `name`'s JobFailureTest calls the run of `copy` (job `id`)
+/// ended a failure.
+fn judged_failed(
+    journal: &Journal,
+    id: JobId,
+    table: &Table,
+    name: &str,
+    copy: &ClassAd,
+    now: i64,
+) -> bool {
     table.routes.iter().find(|r| r.name == name).is_some_and(|r| {
         let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
+        let _evaluating = journal.enter(id, "the job router's JobFailureTest");
+        crate::quarantine::fault_point("route", copy);
         r.failed(&mut ev, copy)
     })
 }
@@ -420,7 +435,8 @@ impl Inner {
                 // it counts for the route's failure rate.
                 EventKind::Requeued if copy => {
                     let name = str_attr(&e.ad, "RouteName").unwrap_or_default();
-                    let failed = judged_failed(&table, &name, &e.ad, now);
+                    let failed =
+                        judged_failed(self.queue.journal(), e.id, &table, &name, &e.ad, now);
                     lock(&self.failures).entry(name.clone()).or_default().ended(failed, now);
                     tracing::info!(
                         "job router: {} on route {name} {} and will run again",
@@ -432,7 +448,8 @@ impl Inner {
                 EventKind::Terminated | EventKind::Removed(_) if copy => {
                     let completed = matches!(e.kind, EventKind::Terminated);
                     let name = str_attr(&e.ad, "RouteName").unwrap_or_default();
-                    let failed = !completed || judged_failed(&table, &name, &e.ad, now);
+                    let failed = !completed
+                        || judged_failed(self.queue.journal(), e.id, &table, &name, &e.ad, now);
                     lock(&self.failures).entry(name.clone()).or_default().ended(failed, now);
                     tracing::info!(
                         "job router: {} on route {name} {}",
@@ -532,10 +549,12 @@ impl Inner {
             .filter(|v| !v.proc.ad.contains(ROUTED_FROM) && !v.cluster.ad.contains(ROUTED_FROM))
             .filter_map(|v| {
                 let ad = v.ad();
-                if let Some(c) = &self.source
-                    && !matches!(ev.eval(c, Some(&ad), None), Value::Bool(true))
-                {
-                    return None;
+                if let Some(c) = &self.source {
+                    let _evaluating = self.queue.journal().enter(v.id, SOURCE);
+                    crate::quarantine::fault_point("route", &ad);
+                    if !matches!(ev.eval(c, Some(&ad), None), Value::Bool(true)) {
+                        return None;
+                    }
                 }
                 Some((v.id, ad))
             })
@@ -565,7 +584,7 @@ impl Inner {
         if jobs.is_empty() {
             return;
         }
-        for d in super::plan(&table, &mut loads, &jobs, now) {
+        for d in super::plan(&table, &mut loads, &jobs, now, self.queue.journal()) {
             let r = match d {
                 Decision::Route { job, route, copy } => {
                     self.queue.route(job, copy, now).await.map(|copy| {

@@ -203,7 +203,7 @@ fn jobs(n: u32) -> Vec<(JobId, ClassAd)> {
 fn jobs_spread_across_routes_within_max_idle_jobs() {
     let t = example_table();
     let mut loads = vec![RouteLoad::default(); 3];
-    let d = plan(&t, &mut loads, &jobs(100), 1000);
+    let d = plan(&t, &mut loads, &jobs(100), 1000, &Journal::none());
     // MaxIdleJobs = 10 on each of three routes: 30 routed, 10 each.
     assert_eq!(d.len(), 30);
     let per: Vec<u32> = loads.iter().map(|l| l.jobs).collect();
@@ -211,7 +211,7 @@ fn jobs_spread_across_routes_within_max_idle_jobs() {
     // Jobs that fail the route's Requirements are not routed.
     let mut loads = vec![RouteLoad::default(); 3];
     let unwanted = vec![(JobId::new(2, 0), job("LastRejMatchTime = undefined"))];
-    assert!(plan(&t, &mut loads, &unwanted, 1000).is_empty());
+    assert!(plan(&t, &mut loads, &unwanted, 1000, &Journal::none()).is_empty());
 }
 
 #[test]
@@ -219,8 +219,8 @@ fn max_jobs_caps_running_copies_too() {
     let text = r#"[ Name = "small"; GridResource = "andes h:1"; MaxJobs = 3; MaxIdleJobs = 50 ]"#;
     let t = Table::load(None, &[("e".into(), text.into())]).unwrap();
     let mut loads = vec![RouteLoad { jobs: 2, idle: 0, ..Default::default() }];
-    assert_eq!(plan(&t, &mut loads, &jobs(10), 0).len(), 1);
-    assert_eq!(plan(&t, &mut loads, &jobs(10), 0).len(), 0);
+    assert_eq!(plan(&t, &mut loads, &jobs(10), 0, &Journal::none()).len(), 1);
+    assert_eq!(plan(&t, &mut loads, &jobs(10), 0, &Journal::none()).len(), 0);
 }
 
 #[test]
@@ -264,7 +264,7 @@ fn edit_job_in_place_once_and_with_a_timestamp_guard() {
     let t = Table::load(None, &[("e".into(), once.into())]).unwrap();
     assert!(t.routes[0].target.is_none(), "GridResource is ignored in place");
     let mut loads = vec![RouteLoad::default()];
-    let d = plan(&t, &mut loads, &jobs(1), 0);
+    let d = plan(&t, &mut loads, &jobs(1), 0, &Journal::none());
     let Decision::Edit { changes, .. } = &d[0] else { panic!("{d:?}") };
     let mut names: Vec<&str> = changes.iter().map(|c| c.0.as_str()).collect();
     names.sort_unstable();
@@ -273,7 +273,7 @@ fn edit_job_in_place_once_and_with_a_timestamp_guard() {
     for (n, e) in changes {
         edited[0].1.insert(n.as_str(), e.clone().unwrap());
     }
-    assert!(plan(&t, &mut loads, &edited, 0).is_empty(), "transformed once");
+    assert!(plan(&t, &mut loads, &edited, 0, &Journal::none()).is_empty(), "transformed once");
     assert_eq!(loads[0].jobs, 0, "an edit in place is not a routed copy");
     // Guarded by a timestamp: again only after 60 s.
     let guard = r#"[ Name = "stamp"; EditJobInPlace = true;
@@ -281,12 +281,12 @@ fn edit_job_in_place_once_and_with_a_timestamp_guard() {
         Eval_Set_LastEdited = time() ]"#;
     let t = Table::load(None, &[("e".into(), guard.into())]).unwrap();
     let mut j = jobs(1);
-    let d = plan(&t, &mut loads, &j, 1000);
+    let d = plan(&t, &mut loads, &j, 1000, &Journal::none());
     let Decision::Edit { changes, .. } = &d[0] else { panic!("{d:?}") };
     assert_eq!(changes[0].1.as_ref().unwrap().to_string(), "1000");
     j[0].1.insert("LastEdited", changes[0].1.clone().unwrap());
-    assert!(plan(&t, &mut loads, &j, 1060).is_empty());
-    assert_eq!(plan(&t, &mut loads, &j, 1061).len(), 1);
+    assert!(plan(&t, &mut loads, &j, 1060, &Journal::none()).is_empty());
+    assert_eq!(plan(&t, &mut loads, &j, 1061, &Journal::none()).len(), 1);
 }
 
 /// A configuration in the transform language, as current HTCondor documents

@@ -44,6 +44,19 @@ pub(crate) fn withdraw_soon((link, claim_id): (Link, String), id: JobId) {
     tokio::spawn(async move { withdraw(&link, &claim_id, id).await });
 }
 
+/// What the journal names while a shadow matches a job to its claim's slot.
+const MATCHING: &str = "Requirements, against a claimed slot";
+
+/// The quarantine of job `ad` when a host's refusal (`reason`) says it
+/// quarantined that job (see [`andes_protocol::pool::quarantined_refusal`]).
+pub(crate) fn host_quarantined(reason: &str, ad: &ClassAd) -> Option<PoolOp> {
+    let gid = andes_protocol::pool::quarantined_job(reason)?;
+    (str_attr(ad, "GlobalJobId").as_deref() == Some(gid)).then(|| PoolOp::Quarantined {
+        what: "ad, against an execute host's policy".into(),
+        reason: reason.to_string(),
+    })
+}
+
 impl PoolState {
     /// The next idle job of an autocluster not yet handed to a claim.
     /// The next job of autocluster `ac` that may run now, on `slot` (both
@@ -63,7 +76,12 @@ impl PoolState {
                     && !v.proc.ad.contains(ACTIVATION_PENDING)
                     && !v.routed_away()
                     && self.offerable(&v, self.clock.now())
-                    && slot.is_none_or(|s| classad::symmetric_match(&v.ad(), s))
+                    && slot.is_none_or(|s| {
+                        let ad = v.ad();
+                        let _evaluating = self.queue.journal().enter(id, MATCHING);
+                        crate::quarantine::fault_point("match", &ad);
+                        classad::symmetric_match(&ad, s)
+                    })
             }) {
                 state.busy.insert(id);
                 return Some(id);
@@ -103,11 +121,14 @@ impl PoolState {
         match reply {
             Ok(r) if r.accepted => {}
             Ok(r) => {
+                let reason = r.reason.unwrap_or_default();
                 tracing::info!(
-                    "claim on {} refused: {}",
+                    "claim on {} refused: {reason}",
                     str_attr(&slot_ad, "Name").unwrap_or_default(),
-                    r.reason.unwrap_or_default()
                 );
+                if let Some(op) = host_quarantined(&reason, &job_ad) {
+                    lane.send(LaneOp::Pool(first, op));
+                }
                 lane.send(LaneOp::Free(first));
                 lane.close().await;
                 return;
@@ -181,12 +202,18 @@ impl PoolState {
                     let sent = sent.map_err(|e| e.reason);
                     if let Err(e) = &sent {
                         // The first job counts the failure; the rest just
-                        // go back to idle.
+                        // go back to idle, but for one the host quarantined.
                         let failed = PoolOp::ActivationFailed(claim.claim_id.clone(), e.clone());
                         lane.send(LaneOp::Pool(ids[0], failed));
                         for id in &ids[1..] {
                             let op = PoolOp::NotStarted(claim.claim_id.clone());
                             lane.send(LaneOp::Pool(*id, op));
+                        }
+                        for id in &ids {
+                            let ad = self.queue.read().job(*id).map(|v| v.ad());
+                            if let Some(op) = ad.and_then(|ad| host_quarantined(e, &ad)) {
+                                lane.send(LaneOp::Pool(*id, op));
+                            }
                         }
                     }
                     if sent.is_ok() {
@@ -370,7 +397,7 @@ impl PoolState {
         ids.extend(more.iter().map(|(id, _)| *id));
         let req = ActivateRequest {
             claim_id: claim.claim_id.clone(),
-            job: host_ad(&job, &claim.slot_ad).to_string(),
+            job: host_ad(self.queue.journal(), first, &job, &claim.slot_ad).to_string(),
             module_digest: str_attr(&job, "CmdDigest").unwrap_or_default(),
             inputs,
             lease_secs: lease,
@@ -431,7 +458,7 @@ impl PoolState {
                 st.ac_jobs.entry(ac).or_default().push_front(id);
                 break;
             };
-            let ad = host_ad(&job, &claim.slot_ad);
+            let ad = host_ad(self.queue.journal(), id, &job, &claim.slot_ad);
             out.push((
                 id,
                 QueuedJob { job: ad.to_string(), module_digest: digest.clone(), inputs },

@@ -6,12 +6,21 @@ use andes_protocol::pool::{STDERR_NAME, STDIN_NAME, STDOUT_NAME};
 
 use classad::{ClassAd, Value};
 
+use crate::job::JobId;
+use crate::quarantine::Journal;
 use crate::queue::CLAIM_ID_ATTR;
 
-/// The ad the host gets: `$$()` expanded against the slot, the streams
-/// renamed to their sandbox names, the claim id left out.
-pub(crate) fn host_ad(job: &ClassAd, slot: &ClassAd) -> ClassAd {
-    let mut ad = expand_dollar_dollar(job, slot);
+/// The ad the host gets for job `id`: `$$()` expanded against the slot
+/// (an evaluation of the job's ad, recorded in `journal` while it runs),
+/// the streams renamed to their sandbox names, the claim id left out.
+pub(crate) fn host_ad(journal: &Journal, id: JobId, job: &ClassAd, slot: &ClassAd) -> ClassAd {
+    let mut ad = if job.iter().any(|(_, e)| mentions_dollar_dollar(e)) {
+        let _evaluating = journal.enter(id, "$$() references, against its slot");
+        crate::quarantine::fault_point("dollar", job);
+        expand_dollar_dollar(job, slot)
+    } else {
+        job.clone()
+    };
     for (attr, name) in [("In", STDIN_NAME), ("Out", STDOUT_NAME), ("Err", STDERR_NAME)] {
         if let Some(p) = str_attr(&ad, attr)
             && p != "/dev/null"

@@ -96,7 +96,10 @@ pub(crate) async fn matches(
                 if r.quarantined {
                     ops.push((
                         ids.iter().copied().collect(),
-                        PoolOp::Quarantined(r.reason.clone()),
+                        PoolOp::Quarantined {
+                            what: "Requirements, in the central manager".into(),
+                            reason: r.reason.clone(),
+                        },
                     ));
                 } else if let Some(id) = ids.front() {
                     ops.push((vec![*id], PoolOp::Rejected(r.reason.clone())));

@@ -262,7 +262,7 @@ impl PoolState {
         run: &mut RunOf,
         ends: &mut Ends,
     ) -> Begun {
-        let ad = host_ad(job, &claim.slot_ad);
+        let ad = host_ad(self.queue.journal(), id, job, &claim.slot_ad);
         let ckpt = self.ckpt_dir(id).filter(|_| run.checkpoints);
         let transfer::Inputs { files: inputs, mut sources } =
             match self.read_inputs(job, ckpt.as_deref()) {
@@ -315,6 +315,7 @@ impl PoolState {
             self.release(link, &claim.claim_id).await;
             return Begun::Over(false, None);
         }
+        let mut quarantined = None;
         let (answer, report) = match self.activate(link, &req, &digest, run.lease, sources).await {
             Ok(r) => (Answer::Report, Some(r)),
             Err(e) if e.ambiguous => {
@@ -323,6 +324,7 @@ impl PoolState {
             }
             Err(e) => {
                 tracing::warn!("job {id}: activation failed: {}", e.reason);
+                quarantined = super::claim::host_quarantined(&e.reason, job);
                 (Answer::Refused(e.reason), None)
             }
         };
@@ -342,8 +344,9 @@ impl PoolState {
             }
             Activated::AskHost => Begun::AskHost,
             Activated::GiveUp(ops) => {
-                // The job never started: it stays idle; the claim is given up.
-                for op in ops {
+                // The job never started: it stays idle (held, if the host
+                // quarantined it); the claim is given up.
+                for op in ops.into_iter().chain(quarantined) {
                     lane.send(LaneOp::Pool(id, op));
                 }
                 self.release(link, &claim.claim_id).await;

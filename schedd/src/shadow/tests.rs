@@ -222,7 +222,7 @@ fn a_checkpoint_replaces_the_last_and_travels_with_the_inputs() {
 #[test]
 fn host_ad_renames_the_streams() {
     let job = ad(r#"[ In = "a.in"; Out = "a.out"; Err = "/dev/null"; ClaimId = "secret" ]"#);
-    let out = host_ad(&job, &ClassAd::new());
+    let out = host_ad(&crate::quarantine::Journal::none(), JobId::new(1, 0), &job, &ClassAd::new());
     assert!(!out.contains("ClaimId"));
     assert_eq!(str_attr(&out, "In").unwrap(), STDIN_NAME);
     assert_eq!(str_attr(&out, "Out").unwrap(), STDOUT_NAME);

@@ -22,6 +22,7 @@
 //! - `backfill`: starting, replacing and evicting backfill jobs.
 //! - `drain`: shutdown and draining (condor_off, condor_drain).
 //! - `checkpoint`: periodic checkpoints and condor_checkpoint.
+//! - `watch`: the evaluator, which tells a watcher whose job ad it evaluates.
 
 mod ad;
 mod backfill;
@@ -37,6 +38,7 @@ mod slot;
 mod startd;
 mod state;
 mod transitions;
+mod watch;
 
 pub use ad::SLOT_JOB_ATTRS;
 pub use event::{
@@ -47,3 +49,4 @@ pub use reconfig::Reconfigured;
 pub use slot::{Slot, can_checkpoint};
 pub use startd::{MAX_TIME, Startd};
 pub use state::{Activity, SlotId, State};
+pub use watch::Watcher;

@@ -127,6 +127,7 @@ impl Startd {
         self.next_poll =
             self.next_poll.min(now.saturating_add(self.policy.polling_interval.max(1)));
         self.refresh_all(now);
+        self.ev.done();
         Reconfigured { changed, at_restart }
     }
 }

@@ -2,10 +2,11 @@
 //! clock-free scheduling of its own evaluations; its construction, its
 //! accessors, and [`Startd::handle`], which dispatches each event.
 
-use classad::{ClassAd, EvalOptions, Evaluator, Expr, Value, parse_expr};
+use classad::{ClassAd, EvalOptions, Expr, Value, parse_expr};
 
 use super::reconfig::published_policy;
 use super::slot::Retire;
+use super::watch::{Watched, Watcher};
 use super::{
     Action, Activity, Event, MachineInfo, Measurements, NO_CONSOLE_IDLE, SLOT_JOB_ATTRS,
     ShutdownKind, Slot, SlotId, State,
@@ -18,7 +19,7 @@ pub struct Startd {
     pub(super) policy: Policy,
     pub(super) requirements: Expr,
     pub(super) slots: Vec<Slot>,
-    pub(super) ev: Evaluator,
+    pub(super) ev: Watched,
     pub(super) measured: Measurements,
     pub(super) keyboard_active: i64,
     pub(super) console_active: i64,
@@ -132,7 +133,7 @@ impl Startd {
             policy,
             requirements,
             slots,
-            ev: Evaluator::with_options(EvalOptions {
+            ev: Watched::new(EvalOptions {
                 now: Some(now),
                 seed: Some(0),
                 strict: false,
@@ -153,6 +154,14 @@ impl Startd {
         };
         s.refresh_all(now);
         Ok(s)
+    }
+
+    /// Has `watcher` told, before the startd evaluates anything of a job's
+    /// ad, which job's it is, and when it is done (see [`Watcher`]): what
+    /// a daemon journals so that a job whose evaluation crashed it is not
+    /// evaluated again.
+    pub fn set_watcher(&mut self, watcher: Option<Watcher>) {
+        self.ev.set_watcher(watcher);
     }
 
     /// The policy in force.
@@ -206,13 +215,21 @@ impl Startd {
         }
         let run = self.slots[i].job.as_ref()?.run_time(now);
         self.ev.set_now(Some(now));
-        Some((run, self.retirement_grant(i)))
+        let grant = self.retirement_grant(i);
+        self.ev.done();
+        Some((run, grant))
     }
 
     /// Feeds one event at `now` (seconds since the epoch; a virtual clock in
     /// tests) and returns what to do. Time never goes backwards: an earlier
     /// `now` than the last one is taken as the last one.
     pub fn handle(&mut self, now: i64, event: Event) -> Vec<Action> {
+        let acts = self.dispatch(now, event);
+        self.ev.done();
+        acts
+    }
+
+    fn dispatch(&mut self, now: i64, event: Event) -> Vec<Action> {
         let now = now.clamp(0, MAX_TIME).max(self.last_now);
         self.last_now = now;
         self.ev.set_now(Some(now));

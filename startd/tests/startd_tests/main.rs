@@ -1,5 +1,6 @@
 //! The startd's tests, in one binary: its machine ad, policies, state
-//! transitions and reconfiguration on a virtual clock, and properties.
+//! transitions and reconfiguration on a virtual clock, properties, and the
+//! watcher of job evaluations.
 
 mod common;
 
@@ -8,3 +9,4 @@ mod policies;
 mod props;
 mod reconfig;
 mod transitions;
+mod watch;

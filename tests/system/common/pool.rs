@@ -232,6 +232,25 @@ impl Pool {
         self.cm = Some(p);
     }
 
+    /// Kills the schedd (SIGKILL) and starts it again, run by `program`
+    /// (see [`Pool::spawn_from`]).
+    pub fn restart_schedd_from(&mut self, program: std::process::Command) {
+        Pool::kill9(&mut self.schedd);
+        let f = self.path().join("spool/.schedd_address");
+        let _ = std::fs::remove_file(&f);
+        let mut p = self.spawn_from(program, "schedd", &["schedd"], &self.common.clone());
+        self.wait_file(&mut p, &f);
+        self.schedd = Some(p);
+    }
+
+    /// Kills host `i` (SIGKILL) and starts it again, run by `program`.
+    pub fn restart_host_from(&mut self, program: std::process::Command, i: usize) {
+        if let Some(h) = self.hosts.get_mut(i - 1) {
+            Pool::kill9(h);
+        }
+        self.start_host_from(program, i, "");
+    }
+
     pub fn start_schedd(&mut self) {
         let f = self.path().join("spool/.schedd_address");
         let _ = std::fs::remove_file(&f);
