@@ -609,6 +609,7 @@ impl Beneath {
 #[cfg(test)]
 mod tests;
 
+pub mod mapped;
 pub mod private;
 
 /// Replaces the file at `path` (a path the caller trusts) with `bytes` so

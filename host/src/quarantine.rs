@@ -132,8 +132,10 @@ mod tests {
         w(Some(&job("s#1.0#1")));
         w(None);
         w(Some(&job("s#2.0#1")));
-        // The host dies here: the watcher never hears `None`.
+        // The host aborts here: the watcher never hears `None`.
+        drop(w);
         drop(q);
+        andes_protocol::journal::mark_aborted(&dir.path().join(".startd.evaluating")).unwrap();
         let q = Quarantine::open(dir.path(), 200);
         assert!(q.holds("s#2.0#1"));
         assert!(!q.holds("s#1.0#1"), "evaluated without harm");

@@ -7,19 +7,25 @@
 //! journal is the second line. It is a small file of fixed-size records,
 //! one per evaluating thread: before a daemon evaluates a user's input on
 //! thread `t` it writes a line naming it into record `t`, and blanks the
-//! record after. Each write is one positioned write into the page cache (no
-//! sync): it survives the process, which is what it guards against, at the
-//! cost of a system call per evaluation. When the daemon starts, the
-//! records it finds are what it was evaluating when it died.
+//! record after. The file is written through a shared mapping
+//! ([`andes_beneath::mapped`]): a record is a store to memory, in the page
+//! cache at once (no sync), so it survives the process, which is what it
+//! guards against, at the cost of a copy of 128 bytes, not a system call.
+//! When the daemon starts, the records it finds are what it was evaluating
+//! when it died, if it died of an abort (an allocation that failed, a
+//! stack overflow, a panic that could not unwind): a process killed from
+//! outside blames nothing on its input (see
+//! [`andes_beneath::mapped::Mapped::mark_on_abort`]).
 //!
 //! The schedd names a job and what of it (one record per evaluation in
 //! flight: its queue, its shadows' matching, its job router); the central
 //! manager names a resource request on each of the planner's threads; an
 //! execute host names the job whose ad its policy was evaluating.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+use andes_beneath::mapped::{self, Mapped};
 
 /// One record: a line of at most `RECORD - 1` bytes, padded with spaces.
 pub const RECORD: usize = 128;
@@ -29,7 +35,7 @@ pub const MAX_SLOTS: usize = 16;
 
 /// The journal of what is being evaluated.
 pub struct Journal {
-    file: Option<File>,
+    file: Option<Mapped>,
     path: PathBuf,
     slots: usize,
     /// Which records [`Journal::enter_free`] has handed out (bit `i`:
@@ -44,33 +50,44 @@ impl Journal {
     /// clean stop). A journal that cannot be written is reported and
     /// skipped: it is a safeguard, not a condition to run.
     pub fn open(path: &Path, slots: usize) -> (Journal, Vec<String>) {
-        let found = std::fs::read(path)
-            .ok()
-            .map(|b| {
-                b.chunks(RECORD)
-                    .take(MAX_SLOTS)
-                    .filter_map(|r| {
-                        let line = String::from_utf8_lossy(r).trim().to_string();
-                        (!line.is_empty()).then_some(line)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut options = std::fs::OpenOptions::new();
-        options.create(true).truncate(true).write(true);
-        // What a daemon evaluates of its users' jobs is its own business.
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let file = options
-            .open(path)
-            .map_err(|e| tracing::warn!("{}: {e}; no evaluation journal", path.display()))
-            .ok();
-        let journal = Journal {
-            file,
-            path: path.to_path_buf(),
-            slots: slots.clamp(1, MAX_SLOTS),
-            taken: Mutex::new(0),
+        let slots = slots.clamp(1, MAX_SLOTS);
+        // The records, then one byte set if the process aborts.
+        let (file, before) = match Mapped::create(path, slots * RECORD + 1) {
+            Ok((mut m, before)) => {
+                m.mark_on_abort(slots * RECORD);
+                (Some(m), before)
+            }
+            Err(e) => {
+                tracing::warn!("{}: {e}; no evaluation journal", path.display());
+                (None, Vec::new())
+            }
         };
+        let records = before.len() - before.len() % RECORD;
+        // A process killed from outside (kill -9, a machine going down) did
+        // not die of what it was evaluating: only an abort counts (where
+        // the platform tells them apart).
+        let aborted = before.len() % RECORD == 1 && before.last() == Some(&mapped::ABORTED);
+        let found = if aborted || !mapped::MARKS_ABORTS {
+            before[..records]
+                .chunks(RECORD)
+                .filter_map(|r| {
+                    let line =
+                        String::from_utf8_lossy(r).trim_matches([' ', '\n', '\0']).to_string();
+                    (!line.is_empty()).then_some(line)
+                })
+                .collect()
+        } else {
+            let busy = before[..records].chunks(RECORD).any(|r| r.iter().any(|b| *b > b' '));
+            if busy {
+                tracing::info!(
+                    "{}: the last process was stopped from outside while evaluating; \
+                     nothing is blamed on what it was evaluating",
+                    path.display()
+                );
+            }
+            Vec::new()
+        };
+        let journal = Journal { file, path: path.to_path_buf(), slots, taken: Mutex::new(0) };
         (journal, found)
     }
 
@@ -139,8 +156,8 @@ impl Journal {
         let mut rec = [b' '; RECORD];
         rec[..text.len()].copy_from_slice(text);
         rec[RECORD - 1] = b'\n';
-        if let Err(e) = write_at(f, &rec, (slot * RECORD) as u64) {
-            tracing::warn!("{}: {e}", self.path.display());
+        if !f.write(slot * RECORD, &rec) {
+            tracing::warn!("{}: record {slot} out of the journal", self.path.display());
         }
     }
 }
@@ -164,20 +181,14 @@ impl Drop for Entered<'_> {
     }
 }
 
-#[cfg(unix)]
-fn write_at(f: &File, rec: &[u8], at: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(f, rec, at)
-}
-
-#[cfg(windows)]
-fn write_at(f: &File, rec: &[u8], at: u64) -> std::io::Result<()> {
-    let n = std::os::windows::fs::FileExt::seek_write(f, rec, at)?;
-    if n == rec.len() { Ok(()) } else { Err(std::io::Error::other("short write")) }
-}
-
-#[cfg(not(any(unix, windows)))]
-fn write_at(_: &File, _: &[u8], _: u64) -> std::io::Result<()> {
-    Ok(())
+/// Marks the journal at `path` as its process's abort would (for tests of
+/// what a daemon does after one, without aborting the test).
+pub fn mark_aborted(path: &Path) -> std::io::Result<()> {
+    let mut b = std::fs::read(path)?;
+    if let Some(last) = b.last_mut() {
+        *last = mapped::ABORTED;
+    }
+    std::fs::write(path, b)
 }
 
 /// Fault injection for the tests of the journal's promise, in debug builds
@@ -223,9 +234,16 @@ mod tests {
         let b = j.enter(1, "request two\nand not this");
         drop(a);
         let c = j.enter(0, "request three");
-        // The process dies here: the guards never drop.
+        // The process dies here, killed from outside: the guards never
+        // drop, and nothing is blamed.
         std::mem::forget(b);
         std::mem::forget(c);
+        drop(j);
+        std::fs::copy(&path, dir.path().join("copy")).unwrap();
+        assert!(Journal::open(&path, 2).1.is_empty(), "a kill blames nothing");
+        // The same, of an abort: what was being evaluated is named.
+        std::fs::copy(dir.path().join("copy"), &path).unwrap();
+        mark_aborted(&path).unwrap();
         let (_, found) = Journal::open(&path, 2);
         assert_eq!(found, vec!["request three".to_string(), "request two".to_string()]);
         // Named once: the next start finds it clear.
@@ -245,6 +263,8 @@ mod tests {
         let c = j.enter_free("job 4.0");
         std::mem::forget(b);
         std::mem::forget(c);
+        drop(j);
+        mark_aborted(&path).unwrap();
         let (_, found) = Journal::open(&path, 2);
         assert_eq!(found, vec!["job 4.0".to_string(), "job 2.0".to_string()]);
     }
@@ -256,6 +276,8 @@ mod tests {
         let (j, _) = Journal::open(&path, 1);
         let long = "é".repeat(200);
         std::mem::forget(j.enter(5, &long));
+        drop(j);
+        mark_aborted(&path).unwrap();
         let (_, found) = Journal::open(&path, 1);
         assert_eq!(found.len(), 1);
         assert!(found[0].len() < RECORD && found[0].chars().all(|c| c == 'é'));

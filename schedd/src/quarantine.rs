@@ -5,13 +5,16 @@
 //! ([`classad::budget`]), so no known input can take the schedd down. This
 //! is the second line: before the schedd evaluates a job's ad on its own
 //! initiative (the queue: its periodic policy, its exit policy,
-//! `LeaveJobInQueue`; a shadow: its Requirements against the slot a claim
+//! `LeaveJobInQueue`, and every operation on one job it makes itself: a
+//! run's start, a shadow's update, a run's end, a routed copy, a missed
+//! deferral, a cron schedule; a shadow: its Requirements against the slot a claim
 //! would reuse, its `$$()` references; the job router: the source
 //! constraint, each route's Requirements, the route's transform) it writes
 //! which job and what into a small journal beside the queue
 //! ([`andes_protocol::journal`], one record per evaluation in flight), and
 //! clears it after. A schedd that starts and finds the journal naming jobs
-//! quarantines them: each is held (code 5, with a reason saying so) and
+//! after an abort (a kill from outside blames nothing: see
+//! [`andes_protocol::journal`]) quarantines them: each is held (code 5, with a reason saying so) and
 //! marked [`QUARANTINED`], and nothing evaluates its expressions until
 //! someone releases it. The schedd then serves as always; the input that
 //! stopped it is never replayed.
@@ -64,7 +67,14 @@ impl Journal {
     pub fn open(db: &Path) -> (Journal, Vec<Crashed>) {
         let (j, found) =
             andes_protocol::journal::Journal::open(&db.with_extension("evaluating"), RECORDS);
-        (Journal(j), found.iter().filter_map(|l| parse(l)).collect())
+        // One job may be named twice (an op, and the policy within it): the
+        // later record, the inner one, says more.
+        let mut crashed: Vec<Crashed> = Vec::new();
+        for c in found.iter().filter_map(|l| parse(l)) {
+            crashed.retain(|k| k.job != c.job);
+            crashed.push(c);
+        }
+        (Journal(j), crashed)
     }
 
     /// A journal that records nothing (for tests that need none).
@@ -115,6 +125,14 @@ mod tests {
         // The process dies here: the guards never drop.
         std::mem::forget(e);
         std::mem::forget(f);
+        drop(j);
+        let journal = db.with_extension("evaluating");
+        let killed = std::fs::read(&journal).unwrap();
+        // Killed from outside, it blames nothing.
+        assert_eq!(Journal::open(&db).1, vec![]);
+        // Of an abort, it names both.
+        std::fs::write(&journal, killed).unwrap();
+        andes_protocol::journal::mark_aborted(&journal).unwrap();
         let (_, crashed) = Journal::open(&db);
         assert_eq!(
             crashed,
@@ -128,5 +146,13 @@ mod tests {
         );
         // Named once: the next start finds it clear.
         assert_eq!(Journal::open(&db).1, vec![]);
+        // Named twice, by an op and the policy within it: once, as the policy.
+        let (j, _) = Journal::open(&db);
+        std::mem::forget(j.enter(JobId::new(5, 0), "end of a run"));
+        std::mem::forget(j.enter(JobId::new(5, 0), "exit policy"));
+        drop(j);
+        andes_protocol::journal::mark_aborted(&journal).unwrap();
+        let (_, crashed) = Journal::open(&db);
+        assert_eq!(crashed, vec![Crashed { job: JobId::new(5, 0), what: "exit policy".into() }]);
     }
 }

@@ -131,8 +131,10 @@ fn a_request_named_alone_in_the_journal_is_quarantined_and_stays_so() {
         let w = q.watch(&reqs, &sigs);
         assert!(!w.known(0) && !w.known(1));
         w.enter(0, 1, true);
-        // The process dies here: the record is never blanked.
+        // The process aborts here: the record is never blanked.
     }
+    let journal = dir.path().join("negotiator.evaluating");
+    andes_protocol::journal::mark_aborted(&journal).unwrap();
     let q = Quarantine::open(Some(dir.path()), 200);
     assert_eq!(q.len(), 1);
     assert_eq!(q.why(sigs[1]).as_deref(), Some(STOPPED));
@@ -157,6 +159,7 @@ fn a_request_named_beside_others_is_only_evaluated_alone_next_time() {
         w.enter(0, 0, false);
         w.enter(1, 1, false);
     }
+    andes_protocol::journal::mark_aborted(&dir.path().join("negotiator.evaluating")).unwrap();
     let q = Quarantine::open(Some(dir.path()), 200);
     assert!(q.is_empty(), "an innocent request may have been named");
     let w = q.watch(&reqs, &sigs);

@@ -41,14 +41,23 @@ impl Txn<'_, '_> {
                 let ids = self.select(actor, targets)?;
                 self.change(&ids, change, actor).map(Reply::Report)
             }
-            Op::Started(id) => self.started(*id).map(|_| Reply::Done),
+            // What concerns one job at a time, on the schedd's own
+            // initiative, is journaled by job (see crate::quarantine).
+            Op::Started(id) => {
+                let _evaluating = self.journal.enter(*id, "start of a run");
+                self.started(*id).map(|_| Reply::Done)
+            }
             Op::Pool(ids, op) => {
                 for id in ids {
+                    let _evaluating = self.journal.enter(*id, "update from its shadow");
                     self.pool_op(*id, op)?;
                 }
                 Ok(Reply::Done)
             }
-            Op::Exited(id, ending) => self.exited(*id, ending).map(|_| Reply::Done),
+            Op::Exited(id, ending) => {
+                let _evaluating = self.journal.enter(*id, "end of a run");
+                self.exited(*id, ending).map(|_| Reply::Done)
+            }
             Op::Many(ops) => {
                 let mut replies = Vec::with_capacity(ops.len());
                 for op in ops {
@@ -63,7 +72,10 @@ impl Txn<'_, '_> {
             }
             Op::Periodic => self.periodic().map(Reply::Report),
             Op::Quarantine(c) => self.quarantine(c.job, &c.what, c.reason()).map(|_| Reply::Done),
-            Op::Route(original, copy) => self.route(*original, copy).map(Reply::Cluster),
+            Op::Route(original, copy) => {
+                let _evaluating = self.journal.enter(*original, "routed copy");
+                self.route(*original, copy).map(Reply::Cluster)
+            }
             Op::EditInPlace(id, route, changes) => {
                 let Some(p) = self.state.jobs.get_mut(id) else {
                     return Err(QueueError::NotFound(format!("job {id} is not in the queue")));
@@ -97,6 +109,7 @@ impl Txn<'_, '_> {
             }
             Op::Deferral(DeferralOp::Missed(ids)) => {
                 for id in ids {
+                    let _evaluating = self.journal.enter(*id, "missed deferral");
                     self.missed(*id)?;
                 }
                 Ok(Reply::Done)
@@ -110,6 +123,7 @@ impl Txn<'_, '_> {
                     .map(|(id, _)| *id)
                     .collect();
                 for id in ids {
+                    let _evaluating = self.journal.enter(id, "cron schedule");
                     if self.is_cron(id) {
                         self.missed(id)?;
                         self.schedule_cron(id)?;
