@@ -689,7 +689,10 @@ impl Daemon {
                     _ if ad.contains("DeferralTime") => Some(None),
                     _ => None,
                 };
-                if let Err(e) = self.start(*slot, RunKind::Job, ad, module) {
+                let handling = self.quarantine.handling(&ad);
+                let started = self.start(*slot, RunKind::Job, ad, module);
+                drop(handling);
+                if let Err(e) = started {
                     self.log(format!("slot {slot}: cannot start the job: {e}"));
                     queue.push_back(Event::StarterExited {
                         slot: *slot,

@@ -8,7 +8,9 @@
 //! request, the job's START and policy), and the host writes that job's
 //! GlobalJobId into a one-record journal in EXECUTE
 //! (`.startd.evaluating`, [`andes_protocol::journal`]), blanked when the
-//! startd is done. A host that starts and finds the journal naming a job
+//! startd is done; the daemon does the same (record 1) while it handles a
+//! job outside the startd (a claim's request, an activation, a job's
+//! start). A host that starts after an abort and finds the journal naming a job
 //! quarantines it: the job's id goes on a list kept beside it
 //! (`.startd.quarantine`, the daemon's alone, at most [`MAX_QUARANTINED`]
 //! entries, the oldest dropped first), and the host refuses to claim a slot
@@ -51,9 +53,9 @@ impl Quarantine {
             }),
             Err(_) => BTreeMap::new(),
         };
-        let (journal, found) = Journal::open(&dir.join(".startd.evaluating"), 1);
+        let (journal, found) = Journal::open(&dir.join(".startd.evaluating"), 2);
         let q = Quarantine { journal: Arc::new(journal), file: Some(file), jobs: Mutex::new(jobs) };
-        for gid in found {
+        for gid in found.into_iter().collect::<std::collections::BTreeSet<_>>() {
             tracing::error!(
                 "the host stopped while evaluating the ad of job {gid}: quarantining it"
             );
@@ -79,6 +81,22 @@ impl Quarantine {
             }
             None => journal.clear(0),
         })
+    }
+
+    /// Records that the daemon handles job `ad` (a claim's request, an
+    /// activation, a job's start: what it evaluates of the job outside the
+    /// startd) until the guard drops. The startd's own evaluations have
+    /// record 0; this is record 1.
+    pub fn handling(&self, ad: &ClassAd) -> Handling {
+        let gid = match ad.eval_attr("GlobalJobId") {
+            Value::Str(gid) => Some(gid.to_string()),
+            _ => None,
+        };
+        if let Some(gid) = &gid {
+            self.journal.mark(1, gid);
+            fault_point("host", |a| ad.contains(a));
+        }
+        Handling { journal: gid.map(|_| self.journal.clone()) }
     }
 
     /// Whether job `gid` (its GlobalJobId) is quarantined here.
@@ -116,6 +134,20 @@ impl Quarantine {
     }
 }
 
+/// A job the daemon handles (see [`Quarantine::handling`]); its record is
+/// blanked on drop.
+pub struct Handling {
+    journal: Option<Arc<Journal>>,
+}
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        if let Some(j) = &self.journal {
+            j.clear(1);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,13 +164,18 @@ mod tests {
         w(Some(&job("s#1.0#1")));
         w(None);
         w(Some(&job("s#2.0#1")));
-        // The host aborts here: the watcher never hears `None`.
+        drop(q.handling(&job("s#3.0#1")));
+        let h = q.handling(&job("s#2.0#1"));
+        // The host aborts here: the watcher never hears `None`, the guard
+        // never drops.
+        std::mem::forget(h);
         drop(w);
         drop(q);
         andes_protocol::journal::mark_aborted(&dir.path().join(".startd.evaluating")).unwrap();
         let q = Quarantine::open(dir.path(), 200);
         assert!(q.holds("s#2.0#1"));
         assert!(!q.holds("s#1.0#1"), "evaluated without harm");
+        assert!(!q.holds("s#3.0#1"), "handled without harm");
         assert_eq!(q.holds_ad(&job("s#2.0#1")).as_deref(), Some("s#2.0#1"));
         // Kept across later starts, which find the journal clear.
         let q = Quarantine::open(dir.path(), 300);

@@ -332,22 +332,29 @@ fn a_job_the_router_died_routing_is_quarantined_not_replayed() {
 
 #[test]
 fn a_job_an_execute_host_died_evaluating_is_quarantined_not_replayed() {
-    let mut pool = Pool::new("", 1);
-    pool.restart_host_from(armed("startd"), 1);
-    pool.submit("bob", "crash", "executable = hello.wasm\n+CrashMe = true\nqueue\n");
-    // The claim's request reaches the host's START: the host dies.
-    dies("execute host", pool.hosts[0].take().unwrap());
-    // Started again (fault still armed), it refuses the job it died on,
-    // which the schedd holds; every other job runs there.
-    pool.restart_host_from(armed("startd"), 1);
-    quarantined_then_alice_completes(
-        &mut pool,
-        "execute host",
-        "execute host stopped while evaluating",
-        "after-host-quarantine",
-    );
-    let h = pool.hosts[0].as_mut().unwrap();
-    assert!(h.child.try_wait().unwrap().is_none(), "the host died again:\n{}", pool_log(&h.log));
+    // In the startd's policy (the claim's START), and in the daemon's own
+    // handling of the job (the claim request).
+    for site in ["startd", "host"] {
+        let mut pool = Pool::new("", 1);
+        pool.restart_host_from(armed(site), 1);
+        pool.submit("bob", "crash", "executable = hello.wasm\n+CrashMe = true\nqueue\n");
+        dies("execute host", pool.hosts[0].take().unwrap());
+        // Started again (fault still armed), it refuses the job it died on,
+        // which the schedd holds; every other job runs there.
+        pool.restart_host_from(armed(site), 1);
+        quarantined_then_alice_completes(
+            &mut pool,
+            "execute host",
+            "execute host stopped while evaluating",
+            &format!("after-{site}-quarantine"),
+        );
+        let h = pool.hosts[0].as_mut().unwrap();
+        assert!(
+            h.child.try_wait().unwrap().is_none(),
+            "the host died again ({site}):\n{}",
+            pool_log(&h.log)
+        );
+    }
 }
 
 #[test]

@@ -169,6 +169,7 @@ impl Daemon {
                 if let Some(gid) = self.quarantine.holds_ad(&ad) {
                     return refused(andes_protocol::pool::quarantined_refusal(&gid));
                 }
+                let _handling = self.quarantine.handling(&ad);
                 let claim = andes_startd::ClaimRequest {
                     claim_id: req.claim_id.clone(),
                     client_machine: req.client_machine,
@@ -220,6 +221,7 @@ impl Daemon {
             }
             PoolRequest::Activate { caller, req, ads } => {
                 let (job, more) = *ads;
+                let _handling = self.quarantine.handling(&job);
                 let slot = owned(self, &caller, &req.claim_id)?;
                 if self
                     .startd
