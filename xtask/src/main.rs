@@ -32,6 +32,15 @@ use std::process::{Command, ExitCode};
 
 mod demo;
 mod docs;
+
+/// The workspace as every test command builds it: all of it but the Python
+/// extension, which `cargo xtask python` builds (and lints) with maturin.
+/// With it, PyO3's macros would turn on features (syn's `extra-traits`) the
+/// installed program does not have, and `cargo install --path .` would
+/// compile everything again instead of reusing the test build. Every
+/// command here names the workspace the same way, so that none rebuilds for
+/// another's features.
+pub const WORKSPACE: [&str; 3] = ["--workspace", "--exclude", "andes-python"];
 mod portability;
 mod python;
 mod setup;
@@ -139,7 +148,10 @@ fn as_root_tests() -> bool {
             return false;
         }
     }
-    cargo(&["test", "--workspace", "--test", "system", "--", "as_root::", "--ignored"])
+    cargo(
+        &[&["test"][..], &WORKSPACE, &["--test", "system", "--", "as_root::", "--ignored"]]
+            .concat(),
+    )
 }
 
 /// The fault harness, long: `--seed N` (default: the time) and `--seconds S`
@@ -165,15 +177,9 @@ fn faults(args: &[String]) -> bool {
     eprintln!("xtask: fault harness, seed {seed}, {seconds} s of faults");
     samples()
         && Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args([
-                "test",
-                "--workspace",
-                "--test",
-                "system",
-                "--",
-                "fault_harness::",
-                "--nocapture",
-            ])
+            .args(["test"])
+            .args(WORKSPACE)
+            .args(["--test", "system", "--", "fault_harness::", "--nocapture"])
             .env("ANDES_FAULT_SEED", &seed)
             .env("ANDES_FAULT_SECONDS", &seconds)
             .current_dir(root())
@@ -244,19 +250,13 @@ fn main() -> ExitCode {
             let _ = t.step("setup", setup::run);
             let ok = t.step("samples", samples)
                 && t.step("tests", || {
-                    // Not the benches: clippy checks them, `cargo xtask bench`
-                    // runs them; linking each for one untimed pass cost minutes.
-                    cargo(&[
-                        "test",
-                        "--workspace",
-                        "--lib",
-                        "--bins",
-                        "--tests",
-                        "--examples",
-                        "--no-fail-fast",
-                    ])
+                    // Not the benches: CI builds (and so lints) them, `cargo
+                    // xtask bench` runs them; linking each for one untimed
+                    // pass cost minutes.
+                    let targets = ["--lib", "--bins", "--tests", "--examples", "--no-fail-fast"];
+                    cargo(&[&["test"][..], &WORKSPACE, &targets].concat())
                 })
-                && t.step("doc tests", || cargo(&["test", "--workspace", "--doc"]))
+                && t.step("doc tests", || cargo(&[&["test"][..], &WORKSPACE, &["--doc"]].concat()))
                 && t.step("guest SDK", || {
                     cargo(&["test", "--manifest-path", "guest-sdk/Cargo.toml"])
                 })
@@ -269,7 +269,8 @@ fn main() -> ExitCode {
             ok
         }
         Some("bench") => {
-            let mut a = vec!["bench", "--workspace"];
+            let mut a = vec!["bench"];
+            a.extend(WORKSPACE);
             a.extend(args[1..].iter().map(String::as_str));
             samples() && cargo(&a)
         }
@@ -278,15 +279,14 @@ fn main() -> ExitCode {
         Some("setup") => setup::run(),
         Some("attacks") => {
             samples()
-                && cargo(&[
-                    "test",
-                    "--workspace",
-                    "--test",
-                    "system",
-                    "--",
-                    "attacks::",
-                    "--nocapture",
-                ])
+                && cargo(
+                    &[
+                        &["test"][..],
+                        &WORKSPACE,
+                        &["--test", "system", "--", "attacks::", "--nocapture"],
+                    ]
+                    .concat(),
+                )
         }
         Some("installs") => installs(),
         Some("demo") => demo::run(&args[1..]),
