@@ -428,6 +428,9 @@ impl Central {
         stats.matches = plan.matches.len();
         // Group by schedd.
         let mut notices = Vec::new();
+        // Each match's slot and offer: a match its schedd does not take
+        // frees its slot again below.
+        let mut offered = Vec::new();
         {
             let mut handed = lock(&self.handed);
             for m in &plan.matches {
@@ -436,6 +439,7 @@ impl Central {
                 let Some(host) = str_attr(&slot.ad, "MyAddress") else { continue };
                 let name = str_attr(&slot.ad, "Name").unwrap_or_default();
                 handed.insert(name.clone(), (slot.claim_id.clone(), req.submitter.clone(), now));
+                offered.push((name.clone(), slot.claim_id.clone()));
                 *in_use.entry(req.submitter.clone()).or_default() += 1;
                 per.entry(req.schedd.clone()).or_default().matches.push(MatchGrant {
                     autocluster: req.autocluster,
@@ -488,9 +492,20 @@ impl Central {
                 Err(e) => tracing::warn!("schedd {schedd}: matches not delivered: {e}"),
             }
         }
+        // A match not delivered or not taken leaves its slot free for the
+        // next cycle (its job may have gone to a claim its schedd already
+        // held): it must not wait out OFFER_GRACE, idle while jobs wait.
+        {
+            let mut handed = lock(&self.handed);
+            for (name, offer) in &offered {
+                if !claimed.contains(offer) && handed.get(name).is_some_and(|(o, _, _)| o == offer)
+                {
+                    handed.remove(name);
+                }
+            }
+        }
         // The hosts hear of the matches their schedds took (Matched,
-        // MATCH_TIMEOUT); a match not delivered or not taken leaves its slot
-        // free for the next cycle. A lost notice only skips the Matched state.
+        // MATCH_TIMEOUT). A lost notice only skips the Matched state.
         for (host, notice) in notices {
             if !claimed.contains(&notice.claim_id) {
                 continue;

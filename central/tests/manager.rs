@@ -1,0 +1,125 @@
+//! The negotiation cycle against a schedd on a real socket: what happens to
+//! a slot whose match the schedd does not take.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use andes_central::collector::{AdType, Collector};
+use andes_central::manager::{Central, CentralConfig};
+use andes_protocol::pool::{DemandGroup, DemandReply, MatchesReply, MatchesRequest};
+use andes_protocol::{Keypair, ManualClock};
+use axum::Router;
+use axum::routing::post;
+
+const NOW: i64 = 1_800_000_000;
+
+/// A schedd with one idle job of alice's that takes the matches it is
+/// handed only while `take` says so, and records the claim ids it was
+/// handed, cycle by cycle.
+#[derive(Clone, Default)]
+struct Schedd {
+    take: Arc<Mutex<bool>>,
+    handed: Arc<Mutex<Vec<Vec<String>>>>,
+}
+
+async fn start_schedd(s: Schedd) -> String {
+    let demand = || async {
+        axum::Json(DemandReply {
+            schedd: "schedd@submit".into(),
+            groups: vec![DemandGroup {
+                autocluster: 1,
+                submitter: "alice@submit".into(),
+                ad: r#"[Owner = "alice"; Requirements = true; RequestMemory = 1]"#.into(),
+                idle: 1,
+            }],
+            running: Vec::new(),
+        })
+    };
+    let s2 = s.clone();
+    let matches = move |axum::Json(req): axum::Json<MatchesRequest>| {
+        let s = s2.clone();
+        async move {
+            let ids: Vec<String> = req.matches.iter().map(|m| m.claim_id.clone()).collect();
+            s.handed.lock().unwrap().push(ids.clone());
+            let take = *s.take.lock().unwrap();
+            axum::Json(if take {
+                MatchesReply { taken: ids.len() as u32, claimed: ids }
+            } else {
+                MatchesReply::default()
+            })
+        }
+    };
+    let app = Router::new()
+        .route("/v1/negotiate/demand", post(demand))
+        .route("/v1/negotiate/matches", post(matches));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+fn pool(schedd_addr: &str) -> (Central, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(NOW));
+    let mut c = Collector::new(900);
+    let slot = classad::parse_ad(
+        r#"[Name = "slot1@exec"; State = "Unclaimed"; Activity = "Idle"; Memory = 1024;
+            Requirements = true; MyAddress = "127.0.0.1:9"]"#,
+    )
+    .unwrap();
+    let private = classad::parse_ad(r#"[Name = "slot1@exec"; ClaimId = "offer-1"]"#).unwrap();
+    c.update(AdType::Machine, slot, Some(private), "exec", NOW).unwrap();
+    let schedd = classad::parse_ad(&format!(
+        r#"[Name = "schedd@submit"; MyAddress = "{schedd_addr}"; TotalIdleJobs = 1]"#
+    ))
+    .unwrap();
+    c.update(AdType::Schedd, schedd, None, "schedd@submit", NOW).unwrap();
+    let key = Arc::new(Keypair::from_seed("negotiator", [9; 32]).unwrap());
+    let cfg = CentralConfig {
+        interval: Duration::from_secs(60),
+        negotiator: Default::default(),
+        accountant: Default::default(),
+        state_file: None,
+    };
+    let central = Central::new(
+        Arc::new(Mutex::new(c)),
+        Arc::new(tokio::sync::Notify::new()),
+        clock.clone(),
+        key,
+        cfg,
+    );
+    (central, clock)
+}
+
+#[tokio::test]
+async fn a_match_the_schedd_did_not_take_is_offered_again_at_the_next_cycle() {
+    let s = Schedd::default();
+    let addr = start_schedd(s.clone()).await;
+    let (central, _clock) = pool(&addr);
+    assert_eq!(central.cycle().await.matches, 1);
+    // Not taken (its job went to a claim it already held, say): the slot
+    // is free for the next cycle at once, not after OFFER_GRACE.
+    *s.take.lock().unwrap() = true;
+    assert_eq!(central.cycle().await.taken, 1);
+    assert_eq!(
+        *s.handed.lock().unwrap(),
+        [vec!["offer-1".to_string()], vec!["offer-1".to_string()]]
+    );
+}
+
+#[tokio::test]
+async fn a_match_the_schedd_took_is_not_offered_twice_while_its_claim_is_on_its_way() {
+    let s = Schedd::default();
+    *s.take.lock().unwrap() = true;
+    let addr = start_schedd(s.clone()).await;
+    let (central, clock) = pool(&addr);
+    assert_eq!(central.cycle().await.taken, 1);
+    // The collector still shows the slot unclaimed with the same offer:
+    // within OFFER_GRACE it is not offered again.
+    assert_eq!(central.cycle().await.matches, 0);
+    // After it, the claim never came: offered again.
+    clock.advance(andes_central::manager::OFFER_GRACE);
+    assert_eq!(central.cycle().await.matches, 1);
+    let granted: Vec<_> =
+        s.handed.lock().unwrap().iter().filter(|g| !g.is_empty()).cloned().collect();
+    assert_eq!(granted, [vec!["offer-1".to_string()], vec!["offer-1".to_string()]]);
+}
