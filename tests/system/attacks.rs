@@ -292,8 +292,9 @@ fn a_job_the_schedd_died_evaluating_is_quarantined_not_replayed() {
 fn a_job_a_shadow_died_matching_to_its_slot_is_quarantined_not_replayed() {
     let mut pool = Pool::new("", 1);
     pool.restart_schedd_from(armed("match"));
-    pool.submit("bob", "crash", "executable = hello.wasm\n+CrashMe = true\nqueue\n");
-    // Matched, the shadow checks the job against the slot: the schedd dies.
+    // Matched, the shadow checks the job against the slot: the schedd dies,
+    // perhaps before its answer to the submit (committed first) goes out.
+    let _ = pool.submit_output("bob", "crash", "executable = hello.wasm\n+CrashMe = true\nqueue\n");
     dies("schedd", pool.schedd.take().unwrap());
     pool.restart_schedd_from(armed("match"));
     quarantined_then_alice_completes(

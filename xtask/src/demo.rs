@@ -94,9 +94,9 @@ pub fn run(args: &[String]) -> bool {
         eprintln!("demo: failed at step `build andes` (see cargo's messages above)");
         return false;
     }
-    let target = target_dir();
+    let target = crate::target_dir();
     let andes = target.join("debug").join(format!("andes{}", std::env::consts::EXE_SUFFIX));
-    let wasm = wasm_dir();
+    let wasm = crate::wasm_dir();
     let dir = match tempfile::Builder::new().prefix("andes-demo-").tempdir() {
         Ok(d) => d,
         Err(e) => {
@@ -129,21 +129,6 @@ pub fn run(args: &[String]) -> bool {
         println!("demo: done in {:.1} s", started.elapsed().as_secs_f64());
     }
     ok
-}
-
-/// Cargo's target directory: `CARGO_TARGET_DIR` if set (relative to the
-/// repository, where xtask runs cargo), else `target/`.
-fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(d) if !d.is_empty() => crate::root().join(d),
-        _ => crate::root().join("target"),
-    }
-}
-
-/// Where `samples()` puts the sample jobs: the samples workspace's own target
-/// directory (`--target-dir`, whatever `CARGO_TARGET_DIR` says).
-fn wasm_dir() -> PathBuf {
-    crate::root().join("samples").join("target").join("wasm32-wasip1").join("release")
 }
 
 /// Where `samples()` puts the native builds of the C and Go guests.

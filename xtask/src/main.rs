@@ -18,6 +18,9 @@
 //!   minute.
 //! - `cargo xtask demo [--keep]`: a personal pool running a mixed batch of
 //!   sample jobs (see [`demo`]).
+//! - `cargo xtask scale [--hosts N] [--slots S] [--jobs J]`: a pool of
+//!   separate processes on 127.0.0.1, how fast it fills and runs short jobs,
+//!   and each daemon's CPU per job (see [`scale`]).
 //! - `cargo xtask setup`: installs what the tests need where it is missing
 //!   (`cargo xtask test` runs it first; see [`setup`]).
 //! - `cargo xtask tidy`: the house's rules checked (crate layering, file
@@ -43,6 +46,7 @@ mod docs;
 pub const WORKSPACE: [&str; 3] = ["--workspace", "--exclude", "andes-python"];
 mod portability;
 mod python;
+mod scale;
 mod setup;
 mod tidy;
 
@@ -81,6 +85,21 @@ fn run(program: &str, args: &[&str]) -> bool {
 fn cargo(args: &[&str]) -> bool {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     run(&cargo, args)
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` if set (relative to the
+/// repository, where xtask runs cargo), else `target/`.
+pub(crate) fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => crate::root().join(d),
+        _ => crate::root().join("target"),
+    }
+}
+
+/// Where `samples()` puts the sample jobs: the samples workspace's own target
+/// directory (`--target-dir`, whatever `CARGO_TARGET_DIR` says).
+pub(crate) fn wasm_dir() -> PathBuf {
+    crate::root().join("samples").join("target").join("wasm32-wasip1").join("release")
 }
 
 /// Builds the sample jobs (and the guest SDK) for wasm32-wasip1.
@@ -290,13 +309,14 @@ fn main() -> ExitCode {
         }
         Some("installs") => installs(),
         Some("demo") => demo::run(&args[1..]),
+        Some("scale") => scale::run(&args[1..]),
         Some("docs") => docs::run(&args[1..]),
         Some("python") => samples() && python::run(&args[1..]),
         Some("portability") => samples() && portability::run(),
         _ => {
             eprintln!(
                 "usage: cargo xtask \
-                 <test|setup|tidy|samples|bench|faults|attacks|demo|docs|python|portability|installs>"
+                 <test|setup|tidy|samples|bench|faults|attacks|demo|scale|docs|python|portability|installs>"
             );
             false
         }

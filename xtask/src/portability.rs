@@ -31,13 +31,6 @@ fn first(candidates: &[&str]) -> Option<PathBuf> {
     })
 }
 
-fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(d) if !d.is_empty() => root().join(d),
-        _ => root().join("target"),
-    }
-}
-
 /// Runs the portability tests; `true` when they pass (or cannot run here and
 /// [`crate::ALLOW_NOT_RUN`] says that may be so).
 pub fn run() -> bool {
@@ -94,7 +87,7 @@ pub fn run() -> bool {
     if !built {
         return false;
     }
-    let target = target_dir();
+    let target = crate::target_dir();
     let place = target.join("portability");
     let win_dir = place.join("windows");
     if let Err(e) = std::fs::create_dir_all(&win_dir) {

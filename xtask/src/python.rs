@@ -130,7 +130,7 @@ pub fn run(pytest_args: &[String]) -> bool {
             .args(["-m", "pytest", "-rs", "python/tests"])
             .args(pytest_args)
             .env("ANDES_BIN", &andes)
-            .env("ANDES_SAMPLES", root().join("samples/target/wasm32-wasip1/release"))
+            .env("ANDES_SAMPLES", crate::wasm_dir())
             .env_remove("ANDES_CONFIG"),
     )
 }

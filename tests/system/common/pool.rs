@@ -334,6 +334,13 @@ impl Pool {
 
     /// Writes a submit file (with the sample copied beside it) and submits it.
     pub fn submit(&self, user: &str, name: &str, text: &str) {
+        let out = self.submit_output(user, name, text);
+        super::succeeded(out, &format!("submit {name} as {user}"));
+    }
+
+    /// As [`Pool::submit`], whatever `andes submit` says: for a job that
+    /// kills its schedd so soon after the commit that the answer may be lost.
+    pub fn submit_output(&self, user: &str, name: &str, text: &str) -> std::process::Output {
         let wasm = self.path().join("jobs");
         std::fs::create_dir_all(&wasm).unwrap();
         for s in [
@@ -355,7 +362,7 @@ impl Pool {
         }
         let f = wasm.join(format!("{name}.sub"));
         std::fs::write(&f, text).unwrap();
-        self.ok(user, &["submit", f.to_str().unwrap()]);
+        self.cmd(user, &["submit", f.to_str().unwrap()])
     }
 
     /// `andes compile`s sample `name` into `jobs/<name>_c.wasm`, as a user
