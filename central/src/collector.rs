@@ -315,6 +315,20 @@ impl Collector {
         found.into_iter().map(|(_, e)| e.ad.clone()).collect()
     }
 
+    /// Whether a negotiation could give a slot to an idle job now: some
+    /// live slot ad is Unclaimed, or there is none at all (a cycle then
+    /// tells every idle job that nothing matches, which the job router
+    /// waits for). When every slot is claimed, jobs that appear wait for
+    /// a slot to become Unclaimed (its ad wakes the negotiator) or for the
+    /// next NEGOTIATOR_INTERVAL (preemption).
+    pub fn negotiation_may_match(&self, now: i64) -> bool {
+        let mut machines = self.live(Some(AdType::Machine), now).peekable();
+        machines.peek().is_none()
+            || machines.any(|(_, e)| {
+                matches!(e.ad.eval_attr("State"), classad::Value::Str(s) if &*s == "Unclaimed")
+            })
+    }
+
     /// Every live ad of `kind` with its private ad, sorted by `Name`: the negotiator's
     /// view.
     pub fn ads(&self, kind: AdType, now: i64) -> Vec<(ClassAd, Option<ClassAd>)> {

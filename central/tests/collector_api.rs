@@ -4,7 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use andes_central::collector::api::{
-    InvalidateReply, InvalidateRequest, QueryReply, QueryRequest, UpdateReply, UpdateRequest,
+    InvalidateReply, InvalidateRequest, MAX_COLLECTOR_UPDATES, QueryReply, QueryRequest,
+    UpdateReply, UpdateRequest, UpdatesReply, UpdatesRequest,
 };
 use andes_central::collector::{AdType, Collector};
 use andes_protocol::{
@@ -23,6 +24,8 @@ struct Fixture {
     alice: Client,
     admin: Client,
     stranger: Client,
+    /// Woken when an update may give the negotiator work.
+    poke: Arc<tokio::sync::Notify>,
 }
 
 async fn fixture() -> Fixture {
@@ -50,7 +53,13 @@ async fn fixture() -> Fixture {
     .unwrap();
     let collector = Arc::new(Mutex::new(Collector::new(900)));
     let auth = Auth::new(Verifier::new(trust, VerifierConfig::default()), clock.clone());
-    let app = andes_central::collector::api::router(collector.clone(), clock.clone(), &auth);
+    let poke = Arc::new(tokio::sync::Notify::new());
+    let app = andes_central::collector::api::router_with_poke(
+        collector.clone(),
+        clock.clone(),
+        &auth,
+        Some(poke.clone()),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let server = andes_protocol::Server::plain(listener).unwrap();
@@ -65,6 +74,7 @@ async fn fixture() -> Fixture {
         stranger: client(&stranger),
         clock,
         collector,
+        poke,
     }
 }
 
@@ -265,4 +275,104 @@ async fn ads_expire_on_the_collectors_clock() {
         post(&f.other_host, "/v1/collector/update", &machine("slot1@exec-1", "Owner", 1)).await;
     assert_eq!(st, StatusCode::OK, "{why}");
     assert_eq!(f.collector.lock().unwrap().expire(f.clock.now()), 1, "slot2 was still held");
+}
+
+/// A round of a host's slot ads in one request: each kept as its own update
+/// would be; one the host may not publish (another host's slot, another
+/// type, a bad ad) is refused by index and the rest kept; too many at once
+/// is refused whole.
+#[tokio::test]
+async fn several_updates_in_one_request_are_each_judged_alone() {
+    let f = fixture().await;
+    f.other_host
+        .post_json("/v1/collector/update", &machine("slot9@exec-2", "Unclaimed", 1))
+        .await
+        .unwrap();
+    let mut bad = machine("slot3@exec-1", "Unclaimed", 1);
+    bad.ad = "[Name = ".into();
+    let mut schedd = machine("s@submit", "Unclaimed", 1);
+    schedd.kind = "Scheduler".into();
+    let req = UpdatesRequest {
+        updates: vec![
+            machine("slot1@exec-1", "Unclaimed", 2048),
+            machine("slot9@exec-2", "Claimed", 1),
+            bad,
+            schedd,
+            machine("slot2@exec-1", "Claimed", 1024),
+        ],
+    };
+    let r: UpdatesReply =
+        f.host.call(Method::POST, "/v1/collector/updates", Some(&req)).await.unwrap();
+    assert_eq!(r.lifetime, 900);
+    assert!(!r.incarnation.is_empty());
+    let refused: Vec<usize> = r.refused.iter().map(|(i, _)| *i).collect();
+    assert_eq!(refused, [1, 2, 3], "{:?}", r.refused);
+    assert!(r.refused[0].1.contains("exec-2"), "{:?}", r.refused);
+    let mut names: Vec<String> =
+        query(&f.alice, &QueryRequest::default()).await.iter().map(name).collect();
+    names.sort();
+    assert_eq!(names, ["slot1@exec-1", "slot2@exec-1", "slot9@exec-2"]);
+    let other = query(
+        &f.alice,
+        &QueryRequest { constraint: Some("Name == \"slot9@exec-2\"".into()), ..Default::default() },
+    )
+    .await;
+    assert_eq!(other[0].eval_attr("State"), classad::Value::string("Unclaimed"), "not replaced");
+    // A user publishes nothing, in one request or many.
+    let r: UpdatesReply =
+        f.alice.call(Method::POST, "/v1/collector/updates", Some(&req)).await.unwrap();
+    assert_eq!(r.refused.len(), 5, "{:?}", r.refused);
+    assert!(r.refused[0].1.contains("may not publish"), "{:?}", r.refused);
+    let too_many = UpdatesRequest {
+        updates: vec![machine("slot1@exec-1", "Unclaimed", 1); MAX_COLLECTOR_UPDATES + 1],
+    };
+    let (status, reason) = post(&f.host, "/v1/collector/updates", &too_many).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(reason.contains("at most"), "{reason}");
+}
+
+/// Whether the negotiator was woken since the last look.
+async fn poked(f: &Fixture) -> bool {
+    tokio::time::timeout(std::time::Duration::ZERO, f.poke.notified()).await.is_ok()
+}
+
+/// A schedd's ad with idle jobs wakes the negotiator only when a cycle could
+/// match one (a slot is Unclaimed, or there is no slot at all, so that idle
+/// jobs hear nothing matches): a pool whose every slot is claimed, running
+/// short jobs on reused claims, costs no cycle per job. A slot becoming
+/// Unclaimed always wakes it.
+#[tokio::test]
+async fn idle_jobs_wake_the_negotiator_only_when_a_slot_could_take_one() {
+    let f = fixture().await;
+    let schedd_ad = |idle: i64| UpdateRequest {
+        kind: "Scheduler".into(),
+        ad: format!(r#"[Name = "schedd@submit"; TotalIdleJobs = {idle}]"#),
+        private: None,
+    };
+    let send = |c: &Client, u: UpdateRequest| {
+        let c = c.clone();
+        async move { assert_eq!(post(&c, "/v1/collector/update", &u).await.0, StatusCode::OK) }
+    };
+    send(&f.schedd, schedd_ad(3)).await;
+    assert!(poked(&f).await, "no slot at all: a cycle says nothing matches");
+    send(&f.host, machine("slot1@exec-1", "Unclaimed", 1)).await;
+    assert!(poked(&f).await, "an Unclaimed slot");
+    send(&f.schedd, schedd_ad(0)).await;
+    assert!(!poked(&f).await, "no idle job");
+    send(&f.schedd, schedd_ad(3)).await;
+    assert!(poked(&f).await, "idle jobs and an Unclaimed slot");
+    send(&f.host, machine("slot1@exec-1", "Claimed", 1)).await;
+    assert!(!poked(&f).await);
+    send(&f.schedd, schedd_ad(5)).await;
+    assert!(!poked(&f).await, "every slot claimed: the claims' schedds use them");
+    let round = UpdatesRequest {
+        updates: vec![
+            machine("slot1@exec-1", "Claimed", 2),
+            machine("slot2@exec-1", "Unclaimed", 1),
+        ],
+    };
+    assert_eq!(post(&f.host, "/v1/collector/updates", &round).await.0, StatusCode::OK);
+    assert!(poked(&f).await, "a round with an Unclaimed slot");
+    send(&f.schedd, schedd_ad(5)).await;
+    assert!(poked(&f).await);
 }

@@ -644,6 +644,31 @@ pub struct CollectorUpdate {
     pub private: Option<String>,
 }
 
+/// `POST /v1/collector/updates`: several ads in one request (what a host's
+/// slots changed in one round), applied in order, each as its own update; at
+/// most [`MAX_COLLECTOR_UPDATES`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CollectorUpdates {
+    /// The updates, in order.
+    pub updates: Vec<CollectorUpdate>,
+}
+
+/// The most updates one [`CollectorUpdates`] request may carry.
+pub const MAX_COLLECTOR_UPDATES: usize = 1024;
+
+/// The collector's answer to [`CollectorUpdates`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CollectorUpdatesReply {
+    /// Seconds the ads live unless refreshed (the least of theirs).
+    pub lifetime: i64,
+    /// The collector's incarnation (see [`CollectorUpdateReply`]).
+    pub incarnation: String,
+    /// The updates refused, by index in the request, with why; the others
+    /// were kept.
+    #[serde(default)]
+    pub refused: Vec<(usize, String)>,
+}
+
 /// `POST /v1/collector/invalidate`: withdraw an ad.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CollectorInvalidate {

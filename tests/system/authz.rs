@@ -30,6 +30,7 @@ fn expected() -> Vec<(&'static str, &'static str, &'static str, &'static [Role])
     const SUBMIT: &[Role] = &[User, Schedd];
     vec![
         ("cm", "POST", "/v1/collector/update", ANYONE),
+        ("cm", "POST", "/v1/collector/updates", ANYONE),
         ("cm", "POST", "/v1/collector/invalidate", ANYONE),
         ("cm", "POST", "/v1/collector/query", ANYONE),
         ("cm", "GET", "/v1/negotiator/userprio", ANYONE),

@@ -248,8 +248,16 @@ fn the_slot_ad_and_the_running_jobs_memory_are_what_htcondor_users_query() {
     assert!(int(&ad, "ResidentSetSize") >= 1024, "{ad}");
     assert_eq!(int(&ad, "MemoryUsage"), (int(&ad, "ResidentSetSize") + 1023) / 1024, "{ad}");
     assert_eq!(int(&ad, "ImageSize"), int(&ad, "ResidentSetSize"), "{ad}");
+    // The slot's ad shows its job within PUBLISH_DETAIL_GAP.
     let slot =
-        p.slots().into_iter().find(|s| text(s, "State") == "Claimed").expect("a claimed slot");
+        || p.slots().into_iter().find(|s| text(s, "State") == "Claimed" && int(s, "ImageSize") > 0);
+    wait_or(
+        "the claimed slot's ad to show its job",
+        Duration::from_secs(30),
+        || slot().is_some(),
+        || p.logs(),
+    );
+    let slot = slot().unwrap();
     assert!(text(&slot, "StartdIpAddr").starts_with("<127.0.0.1:"), "{slot}");
     assert_eq!(text(&slot, "UidDomain"), "example.org", "{slot}");
     assert!(!text(&slot, "FileSystemDomain").is_empty(), "{slot}");

@@ -5,6 +5,7 @@
 //! | route | role | body → reply |
 //! | --- | --- | --- |
 //! | `POST /v1/collector/update` | host (Machine), schedd (Scheduler, Submitter), admin (any) | [`UpdateRequest`] → [`UpdateReply`] |
+//! | `POST /v1/collector/updates` | as update, for each ad | [`UpdatesRequest`] (at most [`MAX_COLLECTOR_UPDATES`]) → [`UpdatesReply`] (the ads refused, by index) |
 //! | `POST /v1/collector/invalidate` | as update | [`InvalidateRequest`] → [`InvalidateReply`] |
 //! | `POST /v1/collector/query` | any trusted role | [`QueryRequest`] → [`QueryReply`] |
 //!
@@ -27,6 +28,8 @@ use super::{AdType, Collector, CollectorError};
 pub use andes_protocol::pool::{
     CollectorInvalidate as InvalidateRequest, CollectorQuery as QueryRequest,
     CollectorQueryReply as QueryReply, CollectorUpdate as UpdateRequest,
+    CollectorUpdates as UpdatesRequest, CollectorUpdatesReply as UpdatesReply,
+    MAX_COLLECTOR_UPDATES,
 };
 
 /// The answer to an update.
@@ -71,7 +74,8 @@ pub fn router(collector: Arc<Mutex<Collector>>, clock: Arc<dyn Clock>, auth: &Au
 }
 
 /// [`router`], also waking `poke` (the negotiator) when an update may give it
-/// work: a Scheduler ad with idle jobs, or a slot ad in Unclaimed.
+/// work: a slot ad in Unclaimed, or a Scheduler ad with idle jobs while a
+/// cycle could match one (see [`Collector::negotiation_may_match`]).
 pub fn router_with_poke(
     collector: Arc<Mutex<Collector>>,
     clock: Arc<dyn Clock>,
@@ -92,6 +96,7 @@ pub fn routes(
     let who = &[Role::User, Role::Schedd, Role::Host, Role::Negotiator];
     andes_protocol::routes::Api::new()
         .route(M::POST, "/v1/collector/update", who, post(update))
+        .route(M::POST, "/v1/collector/updates", who, post(updates))
         .route(M::POST, "/v1/collector/invalidate", who, post(invalidate))
         .route(M::POST, "/v1/collector/query", who, post(query))
         .finish(auth, Shared { collector, clock, poke })
@@ -142,20 +147,25 @@ fn parse_ad(text: &str, what: &str) -> Result<ClassAd, ApiError> {
 
 type ApiResult<T> = Result<axum::Json<T>, ApiError>;
 
-async fn update(
-    State(s): State<Shared>,
-    caller: Caller,
-    SignedJson(req): SignedJson<UpdateRequest>,
-) -> ApiResult<UpdateReply> {
+/// One update, checked and parsed: its type, ad, private part, and whether
+/// it may give the negotiator work (a Scheduler ad with idle jobs, or a slot
+/// ad in Unclaimed).
+struct Checked {
+    kind: AdType,
+    ad: ClassAd,
+    private: Option<ClassAd>,
+    wakes: bool,
+}
+
+fn check_update(caller: &Caller, req: &UpdateRequest) -> Result<Checked, ApiError> {
     let kind = kind(&req.kind)?;
-    check_publisher(&caller, kind)?;
+    check_publisher(caller, kind)?;
     let ad = parse_ad(&req.ad, &format!("the {kind} ad"))?;
     let private = req
         .private
         .as_deref()
         .map(|p| parse_ad(p, &format!("the private {kind} ad")))
         .transpose()?;
-    let now = s.clock.now();
     let wakes = match kind {
         AdType::Schedd => matches!(ad.eval_attr("TotalIdleJobs"), classad::Value::Int(n) if n > 0),
         AdType::Machine => {
@@ -163,12 +173,65 @@ async fn update(
         }
         _ => false,
     };
-    let lifetime =
-        s.lock().update(kind, ad, private, &caller.identity, now).map_err(store_error)?;
+    Ok(Checked { kind, ad, private, wakes })
+}
+
+async fn update(
+    State(s): State<Shared>,
+    caller: Caller,
+    SignedJson(req): SignedJson<UpdateRequest>,
+) -> ApiResult<UpdateReply> {
+    let c = check_update(&caller, &req)?;
+    let now = s.clock.now();
+    let (lifetime, wakes) = {
+        let mut store = s.lock();
+        let lifetime =
+            store.update(c.kind, c.ad, c.private, &caller.identity, now).map_err(store_error)?;
+        (lifetime, c.wakes && (c.kind != AdType::Schedd || store.negotiation_may_match(now)))
+    };
     if wakes && let Some(p) = &s.poke {
         p.notify_one();
     }
     Ok(axum::Json(UpdateReply { lifetime, incarnation: incarnation().to_string() }))
+}
+
+/// Several updates in one request: each is checked and kept as
+/// [`update`] would, under one lock; those refused are named in the reply.
+async fn updates(
+    State(s): State<Shared>,
+    caller: Caller,
+    SignedJson(req): SignedJson<UpdatesRequest>,
+) -> ApiResult<UpdatesReply> {
+    if req.updates.len() > MAX_COLLECTOR_UPDATES {
+        return Err(ApiError::bad_request(format!(
+            "{} updates in one request; at most {MAX_COLLECTOR_UPDATES}",
+            req.updates.len()
+        )));
+    }
+    let checked: Vec<_> = req.updates.iter().map(|u| check_update(&caller, u)).collect();
+    let now = s.clock.now();
+    let mut reply = UpdatesReply { incarnation: incarnation().to_string(), ..Default::default() };
+    let mut lifetime = None::<i64>;
+    let mut wakes = false;
+    {
+        let mut store = s.lock();
+        for (i, c) in checked.into_iter().enumerate() {
+            let kept = c.and_then(|c| {
+                wakes |= c.wakes && c.kind == AdType::Machine;
+                wakes |= c.wakes && c.kind == AdType::Schedd && store.negotiation_may_match(now);
+                store.update(c.kind, c.ad, c.private, &caller.identity, now).map_err(store_error)
+            });
+            match kept {
+                Ok(l) => lifetime = Some(lifetime.map_or(l, |m| m.min(l))),
+                Err(e) => reply.refused.push((i, e.reason)),
+            }
+        }
+    }
+    reply.lifetime = lifetime.unwrap_or(0);
+    if wakes && let Some(p) = &s.poke {
+        p.notify_one();
+    }
+    Ok(axum::Json(reply))
 }
 
 async fn invalidate(

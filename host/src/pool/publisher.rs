@@ -1,5 +1,6 @@
-//! The publisher of slot ads to the collector: newest ad per slot, a gap
-//! between rounds, retries and a heartbeat.
+//! The publisher of slot ads to the collector: newest ad per slot, each
+//! round in one request, a gap between rounds, retries and a heartbeat; what
+//! changes within a claim waits for [`PUBLISH_DETAIL_GAP`].
 
 use std::time::Duration;
 
@@ -16,14 +17,24 @@ pub const PUBLISH_GAP: Duration = Duration::from_millis(100);
 /// How often a failing collector is tried again.
 pub const PUBLISH_RETRY: Duration = Duration::from_secs(1);
 
+/// How long what changes within a claim (the slot's Activity, its job's
+/// attributes, its load) may wait before it reaches the collector: a slot
+/// running short jobs on one claim changes with every job, and the
+/// negotiator acts on none of it. What it does act on (the State, the claim,
+/// the claim's user) goes at once.
+pub const PUBLISH_DETAIL_GAP: Duration = Duration::from_secs(5);
+
 /// With nothing to send for this long, one slot's ad goes anyway (to notice
 /// a collector that restarted).
 pub const PUBLISH_HEARTBEAT: Duration = Duration::from_secs(10);
 
 /// Sends the slot ads the daemon publishes to the collector at `client`
-/// (`POST /v1/collector/update`), newest ad per slot first, until the daemon
-/// drops its sender: at once when nothing was sent for [`PUBLISH_GAP`] or the
-/// slot became Unclaimed, else coalesced into the next round.
+/// (`POST /v1/collector/updates`, a round in one request), newest ad per
+/// slot first, until the daemon drops its sender: at once when nothing was
+/// sent for [`PUBLISH_GAP`] or the slot became Unclaimed, else coalesced into
+/// the next round; a change within a claim (the same State, claim and user as
+/// the slot's ad last sent) waits up to [`PUBLISH_DETAIL_GAP`], so that a
+/// claim running short jobs costs the collector nothing per job.
 ///
 /// The pool is whole again within seconds of a collector's return: a send
 /// that fails is tried again every [`PUBLISH_RETRY`] (and every slot's newest
@@ -34,125 +45,205 @@ pub const PUBLISH_HEARTBEAT: Duration = Duration::from_secs(10);
 /// whose slots do not change.
 pub fn spawn_publisher(
     client: andes_protocol::Client,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<crate::remote::PublishedAd>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<crate::remote::PublishedAd>,
 ) -> tokio::task::JoinHandle<()> {
-    fn name(p: &crate::remote::PublishedAd) -> String {
-        p.ad.get("Name").map(|e| e.to_string()).unwrap_or_default()
-    }
-    fn unclaimed(p: &crate::remote::PublishedAd) -> bool {
-        matches!(p.ad.eval_attr("State"), Value::Str(s) if &*s == "Unclaimed")
-    }
-    // Only each slot's newest ad matters.
-    fn push(pending: &mut Vec<crate::remote::PublishedAd>, p: crate::remote::PublishedAd) {
+    tokio::spawn(Publisher::default().run(client, rx))
+}
+
+type Ad = crate::remote::PublishedAd;
+
+fn name(p: &Ad) -> String {
+    p.ad.get("Name").map(|e| e.to_string()).unwrap_or_default()
+}
+
+fn unclaimed(p: &Ad) -> bool {
+    matches!(p.ad.eval_attr("State"), Value::Str(s) if &*s == "Unclaimed")
+}
+
+/// What the negotiator acts on in a slot's ad: its State, its claim, the
+/// claim's user. Two ads of a Claimed slot with the same differ only in
+/// detail.
+fn decisive(p: &Ad) -> (String, String, String) {
+    let text =
+        |ad: &classad::ClassAd, n: &str| ad.get(n).map(|e| e.to_string()).unwrap_or_default();
+    (text(&p.ad, "State"), text(&p.private, "ClaimId"), text(&p.ad, "RemoteOwner"))
+}
+
+#[derive(Default)]
+struct Publisher {
+    /// To send in the next round: the newest ad of each slot.
+    pending: Vec<Ad>,
+    /// Changes in detail, sent at `details_due` (or sooner, with a round).
+    details: std::collections::BTreeMap<String, Ad>,
+    details_due: Option<tokio::time::Instant>,
+    /// Every slot's newest ad, sent or not.
+    latest: std::collections::BTreeMap<String, Ad>,
+    /// What the negotiator acts on, as last sent, per slot.
+    sent: std::collections::HashMap<String, (String, String, String)>,
+    failing: bool,
+    incarnation: Option<String>,
+}
+
+impl Publisher {
+    /// Takes in a slot's newest ad: for the next round, or (a change in
+    /// detail) for the next round of details. True when it should go at once
+    /// (the slot became Unclaimed).
+    fn take(&mut self, p: Ad) -> bool {
         let n = name(&p);
-        pending.retain(|a| name(a) != n);
-        pending.push(p);
+        self.latest.insert(n.clone(), p.clone());
+        let key = decisive(&p);
+        if key.0 == "\"Claimed\"" && self.sent.get(&n) == Some(&key) && !self.failing {
+            self.pending.retain(|a| name(a) != n);
+            self.details.insert(n, p);
+            self.details_due
+                .get_or_insert_with(|| tokio::time::Instant::now() + PUBLISH_DETAIL_GAP);
+            return false;
+        }
+        self.details.remove(&n);
+        let now = unclaimed(&p);
+        self.pending.retain(|a| name(a) != n);
+        self.pending.push(p);
+        now
     }
-    tokio::spawn(async move {
-        let mut failing = false;
-        let mut pending: Vec<crate::remote::PublishedAd> = Vec::new();
-        // Every slot's newest ad, sent or not.
-        let mut latest: std::collections::BTreeMap<String, crate::remote::PublishedAd> =
-            std::collections::BTreeMap::new();
-        let mut incarnation: Option<String> = None;
-        let mut beat = 0usize;
-        let mut open = true;
-        while open || !pending.is_empty() {
-            if pending.is_empty() {
-                tokio::select! {
-                    p = rx.recv() => match p {
-                        Some(p) => push(&mut pending, p),
-                        None => return,
-                    },
-                    _ = tokio::time::sleep(PUBLISH_HEARTBEAT) => {
-                        // Nothing to send for a while: one slot's ad, round
-                        // robin, to hear the collector's incarnation.
-                        if let Some(p) = latest.values().nth(beat % latest.len().max(1)) {
-                            pending.push(p.clone());
+
+    /// The details, due or not, join the round.
+    fn details_join(&mut self) {
+        self.details_due = None;
+        for (_, p) in std::mem::take(&mut self.details) {
+            let n = name(&p);
+            self.pending.retain(|a| name(a) != n);
+            self.pending.push(p);
+        }
+    }
+
+    /// Sends `pending` in one request (or as many as it takes); what is not
+    /// kept stays pending. True when every slot's ad should be sent again
+    /// (the collector restarted, or came back).
+    async fn send(&mut self, client: &andes_protocol::Client) -> bool {
+        let round = std::mem::take(&mut self.pending);
+        let mut resend_all = false;
+        for chunk in round.chunks(pool::MAX_COLLECTOR_UPDATES) {
+            if self.failing && !self.pending.is_empty() {
+                self.pending.extend(chunk.iter().cloned());
+                continue;
+            }
+            let body = pool::CollectorUpdates {
+                updates: chunk
+                    .iter()
+                    .map(|p| pool::CollectorUpdate {
+                        kind: "Machine".into(),
+                        ad: p.ad.to_string(),
+                        private: Some(p.private.to_string()),
+                    })
+                    .collect(),
+            };
+            match client.post_json("/v1/collector/updates", &body).await {
+                Ok(r) if r.status.is_success() => {
+                    if self.failing {
+                        tracing::info!("the collector takes our ads again");
+                        resend_all = true;
+                    }
+                    self.failing = false;
+                    let reply = r.json::<pool::CollectorUpdatesReply>().unwrap_or_default();
+                    if !reply.incarnation.is_empty() {
+                        if self.incarnation.as_ref().is_some_and(|i| *i != reply.incarnation) {
+                            tracing::info!("the collector restarted: sending every slot's ad");
+                            resend_all = true;
                         }
-                        beat = beat.wrapping_add(1);
-                        if pending.is_empty() {
-                            continue;
+                        self.incarnation = Some(reply.incarnation);
+                    }
+                    for (i, p) in chunk.iter().enumerate() {
+                        match reply.refused.iter().find(|(at, _)| *at == i) {
+                            Some((_, why)) => {
+                                tracing::warn!("the collector refused a slot ad: {why}");
+                            }
+                            None => {
+                                self.sent.insert(name(p), decisive(p));
+                            }
                         }
                     }
+                }
+                Ok(r) => {
+                    if !self.failing {
+                        tracing::warn!(
+                            "the collector refused the slot ads: {}",
+                            r.error_reason().unwrap_or_default()
+                        );
+                    }
+                    self.failing = true;
+                    self.pending.extend(chunk.iter().cloned());
+                }
+                Err(e) => {
+                    if !self.failing {
+                        tracing::warn!("cannot send slot ads to the collector: {e}");
+                    }
+                    self.failing = true;
+                    self.pending.extend(chunk.iter().cloned());
+                }
+            }
+        }
+        resend_all
+    }
+
+    async fn run(
+        mut self,
+        client: andes_protocol::Client,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<Ad>,
+    ) {
+        let mut beat = 0usize;
+        let mut open = true;
+        while open || !self.pending.is_empty() || !self.details.is_empty() {
+            if !open {
+                // The daemon is stopping: what is left goes now.
+                self.details_join();
+            }
+            if self.pending.is_empty() {
+                let due = self.details_due;
+                tokio::select! {
+                    p = rx.recv(), if open => match p {
+                        Some(p) => {
+                            self.take(p);
+                        }
+                        None => open = false,
+                    },
+                    _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)),
+                        if due.is_some() => self.details_join(),
+                    _ = tokio::time::sleep(PUBLISH_HEARTBEAT), if due.is_none() => {
+                        // Nothing to send for a while: one slot's ad, round
+                        // robin, to hear the collector's incarnation.
+                        if let Some(p) = self.latest.values().nth(beat % self.latest.len().max(1)) {
+                            self.pending.push(p.clone());
+                        }
+                        beat = beat.wrapping_add(1);
+                    }
+                }
+                if self.pending.is_empty() {
+                    continue;
                 }
             }
             while let Ok(p) = rx.try_recv() {
-                push(&mut pending, p);
+                self.take(p);
             }
-            for p in &pending {
-                latest.insert(name(p), p.clone());
+            if self.details_due.is_some_and(|d| d <= tokio::time::Instant::now()) {
+                self.details_join();
             }
             let round = tokio::time::Instant::now();
-            let mut resend_all = false;
-            let mut unsent = Vec::new();
-            for p in std::mem::take(&mut pending) {
-                if failing && !unsent.is_empty() {
-                    unsent.push(p);
-                    continue;
-                }
-                let body = pool::CollectorUpdate {
-                    kind: "Machine".into(),
-                    ad: p.ad.to_string(),
-                    private: Some(p.private.to_string()),
-                };
-                match client.post_json("/v1/collector/update", &body).await {
-                    Ok(r) if r.status.is_success() => {
-                        if failing {
-                            tracing::info!("the collector takes our ads again");
-                            resend_all = true;
-                        }
-                        failing = false;
-                        if let Ok(reply) = r.json::<pool::CollectorUpdateReply>()
-                            && !reply.incarnation.is_empty()
-                        {
-                            if incarnation.as_ref().is_some_and(|i| *i != reply.incarnation) {
-                                tracing::info!("the collector restarted: sending every slot's ad");
-                                resend_all = true;
-                            }
-                            incarnation = Some(reply.incarnation);
-                        }
-                    }
-                    Ok(r) => {
-                        if !failing {
-                            tracing::warn!(
-                                "the collector refused a slot ad: {}",
-                                r.error_reason().unwrap_or_default()
-                            );
-                        }
-                        failing = true;
-                        unsent.push(p);
-                    }
-                    Err(e) => {
-                        if !failing {
-                            tracing::warn!("cannot send slot ads to the collector: {e}");
-                        }
-                        failing = true;
-                        unsent.push(p);
-                    }
-                }
-            }
-            if resend_all {
-                pending = latest.values().cloned().collect();
+            if self.send(&client).await {
+                self.details = Default::default();
+                self.details_due = None;
+                self.pending = self.latest.values().cloned().collect();
                 continue;
             }
-            let gap = if failing {
-                pending = unsent;
-                PUBLISH_RETRY
-            } else {
-                PUBLISH_GAP
-            };
+            let gap = if self.failing { PUBLISH_RETRY } else { PUBLISH_GAP };
             // Gather what comes during the gap; a slot becoming Unclaimed
             // goes at once (the negotiator is waiting for it), unless the
             // collector is failing.
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(round + gap) => break,
-                    p = rx.recv() => match p {
+                    p = rx.recv(), if open => match p {
                         Some(p) => {
-                            let now = unclaimed(&p);
-                            push(&mut pending, p);
-                            if now && !failing {
+                            if self.take(p) && !self.failing {
                                 break;
                             }
                         }
@@ -164,5 +255,75 @@ pub fn spawn_publisher(
                 }
             }
         }
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ad(name: &str, state: &str, activity: &str, claim: &str, owner: &str) -> Ad {
+        let mut a = classad::ClassAd::new();
+        a.insert_value("Name", name);
+        a.insert_value("State", state);
+        a.insert_value("Activity", activity);
+        if !owner.is_empty() {
+            a.insert_value("RemoteOwner", owner);
+        }
+        let mut private = classad::ClassAd::new();
+        if !claim.is_empty() {
+            private.insert_value("ClaimId", claim);
+        }
+        Ad { ad: a, private }
+    }
+
+    fn names(v: &[Ad]) -> Vec<String> {
+        v.iter().map(name).collect()
+    }
+
+    /// What the negotiator acts on goes in the next round; what changes
+    /// within a claim waits for the details' round; an Unclaimed slot goes
+    /// at once.
+    #[test]
+    fn changes_within_a_claim_wait_and_decisive_ones_do_not() {
+        let mut p = Publisher::default();
+        // Never sent: goes, whatever it is.
+        assert!(!p.take(ad("s1", "Claimed", "Idle", "c1", "alice")));
+        assert_eq!(names(&p.pending), ["\"s1\""]);
+        // Sent: the collector has it.
+        let sent = std::mem::take(&mut p.pending);
+        for a in &sent {
+            p.sent.insert(name(a), decisive(a));
+        }
+        // The same claim, now Busy, then Idle, then Busy: details, the newest kept.
+        for act in ["Busy", "Idle", "Busy"] {
+            assert!(!p.take(ad("s1", "Claimed", act, "c1", "alice")));
+        }
+        assert!(p.pending.is_empty());
+        assert_eq!(p.details.len(), 1);
+        assert!(p.details_due.is_some());
+        // A new claim on the slot is decisive: it goes, and replaces the detail.
+        assert!(!p.take(ad("s1", "Claimed", "Busy", "c2", "alice")));
+        assert_eq!(names(&p.pending), ["\"s1\""]);
+        assert!(p.details.is_empty());
+        // So are another user, and another state; Unclaimed goes at once.
+        p.pending.clear();
+        assert!(!p.take(ad("s1", "Claimed", "Busy", "c1", "bob")));
+        assert!(!p.take(ad("s1", "Preempting", "Vacating", "c1", "alice")));
+        assert_eq!(p.pending.len(), 1, "the newest ad per slot");
+        assert!(p.take(ad("s1", "Unclaimed", "Idle", "", "")));
+        // Details join the round when due, the newest per slot.
+        p.pending.clear();
+        assert!(!p.take(ad("s1", "Claimed", "Busy", "c1", "alice")));
+        assert!(!p.take(ad("s1", "Claimed", "Idle", "c1", "alice")));
+        p.details_join();
+        assert_eq!(p.pending.len(), 1);
+        assert_eq!(p.pending[0].ad.get("Activity").unwrap().to_string(), "\"Idle\"");
+        assert!(p.details_due.is_none());
+        // While the collector fails, nothing waits for details.
+        p.pending.clear();
+        p.failing = true;
+        assert!(!p.take(ad("s1", "Claimed", "Busy", "c1", "alice")));
+        assert_eq!(p.pending.len(), 1);
+    }
 }

@@ -6,7 +6,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use andes_protocol::pool::{CollectorUpdate, CollectorUpdateReply, DemandGroup, DemandReply};
+use andes_protocol::pool::{
+    CollectorUpdate, CollectorUpdates, CollectorUpdatesReply, DemandGroup, DemandReply,
+    MAX_COLLECTOR_UPDATES,
+};
 use andes_protocol::{Client, Clock};
 use classad::{ClassAd, Value};
 
@@ -88,28 +91,45 @@ impl PoolState {
             // Every ad, again if the collector turns out to have restarted
             // (it holds none of ours) as they go.
             let mut restarted = false;
-            for (kind, ad) in self.ads() {
-                if kind == "Scheduler"
+            let ads = self.ads();
+            for (kind, ad) in &ads {
+                if *kind == "Scheduler"
                     && let Value::Int(n) = ad.eval_attr("TotalIdleJobs")
                 {
                     self.last_idle.store(n, std::sync::atomic::Ordering::Relaxed);
                 }
-                let body = CollectorUpdate { kind: kind.into(), ad: ad.to_string(), private: None };
-                match client.post_json("/v1/collector/update", &body).await {
+            }
+            // One request for them all (a schedd has an ad per owner).
+            let updates: Vec<CollectorUpdate> = ads
+                .iter()
+                .map(|(kind, ad)| CollectorUpdate {
+                    kind: (*kind).into(),
+                    ad: ad.to_string(),
+                    private: None,
+                })
+                .collect();
+            for chunk in updates.chunks(MAX_COLLECTOR_UPDATES) {
+                let body = CollectorUpdates { updates: chunk.to_vec() };
+                match client.post_json("/v1/collector/updates", &body).await {
                     Ok(r) if r.status.is_success() => {
                         failing = false;
-                        if let Ok(reply) = r.json::<CollectorUpdateReply>()
-                            && !reply.incarnation.is_empty()
-                        {
+                        let reply = r.json::<CollectorUpdatesReply>().unwrap_or_default();
+                        if !reply.incarnation.is_empty() {
                             restarted |=
                                 incarnation.as_ref().is_some_and(|i| *i != reply.incarnation);
                             incarnation = Some(reply.incarnation);
+                        }
+                        if let Some((i, why)) = reply.refused.first() {
+                            tracing::warn!(
+                                "the collector refused the {} ad: {why}",
+                                chunk.get(*i).map_or("", |u| u.kind.as_str())
+                            );
                         }
                     }
                     Ok(r) => {
                         if !failing {
                             tracing::warn!(
-                                "the collector refused the {kind} ad: {}",
+                                "the collector refused the schedd's ads: {}",
                                 r.error_reason().unwrap_or_default()
                             );
                         }
