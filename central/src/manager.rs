@@ -70,6 +70,17 @@ pub struct CycleStats {
 /// claim is on its way.
 pub const OFFER_GRACE: i64 = 10;
 
+/// Seconds between two saves of the accountant's state by negotiation
+/// cycles: a pool running short jobs may run many cycles a second, and a
+/// central manager that stops loses at most this much of its usage
+/// record. A change of a user's factor is saved at once.
+pub const ACCOUNTANT_SAVE_EVERY: i64 = 10;
+
+/// The least time between the starts of two cycles a poke starts: a burst of
+/// slots becoming Unclaimed (a schedd releasing its claims) runs a few cycles,
+/// not one per slot. A poke after a quiet spell starts one at once.
+pub const POKED_CYCLE_GAP: Duration = Duration::from_millis(50);
+
 /// The central manager's shared state.
 pub struct Central {
     /// The collector's store (its routes share it).
@@ -88,6 +99,8 @@ pub struct Central {
     handed: Mutex<HashMap<String, (String, String, i64)>>,
     cycles: std::sync::atomic::AtomicU64,
     quarantine: Arc<Quarantine>,
+    /// When cycles last saved the accountant's state.
+    saved_at: Mutex<Option<i64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -142,6 +155,7 @@ impl Central {
             clients: Mutex::new(HashMap::new()),
             handed: Mutex::new(HashMap::new()),
             cycles: std::sync::atomic::AtomicU64::new(0),
+            saved_at: Mutex::new(None),
         }
     }
 
@@ -250,6 +264,7 @@ impl Central {
     /// Runs cycles until the task is dropped.
     pub async fn run(self: Arc<Self>) {
         loop {
+            let started = tokio::time::Instant::now();
             let stats = self.cycle().await;
             if stats.matches > 0 {
                 tracing::info!(
@@ -263,7 +278,9 @@ impl Central {
                 );
             }
             tokio::select! {
-                _ = self.poke.notified() => {}
+                _ = self.poke.notified() => {
+                    tokio::time::sleep_until(started + POKED_CYCLE_GAP).await;
+                }
                 _ = tokio::time::sleep(lock(&self.cfg).interval) => {}
             }
         }
@@ -275,20 +292,37 @@ impl Central {
         self.cycles.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let now = self.clock.now();
         let mut stats = CycleStats::default();
+        // Usage, for fair share: claimed slots by their user.
+        let usage = |machines: &mut dyn Iterator<Item = &ClassAd>| {
+            let mut in_use: HashMap<String, u32> = HashMap::new();
+            for ad in machines {
+                if str_attr(ad, "State").as_deref() == Some("Claimed")
+                    && let Some(u) =
+                        str_attr(ad, "RemoteOwner").or_else(|| str_attr(ad, "RemoteUser"))
+                {
+                    *in_use.entry(u).or_default() += 1;
+                }
+            }
+            in_use
+        };
         let (machines, schedds) = {
             let mut c = lock(&self.collector);
             c.expire(now);
-            (c.ads(AdType::Machine, now), c.ads(AdType::Schedd, now))
-        };
-        // Usage, for fair share: claimed slots by their user.
-        let mut in_use: HashMap<String, u32> = HashMap::new();
-        for (ad, _) in &machines {
-            if str_attr(ad, "State").as_deref() == Some("Claimed")
-                && let Some(u) = str_attr(ad, "RemoteOwner").or_else(|| str_attr(ad, "RemoteUser"))
-            {
-                *in_use.entry(u).or_default() += 1;
+            let schedds = c.ads(AdType::Schedd, now);
+            let idle = |(ad, _): &(ClassAd, Option<ClassAd>)| matches!(ad.eval_attr("TotalIdleJobs"), Value::Int(n) if n > 0);
+            if !schedds.iter().any(idle) {
+                // No idle job anywhere: nothing to match, and the slots'
+                // ads need not be copied; only usage is counted.
+                let machines = c.snapshot(Some(AdType::Machine), now);
+                drop(c);
+                let in_use = usage(&mut machines.iter().map(|a| &**a));
+                self.account(now, &in_use);
+                stats.total_time = started.elapsed();
+                return stats;
             }
-        }
+            (c.ads(AdType::Machine, now), schedds)
+        };
+        let mut in_use = usage(&mut machines.iter().map(|(ad, _)| ad));
         // Offers still pending (handed out, not yet claimed) are skipped.
         let mut slots = Vec::new();
         {
@@ -525,7 +559,17 @@ impl Central {
 
     fn account(&self, now: i64, in_use: &HashMap<String, u32>) {
         lock(&self.accountant).update(now, in_use);
-        self.save();
+        let due = {
+            let mut at = lock(&self.saved_at);
+            let due = at.is_none_or(|t| now.saturating_sub(t) >= ACCOUNTANT_SAVE_EVERY);
+            if due {
+                *at = Some(now);
+            }
+            due
+        };
+        if due {
+            self.save();
+        }
     }
 }
 

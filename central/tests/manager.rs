@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use andes_central::collector::{AdType, Collector};
-use andes_central::manager::{Central, CentralConfig};
+use andes_central::manager::{ACCOUNTANT_SAVE_EVERY, Central, CentralConfig};
 use andes_protocol::pool::{DemandGroup, DemandReply, MatchesReply, MatchesRequest};
 use andes_protocol::{Keypair, ManualClock};
 use axum::Router;
@@ -59,6 +59,14 @@ async fn start_schedd(s: Schedd) -> String {
 }
 
 fn pool(schedd_addr: &str) -> (Central, Arc<ManualClock>) {
+    pool_saving(schedd_addr, None)
+}
+
+/// As [`pool`], the accountant's state kept in `state_file`.
+fn pool_saving(
+    schedd_addr: &str,
+    state_file: Option<std::path::PathBuf>,
+) -> (Central, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(NOW));
     let mut c = Collector::new(900);
     let slot = classad::parse_ad(
@@ -78,7 +86,7 @@ fn pool(schedd_addr: &str) -> (Central, Arc<ManualClock>) {
         interval: Duration::from_secs(60),
         negotiator: Default::default(),
         accountant: Default::default(),
-        state_file: None,
+        state_file,
     };
     let central = Central::new(
         Arc::new(Mutex::new(c)),
@@ -122,4 +130,43 @@ async fn a_match_the_schedd_took_is_not_offered_twice_while_its_claim_is_on_its_
     let granted: Vec<_> =
         s.handed.lock().unwrap().iter().filter(|g| !g.is_empty()).cloned().collect();
     assert_eq!(granted, [vec!["offer-1".to_string()], vec!["offer-1".to_string()]]);
+}
+
+/// Cycles save the accountant's state at most every ACCOUNTANT_SAVE_EVERY
+/// seconds (a busy pool runs many a second), and a factor set by an admin
+/// at once.
+#[tokio::test]
+async fn cycles_save_the_accountant_at_most_every_few_seconds() {
+    let s = Schedd::default();
+    let addr = start_schedd(s.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("accountant.json");
+    let (central, clock) = pool_saving(&addr, Some(file.clone()));
+    let read = || std::fs::read_to_string(&file).unwrap();
+    central.cycle().await;
+    let first = read();
+    // alice's claim counts as usage from now on.
+    let claimed = classad::parse_ad(
+        r#"[Name = "slot1@exec"; State = "Claimed"; Activity = "Busy"; Memory = 1024;
+            Requirements = true; MyAddress = "127.0.0.1:9"; RemoteOwner = "alice@submit"]"#,
+    )
+    .unwrap();
+    let private = classad::parse_ad(r#"[Name = "slot1@exec"; ClaimId = "offer-2"]"#).unwrap();
+    central
+        .collector
+        .lock()
+        .unwrap()
+        .update(AdType::Machine, claimed, Some(private), "exec", NOW)
+        .unwrap();
+    for _ in 0..3 {
+        clock.advance(ACCOUNTANT_SAVE_EVERY / 4);
+        central.cycle().await;
+        assert_eq!(read(), first, "not saved again within ACCOUNTANT_SAVE_EVERY");
+    }
+    clock.advance(ACCOUNTANT_SAVE_EVERY);
+    central.cycle().await;
+    let later = read();
+    assert_ne!(later, first, "saved once ACCOUNTANT_SAVE_EVERY passed");
+    central.set_factor("bob@submit", 10.0);
+    assert_ne!(read(), later, "a factor is saved at once");
 }

@@ -810,6 +810,7 @@ impl Host {
                 vacate_checkpointed: false,
                 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
                 remote: unmetered.map(|u| u.remote.clone()),
+                _ticks: unmetered.is_none().then(|| self.ticking.hold()),
             },
         );
         store.limiter(|s| &mut s.limiter);
@@ -1455,6 +1456,7 @@ pub fn andes_import_signatures(host: &Host) -> Vec<(String, String, Vec<String>,
         vacate_checkpointed: false,
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         remote: None,
+        _ticks: None,
     };
     let mut store = Store::new(&host.engine, state);
     let mut linker: Linker<JobState> = Linker::new(&host.engine);

@@ -503,6 +503,8 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
     pool.andes(&["submit", "warm.sub"])?;
     let warm = pool.until("the warm-up jobs done", |p| Ok(p.totals()?.0 == 0))?;
     eprintln!("scale: {slots} warm-up jobs done in {:.1} s", warm.as_secs_f64());
+    // Their claims released: the pool is idle.
+    pool.until("the warm-up claims released", |p| Ok(p.slots()?.1 == 0))?;
 
     // 3. Idle, then short jobs.
     let idle_before = pool.usage();
