@@ -184,7 +184,7 @@ impl Pool {
             .env("ANDES_CONFIG_DIR", &self.dir)
             .env("ANDES_CONFIG", &cfg)
             .env("USER", "nobody")
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file)
@@ -245,11 +245,13 @@ impl Pool {
         parse_totals(line).ok_or_else(|| format!("cannot read `{line}`"))
     }
 
-    /// How many slots the collector shows, and how many of them are Claimed.
+    /// How many slots the collector shows, and how many of them are not
+    /// Unclaimed (claimed, matched, or in Owner after a job was killed,
+    /// until the startd evaluates START again).
     fn slots(&self) -> Result<(usize, usize), String> {
         let out = self.andes(&["status", "-af", "State"])?;
         let states: Vec<&str> = out.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-        Ok((states.len(), states.iter().filter(|s| **s == "Claimed").count()))
+        Ok((states.len(), states.iter().filter(|s| **s != "Unclaimed").count()))
     }
 
     /// Polls `done` every 100 ms until it is true: how long that took. A
@@ -473,7 +475,7 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
         Ok(jobs == 1 && running == 1)
     })?;
     pool.andes(&["rm", "alice"])?;
-    pool.until("the primed slots free", |p| Ok(p.totals()?.0 == 0 && p.slots()?.1 == 0))?;
+    pool.until("the primed slots Unclaimed", |p| Ok(p.totals()?.0 == 0 && p.slots()?.1 == 0))?;
 
     // 1. Fill every slot.
     std::fs::write(
@@ -487,9 +489,9 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
     let _ = t;
     eprintln!("scale: every slot busy {:.1} s after the submit", filled.as_secs_f64());
     pool.andes(&["rm", "alice"])?;
-    let freed =
-        pool.until("every slot free after rm", |p| Ok(p.totals()?.0 == 0 && p.slots()?.1 == 0))?;
-    eprintln!("scale: every slot free {:.1} s after the rm", freed.as_secs_f64());
+    let freed = pool
+        .until("every slot Unclaimed after rm", |p| Ok(p.totals()?.0 == 0 && p.slots()?.1 == 0))?;
+    eprintln!("scale: every slot Unclaimed {:.1} s after the rm", freed.as_secs_f64());
 
     // 2. Every host compiles the module.
     let short = |name: &str, n: usize| {
@@ -550,7 +552,11 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
         all_up.as_secs_f64()
     ));
     r.push_str(&format!("every slot busy: {:.1} s after `queue {slots}`\n", filled.as_secs_f64()));
-    r.push_str(&format!("every slot free: {:.1} s after `rm`\n", freed.as_secs_f64()));
+    r.push_str(&format!(
+        "every slot Unclaimed: {:.1} s after `rm` (a killed job's slot is in Owner until \
+         the startd evaluates START again)\n",
+        freed.as_secs_f64()
+    ));
     r.push_str(&format!(
         "short jobs: {:.0} jobs/s ({} in {:.2} s, submit to empty queue)\n",
         rate,
