@@ -123,6 +123,7 @@ pub fn run() -> bool {
     let mut failures = Vec::new();
     failures.extend(layering(&root));
     failures.extend(sizes(&root));
+    failures.extend(pages(&root));
     failures.extend(references(&root));
     failures.extend(unsafe_blocks(&root));
     if failures.is_empty() {
@@ -223,6 +224,26 @@ fn sizes(root: &Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// Reference pages that must stay short enough to read: dated records go
+/// to `journal/`.
+const PAGE_BUDGETS: [(&str, usize); 1] = [("BENCHMARKS.md", 400)];
+
+/// Each reference page within its budget of lines.
+fn pages(root: &Path) -> Vec<String> {
+    PAGE_BUDGETS
+        .iter()
+        .filter_map(|(f, max)| {
+            let n = std::fs::read_to_string(root.join(f)).map_or(0, |t| t.lines().count());
+            (n > *max).then(|| {
+                format!(
+                    "{f} has {n} lines, over its {max}: move dated records to journal/ and keep \
+                     the latest figure with a link"
+                )
+            })
+        })
+        .collect()
 }
 
 /// The paths Markdown pages name in backticks.
