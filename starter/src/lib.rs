@@ -41,6 +41,7 @@ mod preempt;
 pub mod sandbox;
 pub mod starter;
 mod state;
+mod ticker;
 pub mod transparent;
 
 pub use control::{Clock, Control, SystemClock, Usage, VirtualClock};

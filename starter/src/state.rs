@@ -59,7 +59,7 @@ pub(crate) struct JobState {
     pub(crate) remote: Option<Arc<crate::preempt::Remote>>,
     /// A metered job's hold on the epoch ticker, for as long as its store
     /// lives.
-    pub(crate) _ticks: Option<crate::engine::Ticks>,
+    pub(crate) _ticks: Option<crate::ticker::Ticks>,
 }
 
 impl JobState {

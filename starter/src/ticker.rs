@@ -1,0 +1,88 @@
+//! The epoch ticker's switch: wasmtime's epoch advances only while a metered
+//! job runs, so that an idle execute host wakes for nothing.
+
+use std::sync::{Arc, Mutex};
+
+/// The epoch ticker's switch: it ticks only while some metered job holds a
+/// [`Ticks`], so that an idle host (or one running only unmetered jobs, which
+/// no epoch stops) wakes for nothing. Epochs that do not advance while no
+/// metered job runs change nothing: a job's deadline is counted in ticks
+/// from when it is set.
+#[derive(Default)]
+pub(crate) struct Ticking {
+    /// Metered jobs running, and whether the host is going away.
+    state: Mutex<(usize, bool)>,
+    wake: std::sync::Condvar,
+}
+
+/// A metered job's hold on the epoch ticker (see [`Ticking`]).
+pub(crate) struct Ticks(Arc<Ticking>);
+
+impl Ticking {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, bool)> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The ticker runs while the returned hold lives.
+    pub(crate) fn hold(self: &Arc<Self>) -> Ticks {
+        self.lock().0 += 1;
+        self.wake.notify_all();
+        Ticks(self.clone())
+    }
+
+    pub(crate) fn stop(&self) {
+        self.lock().1 = true;
+        self.wake.notify_all();
+    }
+
+    /// Waits until a metered job runs: true, or the host goes away: false.
+    pub(crate) fn wait_for_work(&self) -> bool {
+        let mut st = self.lock();
+        while st.0 == 0 && !st.1 {
+            st = self.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        !st.1
+    }
+
+    /// How many holds there are (for tests).
+    #[cfg(test)]
+    pub(crate) fn holds(&self) -> usize {
+        self.lock().0
+    }
+}
+
+impl Drop for Ticks {
+    fn drop(&mut self) {
+        self.0.lock().0 -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ticker waits while no metered job holds it, runs while one
+    /// does, and ends when the host goes away.
+    #[test]
+    fn the_ticker_runs_only_while_a_metered_job_holds_it() {
+        let t = Arc::new(Ticking::default());
+        let waiter = {
+            let t = t.clone();
+            std::thread::spawn(move || t.wait_for_work())
+        };
+        let a = t.hold();
+        assert!(waiter.join().unwrap(), "a hold wakes the ticker");
+        let b = t.hold();
+        drop(a);
+        assert_eq!(t.holds(), 1);
+        assert!(t.wait_for_work(), "still held");
+        drop(b);
+        assert_eq!(t.holds(), 0);
+        let waiter = {
+            let t = t.clone();
+            std::thread::spawn(move || t.wait_for_work())
+        };
+        t.stop();
+        assert!(!waiter.join().unwrap(), "the host going away ends it");
+    }
+}
