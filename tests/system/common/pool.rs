@@ -430,9 +430,13 @@ pub fn int(ad: &ClassAd, n: &str) -> i64 {
     }
 }
 
+/// Attribute `n` as text: a string's contents, another value unparsed, and
+/// nothing (the empty string) for an attribute the ad does not have, so that
+/// `!text(ad, n).is_empty()` says the attribute is there.
 pub fn text(ad: &ClassAd, n: &str) -> String {
     match ad.eval_attr(n) {
         Value::Str(s) => s.to_string(),
+        Value::Undefined if !ad.contains(n) => String::new(),
         v => v.to_string(),
     }
 }
