@@ -667,7 +667,9 @@ fn run_chapter(c: &Chapter, env: &Env, timeout: Duration) -> Outcome {
         .stdin(Stdio::null())
         .stdout(log.try_clone().map(Stdio::from).unwrap_or(Stdio::null()))
         .stderr(Stdio::from(log));
-    // What cargo set for xtask itself is not the reader's environment.
+    // What cargo set for xtask itself, and CI's lint-as-you-build wrapper
+    // (which would lint the reader's own example projects), are not the
+    // reader's environment.
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();
         if k.starts_with("CARGO_PKG_")
@@ -678,6 +680,8 @@ fn run_chapter(c: &Chapter, env: &Env, timeout: Duration) -> Outcome {
                     | "CARGO_CRATE_NAME"
                     | "CARGO_BIN_NAME"
                     | "CARGO_PRIMARY_PACKAGE"
+                    | "RUSTC_WORKSPACE_WRAPPER"
+                    | "CLIPPY_ARGS"
             )
         {
             cmd.env_remove(k.as_ref());
