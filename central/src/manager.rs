@@ -292,19 +292,6 @@ impl Central {
         self.cycles.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let now = self.clock.now();
         let mut stats = CycleStats::default();
-        // Usage, for fair share: claimed slots by their user.
-        let usage = |machines: &mut dyn Iterator<Item = &ClassAd>| {
-            let mut in_use: HashMap<String, u32> = HashMap::new();
-            for ad in machines {
-                if str_attr(ad, "State").as_deref() == Some("Claimed")
-                    && let Some(u) =
-                        str_attr(ad, "RemoteOwner").or_else(|| str_attr(ad, "RemoteUser"))
-                {
-                    *in_use.entry(u).or_default() += 1;
-                }
-            }
-            in_use
-        };
         let (machines, schedds) = {
             let mut c = lock(&self.collector);
             c.expire(now);
@@ -315,14 +302,14 @@ impl Central {
                 // ads need not be copied; only usage is counted.
                 let machines = c.snapshot(Some(AdType::Machine), now);
                 drop(c);
-                let in_use = usage(&mut machines.iter().map(|a| &**a));
+                let in_use = usage(machines.iter().map(|a| &**a));
                 self.account(now, &in_use);
                 stats.total_time = started.elapsed();
                 return stats;
             }
             (c.ads(AdType::Machine, now), schedds)
         };
-        let mut in_use = usage(&mut machines.iter().map(|(ad, _)| ad));
+        let mut in_use = usage(machines.iter().map(|(ad, _)| ad));
         // Offers still pending (handed out, not yet claimed) are skipped.
         let mut slots = Vec::new();
         {
@@ -571,6 +558,19 @@ impl Central {
             self.save();
         }
     }
+}
+
+/// Usage, for fair share: claimed slots by their user.
+fn usage<'a>(machines: impl Iterator<Item = &'a ClassAd>) -> HashMap<String, u32> {
+    let mut in_use: HashMap<String, u32> = HashMap::new();
+    for ad in machines {
+        if str_attr(ad, "State").as_deref() == Some("Claimed")
+            && let Some(u) = str_attr(ad, "RemoteOwner").or_else(|| str_attr(ad, "RemoteUser"))
+        {
+            *in_use.entry(u).or_default() += 1;
+        }
+    }
+    in_use
 }
 
 /// Tells `req`'s schedd, with the matches it gets, that `req` is quarantined

@@ -176,6 +176,15 @@ fn check_update(caller: &Caller, req: &UpdateRequest) -> Result<Checked, ApiErro
     Ok(Checked { kind, ad, private, wakes })
 }
 
+impl Checked {
+    /// Whether keeping this update should wake the negotiator, given the
+    /// store it goes into: a Scheduler ad's idle jobs only while a cycle
+    /// could match one (see [`Collector::negotiation_may_match`]).
+    fn wakes(&self, store: &Collector, now: i64) -> bool {
+        self.wakes && (self.kind != AdType::Schedd || store.negotiation_may_match(now))
+    }
+}
+
 async fn update(
     State(s): State<Shared>,
     caller: Caller,
@@ -185,9 +194,11 @@ async fn update(
     let now = s.clock.now();
     let (lifetime, wakes) = {
         let mut store = s.lock();
+        // A Scheduler ad changes no slot ad: judged before or after alike.
+        let wakes = c.wakes(&store, now);
         let lifetime =
             store.update(c.kind, c.ad, c.private, &caller.identity, now).map_err(store_error)?;
-        (lifetime, c.wakes && (c.kind != AdType::Schedd || store.negotiation_may_match(now)))
+        (lifetime, wakes)
     };
     if wakes && let Some(p) = &s.poke {
         p.notify_one();
@@ -217,8 +228,7 @@ async fn updates(
         let mut store = s.lock();
         for (i, c) in checked.into_iter().enumerate() {
             let kept = c.and_then(|c| {
-                wakes |= c.wakes && c.kind == AdType::Machine;
-                wakes |= c.wakes && c.kind == AdType::Schedd && store.negotiation_may_match(now);
+                wakes |= c.wakes(&store, now);
                 store.update(c.kind, c.ad, c.private, &caller.identity, now).map_err(store_error)
             });
             match kept {

@@ -101,18 +101,22 @@ impl Publisher {
         }
         self.details.remove(&n);
         let now = unclaimed(&p);
+        self.pend(p);
+        now
+    }
+
+    /// `p` goes in the next round, in place of its slot's ad there.
+    fn pend(&mut self, p: Ad) {
+        let n = name(&p);
         self.pending.retain(|a| name(a) != n);
         self.pending.push(p);
-        now
     }
 
     /// The details, due or not, join the round.
     fn details_join(&mut self) {
         self.details_due = None;
         for (_, p) in std::mem::take(&mut self.details) {
-            let n = name(&p);
-            self.pending.retain(|a| name(a) != n);
-            self.pending.push(p);
+            self.pend(p);
         }
     }
 
