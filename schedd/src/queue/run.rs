@@ -231,7 +231,9 @@ impl Txn<'_, '_> {
                 p.ad.remove("StartdAddr");
                 p.ad.insert_value("LastVacateTime", now);
                 match was {
-                    JobStatus::Running => {
+                    // Vacated while suspended, as running: idle again (its
+                    // suspension's time counted as it leaves it).
+                    JobStatus::Running | JobStatus::Suspended => {
                         self.set_status(id, JobStatus::Idle);
                         if let Some(p) = self.state.jobs.get_mut(&id) {
                             p.ad.remove("JobDeferredUntil");

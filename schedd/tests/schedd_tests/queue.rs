@@ -553,6 +553,36 @@ async fn a_suspended_job_is_status_7_and_its_suspensions_are_counted_and_timed()
     assert_eq!(h[0].eval_attr("TotalSuspensions"), Value::Int(2));
 }
 
+/// A job vacated while suspended (its host shut down, or preempted it) is
+/// evicted as a running one is: idle again, with the eviction in its log,
+/// its claim forgotten and its suspension's time counted. (It stayed status
+/// 7 with no claim, never to run again until the schedd restarted.)
+#[tokio::test]
+async fn a_job_evicted_while_suspended_is_idle_again_with_its_eviction_logged() {
+    use andes_schedd::queue::PoolOp;
+    let dir = tempfile::tempdir().unwrap();
+    let seen: Arc<Mutex<Vec<EventKind>>> = Arc::default();
+    let s2 = seen.clone();
+    let mut cfg = QueueConfig::new(dir.path().join("q.db"), "s");
+    cfg.sink = Some(Box::new(move |evs: &[QueueEvent]| {
+        s2.lock().unwrap().extend(evs.iter().map(|e| e.kind.clone()));
+    }));
+    let q = Queue::open(cfg).unwrap();
+    let c = q.submit(&Actor::user("alice"), jobs(1, ""), 1).await.unwrap();
+    let id = JobId::new(c, 0);
+    q.job_started(id, 5).await.unwrap();
+    q.pool(vec![id], PoolOp::Suspension(true), 10).await.unwrap();
+    assert_eq!(status(&q, id), Some(JobStatus::Suspended));
+    q.pool(vec![id], PoolOp::Evicted(ClassAd::new()), 16).await.unwrap();
+    assert_eq!(status(&q, id), Some(JobStatus::Idle));
+    let a = q.read().job(id).unwrap().ad();
+    assert_eq!(a.eval_attr("JobStatus"), Value::Int(1));
+    assert_eq!(a.eval_attr("CumulativeSuspensionTime"), Value::Int(6));
+    assert_eq!(a.eval_attr("LastVacateTime"), Value::Int(16));
+    let seen = seen.lock().unwrap();
+    assert!(matches!(seen.last(), Some(EventKind::Evicted { checkpointed: false })), "{seen:?}");
+}
+
 /// What one user stored stays theirs: a job may name only uploads its own
 /// owner made; the same bytes uploaded by another user are that user's
 /// own upload, counted against their own quota; nothing tells one user
