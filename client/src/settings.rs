@@ -63,6 +63,7 @@
 //! | `LOCAL_CONFIG_FILE` | (none) | more configuration files, read in order after the main one (a list, commas or spaces) |
 //! | `REQUIRE_LOCAL_CONFIG_FILE` | `True` | a LOCAL_CONFIG_FILE that does not exist is an error (`False`: skipped) |
 //! | `LOCAL_CONFIG_DIR` | (none) | a directory whose files are read after those, in name order (not those matching `LOCAL_CONFIG_DIR_EXCLUDE_REGEXP`: by default hidden files, `*~`, `#*`, `*.rpmsave`, `*.rpmnew`) |
+//! | `SHUTDOWN_GRACEFUL_TIMEOUT` | `1800` (HTCondor's; `andes pool up` writes `5`) | seconds a graceful shutdown (SIGTERM or Ctrl-C to `andes host` or `andes pool up`, `andes pool down`) may take in all: the host's jobs retire and vacate (checkpointing those that can), and their shadows hear how each ended; a second before it runs out, what still runs is killed (a fast shutdown), and once it has run out the daemons wait for nothing more and go |
 //! | `PER_KEY_REQUEST_RATE`, `PER_KEY_REQUEST_BURST`, `PER_KEY_REPLAY_SHARE` | `10000`, `20000`, `131072` | requests a second one key may make on average and at once, and nonces it may hold in a daemon's replay cache once that is half full (524,288 nonces); past them that key gets 429 |
 //!
 //! `andes host` reads the same file on top of the startd's defaults and
@@ -119,6 +120,7 @@ SHADOW_MAX_JOB_CLEANUP_RETRIES = 5
 SCHEDD_REPLAY_CACHE = $(SPOOL)/replay_cache
 HOST_REPLAY_CACHE = $(LOCAL_DIR)/host_replay_cache.$(HOST_KEY_NAME)
 CENTRAL_MANAGER_REPLAY_CACHE = $(LOCAL_DIR)/central_replay_cache
+SHUTDOWN_GRACEFUL_TIMEOUT = 1800
 "#;
 
 /// This machine's host name, as the operating system gives it (any OS).
@@ -363,6 +365,14 @@ impl Settings {
     /// A knob as seconds (`default` when unset).
     pub fn secs(&self, name: &str, default: i64) -> Result<i64> {
         Ok(self.int(name)?.unwrap_or(default))
+    }
+
+    /// SHUTDOWN_GRACEFUL_TIMEOUT: how long a graceful shutdown may take in
+    /// all before the daemons go regardless (HTCondor's default, 1800 s,
+    /// when unset; a negative value counts as 0).
+    pub fn shutdown_graceful_timeout(&self) -> Result<std::time::Duration> {
+        let secs = self.secs("SHUTDOWN_GRACEFUL_TIMEOUT", 1800)?.max(0);
+        Ok(std::time::Duration::from_secs(secs as u64))
     }
 
     /// A boolean knob (`True`/`False`, any case; `default` when unset).

@@ -117,6 +117,12 @@ pub(crate) struct Exit {
     pub(crate) finished: Finished,
 }
 
+/// The part of a bounded graceful shutdown ([`Command::OffWithin`]) kept for
+/// the jobs' ends to reach their shadows: this long before its time is out,
+/// the host kills whatever still runs, so that each job's shadow still hears
+/// how it ended and the queue has the job idle again before the host stops.
+pub const SHUTDOWN_REPORT_MARGIN: Duration = Duration::from_secs(1);
+
 /// How a starter ended, as the daemon saw it.
 #[derive(Clone, Debug)]
 pub struct ExitReport {
@@ -175,6 +181,11 @@ pub struct Daemon {
     pub(crate) ended: HashMap<String, (ClaimEntry, i64)>,
     /// A fast shutdown was asked for: no waiting for shadows.
     pub(crate) fast_shutdown: bool,
+    /// A bounded graceful shutdown ([`Command::OffWithin`]): when to kill
+    /// what still runs (taken once done), and when to stop waiting for
+    /// shadows, on the daemon's monotonic clock.
+    pub(crate) shutdown_kill_at: Option<std::time::Instant>,
+    pub(crate) shutdown_by: Option<std::time::Instant>,
     /// Each slot's emptied sandbox, kept for its next job.
     pub(crate) spare: HashMap<SlotId, PathBuf>,
     /// Slots whose next job is one of a batch (its schedd saw the claim's
@@ -276,6 +287,8 @@ impl Daemon {
             claims: HashMap::new(),
             ended: HashMap::new(),
             fast_shutdown: false,
+            shutdown_kill_at: None,
+            shutdown_by: None,
             spare: HashMap::new(),
             short: Default::default(),
             instrumented: HashMap::new(),
@@ -436,11 +449,31 @@ impl Daemon {
     }
 
     /// True while the daemon should stay up for shadows still owed the end
-    /// of their job (not after a fast shutdown; never for a claim its
-    /// schedd released, which reads nothing more of it).
+    /// of their job (not after a fast shutdown, nor once a bounded one's
+    /// time is out; never for a claim its schedd released, which reads
+    /// nothing more of it).
     pub fn owes_shadows(&mut self) -> bool {
         self.prune_ended();
-        !self.fast_shutdown && !self.ended.is_empty()
+        let out_of_time = self.shutdown_by.is_some_and(|t| self.clock.now() >= t);
+        !self.fast_shutdown && !out_of_time && !self.ended.is_empty()
+    }
+
+    /// A bounded graceful shutdown whose time is nearly out: what still
+    /// runs is killed (a fast shutdown), once.
+    fn bounded_shutdown(&mut self) {
+        let Some(at) = self.shutdown_kill_at else { return };
+        if self.clock.now() < at {
+            return;
+        }
+        self.shutdown_kill_at = None;
+        if self.runs.values().any(|r| r.kind != RunKind::Benchmark) {
+            self.log(
+                "the graceful shutdown's time (SHUTDOWN_GRACEFUL_TIMEOUT) is nearly out: \
+                 killing the jobs still running (fast)"
+                    .into(),
+            );
+        }
+        self.feed(Event::Shutdown(ShutdownKind::Fast));
     }
 
     /// Takes a round of measurements and feeds them.
@@ -478,6 +511,7 @@ impl Daemon {
     /// sees an owner who came back within seconds, as HTCondor's startd
     /// does; otherwise every UPDATE_INTERVAL.
     pub fn tick(&mut self) -> Vec<Action> {
+        self.bounded_shutdown();
         self.expire_leases();
         let now = self.now();
         let mut acts = Vec::new();
@@ -523,6 +557,16 @@ impl Daemon {
                 self.fast_shutdown |= *kind == ShutdownKind::Fast;
                 format!("shutting down ({})", shutdown_word(*kind))
             }
+            Command::OffWithin(within) => {
+                let now = self.clock.now();
+                let by = now + *within;
+                let kill_at = now + within.saturating_sub(SHUTDOWN_REPORT_MARGIN);
+                // A second bound never extends the first.
+                self.shutdown_by = Some(self.shutdown_by.map_or(by, |t| t.min(by)));
+                self.shutdown_kill_at =
+                    Some(self.shutdown_kill_at.map_or(kill_at, |t| t.min(kill_at)));
+                format!("shutting down (graceful, within {} s)", within.as_secs_f64())
+            }
             Command::Reconfig => return self.reconfigure(),
             Command::SetAttr { slot, name, value } => {
                 let what = slot.map_or("every slot".to_string(), |s| format!("slot {s}"));
@@ -538,6 +582,7 @@ impl Daemon {
             Command::Drain { cancel: true, .. } => Event::CancelDrain,
             Command::Drain { kind, .. } => Event::Drain { kind },
             Command::Off(kind) => Event::Shutdown(kind),
+            Command::OffWithin(_) => Event::Shutdown(ShutdownKind::Graceful),
             Command::SetAttr { slot, name, value } => Event::SetAttribute { slot, name, value },
             Command::Reconfig => return Ok(message),
         };
@@ -598,11 +643,14 @@ impl Daemon {
             // A deadline already passed is served once per second at most.
             let deadline = self.next_deadline().max(last_wake.saturating_add(1)).max(now);
             let secs = u64::try_from(deadline - now).unwrap_or(0).min(u32::MAX as u64);
-            let nap = if self.finished() {
+            let mut nap = if self.finished() {
                 Duration::from_millis(100)
             } else {
                 Duration::from_secs(secs)
             };
+            if let Some(at) = self.shutdown_kill_at {
+                nap = nap.min(at.saturating_duration_since(self.clock.now()));
+            }
             let wake = self.clock.sleep_until(self.clock.now() + nap);
             tokio::select! {
                 _ = wake => {

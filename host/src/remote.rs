@@ -51,6 +51,13 @@ pub enum Command {
     },
     /// `andes host off`.
     Off(ShutdownKind),
+    /// A graceful `andes host off` that must be over within the given time
+    /// (SHUTDOWN_GRACEFUL_TIMEOUT: `andes pool down`, SIGTERM): jobs retire
+    /// and vacate as in any graceful shutdown; whatever still runs
+    /// [`crate::daemon::SHUTDOWN_REPORT_MARGIN`] before the time is out is
+    /// killed (a fast shutdown), so that its shadow still hears how it
+    /// ended; once the time is out the daemon waits for no shadow.
+    OffWithin(std::time::Duration),
     /// `andes host set-attr`. `KeyboardIdle` and `ConsoleIdle` set this way
     /// count up from the value set until cleared, or until the machine's own
     /// measured activity is more recent.

@@ -422,6 +422,50 @@ async fn off_graceful_vacates_then_kills_after_max_vacate_time() {
     assert_eq!(f.state(), (State::Owner, Activity::Idle));
 }
 
+/// `andes pool down` and SIGTERM (SHUTDOWN_GRACEFUL_TIMEOUT): a graceful
+/// shutdown bounded in time kills what still runs SHUTDOWN_REPORT_MARGIN
+/// before its time is out, a job that ignores its vacate notice too
+/// (MACHINE_MAX_VACATE_TIME, 10 minutes here, would have let it run on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_graceful_shutdown_kills_what_still_runs_before_its_time_is_out() {
+    use andes_host::daemon::SHUTDOWN_REPORT_MARGIN;
+    assert_eq!(SHUTDOWN_REPORT_MARGIN, Duration::from_secs(1));
+    let mut f = daemon("");
+    f.run_job("deaf", VANILLA);
+    f.d.command(Command::OffWithin(Duration::from_secs(5))).unwrap();
+    assert_eq!(f.state(), (State::Preempting, Activity::Vacating));
+    let ctl = f.d.control(1).unwrap();
+    assert!(ctl.vacate_requested() && !ctl.is_killed());
+    f.advance(3);
+    assert_eq!(f.state(), (State::Preempting, Activity::Vacating));
+    assert!(!ctl.is_killed());
+    f.advance(1);
+    assert_eq!(f.state(), (State::Preempting, Activity::Killing));
+    assert!(ctl.is_killed());
+    assert_eq!(f.exit().await.ending, Some(Ending::Evicted { vacated: true }));
+    assert!(f.d.finished());
+    assert_eq!(f.state(), (State::Owner, Activity::Idle));
+}
+
+/// A bounded graceful shutdown waits for the shadows owed their jobs' ends
+/// while its time lasts, not FINAL_REPORT_KEEP (two minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_graceful_shutdown_waits_for_shadows_only_while_its_time_lasts() {
+    let mut f = daemon("");
+    let (id, _rx) = offer(&mut f);
+    f.d.pool(claim_request(&id, "one")).unwrap();
+    activate_spin(&mut f, &id);
+    f.d.command(Command::OffWithin(Duration::from_secs(5))).unwrap();
+    // `spin` cannot hear the notice: it is vacated at once.
+    assert_eq!(f.exit().await.ending, Some(Ending::Evicted { vacated: true }));
+    assert!(f.d.finished());
+    assert!(f.d.owes_shadows(), "its shadow has not heard how it ended");
+    f.advance(4);
+    assert!(f.d.owes_shadows());
+    f.advance(1);
+    assert!(!f.d.owes_shadows(), "the host waited for a shadow past its time");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn off_peaceful_lets_jobs_run_to_their_end() {
     // A job that never ends is left alone however long it takes.

@@ -126,7 +126,9 @@ fn daemon(listen: Option<SocketAddr>) -> Result<ExitCode> {
 /// (HOST_ADDRESS unless `listen`), writes HOST_ADDRESS_FILE, reports the
 /// address on `ready` and, with COLLECTOR_HOST set, joins the pool
 /// (publishes its slots, takes claims). When `stop` completes the host shuts
-/// down gracefully; a Ctrl-C after that makes it fast.
+/// down gracefully within SHUTDOWN_GRACEFUL_TIMEOUT (what still runs a
+/// second before it is out is killed; see `Command::OffWithin`); a Ctrl-C
+/// after that makes it fast at once.
 pub async fn serve(
     s: Settings,
     listen: Option<SocketAddr>,
@@ -176,6 +178,7 @@ pub async fn serve(
         (None, true) => None,
     };
     let address_file = s.get("HOST_ADDRESS_FILE")?;
+    let graceful = s.shutdown_graceful_timeout()?;
     let clock = Arc::new(SystemClock);
     let measurer = andes_host::daemon::real_measurer(&config.execute);
     let (execute_again, info_again) = (execute.clone(), config.info.clone());
@@ -251,11 +254,15 @@ pub async fn serve(
             })
             .await
     });
-    // The stop signal: a graceful shutdown (condor_off); a Ctrl-C after it, fast.
+    // The stop signal: a graceful shutdown (condor_off) bounded by
+    // SHUTDOWN_GRACEFUL_TIMEOUT; a Ctrl-C after it, fast.
     let interrupts = tokio::spawn(async move {
         stop.await;
-        tracing::info!("andes host: shutting down (graceful)");
-        let _ = remote.command(andes_host::daemon::Command::Off(OffMode::Graceful.into())).await;
+        tracing::info!(
+            "andes host: shutting down (graceful, within SHUTDOWN_GRACEFUL_TIMEOUT = {} s)",
+            graceful.as_secs()
+        );
+        let _ = remote.command(andes_host::daemon::Command::OffWithin(graceful)).await;
         {
             super::stop_signal().await;
             tracing::info!("andes host: interrupted again, shutting down (fast)");

@@ -3,6 +3,7 @@
 //! trust file, an SQLite queue and 127.0.0.1 ports, all under one directory.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -48,6 +49,17 @@ pub struct UpArgs {
     #[arg(long)]
     no_dashboard: bool,
 }
+
+/// SHUTDOWN_GRACEFUL_TIMEOUT of a personal pool, in seconds: `andes pool
+/// down`, SIGTERM and Ctrl-C stop it within this (its jobs vacated, and
+/// back to idle in the queue), whatever its jobs are doing. Written into the
+/// pool's configuration; `andes.config.local` may say otherwise.
+pub const POOL_SHUTDOWN_GRACEFUL_TIMEOUT: u64 = 5;
+
+/// What the pool's process gives its daemons past SHUTDOWN_GRACEFUL_TIMEOUT
+/// to close their listeners (the host's jobs are gone by then) before it
+/// exits without them.
+pub const POOL_STOP_SLACK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The key names of a personal pool's daemons.
 const DAEMON_KEYS: [(&str, Role); 3] =
@@ -147,6 +159,11 @@ fn config_text(
     ] {
         let _ = writeln!(c, "{line}");
     }
+    let _ = writeln!(
+        c,
+        "# `andes pool down` (or SIGTERM) vacates the jobs and stops the pool within this."
+    );
+    let _ = writeln!(c, "SHUTDOWN_GRACEFUL_TIMEOUT = {POOL_SHUTDOWN_GRACEFUL_TIMEOUT}");
     c
 }
 
@@ -197,6 +214,7 @@ fn up(args: UpArgs) -> Result<ExitCode> {
         let (stopped, stopped_late) = (on(stop_rx), on(late_rx));
         let base = || andes_host::daemon::base_config(std::env::vars());
         let cm_settings = Settings::load_file_over(&config_path, base())?;
+        let graceful = cm_settings.shutdown_graceful_timeout()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let down = down_router(stop_tx.clone());
         let cm = tokio::spawn(super::central::serve(
@@ -258,20 +276,44 @@ fn up(args: UpArgs) -> Result<ExitCode> {
             eprintln!("andes pool: interrupted, stopping");
             let _ = stop.send(true);
         });
-        let r = host.await;
-        let _ = stop_tx.send(true);
-        let _ = late_tx.send(true);
-        let (a, b) = (schedd.await, cm.await);
-        for r in [r, a, b] {
-            match r {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => eprintln!("andes pool: {e:#}"),
-                Err(e) => eprintln!("andes pool: {e}"),
+        // The host vacates its jobs within SHUTDOWN_GRACEFUL_TIMEOUT (their
+        // shadows hear how each ended), then the schedd and the central
+        // manager stop; past that time and POOL_STOP_SLACK the process goes
+        // without whatever has not stopped (the queue is as safe as after a
+        // kill -9).
+        let mut asked = stop_tx.subscribe();
+        let all = async move {
+            let r = host.await;
+            let _ = stop_tx.send(true);
+            let _ = late_tx.send(true);
+            let (a, b) = (schedd.await, cm.await);
+            for r in [r, a, b] {
+                match r {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => eprintln!("andes pool: {e:#}"),
+                    Err(e) => eprintln!("andes pool: {e}"),
+                }
             }
+        };
+        let limit = async move {
+            let _ = asked.wait_for(|s| *s).await;
+            tokio::time::sleep(graceful + POOL_STOP_SLACK).await;
+        };
+        tokio::select! {
+            () = all => {}
+            () = limit => eprintln!(
+                "andes pool: not stopped within SHUTDOWN_GRACEFUL_TIMEOUT ({} s) and {} s \
+                 more: going without the rest",
+                graceful.as_secs(),
+                POOL_STOP_SLACK.as_secs()
+            ),
         }
-        println!("pool stopped");
         Ok::<_, anyhow::Error>(())
     })?;
+    // Nothing of the pool is waited for any more.
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    // Whoever started the pool may have stopped reading its output.
+    let _ = writeln!(std::io::stdout(), "pool stopped");
     Ok(ExitCode::SUCCESS)
 }
 

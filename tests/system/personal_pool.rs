@@ -247,3 +247,167 @@ fn pool_down_right_after_rm_of_running_jobs_stops_the_pool_at_once() {
         log,
     );
 }
+
+/// The local configuration of a pool about to be stopped with jobs of every
+/// kind running: a job that asks for it (`+SuspendMe`) is suspended (the
+/// policy is first looked at within UPDATE_INTERVAL of a job's start), and
+/// each job is reported every second.
+const STOPPING: &str = "WANT_SUSPEND = True\nSUSPEND = (TARGET.SuspendMe =?= True)\n\
+                        CONTINUE = (TARGET.SuspendMe =!= True)\nPOLLING_INTERVAL = 1\n\
+                        UPDATE_INTERVAL = 2\nSTARTER_INITIAL_UPDATE_INTERVAL = 1\n\
+                        STARTER_UPDATE_INTERVAL = 1\n";
+
+/// The jobs of [`start_with_every_kind_of_job`], by the name of their
+/// submit file (clusters 1 to 5 in this order).
+const KINDS: [&str; 5] = ["plain", "coop", "compiled", "deaf", "suspended"];
+
+/// Starts a personal pool of five slots in `d` with `local` in its local
+/// configuration, and runs a job of each kind of [`KINDS`] on it: a plain
+/// one (`sleeper`, asleep in a host call), one that checkpoints
+/// cooperatively (`coop`), one compiled by `andes compile` (transparent
+/// checkpoints; `primes`), one that hears its vacate notice and ignores it
+/// (`deaf`: only a kill stops it), and a suspended one. Returns once each
+/// runs (the last suspended), each with its user log `<kind>.log` in `d`.
+fn start_with_every_kind_of_job(d: &std::path::Path, local: &str) -> (Up, String) {
+    std::fs::write(d.join("andes.config.local"), format!("{STOPPING}{local}")).unwrap();
+    let (up, config) = start(d, 5);
+    let andes = |args: &[&str]| run(d, &config, args);
+    let log = || std::fs::read_to_string(d.join("pool.log")).unwrap_or_default();
+    let sample = |s: &str| common::pool::sample(s).display().to_string();
+    let compiled = d.join("primes_c.wasm");
+    let (code, out, err) = andes(&["compile", &sample("primes"), "-o", compiled.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let submits = [
+        format!("executable = {}\n", sample("sleeper")),
+        format!(
+            "executable = {}\narguments = 2000000000\n+WasmCheckpoint = \"cooperative\"\n\
+             checkpoint_exit_code = 85\n",
+            sample("coop")
+        ),
+        format!("executable = {}\narguments = 10000000000000\n", compiled.display()),
+        format!("executable = {}\n", sample("deaf")),
+        format!("executable = {}\n+SuspendMe = True\n", sample("sleeper")),
+    ];
+    for (kind, text) in KINDS.iter().zip(submits) {
+        let sub = d.join(format!("{kind}.sub"));
+        let text = format!("{text}log = {}\noutput = {kind}.out\nqueue\n", kind_log(d, kind));
+        std::fs::write(&sub, text).unwrap();
+        let (code, out, err) = andes(&["submit", sub.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{kind}: {out}{err}");
+    }
+    wait_or(
+        "four jobs running and one suspended",
+        Duration::from_secs(60),
+        || andes(&["q", "-af", "JobStatus"]).1 == "2\n2\n2\n2\n7\n",
+        log,
+    );
+    (up, config)
+}
+
+/// The user log of the job of `kind`.
+fn kind_log(d: &std::path::Path, kind: &str) -> String {
+    d.join(format!("{kind}.log")).display().to_string()
+}
+
+/// The pool's SHUTDOWN_GRACEFUL_TIMEOUT, as `andes config-val` reads it.
+fn graceful_timeout(d: &std::path::Path, config: &str) -> Duration {
+    let (code, out, err) = run(d, config, &["config-val", "SHUTDOWN_GRACEFUL_TIMEOUT"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    Duration::from_secs(out.trim().parse().unwrap())
+}
+
+/// Waits (a minute at most) for the pool's process to end; how long it took
+/// since `asked`.
+fn gone(up: &mut Up, asked: std::time::Instant, d: &std::path::Path) -> Duration {
+    let log = || std::fs::read_to_string(d.join("pool.log")).unwrap_or_default();
+    wait_or(
+        "the pool to stop",
+        Duration::from_secs(60),
+        || up.0.try_wait().unwrap().is_some(),
+        log,
+    );
+    asked.elapsed()
+}
+
+/// After a stop: the host shut down gracefully (its log says so), every
+/// job was vacated before the pool went (its user log says it was
+/// evicted; the checkpointing ones checkpointed), and the pool started
+/// again has every job, none lost, idle or running again.
+fn every_job_vacated_and_kept(d: &std::path::Path) {
+    let start_log = std::fs::read_to_string(d.join("log/StartLog")).unwrap_or_default();
+    assert!(start_log.contains("shutting down (graceful"), "{start_log}");
+    for slot in 1..=5 {
+        let vacating = format!("slot {slot}: Claimed/");
+        assert!(
+            start_log
+                .lines()
+                .any(|l| l.contains(&vacating) && l.contains("-> Preempting/Vacating")),
+            "slot {slot} was not vacated:\n{start_log}"
+        );
+    }
+    // The deaf job ignored its notice: the host killed it in time.
+    assert!(start_log.contains("killing the jobs still running (fast)"), "{start_log}");
+    for kind in KINDS {
+        let log = std::fs::read_to_string(kind_log(d, kind)).unwrap_or_default();
+        assert!(log.contains("Job was evicted."), "{kind}: not vacated:\n{log}\n{start_log}");
+        if kind == "coop" || kind == "compiled" {
+            assert!(log.contains("Job was checkpointed."), "{kind}: {log}");
+        }
+    }
+    let (_up, config) = start(d, 5);
+    let andes = |args: &[&str]| run(d, &config, args);
+    let (code, out, err) = andes(&["q", "-af", "ClusterId", "JobStatus", "NumCkpts"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    let clusters: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(clusters, ["1", "2", "3", "4", "5"], "{out}");
+    for r in &rows {
+        assert!(["1", "2", "7"].contains(&r[1]), "job {} is neither idle nor running: {out}", r[0]);
+    }
+    // The cooperative and the compiled job kept the state they left with.
+    for r in &rows[1..3] {
+        assert_ne!(r[2], "undefined", "job {} kept no checkpoint: {out}", r[0]);
+    }
+}
+
+/// `andes pool down` while jobs of every kind run: the pool vacates them
+/// (the checkpointing ones checkpoint), its schedd hears how each ended,
+/// and it is gone within its SHUTDOWN_GRACEFUL_TIMEOUT (5 s unless the
+/// user says otherwise), though one job ignores its vacate notice and
+/// MACHINE_MAX_VACATE_TIME is 30 s in a personal pool.
+#[test]
+fn pool_down_vacates_every_kind_of_job_and_stops_within_its_graceful_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (mut up, config) = start_with_every_kind_of_job(d, "");
+    let deadline = graceful_timeout(d, &config);
+    assert!(deadline <= Duration::from_secs(5), "a personal pool's default: {deadline:?}");
+    let asked = std::time::Instant::now();
+    let (code, out, err) = run(d, &config, &["pool", "down"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let took = gone(&mut up, asked, d);
+    eprintln!("personal_pool: pool down took {took:?} (SHUTDOWN_GRACEFUL_TIMEOUT {deadline:?})");
+    assert!(took < deadline + Duration::from_secs(5), "{took:?}");
+    every_job_vacated_and_kept(d);
+}
+
+/// SIGTERM to `andes pool up` (what a service manager or `kill` sends):
+/// the same graceful stop as `andes pool down`, within the
+/// SHUTDOWN_GRACEFUL_TIMEOUT the user configured.
+#[cfg(unix)]
+#[test]
+fn sigterm_vacates_every_kind_of_job_and_stops_within_the_configured_graceful_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (mut up, config) = start_with_every_kind_of_job(d, "SHUTDOWN_GRACEFUL_TIMEOUT = 3\n");
+    let deadline = graceful_timeout(d, &config);
+    assert_eq!(deadline, Duration::from_secs(3));
+    let asked = std::time::Instant::now();
+    let pid = up.0.id().to_string();
+    let st = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(st.success());
+    let took = gone(&mut up, asked, d);
+    eprintln!("personal_pool: SIGTERM took {took:?} (SHUTDOWN_GRACEFUL_TIMEOUT {deadline:?})");
+    assert!(took < deadline + Duration::from_secs(5), "{took:?}");
+    every_job_vacated_and_kept(d);
+}
