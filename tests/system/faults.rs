@@ -38,15 +38,11 @@ fn completions(p: &Pool) -> HashMap<(i64, i64), u32> {
     out
 }
 
-#[test]
-fn a_schedd_killed_while_jobs_stream_in_loses_none_runs_none_twice_and_frees_every_slot() {
-    let seed = env("ANDES_FAULT_SEED", 1);
-    let kills = env("ANDES_FAULT_KILLS", 4);
-    let mut rng = Lcg(seed);
-    // Claims kept alive every second; a match taken by a schedd that then
-    // dies holds its slot for MATCH_TIMEOUT (HTCondor: 120 s), here 10 s.
-    let mut p =
-        Pool::new("ALIVE_INTERVAL = 1\nMAX_CLAIM_ALIVES_MISSED = 3\nMATCH_TIMEOUT = 10\n", 1);
+/// Submits `exit_code` jobs (three a cluster) as alice every 50 ms while
+/// the schedd is killed with SIGKILL `kills` times at `rng`'s moments and
+/// started again each time; returns the clusters whose submit was
+/// acknowledged.
+fn stream_in_killing_the_schedd(p: &mut Pool, kills: u64, rng: &mut Lcg) -> Vec<i64> {
     let jobs = p.path().join("jobs");
     std::fs::create_dir_all(&jobs).unwrap();
     std::fs::copy(common::pool::sample("exit_code"), jobs.join("exit_code.wasm")).unwrap();
@@ -86,8 +82,20 @@ fn a_schedd_killed_while_jobs_stream_in_loses_none_runs_none_twice_and_frees_eve
     let t = std::time::Instant::now();
     submitter.join().unwrap();
     eprintln!("faults: the submitter stopped in {:?}", t.elapsed());
+    acknowledged.lock().unwrap().clone()
+}
+
+#[test]
+fn a_schedd_killed_while_jobs_stream_in_loses_none_runs_none_twice_and_frees_every_slot() {
+    let seed = env("ANDES_FAULT_SEED", 1);
+    let kills = env("ANDES_FAULT_KILLS", 4);
+    let mut rng = Lcg(seed);
+    // Claims kept alive every second; a match taken by a schedd that then
+    // dies holds its slot for MATCH_TIMEOUT (HTCondor: 120 s), here 10 s.
+    let mut p =
+        Pool::new("ALIVE_INTERVAL = 1\nMAX_CLAIM_ALIVES_MISSED = 3\nMATCH_TIMEOUT = 10\n", 1);
+    let acknowledged = stream_in_killing_the_schedd(&mut p, kills, &mut rng);
     let t = std::time::Instant::now();
-    let acknowledged = acknowledged.lock().unwrap().clone();
     assert!(!acknowledged.is_empty(), "no submit was acknowledged");
     // Every job, acknowledged or not, leaves the queue completed.
     wait_or(
@@ -190,4 +198,78 @@ fn a_job_that_cannot_be_started_is_held_after_a_few_tries_not_rescheduled_foreve
     assert_eq!(int(ad, "NumShadowExceptions"), 5, "{ad}");
     let reason = text(ad, "HoldReason");
     assert!(reason.contains("could not be started on 5 matches"), "{reason}");
+}
+
+/// Issue 41: after five kill -9s of the schedd while jobs streamed in, and
+/// the queue drained, two jobs submitted to the two free slots ran one after
+/// the other on one claim while the other slot stayed Unclaimed. The rule:
+/// N idle jobs that fit N unclaimed slots all start within one negotiation
+/// cycle, also after schedd crashes; a claim takes the next job of its
+/// autocluster only when no other slot is waiting for it.
+#[test]
+fn after_five_schedd_crashes_two_jobs_start_together_on_the_two_free_slots() {
+    let mut rng = Lcg(env("ANDES_FAULT_SEED", 1));
+    let mut p =
+        Pool::new("ALIVE_INTERVAL = 1\nMAX_CLAIM_ALIVES_MISSED = 3\nMATCH_TIMEOUT = 10\n", 1);
+    let show = |p: &Pool| {
+        let ads = |ads: Vec<classad::ClassAd>| {
+            ads.iter().map(|a| a.to_string()).collect::<Vec<_>>().join("\n")
+        };
+        format!("{}\n{}\n{}", ads(p.queue()), ads(p.slots()), p.logs())
+    };
+    let acknowledged = stream_in_killing_the_schedd(&mut p, 5, &mut rng);
+    assert!(!acknowledged.is_empty(), "no submit was acknowledged");
+    wait_or("the queue to drain", Duration::from_secs(180), || p.queue().is_empty(), || show(&p));
+    wait_or(
+        "both slots unclaimed",
+        Duration::from_secs(60),
+        || {
+            let s = p.slots();
+            s.len() == 2 && s.iter().all(|a| text(a, "State") == "Unclaimed")
+        },
+        || show(&p),
+    );
+    // Two jobs of one autocluster, each long enough that one after the
+    // other on one claim is told apart from side by side.
+    let o = p.submit_output("alice", "pair", "executable = sleeper.wasm\narguments = 5\nqueue 2\n");
+    let cluster = common::submitted_cluster(&o, 2)
+        .unwrap_or_else(|| panic!("submit: {}", String::from_utf8_lossy(&o.stderr)));
+    let ours = |ads: Vec<classad::ClassAd>| -> Vec<classad::ClassAd> {
+        ads.into_iter().filter(|a| int(a, "ClusterId") == cluster).collect()
+    };
+    let t = std::time::Instant::now();
+    let running = loop {
+        let q = ours(p.queue());
+        if q.len() == 2 && q.iter().all(|a| int(a, "JobStatus") == 2) {
+            break q;
+        }
+        // One of them ended before the other started: one after the other.
+        let ended = ours(p.history());
+        assert!(ended.is_empty(), "a job ended before the other started:\n{}", show(&p));
+        assert!(t.elapsed() < Duration::from_secs(60), "the jobs did not start:\n{}", show(&p));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!("faults: both jobs running {:?} after the submit", t.elapsed());
+    let hosts: Vec<String> = running.iter().map(|a| text(a, "RemoteHost")).collect();
+    assert_ne!(hosts[0], hosts[1], "both on one slot:\n{}", show(&p));
+    // Within one negotiation cycle (NEGOTIATOR_INTERVAL = 2) of each other,
+    // give or take the second each start date is rounded to.
+    let starts: Vec<i64> = running.iter().map(|a| int(a, "JobCurrentStartDate")).collect();
+    assert!((starts[0] - starts[1]).abs() <= 3, "started at {starts:?}:\n{}", show(&p));
+    // The collector sees both slots claimed while both jobs run.
+    wait_or(
+        "both slots claimed",
+        Duration::from_secs(4),
+        || {
+            let s = p.slots();
+            s.len() == 2 && s.iter().all(|a| text(a, "State") == "Claimed")
+        },
+        || show(&p),
+    );
+    wait_or(
+        "both jobs complete",
+        Duration::from_secs(60),
+        || ours(p.history()).iter().filter(|a| int(a, "JobStatus") == 4).count() == 2,
+        || show(&p),
+    );
 }
