@@ -251,14 +251,11 @@ impl Startd {
                         s.dirty = true;
                     }
                 }
-                let active = self.slots.iter().any(|s| {
-                    !matches!(
-                        (s.state, s.activity),
-                        (State::Owner, _) | (State::Unclaimed, Activity::Idle)
-                    )
-                });
-                let interval =
-                    if active { self.policy.polling_interval } else { self.policy.update_interval };
+                let interval = if self.active() {
+                    self.policy.polling_interval
+                } else {
+                    self.policy.update_interval
+                };
                 self.next_poll = now.saturating_add(interval);
             }
             Event::Measured(_) => {}
@@ -365,6 +362,13 @@ impl Startd {
         // The event may have changed what the timers look at (a retirement
         // time lowered, a job gone).
         self.timers(now, &mut acts);
+        // A slot that became busy is polled every POLLING_INTERVAL from now
+        // on, not at the next poll of an idle machine (UPDATE_INTERVAL away):
+        // a new job's SUSPEND or PREEMPT is seen within POLLING_INTERVAL.
+        if self.active() {
+            let poll = now.saturating_add(self.policy.polling_interval.max(1));
+            self.next_poll = self.next_poll.min(poll);
+        }
         if self.shutdown.is_some()
             && !self.shutdown_reported
             && self
@@ -385,6 +389,15 @@ impl Startd {
             }
         }
         acts
+    }
+
+    /// Whether any slot is matched, claimed, preempting or backfilling:
+    /// the startd polls every POLLING_INTERVAL then, else every
+    /// UPDATE_INTERVAL.
+    fn active(&self) -> bool {
+        self.slots.iter().any(|s| {
+            !matches!((s.state, s.activity), (State::Owner, _) | (State::Unclaimed, Activity::Idle))
+        })
     }
 
     pub(super) fn slot_or_reject(&self, id: SlotId, acts: &mut Vec<Action>) -> Option<usize> {

@@ -245,3 +245,19 @@ fn the_owners_load_goes_to_the_least_busy_slots_first_as_htcondor_spreads_it() {
     assert_eq!(load(&h, 3), (1.0, 0.0));
     assert_eq!(load(&h, 1), (1.75, 1.0));
 }
+
+/// A job started on an idle machine (polled every UPDATE_INTERVAL) has its
+/// SUSPEND seen within POLLING_INTERVAL of its start, not at the idle
+/// machine's next poll, minutes away.
+#[test]
+fn a_new_jobs_policy_is_polled_every_polling_interval_from_its_start() {
+    let mut h = Harness::idle(1, &["SUSPEND = (CurrentTime - EnteredCurrentActivity) > 1"]);
+    h.tick();
+    let idle_poll = h.sd.next_poll();
+    assert_eq!(idle_poll, h.now + 300, "an idle machine waits UPDATE_INTERVAL");
+    h.now += 10;
+    h.run_job(1, VANILLA);
+    assert!(h.sd.next_poll() <= h.now + 5, "busy: polled within POLLING_INTERVAL");
+    h.advance(6);
+    assert_eq!(h.sa(1), (State::Claimed, Activity::Suspended));
+}
