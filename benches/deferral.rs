@@ -20,10 +20,9 @@ fn jobs() -> usize {
 #[path = "common/mod.rs"]
 mod common;
 
-/// The personal pool, the stamp module, and the batches so far.
+/// The personal pool and the batches so far.
 struct Pool {
     p: common::PersonalPool,
-    digest: String,
     batch: u32,
 }
 
@@ -35,9 +34,7 @@ impl std::ops::Deref for Pool {
 }
 
 fn start(slots: usize) -> Pool {
-    let p = common::pool_up(slots);
-    let digest = p.put_module("stamp");
-    Pool { p, digest, batch: 0 }
+    Pool { p: common::pool_up(slots), batch: 0 }
 }
 
 impl Pool {
@@ -45,17 +42,19 @@ impl Pool {
     /// them; returns each one's lateness in milliseconds.
     fn batch(&mut self, n: usize) -> Vec<i64> {
         self.batch += 1;
+        // Uploaded with each submit, as `andes submit` does: an upload is
+        // kept for its owner's jobs, and dropped once none is left.
+        let digest = self.put_module("stamp");
         let out = self.dir.path().join(format!("b{}", self.batch));
         std::fs::create_dir_all(&out).unwrap();
         let req = SubmitRequest {
             cluster: None,
             cluster_ad: format!(
-                r#"[Cmd = "stamp.wasm"; CmdDigest = "{}"; Iwd = "{}";
+                r#"[Cmd = "stamp.wasm"; CmdDigest = "{digest}"; Iwd = "{}";
                    RequestMemory = 32; RequestDisk = 1024; JobUniverse = 5;
                    DeferralTime = (QDate + 5); DeferralWindow = 0; DeferralPrepTime = 300;
                    ScheddInterval = 300;
                    Requirements = TARGET.HasWasm && TARGET.HasJobDeferral]"#,
-                self.digest,
                 out.display()
             ),
             procs: (0..n).map(|i| format!("[Out = \"stamp.{i}.out\"]")).collect(),

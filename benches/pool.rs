@@ -19,10 +19,9 @@ fn scale(full: usize) -> usize {
 #[path = "common/mod.rs"]
 mod common;
 
-/// The personal pool and the trivial job's module.
+/// The personal pool.
 struct Pool {
     p: common::PersonalPool,
-    digest: String,
 }
 
 impl std::ops::Deref for Pool {
@@ -33,22 +32,22 @@ impl std::ops::Deref for Pool {
 }
 
 fn start() -> Pool {
-    let p = common::pool_up(2);
-    let digest = p.put_module("exit_code");
-    Pool { p, digest }
+    Pool { p: common::pool_up(2) }
 }
 
 impl Pool {
-    /// Submits `n` trivial jobs (`exit_code 0`) as one cluster.
+    /// Submits `n` trivial jobs (`exit_code 0`) as one cluster, uploading
+    /// the module first as `andes submit` does: an upload is kept for its
+    /// owner's jobs, and dropped once none is left.
     fn submit(&self, n: usize) {
+        let digest = self.put_module("exit_code");
         let iwd = self.dir.path().display();
         let req = SubmitRequest {
             cluster: None,
             cluster_ad: format!(
-                r#"[Cmd = "exit_code.wasm"; CmdDigest = "{}"; Arguments = "0"; Iwd = "{iwd}";
+                r#"[Cmd = "exit_code.wasm"; CmdDigest = "{digest}"; Arguments = "0"; Iwd = "{iwd}";
                    RequestMemory = 64; RequestDisk = 1024; JobUniverse = 5;
-                   Requirements = TARGET.HasWasm && TARGET.Memory >= RequestMemory]"#,
-                self.digest
+                   Requirements = TARGET.HasWasm && TARGET.Memory >= RequestMemory]"#
             ),
             procs: vec!["[]".to_string(); n],
         };
