@@ -13,7 +13,8 @@ pub mod accountant;
 pub mod autocluster;
 mod refs;
 
-use std::collections::{BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
 use classad::{AttrName, ClassAd, EvalOptions, Evaluator, Expr};
 
@@ -175,6 +176,10 @@ pub struct PlanStats {
     pub preemptions: usize,
     /// Spins of the pie.
     pub spins: usize,
+    /// Steps spent picking slots within tiers of equal candidates (pops
+    /// and pushes of each request's heap): about (matches + candidate
+    /// groups) × a small factor, not matches × groups.
+    pub picks: usize,
 }
 
 /// The outcome of one cycle.
@@ -224,7 +229,8 @@ enum SlotClass {
     Free,
     /// Claimed: a candidate for preemption.
     Claimed,
-    /// Held by someone but not a candidate (Matched, Preempting).
+    /// Held by someone but not a candidate (Matched, Preempting, or
+    /// Claimed where nothing could preempt it: see [`preemptible`]).
     Held,
     /// Owner, Drained, anything else: outside the pie.
     Out,
@@ -241,6 +247,37 @@ fn classify(state: &str) -> SlotClass {
         }
         _ => SlotClass::Out,
     }
+}
+
+/// Whether some request could preempt the claim on a Claimed slot this
+/// cycle. Not when preemption is not considered; nor, without
+/// PREEMPTION_REQUIREMENTS, when the slot's Rank (`rank_seed`) reads
+/// nothing of a job and is no higher than its CurrentRank, since only a
+/// strictly higher Rank preempts then. Such a slot is held, and no request
+/// is evaluated against it: a full pool with a queue would otherwise cost
+/// each cycle its requests × its claimed slots, to find nothing.
+fn preemptible(
+    ev: &mut Evaluator,
+    cfg: &NegotiatorConfig,
+    ad: &ClassAd,
+    rank_seed: &[AttrName],
+) -> bool {
+    if !cfg.consider_preemption {
+        return false;
+    }
+    if cfg.preemption_requirements.is_some() {
+        return true;
+    }
+    let reads = refs::names(ad, rank_seed, &[]);
+    if reads.opaque || !reads.other.is_empty() {
+        return true;
+    }
+    let rank = rank_seed
+        .first()
+        .and_then(|n| ad.lookup(n))
+        .map_or(0.0, |e| finite(ev.eval(e, Some(ad), None).as_real().unwrap_or(0.0)));
+    let current = finite(ev.eval_attr(ad, None, "CurrentRank").as_real().unwrap_or(0.0));
+    rank > current
 }
 
 /// The string value of `attr` (an attribute reference) in `ad`.
@@ -557,9 +594,15 @@ pub fn plan_watched(
     let mut pool: u64 = 0;
     let (state_e, name_e, user_e) =
         (Expr::attr("State"), Expr::attr("Name"), Expr::attr("RemoteUser"));
+    let rank_seed = [AttrName::new("Rank")];
     for s in &input.slots {
-        let class =
-            string_attr(&mut ev, &s.ad, &state_e).map_or(SlotClass::Out, |st| classify(&st));
+        let class = match string_attr(&mut ev, &s.ad, &state_e).map(|st| classify(&st)) {
+            // Claimed, but no request can take it this cycle: held.
+            Some(SlotClass::Claimed) if !preemptible(&mut ev, cfg, &s.ad, &rank_seed) => {
+                SlotClass::Held
+            }
+            c => c.unwrap_or(SlotClass::Out),
+        };
         names.push(string_attr(&mut ev, &s.ad, &name_e).unwrap_or_default());
         if class != SlotClass::Out {
             pool += 1;
@@ -683,7 +726,15 @@ pub fn plan_watched(
     }
 
     let mut remaining: Vec<u32> = input.requests.iter().map(|r| r.idle).collect();
-    let mut cursor: Vec<usize> = vec![0; input.requests.len()];
+    let mut cursor: Vec<Cursor> =
+        std::iter::repeat_with(Cursor::default).take(input.requests.len()).collect();
+    // Each slot's place in the order of all slots by name (then index).
+    let mut by_name_order: Vec<usize> = (0..input.slots.len()).collect();
+    by_name_order.sort_by(|a, b| names[*a].cmp(&names[*b]).then(a.cmp(b)));
+    let mut by_name = vec![0u32; input.slots.len()];
+    for (place, slot) in by_name_order.into_iter().enumerate() {
+        by_name[slot] = place as u32;
+    }
     let mut matches: Vec<Match> = Vec::new();
     let limit = cfg.max_matches_per_cycle.map_or(usize::MAX, |m| m as usize);
     let mut limited = false;
@@ -703,10 +754,10 @@ pub fn plan_watched(
                     if remaining.get(r).copied().unwrap_or(0) == 0 {
                         continue;
                     }
-                    let (Some(cands), Some(pos)) = (candidates.get(r), cursor.get_mut(r)) else {
+                    let (Some(cands), Some(cur)) = (candidates.get(r), cursor.get_mut(r)) else {
                         continue;
                     };
-                    if let Some(pick) = take(cands, pos, &mut groups, &names) {
+                    if let Some(pick) = take(cands, cur, &mut groups, &by_name, &mut stats.picks) {
                         got = Some((r, pick));
                         break;
                     }
@@ -789,7 +840,7 @@ pub fn plan_watched(
         }
         let req = &input.requests[r];
         let has_more = candidates.get(r).is_some_and(|c| {
-            let from = cursor.get(r).copied().unwrap_or(0);
+            let from = cursor.get(r).map_or(0, |c| c.pos);
             c.iter()
                 .skip(from)
                 .any(|c| groups.get(c.group as usize).is_some_and(|g| g.used < g.members.len()))
@@ -816,41 +867,84 @@ pub fn plan_watched(
     Plan { matches, rejections, failed, stats }
 }
 
-/// Takes the best free slot of `cands` from `*pos` on: within the first
-/// tier of equally good candidates, the group whose next slot has the
-/// smallest name (each group's slots are sorted by name).
+/// Where a request is in its candidates: the tier it takes from, with
+/// each of the tier's groups' next free slot in a heap, smallest name
+/// first, so that a pick costs a logarithm of the tier rather than a walk
+/// of it (a tier can hold every group of the pool, and a cycle that fills
+/// a pool makes a pick per slot).
+#[derive(Default)]
+struct Cursor {
+    /// The first candidate of the open tier; every one before it is used up.
+    pos: usize,
+    /// One past the open tier's last candidate; `end == pos`: none open.
+    end: usize,
+    /// (the name order of a group's next free slot, its candidate's
+    /// index). An entry whose group was taken from since (by any request)
+    /// is put back with the group's new next slot when it comes to the top.
+    heap: BinaryHeap<Reverse<(u32, u32)>>,
+}
+
+/// Takes the best free slot of `cands` from the cursor on: within the
+/// first tier of equally good candidates, the group whose next slot comes
+/// first by name (each group's slots are sorted by name; `by_name` is
+/// each slot's place in the order of all slots by name). `steps` counts
+/// the heap's pops and pushes.
 fn take(
     cands: &[Candidate],
-    pos: &mut usize,
+    cur: &mut Cursor,
     groups: &mut [Group],
-    names: &[String],
+    by_name: &[u32],
+    steps: &mut usize,
 ) -> Option<(Candidate, usize)> {
-    let name = |i: usize| names.get(i).map(String::as_str).unwrap_or("");
     let free = |g: &Group| g.used < g.members.len();
-    while let Some(c) = cands.get(*pos) {
-        if groups.get(c.group as usize).is_some_and(free) {
-            break;
+    let order = |slot: usize| by_name.get(slot).copied().unwrap_or(u32::MAX);
+    loop {
+        if cur.end == cur.pos {
+            // Open the next tier.
+            while let Some(c) = cands.get(cur.pos) {
+                if groups.get(c.group as usize).is_some_and(free) {
+                    break;
+                }
+                cur.pos += 1;
+            }
+            let first = *cands.get(cur.pos)?;
+            cur.heap.clear();
+            cur.end = cur.pos;
+            while let Some(c) = cands.get(cur.end) {
+                if !same_tier(&first, c) {
+                    break;
+                }
+                if let Some(&slot) =
+                    groups.get(c.group as usize).and_then(|g| g.members.get(g.used))
+                {
+                    *steps += 1;
+                    cur.heap.push(Reverse((order(slot), cur.end as u32)));
+                }
+                cur.end += 1;
+            }
         }
-        *pos += 1;
-    }
-    let first = *cands.get(*pos)?;
-    let mut best: Option<(usize, usize)> = None; // (candidate index, slot)
-    for (i, c) in cands.iter().enumerate().skip(*pos) {
-        if !same_tier(&first, c) {
-            break;
-        }
-        let Some(g) = groups.get(c.group as usize) else { continue };
+        *steps += 1;
+        let Some(Reverse((key, i))) = cur.heap.pop() else {
+            // The tier is used up.
+            cur.pos = cur.end;
+            continue;
+        };
+        let Some(c) = cands.get(i as usize).copied() else { continue };
+        let Some(g) = groups.get_mut(c.group as usize) else { continue };
         let Some(&slot) = g.members.get(g.used) else { continue };
-        if best.is_none_or(|(_, b)| (name(slot), slot) < (name(b), b)) {
-            best = Some((i, slot));
+        if order(slot) != key {
+            // Taken from since it was pushed: back with its next slot.
+            *steps += 1;
+            cur.heap.push(Reverse((order(slot), i)));
+            continue;
         }
-    }
-    let (i, slot) = best?;
-    let c = *cands.get(i)?;
-    if let Some(g) = groups.get_mut(c.group as usize) {
         g.used += 1;
+        if let Some(&next) = g.members.get(g.used) {
+            *steps += 1;
+            cur.heap.push(Reverse((order(next), i)));
+        }
+        return Some((c, slot));
     }
-    Some((c, slot))
 }
 
 #[cfg(test)]

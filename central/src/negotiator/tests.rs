@@ -587,3 +587,68 @@ fn grouping_follows_slot_attributes_read_through_others() {
     let got: Vec<&str> = p.matches.iter().map(|m| m.slot.as_str()).collect();
     assert_eq!(got, ["a@1"]);
 }
+
+#[test]
+fn claimed_slots_nothing_can_preempt_are_not_evaluated() {
+    // A full pool with a queue: Rank reads nothing of a job and does not
+    // beat CurrentRank, and there is no PREEMPTION_REQUIREMENTS. No request
+    // can take these slots, so none is evaluated against them.
+    let slots = || -> Vec<SlotAd> {
+        (0..20)
+            .map(|i| {
+                claimed(&format!("c{i:02}@a"), "bob@x", 0.0, &format!("Memory = {}", 4096 + i))
+            })
+            .collect()
+    };
+    let p = run(slots(), vec![request("alice@x", 1, 5, "")]);
+    assert!(p.matches.is_empty());
+    assert_eq!((p.stats.slot_groups, p.stats.pair_evaluations), (0, 0));
+    assert_eq!(p.rejections[0].reason, NO_MATCH);
+    // They still count as bob's for the pie.
+    assert_eq!(p.stats.slots, 20);
+    // A Rank that reads the job, a constant Rank above CurrentRank, or
+    // PREEMPTION_REQUIREMENTS: candidates, evaluated.
+    for (rank, cfg) in [
+        ("TARGET.RequestMemory", NegotiatorConfig::default()),
+        ("1", NegotiatorConfig::default()),
+        (
+            "0",
+            NegotiatorConfig {
+                preemption_requirements: Some(parse_expr("false").unwrap()),
+                ..NegotiatorConfig::default()
+            },
+        ),
+    ] {
+        let slots: Vec<SlotAd> = slots()
+            .into_iter()
+            .map(|mut s| {
+                s.ad.insert("Rank", parse_expr(rank).unwrap());
+                s
+            })
+            .collect();
+        let snap = Snapshot { slots, requests: vec![request("alice@x", 1, 5, "")] };
+        let p = plan(&snap, &accountant(), &cfg, 1000);
+        assert_eq!(p.stats.slot_groups, 20, "{rank}");
+        assert_sound(&snap, &p);
+    }
+}
+
+#[test]
+fn picking_from_a_tier_of_many_groups_costs_a_heap_not_a_walk() {
+    // 1,000 groups of two slots (Memory differs), all equally good for the
+    // one request: each pick takes the next slot by name, and costs about
+    // a heap operation, not a walk of the tier.
+    let slots: Vec<SlotAd> = (0..2000)
+        .map(|i| slot(&format!("s{i:04}@a"), &format!("Memory = {}", 4096 + i / 2)))
+        .collect();
+    let snap = Snapshot { slots, requests: vec![request("alice@x", 1, 2000, "")] };
+    let p = plan(&snap, &accountant(), &NegotiatorConfig::default(), 1000);
+    assert_eq!(p.stats.slot_groups, 1000);
+    assert_eq!(p.matches.len(), 2000);
+    let got: Vec<&str> = p.matches.iter().map(|m| m.slot.as_str()).collect();
+    let mut sorted = got.clone();
+    sorted.sort();
+    assert_eq!(got, sorted, "in name order");
+    assert!(p.stats.picks <= 4 * (2000 + 1000), "{} steps to pick 2,000 slots", p.stats.picks);
+    assert_sound(&snap, &p);
+}
