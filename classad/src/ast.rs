@@ -493,6 +493,11 @@ pub struct Call {
 }
 
 /// A ClassAd expression.
+///
+/// Operands are shared (`Arc`), never copied: cloning an expression, and so
+/// an ad, costs a reference count per attribute rather than a copy of each
+/// tree. Daemons copy job and slot ads far more often than they change an
+/// expression in one.
 #[derive(Clone, Debug)]
 pub enum Expr {
     /// A literal scalar: undefined, error, boolean, integer, real or string.
@@ -505,21 +510,21 @@ pub enum Expr {
         absolute: bool,
     },
     /// `base.name`.
-    Select(Box<Expr>, AttrName),
+    Select(Arc<Expr>, AttrName),
     /// `base[index]`.
-    Index(Box<Expr>, Box<Expr>),
+    Index(Arc<Expr>, Arc<Expr>),
     /// A unary operation.
-    Unary(UnOp, Box<Expr>),
+    Unary(UnOp, Arc<Expr>),
     /// A binary operation.
-    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Binary(BinOp, Arc<Expr>, Arc<Expr>),
     /// `c ? a : b`.
-    Cond(Box<Expr>, Box<Expr>, Box<Expr>),
+    Cond(Arc<Expr>, Arc<Expr>, Arc<Expr>),
     /// `a ?: b`: `b` when `a` is undefined.
-    Elvis(Box<Expr>, Box<Expr>),
+    Elvis(Arc<Expr>, Arc<Expr>),
     /// `( e )`, kept so that unparse prints what was written.
-    Paren(Box<Expr>),
+    Paren(Arc<Expr>),
     /// `name(args...)`.
-    Call(Box<Call>),
+    Call(Arc<Call>),
     /// `{ a, b, ... }`.
     List(Vec<Expr>),
     /// `[ a = 1; ... ]`.
@@ -611,22 +616,30 @@ impl Drop for Expr {
     fn drop(&mut self) {
         // Deep trees are bounded by the parser, but trees can be built by
         // hand too: take children out iteratively so drop never recurses deeply.
+        // An operand another expression still shares is left to its last
+        // owner's drop.
+        fn take(operand: &mut Arc<Expr>, out: &mut Vec<Expr>) {
+            if let Some(e) = Arc::get_mut(operand) {
+                out.push(std::mem::replace(e, Expr::Lit(Value::Undefined)));
+            }
+        }
         fn take_children(e: &mut Expr, out: &mut Vec<Expr>) {
-            let dummy = || Expr::Lit(Value::Undefined);
             match e {
-                Expr::Select(b, _) | Expr::Unary(_, b) | Expr::Paren(b) => {
-                    out.push(std::mem::replace(&mut **b, dummy()))
-                }
+                Expr::Select(b, _) | Expr::Unary(_, b) | Expr::Paren(b) => take(b, out),
                 Expr::Index(a, b) | Expr::Binary(_, a, b) | Expr::Elvis(a, b) => {
-                    out.push(std::mem::replace(&mut **a, dummy()));
-                    out.push(std::mem::replace(&mut **b, dummy()));
+                    take(a, out);
+                    take(b, out);
                 }
                 Expr::Cond(a, b, c) => {
-                    out.push(std::mem::replace(&mut **a, dummy()));
-                    out.push(std::mem::replace(&mut **b, dummy()));
-                    out.push(std::mem::replace(&mut **c, dummy()));
+                    take(a, out);
+                    take(b, out);
+                    take(c, out);
                 }
-                Expr::Call(c) => out.append(&mut c.args),
+                Expr::Call(c) => {
+                    if let Some(c) = Arc::get_mut(c) {
+                        out.append(&mut c.args);
+                    }
+                }
                 Expr::List(items) => out.append(items),
                 Expr::Record(ad) => {
                     if let Some(ad) = Arc::get_mut(ad) {

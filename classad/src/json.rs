@@ -185,12 +185,12 @@ fn normalize_at(
         Value::Real(r) => tv("real", real_json(*r)),
         Value::Str(s) => tv("string", Json::String(s.to_string())),
         Value::List(items) => {
-            let paren = Expr::Paren(Box::new(expr.clone()));
+            let paren = Expr::Paren(Arc::new(expr.clone()));
             let out = (0..items.len())
                 .map(|i| {
                     let sub = Expr::Index(
-                        Box::new(paren.clone()),
-                        Box::new(Expr::Lit(Value::Int(i as i64))),
+                        Arc::new(paren.clone()),
+                        Arc::new(Expr::Lit(Value::Int(i as i64))),
                     );
                     let v = ev.eval(&sub, my, target);
                     normalize_at(ev, &sub, &v, my, target, depth + 1)
@@ -199,10 +199,10 @@ fn normalize_at(
             tv("list", Json::Array(out))
         }
         Value::Ad(ad) => {
-            let paren = Expr::Paren(Box::new(expr.clone()));
+            let paren = Expr::Paren(Arc::new(expr.clone()));
             let mut m = Map::new();
             for (k, _) in ad.iter() {
-                let sub = Expr::Select(Box::new(paren.clone()), k.clone());
+                let sub = Expr::Select(Arc::new(paren.clone()), k.clone());
                 let v = ev.eval(&sub, my, target);
                 m.insert(k.as_str().to_string(), normalize_at(ev, &sub, &v, my, target, depth + 1));
             }

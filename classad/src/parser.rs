@@ -253,12 +253,12 @@ impl<'s> Parser<'s> {
         if self.tok == Tok::Punct(":") {
             self.advance()?;
             let b = self.expr()?;
-            return Ok(Expr::Elvis(Box::new(c), Box::new(b)));
+            return Ok(Expr::Elvis(Arc::new(c), Arc::new(b)));
         }
         let a = self.expr()?;
         self.expect(":", "in a `? :` conditional")?;
         let b = self.expr()?;
-        Ok(Expr::Cond(Box::new(c), Box::new(a), Box::new(b)))
+        Ok(Expr::Cond(Arc::new(c), Arc::new(a), Arc::new(b)))
     }
 
     fn binop(&self) -> Option<BinOp> {
@@ -313,7 +313,7 @@ impl<'s> Parser<'s> {
                 Ok(r) => r,
                 Err(e) => break Err(e),
             };
-            lhs = Expr::Binary(op, Box::new(lhs), Box::new(rhs));
+            lhs = Expr::Binary(op, Arc::new(lhs), Arc::new(rhs));
         };
         self.depth -= chain;
         r
@@ -348,7 +348,7 @@ impl<'s> Parser<'s> {
                 // A postfix on the number binds tighter than the minus.
                 if matches!(self.tok, Tok::Punct(".") | Tok::Punct("[")) {
                     let operand = self.postfix_on(positive)?;
-                    return Ok(Expr::Unary(UnOp::Neg, Box::new(operand)));
+                    return Ok(Expr::Unary(UnOp::Neg, Arc::new(operand)));
                 }
                 return Ok(Expr::Lit(v));
             }
@@ -356,7 +356,7 @@ impl<'s> Parser<'s> {
         self.enter(1)?;
         let operand = stacker::maybe_grow(64 * 1024, 1024 * 1024, || self.unary());
         self.depth -= 1;
-        Ok(Expr::Unary(op, Box::new(operand?)))
+        Ok(Expr::Unary(op, Arc::new(operand?)))
     }
 
     fn postfix(&mut self) -> Result<Expr, ParseError> {
@@ -391,7 +391,7 @@ impl<'s> Parser<'s> {
                     if let Err(err) = self.advance() {
                         break Err(err);
                     }
-                    e = Expr::Select(Box::new(e), name);
+                    e = Expr::Select(Arc::new(e), name);
                 }
                 Tok::Punct("[") => {
                     if let Err(err) = self.advance() {
@@ -404,7 +404,7 @@ impl<'s> Parser<'s> {
                     if let Err(err) = self.expect("]", "to close the subscript") {
                         break Err(err);
                     }
-                    e = Expr::Index(Box::new(e), Box::new(idx));
+                    e = Expr::Index(Arc::new(e), Arc::new(idx));
                 }
                 _ => break Ok(e),
             }
@@ -464,7 +464,7 @@ impl<'s> Parser<'s> {
                     if let Some(v) = special_real(word, &args) {
                         return Ok(Expr::Lit(v));
                     }
-                    return Ok(Expr::Call(Box::new(Call {
+                    return Ok(Expr::Call(Arc::new(Call {
                         name: word.into(),
                         func: builtins::lookup(word),
                         args,
@@ -495,7 +495,7 @@ impl<'s> Parser<'s> {
                 self.advance()?;
                 let e = self.expr()?;
                 self.expect(")", "to close `(`")?;
-                Ok(Expr::Paren(Box::new(e)))
+                Ok(Expr::Paren(Arc::new(e)))
             }
             Tok::Punct("{") => {
                 self.advance()?;

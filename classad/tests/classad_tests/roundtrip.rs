@@ -66,21 +66,24 @@ fn expr() -> impl Strategy<Value = Expr> {
                 prop::sample::select(vec![UnOp::Neg, UnOp::Plus, UnOp::Not, UnOp::BitNot]),
                 inner.clone()
             )
-                .prop_map(|(op, e)| Expr::Unary(op, Box::new(e))),
+                .prop_map(|(op, e)| Expr::Unary(op, std::sync::Arc::new(e))),
             (binop(), inner.clone(), inner.clone()).prop_map(|(op, l, r)| Expr::Binary(
                 op,
-                Box::new(l),
-                Box::new(r)
+                std::sync::Arc::new(l),
+                std::sync::Arc::new(r)
             )),
             (inner.clone(), inner.clone(), inner.clone()).prop_map(|(c, a, b)| Expr::Cond(
-                Box::new(c),
-                Box::new(a),
-                Box::new(b)
+                std::sync::Arc::new(c),
+                std::sync::Arc::new(a),
+                std::sync::Arc::new(b)
             )),
-            (inner.clone(), inner.clone()).prop_map(|(a, b)| Expr::Elvis(Box::new(a), Box::new(b))),
-            (inner.clone(), name()).prop_map(|(b, n)| Expr::Select(Box::new(b), AttrName::new(&n))),
-            (inner.clone(), inner.clone()).prop_map(|(b, i)| Expr::Index(Box::new(b), Box::new(i))),
-            inner.clone().prop_map(|e| Expr::Paren(Box::new(e))),
+            (inner.clone(), inner.clone())
+                .prop_map(|(a, b)| Expr::Elvis(std::sync::Arc::new(a), std::sync::Arc::new(b))),
+            (inner.clone(), name())
+                .prop_map(|(b, n)| Expr::Select(std::sync::Arc::new(b), AttrName::new(&n))),
+            (inner.clone(), inner.clone())
+                .prop_map(|(b, i)| Expr::Index(std::sync::Arc::new(b), std::sync::Arc::new(i))),
+            inner.clone().prop_map(|e| Expr::Paren(std::sync::Arc::new(e))),
             (
                 prop::sample::select(vec![
                     "strcat",
@@ -91,7 +94,7 @@ fn expr() -> impl Strategy<Value = Expr> {
                 ]),
                 prop::collection::vec(inner.clone(), 0..4)
             )
-                .prop_map(|(n, args)| Expr::Call(Box::new(Call {
+                .prop_map(|(n, args)| Expr::Call(std::sync::Arc::new(Call {
                     name: n.into(),
                     func: classad::builtins::lookup(n),
                     args
