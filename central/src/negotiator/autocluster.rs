@@ -30,7 +30,9 @@ const SUBMITTER: [&str; 3] = ["Owner", "User", "AccountingGroup"];
 /// so `Requirements = START` reads what START reads). Sorted, each name
 /// once (case-insensitively). Contains [`ALL_ATTRIBUTES`] when some
 /// machine expression cannot be analysed.
-pub fn significant_attributes(machine_ads: &[ClassAd]) -> Vec<String> {
+pub fn significant_attributes<'a>(
+    machine_ads: impl IntoIterator<Item = &'a ClassAd>,
+) -> Vec<String> {
     let mut seen: HashMap<String, String> = HashMap::new();
     for n in ALWAYS {
         seen.insert(n.to_ascii_lowercase(), n.to_string());
@@ -232,10 +234,10 @@ mod tests {
 
     #[test]
     fn rekeys_when_the_significant_set_changes() {
-        let mut ac = Autoclusters::new(significant_attributes(&[]));
+        let mut ac = Autoclusters::new(significant_attributes(std::iter::empty()));
         let a = ac.assign(&job(""));
         assert_eq!(ac.assign(&job("Department = \"chemistry\"")), a);
-        assert!(!ac.set_significant(significant_attributes(&[])));
+        assert!(!ac.set_significant(significant_attributes(std::iter::empty())));
         assert!(ac.set_significant(significant_attributes(&[machine()])));
         assert!(ac.is_empty());
         let x = ac.assign(&job(""));
