@@ -18,17 +18,9 @@ fn full() -> bool {
     std::env::args().any(|a| a == "--bench")
 }
 
-/// A small deterministic generator (no dependency, same pool every run).
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[(self.next() as usize) % items.len()]
-    }
-}
+#[path = "common/lcg.rs"]
+mod lcg;
+use lcg::Lcg;
 
 const SUBMITTERS: usize = 10;
 

@@ -61,8 +61,10 @@ use andes_protocol::{
 };
 use axum::body::Bytes;
 use classad::ClassAd;
+use criterion::measurement::WallTime;
 use criterion::{
-    BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
+    BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group,
+    criterion_main,
 };
 use tower::ServiceExt;
 
@@ -137,19 +139,19 @@ const T0: i64 = 1_796_000_000;
 /// which its simulation applies to the grants it is sent.
 const SCHEDD_BODY_LIMIT: usize = 256 << 20;
 
-/// A small deterministic generator (no dependency, same pool every run).
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[(self.next() as usize) % items.len()]
-    }
-    fn hex(&mut self, bytes: usize) -> String {
-        (0..bytes).map(|_| format!("{:02x}", self.next() as u8)).collect()
-    }
+#[path = "common/lcg.rs"]
+mod lcg;
+use lcg::Lcg;
+
+/// A group of ten flat samples of about 3 s in all: every group of this
+/// bench measures whole rounds or cycles, each long.
+fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.sampling_mode(SamplingMode::Flat);
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_millis(500));
+    g.measurement_time(Duration::from_secs(3));
+    g
 }
 
 /// One simulated execute host.
@@ -425,11 +427,7 @@ fn round_once(rt: &tokio::runtime::Runtime, rig: &CollectorRig) -> Duration {
 
 fn bench_collector(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     let (sizes, hand) = sizes();
-    let mut g = c.benchmark_group("simulated_pool/collector_round");
-    g.sampling_mode(SamplingMode::Flat);
-    g.sample_size(10);
-    g.warm_up_time(Duration::from_millis(500));
-    g.measurement_time(Duration::from_secs(3));
+    let mut g = group(c, "simulated_pool/collector_round");
     for &n in sizes.iter().chain(hand.iter()) {
         let by_hand = Some(n) == hand;
         let hs = hosts(n);
@@ -537,11 +535,7 @@ fn bench_collector_http(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
         })
     };
     send_round(&rig);
-    let mut g = c.benchmark_group("simulated_pool/collector_round_http");
-    g.sampling_mode(SamplingMode::Flat);
-    g.sample_size(10);
-    g.warm_up_time(Duration::from_millis(500));
-    g.measurement_time(Duration::from_secs(3));
+    let mut g = group(c, "simulated_pool/collector_round_http");
     g.throughput(Throughput::Elements(n as u64));
     g.bench_function(BenchmarkId::new("unclaimed", n), |b| {
         b.iter_custom(|iters| (0..iters).map(|_| send_round(&rig)).sum())
@@ -817,11 +811,7 @@ impl Scenario {
 
 fn bench_cycles(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     let (sizes, hand) = sizes();
-    let mut g = c.benchmark_group("simulated_pool/cycle");
-    g.sampling_mode(SamplingMode::Flat);
-    g.sample_size(10);
-    g.warm_up_time(Duration::from_millis(500));
-    g.measurement_time(Duration::from_secs(3));
+    let mut g = group(c, "simulated_pool/cycle");
     for &n in sizes.iter().chain(hand.iter()) {
         let by_hand = Some(n) == hand;
         let hs = hosts(n);
@@ -971,11 +961,7 @@ fn bench_notices(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
         sink.connections.load(Ordering::Relaxed) - conns,
         hs.len(),
     );
-    let mut g = c.benchmark_group("simulated_pool/notices");
-    g.sampling_mode(SamplingMode::Flat);
-    g.sample_size(10);
-    g.warm_up_time(Duration::from_millis(500));
-    g.measurement_time(Duration::from_secs(3));
+    let mut g = group(c, "simulated_pool/notices");
     g.throughput(Throughput::Elements(n as u64));
     g.bench_function(BenchmarkId::new("taken", n), |b| {
         b.iter_custom(|iters| (0..iters).map(|_| run()).sum())
