@@ -42,6 +42,12 @@ fn completions(p: &Pool) -> HashMap<(i64, i64), u32> {
 /// the schedd is killed with SIGKILL `kills` times at `rng`'s moments and
 /// started again each time; returns the clusters whose submit was
 /// acknowledged.
+/// Whether the collector shows `n` slots, every one in `state`.
+fn every_slot_is(p: &Pool, n: usize, state: &str) -> bool {
+    let s = p.slots();
+    s.len() == n && s.iter().all(|a| text(a, "State") == state)
+}
+
 fn stream_in_killing_the_schedd(p: &mut Pool, kills: u64, rng: &mut Lcg) -> Vec<i64> {
     let jobs = p.path().join("jobs");
     std::fs::create_dir_all(&jobs).unwrap();
@@ -223,10 +229,7 @@ fn after_five_schedd_crashes_two_jobs_start_together_on_the_two_free_slots() {
     wait_or(
         "both slots unclaimed",
         Duration::from_secs(60),
-        || {
-            let s = p.slots();
-            s.len() == 2 && s.iter().all(|a| text(a, "State") == "Unclaimed")
-        },
+        || every_slot_is(&p, 2, "Unclaimed"),
         || show(&p),
     );
     // Two jobs of one autocluster, each long enough that one after the
@@ -260,10 +263,7 @@ fn after_five_schedd_crashes_two_jobs_start_together_on_the_two_free_slots() {
     wait_or(
         "both slots claimed",
         Duration::from_secs(4),
-        || {
-            let s = p.slots();
-            s.len() == 2 && s.iter().all(|a| text(a, "State") == "Claimed")
-        },
+        || every_slot_is(&p, 2, "Claimed"),
         || show(&p),
     );
     wait_or(
