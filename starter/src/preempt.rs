@@ -146,10 +146,44 @@ impl Preempt {
     }
 }
 
+/// The pad: `(module (func (export "pad") unreachable))`, assembled (the
+/// engine takes binary modules only; a test assembles the text).
+const PAD: &[u8] = &[
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+    0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type 0: [] -> []
+    0x03, 0x02, 0x01, 0x00, // func 0: type 0
+    0x07, 0x07, 0x01, 0x03, b'p', b'a', b'd', 0x00, 0x00, // export "pad": func 0
+    0x0a, 0x05, 0x01, 0x03, 0x00, 0x00, 0x0b, // code: unreachable
+];
+
+/// The probe, assembled (a test assembles the text):
+///
+/// ```text
+/// (module
+///   (import "probe" "i" (func (param i32) (result i32)))
+///   (import "probe" "f" (func (result f64)))
+///   (func (export "run") (param i32) (result f64)
+///     (f64.add (call 1) (f64.convert_i32_s (i32.add (call 0 (local.get 0)) (i32.const 1))))))
+/// ```
+const PROBE: &[u8] = &[
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+    // types: [i32] -> [i32], [] -> [f64], [i32] -> [f64]
+    0x01, 0x0f, 0x03, 0x60, 0x01, 0x7f, 0x01, 0x7f, 0x60, 0x00, 0x01, 0x7c, 0x60, 0x01, 0x7f, 0x01,
+    0x7c, //
+    // imports: probe.i (type 0), probe.f (type 1)
+    0x02, 0x15, 0x02, 0x05, b'p', b'r', b'o', b'b', b'e', 0x01, b'i', 0x00, 0x00, 0x05, b'p', b'r',
+    b'o', b'b', b'e', 0x01, b'f', 0x00, 0x01, //
+    0x03, 0x02, 0x01, 0x02, // func 2: type 2
+    0x07, 0x07, 0x01, 0x03, b'r', b'u', b'n', 0x00, 0x02, // export "run": func 2
+    // code: call 1, local.get 0, call 0, i32.const 1, i32.add,
+    // f64.convert_i32_s, f64.add
+    0x0a, 0x0f, 0x01, 0x0d, 0x00, 0x10, 0x01, 0x20, 0x00, 0x10, 0x00, 0x41, 0x01, 0x6a, 0xb7, 0xa0,
+    0x0b,
+];
+
 /// Compiles the pad and finds its trap site by running it once.
 fn pad(engine: &Engine) -> Result<(Module, usize), String> {
-    let module = Module::new(engine, r#"(module (func (export "pad") unreachable))"#)
-        .map_err(|e| format!("compiling the pad: {e:#}"))?;
+    let module = Module::new(engine, PAD).map_err(|e| format!("compiling the pad: {e:#}"))?;
     let body = module
         .functions()
         .next()
@@ -200,11 +234,6 @@ fn pad(engine: &Engine) -> Result<(Module, usize), String> {
 /// functions (an `i32` and an `f64` result), each of which patches its own
 /// return into the stub as the signal handler would.
 fn probe(engine: &Engine, preempt: &Preempt) -> Result<(), String> {
-    const PROBE: &str = r#"(module
-        (import "probe" "i" (func $i (param i32) (result i32)))
-        (import "probe" "f" (func $f (result f64)))
-        (func (export "run") (param i32) (result f64)
-          (f64.add (call $f) (f64.convert_i32_s (i32.add (call $i (local.get 0)) (i32.const 1))))))"#;
     let module = Module::new(engine, PROBE).map_err(|e| format!("compiling the probe: {e:#}"))?;
     let remote = Remote::new(Arc::new(GuestCode::of(&module)), preempt);
     let patched = Arc::new(AtomicUsize::new(0));
@@ -1004,6 +1033,18 @@ mod tests {
         assert_eq!(read_word(8), None, "the zero page is not mapped");
         assert_eq!(read_word((&word as *const usize as usize) + 1), None);
         assert_eq!(read_word(usize::MAX & !7), None);
+    }
+
+    #[test]
+    fn the_pad_and_the_probe_are_their_text_assembled() {
+        let pad = r#"(module (func (export "pad") unreachable))"#;
+        assert_eq!(PAD, wat::parse_str(pad).unwrap());
+        let probe = r#"(module
+          (import "probe" "i" (func (param i32) (result i32)))
+          (import "probe" "f" (func (result f64)))
+          (func (export "run") (param i32) (result f64)
+            (f64.add (call 1) (f64.convert_i32_s (i32.add (call 0 (local.get 0)) (i32.const 1))))))"#;
+        assert_eq!(PROBE, wat::parse_str(probe).unwrap());
     }
 
     #[test]
