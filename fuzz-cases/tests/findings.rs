@@ -61,3 +61,42 @@ fn the_table_names_every_fuzz_target() {
     let table: Vec<&str> = TARGETS.iter().map(|(t, _)| *t).collect();
     assert_eq!(bins, table, "fuzz/Cargo.toml's targets and this table differ");
 }
+
+/// Each target's source is one call into its case here, in the one form
+/// libFuzzer's macro takes, and is the file `fuzz/Cargo.toml` names for it:
+/// with [`TARGETS`] (which names each case's `run`, so this test does not
+/// compile when one is missing or has another signature) that is what
+/// building the fuzz crate would check, without building it.
+#[test]
+fn each_fuzz_target_is_one_call_into_its_case() {
+    let manifest = std::fs::read_to_string(fuzz_dir().join("Cargo.toml")).unwrap();
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(fuzz_dir().join("fuzz_targets")).unwrap() {
+        files.push(entry.unwrap().file_name().to_string_lossy().into_owned());
+    }
+    files.sort();
+    let expected: Vec<String> = TARGETS.iter().map(|(t, _)| format!("{t}.rs")).collect();
+    assert_eq!(files, expected, "fuzz/fuzz_targets/ and the table of targets differ");
+    for (name, _) in TARGETS {
+        let bin = manifest
+            .split("[[bin]]")
+            .find(|b| b.lines().any(|l| l.trim() == format!("name = \"{name}\"")))
+            .unwrap_or_else(|| panic!("fuzz/Cargo.toml has no [[bin]] {name}"));
+        assert!(
+            bin.lines().any(|l| l.trim() == format!("path = \"fuzz_targets/{name}.rs\"")),
+            "fuzz/Cargo.toml: target {name} is not fuzz_targets/{name}.rs"
+        );
+        let text =
+            std::fs::read_to_string(fuzz_dir().join(format!("fuzz_targets/{name}.rs"))).unwrap();
+        let code: Vec<&str> =
+            text.lines().filter(|l| !l.starts_with("//!") && !l.trim().is_empty()).collect();
+        let call = format!(
+            "libfuzzer_sys::fuzz_target!(|data: &[u8]| andes_fuzz_cases::{name}::run(data));"
+        );
+        assert_eq!(
+            code,
+            ["#![no_main]", call.as_str()],
+            "fuzz/fuzz_targets/{name}.rs is not the one call into its case"
+        );
+    }
+}

@@ -1,4 +1,5 @@
-//! The raw host functions: wit-bindgen's bindings to `wit/job.wit` on wasm32,
+//! The raw host functions: wit-bindgen's bindings to `wit/job.wit` (made by
+//! `cargo xtask bindings`, in `bindings.rs`) on wasm32,
 //! stand-ins that behave as "not running under andes" elsewhere.
 //!
 //! Everything above this module is target-independent.
@@ -17,12 +18,11 @@ mod imp {
     use super::RawLevel;
 
     // The bindings are private: the crate's safe API is the public face.
-    #[allow(dead_code, missing_docs, clippy::all)]
+    // They are wit-bindgen's, made once (`cargo xtask bindings`) rather
+    // than by its macro at every build.
+    #[allow(dead_code, missing_docs, unsafe_op_in_unsafe_fn, clippy::all)]
     mod bindings {
-        wit_bindgen::generate!({
-            path: "../wit",
-            world: "job",
-        });
+        include!("bindings.rs");
     }
 
     use bindings::andes::job::{attributes, checkpoint, control, log};

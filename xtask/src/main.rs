@@ -44,6 +44,10 @@ mod docs;
 /// command here names the workspace the same way, so that none rebuilds for
 /// another's features.
 pub const WORKSPACE: [&str; 3] = ["--workspace", "--exclude", "andes-python"];
+
+/// The targets `cargo xtask test` builds and runs.
+const TEST_TARGETS: [&str; 4] = ["--lib", "--bins", "--tests", "--examples"];
+mod bindings;
 mod portability;
 mod python;
 mod scale;
@@ -259,7 +263,37 @@ impl Steps {
     }
 }
 
+/// Takes out what `cargo run` (so `cargo xtask`) sets for the program it
+/// runs, so that every cargo xtask starts sees the environment of a `cargo`
+/// typed at the prompt. Cargo compares the variables a build script watches
+/// with its own environment: one that watches a variable `cargo run` sets
+/// (ring's watches `CARGO_PKG_NAME`) ran again, and everything built on it
+/// was built again, whenever xtask built what a plain `cargo` had.
+fn forget_cargo_run_env() {
+    let set_by_run: Vec<std::ffi::OsString> = std::env::vars_os()
+        .map(|(k, _)| k)
+        .filter(|k| {
+            let k = k.to_string_lossy();
+            k.starts_with("CARGO_PKG_")
+                || k.starts_with("CARGO_MANIFEST_")
+                || matches!(
+                    k.as_ref(),
+                    "CARGO_CRATE_NAME"
+                        | "CARGO_BIN_NAME"
+                        | "CARGO_PRIMARY_PACKAGE"
+                        | "CARGO_RUSTC_CURRENT_DIR"
+                )
+        })
+        .collect();
+    for k in set_by_run {
+        // SAFETY: first thing in main, before xtask starts any thread:
+        // nothing reads the environment while it changes.
+        unsafe { std::env::remove_var(k) };
+    }
+}
+
 fn main() -> ExitCode {
+    forget_cargo_run_env();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ok = match args.first().map(String::as_str) {
         Some("samples") => samples(),
@@ -272,8 +306,7 @@ fn main() -> ExitCode {
                     // Not the benches: CI builds (and so lints) them, `cargo
                     // xtask bench` runs them; linking each for one untimed
                     // pass cost minutes.
-                    let targets = ["--lib", "--bins", "--tests", "--examples", "--no-fail-fast"];
-                    cargo(&[&["test"][..], &WORKSPACE, &targets].concat())
+                    cargo(&[&["test"][..], &WORKSPACE, &TEST_TARGETS, &["--no-fail-fast"]].concat())
                 })
                 && t.step("doc tests", || cargo(&[&["test"][..], &WORKSPACE, &["--doc"]].concat()))
                 && t.step("guest SDK", || {
@@ -293,6 +326,18 @@ fn main() -> ExitCode {
             a.extend(args[1..].iter().map(String::as_str));
             samples() && cargo(&a)
         }
+        // What `test` runs, and the benches, built (CI builds them while
+        // the set-up installs).
+        Some("build") => {
+            cargo(&[&["test"][..], &WORKSPACE, &TEST_TARGETS, &["--benches", "--no-run"]].concat())
+        }
+        // The builds of `test`'s last steps, the Python wheel and the cross
+        // build, each in a target directory of its own: CI runs this in the
+        // background, at the lowest priority, while the tests run (they
+        // leave much of the machine idle), and those steps then find their
+        // builds done.
+        Some("prebuild") => python::prebuild() && portability::build(),
+        Some("bindings") => bindings::run(),
         Some("faults") => faults(&args[1..]),
         Some("tidy") => tidy::run(),
         Some("setup") => setup::run(),
@@ -316,7 +361,7 @@ fn main() -> ExitCode {
         _ => {
             eprintln!(
                 "usage: cargo xtask \
-                 <test|setup|tidy|samples|bench|faults|attacks|demo|scale|docs|python|portability|installs>"
+                 <test|build|prebuild|bindings|setup|tidy|samples|bench|faults|attacks|demo|scale|docs|python|portability|installs>"
             );
             false
         }

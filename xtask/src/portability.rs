@@ -55,36 +55,10 @@ pub fn run() -> bool {
             &format!("Debian's {}", missing.join(", ")),
         );
     }
-    let (Some(wine), Some(qemu), Some(mingw), Some(arm_gcc)) = (wine, qemu, mingw, arm_gcc) else {
+    let (Some(wine), Some(qemu), Some(mingw), Some(_)) = (wine, qemu, mingw, arm_gcc) else {
         return false;
     };
-    if Command::new("rustup").arg("--version").output().is_ok() {
-        crate::run("rustup", &["target", "add", WINDOWS, AARCH64]);
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    eprintln!("xtask: building andes for {WINDOWS} and {AARCH64}");
-    // Both in one build, which keeps both cores busy where either alone
-    // would wait on one long crate. No debug info: these builds are run,
-    // never debugged, and link faster. Their dependencies are optimised
-    // less than the native build's (opt-level 1 for 2): they compile in
-    // less time, and what the emulated tests run compiles small modules.
-    let built = Command::new(&cargo)
-        .args(["build", "-p", "andes", "--target", WINDOWS, "--target", AARCH64])
-        .args(["--config", "profile.dev.package.\"*\".opt-level=1"])
-        .env("CARGO_PROFILE_DEV_DEBUG", "0")
-        // The Windows build is also its lint: clippy's driver compiles the
-        // workspace's crates as rustc would and lints them as `cargo
-        // clippy` does, warnings denied, so one build both checks and
-        // makes it (the aarch64 build is linted alike).
-        .env("RUSTC_WORKSPACE_WRAPPER", "clippy-driver")
-        .env("CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUSTFLAGS", "-Dwarnings")
-        .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "-Dwarnings")
-        .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", &arm_gcc)
-        .env("CC_aarch64_unknown_linux_gnu", &arm_gcc)
-        .current_dir(root())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !built {
+    if !build() {
         return false;
     }
     let target = crate::target_dir();
@@ -95,7 +69,7 @@ pub fn run() -> bool {
         return false;
     }
     let exe = win_dir.join("andes.exe");
-    if let Err(e) = std::fs::copy(target.join(WINDOWS).join("debug").join("andes.exe"), &exe) {
+    if let Err(e) = std::fs::copy(cross_dir().join(WINDOWS).join("debug").join("andes.exe"), &exe) {
         eprintln!("xtask: copying andes.exe: {e}");
         return false;
     }
@@ -118,7 +92,8 @@ pub fn run() -> bool {
         }
     }
     let prefix = place.join("wine-prefix");
-    let arm_exe = target.join(AARCH64).join("debug").join("andes");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let arm_exe = cross_dir().join(AARCH64).join("debug").join("andes");
     eprintln!(
         "xtask: cargo test --test system -- portability:: (wine: {}, qemu: {})",
         wine.display(),
@@ -136,6 +111,54 @@ pub fn run() -> bool {
         .env("ANDES_QEMU_AARCH64", &qemu)
         .env("ANDES_AARCH64_EXE", &arm_exe)
         .env("ANDES_AARCH64_SYSROOT", AARCH64_SYSROOT)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The target directory of the cross build: its own, so that it can build
+/// beside the tests (CI starts it in the background, `cargo xtask
+/// prebuild`, while they run).
+fn cross_dir() -> PathBuf {
+    crate::target_dir().join("cross")
+}
+
+/// Builds `andes` for Windows and aarch64 Linux into [`cross_dir`]; false
+/// (having said what is missing) without the cross tools.
+pub fn build() -> bool {
+    let Some(arm_gcc) = first(&["aarch64-linux-gnu-gcc"]) else {
+        eprintln!("xtask: the cross build needs Debian's gcc-aarch64-linux-gnu");
+        return false;
+    };
+    if first(&["x86_64-w64-mingw32-gcc"]).is_none() {
+        eprintln!("xtask: the cross build needs Debian's mingw-w64");
+        return false;
+    }
+    if Command::new("rustup").arg("--version").output().is_ok() {
+        crate::run("rustup", &["target", "add", WINDOWS, AARCH64]);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("xtask: building andes for {WINDOWS} and {AARCH64}");
+    // Both in one build, which keeps both cores busy where either alone
+    // would wait on one long crate. No debug info: these builds are run,
+    // never debugged, and link faster. Their dependencies are optimised
+    // less than the native build's (opt-level 1 for 2): they compile in
+    // less time, and what the emulated tests run compiles small modules.
+    Command::new(&cargo)
+        .args(["build", "-p", "andes", "--target", WINDOWS, "--target", AARCH64])
+        .arg("--target-dir")
+        .arg(cross_dir())
+        .args(["--config", "profile.dev.package.\"*\".opt-level=1"])
+        .env("CARGO_PROFILE_DEV_DEBUG", "0")
+        // The Windows build is also its lint: clippy's driver compiles the
+        // workspace's crates as rustc would and lints them as `cargo
+        // clippy` does, warnings denied, so one build both checks and
+        // makes it (the aarch64 build is linted alike).
+        .env("RUSTC_WORKSPACE_WRAPPER", "clippy-driver")
+        .env("CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUSTFLAGS", "-Dwarnings")
+        .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "-Dwarnings")
+        .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", &arm_gcc)
+        .env("CC_aarch64_unknown_linux_gnu", &arm_gcc)
+        .current_dir(root())
         .status()
         .is_ok_and(|s| s.success())
 }

@@ -2,9 +2,8 @@
 //! a wheel, installs it into a venv of its own (`target/python-venv`), and runs its
 //! pytest suite against the `andes` just built.
 //!
-//! The wheel is built with cargo's `dev` profile, so it shares what the test
-//! build already compiled; `pip install ./python` (the README's way) builds the
-//! same crate in release. HTCondor's own `htcondor` package is installed into the
+//! The wheel is built with cargo's `dev` profile, in `target/python`;
+//! `pip install ./python` (the README's way) builds the same crate in release. HTCondor's own `htcondor` package is installed into the
 //! venv when PyPI has it for this machine, for the test that reads andes's job
 //! event logs with HTCondor's reader; without it that test reports NOT RUN.
 
@@ -49,10 +48,10 @@ fn step(what: &str, cmd: &mut Command) -> bool {
     }
 }
 
-/// Builds, installs and tests the Python package; `pytest_args` go to pytest.
-pub fn run(pytest_args: &[String]) -> bool {
-    let target = target();
-    let venv = venv(&target);
+/// The venv with maturin and pytest in it (made, and filled, where missing):
+/// its python.
+fn ready_venv(target: &Path) -> Option<PathBuf> {
+    let venv = venv(target);
     let py = venv.join("bin").join("python3");
     if !py.exists()
         && !step(
@@ -61,45 +60,68 @@ pub fn run(pytest_args: &[String]) -> bool {
         )
     {
         eprintln!("xtask: python3 with its venv module is needed for the Python package");
-        return false;
+        return None;
     }
-    let pip = |args: &[&str]| {
-        let mut c = Command::new(&py);
-        c.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(args);
-        c
-    };
-    if !step("installing maturin and pytest", &mut pip(&["maturin>=1.9,<2", "pytest"])) {
-        return false;
+    if !step("installing maturin and pytest", &mut pip(&py, &["maturin>=1.9,<2", "pytest"])) {
+        return None;
     }
+    Some(py)
+}
+
+fn pip(py: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(py);
+    c.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(args);
+    c
+}
+
+/// Builds the wheel into `out` (emptied first), in cargo's `dev` profile and
+/// a target directory of its own (`target/python`): its features are not the
+/// workspace's, so it would share little with the workspace's build, and
+/// another directory lets it build beside the tests (see [`prebuild`]).
+fn wheel(py: &Path, target: &Path, out: &Path) -> bool {
+    let _ = std::fs::remove_dir_all(out);
+    step(
+        "building the andes wheel (maturin, dev profile)",
+        Command::new(py)
+            .args(["-m", "maturin", "build", "--profile", "dev"])
+            .args(["--manifest-path", "python/Cargo.toml"])
+            .arg("--target-dir")
+            .arg(target.join("python"))
+            .arg("--out")
+            .arg(out)
+            .arg("--interpreter")
+            .arg(py),
+    )
+}
+
+/// Builds the wheel ahead of `run` (CI does, in the background, while the
+/// tests run): `run`'s own build then finds everything built.
+pub fn prebuild() -> bool {
+    let target = target();
+    match ready_venv(&target) {
+        Some(py) => wheel(&py, &target, &target.join("wheels").join("prebuilt")),
+        None => false,
+    }
+}
+
+/// Builds, installs and tests the Python package; `pytest_args` go to pytest.
+pub fn run(pytest_args: &[String]) -> bool {
+    let target = target();
+    let Some(py) = ready_venv(&target) else { return false };
     let has_htcondor = Command::new(&py)
         .args(["-c", "import htcondor2"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_htcondor
-        && !step("installing htcondor (HTCondor's reader of event logs)", &mut pip(&["htcondor"]))
+        && !step(
+            "installing htcondor (HTCondor's reader of event logs)",
+            &mut pip(&py, &["htcondor"]),
+        )
     {
         eprintln!("xtask: htcondor not installed: the event-log cross-check will say NOT RUN");
     }
     let wheels = target.join("wheels").join("dev");
-    let _ = std::fs::remove_dir_all(&wheels);
-    let built = step(
-        "building the andes wheel (maturin, dev profile)",
-        Command::new(&py)
-            .args([
-                "-m",
-                "maturin",
-                "build",
-                "--profile",
-                "dev",
-                "--manifest-path",
-                "python/Cargo.toml",
-            ])
-            .arg("--out")
-            .arg(&wheels)
-            .arg("--interpreter")
-            .arg(&py),
-    );
-    if !built {
+    if !wheel(&py, &target, &wheels) {
         return false;
     }
     let wheel = std::fs::read_dir(&wheels).ok().and_then(|d| {
@@ -109,7 +131,7 @@ pub fn run(pytest_args: &[String]) -> bool {
         eprintln!("xtask: maturin built no wheel into {}", wheels.display());
         return false;
     };
-    let mut install = pip(&["--force-reinstall", "--no-deps"]);
+    let mut install = pip(&py, &["--force-reinstall", "--no-deps"]);
     install.arg(&wheel);
     if !step(&format!("installing {}", wheel.display()), &mut install) {
         return false;
