@@ -17,10 +17,10 @@ use classad::ClassAd;
 
 use crate::api::{
     ChangeRequest, HistoryRequest, NewClusterReply, QueryReply, QueryRequest, SubmitReply,
-    SubmitRequest, SummaryReply, SummaryRequest, Totals, TransferDoneRequest, TransferFileRequest,
+    SubmitRequest, SummaryReply, SummaryRequest, TransferDoneRequest, TransferFileRequest,
     TransferReply, TransferRequest,
 };
-use crate::job::{JobSelector, JobStatus};
+use crate::job::JobSelector;
 use crate::queue::{Actor, ChangeReport, Queue, QueueConfig, QueueError, Submit, parse_constraint};
 use crate::userfs::{Access, Accounts};
 
@@ -651,18 +651,7 @@ async fn summary(
     }
     let st = s.queue.read();
     let rows = st.summary(&req.owners);
-    let mut totals = Totals::default();
-    for v in st.jobs() {
-        totals.jobs += 1;
-        match v.proc.status {
-            JobStatus::Idle => totals.idle += 1,
-            JobStatus::Running | JobStatus::TransferringOutput => totals.running += 1,
-            JobStatus::Held => totals.held += 1,
-            JobStatus::Suspended => totals.suspended += 1,
-            JobStatus::Removed => totals.removed += 1,
-            JobStatus::Completed => totals.completed += 1,
-        }
-    }
+    let totals = st.totals();
     Ok(axum::Json(SummaryReply { schedd: st.schedd_name().to_string(), rows, totals }))
 }
 

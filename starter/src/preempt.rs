@@ -1052,7 +1052,7 @@ mod tests {
         // Garbage where a VMFuncRef should be: pointers into nowhere and to
         // memory without wasmtime's magic. Nothing faults; nothing is used.
         let engine = Engine::default();
-        let module = Module::new(&engine, "(module)").unwrap();
+        let module = Module::new(&engine, wat::parse_str("(module)").unwrap()).unwrap();
         let remote = Remote::new(
             Arc::new(GuestCode::of(&module)),
             &Preempt { _pad: module.clone(), trap_pc: 0, wasm_stack: 0 },

@@ -7,10 +7,10 @@ use crate::attrs::ROUTED_TO;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use classad::{ClassAd, Expr, Value};
+use classad::{AttrName, ClassAd, Expr, Value};
 
 use crate::job::{JobId, JobStatus};
-pub use andes_job::api::{Change, ChangeReport, Submit, SummaryRow, Targets, factor};
+pub use andes_job::api::{Change, ChangeReport, Submit, SummaryRow, Targets, Totals, factor};
 pub use andes_job::files::{SPOOLED_INPUT, module_digest, spooled_inputs};
 
 /// A cluster: what its jobs share.
@@ -171,8 +171,38 @@ impl QueueState {
         self.upload_uses.keys().cloned().collect()
     }
 
+    /// How many jobs of the queue are in each state (one pass over the
+    /// jobs, reading their status only).
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for p in self.jobs.values() {
+            t.jobs += 1;
+            match p.status {
+                JobStatus::Idle => t.idle += 1,
+                JobStatus::Running | JobStatus::TransferringOutput => t.running += 1,
+                JobStatus::Held => t.held += 1,
+                JobStatus::Suspended => t.suspended += 1,
+                JobStatus::Removed => t.removed += 1,
+                JobStatus::Completed => t.completed += 1,
+            }
+        }
+        t
+    }
+
     /// condor_q's summary: one row per (owner, batch), in the order first seen.
+    ///
+    /// Condor_q, the dashboard and scripts ask for it often, and it reads
+    /// every job: the names it looks for are made once (making a name from
+    /// text hashes it and takes the interner's lock), not per job.
     pub fn summary(&self, owners: &[String]) -> Vec<SummaryRow> {
+        static NAMES: std::sync::LazyLock<SummaryNames> =
+            std::sync::LazyLock::new(|| SummaryNames {
+                deferral_time: AttrName::new("DeferralTime"),
+                deferred_until: AttrName::new("JobDeferredUntil"),
+                cron: andes_cron::Field::ALL.map(|f| AttrName::new(f.attribute())),
+            });
+        let names = &*NAMES;
+        let is_cron = |ad: &ClassAd| names.cron.iter().any(|n| ad.lookup(n).is_some());
         let mut rows: Vec<SummaryRow> = Vec::new();
         let mut index: HashMap<(Arc<str>, String), usize> = HashMap::new();
         let mut last_cluster = None;
@@ -182,7 +212,7 @@ impl QueueState {
             if last_cluster != Some(id.cluster) {
                 last_cluster = Some(id.cluster);
                 let Some(c) = self.clusters.get(&id.cluster) else { continue };
-                cluster_cron = andes_cron::Field::ALL.iter().any(|f| c.ad.contains(f.attribute()));
+                cluster_cron = is_cron(&c.ad);
                 if !owners.is_empty() && !owners.iter().any(|o| **o == *c.owner) {
                     row_i = usize::MAX;
                     continue;
@@ -218,18 +248,15 @@ impl QueueState {
                 JobStatus::Idle => {
                     r.idle += 1;
                     // A cron job's next run (its DeferralTime is its own).
-                    if let Some(Expr::Lit(Value::Int(t))) = proc.ad.get("DeferralTime")
-                        && (cluster_cron
-                            || andes_cron::Field::ALL
-                                .iter()
-                                .any(|f| proc.ad.contains(f.attribute())))
+                    if let Some(Expr::Lit(Value::Int(t))) = proc.ad.lookup(&names.deferral_time)
+                        && (cluster_cron || is_cron(&proc.ad))
                     {
                         r.next_run = Some(r.next_run.map_or(*t, |n| n.min(*t)));
                     }
                 }
                 JobStatus::Running | JobStatus::TransferringOutput => {
                     r.run += 1;
-                    if proc.ad.contains("JobDeferredUntil") {
+                    if proc.ad.lookup(&names.deferred_until).is_some() {
                         r.deferred += 1;
                     }
                 }
@@ -250,6 +277,13 @@ impl QueueState {
             _ => 0,
         }
     }
+}
+
+/// The names [`QueueState::summary`] looks for, made once.
+struct SummaryNames {
+    deferral_time: AttrName,
+    deferred_until: AttrName,
+    cron: [AttrName; 5],
 }
 
 /// A cluster's Owner (always a literal: the schedd sets it) and
