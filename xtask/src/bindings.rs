@@ -51,13 +51,10 @@ pub fn run() -> bool {
     let tools = crate::target_dir().join("toolchains").join("wit-bindgen");
     let exe = tools.join("bin").join(format!("wit-bindgen{}", std::env::consts::EXE_SUFFIX));
     if !exe.exists() {
-        let tools_arg = tools.to_string_lossy();
         let version = format!("={VERSION}");
-        let args = ["install", "wit-bindgen-cli", "--locked", "--version", &version, "--root"];
-        let mut all: Vec<&str> = args.to_vec();
-        all.push(&tools_arg);
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        if !crate::run(&cargo, &all) {
+        let root_arg = tools.to_string_lossy();
+        let install = ["install", "wit-bindgen-cli", "--locked", "--version", &version];
+        if !crate::cargo(&[&install[..], &["--root", &root_arg]].concat()) {
             return false;
         }
     }

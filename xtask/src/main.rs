@@ -86,9 +86,13 @@ fn run(program: &str, args: &[&str]) -> bool {
         .unwrap_or(false)
 }
 
+/// The cargo that runs xtask (`CARGO`), else the one on the path.
+pub(crate) fn cargo_program() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
 fn cargo(args: &[&str]) -> bool {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(&cargo, args)
+    run(&cargo_program(), args)
 }
 
 /// Cargo's target directory: `CARGO_TARGET_DIR` if set (relative to the
@@ -199,7 +203,7 @@ fn faults(args: &[String]) -> bool {
     }
     eprintln!("xtask: fault harness, seed {seed}, {seconds} s of faults");
     samples()
-        && Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        && Command::new(cargo_program())
             .args(["test"])
             .args(WORKSPACE)
             .args(["--test", "system", "--", "fault_harness::", "--nocapture"])
@@ -333,9 +337,9 @@ fn main() -> ExitCode {
         }
         // The builds of `test`'s last steps, the Python wheel and the cross
         // build, each in a target directory of its own: CI runs this in the
-        // background, at the lowest priority, while the tests run (they
-        // leave much of the machine idle), and those steps then find their
-        // builds done.
+        // background, at the lowest priority, while the tests run (what
+        // they leave idle, about a fifth of a core, goes to these), and
+        // those steps then find their builds done or under way.
         Some("prebuild") => python::prebuild() && portability::build(),
         Some("bindings") => bindings::run(),
         Some("faults") => faults(&args[1..]),

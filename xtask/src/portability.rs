@@ -92,7 +92,7 @@ pub fn run() -> bool {
         }
     }
     let prefix = place.join("wine-prefix");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let cargo = crate::cargo_program();
     let arm_exe = cross_dir().join(AARCH64).join("debug").join("andes");
     eprintln!(
         "xtask: cargo test --test system -- portability:: (wine: {}, qemu: {})",
@@ -136,7 +136,7 @@ pub fn build() -> bool {
     if Command::new("rustup").arg("--version").output().is_ok() {
         crate::run("rustup", &["target", "add", WINDOWS, AARCH64]);
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let cargo = crate::cargo_program();
     eprintln!("xtask: building andes for {WINDOWS} and {AARCH64}");
     // Both in one build, which keeps both cores busy where either alone
     // would wait on one long crate. No debug info: these builds are run,

@@ -26,13 +26,6 @@ pub fn has_andes(python: &Path) -> bool {
             .is_ok_and(|o| o.status.success())
 }
 
-fn target() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(d) if !d.is_empty() => root().join(d),
-        _ => root().join("target"),
-    }
-}
-
 fn step(what: &str, cmd: &mut Command) -> bool {
     eprintln!("xtask: {what}");
     match cmd.current_dir(root()).status() {
@@ -97,7 +90,7 @@ fn wheel(py: &Path, target: &Path, out: &Path) -> bool {
 /// Builds the wheel ahead of `run` (CI does, in the background, while the
 /// tests run): `run`'s own build then finds everything built.
 pub fn prebuild() -> bool {
-    let target = target();
+    let target = crate::target_dir();
     match ready_venv(&target) {
         Some(py) => wheel(&py, &target, &target.join("wheels").join("prebuilt")),
         None => false,
@@ -106,7 +99,7 @@ pub fn prebuild() -> bool {
 
 /// Builds, installs and tests the Python package; `pytest_args` go to pytest.
 pub fn run(pytest_args: &[String]) -> bool {
-    let target = target();
+    let target = crate::target_dir();
     let Some(py) = ready_venv(&target) else { return false };
     let has_htcondor = Command::new(&py)
         .args(["-c", "import htcondor2"])
@@ -140,8 +133,7 @@ pub fn run(pytest_args: &[String]) -> bool {
     if !andes.exists()
         && !step(
             "building andes",
-            Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-                .args(["build", "-p", "andes"]),
+            Command::new(crate::cargo_program()).args(["build", "-p", "andes"]),
         )
     {
         return false;

@@ -77,7 +77,7 @@ pub fn run() -> bool {
     }
     if !have("mdbook") {
         eprintln!("xtask: installing mdbook");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let cargo = crate::cargo_program();
         if !crate::run(
             &cargo,
             // A debug build: it renders one small book per run, and builds

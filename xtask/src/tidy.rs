@@ -152,7 +152,7 @@ fn git_files(root: &Path) -> Vec<String> {
 
 /// Every edge between workspace crates is allowed.
 fn layering(root: &Path) -> Vec<String> {
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let out = Command::new(crate::cargo_program())
         .args(["metadata", "--format-version", "1", "--no-deps"])
         .current_dir(root)
         .output();
