@@ -39,26 +39,17 @@ pub const FLOAT_ITERATIONS: u32 = 10_000_000;
 ///       (br_if $l (local.get $i)))
 ///     (i32.store (i32.const 0) (local.get $x))))
 /// ```
-pub fn int_module() -> Vec<u8> {
+fn int_module() -> Vec<u8> {
     use wasm_encoder::Instruction as I;
-    loop_module(
-        wasm_encoder::ValType::I32,
-        &[],
-        &{
-            let mut body = vec![
-                I::LocalGet(1),
-                I::I32Const(1664525),
-                I::I32Mul,
-                I::I32Const(1013904223),
-                I::I32Add,
-                I::LocalSet(1),
-            ];
-            body.extend(count_down());
-            body
-        },
-        INT_ITERATIONS,
-        I::I32Store(store_at(2)),
-    )
+    let step = [
+        I::LocalGet(1),
+        I::I32Const(1664525),
+        I::I32Mul,
+        I::I32Const(1013904223),
+        I::I32Add,
+        I::LocalSet(1),
+    ];
+    loop_module(wasm_encoder::ValType::I32, &[], &step, INT_ITERATIONS, I::I32Store(store_at(2)))
 }
 
 /// `x = x * 0.999999 + 0.5`, `FLOAT_ITERATIONS` times:
@@ -76,33 +67,24 @@ pub fn int_module() -> Vec<u8> {
 ///       (br_if $l (local.get $i)))
 ///     (f64.store (i32.const 0) (local.get $x))))
 /// ```
-pub fn float_module() -> Vec<u8> {
+fn float_module() -> Vec<u8> {
     use wasm_encoder::Instruction as I;
     let start = [I::F64Const(1.0.into()), I::LocalSet(1)];
+    let step = [
+        I::LocalGet(1),
+        I::F64Const(0.999999.into()),
+        I::F64Mul,
+        I::F64Const(0.5.into()),
+        I::F64Add,
+        I::LocalSet(1),
+    ];
     loop_module(
         wasm_encoder::ValType::F64,
         &start,
-        &{
-            let mut body = vec![
-                I::LocalGet(1),
-                I::F64Const(0.999999.into()),
-                I::F64Mul,
-                I::F64Const(0.5.into()),
-                I::F64Add,
-                I::LocalSet(1),
-            ];
-            body.extend(count_down());
-            body
-        },
+        &step,
         FLOAT_ITERATIONS,
         I::F64Store(store_at(3)),
     )
-}
-
-/// `$i -= 1`, and round again while it is not zero.
-fn count_down() -> [wasm_encoder::Instruction<'static>; 5] {
-    use wasm_encoder::Instruction as I;
-    [I::LocalGet(0), I::I32Const(1), I::I32Sub, I::LocalSet(0), I::LocalGet(0)]
 }
 
 /// Where both loops leave their result: address 0 of memory 0, naturally
@@ -112,13 +94,13 @@ fn store_at(align: u32) -> wasm_encoder::MemArg {
 }
 
 /// A module exporting one page of memory and `_start`: locals `$i` (i32)
-/// and `$x` (of type `x`); `$i = iterations`, then `start`, then `body` in
-/// a loop that goes round while its last value is not zero, then `$x`
+/// and `$x` (of type `x`); `$i = iterations`, then `start`, then a loop of
+/// `step` and `$i -= 1` that goes round while `$i` is not zero, then `$x`
 /// stored by `store` at address 0 (so that the loop's work is kept).
 fn loop_module(
     x: wasm_encoder::ValType,
     start: &[wasm_encoder::Instruction<'_>],
-    body: &[wasm_encoder::Instruction<'_>],
+    step: &[wasm_encoder::Instruction<'_>],
     iterations: u32,
     store: wasm_encoder::Instruction<'_>,
 ) -> Vec<u8> {
@@ -148,8 +130,11 @@ fn loop_module(
         f.instruction(i);
     }
     f.instruction(&I::Loop(BlockType::Empty));
-    for i in body {
+    for i in step {
         f.instruction(i);
+    }
+    for i in [I::LocalGet(0), I::I32Const(1), I::I32Sub, I::LocalSet(0), I::LocalGet(0)] {
+        f.instruction(&i);
     }
     f.instruction(&I::BrIf(0));
     f.instruction(&I::End);
@@ -235,11 +220,10 @@ mod tests {
     /// Each module is the text its documentation shows, assembled.
     #[test]
     fn the_benchmark_modules_are_the_loops_their_documentation_shows() {
-        for (made, text, n) in [
-            (int_module(), include_doc(0), INT_ITERATIONS),
-            (float_module(), include_doc(1), FLOAT_ITERATIONS),
+        for (made, text, name, n) in [
+            (int_module(), include_doc(0), "INT_ITERATIONS", INT_ITERATIONS),
+            (float_module(), include_doc(1), "FLOAT_ITERATIONS", FLOAT_ITERATIONS),
         ] {
-            let name = if n == INT_ITERATIONS { "INT_ITERATIONS" } else { "FLOAT_ITERATIONS" };
             let text = text.replace(name, &n.to_string());
             let assembled = wat::parse_str(&text).unwrap();
             wasmparser::validate(&made).unwrap();
