@@ -87,10 +87,29 @@ fn wheel(py: &Path, target: &Path, out: &Path) -> bool {
     )
 }
 
+/// Held while the venv or the wheel is being made: CI's [`prebuild`] may
+/// still be building when the tests reach [`run`], and two maturins staging
+/// into one target directory, or two pips into one venv, race (a build
+/// failed so: the one moved the library the other was about to stage).
+fn exclusive(target: &Path) -> Option<std::fs::File> {
+    let path = target.join("python.lock");
+    let locked = std::fs::create_dir_all(target)
+        .and_then(|()| std::fs::File::create(&path))
+        .and_then(|f| f.lock().map(|()| f));
+    match locked {
+        Ok(f) => Some(f),
+        Err(e) => {
+            eprintln!("xtask: cannot lock {}: {e}", path.display());
+            None
+        }
+    }
+}
+
 /// Builds the wheel ahead of `run` (CI does, in the background, while the
 /// tests run): `run`'s own build then finds everything built.
 pub fn prebuild() -> bool {
     let target = crate::target_dir();
+    let Some(_lock) = exclusive(&target) else { return false };
     match ready_venv(&target) {
         Some(py) => wheel(&py, &target, &target.join("wheels").join("prebuilt")),
         None => false,
@@ -100,6 +119,10 @@ pub fn prebuild() -> bool {
 /// Builds, installs and tests the Python package; `pytest_args` go to pytest.
 pub fn run(pytest_args: &[String]) -> bool {
     let target = crate::target_dir();
+    let lock = exclusive(&target);
+    if lock.is_none() {
+        return false;
+    }
     let Some(py) = ready_venv(&target) else { return false };
     let has_htcondor = Command::new(&py)
         .args(["-c", "import htcondor2"])
@@ -129,6 +152,7 @@ pub fn run(pytest_args: &[String]) -> bool {
     if !step(&format!("installing {}", wheel.display()), &mut install) {
         return false;
     }
+    drop(lock);
     let andes = target.join("debug").join(format!("andes{}", std::env::consts::EXE_SUFFIX));
     if !andes.exists()
         && !step(
