@@ -267,6 +267,37 @@ impl Steps {
     }
 }
 
+/// The portability tests and the manual's examples at once: the emulated
+/// hosts leave most of a core idle, which the manual's examples take. The
+/// manual's output is kept in `target/docs.log` and printed after, whole.
+fn portability_beside_docs() -> bool {
+    let log_path = target_dir().join("docs.log");
+    let docs = std::fs::File::create(&log_path).and_then(|log| {
+        let exe = std::env::current_exe()?;
+        Command::new(exe).arg("docs").stdout(log.try_clone()?).stderr(log).spawn()
+    });
+    let mut docs = match docs {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("xtask: starting the manual's examples ({}): {e}", log_path.display());
+            return false;
+        }
+    };
+    let portable = portability::run();
+    let documented = docs.wait().is_ok_and(|s| s.success());
+    eprintln!(
+        "xtask: the manual's examples (cargo xtask docs), as they ran beside the portability tests:"
+    );
+    match std::fs::read_to_string(&log_path) {
+        Ok(text) => eprint!("{text}"),
+        Err(e) => eprintln!("xtask: {}: {e}", log_path.display()),
+    }
+    if !documented {
+        eprintln!("xtask: the manual's examples FAILED (above)");
+    }
+    portable && documented
+}
+
 /// Takes out what `cargo run` (so `cargo xtask`) sets for the program it
 /// runs, so that every cargo xtask starts sees the environment of a `cargo`
 /// typed at the prompt. Cargo compares the variables a build script watches
@@ -319,8 +350,7 @@ fn main() -> ExitCode {
                 && t.step("as root", as_root_tests)
                 && t.step("installs", installs)
                 && t.step("python", || python::run(&[]))
-                && t.step("portability", portability::run)
-                && t.step("docs", || docs::run(&[]));
+                && t.step("portability and docs", portability_beside_docs);
             t.report();
             ok
         }
