@@ -33,6 +33,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ("classad", &[]),
     ("andes-config", &["classad"]),
     ("andes-cron", &["classad"]),
+    ("andes-dag", &[]),
     ("andes-compile", &[]),
     ("andes-snapshot", &["andes-beneath"]),
     ("andes-protocol", &["classad", "andes-beneath"]),

@@ -1,0 +1,3 @@
+//! andes-dag's integration tests, in one binary.
+
+mod language;
