@@ -20,6 +20,10 @@
 //! with its place (never ignored): `SPLICE` and its `CONNECT`, `PIN_IN` and
 //! `PIN_OUT`.
 //!
+//! [`run::Run`] is how the DAG then runs, as a pure state machine: which
+//! scripts and jobs start when, within the throttles, what decides a node,
+//! its retries, ABORT-DAG-ON, the FINAL node and the DAG's exit.
+//!
 //! Everything input can grow is bounded ([`Limits`]): the bytes of a file,
 //! the depth of `INCLUDE`s, the nodes, the edges, a line, an inline submit
 //! description.
@@ -31,6 +35,7 @@ use std::path::{Path, PathBuf};
 
 mod check;
 mod parse;
+pub mod run;
 
 pub use parse::{parse_file, parse_str};
 

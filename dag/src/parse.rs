@@ -338,6 +338,18 @@ impl Parser {
         Ok(vec![self.id(l, name)?])
     }
 
+    /// [`Self::targets`] for a command the FINAL node takes no part in
+    /// (RETRY, ABORT-DAG-ON, PRIORITY, CATEGORY): naming it is refused.
+    fn not_final(&self, l: &Line, key: &str, name: &str) -> Result<Vec<NodeId>, DagError> {
+        let ids = self.targets(l, name)?;
+        if let [id] = ids[..]
+            && Some(id) == self.dag.final_node
+        {
+            return self.err(l, format!("{name} is the FINAL node, which takes no {key}"));
+        }
+        Ok(ids)
+    }
+
     fn id(&self, l: &Line, name: &str) -> Result<NodeId, DagError> {
         match self.dag.by_name.get(name) {
             Some(&i) => Ok(i),
@@ -395,7 +407,7 @@ impl Parser {
                     }
                 };
                 self.no_more(l, &words, if unless_exit.is_some() { 5 } else { 3 }, USAGE)?;
-                for id in self.targets(l, name)? {
+                for id in self.not_final(l, "RETRY", name)? {
                     self.dag.nodes[id as usize].retry = Some(Retry { times, unless_exit });
                 }
                 Ok(())
@@ -423,7 +435,7 @@ impl Parser {
                 let Some(name) = words.get(1) else { return self.err(l, USAGE) };
                 let v: i64 = self.int(l, "PRIORITY's value", words.get(2))?;
                 self.no_more(l, &words, 3, USAGE)?;
-                for id in self.targets(l, name)? {
+                for id in self.not_final(l, "PRIORITY", name)? {
                     self.dag.nodes[id as usize].priority = v;
                 }
                 Ok(())
@@ -434,7 +446,7 @@ impl Parser {
                     return self.err(l, USAGE);
                 };
                 self.no_more(l, &words, 3, USAGE)?;
-                for id in self.targets(l, name)? {
+                for id in self.not_final(l, "CATEGORY", name)? {
                     self.dag.nodes[id as usize].category = Some(cat.to_string());
                 }
                 Ok(())
@@ -461,7 +473,7 @@ impl Parser {
                     }
                 };
                 self.no_more(l, &words, if dag_return.is_some() { 5 } else { 3 }, USAGE)?;
-                for id in self.targets(l, name)? {
+                for id in self.not_final(l, "ABORT-DAG-ON", name)? {
                     self.dag.nodes[id as usize].abort_on = Some(AbortOn { exit, dag_return });
                 }
                 Ok(())

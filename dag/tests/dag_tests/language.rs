@@ -514,3 +514,13 @@ fn every_command_of_the_quick_reference_is_known() {
         }
     }
 }
+
+/// The FINAL node takes no part in RETRY, ABORT-DAG-ON, PRIORITY or CATEGORY.
+#[test]
+fn the_final_node_takes_no_retry_priority_category_or_abort() {
+    for cmd in ["RETRY F 1", "ABORT-DAG-ON F 1", "PRIORITY F 1", "CATEGORY F c"] {
+        let e = refused(&format!("FINAL F f.sub\n{cmd}\n"));
+        let key = cmd.split(' ').next().unwrap();
+        assert_eq!(e.to_string(), format!("test.dag:2: F is the FINAL node, which takes no {key}"));
+    }
+}

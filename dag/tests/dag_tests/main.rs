@@ -1,3 +1,4 @@
 //! andes-dag's integration tests, in one binary.
 
 mod language;
+mod run;
