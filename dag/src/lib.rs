@@ -24,6 +24,9 @@
 //! scripts and jobs start when, within the throttles, what decides a node,
 //! its retries, ABORT-DAG-ON, the FINAL node and the DAG's exit.
 //!
+//! [`rescue`] writes the rescue DAG of a run that left work undone, and
+//! reads it back over the DAG so that only that work runs again.
+//!
 //! Everything input can grow is bounded ([`Limits`]): the bytes of a file,
 //! the depth of `INCLUDE`s, the nodes, the edges, a line, an inline submit
 //! description.
@@ -35,6 +38,7 @@ use std::path::{Path, PathBuf};
 
 mod check;
 mod parse;
+pub mod rescue;
 pub mod run;
 
 pub use parse::{parse_file, parse_str};

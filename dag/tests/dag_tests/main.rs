@@ -1,4 +1,5 @@
 //! andes-dag's integration tests, in one binary.
 
 mod language;
+mod rescue;
 mod run;
