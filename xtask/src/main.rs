@@ -268,22 +268,26 @@ impl Steps {
 }
 
 /// The portability tests and the manual's examples at once: the emulated
-/// hosts leave most of a core idle, which the manual's examples take. The
+/// hosts leave most of a core idle, which the manual's examples take (they
+/// begin once the cross build is done, which they would only slow). The
 /// manual's output is kept in `target/docs.log` and printed after, whole.
 fn portability_beside_docs() -> bool {
     let log_path = target_dir().join("docs.log");
-    let docs = std::fs::File::create(&log_path).and_then(|log| {
-        let exe = std::env::current_exe()?;
-        Command::new(exe).arg("docs").stdout(log.try_clone()?).stderr(log).spawn()
-    });
-    let mut docs = match docs {
+    let spawn = || {
+        std::fs::File::create(&log_path).and_then(|log| {
+            let exe = std::env::current_exe()?;
+            Command::new(exe).arg("docs").stdout(log.try_clone()?).stderr(log).spawn()
+        })
+    };
+    let mut started = None;
+    let portable = portability::run_after_build(|| started = Some(spawn()));
+    let mut docs = match started.unwrap_or_else(spawn) {
         Ok(child) => child,
         Err(e) => {
             eprintln!("xtask: starting the manual's examples ({}): {e}", log_path.display());
             return false;
         }
     };
-    let portable = portability::run();
     let documented = docs.wait().is_ok_and(|s| s.success());
     eprintln!(
         "xtask: the manual's examples (cargo xtask docs), as they ran beside the portability tests:"

@@ -34,6 +34,12 @@ fn first(candidates: &[&str]) -> Option<PathBuf> {
 /// Runs the portability tests; `true` when they pass (or cannot run here and
 /// [`crate::ALLOW_NOT_RUN`] says that may be so).
 pub fn run() -> bool {
+    run_after_build(|| {})
+}
+
+/// [`run`], calling `built` once the cross build is done, as the emulated
+/// tests begin (what leaves cores idle may start then).
+pub fn run_after_build(built: impl FnOnce()) -> bool {
     let wine = first(&["/usr/lib/wine/wine64", "wine64"]);
     let qemu = first(&["qemu-aarch64-static", "qemu-aarch64"]);
     let mingw = first(&["x86_64-w64-mingw32-gcc"]);
@@ -61,6 +67,7 @@ pub fn run() -> bool {
     if !build() {
         return false;
     }
+    built();
     let target = crate::target_dir();
     let place = target.join("portability");
     let win_dir = place.join("windows");
