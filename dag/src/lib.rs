@@ -24,6 +24,8 @@
 //! scripts and jobs start when, within the throttles, what decides a node,
 //! its retries, ABORT-DAG-ON, the FINAL node and the DAG's exit.
 //!
+//! [`dot`] draws the DAG for Graphviz (the `DOT` command), by state as it runs.
+//!
 //! [`rescue`] writes the rescue DAG of a run that left work undone, and
 //! reads it back over the DAG so that only that work runs again.
 //!
@@ -37,6 +39,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 mod check;
+pub mod dot;
 mod parse;
 pub mod rescue;
 pub mod run;
