@@ -144,8 +144,14 @@ pub struct Run<'d> {
     abort_exit: i32,
     /// Parents not yet succeeded, per node.
     waiting_on: Vec<u32>,
-    /// Ready nodes by (priority descending, definition order).
-    ready: BTreeSet<(i64, NodeId)>,
+    /// Nodes whose PRE script may start, by (priority descending, definition order).
+    ready_pre: BTreeSet<(i64, NodeId)>,
+    /// Nodes whose job may be submitted, likewise.
+    ready_submit: BTreeSet<(i64, NodeId)>,
+    /// Nodes whose job waits for its category's MAXJOBS, by category, likewise.
+    held_by_category: std::collections::HashMap<&'d str, BTreeSet<(i64, NodeId)>>,
+    /// Nodes whose POST script waits for `max_post`, in the order their jobs ended.
+    ready_post: std::collections::VecDeque<NodeId>,
     jobs: u32,
     pres: u32,
     posts: u32,
@@ -176,7 +182,10 @@ impl<'d> Run<'d> {
             pending_return: vec![0; n],
             abort_exit: 0,
             waiting_on: dag.parents.iter().map(|p| p.len() as u32).collect(),
-            ready: BTreeSet::new(),
+            ready_pre: BTreeSet::new(),
+            ready_submit: BTreeSet::new(),
+            held_by_category: Default::default(),
+            ready_post: Default::default(),
             jobs: 0,
             pres: 0,
             posts: 0,
@@ -186,9 +195,17 @@ impl<'d> Run<'d> {
             final_started: false,
             finished: false,
         };
-        for i in 0..n as NodeId {
-            if dag.nodes[i as usize].done {
-                run.succeed(i);
+        // DONE nodes (a rescue DAG's) first, all of them, then what they free.
+        for (i, node) in dag.nodes.iter().enumerate() {
+            if node.done {
+                run.state[i] = State::Done;
+            }
+        }
+        for (i, node) in dag.nodes.iter().enumerate() {
+            if node.done {
+                for &c in &dag.children[i] {
+                    run.waiting_on[c as usize] -= 1;
+                }
             }
         }
         for i in 0..n as NodeId {
@@ -268,6 +285,7 @@ impl<'d> Run<'d> {
                     // The job never ran: `$RETURN` says so.
                     self.pending_return[id as usize] = -1004;
                     self.state[id as usize] = State::ReadyForPost;
+                    self.ready_post.push_back(id);
                 } else {
                     self.fail(id, code);
                 }
@@ -311,10 +329,17 @@ impl<'d> Run<'d> {
             && let Some(n) = self.per_category.get_mut(c.as_str())
         {
             *n -= 1;
+            // The first node its category held may go now.
+            if let Some(held) = self.held_by_category.get_mut(c.as_str())
+                && let Some(first) = held.pop_first()
+            {
+                self.ready_submit.insert(first);
+            }
         }
         if node.post.is_some() {
             self.pending_return[id as usize] = code;
             self.state[id as usize] = State::ReadyForPost;
+            self.ready_post.push_back(id);
             return None;
         }
         if let Some(steps) = self.abort_on(id, code) {
@@ -360,19 +385,27 @@ impl<'d> Run<'d> {
                 *s = State::Waiting;
             }
         }
-        self.ready.clear();
+        self.ready_pre.clear();
+        self.ready_submit.clear();
+        self.held_by_category.clear();
+        self.ready_post.clear();
         (self.jobs, self.pres, self.posts) = (0, 0, 0);
         self.per_category.clear();
     }
 
     fn make_ready(&mut self, id: NodeId) {
         self.state[id as usize] = State::Ready;
-        self.ready.insert((-self.dag.nodes[id as usize].priority, id));
+        let key = (-self.dag.nodes[id as usize].priority, id);
+        if self.dag.nodes[id as usize].pre.is_some() {
+            self.ready_pre.insert(key);
+        } else {
+            self.ready_submit.insert(key);
+        }
     }
 
     fn ready_to_submit(&mut self, id: NodeId) {
         self.state[id as usize] = State::ReadyToSubmit;
-        self.ready.insert((-self.dag.nodes[id as usize].priority, id));
+        self.ready_submit.insert((-self.dag.nodes[id as usize].priority, id));
     }
 
     fn succeed(&mut self, id: NodeId) {
@@ -415,62 +448,49 @@ impl<'d> Run<'d> {
     }
 
     /// Starts what may start, within the throttles; ends the DAG when
-    /// nothing runs and nothing can.
+    /// nothing runs and nothing can. Each start costs a few set operations:
+    /// nodes waiting on a throttle are not looked at again until it opens.
     fn advance(&mut self) -> Vec<Step> {
         let mut steps = Vec::new();
-        {
-            let mut deferred = Vec::new();
-            while let Some(&(p, id)) = self.ready.iter().next() {
-                self.ready.remove(&(p, id));
-                match self.state[id as usize] {
-                    State::Ready if self.dag.nodes[id as usize].pre.is_some() => {
-                        if self.opts.max_pre > 0 && self.pres >= self.opts.max_pre {
-                            deferred.push((p, id));
-                            continue;
-                        }
-                        self.pres += 1;
-                        self.state[id as usize] = State::Pre;
-                        steps.push(Step::RunPre { node: id, retry: self.retries[id as usize] });
-                    }
-                    State::Ready | State::ReadyToSubmit => {
-                        let node = &self.dag.nodes[id as usize];
-                        if node.noop {
-                            // No job: it "exits" 0 at once.
-                            self.state[id as usize] = State::Submitted;
-                            self.jobs += 1;
-                            if let Some(c) = &node.category {
-                                *self.per_category.entry(c.as_str()).or_default() += 1;
-                            }
-                            if let Some(aborted) = self.job_ended(id, 0) {
-                                steps.extend(aborted);
-                                return steps;
-                            }
-                            continue;
-                        }
-                        if (self.opts.max_jobs > 0 && self.jobs >= self.opts.max_jobs)
-                            || self.category_full(id)
-                        {
-                            self.state[id as usize] = State::ReadyToSubmit;
-                            deferred.push((p, id));
-                            continue;
-                        }
-                        self.jobs += 1;
-                        if let Some(c) = &node.category {
-                            *self.per_category.entry(c.as_str()).or_default() += 1;
-                        }
-                        self.state[id as usize] = State::Submitted;
-                        steps.push(Step::Submit { node: id, retry: self.retries[id as usize] });
-                    }
-                    _ => {}
+        loop {
+            let pre_open = self.opts.max_pre == 0 || self.pres < self.opts.max_pre;
+            let job_open = self.opts.max_jobs == 0 || self.jobs < self.opts.max_jobs;
+            let post_open = self.opts.max_post == 0 || self.posts < self.opts.max_post;
+            if pre_open && let Some((_, id)) = self.ready_pre.pop_first() {
+                if self.state[id as usize] != State::Ready {
+                    continue;
                 }
-            }
-            self.ready.extend(deferred);
-        }
-        // POST scripts waiting for a throttle (and those just made ready).
-        for id in 0..self.dag.nodes.len() as NodeId {
-            if self.state[id as usize] == State::ReadyForPost
-                && (self.opts.max_post == 0 || self.posts < self.opts.max_post)
-            {
+                self.pres += 1;
+                self.state[id as usize] = State::Pre;
+                steps.push(Step::RunPre { node: id, retry: self.retries[id as usize] });
+            } else if job_open && let Some(key) = self.ready_submit.pop_first() {
+                let id = key.1;
+                if !matches!(self.state[id as usize], State::Ready | State::ReadyToSubmit) {
+                    continue;
+                }
+                let node = &self.dag.nodes[id as usize];
+                if let Some(c) = &node.category
+                    && self.category_full(id)
+                {
+                    self.state[id as usize] = State::ReadyToSubmit;
+                    self.held_by_category.entry(c.as_str()).or_default().insert(key);
+                    continue;
+                }
+                self.jobs += 1;
+                if let Some(c) = &node.category {
+                    *self.per_category.entry(c.as_str()).or_default() += 1;
+                }
+                self.state[id as usize] = State::Submitted;
+                if node.noop {
+                    // No job: it "exits" 0 at once.
+                    if let Some(aborted) = self.job_ended(id, 0) {
+                        steps.extend(aborted);
+                        return steps;
+                    }
+                    continue;
+                }
+                steps.push(Step::Submit { node: id, retry: self.retries[id as usize] });
+            } else if post_open && let Some(id) = self.ready_post.pop_front() {
                 self.posts += 1;
                 self.state[id as usize] = State::Post;
                 steps.push(Step::RunPost {
@@ -479,6 +499,8 @@ impl<'d> Run<'d> {
                     job_return: self.pending_return[id as usize],
                     pre_return: self.pre_return[id as usize],
                 });
+            } else {
+                break;
             }
         }
         steps.extend(self.maybe_finish());
@@ -499,18 +521,14 @@ impl<'d> Run<'d> {
         if self.finished {
             return Vec::new();
         }
-        let busy = self.state.iter().zip(&self.dag.nodes).any(|(s, n)| {
-            n.kind != NodeKind::Service
-                && matches!(
-                    s,
-                    State::Ready
-                        | State::Pre
-                        | State::ReadyToSubmit
-                        | State::Submitted
-                        | State::ReadyForPost
-                        | State::Post
-                )
-        });
+        // Waiting on a throttle, or running: counted, not searched for.
+        let busy = !self.ready_pre.is_empty()
+            || !self.ready_submit.is_empty()
+            || self.held_by_category.values().any(|h| !h.is_empty())
+            || !self.ready_post.is_empty()
+            || self.jobs > 0
+            || self.pres > 0
+            || self.posts > 0;
         if busy {
             return Vec::new();
         }

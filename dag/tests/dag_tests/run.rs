@@ -202,7 +202,7 @@ fn script_throttles() {
     let (a, b) = (d.by_name["A"], d.by_name["B"]);
     let mut r = Run::new(&d, Options { max_pre: 1, max_post: 1, ..Options::default() }).unwrap();
     assert_eq!(named(&d, &r.start()), ["pre A 0"]);
-    assert_eq!(named(&d, &r.on(Event::PreExited(a, 0))), ["submit A 0", "pre B 0"]);
+    assert_eq!(named(&d, &r.on(Event::PreExited(a, 0))), ["pre B 0", "submit A 0"]);
     assert_eq!(named(&d, &r.on(Event::PreExited(b, 0))), ["submit B 0"]);
     assert_eq!(named(&d, &r.on(Event::JobEnded(a, 0))), ["post A 0 0 0"]);
     assert!(r.on(Event::JobEnded(b, 0)).is_empty(), "B's POST waits for A's");
@@ -244,4 +244,53 @@ fn provisioner_nodes_are_refused_not_ignored() {
     let d = dag("PROVISIONER P p.sub\nJOB A a\n");
     let e = Run::new(&d, Options::default()).unwrap_err();
     assert_eq!(e, "t.dag:1: PROVISIONER nodes are not run by andes yet (P)");
+}
+
+/// A 1,000 x 100 fan-out and fan-in (100,002 nodes) runs to its end under
+/// -maxjobs 100: every event costs a few set operations, not a walk over
+/// the nodes (which made this quadratic).
+#[test]
+fn a_hundred_thousand_nodes_run_to_the_end() {
+    let mut t = String::from("JOB top t.sub\nJOB bottom b.sub\nCATEGORY top c\nMAXJOBS c 1\n");
+    for i in 0..1000 {
+        for j in 0..100 {
+            t.push_str(&format!("JOB n{i}_{j} n.sub\n"));
+        }
+        t.push_str(&format!(
+            "PARENT top CHILD {}\n",
+            (0..100).map(|j| format!("n{i}_{j}")).collect::<Vec<_>>().join(" ")
+        ));
+        t.push_str(&format!(
+            "PARENT {} CHILD bottom\n",
+            (0..100).map(|j| format!("n{i}_{j}")).collect::<Vec<_>>().join(" ")
+        ));
+    }
+    let d = dag(&t);
+    let mut r = Run::new(&d, Options { max_jobs: 100, ..Options::default() }).unwrap();
+    let mut queue = std::collections::VecDeque::new();
+    let mut submitted = 0usize;
+    let mut most = 0usize;
+    let mut take =
+        |steps: Vec<Step>, queue: &mut std::collections::VecDeque<NodeId>| -> Option<i32> {
+            for s in steps {
+                match s {
+                    Step::Submit { node, .. } => {
+                        submitted += 1;
+                        queue.push_back(node);
+                    }
+                    Step::Finished { exit, .. } => return Some(exit),
+                    other => panic!("{other:?}"),
+                }
+            }
+            None
+        };
+    let mut end = take(r.start(), &mut queue);
+    while end.is_none() {
+        most = most.max(queue.len());
+        let node = queue.pop_front().expect("something runs until the end");
+        end = take(r.on(Event::JobEnded(node, 0)), &mut queue);
+    }
+    assert_eq!(end, Some(0));
+    assert_eq!(submitted, 100_002);
+    assert_eq!(most, 100, "-maxjobs holds");
 }
