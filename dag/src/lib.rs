@@ -44,7 +44,7 @@ mod parse;
 pub mod rescue;
 pub mod run;
 
-pub use parse::{parse_file, parse_str};
+pub use parse::{DagFiles, Disk, parse_file, parse_str};
 
 /// A place in a DAG input file: where a command is.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,23 +6,56 @@ use std::path::{Path, PathBuf};
 
 use crate::*;
 
-/// Reads the DAG input file `path` and the files it includes, and checks the
-/// DAG whole. Relative paths in `INCLUDE` are taken from `base` (DAGMan's
+/// Where a DAG's files are read from: the disk as the process sees it
+/// ([`Disk`]), or whatever the caller lets the DAG's owner read.
+pub trait DagFiles {
+    /// The file `path` (as the DAG names it), whole, as UTF-8, if it holds at
+    /// most `limit` bytes; else what is wrong, naming the file.
+    fn read(&self, path: &Path, limit: u64) -> Result<String, String>;
+}
+
+/// Files on disk, relative paths taken from a base directory (DAGMan's
 /// working directory: where the DAG was submitted, or the DAG file's own
 /// directory under `-usedagdir`).
-pub fn parse_file(path: &Path, base: &Path, limits: &Limits) -> Result<Dag, DagError> {
+#[derive(Clone, Copy, Debug)]
+pub struct Disk<'a> {
+    base: &'a Path,
+}
+
+impl<'a> Disk<'a> {
+    /// Files beneath `base`.
+    pub fn new(base: &'a Path) -> Disk<'a> {
+        Disk { base }
+    }
+}
+
+impl DagFiles for Disk<'_> {
+    fn read(&self, path: &Path, limit: u64) -> Result<String, String> {
+        read_bounded(&self.base.join(path), limit)
+    }
+}
+
+/// Reads the DAG input file `path` and the files it includes from `files`,
+/// and checks the DAG whole.
+pub fn parse_file(path: &Path, files: &dyn DagFiles, limits: &Limits) -> Result<Dag, DagError> {
     let at = Place { file: path.to_path_buf(), line: 0 };
-    let text = read_bounded(&base.join(path), limits.file_bytes)
-        .map_err(|message| DagError { place: at, message })?;
-    parse_str(path, &text, base, limits)
+    let text =
+        files.read(path, limits.file_bytes).map_err(|message| DagError { place: at, message })?;
+    parse_str(path, &text, files, limits)
 }
 
 /// Parses `text` as the DAG input file named `name` (for places in errors);
-/// the files it includes are read from beneath `base`.
-pub fn parse_str(name: &Path, text: &str, base: &Path, limits: &Limits) -> Result<Dag, DagError> {
+/// the files it includes are read from `files`.
+pub fn parse_str(
+    name: &Path,
+    text: &str,
+    files: &dyn DagFiles,
+    limits: &Limits,
+) -> Result<Dag, DagError> {
     let mut lines = Vec::new();
-    let mut files = vec![name.to_path_buf()];
-    gather(text, 0, base, limits, &mut files, &mut lines, 0)?;
+    let mut names = vec![name.to_path_buf()];
+    gather(text, 0, files, limits, &mut names, &mut lines, 0)?;
+    let files = names;
     let mut p = Parser { dag: Dag::default(), files, limits: *limits, edges: 0 };
     for l in &lines {
         p.define(l)?;
@@ -61,11 +94,11 @@ struct Line {
 }
 
 /// Splits `text` (file number `file`) into commands, splicing in the files
-/// its `INCLUDE`s name, `depth` includes deep.
+/// its `INCLUDE`s name (read from `source`), `depth` includes deep.
 fn gather(
     text: &str,
     file: u16,
-    base: &Path,
+    source: &dyn DagFiles,
     limits: &Limits,
     files: &mut Vec<PathBuf>,
     out: &mut Vec<Line>,
@@ -103,14 +136,15 @@ fn gather(
                     ),
                 });
             }
-            let included = read_bounded(&base.join(name), limits.file_bytes)
+            let included = source
+                .read(Path::new(name), limits.file_bytes)
                 .map_err(|message| DagError { place: place(), message })?;
             let n = u16::try_from(files.len()).map_err(|_| DagError {
                 place: place(),
                 message: "more than 65,535 included files".into(),
             })?;
             files.push(PathBuf::from(name));
-            gather(&included, n, base, limits, files, out, depth + 1)?;
+            gather(&included, n, source, limits, files, out, depth + 1)?;
             continue;
         }
         // An inline submit description: `JOB A {`, `FINAL F {`,

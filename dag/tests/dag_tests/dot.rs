@@ -11,7 +11,7 @@ fn the_diamond_as_graphviz_reads_it() {
     let d = parse_str(
         Path::new("diamond.dag"),
         "JOB A A.sub\nJOB B B.sub\nJOB C C.sub\nJOB D D.sub\nFINAL F f.sub\nPARENT A CHILD B C\nPARENT B C CHILD D\nDOT dag.dot\n",
-        Path::new("."),
+        &Disk::new(Path::new(".")),
         &Limits::default(),
     )
     .unwrap();
@@ -60,7 +60,7 @@ fn names_are_quoted() {
     let d = parse_str(
         Path::new("q.dag"),
         "JOB a\"b x.sub\nJOB c\\d y.sub\nPARENT a\"b CHILD c\\d\n",
-        Path::new("."),
+        &Disk::new(Path::new(".")),
         &Limits::default(),
     )
     .unwrap();

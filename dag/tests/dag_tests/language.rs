@@ -6,7 +6,12 @@ use std::path::Path;
 use andes_dag::*;
 
 fn parse(text: &str) -> Result<Dag, DagError> {
-    parse_str(Path::new("test.dag"), text, Path::new("/nonexistent"), &Limits::default())
+    parse_str(
+        Path::new("test.dag"),
+        text,
+        &Disk::new(Path::new("/nonexistent")),
+        &Limits::default(),
+    )
 }
 
 fn refused(text: &str) -> DagError {
@@ -239,24 +244,36 @@ fn include_splices_a_file_and_its_places() {
         "JOB A a.sub\nINCLUDE nodes.dag\nPARENT A CHILD B C\n",
     )
     .unwrap();
-    let dag = parse_file(Path::new("main.dag"), dir.path(), &Limits::default()).unwrap();
+    let dag =
+        parse_file(Path::new("main.dag"), &Disk::new(dir.path()), &Limits::default()).unwrap();
     assert_eq!(dag.nodes.len(), 3);
     assert_eq!(dag.node("C").unwrap().place.to_string(), "nodes.dag:3");
-    let e = parse_str(Path::new("m.dag"), "INCLUDE bad.dag\n", dir.path(), &Limits::default())
-        .unwrap_err();
+    let e = parse_str(
+        Path::new("m.dag"),
+        "INCLUDE bad.dag\n",
+        &Disk::new(dir.path()),
+        &Limits::default(),
+    )
+    .unwrap_err();
     assert_eq!(e.to_string(), "bad.dag:2: no node is named Q");
-    let e = parse_str(Path::new("m.dag"), "INCLUDE self.dag\n", dir.path(), &Limits::default())
-        .unwrap_err();
+    let e = parse_str(
+        Path::new("m.dag"),
+        "INCLUDE self.dag\n",
+        &Disk::new(dir.path()),
+        &Limits::default(),
+    )
+    .unwrap_err();
     assert!(e.message.contains("nested more than 32 deep"), "{e}");
     let e = parse_str(
         Path::new("m.dag"),
         "JOB A a.sub\nINCLUDE missing.dag\n",
-        dir.path(),
+        &Disk::new(dir.path()),
         &Limits::default(),
     )
     .unwrap_err();
     assert!(e.to_string().starts_with("m.dag:2: cannot read"), "{e}");
-    let e = parse_file(Path::new("none.dag"), dir.path(), &Limits::default()).unwrap_err();
+    let e =
+        parse_file(Path::new("none.dag"), &Disk::new(dir.path()), &Limits::default()).unwrap_err();
     assert!(e.to_string().starts_with("none.dag:0: cannot read"), "{e}");
 }
 
@@ -392,8 +409,11 @@ fn a_cycle_is_named() {
 fn limits_hold() {
     let small =
         Limits { nodes: 2, edges: 3, line_bytes: 40, inline_bytes: 20, ..Limits::default() };
-    let p =
-        |t: &str| parse_str(Path::new("t.dag"), t, Path::new("."), &small).unwrap_err().to_string();
+    let p = |t: &str| {
+        parse_str(Path::new("t.dag"), t, &Disk::new(Path::new(".")), &small)
+            .unwrap_err()
+            .to_string()
+    };
     assert_eq!(p("JOB A a\nJOB B b\nJOB C c\n"), "t.dag:3: more than 2 nodes");
     assert_eq!(
         p(
@@ -412,10 +432,11 @@ fn limits_hold() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("big.dag"), "JOB A a.sub\n".repeat(10)).unwrap();
     let tiny = Limits { file_bytes: 50, ..Limits::default() };
-    let e = parse_file(Path::new("big.dag"), dir.path(), &tiny).unwrap_err();
+    let e = parse_file(Path::new("big.dag"), &Disk::new(dir.path()), &tiny).unwrap_err();
     assert!(e.message.ends_with("is larger than 50 bytes"), "{e}");
     std::fs::write(dir.path().join("bin.dag"), [0xff, 0xfe, b'\n']).unwrap();
-    let e = parse_file(Path::new("bin.dag"), dir.path(), &Limits::default()).unwrap_err();
+    let e =
+        parse_file(Path::new("bin.dag"), &Disk::new(dir.path()), &Limits::default()).unwrap_err();
     assert!(e.message.contains("is not UTF-8 text (byte 0)"), "{e}");
 }
 
@@ -523,4 +544,32 @@ fn the_final_node_takes_no_retry_priority_category_or_abort() {
         let key = cmd.split(' ').next().unwrap();
         assert_eq!(e.to_string(), format!("test.dag:2: F is the FINAL node, which takes no {key}"));
     }
+}
+
+/// Every file a DAG names is read through the caller's [`DagFiles`]: a DAG run
+/// for its owner reads only what the owner may, and a refusal is placed.
+#[test]
+fn files_are_read_only_through_the_callers_reader() {
+    struct OwnerMay;
+    impl DagFiles for OwnerMay {
+        fn read(&self, path: &Path, _limit: u64) -> Result<String, String> {
+            match path.to_str() {
+                Some("mine.dag") => Ok("JOB B b.sub\n".into()),
+                _ => Err(format!("{}: the DAG's owner may not read it", path.display())),
+            }
+        }
+    }
+    let ok =
+        parse_str(Path::new("d.dag"), "JOB A a\nINCLUDE mine.dag\n", &OwnerMay, &Limits::default());
+    assert_eq!(ok.unwrap().nodes.len(), 2);
+    let e = parse_str(
+        Path::new("d.dag"),
+        "JOB A a\nINCLUDE /etc/shadow\n",
+        &OwnerMay,
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "d.dag:2: /etc/shadow: the DAG's owner may not read it");
+    let e = parse_file(Path::new("other.dag"), &OwnerMay, &Limits::default()).unwrap_err();
+    assert_eq!(e.to_string(), "other.dag:0: other.dag: the DAG's owner may not read it");
 }

@@ -10,7 +10,7 @@ const DAG: &str =
     "JOB A a\nJOB B b\nJOB C c\nJOB D d\nFINAL F f\nPARENT A CHILD B C\nPARENT B C CHILD D\n";
 
 fn dag() -> Dag {
-    parse_str(Path::new("x.dag"), DAG, Path::new("."), &Limits::default()).unwrap()
+    parse_str(Path::new("x.dag"), DAG, &Disk::new(Path::new(".")), &Limits::default()).unwrap()
 }
 
 #[test]

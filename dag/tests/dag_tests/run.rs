@@ -8,7 +8,7 @@ use andes_dag::run::{DagStatus, Event, Options, Run, State, Step};
 use andes_dag::*;
 
 fn dag(text: &str) -> Dag {
-    parse_str(Path::new("t.dag"), text, Path::new("."), &Limits::default()).unwrap()
+    parse_str(Path::new("t.dag"), text, &Disk::new(Path::new(".")), &Limits::default()).unwrap()
 }
 
 /// The steps, with node names for ids.
