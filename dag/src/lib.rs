@@ -36,7 +36,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 mod check;
 pub mod dot;
@@ -355,9 +355,4 @@ pub struct NodeStatusFile {
     pub min_update_secs: u64,
     /// Rewritten even when nothing changed.
     pub always_update: bool,
-}
-
-/// The DAG file's own directory-independent reading of a path: as written.
-pub(crate) fn path_of(word: &str) -> PathBuf {
-    Path::new(word).to_path_buf()
 }

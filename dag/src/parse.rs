@@ -149,10 +149,8 @@ fn gather(
         }
         // An inline submit description: `JOB A {`, `FINAL F {`,
         // `SUBMIT-DESCRIPTION D {`, up to a line that is `}`.
-        let opens = t.ends_with('{') && {
-            let k = first.to_ascii_uppercase();
-            matches!(k.as_str(), "JOB" | "FINAL" | "SUBMIT-DESCRIPTION" | "SERVICE" | "PROVISIONER")
-        };
+        // `SUBDAG EXTERNAL S {` is gathered too, so that its refusal says why.
+        let opens = t.ends_with('{') && DEFINING.contains(&first.to_ascii_uppercase().as_str());
         if opens {
             let head = t[..t.len() - 1].trim_end().to_string();
             let mut block = String::new();
@@ -246,9 +244,11 @@ impl Parser {
             return self.err(l, format!("{key} needs a node name"));
         };
         self.check_name(l, name)?;
-        let inline = l.block.is_some();
+        if l.block.is_some() && kind == NodeKind::SubDag {
+            return self.err(l, "a sub-DAG is a DAG file, not an inline submit description");
+        }
         let (submit, opts) = match &l.block {
-            Some(text) if kind != NodeKind::SubDag => (
+            Some(text) => (
                 SubmitSource::Inline(InlineSubmit { text: text.clone(), place: self.place(l) }),
                 &rest[1..],
             ),
@@ -256,7 +256,7 @@ impl Parser {
                 let Some(file) = rest.get(1) else {
                     return self.err(l, format!("{key} {name} needs a submit description (a file, a SUBMIT-DESCRIPTION's name, or `{{ ... }}`)"));
                 };
-                (SubmitSource::File(path_of(file)), &rest[2..])
+                (SubmitSource::File(PathBuf::from(file)), &rest[2..])
             }
         };
         let mut node = Node {
@@ -286,7 +286,7 @@ impl Parser {
                     let Some(d) = opts.get(i + 1) else {
                         return self.err(l, "DIR needs a directory");
                     };
-                    node.dir = Some(path_of(d));
+                    node.dir = Some(PathBuf::from(d));
                     i += 2;
                     continue;
                 }
@@ -303,9 +303,6 @@ impl Parser {
                 }
             }
             i += 1;
-        }
-        if inline && kind == NodeKind::SubDag {
-            return self.err(l, "a sub-DAG is a DAG file, not an inline submit description");
         }
         if kind == NodeKind::Final {
             if let Some(f) = self.dag.final_node {
@@ -406,6 +403,28 @@ impl Parser {
         }
     }
 
+    /// An optional `KEYWORD value` ending a command at `words[at]` (RETRY's
+    /// `UNLESS-EXIT`, ABORT-DAG-ON's `RETURN`), and nothing after it.
+    fn optional_tail<T: std::str::FromStr>(
+        &self,
+        l: &Line,
+        words: &[&str],
+        at: usize,
+        keyword: &str,
+        what: &str,
+        usage: &str,
+    ) -> Result<Option<T>, DagError> {
+        match words.get(at) {
+            None => Ok(None),
+            Some(w) if w.eq_ignore_ascii_case(keyword) => {
+                let v = self.int(l, what, words.get(at + 1))?;
+                self.no_more(l, words, at + 2, usage)?;
+                Ok(Some(v))
+            }
+            Some(w) => self.err(l, format!("unexpected `{w}`; the form is {usage}")),
+        }
+    }
+
     fn no_more(&self, l: &Line, words: &[&str], from: usize, usage: &str) -> Result<(), DagError> {
         match words.get(from) {
             None => Ok(()),
@@ -431,16 +450,8 @@ impl Parser {
                 const USAGE: &str = "RETRY node|ALL_NODES times [UNLESS-EXIT value]";
                 let Some(name) = words.get(1) else { return self.err(l, USAGE) };
                 let times: u32 = self.int(l, "RETRY's count", words.get(2))?;
-                let unless_exit = match words.get(3) {
-                    None => None,
-                    Some(w) if w.eq_ignore_ascii_case("UNLESS-EXIT") => {
-                        Some(self.int(l, "UNLESS-EXIT's value", words.get(4))?)
-                    }
-                    Some(w) => {
-                        return self.err(l, format!("unexpected `{w}`; the form is {USAGE}"));
-                    }
-                };
-                self.no_more(l, &words, if unless_exit.is_some() { 5 } else { 3 }, USAGE)?;
+                let unless_exit =
+                    self.optional_tail(l, &words, 3, "UNLESS-EXIT", "UNLESS-EXIT's value", USAGE)?;
                 for id in self.not_final(l, "RETRY", name)? {
                     self.dag.nodes[id as usize].retry = Some(Retry { times, unless_exit });
                 }
@@ -497,16 +508,14 @@ impl Parser {
                 const USAGE: &str = "ABORT-DAG-ON node|ALL_NODES exit_value [RETURN dag_return]";
                 let Some(name) = words.get(1) else { return self.err(l, USAGE) };
                 let exit: i32 = self.int(l, "ABORT-DAG-ON's exit value", words.get(2))?;
-                let dag_return = match words.get(3) {
-                    None => None,
-                    Some(w) if w.eq_ignore_ascii_case("RETURN") => {
-                        Some(self.int::<u8>(l, "RETURN's value (0 to 255)", words.get(4))?)
-                    }
-                    Some(w) => {
-                        return self.err(l, format!("unexpected `{w}`; the form is {USAGE}"));
-                    }
-                };
-                self.no_more(l, &words, if dag_return.is_some() { 5 } else { 3 }, USAGE)?;
+                let dag_return = self.optional_tail::<u8>(
+                    l,
+                    &words,
+                    3,
+                    "RETURN",
+                    "RETURN's value (0 to 255)",
+                    USAGE,
+                )?;
                 for id in self.not_final(l, "ABORT-DAG-ON", name)? {
                     self.dag.nodes[id as usize].abort_on = Some(AbortOn { exit, dag_return });
                 }
@@ -517,14 +526,14 @@ impl Parser {
                     return self.err(l, "CONFIG takes one file name");
                 };
                 if let Some((was, at)) = &self.dag.config
-                    && was != &path_of(file)
+                    && was != &PathBuf::from(file)
                 {
                     return self.err(
                         l,
                         format!("a second CONFIG file; {} at {at} is the first", was.display()),
                     );
                 }
-                self.dag.config = Some((path_of(file), self.place(l)));
+                self.dag.config = Some((PathBuf::from(file), self.place(l)));
                 Ok(())
             }
             "SET_JOB_ATTR" => {
@@ -548,8 +557,12 @@ impl Parser {
             "ENV" => self.env(l, &words),
             "DOT" => {
                 let Some(file) = words.get(1) else { return self.err(l, "DOT needs a file name") };
-                let mut dot =
-                    Dot { file: path_of(file), update: false, overwrite: true, include: None };
+                let mut dot = Dot {
+                    file: PathBuf::from(file),
+                    update: false,
+                    overwrite: true,
+                    include: None,
+                };
                 let mut i = 2;
                 while let Some(w) = words.get(i) {
                     match w.to_ascii_uppercase().as_str() {
@@ -561,7 +574,7 @@ impl Parser {
                             let Some(h) = words.get(i + 1) else {
                                 return self.err(l, "DOT ... INCLUDE needs a file name");
                             };
-                            dot.include = Some(path_of(h));
+                            dot.include = Some(PathBuf::from(h));
                             i += 1;
                         }
                         _ => {
@@ -577,7 +590,7 @@ impl Parser {
                 const USAGE: &str = "NODE_STATUS_FILE file [min_update_seconds] [ALWAYS-UPDATE]";
                 let Some(file) = words.get(1) else { return self.err(l, USAGE) };
                 let mut st = NodeStatusFile {
-                    file: path_of(file),
+                    file: PathBuf::from(file),
                     min_update_secs: 60,
                     always_update: false,
                 };
@@ -603,7 +616,7 @@ impl Parser {
                 let (Some(file), None) = (words.get(1), words.get(2)) else {
                     return self.err(l, "JOBSTATE_LOG takes one file name");
                 };
-                self.dag.jobstate_log = Some(path_of(file));
+                self.dag.jobstate_log = Some(PathBuf::from(file));
                 Ok(())
             }
             "SAVE_POINT_FILE" => {
@@ -613,7 +626,7 @@ impl Parser {
                 let id = self.id(l, name)?;
                 let file = words
                     .get(2)
-                    .map_or_else(|| PathBuf::from(format!("{name}.save")), |f| path_of(f));
+                    .map_or_else(|| PathBuf::from(format!("{name}.save")), PathBuf::from);
                 self.dag.nodes[id as usize].save_point = Some(file);
                 Ok(())
             }
@@ -802,7 +815,7 @@ impl Parser {
                         .err(l, format!("DEBUG's type `{kind}` is not STDOUT, STDERR or ALL"));
                 }
             };
-            debug = Some((path_of(file), streams));
+            debug = Some((PathBuf::from(file), streams));
             i += 3;
         }
         let kind = match words.get(i).map(|w| w.to_ascii_uppercase()).as_deref() {

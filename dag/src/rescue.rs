@@ -78,18 +78,13 @@ pub fn apply_rescue(dag: &mut Dag, text: &str, name: &Path) -> Result<u32, DagEr
             continue;
         }
         let mut words = t.split_whitespace();
-        let (Some(key), Some(node), None) = (words.next(), words.next(), words.next()) else {
-            return Err(DagError {
-                place: place(),
-                message: "a rescue DAG holds only DONE node lines".into(),
-            });
+        let node = match (words.next(), words.next(), words.next()) {
+            (Some(key), Some(node), None) if key.eq_ignore_ascii_case("DONE") => node,
+            _ => {
+                let message = "a rescue DAG holds only DONE node lines".into();
+                return Err(DagError { place: place(), message });
+            }
         };
-        if !key.eq_ignore_ascii_case("DONE") {
-            return Err(DagError {
-                place: place(),
-                message: "a rescue DAG holds only DONE node lines".into(),
-            });
-        }
         let Some(&id) = dag.by_name.get(node) else {
             return Err(DagError {
                 place: place(),

@@ -119,10 +119,7 @@ pub fn prebuild() -> bool {
 /// Builds, installs and tests the Python package; `pytest_args` go to pytest.
 pub fn run(pytest_args: &[String]) -> bool {
     let target = crate::target_dir();
-    let lock = exclusive(&target);
-    if lock.is_none() {
-        return false;
-    }
+    let Some(lock) = exclusive(&target) else { return false };
     let Some(py) = ready_venv(&target) else { return false };
     let has_htcondor = Command::new(&py)
         .args(["-c", "import htcondor2"])

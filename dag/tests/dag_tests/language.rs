@@ -379,6 +379,10 @@ fn refusals_say_what_and_where() {
         ),
         ("SUBDAG inner.dag\n", "test.dag:1: SUBDAG must be SUBDAG EXTERNAL name dag_file"),
         (
+            "SUBDAG EXTERNAL S {\nx = 1\n}\n",
+            "test.dag:1: a sub-DAG is a DAG file, not an inline submit description",
+        ),
+        (
             "SPLICE S s.dag\n",
             "test.dag:1: SPLICE (splices) is part of HTCondor's DAG language that andes does not run yet",
         ),
