@@ -257,6 +257,13 @@ impl<'d> Run<'d> {
         if self.finished {
             return Vec::new();
         }
+        // An event for a node this DAG does not have (a stale or forged
+        // record) changes nothing.
+        if let Event::PreExited(id, _) | Event::JobEnded(id, _) | Event::PostExited(id, _) = event
+            && id as usize >= self.state.len()
+        {
+            return Vec::new();
+        }
         match event {
             Event::Removed => {
                 // As HTCondor's DAGMan: what runs is removed, the FINAL node

@@ -42,8 +42,14 @@ fn the_diamond_runs_in_order() {
     assert!(r.on(Event::JobEnded(id("B"), 0)).is_empty());
     assert_eq!(named(&d, &r.on(Event::JobEnded(id("C"), 0))), ["submit D 0"]);
     assert_eq!(named(&d, &r.on(Event::JobEnded(id("D"), 0))), ["finished Ok 0"]);
-    // Late or repeated events change nothing.
+    // Late or repeated events change nothing, nor events for nodes it lacks.
     assert!(r.on(Event::JobEnded(id("D"), 1)).is_empty());
+    let mut r = Run::new(&d, Options::default()).unwrap();
+    r.start();
+    for e in [Event::PreExited(99, 0), Event::JobEnded(4, 0), Event::PostExited(u32::MAX, 1)] {
+        assert!(r.on(e).is_empty(), "{e:?}");
+    }
+    assert_eq!(r.state(id("A")), State::Submitted);
 }
 
 /// Table 2.1: the exit of whatever ran last decides the node; a POST script
