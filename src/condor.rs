@@ -31,6 +31,7 @@ pub const NAMES: &[(&str, &[&str])] = &[
     ("condor_tail", &["tail"]),
     ("condor_config_val", &["config-val"]),
     ("condor_reconfig", &["reconfig"]),
+    ("condor_dagman", &["dagman"]),
 ];
 
 /// The subcommands whose words are not all options: `run` passes the words

@@ -82,6 +82,9 @@ enum Command {
     /// Check CronTab schedules: `next` prints when one runs.
     #[command(subcommand)]
     Cron(cmd::cron::CronCmd),
+    /// Run a DAG workflow against the pool in this process (condor_dagman):
+    /// node jobs with their VARS, PRE and POST scripts, retries, rescue DAGs.
+    Dagman(cmd::dagman::DagmanArgs),
     /// Checkpoint snapshots: `inspect` prints one's header and checks it.
     #[command(subcommand)]
     Snapshot(cmd::snapshot::SnapshotCmd),
@@ -179,6 +182,7 @@ fn main() -> ExitCode {
         Command::Pool(a) => cmd::pool::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Cron(c) => cmd::cron::run(c),
+        Command::Dagman(a) => cmd::dagman::run(a),
         Command::Router(c) => cmd::router::run(c),
         Command::Snapshot(c) => cmd::snapshot::run(c),
         Command::Compile(a) => cmd::compile::run(a),

@@ -18,7 +18,28 @@ use crate::userlog::{self, EventJobId, FormatOptions, JobEvent, UserLog};
 
 /// The path of a job's event log: `UserLog`, relative to `Iwd` unless absolute.
 pub fn log_path(ad: &ClassAd) -> Option<PathBuf> {
-    let Value::Str(log) = ad.eval_attr("UserLog") else { return None };
+    path_attr(ad, "UserLog")
+}
+
+/// The attributes naming a log a job's events go to: its own (`UserLog`)
+/// and, for a DAG node, its DAG's node log (`DAGManNodesLog`, which DAGMan
+/// reads to follow its nodes), as HTCondor's schedd writes both.
+pub const LOG_ATTRS: [&str; 2] = ["UserLog", "DAGManNodesLog"];
+
+/// Every log the job's events go to (see [`LOG_ATTRS`]), each once.
+pub fn log_paths(ad: &ClassAd) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in LOG_ATTRS.iter().filter_map(|a| path_attr(ad, a)) {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A path attribute, relative to `Iwd` unless absolute.
+fn path_attr(ad: &ClassAd, attr: &str) -> Option<PathBuf> {
+    let Value::Str(log) = ad.eval_attr(attr) else { return None };
     if log.is_empty() {
         return None;
     }
@@ -49,6 +70,13 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
     match &e.kind {
         EventKind::Submitted => vec![U::Submit(userlog::Submit {
             submit_host: submit_host.to_string(),
+            // `submit_event_notes` (DAGMan's `DAG Node: NAME`), one line.
+            log_notes: match ad.eval_attr("SubmitEventNotes") {
+                Value::Str(s) if !s.is_empty() => {
+                    Some(s.lines().next().unwrap_or_default().chars().take(1024).collect())
+                }
+                _ => None,
+            },
             ..Default::default()
         })],
         EventKind::Executing => vec![U::Execute(userlog::Execute {
@@ -160,28 +188,27 @@ pub fn sink_for(submit_host: String, accounts: Arc<Accounts>, spool: Option<Path
         let mut logs: HashMap<(PathBuf, String, bool), Vec<JobEvent>> = HashMap::new();
         for e in events {
             let spooled = transfer::is_spooled(&e.ad);
-            let path = if spooled {
+            let paths = if spooled {
                 match (&spool, log_path(&e.ad)) {
                     (Some(s), Some(_)) => {
-                        transfer::spooled_dir(s, e.id).join(transfer::SPOOLED_LOG)
+                        vec![transfer::spooled_dir(s, e.id).join(transfer::SPOOLED_LOG)]
                     }
                     _ => continue,
                 }
             } else {
-                match log_path(&e.ad) {
-                    Some(p) => p,
-                    None => continue,
-                }
+                log_paths(&e.ad)
             };
             let owner = match e.ad.eval_attr("Owner") {
                 Value::Str(o) => o.to_string(),
                 _ => String::new(),
             };
             let time = Timestamp::from_second(e.time).unwrap_or(Timestamp::UNIX_EPOCH);
-            for kind in events_for(e, &submit_host) {
-                logs.entry((path.clone(), owner.clone(), spooled))
-                    .or_default()
-                    .push(JobEvent::new(EventJobId::from(e.id), time, kind));
+            for path in paths {
+                for kind in events_for(e, &submit_host) {
+                    logs.entry((path.clone(), owner.clone(), spooled))
+                        .or_default()
+                        .push(JobEvent::new(EventJobId::from(e.id), time, kind));
+                }
             }
         }
         for ((path, owner, spooled), evs) in logs {

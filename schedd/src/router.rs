@@ -656,7 +656,7 @@ impl Route {
 
 /// What a routed copy does not inherit: the original's identity, state and
 /// its own log (the original's log tells the job's story).
-const COPY_DROPS: [&str; 14] = [
+const COPY_DROPS: [&str; 15] = [
     "ClusterId",
     "ProcId",
     "GlobalJobId",
@@ -670,6 +670,7 @@ const COPY_DROPS: [&str; 14] = [
     "LastRejMatchTime",
     "LastRejMatchReason",
     "UserLog",
+    "DAGManNodesLog",
     "RoutedToJobId",
 ];
 

@@ -7,6 +7,7 @@ pub use andes_client::session as client;
 pub mod compile;
 pub mod config_val;
 pub mod cron;
+pub mod dagman;
 pub mod dashboard;
 pub mod format;
 pub mod host;

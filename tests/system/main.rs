@@ -12,6 +12,7 @@ mod authz;
 mod classad_cli;
 mod containment;
 mod cron_cli;
+mod dagman;
 mod dashboard;
 mod fault_harness;
 mod faults;

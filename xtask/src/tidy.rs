@@ -79,6 +79,17 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "andes-dagman",
+        &[
+            "classad",
+            "andes-dag",
+            "andes-client",
+            "andes-job",
+            "andes-protocol",
+            "andes-submit",
+        ],
+    ),
+    (
         "andes-python",
         &["classad", "andes-config", "andes-client", "andes-job", "andes-protocol", "andes-submit"],
     ),
@@ -99,6 +110,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "andes-client",
             "andes-compile",
             "andes-startd",
+            "andes-dagman",
         ],
     ),
     (

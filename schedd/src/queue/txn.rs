@@ -411,7 +411,9 @@ impl Txn<'_, '_> {
             // transaction as its change until the log has it: a crash between
             // the commit and the log's write loses nothing (it is written at
             // the next start).
-            if self.config.sink.is_some() && ad.contains("UserLog") {
+            if self.config.sink.is_some()
+                && crate::eventlog::LOG_ATTRS.iter().any(|a| ad.contains(a))
+            {
                 let kind_text = serde_json::to_string(&kind)
                     .map_err(|e| QueueError::Storage(format!("an event: {e}")))?;
                 self.tx

@@ -669,6 +669,7 @@ impl Inner {
             ROUTED_FROM,
             crate::queue::ROUTED_TO,
             "UserLog",
+            "DAGManNodesLog",
             "SpooledInput",
             "LeaveJobInQueue",
         ]

@@ -1,0 +1,687 @@
+//! DAGMan for andes: runs a DAG workflow (HTCondor's DAG input language, read
+//! by `andes-dag`) against a pool, as HTCondor's `condor_dagman` does.
+//!
+//! [`prepare`] reads everything before anything runs: the DAG file and what
+//! it includes, the newest rescue DAG over it (`<dag>.rescueNNN`), and every
+//! node's submit description (parsed, so a broken one is refused with its
+//! file and line); a construct andes does not run yet (a sub-DAG) is refused
+//! here too. [`run`] then drives `andes-dag`'s pure state machine: it submits
+//! each ready node's job to the schedd (with the node's `VARS`, and the
+//! attributes DAGMan gives its nodes: `DAGManJobId`, `DAGNodeName`,
+//! `DAGParentNodeNames`, `DAGManNodesLog`), runs PRE and POST scripts
+//! ([`scripts`]), and follows the node log ([`nodelog`]), where the schedd
+//! writes every node job's events, to learn when a node's job ended.
+//!
+//! The files a DAGMan user reads are written beside the DAG file:
+//! `<dag>.dagman.out` (progress, a line per step), `<dag>.nodes.log` (every
+//! node job's events, and the POST scripts' ends), `<dag>.metrics` (JSON, at
+//! the end), the rescue DAG `<dag>.rescueNNN` when the DAG ends with work
+//! undone, and `<dag>.lock` while it runs (a second DAGMan of the same DAG is
+//! refused). A DAGMan that finds a lock left by one that died (a crash, a
+//! kill -9, its machine restarted) recovers: it reads the node log and
+//! takes every node job it finds there as its own, so no node's job is
+//! submitted twice and no POST script that ended runs again.
+
+#![forbid(unsafe_code)]
+
+pub mod nodelog;
+pub mod scripts;
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use andes_dag::run::{DagStatus, Event, Options as RunOptions, Run, State, Step};
+use andes_dag::{Dag, Limits, NodeId, NodeKind, SubmitSource, VarsAt};
+use andes_job::api::{Change, ChangeReport, ChangeRequest, Targets};
+use andes_job::ids::JobSelector;
+use andes_job::userlog::EventJobId;
+use andes_protocol::Client;
+use andes_submit::SubmitDescription;
+use anyhow::{Context as _, Result, anyhow, bail};
+
+use crate::nodelog::{Evidence, NodeLog, Seen};
+use crate::scripts::{Macros, Runner};
+
+/// How a DAG runs (HTCondor's `condor_submit_dag` options that apply).
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The DAG input file.
+    pub dag_file: PathBuf,
+    /// `-maxjobs`, `-maxpre`, `-maxpost`, `-AlwaysRunPost`.
+    pub run: RunOptions,
+    /// The longest a PRE or POST script may run.
+    pub script_timeout: Duration,
+    /// `-usedagdir`: paths in the DAG are relative to its own directory
+    /// (else to the directory DAGMan runs in).
+    pub use_dag_dir: bool,
+    /// `-batch-name`: the node jobs' `JobBatchName` (default: the DAG
+    /// file's name, and `+` and the DAGMan job's id when it has one).
+    pub batch_name: Option<String>,
+    /// The DAGMan job's cluster, when it runs as a job (`DAGManJobId`).
+    pub dagman_job_id: Option<u32>,
+    /// `-DoRecov`: recover from the node log even without a stale lock.
+    pub recover: bool,
+    /// The `andes` executable (runs `.wasm` scripts).
+    pub andes: PathBuf,
+    /// How often the node log is read.
+    pub poll: Duration,
+    /// The job owner named in node jobs (`Owner`).
+    pub owner: Option<String>,
+}
+
+impl Options {
+    /// HTCondor's defaults (`DAGMAN_MAX_PRE_SCRIPTS` and
+    /// `DAGMAN_MAX_POST_SCRIPTS` 20, no job limit) for `dag_file`.
+    pub fn new(dag_file: impl Into<PathBuf>, andes: impl Into<PathBuf>) -> Options {
+        Options {
+            dag_file: dag_file.into(),
+            run: RunOptions { max_jobs: 0, max_pre: 20, max_post: 20, always_run_post: false },
+            script_timeout: Duration::from_secs(3600),
+            use_dag_dir: false,
+            batch_name: None,
+            dagman_job_id: None,
+            recover: false,
+            andes: andes.into(),
+            poll: Duration::from_millis(200),
+            owner: None,
+        }
+    }
+}
+
+/// The files of one DAG, beside its DAG file.
+#[derive(Clone, Debug)]
+pub struct DagFiles {
+    /// `<dag>.dagman.out`.
+    pub out: PathBuf,
+    /// `<dag>.nodes.log`.
+    pub nodes_log: PathBuf,
+    /// `<dag>.metrics`.
+    pub metrics: PathBuf,
+    /// `<dag>.lock`.
+    pub lock: PathBuf,
+}
+
+impl DagFiles {
+    /// The files of the DAG file `dag` (made absolute against the current
+    /// directory: jobs name the node log from anywhere).
+    pub fn of(dag: &Path) -> DagFiles {
+        let dag = std::path::absolute(dag).unwrap_or_else(|_| dag.to_path_buf());
+        let with = |ext: &str| {
+            let mut s = dag.as_os_str().to_owned();
+            s.push(ext);
+            PathBuf::from(s)
+        };
+        DagFiles {
+            out: with(".dagman.out"),
+            nodes_log: with(".nodes.log"),
+            metrics: with(".metrics"),
+            lock: with(".lock"),
+        }
+    }
+}
+
+/// A DAG read and checked, ready to run.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The DAG (with a rescue DAG's DONE nodes marked).
+    pub dag: Dag,
+    /// Where relative paths in it start.
+    pub base: PathBuf,
+    /// The rescue DAG read over it, if any.
+    pub rescue: Option<PathBuf>,
+    /// Each submit description file, parsed, by its path.
+    descriptions: HashMap<PathBuf, SubmitDescription>,
+}
+
+/// Reads the DAG, the newest rescue DAG over it and every node's submit
+/// description; refuses (with file and line) anything wrong, before any
+/// job is submitted or script run.
+pub fn prepare(opts: &Options) -> Result<Prepared> {
+    let cwd = std::env::current_dir()?;
+    let dag_path = std::path::absolute(&opts.dag_file)?;
+    let base = if opts.use_dag_dir {
+        dag_path.parent().map(Path::to_path_buf).unwrap_or(cwd)
+    } else {
+        cwd
+    };
+    let disk = andes_dag::Disk::new(&base);
+    let mut dag =
+        andes_dag::parse_file(&dag_path, &disk, &Limits::default()).map_err(|e| anyhow!("{e}"))?;
+    let rescue = andes_dag::rescue::newest_rescue(&dag_path);
+    if let Some((_, path)) = &rescue {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the rescue DAG {}", path.display()))?;
+        andes_dag::rescue::apply_rescue(&mut dag, &text, path).map_err(|e| anyhow!("{e}"))?;
+    }
+    let mut descriptions = HashMap::new();
+    for node in &dag.nodes {
+        if node.kind == NodeKind::SubDag {
+            bail!("{}: SUBDAG EXTERNAL ({}) is not run by andes yet", node.place, node.name);
+        }
+        if node.noop || node.done {
+            continue;
+        }
+        match &node.submit {
+            SubmitSource::File(f) => {
+                let path = node_dir(&base, node.dir.as_deref()).join(f);
+                if descriptions.contains_key(&path) {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    anyhow!(
+                        "{}: node {}: the submit file {}: {e}",
+                        node.place,
+                        node.name,
+                        f.display()
+                    )
+                })?;
+                let d = andes_submit::parse(&text, &path.display().to_string())?;
+                descriptions.insert(path, d);
+            }
+            SubmitSource::Inline(i) => {
+                andes_submit::parse(&i.text, &i.place.to_string())?;
+            }
+            SubmitSource::Named(n) => {
+                let Some(i) = dag.descriptions.get(n) else {
+                    bail!("{}: node {}: no SUBMIT-DESCRIPTION is named {n}", node.place, node.name);
+                };
+                andes_submit::parse(&i.text, &i.place.to_string())?;
+            }
+        }
+    }
+    Ok(Prepared { dag, base, rescue: rescue.map(|(_, p)| p), descriptions })
+}
+
+fn node_dir(base: &Path, dir: Option<&Path>) -> PathBuf {
+    match dir {
+        Some(d) => base.join(d),
+        None => base.to_path_buf(),
+    }
+}
+
+/// How a DAG ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// `DAG_Status`.
+    pub status: DagStatus,
+    /// DAGMan's exit code.
+    pub exit: i32,
+    /// The rescue DAG written, if any.
+    pub rescue: Option<PathBuf>,
+    /// Whether this run recovered an earlier one.
+    pub recovered: bool,
+}
+
+/// `dagman.out`: a line per step, each with its time, as DAGMan's.
+struct Out {
+    file: std::fs::File,
+}
+
+impl Out {
+    fn say(&mut self, text: impl AsRef<str>) {
+        let now = jiff::Zoned::now();
+        let _ = writeln!(self.file, "{} {}", now.strftime("%m/%d/%y %H:%M:%S"), text.as_ref());
+    }
+}
+
+/// What happened to the node jobs, for the metrics file.
+#[derive(Default)]
+struct Counts {
+    submitted: u32,
+    succeeded: u32,
+    failed: u32,
+    pre_run: u32,
+    post_run: u32,
+}
+
+/// Runs the DAG `p` against the schedd `client` until it ends, or until
+/// `removed` resolves (the DAGMan job removed): then every node job still
+/// in the queue is removed and the FINAL node, if any, runs.
+pub async fn run(
+    p: &Prepared,
+    opts: &Options,
+    client: &Client,
+    removed: impl std::future::Future<Output = ()>,
+) -> Result<Outcome> {
+    let files = DagFiles::of(&opts.dag_file);
+    let dag = &p.dag;
+    // One DAGMan per DAG: the lock is held while this one runs; a lock left
+    // behind (its holder gone) means recovery.
+    let stale = files.lock.exists();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&files.lock)
+        .with_context(|| format!("cannot open the lock file {}", files.lock.display()))?;
+    if lock.try_lock().is_err() {
+        bail!(
+            "another DAGMan runs {} ({} is locked)",
+            opts.dag_file.display(),
+            files.lock.display()
+        );
+    }
+    let recovering = stale || opts.recover;
+    let mut out = Out {
+        file: std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&files.out)
+            .with_context(|| format!("cannot write {}", files.out.display()))?,
+    };
+    out.say("******************************************************");
+    out.say(format!("** andes dagman: {}", opts.dag_file.display()));
+    out.say("******************************************************");
+    if let Some(r) = &p.rescue {
+        out.say(format!("Using rescue DAG {}", r.display()));
+    }
+    if !recovering && files.nodes_log.exists() {
+        // A fresh run's log starts empty: the last run's events are not this one's.
+        std::fs::write(&files.nodes_log, b"")
+            .with_context(|| format!("cannot reset {}", files.nodes_log.display()))?;
+    }
+    let names = |n: &str| dag.by_name.get(n).copied();
+    let mut log = NodeLog::new(&files.nodes_log);
+    let mut evidence = Evidence::default();
+    let mut ended: HashMap<i32, i32> = HashMap::new();
+    if recovering {
+        out.say("Running in RECOVERY mode: reading the node log");
+        for s in log.poll(&names, Some(&mut evidence)).map_err(|e| anyhow!(e))? {
+            if let Seen::JobEnded { cluster, code, .. } = s {
+                ended.insert(cluster, code);
+            }
+        }
+        let jobs: usize = evidence.clusters.values().map(VecDeque::len).sum();
+        out.say(format!("Recovery: {jobs} node job(s) found in the node log"));
+    }
+    let start = jiff::Timestamp::now();
+    let runner = Runner { andes: opts.andes.clone(), timeout: opts.script_timeout };
+    let mut state = Run::new(dag, opts.run).map_err(|e| anyhow!(e))?;
+    let mut steps: VecDeque<Step> = state.start().into();
+    let mut cluster_of: Vec<Option<i32>> = vec![None; dag.nodes.len()];
+    let mut counts = Counts::default();
+    let mut scripts = tokio::task::JoinSet::new();
+    let mut tick = tokio::time::interval(opts.poll);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(removed);
+    let mut removal_seen = false;
+    let mut events: VecDeque<Event> = VecDeque::new();
+    loop {
+        while let Some(step) = steps.pop_front() {
+            match step {
+                Step::RunPre { node, retry } => {
+                    let n = &dag.nodes[node as usize];
+                    if evidence.clusters.get(&node).is_some_and(|c| !c.is_empty()) {
+                        // Its job was submitted before: the PRE script succeeded.
+                        events.push_back(Event::PreExited(node, 0));
+                        continue;
+                    }
+                    let Some(script) = n.pre.clone() else {
+                        events.push_back(Event::PreExited(node, 0));
+                        continue;
+                    };
+                    out.say(format!("Running PRE script of Node {}...", n.name));
+                    counts.pre_run += 1;
+                    let macros = macros_for(&state, dag, node, retry, None, 0, -1);
+                    let dir = node_dir(&p.base, n.dir.as_deref());
+                    let r = runner.clone();
+                    scripts.spawn(async move { (node, true, r.run(&script, &dir, &macros).await) });
+                }
+                Step::RunPost { node, retry, job_return, pre_return } => {
+                    let n = &dag.nodes[node as usize];
+                    if let Some(code) = evidence.posts.get_mut(&node).and_then(|q| q.pop_front()) {
+                        out.say(format!("POST script of Node {} ended before: {code}", n.name));
+                        events.push_back(Event::PostExited(node, code));
+                        continue;
+                    }
+                    let Some(script) = n.post.clone() else {
+                        events.push_back(Event::PostExited(node, job_return));
+                        continue;
+                    };
+                    out.say(format!("Running POST script of Node {}...", n.name));
+                    counts.post_run += 1;
+                    let job_id = cluster_of[node as usize];
+                    let macros =
+                        macros_for(&state, dag, node, retry, job_id, job_return, pre_return);
+                    let dir = node_dir(&p.base, n.dir.as_deref());
+                    let r = runner.clone();
+                    scripts
+                        .spawn(async move { (node, false, r.run(&script, &dir, &macros).await) });
+                }
+                Step::Submit { node, retry } => {
+                    let n = &dag.nodes[node as usize];
+                    if let Some(c) = evidence.clusters.get_mut(&node).and_then(|q| q.pop_front()) {
+                        out.say(format!("Node {} job is cluster {c} (from the node log)", n.name));
+                        cluster_of[node as usize] = Some(c);
+                        log.expect(c, node);
+                        if let Some(&code) = ended.get(&c) {
+                            events.push_back(Event::JobEnded(node, code));
+                        }
+                        continue;
+                    }
+                    if n.noop {
+                        out.say(format!("Node {} is NOOP: not submitted", n.name));
+                        events.push_back(Event::JobEnded(node, 0));
+                        continue;
+                    }
+                    match submit_node(p, opts, &files, client, &state, node, retry).await {
+                        Ok(c) => {
+                            counts.submitted += 1;
+                            out.say(format!(
+                                "Submitting HTCondor Node {} job(s)... cluster {c}",
+                                n.name
+                            ));
+                            cluster_of[node as usize] = Some(c as i32);
+                            log.expect(c as i32, node);
+                        }
+                        Err(e) => {
+                            out.say(format!("ERROR: submitting Node {}: {e:#}", n.name));
+                            events.push_back(Event::JobEnded(node, -1001));
+                        }
+                    }
+                }
+                Step::RemoveAll => {
+                    scripts.abort_all();
+                    let live: Vec<u32> = (0..dag.nodes.len())
+                        .filter(|&i| state.state(i as NodeId) != State::Done)
+                        .filter_map(|i| cluster_of[i].filter(|c| !ended.contains_key(c)))
+                        .map(|c| c as u32)
+                        .collect();
+                    for &c in &live {
+                        log.forget(c as i32);
+                    }
+                    if !live.is_empty() {
+                        out.say(format!("Removing {} node job cluster(s)", live.len()));
+                        if let Err(e) = remove_clusters(client, &live).await {
+                            out.say(format!("ERROR: removing the node jobs: {e:#}"));
+                        }
+                    }
+                }
+                Step::Finished { status, exit } => {
+                    // Whatever decided the DAG, work left undone is a rescue DAG's.
+                    let rescue = write_rescue(dag, &state, &opts.dag_file)?;
+                    if let Some(r) = &rescue {
+                        out.say(format!("Wrote the rescue DAG {}", r.display()));
+                    }
+                    let o = Outcome { status, exit, rescue, recovered: recovering };
+                    write_metrics(&files, &o, &state, dag, &counts, start)?;
+                    return finish(o, &mut out, lock, &files);
+                }
+            }
+        }
+        if let Some(ev) = events.pop_front() {
+            steps.extend(state.on(ev));
+            continue;
+        }
+        tokio::select! {
+            Some(joined) = scripts.join_next() => {
+                let Ok((node, pre, result)) = joined else { continue };
+                let name = &dag.nodes[node as usize].name;
+                let code = match result {
+                    Ok(c) => c,
+                    Err(e) => {
+                        out.say(format!("ERROR: {e}"));
+                        -1
+                    }
+                };
+                let which = if pre { "PRE" } else { "POST" };
+                out.say(format!("{which} Script of Node {name} completed: {code}"));
+                if pre {
+                    steps.extend(state.on(Event::PreExited(node, code)));
+                } else {
+                    let id = cluster_of[node as usize].unwrap_or(0);
+                    let job = EventJobId { cluster: id, proc: 0, subproc: 0 };
+                    if let Err(e) = log.post_ended(job, name, code) {
+                        out.say(format!("ERROR: the node log: {e}"));
+                    }
+                    steps.extend(state.on(Event::PostExited(node, code)));
+                }
+            }
+            _ = tick.tick() => {
+                let seen = match log.poll(&names, None) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        out.say(format!("ERROR: reading the node log: {e}"));
+                        continue;
+                    }
+                };
+                for s in seen {
+                    match s {
+                        Seen::JobEnded { node, cluster, code } => {
+                            ended.insert(cluster, code);
+                            if cluster_of[node as usize] != Some(cluster) {
+                                continue;
+                            }
+                            let name = &dag.nodes[node as usize].name;
+                            if code == 0 {
+                                counts.succeeded += 1;
+                                out.say(format!("Node {name} job completed"));
+                            } else {
+                                counts.failed += 1;
+                                out.say(format!("Node {name} job failed: {code}"));
+                            }
+                            events.push_back(Event::JobEnded(node, code));
+                        }
+                        Seen::Held { node, job, reason } => {
+                            let name = &dag.nodes[node as usize].name;
+                            out.say(format!("Node {name} job {job} is held: {reason}"));
+                        }
+                    }
+                }
+            }
+            () = &mut removed, if !removal_seen => {
+                removal_seen = true;
+                out.say("Received the removal of the DAG");
+                steps.extend(state.on(Event::Removed));
+            }
+        }
+    }
+}
+
+/// The script macros of `node` now.
+fn macros_for(
+    state: &Run<'_>,
+    dag: &Dag,
+    node: NodeId,
+    retry: u32,
+    cluster: Option<i32>,
+    job_return: i32,
+    pre_return: i32,
+) -> Macros {
+    let n = &dag.nodes[node as usize];
+    Macros {
+        job: n.name.clone(),
+        retry,
+        max_retries: n.retry.map_or(0, |r| r.times),
+        job_id: cluster.map(|c| format!("{c}.0")).unwrap_or_default(),
+        job_return,
+        pre_return,
+        dag_status: state.status() as i32,
+        failed_count: state.failed_count(),
+    }
+}
+
+/// A string as a ClassAd literal.
+fn quoted(s: &str) -> String {
+    classad::Value::string(s).to_string()
+}
+
+/// Submits `node`'s job (attempt `retry`); its cluster.
+async fn submit_node(
+    p: &Prepared,
+    opts: &Options,
+    files: &DagFiles,
+    client: &Client,
+    state: &Run<'_>,
+    node: NodeId,
+    retry: u32,
+) -> Result<u32> {
+    let dag = &p.dag;
+    let n = &dag.nodes[node as usize];
+    let dir = node_dir(&p.base, n.dir.as_deref());
+    let inline;
+    let (desc, source): (&SubmitDescription, String) = match &n.submit {
+        SubmitSource::File(f) => {
+            let path = dir.join(f);
+            let d = p
+                .descriptions
+                .get(&path)
+                .ok_or_else(|| anyhow!("the submit file {} was not read", path.display()))?;
+            (d, path.display().to_string())
+        }
+        SubmitSource::Inline(i) => {
+            inline = andes_submit::parse(&i.text, &i.place.to_string())?;
+            (&inline, i.place.to_string())
+        }
+        SubmitSource::Named(name) => {
+            let i = dag
+                .descriptions
+                .get(name)
+                .ok_or_else(|| anyhow!("no SUBMIT-DESCRIPTION is named {name}"))?;
+            inline = andes_submit::parse(&i.text, &i.place.to_string())?;
+            (&inline, i.place.to_string())
+        }
+    };
+    let expand_vars =
+        |v: &str| v.replace("$(JOB)", &n.name).replace("$(RETRY)", &retry.to_string());
+    let mut defines = Vec::new();
+    let mut extra = Vec::new();
+    for v in &n.vars {
+        let line = format!("{} = {}", v.name, expand_vars(&v.value));
+        match v.at {
+            VarsAt::Append => extra.push(line),
+            VarsAt::Prepend | VarsAt::Default => defines.push(line),
+        }
+    }
+    for (attr, value) in &dag.set_job_attrs {
+        extra.push(format!("+{attr} = {value}"));
+    }
+    let parents: Vec<&str> =
+        dag.parents[node as usize].iter().map(|&q| dag.nodes[q as usize].name.as_str()).collect();
+    extra.push(format!("+DAGNodeName = {}", quoted(&n.name)));
+    extra.push(format!("+DAGParentNodeNames = {}", quoted(&parents.join(","))));
+    extra.push(format!("+DAGManNodesLog = {}", quoted(&files.nodes_log.to_string_lossy())));
+    extra.push(format!(
+        "+SubmitEventNotes = {}",
+        quoted(&format!("{}{}", nodelog::NODE_NOTE, n.name))
+    ));
+    extra.push(format!("+DAGManNodeRetry = {retry}"));
+    if let Some(id) = opts.dagman_job_id {
+        extra.push(format!("+DAGManJobId = {id}"));
+    }
+    if n.kind == NodeKind::Final {
+        extra.push(format!("+DAG_STATUS = {}", state.status() as i32));
+        extra.push(format!("+FAILED_COUNT = {}", state.failed_count()));
+    }
+    let batch = opts.batch_name.clone().unwrap_or_else(|| {
+        let name =
+            opts.dag_file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        match opts.dagman_job_id {
+            Some(id) => format!("{name}+{id}"),
+            None => name,
+        }
+    });
+    let mut env: Vec<(String, String)> = std::env::vars().collect();
+    for e in &dag.env {
+        if let andes_dag::EnvCommand::Set(pairs) = e {
+            env.extend(pairs.iter().cloned());
+        }
+    }
+    let now = jiff::Timestamp::now().as_second();
+    let cluster = andes_client::submit::reserve_cluster(client).await?;
+    let mut ctx = andes_submit::Context::new(cluster as i64, now, dir.to_string_lossy());
+    ctx.owner = opts.owner.clone();
+    ctx.env = env;
+    ctx.defines = defines;
+    ctx.extra_lines = extra;
+    ctx.batch_name = Some(batch);
+    let sub = andes_submit::expand(desc, &ctx).with_context(|| source.clone())?;
+    let reply = andes_client::submit::queue(client, cluster, sub, false, now, |_| {}).await?;
+    Ok(reply.cluster)
+}
+
+/// Removes the node jobs of `clusters` from the queue.
+async fn remove_clusters(client: &Client, clusters: &[u32]) -> Result<()> {
+    let req = ChangeRequest {
+        targets: Targets {
+            ids: clusters.iter().map(|&c| JobSelector::Cluster(c)).collect(),
+            ..Default::default()
+        },
+        change: Change::Remove { reason: "removed by DAGMan".into() },
+    };
+    let _: ChangeReport = client.call(http::Method::POST, "/v1/change", Some(&req)).await?;
+    Ok(())
+}
+
+/// Writes the next rescue DAG when anything is undone; its path.
+fn write_rescue(dag: &Dag, state: &Run<'_>, dag_file: &Path) -> Result<Option<PathBuf>> {
+    let undone = (0..dag.nodes.len() as NodeId)
+        .any(|i| dag.nodes[i as usize].kind == NodeKind::Job && state.state(i) != State::Done);
+    if !undone {
+        return Ok(None);
+    }
+    let next = andes_dag::rescue::newest_rescue(dag_file).map_or(1, |(n, _)| n + 1);
+    if next > andes_dag::rescue::MAX_RESCUE {
+        bail!(
+            "{} rescue DAGs of {} exist already",
+            andes_dag::rescue::MAX_RESCUE,
+            dag_file.display()
+        );
+    }
+    let path = andes_dag::rescue::rescue_path(dag_file, next);
+    let text = andes_dag::rescue::rescue_text(dag, state, dag_file);
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(Some(path))
+}
+
+/// `<dag>.metrics`: what the run did, as JSON.
+fn write_metrics(
+    files: &DagFiles,
+    o: &Outcome,
+    state: &Run<'_>,
+    dag: &Dag,
+    counts: &Counts,
+    start: jiff::Timestamp,
+) -> Result<()> {
+    let end = jiff::Timestamp::now();
+    let count = |s: State| (0..dag.nodes.len() as NodeId).filter(|&i| state.state(i) == s).count();
+    let m = serde_json::json!({
+        "client": "andes dagman",
+        "version": env!("CARGO_PKG_VERSION"),
+        "start_time": start.as_millisecond() as f64 / 1000.0,
+        "end_time": end.as_millisecond() as f64 / 1000.0,
+        "duration": (end.as_millisecond() - start.as_millisecond()) as f64 / 1000.0,
+        "exitcode": o.exit,
+        "dag_status": o.status as i32,
+        "rescue_dag_number": o.rescue.as_ref().map(|_| 1),
+        "recovered": o.recovered,
+        "jobs_submitted": counts.submitted,
+        "jobs_succeeded": counts.succeeded,
+        "jobs_failed": counts.failed,
+        "pre_scripts_run": counts.pre_run,
+        "post_scripts_run": counts.post_run,
+        "total_nodes": dag.nodes.len(),
+        "nodes_done": count(State::Done),
+        "nodes_failed": count(State::Failed),
+        "nodes_futile": count(State::Futile),
+    });
+    std::fs::write(&files.metrics, format!("{m:#}\n"))
+        .with_context(|| format!("cannot write {}", files.metrics.display()))
+}
+
+/// The end: the last lines of `dagman.out`, the lock let go and removed.
+fn finish(o: Outcome, out: &mut Out, lock: std::fs::File, files: &DagFiles) -> Result<Outcome> {
+    let mut line = String::new();
+    let _ = write!(
+        line,
+        "**** andes dagman exiting with status {} (DAG_Status {})",
+        o.exit, o.status as i32
+    );
+    out.say(line);
+    drop(lock);
+    let _ = std::fs::remove_file(&files.lock);
+    Ok(o)
+}

@@ -1,0 +1,108 @@
+//! `andes dagman`: runs a DAG workflow against the pool, in this process, as
+//! HTCondor's `condor_dagman` does (see `andes-dagman`): its node jobs go to
+//! the configured schedd as you, its scripts run as you, and its files
+//! (`<dag>.dagman.out`, `<dag>.nodes.log`, `<dag>.metrics`, rescue DAGs)
+//! are written beside the DAG file. Interrupted (Ctrl-C, SIGTERM), it
+//! removes its node jobs, runs the FINAL node and writes a rescue DAG; killed
+//! outright, run again it recovers from its node log.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use andes_dagman::{Options, prepare};
+use anyhow::Result;
+use clap::Args;
+
+use crate::cmd::client::Session;
+use crate::settings::user_name;
+
+/// Arguments of `andes dagman`.
+#[derive(Args, Debug)]
+pub struct DagmanArgs {
+    /// The DAG input file.
+    dag: PathBuf,
+    /// The most node jobs in the queue at once (0: no limit).
+    #[arg(long = "maxjobs", default_value_t = 0)]
+    max_jobs: u32,
+    /// The most PRE scripts running at once (0: no limit).
+    #[arg(long = "maxpre", default_value_t = 20)]
+    max_pre: u32,
+    /// The most POST scripts running at once (0: no limit).
+    #[arg(long = "maxpost", default_value_t = 20)]
+    max_post: u32,
+    /// Run a node's POST script even when its PRE script failed.
+    #[arg(long = "AlwaysRunPost")]
+    always_run_post: bool,
+    /// Paths in the DAG file are relative to its own directory.
+    #[arg(long = "usedagdir")]
+    use_dag_dir: bool,
+    /// JobBatchName of every node job (default: the DAG file's name).
+    #[arg(long = "batch-name", value_name = "NAME")]
+    batch_name: Option<String>,
+    /// Recover from the node log (also done when a stale lock is found).
+    #[arg(long = "DoRecov")]
+    recover: bool,
+    /// Seconds a PRE or POST script may run before it is killed (and fails).
+    #[arg(long = "script-timeout", value_name = "SECONDS", default_value_t = 3600)]
+    script_timeout: u64,
+    /// The DAGMan job's cluster (`DAGManJobId` of the node jobs).
+    #[arg(long = "dagman-job-id", value_name = "CLUSTER", hide = true)]
+    dagman_job_id: Option<u32>,
+}
+
+/// Runs `andes dagman`.
+pub fn run(args: DagmanArgs) -> Result<ExitCode> {
+    let mut opts = Options::new(&args.dag, std::env::current_exe()?);
+    opts.run.max_jobs = args.max_jobs;
+    opts.run.max_pre = args.max_pre;
+    opts.run.max_post = args.max_post;
+    opts.run.always_run_post = args.always_run_post;
+    opts.use_dag_dir = args.use_dag_dir;
+    opts.batch_name = args.batch_name;
+    opts.recover = args.recover;
+    opts.script_timeout = Duration::from_secs(args.script_timeout.max(1));
+    opts.dagman_job_id = args.dagman_job_id;
+    opts.owner = user_name();
+    // Everything is read and checked before the pool is asked for anything.
+    let prepared = prepare(&opts)?;
+    for w in &prepared.dag.warnings {
+        eprintln!("WARNING: {w}");
+    }
+    let session = Session::open()?;
+    let outcome = session.block_on(async {
+        let removed = async {
+            #[cfg(unix)]
+            {
+                use tokio::signal::unix::{SignalKind, signal};
+                match signal(SignalKind::terminate()) {
+                    Ok(mut term) => tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = term.recv() => {}
+                    },
+                    Err(_) => {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
+            }
+            #[cfg(not(unix))]
+            {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        };
+        andes_dagman::run(&prepared, &opts, &session.client, removed).await
+    })?;
+    let files = andes_dagman::DagFiles::of(&opts.dag_file);
+    println!(
+        "DAG {} ended: DAG_Status {}, exit {}{}.",
+        opts.dag_file.display(),
+        outcome.status as i32,
+        outcome.exit,
+        if outcome.recovered { " (recovered)" } else { "" }
+    );
+    if let Some(r) = &outcome.rescue {
+        println!("Rescue DAG: {} (submit the DAG again to run what is left).", r.display());
+    }
+    println!("Progress: {}", files.out.display());
+    Ok(ExitCode::from(outcome.exit.clamp(0, 255) as u8))
+}

@@ -1,0 +1,263 @@
+//! `andes dagman` (condor_dagman) against a real pool: a diamond whose data
+//! flows between nodes through files, retries told `$(RETRY)`, PRE and POST
+//! scripts with their macros, a failure leaving a rescue DAG that a second
+//! run uses, a DAGMan killed with -9 recovering without running a node
+//! twice, a removal, and bad DAGs refused before anything is submitted.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use classad::ClassAd;
+
+use crate::common::andes;
+use crate::common::pool::{Pool, int, sample, text, wait_or};
+
+/// The jobs' directory of `p`, with the samples the DAGs use beside it.
+fn jobs(p: &Pool) -> PathBuf {
+    let dir = p.path().join("jobs");
+    std::fs::create_dir_all(&dir).unwrap();
+    for s in ["hello", "exit_code", "sleeper", "copyfile"] {
+        std::fs::copy(sample(s), dir.join(format!("{s}.wasm"))).unwrap();
+    }
+    dir
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+fn script(dir: &Path, name: &str, text: &str) {
+    write(dir, name, text);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// `andes dagman ARGS` as alice, in the jobs' directory.
+fn dagman(p: &Pool, args: &[&str]) -> std::process::Command {
+    let mut c = andes();
+    c.arg("dagman")
+        .args(args)
+        .current_dir(p.path().join("jobs"))
+        .env("ANDES_CONFIG_DIR", p.path())
+        .env("ANDES_CONFIG", p.user_config())
+        .env("USER", "alice");
+    c
+}
+
+fn run_dag(p: &Pool, args: &[&str]) -> std::process::Output {
+    dagman(p, args).output().unwrap()
+}
+
+fn said(o: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The history's node jobs, by node name.
+fn node_jobs(p: &Pool, node: &str) -> Vec<ClassAd> {
+    p.history().into_iter().filter(|a| text(a, "DAGNodeName") == node).collect()
+}
+
+#[test]
+fn a_diamond_runs_with_its_files_retries_and_scripts() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "a.sub", "executable = hello.wasm\noutput = a.stdout\nlog = a.log\nqueue\n");
+    write(
+        &d,
+        "copy.sub",
+        "executable = copyfile.wasm\narguments = $(in) $(out)\n\
+         transfer_input_files = $(in)\noutput = $(node).stdout\nqueue\n",
+    );
+    write(&d, "d.sub", "executable = exit_code.wasm\narguments = $(code)\nqueue\n");
+    // C's POST script fails its first try: the node is retried, whole.
+    script(&d, "post_c.sh", "#!/bin/sh\necho \"$1 retry $2\" >> post_c.txt\n[ \"$2\" -ge 1 ]\n");
+    script(&d, "post_d.sh", "#!/bin/sh\necho \"$1 $2 $3 $4\" > post_d.txt\nexit 0\n");
+    script(&d, "pre_b.sh", "#!/bin/sh\necho \"pre $1\" > pre_b.txt\n");
+    write(
+        &d,
+        "diamond.dag",
+        "# A diamond: A makes hello.out, B and C copy it, D exits 7, its POST says why.\n\
+         JOB A a.sub\n\
+         JOB B copy.sub\n\
+         JOB C copy.sub\n\
+         JOB D d.sub\n\
+         VARS B in=\"hello.out\" out=\"b.txt\" node=\"$(JOB)\"\n\
+         VARS C in=\"hello.out\" out=\"c$(RETRY).txt\" node=\"$(JOB)\"\n\
+         VARS D code=\"7\"\n\
+         PARENT A CHILD B C\n\
+         PARENT B C CHILD D\n\
+         SCRIPT PRE B pre_b.sh $JOB\n\
+         SCRIPT POST C post_c.sh $JOB $RETRY\n\
+         SCRIPT POST D post_d.sh $JOB $RETURN $JOBID $MAX_RETRIES\n\
+         RETRY C 2\n",
+    );
+    let o = run_dag(&p, &["diamond.dag"]);
+    assert!(o.status.success(), "{}\n{}", said(&o), p.logs());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("DAG_Status 0, exit 0"), "{out}");
+    // Data flowed A -> B, C through files.
+    let hello = read(&d, "hello.out");
+    assert!(hello.starts_with("hello, world"), "{hello}");
+    assert_eq!(read(&d, "b.txt"), hello);
+    assert_eq!(read(&d, "c0.txt"), hello, "C's first try ran with $(RETRY) 0");
+    assert_eq!(read(&d, "c1.txt"), hello, "and its retry with $(RETRY) 1");
+    assert_eq!(read(&d, "post_c.txt"), "C retry 0\nC retry 1\n");
+    assert_eq!(read(&d, "pre_b.txt"), "pre B\n");
+    // D exited 7; its POST script was told so, and said success for it.
+    let d_jobs = node_jobs(&p, "D");
+    assert_eq!(d_jobs.len(), 1, "{d_jobs:?}");
+    let d_id = format!("{}.0", int(&d_jobs[0], "ClusterId"));
+    assert_eq!(read(&d, "post_d.txt"), format!("D 7 {d_id} 0\n"));
+    assert_eq!(text(&d_jobs[0], "DAGParentNodeNames"), "B,C");
+    assert_eq!(node_jobs(&p, "A").len(), 1);
+    assert_eq!(node_jobs(&p, "C").len(), 2, "C ran twice");
+    // The node log has every node job's events; a node's own log has its own.
+    let nodes_log = read(&d, "diamond.dag.nodes.log");
+    for n in ["A", "B", "C", "D"] {
+        assert!(nodes_log.contains(&format!("DAG Node: {n}")), "{nodes_log}");
+    }
+    assert!(nodes_log.contains("POST Script terminated."), "{nodes_log}");
+    let a_log = read(&d, "a.log");
+    assert!(a_log.contains("Job terminated") && !a_log.contains("DAG Node: B"), "{a_log}");
+    let metrics: serde_json::Value =
+        serde_json::from_str(&read(&d, "diamond.dag.metrics")).unwrap();
+    assert_eq!(metrics["exitcode"], 0, "{metrics}");
+    assert_eq!(metrics["nodes_done"], 4, "{metrics}");
+    assert_eq!(metrics["jobs_submitted"], 5, "{metrics}");
+    let progress = read(&d, "diamond.dag.dagman.out");
+    assert!(progress.contains("exiting with status 0"), "{progress}");
+    assert!(!d.join("diamond.dag.lock").exists(), "the lock is gone");
+    assert!(!d.join("diamond.dag.rescue001").exists());
+}
+
+#[test]
+fn a_failed_node_leaves_a_rescue_dag_that_the_next_run_uses() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    write(&d, "b.sub", "executable = exit_code.wasm\narguments = 3\nqueue\n");
+    write(
+        &d,
+        "f.dag",
+        "JOB A ok.sub\nJOB B b.sub\nJOB C ok.sub\nPARENT A CHILD B\nPARENT B CHILD C\n",
+    );
+    let o = run_dag(&p, &["f.dag"]);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    let rescue = read(&d, "f.dag.rescue001");
+    assert!(rescue.contains("\nDONE A\n") && !rescue.contains("DONE B"), "{rescue}");
+    assert!(rescue.contains("# Nodes that failed: 1"), "{rescue}");
+    assert!(node_jobs(&p, "C").is_empty(), "C never ran after B failed");
+    // Fixed, the DAG runs again from its rescue: A is not run again.
+    write(&d, "b.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    let o = run_dag(&p, &["f.dag"]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert_eq!(node_jobs(&p, "A").len(), 1, "A ran once in all");
+    assert_eq!(node_jobs(&p, "B").len(), 2);
+    assert_eq!(node_jobs(&p, "C").len(), 1);
+    let progress = read(&d, "f.dag.dagman.out");
+    assert!(progress.contains("Using rescue DAG"), "{progress}");
+}
+
+#[test]
+fn a_dagman_killed_outright_recovers_without_running_a_node_twice() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "slow.sub", "executable = sleeper.wasm\narguments = 4\nqueue\n");
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    script(&d, "post.sh", "#!/bin/sh\necho \"$1\" >> posts.txt\n");
+    write(
+        &d,
+        "r.dag",
+        "JOB A ok.sub\nJOB B slow.sub\nJOB C ok.sub\nPARENT A CHILD B\nPARENT B CHILD C\n\
+         SCRIPT POST A post.sh $JOB\n",
+    );
+    let mut child =
+        dagman(&p, &["r.dag"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    // Killed while B runs: after A's POST script ended, before B's job did.
+    wait_or(
+        "B's job running",
+        Duration::from_secs(60),
+        || p.queue().iter().any(|a| text(a, "DAGNodeName") == "B" && int(a, "JobStatus") == 2),
+        || p.logs(),
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(d.join("r.dag.lock").exists(), "a DAGMan killed outright leaves its lock");
+    let o = run_dag(&p, &["r.dag"]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("(recovered)"), "{}", said(&o));
+    for n in ["A", "B", "C"] {
+        assert_eq!(node_jobs(&p, n).len(), 1, "node {n} ran once");
+    }
+    assert_eq!(read(&d, "posts.txt"), "A\n", "A's POST script ran once");
+}
+
+#[test]
+fn a_removed_dag_removes_its_jobs_and_runs_its_final_node() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "slow.sub", "executable = sleeper.wasm\narguments = 600\nqueue\n");
+    write(&d, "fin.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    script(&d, "status.sh", "#!/bin/sh\necho \"$1 $2\" > final.txt\n");
+    write(
+        &d,
+        "rm.dag",
+        "JOB A slow.sub\nJOB B slow.sub\nPARENT A CHILD B\nFINAL F fin.sub\n\
+         SCRIPT PRE F status.sh $JOB $DAG_STATUS\n",
+    );
+    let child = dagman(&p, &["rm.dag"]).stdout(Stdio::piped()).spawn().unwrap();
+    wait_or(
+        "A's job running",
+        Duration::from_secs(60),
+        || p.queue().iter().any(|a| text(a, "DAGNodeName") == "A" && int(a, "JobStatus") == 2),
+        || p.logs(),
+    );
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let o = child.wait_with_output().unwrap();
+    // The FINAL node's success is the DAG's, after a removal too.
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    assert_eq!(read(&d, "final.txt"), "F 4\n", "the FINAL node was told DAG_Status 4");
+    let a = node_jobs(&p, "A");
+    assert_eq!(a.len(), 1);
+    assert_eq!(int(&a[0], "JobStatus"), 3, "A's job was removed");
+    assert!(node_jobs(&p, "B").is_empty());
+    assert!(d.join("rm.dag.rescue001").exists());
+}
+
+#[test]
+fn a_bad_dag_is_refused_before_anything_is_submitted() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    write(&d, "cycle.dag", "JOB A ok.sub\nJOB B ok.sub\nPARENT A CHILD B\nPARENT B CHILD A\n");
+    write(&d, "missing.dag", "JOB A ok.sub\nJOB B nowhere.sub\n");
+    write(&d, "broken.sub", "executable = exit_code.wasm\nqueue 1 in (\n");
+    write(&d, "broken.dag", "JOB A ok.sub\nJOB B broken.sub\n");
+    write(&d, "sub.dag", "JOB A ok.sub\nSUBDAG EXTERNAL S inner.dag\n");
+    for (dag, says) in [
+        ("cycle.dag", "cycle"),
+        ("missing.dag", "missing.dag:2"),
+        ("broken.dag", "broken.sub"),
+        ("sub.dag", "sub.dag:2"),
+    ] {
+        let o = run_dag(&p, &[dag]);
+        assert!(!o.status.success(), "{dag}: {}", said(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{dag}: {err}");
+    }
+    assert!(p.queue().is_empty() && p.history().is_empty(), "nothing was submitted");
+}
