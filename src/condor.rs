@@ -32,6 +32,7 @@ pub const NAMES: &[(&str, &[&str])] = &[
     ("condor_config_val", &["config-val"]),
     ("condor_reconfig", &["reconfig"]),
     ("condor_dagman", &["dagman"]),
+    ("condor_submit_dag", &["submit-dag"]),
 ];
 
 /// The subcommands whose words are not all options: `run` passes the words

@@ -85,6 +85,9 @@ enum Command {
     /// Run a DAG workflow against the pool in this process (condor_dagman):
     /// node jobs with their VARS, PRE and POST scripts, retries, rescue DAGs.
     Dagman(cmd::dagman::DagmanArgs),
+    /// Queue a DAG workflow's DAGMan as a job of the schedd, which runs it as
+    /// you on the submit machine (condor_submit_dag).
+    SubmitDag(cmd::submit_dag::SubmitDagArgs),
     /// Checkpoint snapshots: `inspect` prints one's header and checks it.
     #[command(subcommand)]
     Snapshot(cmd::snapshot::SnapshotCmd),
@@ -183,6 +186,7 @@ fn main() -> ExitCode {
         Command::Status(a) => cmd::status::run(a),
         Command::Cron(c) => cmd::cron::run(c),
         Command::Dagman(a) => cmd::dagman::run(a),
+        Command::SubmitDag(a) => cmd::submit_dag::run(a),
         Command::Router(c) => cmd::router::run(c),
         Command::Snapshot(c) => cmd::snapshot::run(c),
         Command::Compile(a) => cmd::compile::run(a),

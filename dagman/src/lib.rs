@@ -24,6 +24,8 @@
 
 #![forbid(unsafe_code)]
 
+pub use andes_dag as dag;
+
 pub mod nodelog;
 pub mod scripts;
 
@@ -257,7 +259,17 @@ pub async fn run(
         .write(true)
         .open(&files.lock)
         .with_context(|| format!("cannot open the lock file {}", files.lock.display()))?;
-    if lock.try_lock().is_err() {
+    // A DAGMan whose schedd was killed outright ends within a moment: its
+    // successor waits that long for the lock.
+    let mut locked = lock.try_lock().is_ok();
+    for _ in 0..40 {
+        if locked {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        locked = lock.try_lock().is_ok();
+    }
+    if !locked {
         bail!(
             "another DAGMan runs {} ({} is locked)",
             opts.dag_file.display(),

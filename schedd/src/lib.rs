@@ -14,6 +14,7 @@ pub mod queue;
 pub mod room;
 pub mod router;
 pub mod schedd;
+pub mod scheduler;
 pub mod shadow;
 pub mod spool;
 pub mod userfs;

@@ -515,7 +515,19 @@ async fn submit(
             };
         }
     }
-    if digests.is_empty()
+    // A DAGMan job runs no module: the schedd runs it itself, as its owner.
+    let dagman = |p: &ClassAd| {
+        let mut job = cluster_ad.clone();
+        job.update(p);
+        crate::scheduler::is_dagman(&job)
+    };
+    if procs.iter().any(dagman) {
+        if caller.role == Role::Schedd || !procs.iter().all(dagman) {
+            return Err(ApiError::bad_request(
+                "a DAGMan job is submitted alone, by its owner (andes submit-dag)",
+            ));
+        }
+    } else if digests.is_empty()
         || procs.iter().any(|p| p.get("CmdDigest").is_none())
             && cluster_ad.get("CmdDigest").is_none()
     {

@@ -49,10 +49,36 @@ pub struct DagmanArgs {
     /// The DAGMan job's cluster (`DAGManJobId` of the node jobs).
     #[arg(long = "dagman-job-id", value_name = "CLUSTER", hide = true)]
     dagman_job_id: Option<u32>,
+    /// End at once, cleaning nothing up, when the process that started this
+    /// one ends (how the schedd runs a DAGMan job: a schedd killed outright
+    /// takes its DAGMen with it, and the next one starts them again, in
+    /// recovery).
+    #[arg(long = "exit-with-parent", hide = true)]
+    exit_with_parent: bool,
+}
+
+/// Ends this process when its parent ends (see `--exit-with-parent`).
+fn exit_with_parent() {
+    #[cfg(unix)]
+    {
+        let parent = std::os::unix::process::parent_id();
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(Duration::from_millis(250));
+                if std::os::unix::process::parent_id() != parent {
+                    // The lock stays: the next DAGMan of this DAG recovers.
+                    std::process::exit(3);
+                }
+            }
+        });
+    }
 }
 
 /// Runs `andes dagman`.
 pub fn run(args: DagmanArgs) -> Result<ExitCode> {
+    if args.exit_with_parent {
+        exit_with_parent();
+    }
     let mut opts = Options::new(&args.dag, std::env::current_exe()?);
     opts.run.max_jobs = args.max_jobs;
     opts.run.max_pre = args.max_pre;

@@ -20,6 +20,7 @@ pub mod schedd;
 pub mod snapshot;
 pub mod status;
 pub mod submit;
+pub mod submit_dag;
 pub mod tail;
 pub mod transfer;
 pub mod vacate;

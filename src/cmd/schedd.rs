@@ -158,6 +158,12 @@ pub async fn serve(
         }
     );
     let _periodic = schedd.spawn_periodic(config.periodic_interval);
+    // DAGMan jobs (the scheduler universe) run here, as their owners.
+    let dagman = match s.get("DAGMAN")?.filter(|p| !p.is_empty()) {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::env::current_exe().context("the DAGMan program (set DAGMAN)")?,
+    };
+    let _dagmen = andes_schedd::scheduler::Dagmen::start(&schedd, dagman);
     if let Some(r) = ready {
         let _ = r.send(addr);
     }

@@ -261,3 +261,155 @@ fn a_bad_dag_is_refused_before_anything_is_submitted() {
     }
     assert!(p.queue().is_empty() && p.history().is_empty(), "nothing was submitted");
 }
+
+/// `andes submit-dag DAG` as alice; the DAGMan job's cluster.
+fn submit_dag(p: &Pool, args: &[&str]) -> u32 {
+    let mut c = andes();
+    let o = c
+        .arg("submit-dag")
+        .args(args)
+        .current_dir(p.path().join("jobs"))
+        .env("ANDES_CONFIG_DIR", p.path())
+        .env("ANDES_CONFIG", p.user_config())
+        .env("USER", "alice")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", said(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let n = out
+        .lines()
+        .find_map(|l| l.strip_prefix("1 job(s) submitted to cluster "))
+        .unwrap_or_else(|| panic!("{out}"));
+    n.trim_end_matches('.').parse().unwrap()
+}
+
+/// The DAGMan job `cluster` in the history, once it is there.
+fn dagman_done(p: &Pool, cluster: u32, within: Duration) -> ClassAd {
+    let mut found = None;
+    wait_or(
+        "the DAGMan job in the history",
+        within,
+        || {
+            found = p.history().into_iter().find(|a| int(a, "ClusterId") == i64::from(cluster));
+            found.is_some()
+        },
+        || format!("{}\n{:?}", p.logs(), p.queue()),
+    );
+    found.unwrap()
+}
+
+#[test]
+fn submit_dag_queues_a_dagman_job_that_runs_the_dag_as_its_owner() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    script(&d, "post.sh", "#!/bin/sh\nid -un > post_user.txt\necho \"$1\" >> posts.txt\n");
+    write(
+        &d,
+        "q.dag",
+        "JOB A ok.sub\nJOB B ok.sub\nJOB C ok.sub\nPARENT A CHILD B C\nSCRIPT POST C post.sh $JOB\n",
+    );
+    let cluster = submit_dag(&p, &["q.dag"]);
+    let ad = dagman_done(&p, cluster, Duration::from_secs(90));
+    assert_eq!(int(&ad, "JobStatus"), 4, "{ad}");
+    assert_eq!(int(&ad, "ExitCode"), 0, "{ad}");
+    assert_eq!(int(&ad, "JobUniverse"), 7, "{ad}");
+    for n in ["A", "B", "C"] {
+        let jobs = node_jobs(&p, n);
+        assert_eq!(jobs.len(), 1, "{n}");
+        assert_eq!(int(&jobs[0], "DAGManJobId"), i64::from(cluster), "{}", jobs[0]);
+        assert_eq!(text(&jobs[0], "JobBatchName"), format!("q.dag+{cluster}"));
+        assert_eq!(text(&jobs[0], "Owner"), "alice");
+    }
+    assert_eq!(read(&d, "posts.txt"), "C\n");
+    // The DAGMan job's own log tells its life; its progress is in dagman.out.
+    let life = read(&d, "q.dag.dagman.log");
+    assert!(life.contains("Job submitted") && life.contains("Job terminated"), "{life}");
+    assert!(read(&d, "q.dag.dagman.out").contains("exiting with status 0"));
+    assert!(d.join("q.dag.condor.sub").exists());
+    // A second submit of a running DAG's lock is refused; this one is over.
+    assert!(!d.join("q.dag.lock").exists());
+}
+
+#[test]
+fn removing_a_dagman_job_removes_its_nodes_and_leaves_a_rescue_dag() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "slow.sub", "executable = sleeper.wasm\narguments = 600\nqueue\n");
+    write(&d, "rmq.dag", "JOB A slow.sub\nJOB B slow.sub\nPARENT A CHILD B\n");
+    let cluster = submit_dag(&p, &["rmq.dag"]);
+    wait_or(
+        "A's job running",
+        Duration::from_secs(60),
+        || p.queue().iter().any(|a| text(a, "DAGNodeName") == "A" && int(a, "JobStatus") == 2),
+        || p.logs(),
+    );
+    p.ok("alice", &["rm", &cluster.to_string()]);
+    let ad = dagman_done(&p, cluster, Duration::from_secs(60));
+    assert_eq!(int(&ad, "JobStatus"), 3, "{ad}");
+    wait_or("the queue empty", Duration::from_secs(60), || p.queue().is_empty(), || p.logs());
+    let a = node_jobs(&p, "A");
+    assert_eq!((a.len(), int(&a[0], "JobStatus")), (1, 3), "A's job was removed");
+    assert!(node_jobs(&p, "B").is_empty());
+    let rescue = read(&d, "rmq.dag.rescue001");
+    assert!(rescue.contains("# Nodes premarked DONE: 0") && !rescue.contains("\nDONE "), "{rescue}");
+}
+
+#[test]
+fn a_held_dagman_job_stops_and_its_release_resumes_the_dag() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "slow.sub", "executable = sleeper.wasm\narguments = 3\nqueue\n");
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    write(&d, "h.dag", "JOB A slow.sub\nJOB B ok.sub\nPARENT A CHILD B\n");
+    let cluster = submit_dag(&p, &["h.dag"]);
+    wait_or(
+        "A's job running",
+        Duration::from_secs(60),
+        || p.queue().iter().any(|a| text(a, "DAGNodeName") == "A" && int(a, "JobStatus") == 2),
+        || p.logs(),
+    );
+    p.ok("alice", &["hold", &cluster.to_string()]);
+    // Its node goes on and ends; nothing follows it while the DAG is held.
+    wait_or("A done", Duration::from_secs(60), || node_jobs(&p, "A").len() == 1, || p.logs());
+    let held = p.queue();
+    assert!(
+        held.iter().all(|a| text(a, "DAGNodeName") != "B"),
+        "B was submitted while its DAG was held: {held:?}"
+    );
+    assert!(d.join("h.dag.lock").exists(), "a stopped DAGMan leaves its lock");
+    p.ok("alice", &["release", &cluster.to_string()]);
+    let ad = dagman_done(&p, cluster, Duration::from_secs(90));
+    assert_eq!((int(&ad, "JobStatus"), int(&ad, "ExitCode")), (4, 0), "{ad}");
+    assert_eq!(node_jobs(&p, "A").len(), 1, "A ran once");
+    assert_eq!(node_jobs(&p, "B").len(), 1);
+    assert!(read(&d, "h.dag.dagman.out").contains("RECOVERY"));
+}
+
+#[test]
+fn a_schedd_killed_outright_mid_dag_runs_each_node_once() {
+    let mut p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "slow.sub", "executable = sleeper.wasm\narguments = 4\nqueue\n");
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    write(
+        &d,
+        "k.dag",
+        "JOB A ok.sub\nJOB B slow.sub\nJOB C ok.sub\nPARENT A CHILD B\nPARENT B CHILD C\n",
+    );
+    let cluster = submit_dag(&p, &["k.dag"]);
+    wait_or(
+        "B's job running",
+        Duration::from_secs(60),
+        || p.queue().iter().any(|a| text(a, "DAGNodeName") == "B" && int(a, "JobStatus") == 2),
+        || p.logs(),
+    );
+    Pool::kill9(&mut p.schedd);
+    p.start_schedd();
+    let ad = dagman_done(&p, cluster, Duration::from_secs(120));
+    assert_eq!((int(&ad, "JobStatus"), int(&ad, "ExitCode")), (4, 0), "{ad}");
+    for n in ["A", "B", "C"] {
+        assert_eq!(node_jobs(&p, n).len(), 1, "node {n} ran once");
+    }
+    assert!(read(&d, "k.dag.dagman.out").contains("RECOVERY"));
+}

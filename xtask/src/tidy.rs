@@ -80,14 +80,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "andes-dagman",
-        &[
-            "classad",
-            "andes-dag",
-            "andes-client",
-            "andes-job",
-            "andes-protocol",
-            "andes-submit",
-        ],
+        &["classad", "andes-dag", "andes-client", "andes-job", "andes-protocol", "andes-submit"],
     ),
     (
         "andes-python",

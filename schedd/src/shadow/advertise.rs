@@ -174,6 +174,10 @@ impl PoolState {
         let st = self.queue.read();
         let mut per: HashMap<String, [i64; 3]> = HashMap::new();
         for v in st.jobs() {
+            // The schedd runs its DAGMan jobs itself: they ask the pool for nothing.
+            if crate::scheduler::is_dagman_view(&v) {
+                continue;
+            }
             let slot = match v.proc.status {
                 JobStatus::Idle if !busy.contains(&v.id) => 0,
                 s if s.is_active() => 1,
@@ -245,7 +249,7 @@ impl PoolState {
             if v.proc.ad.contains(ACTIVATION_PENDING) {
                 continue;
             }
-            if v.routed_away() || !self.offerable(&v, now) {
+            if v.routed_away() || !self.offerable(&v, now) || crate::scheduler::is_dagman_view(&v) {
                 continue;
             }
             let base = cluster_keys.entry(v.id.cluster).or_insert_with(|| {
