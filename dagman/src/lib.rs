@@ -27,6 +27,7 @@
 pub use andes_dag as dag;
 
 pub mod nodelog;
+pub mod reports;
 pub mod scripts;
 
 use std::collections::{HashMap, VecDeque};
@@ -36,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use andes_dag::run::{DagStatus, Event, Options as RunOptions, Run, State, Step};
-use andes_dag::{Dag, Limits, NodeId, NodeKind, SubmitSource, VarsAt};
+use andes_dag::{Dag, Limits, NodeId, NodeKind, ScriptKind, SubmitSource, VarsAt};
 use andes_job::api::{Change, ChangeReport, ChangeRequest, Targets};
 use andes_job::ids::JobSelector;
 use andes_job::userlog::EventJobId;
@@ -45,6 +46,7 @@ use andes_submit::SubmitDescription;
 use anyhow::{Context as _, Result, anyhow, bail};
 
 use crate::nodelog::{Evidence, NodeLog, Seen};
+use crate::reports::Reports;
 use crate::scripts::{Macros, Runner};
 
 /// How a DAG runs (HTCondor's `condor_submit_dag` options that apply).
@@ -134,8 +136,73 @@ pub struct Prepared {
     pub base: PathBuf,
     /// The rescue DAG read over it, if any.
     pub rescue: Option<PathBuf>,
+    /// What the DAG's `CONFIG` file sets (the command line's options win).
+    pub knobs: Knobs,
     /// Each submit description file, parsed, by its path.
     descriptions: HashMap<PathBuf, SubmitDescription>,
+}
+
+/// The DAGMan knobs a DAG's `CONFIG` file may set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Knobs {
+    /// `DAGMAN_MAX_JOBS_SUBMITTED` (`-maxjobs`).
+    pub max_jobs: Option<u32>,
+    /// `DAGMAN_MAX_PRE_SCRIPTS` (`-maxpre`).
+    pub max_pre: Option<u32>,
+    /// `DAGMAN_MAX_POST_SCRIPTS` (`-maxpost`).
+    pub max_post: Option<u32>,
+    /// `DAGMAN_ALWAYS_RUN_POST` (`-AlwaysRunPost`).
+    pub always_run_post: Option<bool>,
+    /// `DAGMAN_*` knobs the file sets that andes does not apply (said as
+    /// warnings, not ignored in silence).
+    pub not_applied: Vec<String>,
+}
+
+/// Reads a DAG's `CONFIG` file (HTCondor's configuration language).
+fn read_knobs(path: &Path, at: &andes_dag::Place) -> Result<Knobs> {
+    let mut c = andes_config::Config::new();
+    c.load_file(path).map_err(|e| anyhow!("{at}: CONFIG {}: {e}", path.display()))?;
+    let mut k = Knobs::default();
+    let get = |name: &str| -> Result<Option<String>> {
+        c.get(name).map_err(|e| anyhow!("{at}: CONFIG {}: {name}: {e}", path.display()))
+    };
+    let count = |name: &str| -> Result<Option<u32>> {
+        match get(name)? {
+            None => Ok(None),
+            Some(v) => v.trim().parse().map(Some).map_err(|_| {
+                anyhow!("{at}: CONFIG {}: {name} = {v}: expected a count", path.display())
+            }),
+        }
+    };
+    k.max_jobs = count("DAGMAN_MAX_JOBS_SUBMITTED")?;
+    k.max_pre = count("DAGMAN_MAX_PRE_SCRIPTS")?;
+    k.max_post = count("DAGMAN_MAX_POST_SCRIPTS")?;
+    k.always_run_post = match get("DAGMAN_ALWAYS_RUN_POST")? {
+        None => None,
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Some(true),
+            "false" | "0" | "no" => Some(false),
+            _ => bail!(
+                "{at}: CONFIG {}: DAGMAN_ALWAYS_RUN_POST = {v}: expected a boolean",
+                path.display()
+            ),
+        },
+    };
+    const APPLIED: [&str; 4] = [
+        "DAGMAN_MAX_JOBS_SUBMITTED",
+        "DAGMAN_MAX_PRE_SCRIPTS",
+        "DAGMAN_MAX_POST_SCRIPTS",
+        "DAGMAN_ALWAYS_RUN_POST",
+    ];
+    let mut others: Vec<String> = c
+        .names()
+        .filter(|n| n.to_ascii_uppercase().starts_with("DAGMAN_"))
+        .filter(|n| !APPLIED.iter().any(|a| a.eq_ignore_ascii_case(n)))
+        .map(String::from)
+        .collect();
+    others.sort();
+    k.not_applied = others;
+    Ok(k)
 }
 
 /// Reads the DAG, the newest rescue DAG over it and every node's submit
@@ -152,12 +219,19 @@ pub fn prepare(opts: &Options) -> Result<Prepared> {
     let disk = andes_dag::Disk::new(&base);
     let mut dag =
         andes_dag::parse_file(&dag_path, &disk, &Limits::default()).map_err(|e| anyhow!("{e}"))?;
+    if let Some(at) = &dag.rejected {
+        bail!("{at}: the DAG file says REJECT: it is not to be run");
+    }
     let rescue = andes_dag::rescue::newest_rescue(&dag_path);
     if let Some((_, path)) = &rescue {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the rescue DAG {}", path.display()))?;
         andes_dag::rescue::apply_rescue(&mut dag, &text, path).map_err(|e| anyhow!("{e}"))?;
     }
+    let knobs = match &dag.config {
+        Some((file, at)) => read_knobs(&base.join(file), at)?,
+        None => Knobs::default(),
+    };
     let mut descriptions = HashMap::new();
     for node in &dag.nodes {
         if node.kind == NodeKind::SubDag {
@@ -194,7 +268,7 @@ pub fn prepare(opts: &Options) -> Result<Prepared> {
             }
         }
     }
-    Ok(Prepared { dag, base, rescue: rescue.map(|(_, p)| p), descriptions })
+    Ok(Prepared { dag, base, rescue: rescue.map(|(_, p)| p), knobs, descriptions })
 }
 
 fn node_dir(base: &Path, dir: Option<&Path>) -> PathBuf {
@@ -313,6 +387,13 @@ pub async fn run(
     let runner = Runner { andes: opts.andes.clone(), timeout: opts.script_timeout };
     let mut state = Run::new(dag, opts.run).map_err(|e| anyhow!(e))?;
     let mut steps: VecDeque<Step> = state.start().into();
+    let dag_path = std::path::absolute(&opts.dag_file).unwrap_or_else(|_| opts.dag_file.clone());
+    let (mut reports, problems) = Reports::new(dag, &dag_path, &p.base);
+    for e in problems {
+        out.say(format!("ERROR: {e}"));
+    }
+    let me = opts.dagman_job_id.map_or("-".to_string(), |c| format!("{c}.0"));
+    reports.jobstate("INTERNAL", "***", &format!("DAGMAN_STARTED {me} ***"));
     let mut cluster_of: Vec<Option<i32>> = vec![None; dag.nodes.len()];
     let mut counts = Counts::default();
     let mut scripts = tokio::task::JoinSet::new();
@@ -337,10 +418,16 @@ pub async fn run(
                     };
                     out.say(format!("Running PRE script of Node {}...", n.name));
                     counts.pre_run += 1;
+                    if let Some(e) = reports.save_point(dag, &state, node) {
+                        out.say(format!("ERROR: {e}"));
+                    }
+                    reports.jobstate(&n.name, "PRE_SCRIPT_STARTED", &format!("- local - {retry}"));
                     let macros = macros_for(&state, dag, node, retry, None, 0, -1);
                     let dir = node_dir(&p.base, n.dir.as_deref());
                     let r = runner.clone();
-                    scripts.spawn(async move { (node, true, r.run(&script, &dir, &macros).await) });
+                    scripts.spawn(async move {
+                        (node, ScriptKind::Pre, r.run(&script, &dir, &macros).await)
+                    });
                 }
                 Step::RunPost { node, retry, job_return, pre_return } => {
                     let n = &dag.nodes[node as usize];
@@ -355,13 +442,15 @@ pub async fn run(
                     };
                     out.say(format!("Running POST script of Node {}...", n.name));
                     counts.post_run += 1;
+                    reports.jobstate(&n.name, "POST_SCRIPT_STARTED", &format!("- local - {retry}"));
                     let job_id = cluster_of[node as usize];
                     let macros =
                         macros_for(&state, dag, node, retry, job_id, job_return, pre_return);
                     let dir = node_dir(&p.base, n.dir.as_deref());
                     let r = runner.clone();
-                    scripts
-                        .spawn(async move { (node, false, r.run(&script, &dir, &macros).await) });
+                    scripts.spawn(async move {
+                        (node, ScriptKind::Post, r.run(&script, &dir, &macros).await)
+                    });
                 }
                 Step::Submit { node, retry } => {
                     let n = &dag.nodes[node as usize];
@@ -379,9 +468,13 @@ pub async fn run(
                         events.push_back(Event::JobEnded(node, 0));
                         continue;
                     }
+                    if let Some(e) = reports.save_point(dag, &state, node) {
+                        out.say(format!("ERROR: {e}"));
+                    }
                     match submit_node(p, opts, &files, client, &state, node, retry).await {
                         Ok(c) => {
                             counts.submitted += 1;
+                            reports.jobstate(&n.name, "SUBMIT", &format!("{c}.0 - {retry}"));
                             out.say(format!(
                                 "Submitting HTCondor Node {} job(s)... cluster {c}",
                                 n.name
@@ -419,6 +512,10 @@ pub async fn run(
                         out.say(format!("Wrote the rescue DAG {}", r.display()));
                     }
                     let o = Outcome { status, exit, rescue, recovered: recovering };
+                    for e in reports.write(dag, &state, true) {
+                        out.say(format!("ERROR: {e}"));
+                    }
+                    reports.jobstate("INTERNAL", "***", &format!("DAGMAN_FINISHED {exit} ***"));
                     write_metrics(&files, &o, &state, dag, &counts, start)?;
                     return finish(o, &mut out, lock, &files);
                 }
@@ -426,11 +523,12 @@ pub async fn run(
         }
         if let Some(ev) = events.pop_front() {
             steps.extend(state.on(ev));
+            reports.touch();
             continue;
         }
         tokio::select! {
             Some(joined) = scripts.join_next() => {
-                let Ok((node, pre, result)) = joined else { continue };
+                let Ok((node, kind, result)) = joined else { continue };
                 let name = &dag.nodes[node as usize].name;
                 let code = match result {
                     Ok(c) => c,
@@ -439,9 +537,18 @@ pub async fn run(
                         -1
                     }
                 };
-                let which = if pre { "PRE" } else { "POST" };
+                let which = match kind {
+                    ScriptKind::Pre => "PRE",
+                    ScriptKind::Post => "POST",
+                    ScriptKind::Hold => "HOLD",
+                };
                 out.say(format!("{which} Script of Node {name} completed: {code}"));
-                if pre {
+                let verdict = if code == 0 { "SUCCESS" } else { "FAILURE" };
+                reports.jobstate(name, &format!("{which}_SCRIPT_{verdict}"), &code.to_string());
+                reports.touch();
+                if kind == ScriptKind::Hold {
+                    // A HOLD script decides nothing: the job stays held.
+                } else if kind == ScriptKind::Pre {
                     steps.extend(state.on(Event::PreExited(node, code)));
                 } else {
                     let id = cluster_of[node as usize].unwrap_or(0);
@@ -453,6 +560,9 @@ pub async fn run(
                 }
             }
             _ = tick.tick() => {
+                for e in reports.write(dag, &state, false) {
+                    out.say(format!("ERROR: {e}"));
+                }
                 let seen = match log.poll(&names, None) {
                     Ok(s) => s,
                     Err(e) => {
@@ -471,15 +581,31 @@ pub async fn run(
                             if code == 0 {
                                 counts.succeeded += 1;
                                 out.say(format!("Node {name} job completed"));
+                                reports.jobstate(name, "JOB_SUCCESS", "0");
                             } else {
                                 counts.failed += 1;
                                 out.say(format!("Node {name} job failed: {code}"));
+                                reports.jobstate(name, "JOB_FAILURE", &code.to_string());
                             }
                             events.push_back(Event::JobEnded(node, code));
                         }
                         Seen::Held { node, job, reason } => {
-                            let name = &dag.nodes[node as usize].name;
-                            out.say(format!("Node {name} job {job} is held: {reason}"));
+                            let n = &dag.nodes[node as usize];
+                            out.say(format!("Node {} job {job} is held: {reason}", n.name));
+                            reports.jobstate(&n.name, "JOB_HELD", &job);
+                            let current = cluster_of[node as usize];
+                            if let Some(script) = n.hold.clone()
+                                && current.is_some_and(|c| job.starts_with(&format!("{c}.")))
+                            {
+                                out.say(format!("Running HOLD script of Node {}...", n.name));
+                                let retry = state.retry(node);
+                                let macros = macros_for(&state, dag, node, retry, current, 0, -1);
+                                let dir = node_dir(&p.base, n.dir.as_deref());
+                                let r = runner.clone();
+                                scripts.spawn(async move {
+                                    (node, ScriptKind::Hold, r.run(&script, &dir, &macros).await)
+                                });
+                            }
                         }
                     }
                 }

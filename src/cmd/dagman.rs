@@ -22,15 +22,15 @@ use crate::settings::user_name;
 pub struct DagmanArgs {
     /// The DAG input file.
     dag: PathBuf,
-    /// The most node jobs in the queue at once (0: no limit).
-    #[arg(long = "maxjobs", default_value_t = 0)]
-    max_jobs: u32,
-    /// The most PRE scripts running at once (0: no limit).
-    #[arg(long = "maxpre", default_value_t = 20)]
-    max_pre: u32,
-    /// The most POST scripts running at once (0: no limit).
-    #[arg(long = "maxpost", default_value_t = 20)]
-    max_post: u32,
+    /// The most node jobs in the queue at once (0, the default: no limit).
+    #[arg(long = "maxjobs", value_name = "N")]
+    max_jobs: Option<u32>,
+    /// The most PRE scripts running at once (default 20; 0: no limit).
+    #[arg(long = "maxpre", value_name = "N")]
+    max_pre: Option<u32>,
+    /// The most POST scripts running at once (default 20; 0: no limit).
+    #[arg(long = "maxpost", value_name = "N")]
+    max_post: Option<u32>,
     /// Run a node's POST script even when its PRE script failed.
     #[arg(long = "AlwaysRunPost")]
     always_run_post: bool,
@@ -80,10 +80,6 @@ pub fn run(args: DagmanArgs) -> Result<ExitCode> {
         exit_with_parent();
     }
     let mut opts = Options::new(&args.dag, std::env::current_exe()?);
-    opts.run.max_jobs = args.max_jobs;
-    opts.run.max_pre = args.max_pre;
-    opts.run.max_post = args.max_post;
-    opts.run.always_run_post = args.always_run_post;
     opts.use_dag_dir = args.use_dag_dir;
     opts.batch_name = args.batch_name;
     opts.recover = args.recover;
@@ -94,6 +90,15 @@ pub fn run(args: DagmanArgs) -> Result<ExitCode> {
     let prepared = prepare(&opts)?;
     for w in &prepared.dag.warnings {
         eprintln!("WARNING: {w}");
+    }
+    // The command line, then the DAG's CONFIG file, then the defaults.
+    let k = &prepared.knobs;
+    opts.run.max_jobs = args.max_jobs.or(k.max_jobs).unwrap_or(opts.run.max_jobs);
+    opts.run.max_pre = args.max_pre.or(k.max_pre).unwrap_or(opts.run.max_pre);
+    opts.run.max_post = args.max_post.or(k.max_post).unwrap_or(opts.run.max_post);
+    opts.run.always_run_post = args.always_run_post || k.always_run_post.unwrap_or(false);
+    for n in &k.not_applied {
+        eprintln!("WARNING: the DAG's CONFIG file sets {n}, which andes dagman does not apply");
     }
     let session = Session::open()?;
     let outcome = session.block_on(async {

@@ -119,7 +119,14 @@ pub fn run(args: SubmitDagArgs) -> Result<ExitCode> {
         }
     }
     let iwd = std::env::current_dir()?;
-    let mut ad = dagman_ad(&dag, &iwd, &dagman_args, args.batch_name.as_deref());
+    // ENV GET: the DAG's own picks from this environment go with it too.
+    let mut keep: Vec<String> = KEPT_ENV.iter().map(|k| k.to_string()).collect();
+    for e in &prepared.dag.env {
+        if let andes_dagman::dag::EnvCommand::Get(names) = e {
+            keep.extend(names.iter().cloned());
+        }
+    }
+    let mut ad = dagman_ad(&dag, &iwd, &dagman_args, args.batch_name.as_deref(), &keep);
     let with_ext = |ext: &str| {
         let mut s = dag.as_os_str().to_owned();
         s.push(ext);
@@ -180,7 +187,13 @@ fn name_of(p: &Path) -> String {
 }
 
 /// The DAGMan job's ad (without its cluster).
-fn dagman_ad(dag: &Path, iwd: &Path, args: &[String], batch: Option<&str>) -> ClassAd {
+fn dagman_ad(
+    dag: &Path,
+    iwd: &Path,
+    args: &[String],
+    batch: Option<&str>,
+    keep: &[String],
+) -> ClassAd {
     let base = name_of(dag);
     let mut ad = ClassAd::new();
     ad.insert_value("JobUniverse", 7i64);
@@ -201,7 +214,7 @@ fn dagman_ad(dag: &Path, iwd: &Path, args: &[String], batch: Option<&str>) -> Cl
     }
     ad.insert_value("QDate", client::now());
     ad.insert_value("DAGManDagName", base.as_str());
-    let env: Vec<Value> = KEPT_ENV
+    let env: Vec<Value> = keep
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| Value::string(format!("{k}={v}"))))
         .collect();

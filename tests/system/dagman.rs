@@ -248,11 +248,13 @@ fn a_bad_dag_is_refused_before_anything_is_submitted() {
     write(&d, "broken.sub", "executable = exit_code.wasm\nqueue 1 in (\n");
     write(&d, "broken.dag", "JOB A ok.sub\nJOB B broken.sub\n");
     write(&d, "sub.dag", "JOB A ok.sub\nSUBDAG EXTERNAL S inner.dag\n");
+    write(&d, "reject.dag", "JOB A ok.sub\nREJECT\n");
     for (dag, says) in [
         ("cycle.dag", "cycle"),
         ("missing.dag", "missing.dag:2"),
         ("broken.dag", "broken.sub"),
         ("sub.dag", "sub.dag:2"),
+        ("reject.dag", "reject.dag:2"),
     ] {
         let o = run_dag(&p, &[dag]);
         assert!(!o.status.success(), "{dag}: {}", said(&o));
@@ -352,7 +354,10 @@ fn removing_a_dagman_job_removes_its_nodes_and_leaves_a_rescue_dag() {
     assert_eq!((a.len(), int(&a[0], "JobStatus")), (1, 3), "A's job was removed");
     assert!(node_jobs(&p, "B").is_empty());
     let rescue = read(&d, "rmq.dag.rescue001");
-    assert!(rescue.contains("# Nodes premarked DONE: 0") && !rescue.contains("\nDONE "), "{rescue}");
+    assert!(
+        rescue.contains("# Nodes premarked DONE: 0") && !rescue.contains("\nDONE "),
+        "{rescue}"
+    );
 }
 
 #[test]
@@ -412,4 +417,85 @@ fn a_schedd_killed_outright_mid_dag_runs_each_node_once() {
         assert_eq!(node_jobs(&p, n).len(), 1, "node {n} ran once");
     }
     assert!(read(&d, "k.dag.dagman.out").contains("RECOVERY"));
+}
+
+#[test]
+fn a_dag_s_config_vars_forms_reports_and_wasm_scripts_apply() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    write(&d, "dag.config", "DAGMAN_MAX_JOBS_SUBMITTED = 1\nDAGMAN_SUPPRESS_JUNK = true\n");
+    write(
+        &d,
+        "r.dag",
+        "CONFIG dag.config\n\
+         JOB A ok.sub\nJOB B ok.sub\nJOB C ok.sub\nPARENT A CHILD B C\n\
+         VARS B +Color=\"\\\"blue\\\"\"\n\
+         VARS C My.Size=\"3\"\n\
+         SCRIPT PRE C exit_code.wasm 0\n\
+         DOT g.dot UPDATE\n\
+         NODE_STATUS_FILE status.txt 0\n\
+         JOBSTATE_LOG jobstate.log\n\
+         SAVE_POINT_FILE B b.save\n",
+    );
+    let o = run_dag(&p, &["r.dag"]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("DAGMAN_SUPPRESS_JUNK"), "{}", said(&o));
+    assert_eq!(text(&node_jobs(&p, "B")[0], "Color"), "blue");
+    assert_eq!(int(&node_jobs(&p, "C")[0], "Size"), 3);
+    let dot = read(&d, "g.dot");
+    assert!(dot.contains("\"A\" -> \"B\"") && dot.contains("C (done)"), "{dot}");
+    let status = read(&d, "status.txt");
+    assert!(
+        status.contains("NodesDone = 3;") && status.contains("Type = \"StatusEnd\""),
+        "{status}"
+    );
+    let js = read(&d, "jobstate.log");
+    for w in ["DAGMAN_STARTED", "SUBMIT", "JOB_SUCCESS", "PRE_SCRIPT_SUCCESS", "DAGMAN_FINISHED 0"]
+    {
+        assert!(js.contains(w), "{w}: {js}");
+    }
+    let save = read(&d.join("save_files"), "b.save");
+    assert!(save.contains("\nDONE A\n"), "{save}");
+    // With DAGMAN_MAX_JOBS_SUBMITTED 1, B and C were never queued together.
+    let progress = read(&d, "r.dag.dagman.out");
+    let order: Vec<&str> = progress
+        .lines()
+        .filter(|l| l.contains("Submitting HTCondor Node") || l.contains("job completed"))
+        .collect();
+    for w in order.windows(2) {
+        assert!(
+            !(w[0].contains("Submitting") && w[1].contains("Submitting")),
+            "two nodes queued at once: {order:?}"
+        );
+    }
+}
+
+#[test]
+fn a_held_node_job_runs_its_hold_script() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "slow.sub", "executable = sleeper.wasm\narguments = 3\nqueue\n");
+    script(&d, "held.sh", "#!/bin/sh\necho \"$1 held\" > held.txt\n");
+    write(&d, "h.dag", "JOB A slow.sub\nSCRIPT HOLD A held.sh $JOB\n");
+    let child = dagman(&p, &["h.dag"]).stdout(Stdio::piped()).spawn().unwrap();
+    wait_or(
+        "A's job running",
+        Duration::from_secs(60),
+        || p.queue().iter().any(|a| text(a, "DAGNodeName") == "A" && int(a, "JobStatus") == 2),
+        || p.logs(),
+    );
+    let id = p.queue().iter().find(|a| text(a, "DAGNodeName") == "A").map(|a| int(a, "ClusterId"));
+    let id = id.unwrap().to_string();
+    p.ok("alice", &["hold", &id]);
+    wait_or(
+        "the HOLD script",
+        Duration::from_secs(30),
+        || d.join("held.txt").exists(),
+        || p.logs(),
+    );
+    assert_eq!(read(&d, "held.txt"), "A held\n");
+    p.ok("alice", &["release", &id]);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", said(&o));
 }

@@ -80,7 +80,15 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "andes-dagman",
-        &["classad", "andes-dag", "andes-client", "andes-job", "andes-protocol", "andes-submit"],
+        &[
+            "classad",
+            "andes-config",
+            "andes-dag",
+            "andes-client",
+            "andes-job",
+            "andes-protocol",
+            "andes-submit",
+        ],
     ),
     (
         "andes-python",
