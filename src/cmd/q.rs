@@ -27,6 +27,10 @@ pub struct QArgs {
     /// One line per job instead of one per batch.
     #[arg(long)]
     nobatch: bool,
+    /// One line per job, each DAG's node jobs under its DAGMan job, named
+    /// by their nodes (condor_q -nobatch -dag).
+    #[arg(long)]
+    dag: bool,
     /// Held jobs, with their hold reasons.
     #[arg(long)]
     hold: bool,
@@ -105,7 +109,7 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let per_job = args.nobatch || args.hold || args.run || args.format.is_set();
+    let per_job = args.nobatch || args.dag || args.hold || args.run || args.format.is_set();
     if !per_job && targets.ids.is_empty() && targets.constraint.is_none() {
         let req = SummaryRequest { owners: targets.owners.clone(), mine };
         let r: SummaryReply =
@@ -134,8 +138,10 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
         hold_table(&ads)
     } else if args.run {
         run_table(&ads)
+    } else if args.dag {
+        job_table(&dag_order(ads), true)
     } else {
-        job_table(&ads)
+        job_table(&ads, false)
     };
     print!("{}", if args.totals { totals_only(&out) } else { out });
     Ok(ExitCode::SUCCESS)
@@ -409,16 +415,54 @@ fn run_time(ad: &ClassAd) -> i64 {
     t
 }
 
-fn job_table(ads: &[ClassAd]) -> String {
-    let mut out = String::from(" ID        OWNER       SUBMITTED     RUN_TIME ST PRI SIZE CMD\n");
+/// `ads` with each DAG's node jobs (`DAGManJobId`) right after its DAGMan
+/// job, when that is among them; every other job in id order.
+fn dag_order(mut ads: Vec<ClassAd>) -> Vec<ClassAd> {
+    let key = |a: &ClassAd| (int(a, "ClusterId"), int(a, "ProcId"));
+    ads.sort_by_key(key);
+    let dagmen: std::collections::HashSet<i64> = ads
+        .iter()
+        .filter(|a| a.contains(andes_schedd::scheduler::DAG_FILE))
+        .map(|a| int(a, "ClusterId"))
+        .collect();
+    let parent = |a: &ClassAd| match a.eval_attr("DAGManJobId") {
+        Value::Int(d) if dagmen.contains(&d) => Some(d),
+        _ => None,
+    };
+    let (nodes, top): (Vec<ClassAd>, Vec<ClassAd>) =
+        ads.into_iter().partition(|a| parent(a).is_some());
+    let mut by_dag: std::collections::HashMap<i64, Vec<ClassAd>> = Default::default();
+    for n in nodes {
+        by_dag.entry(parent(&n).unwrap_or_default()).or_default().push(n);
+    }
+    let mut out = Vec::new();
+    for a in top {
+        let c = int(&a, "ClusterId");
+        out.push(a);
+        out.extend(by_dag.remove(&c).unwrap_or_default());
+    }
+    out
+}
+
+fn job_table(ads: &[ClassAd], dag: bool) -> String {
+    let mut out = if dag {
+        String::from(" ID        OWNER/NODENAME  SUBMITTED     RUN_TIME ST PRI SIZE CMD\n")
+    } else {
+        String::from(" ID        OWNER       SUBMITTED     RUN_TIME ST PRI SIZE CMD\n")
+    };
     let mut t = Totals::default();
     for ad in ads {
         let st = JobStatus::from_code(int(ad, "JobStatus"));
         count(&mut t, st);
+        let who = match ad.eval_attr("DAGNodeName") {
+            Value::Str(n) if dag => format!(" |-{n}"),
+            _ => string(ad, "Owner"),
+        };
+        let width = if dag { 14 } else { 10 };
         out.push_str(&format!(
-            "{:>6}    {:<10} {:>11} {:>12} {:<2} {:<3} {:<4.1} {}\n",
+            "{:>6}    {:<width$} {:>11} {:>12} {:<2} {:<3} {:<4.1} {}\n",
             id(ad),
-            string(ad, "Owner"),
+            who,
             short_date(int(ad, "QDate")),
             duration(run_time(ad)),
             st.map_or('?', JobStatus::letter),

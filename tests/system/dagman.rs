@@ -346,6 +346,12 @@ fn removing_a_dagman_job_removes_its_nodes_and_leaves_a_rescue_dag() {
         || p.queue().iter().any(|a| text(a, "DAGNodeName") == "A" && int(a, "JobStatus") == 2),
         || p.logs(),
     );
+    // condor_q -dag: the node under its DAGMan job, named by its node.
+    let q = p.ok("alice", &["q", "-dag"]);
+    let lines: Vec<&str> = q.lines().collect();
+    let at = lines.iter().position(|l| l.contains("condor_dagman")).expect(&q);
+    assert!(lines[at].trim_start().starts_with(&format!("{cluster}.0")), "{q}");
+    assert!(lines[at + 1].contains(" |-A ") && lines[at + 1].contains("sleeper.wasm"), "{q}");
     p.ok("alice", &["rm", &cluster.to_string()]);
     let ad = dagman_done(&p, cluster, Duration::from_secs(60));
     assert_eq!(int(&ad, "JobStatus"), 3, "{ad}");
