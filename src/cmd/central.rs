@@ -29,10 +29,14 @@ pub fn run(args: CentralArgs) -> Result<ExitCode> {
     use crate::logs::Daemon;
     crate::logs::init(&s, &[Daemon::Collector, Daemon::Negotiator])?;
     let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(serve(s, args.listen, None, None, async {
-        super::stop_signal().await;
-        tracing::info!("andes central-manager: interrupted, stopping");
-    }))?;
+    rt.block_on(async {
+        let stop = super::stop_signal();
+        serve(s, args.listen, None, None, async move {
+            stop.await;
+            tracing::info!("andes central-manager: interrupted, stopping");
+        })
+        .await
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

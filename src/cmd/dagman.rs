@@ -102,25 +102,8 @@ pub fn run(args: DagmanArgs) -> Result<ExitCode> {
     }
     let session = Session::open()?;
     let outcome = session.block_on(async {
-        let removed = async {
-            #[cfg(unix)]
-            {
-                use tokio::signal::unix::{SignalKind, signal};
-                match signal(SignalKind::terminate()) {
-                    Ok(mut term) => tokio::select! {
-                        _ = tokio::signal::ctrl_c() => {}
-                        _ = term.recv() => {}
-                    },
-                    Err(_) => {
-                        let _ = tokio::signal::ctrl_c().await;
-                    }
-                }
-            }
-            #[cfg(not(unix))]
-            {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        };
+        // Ctrl-C or SIGTERM (andes rm of the DAGMan job) is its removal.
+        let removed = crate::cmd::stop_signal();
         andes_dagman::run(&prepared, &opts, &session.client, removed).await
     })?;
     let files = andes_dagman::DagFiles::of(&opts.dag_file);

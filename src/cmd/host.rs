@@ -115,9 +115,10 @@ fn daemon(listen: Option<SocketAddr>) -> Result<ExitCode> {
     let s = Settings::load_over(base)?;
     crate::logs::init(&s, &[crate::logs::Daemon::Startd])?;
     let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(serve(s, listen, None, async {
-        super::stop_signal().await;
-    }))?;
+    rt.block_on(async {
+        let stop = super::stop_signal();
+        serve(s, listen, None, stop).await
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

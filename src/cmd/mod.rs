@@ -27,27 +27,43 @@ pub mod vacate;
 pub mod wait;
 pub mod watch;
 
-/// Completes when the process is asked to stop: Ctrl-C (SIGINT) or, on Unix,
-/// SIGTERM (what service managers and `kill` send). Daemons stop gracefully
-/// on either.
-pub async fn stop_signal() {
+/// What completes when the process is asked to stop: Ctrl-C (SIGINT) or,
+/// on Unix, SIGTERM (what service managers and `kill` send). Daemons stop
+/// gracefully on either. The signals are taken over when this is called,
+/// not when the future is first polled: a daemon calls it before it says it
+/// is ready (its address file, `pool ready`), so a stop sent once it is
+/// ready is always a graceful stop, never the signal's default (death).
+/// Call it within a Tokio runtime.
+pub fn stop_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async move {
+            match (term, int) {
+                (Some(mut t), Some(mut i)) => {
+                    tokio::select! {
+                        _ = t.recv() => {}
+                        _ = i.recv() => {}
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                (Some(mut t), None) => {
+                    t.recv().await;
+                }
+                (None, Some(mut i)) => {
+                    i.recv().await;
+                }
+                (None, None) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

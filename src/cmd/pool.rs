@@ -269,10 +269,11 @@ fn up(args: UpArgs) -> Result<ExitCode> {
                 Err(e) => eprintln!("andes pool: no dashboard: {e:#}"),
             }
         }
+        let interrupted = super::stop_signal();
         println!("pool ready");
         let stop = stop_tx.clone();
         tokio::spawn(async move {
-            super::stop_signal().await;
+            interrupted.await;
             eprintln!("andes pool: interrupted, stopping");
             let _ = stop.send(true);
         });

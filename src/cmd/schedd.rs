@@ -26,10 +26,14 @@ pub fn run(args: ScheddArgs) -> Result<ExitCode> {
     let s = Settings::load()?;
     crate::logs::init(&s, &[crate::logs::Daemon::Schedd])?;
     let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(serve(s, args.listen, None, async {
-        super::stop_signal().await;
-        tracing::info!("andes schedd: interrupted, stopping");
-    }))?;
+    rt.block_on(async {
+        let stop = super::stop_signal();
+        serve(s, args.listen, None, async move {
+            stop.await;
+            tracing::info!("andes schedd: interrupted, stopping");
+        })
+        .await
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -133,9 +133,10 @@ pub fn run(args: DashboardArgs) -> Result<ExitCode> {
                 dir.join(format!("dashboard-{port}.url"))
             }
         };
+        let stop = super::stop_signal();
         write_url_file(&file, d.url())?;
         println!("dashboard: {}", shown(d.url(), &file));
-        d.serve(super::stop_signal()).await
+        d.serve(stop).await
     })?;
     Ok(ExitCode::SUCCESS)
 }
