@@ -685,7 +685,19 @@ async fn submit_node(
     };
     let expand_vars =
         |v: &str| v.replace("$(JOB)", &n.name).replace("$(RETRY)", &retry.to_string());
-    let mut defines = Vec::new();
+    let parents: Vec<&str> =
+        dag.parents[node as usize].iter().map(|&q| dag.nodes[q as usize].name.as_str()).collect();
+    // The macros DAGMan gives every node's submit description, before its
+    // VARS (which may use `$(JOB)` and `$(RETRY)` themselves).
+    let mut defines = vec![
+        format!("JOB = {}", n.name),
+        format!("RETRY = {retry}"),
+        format!("DAG_NODE_NAME = {}", n.name),
+        format!("DAG_PARENT_NAMES = {}", parents.join(",")),
+    ];
+    if let Some(id) = opts.dagman_job_id {
+        defines.push(format!("DAGManJobId = {id}"));
+    }
     let mut extra = Vec::new();
     for v in &n.vars {
         let line = format!("{} = {}", v.name, expand_vars(&v.value));
@@ -697,8 +709,6 @@ async fn submit_node(
     for (attr, value) in &dag.set_job_attrs {
         extra.push(format!("+{attr} = {value}"));
     }
-    let parents: Vec<&str> =
-        dag.parents[node as usize].iter().map(|&q| dag.nodes[q as usize].name.as_str()).collect();
     extra.push(format!("+DAGNodeName = {}", quoted(&n.name)));
     extra.push(format!("+DAGParentNodeNames = {}", quoted(&parents.join(","))));
     extra.push(format!("+DAGManNodesLog = {}", quoted(&files.nodes_log.to_string_lossy())));

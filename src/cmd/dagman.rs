@@ -106,7 +106,6 @@ pub fn run(args: DagmanArgs) -> Result<ExitCode> {
         let removed = crate::cmd::stop_signal();
         andes_dagman::run(&prepared, &opts, &session.client, removed).await
     })?;
-    let files = andes_dagman::DagFiles::of(&opts.dag_file);
     println!(
         "DAG {} ended: DAG_Status {}, exit {}{}.",
         opts.dag_file.display(),
@@ -117,6 +116,6 @@ pub fn run(args: DagmanArgs) -> Result<ExitCode> {
     if let Some(r) = &outcome.rescue {
         println!("Rescue DAG: {} (submit the DAG again to run what is left).", r.display());
     }
-    println!("Progress: {}", files.out.display());
+    println!("Progress: {}.dagman.out", opts.dag_file.display());
     Ok(ExitCode::from(outcome.exit.clamp(0, 255) as u8))
 }
