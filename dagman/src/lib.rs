@@ -29,6 +29,7 @@ pub use andes_dag as dag;
 pub mod nodelog;
 pub mod reports;
 pub mod scripts;
+pub mod submit;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -44,6 +45,7 @@ use andes_job::userlog::EventJobId;
 use andes_protocol::Client;
 use andes_submit::SubmitDescription;
 use anyhow::{Context as _, Result, anyhow, bail};
+use futures_util::StreamExt as _;
 
 use crate::nodelog::{Evidence, NodeLog, Seen};
 use crate::reports::Reports;
@@ -402,6 +404,8 @@ pub async fn run(
     tokio::pin!(removed);
     let mut removal_seen = false;
     let mut events: VecDeque<Event> = VecDeque::new();
+    let mut to_submit: VecDeque<(NodeId, u32)> = VecDeque::new();
+    let mut submitting = futures_util::stream::FuturesUnordered::new();
     loop {
         while let Some(step) = steps.pop_front() {
             match step {
@@ -471,22 +475,7 @@ pub async fn run(
                     if let Some(e) = reports.save_point(dag, &state, node) {
                         out.say(format!("ERROR: {e}"));
                     }
-                    match submit_node(p, opts, &files, client, &state, node, retry).await {
-                        Ok(c) => {
-                            counts.submitted += 1;
-                            reports.jobstate(&n.name, "SUBMIT", &format!("{c}.0 - {retry}"));
-                            out.say(format!(
-                                "Submitting HTCondor Node {} job(s)... cluster {c}",
-                                n.name
-                            ));
-                            cluster_of[node as usize] = Some(c as i32);
-                            log.expect(c as i32, node);
-                        }
-                        Err(e) => {
-                            out.say(format!("ERROR: submitting Node {}: {e:#}", n.name));
-                            events.push_back(Event::JobEnded(node, -1001));
-                        }
-                    }
+                    to_submit.push_back((node, retry));
                 }
                 Step::RemoveAll => {
                     scripts.abort_all();
@@ -506,6 +495,16 @@ pub async fn run(
                     }
                 }
                 Step::Finished { status, exit } => {
+                    // Submits still on their way (a removal halted their
+                    // nodes): their jobs are removed as they arrive.
+                    to_submit.clear();
+                    while let Some((_, _, r)) = submitting.next().await {
+                        if let Ok(c) = r
+                            && let Err(e) = remove_clusters(client, &[c]).await
+                        {
+                            out.say(format!("ERROR: removing cluster {c}: {e:#}"));
+                        }
+                    }
                     // Whatever decided the DAG, work left undone is a rescue DAG's.
                     let rescue = write_rescue(dag, &state, &opts.dag_file)?;
                     if let Some(r) = &rescue {
@@ -526,7 +525,36 @@ pub async fn run(
             reports.touch();
             continue;
         }
+        // Ready nodes are submitted several at once (each its own cluster).
+        while submitting.len() < MAX_SUBMITS_IN_FLIGHT
+            && let Some((node, retry)) = to_submit.pop_front()
+        {
+            let macros = (state.status() as i32, state.failed_count());
+            submitting.push(submit_node(p, opts, &files, client, macros, node, retry));
+        }
         tokio::select! {
+            Some((node, retry, result)) = submitting.next(), if !submitting.is_empty() => {
+                let n = &dag.nodes[node as usize];
+                match result {
+                    // Halted since (the DAG was removed or aborted): not its job any more.
+                    Ok(c) if state.state(node) != State::Submitted => {
+                        if let Err(e) = remove_clusters(client, &[c]).await {
+                            out.say(format!("ERROR: removing cluster {c}: {e:#}"));
+                        }
+                    }
+                    Ok(c) => {
+                        counts.submitted += 1;
+                        reports.jobstate(&n.name, "SUBMIT", &format!("{c}.0 - {retry}"));
+                        out.say(format!("Submitting HTCondor Node {} job(s)... cluster {c}", n.name));
+                        cluster_of[node as usize] = Some(c as i32);
+                        log.expect(c as i32, node);
+                    }
+                    Err(e) => {
+                        out.say(format!("ERROR: submitting Node {}: {e:#}", n.name));
+                        events.push_back(Event::JobEnded(node, -1001));
+                    }
+                }
+            }
             Some(joined) = scripts.join_next() => {
                 let Ok((node, kind, result)) = joined else { continue };
                 let name = &dag.nodes[node as usize].name;
@@ -647,13 +675,30 @@ fn quoted(s: &str) -> String {
     classad::Value::string(s).to_string()
 }
 
-/// Submits `node`'s job (attempt `retry`); its cluster.
+/// Node jobs submitted at once, at most.
+pub const MAX_SUBMITS_IN_FLIGHT: usize = 16;
+
+/// Submits `node`'s job (attempt `retry`); `(node, retry, its cluster)`.
+/// `dag_now` is `$DAG_STATUS` and `$FAILED_COUNT` now (for a FINAL node).
 async fn submit_node(
     p: &Prepared,
     opts: &Options,
     files: &DagFiles,
     client: &Client,
-    state: &Run<'_>,
+    dag_now: (i32, u32),
+    node: NodeId,
+    retry: u32,
+) -> (NodeId, u32, Result<u32>) {
+    let r = submit_one(p, opts, files, client, dag_now, node, retry).await;
+    (node, retry, r)
+}
+
+async fn submit_one(
+    p: &Prepared,
+    opts: &Options,
+    files: &DagFiles,
+    client: &Client,
+    dag_now: (i32, u32),
     node: NodeId,
     retry: u32,
 ) -> Result<u32> {
@@ -721,8 +766,8 @@ async fn submit_node(
         extra.push(format!("+DAGManJobId = {id}"));
     }
     if n.kind == NodeKind::Final {
-        extra.push(format!("+DAG_STATUS = {}", state.status() as i32));
-        extra.push(format!("+FAILED_COUNT = {}", state.failed_count()));
+        extra.push(format!("+DAG_STATUS = {}", dag_now.0));
+        extra.push(format!("+FAILED_COUNT = {}", dag_now.1));
     }
     let batch = opts.batch_name.clone().unwrap_or_else(|| {
         let name =
@@ -747,6 +792,8 @@ async fn submit_node(
     ctx.extra_lines = extra;
     ctx.batch_name = Some(batch);
     let sub = andes_submit::expand(desc, &ctx).with_context(|| source.clone())?;
+    // Each submit asks for its module again: the schedd keeps an upload
+    // for its owner only while a job of theirs names it.
     let reply = andes_client::submit::queue(client, cluster, sub, false, now, |_| {}).await?;
     Ok(reply.cluster)
 }

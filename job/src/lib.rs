@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod dagman;
 pub mod files;
 pub mod ids;
 pub mod userlog;

@@ -22,6 +22,7 @@ the same signed requests, the event log reader is the one ``andes wait`` uses.
 import collections.abc
 import enum
 import os
+import pathlib
 import re
 import time
 
@@ -281,6 +282,33 @@ class Submit(collections.abc.MutableMapping):
     def __len__(self):
         return len(self._commands)
 
+    @classmethod
+    def from_dag(cls, filename, options=None):
+        """The DAGMan job of the DAG file ``filename`` (``htcondor2.Submit.from_dag``),
+        for ``Schedd.submit``: the DAG is read and checked whole when it is
+        submitted. ``options`` are condor_submit_dag's (``force``, ``maxjobs``,
+        ``maxpre``, ``maxpost``, ``usedagdir``, ``batch-name``, ``DoRecov``,
+        ``AlwaysRunPost``)."""
+        path = pathlib.Path(filename)
+        if not path.is_file():
+            raise HTCondorException(f"no DAG file {filename}")
+        opts = []
+        for k, v in dict(options or {}).items():
+            if isinstance(v, bool):
+                v = "true" if v else "false"
+            opts.append((str(k), str(v)))
+        sub = cls(
+            {
+                "universe": "scheduler",
+                "executable": "condor_dagman",
+                "log": f"{path.name}.dagman.log",
+                "output": f"{path.name}.lib.out",
+                "error": f"{path.name}.lib.err",
+            }
+        )
+        sub._dag = (str(path.absolute()), opts)
+        return sub
+
     def getQArgs(self):
         """The ``queue`` statement's arguments (``""`` when it has none)."""
         return self._qargs or ""
@@ -384,6 +412,10 @@ class Schedd:
         relative to the description's ``initialdir``, else the current directory."""
         if not isinstance(description, Submit):
             description = Submit(description)
+        dag = getattr(description, "_dag", None)
+        if dag is not None:
+            cluster, ad = self._session.submit_dag(dag[0], os.getcwd(), dag[1])
+            return SubmitResult(cluster, 1, ad)
         text = description._text(count, itemdata, queue)
         cluster, num, ad = self._session.submit(text, os.getcwd(), spool)
         return SubmitResult(cluster, num, ad)
@@ -541,3 +573,6 @@ def _path(p):
 
 
 from . import personal  # noqa: E402
+
+
+from . import dags  # noqa: E402  (htcondor2.dags)

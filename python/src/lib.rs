@@ -532,10 +532,44 @@ fn submit_parts(
 
 // ---------------------------------------------------------------- the pool
 
+/// condor_submit_dag's options from `Submit.from_dag`'s dict.
+fn dag_options(options: &[(String, String)]) -> Result<andes_dagman::submit::SubmitDag, String> {
+    let mut o = andes_dagman::submit::SubmitDag::default();
+    let truth = |k: &str, v: &str| match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" | "" => Ok(false),
+        _ => Err(format!("DAG option {k}: {v:?} is not true or false")),
+    };
+    let count = |k: &str, v: &str| {
+        v.trim().parse::<u32>().map_err(|_| format!("DAG option {k}: {v:?} is not a count"))
+    };
+    for (k, v) in options {
+        match k.to_ascii_lowercase().replace('_', "-").as_str() {
+            "force" | "f" => o.force = truth(k, v)?,
+            "maxjobs" => o.max_jobs = Some(count(k, v)?),
+            "maxpre" => o.max_pre = Some(count(k, v)?),
+            "maxpost" => o.max_post = Some(count(k, v)?),
+            "usedagdir" => o.use_dag_dir = truth(k, v)?,
+            "batch-name" => o.batch_name = Some(v.clone()),
+            "dorecov" => o.recover = truth(k, v)?,
+            "alwaysrunpost" => o.always_run_post = truth(k, v)?,
+            _ => {
+                return Err(format!(
+                    "DAG option {k:?} is not one andes takes: force, maxjobs, maxpre, maxpost, \
+                     usedagdir, batch-name, DoRecov, AlwaysRunPost"
+                ));
+            }
+        }
+    }
+    Ok(o)
+}
+
 /// A signed session to the schedd or the collector a configuration names.
 #[pyclass(module = "andes._andes", frozen)]
 pub struct Session {
     inner: ClientSession,
+    /// The configuration file it was opened with, if named.
+    config: Option<PathBuf>,
 }
 
 fn settings(config: Option<PathBuf>) -> anyhow::Result<Settings> {
@@ -564,6 +598,7 @@ impl Session {
     #[pyo3(signature = (daemon, config=None))]
     fn new(py: Python<'_>, daemon: &str, config: Option<PathBuf>) -> PyResult<Self> {
         let daemon = daemon.to_string();
+        let named = config.clone().map(|c| std::path::absolute(&c).unwrap_or(c));
         py.detach(move || {
             let s = settings(config)?;
             let url = match daemon.as_str() {
@@ -571,7 +606,7 @@ impl Session {
                 "collector" => s.collector_url()?,
                 other => anyhow::bail!("no daemon {other:?}: schedd or collector"),
             };
-            Ok(Session { inner: ClientSession::open_url(&s, url)? })
+            Ok(Session { inner: ClientSession::open_url(&s, url)?, config: named })
         })
         .map_err(anyhow_err)
     }
@@ -613,6 +648,39 @@ impl Session {
                     andes_client::submit::queue(c, cluster, out, spool, now, |_| {}).await?;
                 Ok((reply.cluster, reply.count, PyClassAd { ad: cluster_ad }))
             })
+        })
+        .map_err(anyhow_err)
+    }
+
+    /// Queues the DAGMan job of the DAG file `dag` as `andes submit-dag`
+    /// does (checking the DAG whole first), from the directory `iwd`, with
+    /// condor_submit_dag's `options` (`force`, `maxjobs`, `maxpre`,
+    /// `maxpost`, `usedagdir`, `batch-name`, `DoRecov`, `AlwaysRunPost`, by
+    /// name in any case; values as strings): returns `(cluster, job_ad)`.
+    #[pyo3(signature = (dag, iwd, options=Vec::new()))]
+    fn submit_dag(
+        &self,
+        py: Python<'_>,
+        dag: PathBuf,
+        iwd: PathBuf,
+        options: Vec<(String, String)>,
+    ) -> PyResult<(u32, PyClassAd)> {
+        let o = dag_options(&options).map_err(pyo3::exceptions::PyValueError::new_err)?;
+        py.detach(|| {
+            let owner = andes_client::settings::user_name();
+            // The DAGMan job finds the pool as this session did.
+            let env = |k: &str| match (&self.config, k) {
+                (Some(c), "ANDES_CONFIG") => Some(c.to_string_lossy().into_owned()),
+                _ => std::env::var(k).ok(),
+            };
+            let mut job = andes_dagman::submit::dagman_job(&dag, &iwd, owner.as_deref(), &env, &o)?;
+            let now = classad::eval::system_now();
+            let cluster = self.inner.block_on(andes_dagman::submit::queue(
+                &self.inner.client,
+                &mut job,
+                now,
+            ))?;
+            Ok((cluster, PyClassAd { ad: job.ad }))
         })
         .map_err(anyhow_err)
     }

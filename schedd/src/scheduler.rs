@@ -31,25 +31,13 @@ use crate::queue::EventKind;
 use crate::schedd::Schedd;
 use crate::userfs::{Access, Accounts};
 
-/// The attribute naming a DAGMan job's DAG file (absolute).
-pub const DAG_FILE: &str = "DAGManDagFile";
-
-/// The attribute holding a DAGMan job's environment: a list of
-/// `NAME=value` strings, its submitter's (the configuration it reads, its
-/// user name, home and path), the whole of what the process gets.
-pub const DAG_ENV: &str = "DAGManEnvironment";
+pub use andes_job::dagman::{DAG_ENV, DAG_FILE, is_dagman};
 
 /// How long a removed DAGMan has to clean up before it is killed.
 pub const REMOVE_GRACE: Duration = Duration::from_secs(120);
 
 /// The most arguments a DAGMan job may pass, and bytes in them.
 pub const MAX_ARGS: usize = 64;
-
-/// True for a DAGMan job: universe 7 with a DAG file.
-pub fn is_dagman(ad: &ClassAd) -> bool {
-    matches!(ad.eval_attr("JobUniverse"), Value::Int(7))
-        && matches!(ad.eval_attr(DAG_FILE), Value::Str(_))
-}
 
 /// [`is_dagman`] of a queued job, looking at its ads' attributes first (most
 /// jobs name no DAG file: they are told apart without building their ad).

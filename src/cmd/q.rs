@@ -422,7 +422,7 @@ fn dag_order(mut ads: Vec<ClassAd>) -> Vec<ClassAd> {
     ads.sort_by_key(key);
     let dagmen: std::collections::HashSet<i64> = ads
         .iter()
-        .filter(|a| a.contains(andes_schedd::scheduler::DAG_FILE))
+        .filter(|a| a.contains(andes_job::dagman::DAG_FILE))
         .map(|a| int(a, "ClusterId"))
         .collect();
     let parent = |a: &ClassAd| match a.eval_attr("DAGManJobId") {

@@ -92,7 +92,15 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "andes-python",
-        &["classad", "andes-config", "andes-client", "andes-job", "andes-protocol", "andes-submit"],
+        &[
+            "classad",
+            "andes-config",
+            "andes-client",
+            "andes-job",
+            "andes-protocol",
+            "andes-submit",
+            "andes-dagman",
+        ],
     ),
     (
         "andes",

@@ -1,0 +1,190 @@
+//! Queueing a DAG's DAGMan as a job of the schedd (`andes submit-dag`,
+//! condor_submit_dag, and the Python package's `Submit.from_dag`): the DAG
+//! is checked whole first ([`crate::prepare`]), then one job of the
+//! scheduler universe is queued, which the schedd runs as its owner.
+
+use std::path::{Path, PathBuf};
+
+use andes_job::dagman::{DAG_ENV, DAG_FILE, SCHEDULER_UNIVERSE};
+use andes_protocol::Client;
+use anyhow::{Context as _, Result, bail};
+use classad::{ClassAd, Value};
+
+use crate::{DagFiles, Options, Prepared, prepare};
+
+/// The environment a DAGMan job takes from its submitter: what finds the
+/// pool and the user's key, and what its scripts run with.
+pub const KEPT_ENV: &[&str] =
+    &["ANDES_CONFIG", "ANDES_CONFIG_DIR", "USER", "LOGNAME", "HOME", "PATH", "LANG", "TZ"];
+
+/// condor_submit_dag's options that apply.
+#[derive(Clone, Debug, Default)]
+pub struct SubmitDag {
+    /// `-maxjobs`.
+    pub max_jobs: Option<u32>,
+    /// `-maxpre`.
+    pub max_pre: Option<u32>,
+    /// `-maxpost`.
+    pub max_post: Option<u32>,
+    /// `-AlwaysRunPost`.
+    pub always_run_post: bool,
+    /// `-usedagdir`.
+    pub use_dag_dir: bool,
+    /// `-batch-name` (one word).
+    pub batch_name: Option<String>,
+    /// `-force`: earlier rescue DAGs are set aside.
+    pub force: bool,
+    /// `-DoRecov`.
+    pub recover: bool,
+    /// Seconds a script may run.
+    pub script_timeout: Option<u64>,
+}
+
+impl SubmitDag {
+    /// The `andes dagman` arguments these options make.
+    pub fn dagman_args(&self) -> Result<Vec<String>> {
+        let mut a: Vec<String> = Vec::new();
+        let mut opt = |name: &str, v: Option<String>| {
+            if let Some(v) = v {
+                a.push(format!("--{name}"));
+                a.push(v);
+            }
+        };
+        opt("maxjobs", self.max_jobs.map(|v| v.to_string()));
+        opt("maxpre", self.max_pre.map(|v| v.to_string()));
+        opt("maxpost", self.max_post.map(|v| v.to_string()));
+        opt("script-timeout", self.script_timeout.map(|v| v.to_string()));
+        if let Some(b) = &self.batch_name {
+            if b.split_whitespace().count() != 1 {
+                bail!("-batch-name: one word, please ({b:?})");
+            }
+            opt("batch-name", Some(b.clone()));
+        }
+        for (flag, on) in [
+            ("--AlwaysRunPost", self.always_run_post),
+            ("--usedagdir", self.use_dag_dir),
+            ("--DoRecov", self.recover),
+        ] {
+            if on {
+                a.push(flag.into());
+            }
+        }
+        Ok(a)
+    }
+}
+
+/// A DAG checked and its DAGMan job made, ready to queue.
+#[derive(Debug)]
+pub struct DagmanJob {
+    /// The DAG as DAGMan will read it.
+    pub prepared: Prepared,
+    /// The job's ad, without its cluster.
+    pub ad: ClassAd,
+    /// The DAG file (absolute).
+    pub dag: PathBuf,
+}
+
+/// Checks the DAG `dag` whole (refusing a running one's, unless
+/// recovering) and makes its DAGMan job, to be queued from `iwd` by
+/// `owner` with the submitter's environment `env` (what [`KEPT_ENV`] and the
+/// DAG's `ENV GET` name is kept).
+pub fn dagman_job(
+    dag: &Path,
+    iwd: &Path,
+    owner: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+    o: &SubmitDag,
+) -> Result<DagmanJob> {
+    let dag = std::path::absolute(dag)?;
+    let files = DagFiles::of(&dag);
+    if files.lock.exists() && !o.recover {
+        bail!(
+            "{} exists: a DAGMan of this DAG may be running (andes q shows it); if it is not, \
+             submit with -DoRecov to recover it",
+            files.lock.display()
+        );
+    }
+    if o.force {
+        set_rescues_aside(&dag)?;
+    }
+    let mut opts = Options::new(&dag, "andes");
+    opts.use_dag_dir = o.use_dag_dir;
+    let prepared = prepare(&opts)?;
+    let args = o.dagman_args()?;
+    let mut keep: Vec<String> = KEPT_ENV.iter().map(|k| k.to_string()).collect();
+    for e in &prepared.dag.env {
+        if let andes_dag::EnvCommand::Get(names) = e {
+            keep.extend(names.iter().cloned());
+        }
+    }
+    let vars: Vec<Value> =
+        keep.iter().filter_map(|k| env(k).map(|v| Value::string(format!("{k}={v}")))).collect();
+    let mut ad = ClassAd::new();
+    ad.insert_value("JobUniverse", SCHEDULER_UNIVERSE);
+    ad.insert_value("Cmd", "condor_dagman");
+    ad.insert_value(DAG_FILE, dag.to_string_lossy().as_ref());
+    ad.insert_value("Arguments", args.join(" "));
+    ad.insert_value("Iwd", iwd.to_string_lossy().as_ref());
+    ad.insert_value("Out", format!("{}.lib.out", dag.display()));
+    ad.insert_value("Err", format!("{}.lib.err", dag.display()));
+    ad.insert_value("UserLog", format!("{}.dagman.log", dag.display()));
+    ad.insert_value("JobStatus", 1i64);
+    ad.insert_value("KillSig", "SIGTERM");
+    if let Some(b) = &o.batch_name {
+        ad.insert_value("JobBatchName", b.as_str());
+    }
+    if let Some(o) = owner {
+        ad.insert_value("Owner", o);
+    }
+    ad.insert_value("DAGManDagName", file_name(&dag).as_str());
+    ad.insert_value(DAG_ENV, Value::list(vars));
+    Ok(DagmanJob { prepared, ad, dag })
+}
+
+/// Queues `job` at the schedd `client`; its cluster. The ad gets its
+/// cluster, and (without `-batch-name`) the batch name `<dag>+<cluster>`
+/// its nodes will carry, and is written to `<dag>.condor.sub`.
+pub async fn queue(client: &Client, job: &mut DagmanJob, now: i64) -> Result<u32> {
+    let cluster = andes_client::submit::reserve_cluster(client).await?;
+    job.ad.insert_value("ClusterId", i64::from(cluster));
+    job.ad.insert_value("QDate", now);
+    if !job.ad.contains("JobBatchName") {
+        job.ad.insert_value("JobBatchName", format!("{}+{cluster}", file_name(&job.dag)));
+    }
+    let req = andes_job::api::SubmitRequest {
+        cluster: Some(cluster),
+        cluster_ad: job.ad.to_string(),
+        procs: vec!["[ProcId = 0]".into()],
+    };
+    let r: andes_job::api::SubmitReply =
+        client.call(http::Method::POST, "/v1/submit", Some(&req)).await?;
+    write_condor_sub(job)?;
+    Ok(r.cluster)
+}
+
+/// `<dag>.condor.sub`: the DAGMan job's ad, as queued (or, with
+/// `-no_submit`, as it would be).
+pub fn write_condor_sub(job: &DagmanJob) -> Result<PathBuf> {
+    let mut s = job.dag.clone().into_os_string();
+    s.push(".condor.sub");
+    let path = PathBuf::from(s);
+    std::fs::write(&path, format!("{}\n", job.ad.to_old_syntax()))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// The last component of `p`.
+pub fn file_name(p: &Path) -> String {
+    p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// `-force`: the rescue DAGs of an earlier run are renamed `.old`, so the
+/// DAG runs from its start.
+pub fn set_rescues_aside(dag: &Path) -> Result<()> {
+    while let Some((_, p)) = andes_dag::rescue::newest_rescue(dag) {
+        let mut old = p.clone().into_os_string();
+        old.push(".old");
+        std::fs::rename(&p, &old).with_context(|| format!("cannot rename {}", p.display()))?;
+    }
+    Ok(())
+}
