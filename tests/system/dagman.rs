@@ -505,3 +505,30 @@ fn a_held_node_job_runs_its_hold_script() {
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", said(&o));
 }
+
+#[test]
+fn a_script_that_hangs_is_killed_with_what_it_started_and_fails_its_node() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    // The script starts a child of its own, says its pid, and waits on it.
+    script(&d, "hang.sh", "#!/bin/sh\nsleep 600 &\necho $! > child.pid\nwait\n");
+    write(&d, "hang.dag", "JOB A ok.sub\nSCRIPT PRE A hang.sh\n");
+    let started = std::time::Instant::now();
+    let o = run_dag(&p, &["--script-timeout", "1", "hang.dag"]);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(read(&d, "hang.dag.dagman.out").contains("PRE Script of Node A completed: -9"));
+    assert!(node_jobs(&p, "A").is_empty(), "a failed PRE script skips the job");
+    let pid = read(&d, "child.pid").trim().to_string();
+    wait_or(
+        "the script's own child gone",
+        Duration::from_secs(10),
+        || {
+            !Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"))
+        },
+        String::new,
+    );
+}
