@@ -4,8 +4,10 @@
 //! [`prepare`] reads everything before anything runs: the DAG file and what
 //! it includes, the newest rescue DAG over it (`<dag>.rescueNNN`), and every
 //! node's submit description (parsed, so a broken one is refused with its
-//! file and line); a construct andes does not run yet (a sub-DAG) is refused
-//! here too. [`run`] then drives `andes-dag`'s pure state machine: it submits
+//! file and line); a `SUBDAG EXTERNAL` node's DAG is read too (its own DAGMan,
+//! a job of the schedd like any DAGMan job, runs it as the node's job); a
+//! construct andes does not run yet (a splice) is refused by `andes-dag`.
+//! [`run`] then drives `andes-dag`'s pure state machine: it submits
 //! each ready node's job to the schedd (with the node's `VARS`, and the
 //! attributes DAGMan gives its nodes: `DAGManJobId`, `DAGNodeName`,
 //! `DAGParentNodeNames`, `DAGManNodesLog`), runs PRE and POST scripts
@@ -45,6 +47,7 @@ use andes_job::userlog::EventJobId;
 use andes_protocol::Client;
 use andes_submit::SubmitDescription;
 use anyhow::{Context as _, Result, anyhow, bail};
+use classad::ClassAd;
 use futures_util::StreamExt as _;
 
 use crate::nodelog::{Evidence, NodeLog, Seen};
@@ -76,6 +79,9 @@ pub struct Options {
     pub poll: Duration,
     /// The job owner named in node jobs (`Owner`).
     pub owner: Option<String>,
+    /// Where DAGMan runs (relative paths in the DAG start here without
+    /// `-usedagdir`); `None`: this process's current directory.
+    pub working_dir: Option<PathBuf>,
 }
 
 impl Options {
@@ -93,6 +99,7 @@ impl Options {
             andes: andes.into(),
             poll: Duration::from_millis(200),
             owner: None,
+            working_dir: None,
         }
     }
 }
@@ -211,8 +218,11 @@ fn read_knobs(path: &Path, at: &andes_dag::Place) -> Result<Knobs> {
 /// description; refuses (with file and line) anything wrong, before any
 /// job is submitted or script run.
 pub fn prepare(opts: &Options) -> Result<Prepared> {
-    let cwd = std::env::current_dir()?;
-    let dag_path = std::path::absolute(&opts.dag_file)?;
+    let cwd = match &opts.working_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()?,
+    };
+    let dag_path = cwd.join(&opts.dag_file);
     let base = if opts.use_dag_dir {
         dag_path.parent().map(Path::to_path_buf).unwrap_or(cwd)
     } else {
@@ -236,10 +246,19 @@ pub fn prepare(opts: &Options) -> Result<Prepared> {
     };
     let mut descriptions = HashMap::new();
     for node in &dag.nodes {
-        if node.kind == NodeKind::SubDag {
-            bail!("{}: SUBDAG EXTERNAL ({}) is not run by andes yet", node.place, node.name);
-        }
         if node.noop || node.done {
+            continue;
+        }
+        if node.kind == NodeKind::SubDag {
+            // Its own DAGMan reads it whole when it runs; here it must exist
+            // and read as a DAG (its own sub-DAGs are its DAGMan's to check).
+            let SubmitSource::File(f) = &node.submit else {
+                bail!("{}: SUBDAG EXTERNAL {} names no DAG file", node.place, node.name);
+            };
+            let dir = node_dir(&base, node.dir.as_deref());
+            let path = dir.join(f);
+            andes_dag::parse_file(&path, &andes_dag::Disk::new(&dir), &Limits::default())
+                .map_err(|e| anyhow!("{}: SUBDAG EXTERNAL {}: {e}", node.place, node.name))?;
             continue;
         }
         match &node.submit {
@@ -670,11 +689,6 @@ fn macros_for(
     }
 }
 
-/// A string as a ClassAd literal.
-fn quoted(s: &str) -> String {
-    classad::Value::string(s).to_string()
-}
-
 /// Node jobs submitted at once, at most.
 pub const MAX_SUBMITS_IN_FLIGHT: usize = 16;
 
@@ -705,6 +719,9 @@ async fn submit_one(
     let dag = &p.dag;
     let n = &dag.nodes[node as usize];
     let dir = node_dir(&p.base, n.dir.as_deref());
+    if n.kind == NodeKind::SubDag {
+        return submit_subdag(p, opts, files, client, node, retry).await;
+    }
     let inline;
     let (desc, source): (&SubmitDescription, String) = match &n.submit {
         SubmitSource::File(f) => {
@@ -754,16 +771,8 @@ async fn submit_one(
     for (attr, value) in &dag.set_job_attrs {
         extra.push(format!("+{attr} = {value}"));
     }
-    extra.push(format!("+DAGNodeName = {}", quoted(&n.name)));
-    extra.push(format!("+DAGParentNodeNames = {}", quoted(&parents.join(","))));
-    extra.push(format!("+DAGManNodesLog = {}", quoted(&files.nodes_log.to_string_lossy())));
-    extra.push(format!(
-        "+SubmitEventNotes = {}",
-        quoted(&format!("{}{}", nodelog::NODE_NOTE, n.name))
-    ));
-    extra.push(format!("+DAGManNodeRetry = {retry}"));
-    if let Some(id) = opts.dagman_job_id {
-        extra.push(format!("+DAGManJobId = {id}"));
+    for (attr, value) in node_attrs(p, opts, files, node, retry).iter() {
+        extra.push(format!("+{attr} = {value}"));
     }
     if n.kind == NodeKind::Final {
         extra.push(format!("+DAG_STATUS = {}", dag_now.0));
@@ -796,6 +805,45 @@ async fn submit_one(
     // for its owner only while a job of theirs names it.
     let reply = andes_client::submit::queue(client, cluster, sub, false, now, |_| {}).await?;
     Ok(reply.cluster)
+}
+
+/// The attributes every node job carries (a sub-DAG's DAGMan job too).
+fn node_attrs(p: &Prepared, opts: &Options, files: &DagFiles, node: NodeId, retry: u32) -> ClassAd {
+    let dag = &p.dag;
+    let n = &dag.nodes[node as usize];
+    let parents: Vec<&str> =
+        dag.parents[node as usize].iter().map(|&q| dag.nodes[q as usize].name.as_str()).collect();
+    let mut ad = ClassAd::new();
+    ad.insert_value("DAGNodeName", n.name.as_str());
+    ad.insert_value("DAGParentNodeNames", parents.join(",").as_str());
+    ad.insert_value("DAGManNodesLog", files.nodes_log.to_string_lossy().as_ref());
+    ad.insert_value("SubmitEventNotes", format!("{}{}", nodelog::NODE_NOTE, n.name));
+    ad.insert_value("DAGManNodeRetry", i64::from(retry));
+    if let Some(id) = opts.dagman_job_id {
+        ad.insert_value("DAGManJobId", i64::from(id));
+    }
+    ad
+}
+
+/// Submits a `SUBDAG EXTERNAL` node: its DAG's own DAGMan, as a job the
+/// schedd runs (as `andes submit-dag` queues one), a node of this DAG.
+async fn submit_subdag(
+    p: &Prepared,
+    opts: &Options,
+    files: &DagFiles,
+    client: &Client,
+    node: NodeId,
+    retry: u32,
+) -> Result<u32> {
+    let n = &p.dag.nodes[node as usize];
+    let dir = node_dir(&p.base, n.dir.as_deref());
+    let SubmitSource::File(f) = &n.submit else { bail!("{} names no DAG file", n.name) };
+    let env = |k: &str| std::env::var(k).ok();
+    let o = submit::SubmitDag { batch_name: opts.batch_name.clone(), ..Default::default() };
+    let mut job = submit::dagman_job(&dir.join(f), &dir, opts.owner.as_deref(), &env, &o)?;
+    job.ad.update(&node_attrs(p, opts, files, node, retry));
+    let now = jiff::Timestamp::now().as_second();
+    submit::queue(client, &mut job, now).await
 }
 
 /// Removes the node jobs of `clusters` from the queue.

@@ -95,7 +95,7 @@ pub fn dagman_job(
     env: &dyn Fn(&str) -> Option<String>,
     o: &SubmitDag,
 ) -> Result<DagmanJob> {
-    let dag = std::path::absolute(dag)?;
+    let dag = iwd.join(dag);
     let files = DagFiles::of(&dag);
     if files.lock.exists() && !o.recover {
         bail!(
@@ -109,6 +109,8 @@ pub fn dagman_job(
     }
     let mut opts = Options::new(&dag, "andes");
     opts.use_dag_dir = o.use_dag_dir;
+    // Its DAGMan runs in `iwd`: the DAG is read from there, as it will.
+    opts.working_dir = Some(iwd.to_path_buf());
     let prepared = prepare(&opts)?;
     let args = o.dagman_args()?;
     let mut keep: Vec<String> = KEPT_ENV.iter().map(|k| k.to_string()).collect();

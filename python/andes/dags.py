@@ -13,9 +13,8 @@ file into a directory; ``andes.Submit.from_dag`` and ``Schedd.submit`` queue it:
     dag_file = dags.write_dag(dag, "mandelbrot-dag")
     schedd.submit(andes.Submit.from_dag(str(dag_file), {"force": 1}))
 
-Nodes are named ``LAYER:INDEX`` (:class:`SimpleFormatter`). What andes does
-not run yet (sub-DAGs) is written as HTCondor writes it and refused, with
-its line, when the DAG is submitted.
+Nodes are named ``LAYER:INDEX`` (:class:`SimpleFormatter`). A sub-DAG
+(:meth:`DAG.subdag`) runs under a DAGMan job of its own, as a node.
 """
 
 import collections.abc

@@ -532,3 +532,40 @@ fn a_script_that_hangs_is_killed_with_what_it_started_and_fails_its_node() {
         String::new,
     );
 }
+
+#[test]
+fn a_sub_dag_runs_as_a_node_under_a_dagman_of_its_own() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    std::fs::create_dir_all(d.join("inner")).unwrap();
+    std::fs::copy(d.join("exit_code.wasm"), d.join("inner/exit_code.wasm")).unwrap();
+    // Its files are in its own directory: it runs there.
+    write(&d.join("inner"), "step.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    write(&d.join("inner"), "inner.dag", "JOB X step.sub\nJOB Y step.sub\nPARENT X CHILD Y\n");
+    write(
+        &d,
+        "outer.dag",
+        "JOB A ok.sub\nSUBDAG EXTERNAL S inner.dag DIR inner\nJOB B ok.sub\n\
+         PARENT A CHILD S\nPARENT S CHILD B\n",
+    );
+    let cluster = submit_dag(&p, &["outer.dag"]);
+    let ad = dagman_done(&p, cluster, Duration::from_secs(120));
+    assert_eq!((int(&ad, "JobStatus"), int(&ad, "ExitCode")), (4, 0), "{ad}");
+    // S is a DAGMan job of its own, a node of the outer DAG.
+    let s = node_jobs(&p, "S");
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(int(&s[0], "JobUniverse"), 7);
+    assert_eq!(int(&s[0], "DAGManJobId"), i64::from(cluster));
+    let inner = int(&s[0], "ClusterId");
+    for n in ["X", "Y"] {
+        let jobs = node_jobs(&p, n);
+        assert_eq!(jobs.len(), 1, "{n}");
+        assert_eq!(int(&jobs[0], "DAGManJobId"), inner, "{n} belongs to the inner DAGMan");
+    }
+    // B ran after the whole sub-DAG.
+    let end_of = |n: &str| int(&node_jobs(&p, n)[0], "CompletionDate");
+    let start_of = |n: &str| int(&node_jobs(&p, n)[0], "QDate");
+    assert!(start_of("B") >= end_of("Y"));
+    assert!(read(&d.join("inner"), "inner.dag.dagman.out").contains("exiting with status 0"));
+}
