@@ -16,9 +16,12 @@
 //! that defines it, `ALL_NODES` means every node of the DAG but its FINAL
 //! node, and of two commands that set one property of a node the later wins.
 //!
-//! A command of the language that andes does not carry out yet is refused
-//! with its place (never ignored): `SPLICE` and its `CONNECT`, `PIN_IN` and
-//! `PIN_OUT`.
+//! `SPLICE name file [DIR dir]` adds another DAG's nodes as `name+node`
+//! (beneath `dir`, categories scoped to the splice unless named
+//! `+category`), and a PARENT or CHILD naming the splice means its last or
+//! first nodes. A command of the language that andes does not carry out yet
+//! is refused with its place (never ignored): splices' pins (`CONNECT`,
+//! `PIN_IN`, `PIN_OUT`).
 //!
 //! [`run::Run`] is how the DAG then runs, as a pure state machine: which
 //! scripts and jobs start when, within the throttles, what decides a node,

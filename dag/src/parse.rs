@@ -52,11 +52,30 @@ pub fn parse_str(
     files: &dyn DagFiles,
     limits: &Limits,
 ) -> Result<Dag, DagError> {
+    parse_at(name, text, files, limits, 0)
+}
+
+/// [`parse_str`] of a DAG `depth` splices deep.
+fn parse_at(
+    name: &Path,
+    text: &str,
+    source: &dyn DagFiles,
+    limits: &Limits,
+    depth: usize,
+) -> Result<Dag, DagError> {
     let mut lines = Vec::new();
     let mut names = vec![name.to_path_buf()];
-    gather(text, 0, files, limits, &mut names, &mut lines, 0)?;
+    gather(text, 0, source, limits, &mut names, &mut lines, 0)?;
     let files = names;
-    let mut p = Parser { dag: Dag::default(), files, limits: *limits, edges: 0 };
+    let mut p = Parser {
+        dag: Dag::default(),
+        files,
+        limits: *limits,
+        edges: 0,
+        source,
+        depth,
+        splices: std::collections::HashMap::new(),
+    };
     for l in &lines {
         p.define(l)?;
     }
@@ -186,19 +205,37 @@ fn gather(
     Ok(())
 }
 
-struct Parser {
+struct Parser<'s> {
     dag: Dag,
     files: Vec<PathBuf>,
     limits: Limits,
     /// Edges given so far (repeats counted: they are kept until the check).
     edges: usize,
+    /// Where files are read (a splice's DAG file among them).
+    source: &'s dyn DagFiles,
+    /// Splices deep.
+    depth: usize,
+    /// Each splice: its nodes without parents, and those without children.
+    splices: std::collections::HashMap<String, (Vec<NodeId>, Vec<NodeId>)>,
+}
+
+/// The files beneath a splice's `DIR`.
+struct Under<'a> {
+    outer: &'a dyn DagFiles,
+    dir: PathBuf,
+}
+
+impl DagFiles for Under<'_> {
+    fn read(&self, path: &Path, limit: u64) -> Result<String, String> {
+        self.outer.read(&self.dir.join(path), limit)
+    }
 }
 
 /// The commands that define nodes (the first pass), and those it skips.
 const DEFINING: &[&str] =
-    &["JOB", "FINAL", "SUBDAG", "SERVICE", "PROVISIONER", "SUBMIT-DESCRIPTION"];
+    &["JOB", "FINAL", "SUBDAG", "SERVICE", "PROVISIONER", "SUBMIT-DESCRIPTION", "SPLICE"];
 
-impl Parser {
+impl Parser<'_> {
     fn place(&self, l: &Line) -> Place {
         Place { file: self.files[l.file as usize].clone(), line: l.line }
     }
@@ -213,6 +250,9 @@ impl Parser {
         let key = words[0].to_ascii_uppercase();
         if !DEFINING.contains(&key.as_str()) {
             return Ok(());
+        }
+        if key == "SPLICE" {
+            return self.splice(l, &words);
         }
         if key == "SUBMIT-DESCRIPTION" {
             let (Some(name), None) = (words.get(1), words.get(2)) else {
@@ -635,10 +675,11 @@ impl Parser {
                 self.dag.rejected = Some(self.place(l));
                 Ok(())
             }
-            "SPLICE" | "CONNECT" | "PIN_IN" | "PIN_OUT" => self.err(
+            "CONNECT" | "PIN_IN" | "PIN_OUT" => self.err(
                 l,
                 format!(
-                    "{key} (splices) is part of HTCondor's DAG language that andes does not run yet"
+                    "{key} (splices joined by pins) is part of HTCondor's DAG language that \
+                     andes does not run yet: join splices with PARENT ... CHILD"
                 ),
             ),
             "CHILD" => self
@@ -660,10 +701,22 @@ impl Parser {
                 format!("PARENT and CHILD each need at least one node: the form is {USAGE}"),
             );
         }
-        let parents: Vec<NodeId> =
-            parents.iter().map(|n| self.linkable(l, n)).collect::<Result<_, _>>()?;
-        let children: Vec<NodeId> =
-            children.iter().map(|n| self.linkable(l, n)).collect::<Result<_, _>>()?;
+        // A splice as a parent is its last nodes; as a child, its first.
+        let mut ps: Vec<NodeId> = Vec::new();
+        for n in parents {
+            match self.splices.get(*n) {
+                Some((_, last)) => ps.extend(last),
+                None => ps.push(self.linkable(l, n)?),
+            }
+        }
+        let mut cs: Vec<NodeId> = Vec::new();
+        for n in children {
+            match self.splices.get(*n) {
+                Some((first, _)) => cs.extend(first),
+                None => cs.push(self.linkable(l, n)?),
+            }
+        }
+        let (parents, children) = (ps, cs);
         let adding = parents.len().saturating_mul(children.len());
         if self.edges.saturating_add(adding) > self.limits.edges {
             return self.err(l, format!("more than {} edges", self.limits.edges));
@@ -679,6 +732,129 @@ impl Parser {
                 self.dag.parents[c as usize].push(p);
             }
         }
+        Ok(())
+    }
+
+    /// `SPLICE name file [DIR dir]`: the DAG in `file` (read beneath `dir`),
+    /// its nodes added as `name+node` (their DIR beneath `dir`, their
+    /// categories scoped to the splice unless named `+category`), its edges
+    /// kept. A PARENT or CHILD naming the splice means its last or first
+    /// nodes. A splice holds nodes and what they do, not what is the whole
+    /// DAG's (FINAL, PROVISIONER, CONFIG, DOT, NODE_STATUS_FILE,
+    /// JOBSTATE_LOG, SET_JOB_ATTR, ENV, REJECT): those are refused.
+    fn splice(&mut self, l: &Line, words: &[&str]) -> Result<(), DagError> {
+        const USAGE: &str = "SPLICE name dag_file [DIR directory]";
+        let (Some(name), Some(file)) = (words.get(1), words.get(2)) else {
+            return self.err(l, format!("the form is {USAGE}"));
+        };
+        let dir = match (words.get(3), words.get(4), words.get(5)) {
+            (None, _, _) => None,
+            (Some(d), Some(dir), None) if d.eq_ignore_ascii_case("DIR") => Some(PathBuf::from(dir)),
+            _ => return self.err(l, format!("the form is {USAGE}")),
+        };
+        if l.block.is_some() {
+            return self.err(l, "a splice is a DAG file, not an inline description");
+        }
+        self.check_name(l, name)?;
+        if self.dag.by_name.contains_key(*name) || self.splices.contains_key(*name) {
+            return self.err(l, format!("{name} names a node or a splice already"));
+        }
+        if self.depth + 1 > self.limits.include_depth {
+            return self.err(
+                l,
+                format!(
+                    "splices nested more than {} deep (does a splice splice itself?)",
+                    self.limits.include_depth
+                ),
+            );
+        }
+        let under = Under { outer: self.source, dir: dir.clone().unwrap_or_default() };
+        let path = PathBuf::from(file);
+        let text = under
+            .read(&path, self.limits.file_bytes)
+            .map_err(|message| DagError { place: self.place(l), message })?;
+        let shown = dir.as_ref().map_or(path.clone(), |d| d.join(&path));
+        let inner = parse_at(&shown, &text, &under, &self.limits, self.depth + 1)?;
+        let whole = [
+            (inner.final_node.is_some(), "a FINAL node"),
+            (inner.nodes.iter().any(|n| n.kind == NodeKind::Provisioner), "a PROVISIONER node"),
+            (inner.config.is_some(), "CONFIG"),
+            (inner.dot.is_some(), "DOT"),
+            (inner.node_status.is_some(), "NODE_STATUS_FILE"),
+            (inner.jobstate_log.is_some(), "JOBSTATE_LOG"),
+            (!inner.set_job_attrs.is_empty(), "SET_JOB_ATTR"),
+            (!inner.env.is_empty(), "ENV"),
+            (inner.rejected.is_some(), "REJECT"),
+        ];
+        if let Some((_, what)) = whole.iter().find(|(has, _)| *has) {
+            return self.err(
+                l,
+                format!("splice {name} ({file}) holds {what}, which only the whole DAG may have"),
+            );
+        }
+        let scoped_category = |c: &str| match c.strip_prefix('+') {
+            Some(global) => global.to_string(),
+            None => format!("{name}+{c}"),
+        };
+        if self.dag.nodes.len().saturating_add(inner.nodes.len()) > self.limits.nodes {
+            return self.err(l, format!("more than {} nodes", self.limits.nodes));
+        }
+        let added = inner.edge_count();
+        if self.edges.saturating_add(added) > self.limits.edges {
+            return self.err(l, format!("more than {} edges", self.limits.edges));
+        }
+        let base = self.dag.nodes.len() as NodeId;
+        for mut n in inner.nodes {
+            n.name = format!("{name}+{}", n.name);
+            if let Some(d) = &dir {
+                n.dir = Some(match &n.dir {
+                    Some(own) => d.join(own),
+                    None => d.clone(),
+                });
+            }
+            n.category = n.category.as_deref().map(scoped_category);
+            if let SubmitSource::Named(d) = &n.submit {
+                n.submit = SubmitSource::Named(format!("{name}+{d}"));
+            }
+            if let Some(&was) = self.dag.by_name.get(&n.name) {
+                let was = &self.dag.nodes[was as usize].place;
+                return self.err(l, format!("node {} is defined twice (first at {was})", n.name));
+            }
+            let id = self.dag.nodes.len() as NodeId;
+            self.dag.by_name.insert(n.name.clone(), id);
+            self.dag.nodes.push(n);
+            self.dag.children.push(Vec::new());
+            self.dag.parents.push(Vec::new());
+        }
+        let count = self.dag.nodes.len() as NodeId - base;
+        let mut first = Vec::new();
+        let mut last = Vec::new();
+        for i in 0..count {
+            let (id, inner_id) = (base + i, i as usize);
+            self.dag.children[id as usize] =
+                inner.children[inner_id].iter().map(|c| base + c).collect();
+            self.dag.parents[id as usize] =
+                inner.parents[inner_id].iter().map(|p| base + p).collect();
+            // SERVICE nodes run beside the splice: no edge reaches them.
+            if !matches!(self.dag.nodes[id as usize].kind, NodeKind::Job | NodeKind::SubDag) {
+                continue;
+            }
+            if inner.parents[inner_id].is_empty() {
+                first.push(id);
+            }
+            if inner.children[inner_id].is_empty() {
+                last.push(id);
+            }
+        }
+        self.edges += added;
+        for (d, text) in inner.descriptions {
+            self.dag.descriptions.insert(format!("{name}+{d}"), text);
+        }
+        for (c, n) in inner.max_jobs {
+            self.dag.max_jobs.insert(scoped_category(&c), n);
+        }
+        self.dag.warnings.extend(inner.warnings);
+        self.splices.insert(name.to_string(), (first, last));
         Ok(())
     }
 

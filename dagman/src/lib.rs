@@ -6,7 +6,7 @@
 //! node's submit description (parsed, so a broken one is refused with its
 //! file and line); a `SUBDAG EXTERNAL` node's DAG is read too (its own DAGMan,
 //! a job of the schedd like any DAGMan job, runs it as the node's job); a
-//! construct andes does not run yet (a splice) is refused by `andes-dag`.
+//! construct andes does not run yet (splices' pins) is refused by `andes-dag`.
 //! [`run`] then drives `andes-dag`'s pure state machine: it submits
 //! each ready node's job to the schedd (with the node's `VARS`, and the
 //! attributes DAGMan gives its nodes: `DAGManJobId`, `DAGNodeName`,

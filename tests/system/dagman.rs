@@ -569,3 +569,28 @@ fn a_sub_dag_runs_as_a_node_under_a_dagman_of_its_own() {
     assert!(start_of("B") >= end_of("Y"));
     assert!(read(&d.join("inner"), "inner.dag.dagman.out").contains("exiting with status 0"));
 }
+
+#[test]
+fn a_dag_spliced_twice_runs_each_copy_from_its_directory() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    std::fs::create_dir_all(d.join("part")).unwrap();
+    std::fs::copy(d.join("hello.wasm"), d.join("part/hello.wasm")).unwrap();
+    write(&d.join("part"), "say.sub", "executable = hello.wasm\noutput = $(JOB).out\nqueue\n");
+    write(&d.join("part"), "part.dag", "JOB X say.sub\nJOB Y say.sub\nPARENT X CHILD Y\n");
+    write(
+        &d,
+        "s.dag",
+        "JOB A ok.sub\nSPLICE S1 part.dag DIR part\nSPLICE S2 part.dag DIR part\nJOB B ok.sub\n\
+         PARENT A CHILD S1 S2\nPARENT S1 S2 CHILD B\n",
+    );
+    let o = run_dag(&p, &["s.dag"]);
+    assert!(o.status.success(), "{}", said(&o));
+    for n in ["S1+X", "S1+Y", "S2+X", "S2+Y"] {
+        assert_eq!(node_jobs(&p, n).len(), 1, "{n}");
+        assert!(read(&d.join("part"), &format!("{n}.out")).contains("wrote hello.out"), "{n}");
+    }
+    let b = node_jobs(&p, "B");
+    assert_eq!(text(&b[0], "DAGParentNodeNames"), "S1+Y,S2+Y");
+}

@@ -383,9 +383,10 @@ fn refusals_say_what_and_where() {
             "test.dag:1: a sub-DAG is a DAG file, not an inline submit description",
         ),
         (
-            "SPLICE S s.dag\n",
-            "test.dag:1: SPLICE (splices) is part of HTCondor's DAG language that andes does not run yet",
+            "CONNECT S1 S2\n",
+            "test.dag:1: CONNECT (splices joined by pins) is part of HTCondor's DAG language that andes does not run yet: join splices with PARENT ... CHILD",
         ),
+        ("SPLICE S\n", "test.dag:1: the form is SPLICE name dag_file [DIR directory]"),
         ("INCLUDE a b\n", "test.dag:1: INCLUDE takes one file name"),
         ("REJECT now\n", "test.dag:1: unexpected `now`; the form is REJECT"),
     ];
@@ -576,4 +577,64 @@ fn files_are_read_only_through_the_callers_reader() {
     assert_eq!(e.to_string(), "d.dag:2: /etc/shadow: the DAG's owner may not read it");
     let e = parse_file(Path::new("other.dag"), &OwnerMay, &Limits::default()).unwrap_err();
     assert_eq!(e.to_string(), "other.dag:0: other.dag: the DAG's owner may not read it");
+}
+
+/// SPLICE adds another DAG's nodes as `splice+node` (beneath its DIR, its
+/// categories scoped to it), and a PARENT or CHILD naming the splice means
+/// its last or first nodes; nested splices scope twice; what only a whole
+/// DAG may have is refused in a splice.
+#[test]
+fn splices_add_scoped_nodes_joined_at_their_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    w(
+        "sub/diamond.dag",
+        "JOB A a.sub\nJOB B b.sub\nJOB C c.sub\nJOB D d.sub\nPARENT A CHILD B C\nPARENT B C CHILD D\n\
+         RETRY B 2\nCATEGORY B local\nCATEGORY C +global\nMAXJOBS local 1\nSPLICE in inner.dag\n\
+         PARENT D CHILD in\n",
+    );
+    w("sub/inner.dag", "JOB X x.sub\n");
+    w("final.dag", "JOB X x.sub\nFINAL F f.sub\n");
+    w(
+        "main.dag",
+        "JOB start s.sub\nSPLICE S1 diamond.dag DIR sub\nSPLICE S2 diamond.dag DIR sub\n\
+         JOB end e.sub\nPARENT start CHILD S1 S2\nPARENT S1 S2 CHILD end\nRETRY S2+A 3\n",
+    );
+    let dag =
+        parse_file(Path::new("main.dag"), &Disk::new(dir.path()), &Limits::default()).unwrap();
+    assert_eq!(dag.nodes.len(), 2 + 2 * 5);
+    let b = dag.node("S1+B").unwrap();
+    assert_eq!(b.retry.unwrap().times, 2);
+    assert_eq!(b.dir.as_deref(), Some(Path::new("sub")));
+    assert_eq!(b.category.as_deref(), Some("S1+local"));
+    assert_eq!(dag.node("S2+C").unwrap().category.as_deref(), Some("global"));
+    assert_eq!(dag.max_jobs.get("S1+local"), Some(&1));
+    assert_eq!(dag.node("S2+A").unwrap().retry.unwrap().times, 3);
+    assert!(dag.node("S1+in+X").is_some(), "a splice within a splice is scoped twice");
+    let id = |n: &str| dag.by_name[n];
+    let kids = |n: &str| names(&dag, &dag.children[id(n) as usize]);
+    assert_eq!(kids("start"), ["S1+A", "S2+A"]);
+    assert_eq!(kids("S1+D"), ["S1+in+X"]);
+    assert_eq!(kids("S1+in+X"), ["end"]);
+    assert_eq!(kids("S2+in+X"), ["end"]);
+    assert_eq!(names(&dag, &dag.parents[id("S1+D") as usize]), ["S1+B", "S1+C"]);
+    let e = parse_str(
+        Path::new("m.dag"),
+        "SPLICE F final.dag\n",
+        &Disk::new(dir.path()),
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "m.dag:1: splice F (final.dag) holds a FINAL node, which only the whole DAG may have"
+    );
+    w("loop.dag", "SPLICE L loop.dag\n");
+    let e =
+        parse_file(Path::new("loop.dag"), &Disk::new(dir.path()), &Limits::default()).unwrap_err();
+    assert!(e.message.contains("nested more than"), "{e}");
 }
