@@ -665,3 +665,61 @@ fn a_browser_sees_the_pool_live_and_is_refused_without_the_token() {
         assert!(c.text("#slot-states").is_none());
     }
 }
+
+/// A DAGMan job's page draws its DAG: every node, coloured by its latest
+/// job's state, each a link to that job's page; node names are text, never
+/// markup.
+#[test]
+fn a_dag_job_s_page_draws_its_dag_with_links_to_its_nodes() {
+    let up = Up::start();
+    let jobs = up.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::copy(sample("exit_code"), jobs.join("exit_code.wasm")).unwrap();
+    std::fs::write(jobs.join("ok.sub"), "executable = exit_code.wasm\narguments = 0\nqueue\n")
+        .unwrap();
+    std::fs::write(jobs.join("bad.sub"), "executable = exit_code.wasm\narguments = 3\nqueue\n")
+        .unwrap();
+    std::fs::write(
+        jobs.join("g.dag"),
+        "JOB A ok.sub\nJOB B bad.sub\nJOB C ok.sub\nPARENT A CHILD B\nPARENT B CHILD C\n",
+    )
+    .unwrap();
+    let o = common::andes()
+        .args(["submit-dag", "g.dag"])
+        .current_dir(&jobs)
+        .env("ANDES_CONFIG_DIR", up.path())
+        .env("ANDES_CONFIG", &up.config)
+        .output()
+        .unwrap();
+    let out = common::succeeded(o, "andes submit-dag");
+    let cluster: i64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("1 job(s) submitted to cluster "))
+        .and_then(|n| n.trim_end_matches('.').parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    let with = [("Authorization", format!("Bearer {}", up.token()))];
+    let with: Vec<(&str, &str)> = with.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let url = format!("{}/live/job/{cluster}.0", up.base());
+    wait_or(
+        "the DAG drawn with A done and B failed",
+        Duration::from_secs(90),
+        || {
+            let b = get(&url, &with).body;
+            b.contains("data-state=\"failed\"") && b.contains("<svg id=\"dag-graph\"")
+        },
+        || format!("{}\n{}", get(&url, &with).body, up.log()),
+    );
+    let page = get(&url, &with).body;
+    assert!(page.contains("3 nodes: "), "{page}");
+    assert!(page.contains("<title>A: done</title>"), "{page}");
+    assert!(page.contains("<title>B: failed</title>"), "{page}");
+    assert!(page.contains("<title>C: waiting</title>"), "{page}");
+    assert_eq!(page.matches("class=\"dag-node\"").count(), 3, "{page}");
+    assert_eq!(page.matches("<line ").count(), 2, "{page}");
+    // A's node links to A's job page, which answers.
+    let at = page.find("<title>A: done</title>").unwrap();
+    let link = page[..at].rsplit("<a href=\"").next().unwrap();
+    let job = link.split('"').next().unwrap();
+    assert!(job.starts_with("job/"), "{page}");
+    assert_eq!(get(&format!("{}/{job}", up.base()), &with).status, 200);
+}

@@ -17,6 +17,7 @@
 //! Each page's live part is an HTML fragment under `/live/...` the page's script
 //! fetches every two seconds; the plots' data is `/api/series`.
 
+mod dag;
 mod html;
 mod series;
 
@@ -925,6 +926,10 @@ async fn job_html(d: &Dash, job: JobId) -> String {
         Err(e) => {
             let _ = write!(out, "<p class=\"note\">{}</p>", esc(e));
         }
+    }
+    if andes_job::dagman::is_dagman(&ad) && d.is_mine(&ad) {
+        out.push_str("</section><section><h2>DAG</h2>");
+        out.push_str(&dag::section(d, &ad).await);
     }
     out.push_str("</section><section><h2>Checkpoints</h2>");
     checkpoints_html(&mut out, &ad, events.as_deref().unwrap_or(&[]));
