@@ -54,6 +54,9 @@ use crate::nodelog::{Evidence, NodeLog, Seen};
 use crate::reports::Reports;
 use crate::scripts::{Macros, Runner};
 
+/// HTCondor's `DAGMAN_MAX_JOBS_IDLE`.
+pub const DEFAULT_MAX_IDLE: u32 = 1000;
+
 /// How a DAG runs (HTCondor's `condor_submit_dag` options that apply).
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -79,6 +82,9 @@ pub struct Options {
     pub poll: Duration,
     /// The job owner named in node jobs (`Owner`).
     pub owner: Option<String>,
+    /// `-maxidle`: no node job is submitted while this many are idle (0: no
+    /// limit).
+    pub max_idle: u32,
     /// Where DAGMan runs (relative paths in the DAG start here without
     /// `-usedagdir`); `None`: this process's current directory.
     pub working_dir: Option<PathBuf>,
@@ -100,6 +106,7 @@ impl Options {
             poll: Duration::from_millis(200),
             owner: None,
             working_dir: None,
+            max_idle: DEFAULT_MAX_IDLE,
         }
     }
 }
@@ -162,6 +169,8 @@ pub struct Knobs {
     pub max_post: Option<u32>,
     /// `DAGMAN_ALWAYS_RUN_POST` (`-AlwaysRunPost`).
     pub always_run_post: Option<bool>,
+    /// `DAGMAN_MAX_JOBS_IDLE` (`-maxidle`).
+    pub max_idle: Option<u32>,
     /// `DAGMAN_*` knobs the file sets that andes does not apply (said as
     /// warnings, not ignored in silence).
     pub not_applied: Vec<String>,
@@ -186,6 +195,7 @@ fn read_knobs(path: &Path, at: &andes_dag::Place) -> Result<Knobs> {
     k.max_jobs = count("DAGMAN_MAX_JOBS_SUBMITTED")?;
     k.max_pre = count("DAGMAN_MAX_PRE_SCRIPTS")?;
     k.max_post = count("DAGMAN_MAX_POST_SCRIPTS")?;
+    k.max_idle = count("DAGMAN_MAX_JOBS_IDLE")?;
     k.always_run_post = match get("DAGMAN_ALWAYS_RUN_POST")? {
         None => None,
         Some(v) => match v.trim().to_ascii_lowercase().as_str() {
@@ -197,7 +207,8 @@ fn read_knobs(path: &Path, at: &andes_dag::Place) -> Result<Knobs> {
             ),
         },
     };
-    const APPLIED: [&str; 4] = [
+    const APPLIED: [&str; 5] = [
+        "DAGMAN_MAX_JOBS_IDLE",
         "DAGMAN_MAX_JOBS_SUBMITTED",
         "DAGMAN_MAX_PRE_SCRIPTS",
         "DAGMAN_MAX_POST_SCRIPTS",
@@ -424,6 +435,7 @@ pub async fn run(
     let mut removal_seen = false;
     let mut events: VecDeque<Event> = VecDeque::new();
     let mut to_submit: VecDeque<(NodeId, u32)> = VecDeque::new();
+    let mut idle_said = false;
     let mut submitting = futures_util::stream::FuturesUnordered::new();
     loop {
         while let Some(step) = steps.pop_front() {
@@ -544,10 +556,21 @@ pub async fn run(
             reports.touch();
             continue;
         }
-        // Ready nodes are submitted several at once (each its own cluster).
+        // Ready nodes are submitted several at once (each its own cluster),
+        // while fewer than -maxidle node jobs are idle.
+        let idle_room = |log: &NodeLog, flying: usize| {
+            opts.max_idle == 0 || log.idle() + flying < opts.max_idle as usize
+        };
+        if !to_submit.is_empty() && !idle_room(&log, submitting.len()) && !idle_said {
+            idle_said = true;
+            let idle = log.idle() + submitting.len();
+            out.say(format!("{idle} node jobs idle: -maxidle {} reached", opts.max_idle));
+        }
         while submitting.len() < MAX_SUBMITS_IN_FLIGHT
+            && idle_room(&log, submitting.len())
             && let Some((node, retry)) = to_submit.pop_front()
         {
+            idle_said = false;
             let macros = (state.status() as i32, state.failed_count());
             submitting.push(submit_node(p, opts, &files, client, macros, node, retry));
         }

@@ -76,6 +76,12 @@ pub struct NodeLog {
     path: PathBuf,
     follower: Follower,
     clusters: HashMap<i32, Cluster>,
+    /// Each job not yet ended, and whether it is idle (submitted, evicted
+    /// or released, not running or held): `-maxidle` counts these.
+    procs: HashMap<(i32, i32), bool>,
+    idle: usize,
+    /// Clusters submitted whose submit events the log does not show yet.
+    awaiting: usize,
 }
 
 impl NodeLog {
@@ -85,6 +91,30 @@ impl NodeLog {
             path: path.to_path_buf(),
             follower: Follower::new(path, ParseOptions::default()),
             clusters: HashMap::new(),
+            procs: HashMap::new(),
+            idle: 0,
+            awaiting: 0,
+        }
+    }
+
+    /// Node jobs idle now: those the log shows idle, and a job for each
+    /// cluster submitted that the log does not show yet.
+    pub fn idle(&self) -> usize {
+        self.idle + self.awaiting
+    }
+
+    /// Job `id` is idle (`Some(true)`), running or held (`Some(false)`), or
+    /// over (`None`).
+    fn set_proc(&mut self, id: (i32, i32), idle: Option<bool>) {
+        let was = match idle {
+            Some(i) => self.procs.insert(id, i),
+            None => self.procs.remove(&id),
+        };
+        if was == Some(true) {
+            self.idle -= 1;
+        }
+        if idle == Some(true) {
+            self.idle += 1;
         }
     }
 
@@ -96,7 +126,11 @@ impl NodeLog {
     /// Says that `cluster` is `node`'s job (known from the submit's reply,
     /// before the log may show it).
     pub fn expect(&mut self, cluster: i32, node: NodeId) {
-        self.clusters.entry(cluster).or_default().node = Some(node);
+        let c = self.clusters.entry(cluster).or_default();
+        if c.node.is_none() && c.submitted == 0 {
+            self.awaiting += 1;
+        }
+        c.node = Some(node);
     }
 
     /// Forgets `cluster` (removed with the DAG: its end decides nothing).
@@ -126,6 +160,15 @@ impl NodeLog {
         let mut seen = Vec::new();
         for ev in events {
             let cid = ev.id.cluster;
+            let pid = (ev.id.cluster, ev.id.proc);
+            match &ev.kind {
+                EventKind::Submit(_) | EventKind::Evicted(_) | EventKind::Released(_) => {
+                    self.set_proc(pid, Some(true))
+                }
+                EventKind::Execute(_) | EventKind::Held { .. } => self.set_proc(pid, Some(false)),
+                EventKind::Terminated(_) | EventKind::Aborted(_) => self.set_proc(pid, None),
+                _ => {}
+            }
             match &ev.kind {
                 EventKind::Submit(s) => {
                     let named = s
@@ -134,6 +177,9 @@ impl NodeLog {
                         .and_then(|n| n.trim().strip_prefix(NODE_NOTE))
                         .and_then(|n| names(n.trim()));
                     let c = self.clusters.entry(cid).or_default();
+                    if c.submitted == 0 && c.node.is_some() {
+                        self.awaiting = self.awaiting.saturating_sub(1);
+                    }
                     if c.submitted == 0
                         && let (Some(node), Some(ev)) = (named, evidence.as_deref_mut())
                     {

@@ -22,6 +22,8 @@ pub const KEPT_ENV: &[&str] =
 pub struct SubmitDag {
     /// `-maxjobs`.
     pub max_jobs: Option<u32>,
+    /// `-maxidle`.
+    pub max_idle: Option<u32>,
     /// `-maxpre`.
     pub max_pre: Option<u32>,
     /// `-maxpost`.
@@ -51,6 +53,7 @@ impl SubmitDag {
             }
         };
         opt("maxjobs", self.max_jobs.map(|v| v.to_string()));
+        opt("maxidle", self.max_idle.map(|v| v.to_string()));
         opt("maxpre", self.max_pre.map(|v| v.to_string()));
         opt("maxpost", self.max_post.map(|v| v.to_string()));
         opt("script-timeout", self.script_timeout.map(|v| v.to_string()));

@@ -547,6 +547,7 @@ fn dag_options(options: &[(String, String)]) -> Result<andes_dagman::submit::Sub
         match k.to_ascii_lowercase().replace('_', "-").as_str() {
             "force" | "f" => o.force = truth(k, v)?,
             "maxjobs" => o.max_jobs = Some(count(k, v)?),
+            "maxidle" => o.max_idle = Some(count(k, v)?),
             "maxpre" => o.max_pre = Some(count(k, v)?),
             "maxpost" => o.max_post = Some(count(k, v)?),
             "usedagdir" => o.use_dag_dir = truth(k, v)?,
@@ -555,7 +556,7 @@ fn dag_options(options: &[(String, String)]) -> Result<andes_dagman::submit::Sub
             "alwaysrunpost" => o.always_run_post = truth(k, v)?,
             _ => {
                 return Err(format!(
-                    "DAG option {k:?} is not one andes takes: force, maxjobs, maxpre, maxpost, \
+                    "DAG option {k:?} is not one andes takes: force, maxjobs, maxidle, maxpre, maxpost, \
                      usedagdir, batch-name, DoRecov, AlwaysRunPost"
                 ));
             }

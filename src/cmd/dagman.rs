@@ -25,6 +25,10 @@ pub struct DagmanArgs {
     /// The most node jobs in the queue at once (0, the default: no limit).
     #[arg(long = "maxjobs", value_name = "N")]
     max_jobs: Option<u32>,
+    /// No node job is submitted while this many are idle (default 1000;
+    /// 0: no limit).
+    #[arg(long = "maxidle", value_name = "N")]
+    max_idle: Option<u32>,
     /// The most PRE scripts running at once (default 20; 0: no limit).
     #[arg(long = "maxpre", value_name = "N")]
     max_pre: Option<u32>,
@@ -96,6 +100,7 @@ pub fn run(args: DagmanArgs) -> Result<ExitCode> {
     opts.run.max_jobs = args.max_jobs.or(k.max_jobs).unwrap_or(opts.run.max_jobs);
     opts.run.max_pre = args.max_pre.or(k.max_pre).unwrap_or(opts.run.max_pre);
     opts.run.max_post = args.max_post.or(k.max_post).unwrap_or(opts.run.max_post);
+    opts.max_idle = args.max_idle.or(k.max_idle).unwrap_or(opts.max_idle);
     opts.run.always_run_post = args.always_run_post || k.always_run_post.unwrap_or(false);
     for n in &k.not_applied {
         eprintln!("WARNING: the DAG's CONFIG file sets {n}, which andes dagman does not apply");

@@ -23,8 +23,7 @@ pub struct SubmitDagArgs {
     /// The most node jobs in the queue at once (0: no limit).
     #[arg(long = "maxjobs", value_name = "N")]
     max_jobs: Option<u32>,
-    /// The most idle node jobs at once: accepted and not yet applied (a
-    /// warning says so).
+    /// No node job is submitted while this many are idle (default 1000).
     #[arg(long = "maxidle", value_name = "N")]
     max_idle: Option<u32>,
     /// The most PRE scripts running at once (default 20).
@@ -64,11 +63,9 @@ pub struct SubmitDagArgs {
 
 /// Runs `andes submit-dag`.
 pub fn run(args: SubmitDagArgs) -> Result<ExitCode> {
-    if args.max_idle.is_some() {
-        eprintln!("WARNING: -maxidle is not applied by andes yet: use -maxjobs");
-    }
     let o = SubmitDag {
         max_jobs: args.max_jobs,
+        max_idle: args.max_idle,
         max_pre: args.max_pre,
         max_post: args.max_post,
         always_run_post: args.always_run_post,

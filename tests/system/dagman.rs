@@ -48,6 +48,39 @@ fn dagman(p: &Pool, args: &[&str]) -> std::process::Command {
     c
 }
 
+/// A DAGMan in the background, killed if the test ends first (a failed
+/// assertion leaves no DAGMan running).
+struct Running(Option<std::process::Child>);
+
+impl Running {
+    fn start(p: &Pool, args: &[&str]) -> Running {
+        Running(Some(
+            dagman(p, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(),
+        ))
+    }
+
+    fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, std::process::Child::id)
+    }
+
+    fn kill(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn wait_with_output(mut self) -> std::process::Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 fn run_dag(p: &Pool, args: &[&str]) -> std::process::Output {
     dagman(p, args).output().unwrap()
 }
@@ -184,8 +217,7 @@ fn a_dagman_killed_outright_recovers_without_running_a_node_twice() {
         "JOB A ok.sub\nJOB B slow.sub\nJOB C ok.sub\nPARENT A CHILD B\nPARENT B CHILD C\n\
          SCRIPT POST A post.sh $JOB\n",
     );
-    let mut child =
-        dagman(&p, &["r.dag"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = Running::start(&p, &["r.dag"]);
     // Killed while B runs: after A's POST script ended, before B's job did.
     wait_or(
         "B's job running",
@@ -193,8 +225,7 @@ fn a_dagman_killed_outright_recovers_without_running_a_node_twice() {
         || p.queue().iter().any(|a| text(a, "DAGNodeName") == "B" && int(a, "JobStatus") == 2),
         || p.logs(),
     );
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     assert!(d.join("r.dag.lock").exists(), "a DAGMan killed outright leaves its lock");
     let o = run_dag(&p, &["r.dag"]);
     assert!(o.status.success(), "{}", said(&o));
@@ -218,7 +249,7 @@ fn a_removed_dag_removes_its_jobs_and_runs_its_final_node() {
         "JOB A slow.sub\nJOB B slow.sub\nPARENT A CHILD B\nFINAL F fin.sub\n\
          SCRIPT PRE F status.sh $JOB $DAG_STATUS\n",
     );
-    let child = dagman(&p, &["rm.dag"]).stdout(Stdio::piped()).spawn().unwrap();
+    let child = Running::start(&p, &["rm.dag"]);
     wait_or(
         "A's job running",
         Duration::from_secs(60),
@@ -227,7 +258,7 @@ fn a_removed_dag_removes_its_jobs_and_runs_its_final_node() {
     );
     let pid = child.id().to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let o = child.wait_with_output().unwrap();
+    let o = child.wait_with_output();
     // The FINAL node's success is the DAG's, after a removal too.
     assert_eq!(o.status.code(), Some(0), "{}", said(&o));
     assert_eq!(read(&d, "final.txt"), "F 4\n", "the FINAL node was told DAG_Status 4");
@@ -484,7 +515,7 @@ fn a_held_node_job_runs_its_hold_script() {
     write(&d, "slow.sub", "executable = sleeper.wasm\narguments = 3\nqueue\n");
     script(&d, "held.sh", "#!/bin/sh\necho \"$1 held\" > held.txt\n");
     write(&d, "h.dag", "JOB A slow.sub\nSCRIPT HOLD A held.sh $JOB\n");
-    let child = dagman(&p, &["h.dag"]).stdout(Stdio::piped()).spawn().unwrap();
+    let child = Running::start(&p, &["h.dag"]);
     wait_or(
         "A's job running",
         Duration::from_secs(60),
@@ -502,7 +533,7 @@ fn a_held_node_job_runs_its_hold_script() {
     );
     assert_eq!(read(&d, "held.txt"), "A held\n");
     p.ok("alice", &["release", &id]);
-    let o = child.wait_with_output().unwrap();
+    let o = child.wait_with_output();
     assert!(o.status.success(), "{}", said(&o));
 }
 
@@ -593,4 +624,43 @@ fn a_dag_spliced_twice_runs_each_copy_from_its_directory() {
     }
     let b = node_jobs(&p, "B");
     assert_eq!(text(&b[0], "DAGParentNodeNames"), "S1+Y,S2+Y");
+}
+
+#[test]
+fn maxidle_holds_back_submits_while_that_many_node_jobs_are_idle() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    // They match nothing until their requirements are edited.
+    write(
+        &d,
+        "wait.sub",
+        "executable = exit_code.wasm\narguments = 0\nrequirements = Go =?= true\nqueue\n",
+    );
+    write(&d, "i.dag", "JOB A wait.sub\nJOB B wait.sub\nJOB C wait.sub\n");
+    let child = Running::start(&p, &["--maxidle", "2", "i.dag"]);
+    wait_or(
+        "DAGMan held back by -maxidle",
+        Duration::from_secs(60),
+        || {
+            std::fs::read_to_string(d.join("i.dag.dagman.out"))
+                .is_ok_and(|t| t.contains("2 node jobs idle: -maxidle 2 reached"))
+        },
+        || p.logs(),
+    );
+    let queued = p.queue();
+    assert_eq!(queued.len(), 2, "{queued:?}");
+    // Let them run: the third is submitted once fewer than 2 are idle.
+    p.ok("alice", &["qedit", "--constraint", "DAGNodeName =!= undefined", "Go", "true"]);
+    wait_or(
+        "C submitted",
+        Duration::from_secs(60),
+        || node_jobs(&p, "C").len() == 1 || p.queue().iter().any(|a| text(a, "DAGNodeName") == "C"),
+        || format!("{}\n{:?}\n{}", read(&d, "i.dag.dagman.out"), p.queue(), p.logs()),
+    );
+    p.ok("alice", &["qedit", "--constraint", "DAGNodeName =!= undefined", "Go", "true"]);
+    let o = child.wait_with_output();
+    assert!(o.status.success(), "{}", said(&o));
+    for n in ["A", "B", "C"] {
+        assert_eq!(node_jobs(&p, n).len(), 1, "{n}");
+    }
 }
