@@ -519,7 +519,7 @@ async fn submit(
     let dagman = |p: &ClassAd| {
         let mut job = cluster_ad.clone();
         job.update(p);
-        crate::scheduler::is_dagman(&job)
+        andes_job::dagman::is_dagman(&job)
     };
     if procs.iter().any(dagman) {
         if caller.role == Role::Schedd || !procs.iter().all(dagman) {
