@@ -19,9 +19,11 @@
 //! `SPLICE name file [DIR dir]` adds another DAG's nodes as `name+node`
 //! (beneath `dir`, categories scoped to the splice unless named
 //! `+category`), and a PARENT or CHILD naming the splice means its last or
-//! first nodes. A command of the language that andes does not carry out yet
-//! is refused with its place (never ignored): splices' pins (`CONNECT`,
-//! `PIN_IN`, `PIN_OUT`).
+//! first nodes. `PIN_IN node n` and `PIN_OUT node n` in a splice's file name
+//! its numbered pins, and `CONNECT out in` makes every node on each PIN_OUT
+//! of splice `out` a parent of every node on the same-numbered PIN_IN of
+//! splice `in` (pins numbered from 1 without gaps, the two splices' counts
+//! equal, every first node of `in` on a pin: else refused).
 //!
 //! [`run::Run`] is how the DAG then runs, as a pure state machine: which
 //! scripts and jobs start when, within the throttles, what decides a node,
@@ -146,9 +148,25 @@ pub struct Dag {
     pub rejected: Option<Place>,
     /// The FINAL node, if any.
     pub final_node: Option<NodeId>,
+    /// `PIN_IN` and `PIN_OUT`: how this DAG joins others when it is spliced
+    /// and `CONNECT`ed (ignored otherwise, as in HTCondor).
+    pub pins: Vec<Pin>,
     /// Notes a reader should see (DAGMan writes them to `dagman.out`): a macro
     /// defined twice for a node, an edge given twice.
     pub warnings: Vec<DagError>,
+}
+
+/// `PIN_IN node number` or `PIN_OUT node number`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pin {
+    /// `PIN_OUT` (else `PIN_IN`).
+    pub out: bool,
+    /// The pin's number, from 1.
+    pub number: u32,
+    /// The node on the pin.
+    pub node: NodeId,
+    /// Where the pin is defined.
+    pub place: Place,
 }
 
 /// A node's index in [`Dag::nodes`].

@@ -215,8 +215,20 @@ struct Parser<'s> {
     source: &'s dyn DagFiles,
     /// Splices deep.
     depth: usize,
-    /// Each splice: its nodes without parents, and those without children.
-    splices: std::collections::HashMap<String, (Vec<NodeId>, Vec<NodeId>)>,
+    /// Each splice, by name.
+    splices: std::collections::HashMap<String, Spliced>,
+}
+
+/// A splice as the DAG that holds it sees it.
+struct Spliced {
+    /// Its nodes without parents (what a PARENT naming it leads to).
+    first: Vec<NodeId>,
+    /// Its nodes without children (what a CHILD naming it follows).
+    last: Vec<NodeId>,
+    /// The nodes on each PIN_IN, pin 1 first.
+    pins_in: Vec<Vec<NodeId>>,
+    /// The nodes on each PIN_OUT, pin 1 first.
+    pins_out: Vec<Vec<NodeId>>,
 }
 
 /// The files beneath a splice's `DIR`.
@@ -675,13 +687,25 @@ impl Parser<'_> {
                 self.dag.rejected = Some(self.place(l));
                 Ok(())
             }
-            "CONNECT" | "PIN_IN" | "PIN_OUT" => self.err(
-                l,
-                format!(
-                    "{key} (splices joined by pins) is part of HTCondor's DAG language that \
-                     andes does not run yet: join splices with PARENT ... CHILD"
-                ),
-            ),
+            "PIN_IN" | "PIN_OUT" => {
+                let usage = format!("{key} node pin_number");
+                let (Some(name), Some(_)) = (words.get(1), words.get(2)) else {
+                    return self.err(l, format!("the form is {usage}"));
+                };
+                self.no_more(l, &words, 3, &usage)?;
+                let number: u32 = self.int(l, "the pin's number", words.get(2))?;
+                if number == 0 || number as usize > self.limits.nodes {
+                    return self.err(
+                        l,
+                        format!("pins are numbered from 1 to {}: not {number}", self.limits.nodes),
+                    );
+                }
+                let node = self.linkable(l, name)?;
+                let place = self.place(l);
+                self.dag.pins.push(Pin { out: key == "PIN_OUT", number, node, place });
+                Ok(())
+            }
+            "CONNECT" => self.connect(l, &words),
             "CHILD" => self
                 .err(l, "CHILD without PARENT: the form is PARENT p1 [p2 ...] CHILD c1 [c2 ...]"),
             _ => self.err(l, format!("`{}` is not a command of the DAG language", words[0])),
@@ -705,25 +729,76 @@ impl Parser<'_> {
         let mut ps: Vec<NodeId> = Vec::new();
         for n in parents {
             match self.splices.get(*n) {
-                Some((_, last)) => ps.extend(last),
+                Some(s) => ps.extend(&s.last),
                 None => ps.push(self.linkable(l, n)?),
             }
         }
         let mut cs: Vec<NodeId> = Vec::new();
         for n in children {
             match self.splices.get(*n) {
-                Some((first, _)) => cs.extend(first),
+                Some(s) => cs.extend(&s.first),
                 None => cs.push(self.linkable(l, n)?),
             }
         }
-        let (parents, children) = (ps, cs);
+        self.link(l, &ps, &cs)
+    }
+
+    /// `CONNECT out in`: each PIN_OUT of splice `out` joined to the PIN_IN of
+    /// splice `in` with its number, every node on the one a parent of every
+    /// node on the other.
+    fn connect(&mut self, l: &Line, words: &[&str]) -> Result<(), DagError> {
+        const USAGE: &str = "CONNECT output_splice input_splice";
+        let (Some(out), Some(inp)) = (words.get(1), words.get(2)) else {
+            return self.err(l, format!("the form is {USAGE}"));
+        };
+        self.no_more(l, words, 3, USAGE)?;
+        let splice = |name: &str| {
+            self.splices.get(name).ok_or_else(|| DagError {
+                place: self.place(l),
+                message: format!(
+                    "CONNECT joins two splices: {name} is not a splice (a node or a sub-DAG \
+                     is joined with PARENT ... CHILD)"
+                ),
+            })
+        };
+        let (o, i) = (splice(out)?, splice(inp)?);
+        if o.pins_out.len() != i.pins_in.len() {
+            return self.err(
+                l,
+                format!(
+                    "splice {out} has {} PIN_OUT(s) and splice {inp} {} PIN_IN(s): they must match",
+                    o.pins_out.len(),
+                    i.pins_in.len()
+                ),
+            );
+        }
+        if let Some(&loose) = i.first.iter().find(|n| !i.pins_in.iter().any(|p| p.contains(n))) {
+            let name = &self.dag.nodes[loose as usize].name;
+            return self.err(
+                l,
+                format!(
+                    "node {name} begins splice {inp} but is on none of its PIN_INs: every \
+                     first node of a CONNECTed input splice must be"
+                ),
+            );
+        }
+        let pairs: Vec<(Vec<NodeId>, Vec<NodeId>)> =
+            o.pins_out.iter().cloned().zip(i.pins_in.iter().cloned()).collect();
+        for (parents, children) in pairs {
+            self.link(l, &parents, &children)?;
+        }
+        Ok(())
+    }
+
+    /// Every node of `children` after every node of `parents`.
+    fn link(&mut self, l: &Line, parents: &[NodeId], children: &[NodeId]) -> Result<(), DagError> {
         let adding = parents.len().saturating_mul(children.len());
         if self.edges.saturating_add(adding) > self.limits.edges {
             return self.err(l, format!("more than {} edges", self.limits.edges));
         }
         self.edges += adding;
-        for &p in &parents {
-            for &c in &children {
+        for &p in parents {
+            for &c in children {
                 if p == c {
                     let name = &self.dag.nodes[p as usize].name;
                     return self.err(l, format!("node {name} is its own parent (a cycle)"));
@@ -854,7 +929,31 @@ impl Parser<'_> {
             self.dag.max_jobs.insert(scoped_category(&c), n);
         }
         self.dag.warnings.extend(inner.warnings);
-        self.splices.insert(name.to_string(), (first, last));
+        let mut pins = [Vec::new(), Vec::new()];
+        for pin in &inner.pins {
+            let list: &mut Vec<Vec<NodeId>> = &mut pins[usize::from(pin.out)];
+            if list.len() < pin.number as usize {
+                list.resize(pin.number as usize, Vec::new());
+            }
+            list[pin.number as usize - 1].push(base + pin.node);
+        }
+        for (k, list) in pins.iter().enumerate() {
+            if let Some(gap) = list.iter().position(Vec::is_empty) {
+                let kind = if k == 1 { "PIN_OUT" } else { "PIN_IN" };
+                let top = inner.pins.iter().filter(|p| usize::from(p.out) == k).map(|p| p.number);
+                return self.err(
+                    l,
+                    format!(
+                        "splice {name} ({file}) has {kind} {} but no {kind} {}: pins are \
+                         numbered from 1 without gaps",
+                        top.max().unwrap_or(0),
+                        gap + 1
+                    ),
+                );
+            }
+        }
+        let [pins_in, pins_out] = pins;
+        self.splices.insert(name.to_string(), Spliced { first, last, pins_in, pins_out });
         Ok(())
     }
 

@@ -384,7 +384,7 @@ fn refusals_say_what_and_where() {
         ),
         (
             "CONNECT S1 S2\n",
-            "test.dag:1: CONNECT (splices joined by pins) is part of HTCondor's DAG language that andes does not run yet: join splices with PARENT ... CHILD",
+            "test.dag:1: CONNECT joins two splices: S1 is not a splice (a node or a sub-DAG is joined with PARENT ... CHILD)",
         ),
         ("SPLICE S\n", "test.dag:1: the form is SPLICE name dag_file [DIR directory]"),
         ("INCLUDE a b\n", "test.dag:1: INCLUDE takes one file name"),
@@ -522,8 +522,8 @@ fn every_command_of_the_quick_reference_is_known() {
         ("NODE_STATUS_FILE", "NODE_STATUS_FILE s.txt"),
         ("SAVE_POINT_FILE", "SAVE_POINT_FILE A"),
         ("CONNECT", "CONNECT S1 S2"),
-        ("PIN_IN", "PIN_IN S A 1"),
-        ("PIN_OUT", "PIN_OUT S A 1"),
+        ("PIN_IN", "PIN_IN A 1"),
+        ("PIN_OUT", "PIN_OUT A 1"),
     ];
     for (name, line) in commands {
         let text = format!("JOB A a.sub\nJOB B b.sub\n{line}\n");
@@ -533,11 +533,107 @@ fn every_command_of_the_quick_reference_is_known() {
                 assert!(!e.message.contains("is not a command"), "{name}: {e}");
                 assert_eq!(e.place.line, 3, "{name}: {e}");
                 assert!(
-                    e.message.contains("cannot read") || e.message.contains("does not run yet"),
+                    e.message.contains("cannot read")
+                        || e.message.contains("does not run yet")
+                        || e.message.contains("is not a splice"),
                     "{name}: {e}"
                 );
             }
         }
+    }
+}
+
+/// CONNECT, PIN_IN and PIN_OUT as the manual's "DAG Splice Connections"
+/// example has them (verbatim): A1 is the parent of B1 and B2, A2 of B3 and
+/// B4, and B1 to B4 all of C1; and the restrictions it lists, each refused.
+#[test]
+fn connect_joins_splices_pin_to_pin() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    w(
+        "top.dag",
+        "# File: top.dag\nSPLICE A spliceA.dag\nSPLICE B spliceB.dag\nSPLICE C spliceC.dag\n\nCONNECT A B\nCONNECT B C\n",
+    );
+    w(
+        "spliceA.dag",
+        "# File: spliceA.dag\nJOB A1 A1.sub\nJOB A2 A2.sub\n\nPIN_OUT A1 1\nPIN_OUT A2 2\n",
+    );
+    w(
+        "spliceB.dag",
+        "# File: spliceB.dag\nJOB B1 B1.sub\nJOB B2 B2.sub\nJOB B3 B3.sub\nJOB B4 B4.sub\n\n\
+         PIN_IN B1 1\nPIN_IN B2 1\nPIN_IN B3 2\nPIN_IN B4 2\n\n\
+         PIN_OUT B1 1\nPIN_OUT B2 2\nPIN_OUT B3 3\nPIN_OUT B4 4\n",
+    );
+    w(
+        "spliceC.dag",
+        "# File: spliceC.dag\nJOB C1 C1.sub\n\nPIN_IN C1 1\nPIN_IN C1 2\nPIN_IN C1 3\nPIN_IN C1 4\n",
+    );
+    let parse =
+        |name: &str| parse_file(Path::new(name), &Disk::new(dir.path()), &Limits::default());
+    let dag = parse("top.dag").unwrap();
+    let id = |n: &str| dag.by_name[n];
+    let kids = |n: &str| names(&dag, &dag.children[id(n) as usize]);
+    assert_eq!(kids("A+A1"), ["B+B1", "B+B2"]);
+    assert_eq!(kids("A+A2"), ["B+B3", "B+B4"]);
+    for b in ["B+B1", "B+B2", "B+B3", "B+B4"] {
+        assert_eq!(kids(b), ["C+C1"], "{b}");
+    }
+    assert_eq!(dag.edge_count(), 8);
+    // Pins nobody CONNECTs are ignored, as in HTCondor.
+    w("alone.dag", "SPLICE B spliceB.dag\nPIN_IN X 1\nJOB X x.sub\n");
+    assert_eq!(parse("alone.dag").unwrap().edge_count(), 0);
+    let refusals: &[(&str, &str, &str)] = &[
+        (
+            "CONNECT A Z\n",
+            "",
+            "t.dag:4: CONNECT joins two splices: Z is not a splice (a node or a sub-DAG is joined with PARENT ... CHILD)",
+        ),
+        (
+            "JOB N n.sub\nCONNECT N B\n",
+            "",
+            "t.dag:5: CONNECT joins two splices: N is not a splice (a node or a sub-DAG is joined with PARENT ... CHILD)",
+        ),
+        (
+            "CONNECT A C\n",
+            "",
+            "t.dag:4: splice A has 2 PIN_OUT(s) and splice C 4 PIN_IN(s): they must match",
+        ),
+        (
+            "SPLICE G gap.dag\n",
+            "JOB G1 g.sub\nPIN_OUT G1 1\nPIN_OUT G1 3\n",
+            "t.dag:4: splice G (gap.dag) has PIN_OUT 3 but no PIN_OUT 2: pins are numbered from 1 without gaps",
+        ),
+        (
+            "SPLICE G gap.dag\nCONNECT A G\n",
+            "JOB G1 g.sub\nJOB G2 g.sub\nPIN_IN G1 1\nPIN_IN G1 2\n",
+            "t.dag:5: node G+G2 begins splice G but is on none of its PIN_INs: every first node of a CONNECTed input splice must be",
+        ),
+        (
+            "SPLICE G gap.dag\n",
+            "JOB G1 g.sub\nPIN_IN G1 0\n",
+            "gap.dag:2: pins are numbered from 1 to 5000000: not 0",
+        ),
+        ("SPLICE G gap.dag\n", "JOB G1 g.sub\nPIN_IN G9 1\n", "gap.dag:2: no node is named G9"),
+        (
+            "SPLICE G gap.dag\n",
+            "JOB G1 g.sub\nFINAL F f.sub\nPIN_OUT F 1\n",
+            "gap.dag:3: F is a FINAL node, which runs after all the others: it has no PARENT or CHILD",
+        ),
+        (
+            "SPLICE G gap.dag\n",
+            "JOB G1 g.sub\nPIN_OUT G1\n",
+            "gap.dag:2: the form is PIN_OUT node pin_number",
+        ),
+        ("CONNECT A\n", "", "t.dag:4: the form is CONNECT output_splice input_splice"),
+    ];
+    for (extra, gap, want) in refusals {
+        w("gap.dag", gap);
+        w(
+            "t.dag",
+            &format!("SPLICE A spliceA.dag\nSPLICE B spliceB.dag\nSPLICE C spliceC.dag\n{extra}"),
+        );
+        let e = parse("t.dag").unwrap_err();
+        assert_eq!(e.to_string(), *want, "for {extra:?} with {gap:?}");
     }
 }
 
