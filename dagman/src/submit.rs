@@ -40,6 +40,78 @@ pub struct SubmitDag {
     pub recover: bool,
     /// Seconds a script may run.
     pub script_timeout: Option<u64>,
+    /// `-append`: submit commands added to the DAGMan job's description
+    /// (`+Attr = value`, `accounting_group = g`, `priority = 5`, ...).
+    pub append: Vec<String>,
+}
+
+/// Attributes that make a DAGMan job what it is: `-append` may not change them.
+const DAGMAN_OWN: &[&str] = &[
+    "JobUniverse",
+    "Cmd",
+    "Arguments",
+    "Args",
+    "Iwd",
+    "Owner",
+    "ClusterId",
+    "ProcId",
+    "JobStatus",
+    "Out",
+    "Err",
+    "UserLog",
+    "In",
+    DAG_FILE,
+    DAG_ENV,
+    "DAGManDagName",
+];
+
+/// The attributes `-append`'s `lines` give the DAGMan job: the submit
+/// commands are read by the submit language itself, and what they change in
+/// a job's ad (against the same job without them) is taken. A line that
+/// does not parse, or that would change what makes the job a DAGMan, is
+/// refused, naming it.
+pub fn appended_attrs(lines: &[String], iwd: &Path) -> Result<ClassAd> {
+    if lines.is_empty() {
+        return Ok(ClassAd::new());
+    }
+    const EXE: &str = "/andes-dagman/condor_dagman.wasm";
+    let mut fs = andes_submit::MemFs::new();
+    fs.add(EXE, b"\0asm\x01\0\0\0".to_vec());
+    let iwd = iwd.to_string_lossy();
+    let job = |extra: &str| -> Result<ClassAd> {
+        let text = format!("executable = {EXE}\n{extra}queue\n");
+        let d =
+            andes_submit::parse(&text, "-append").map_err(|e| anyhow::anyhow!("-append: {e}"))?;
+        let ctx = andes_submit::Context::new(1, 0, iwd.as_ref()).with_fs(&fs);
+        let mut out =
+            andes_submit::expand(&d, &ctx).map_err(|e| anyhow::anyhow!("-append: {e}"))?;
+        Ok(out.jobs.swap_remove(0))
+    };
+    let plain = job("")?;
+    let mut extra = String::new();
+    for l in lines {
+        if l.contains('\n') || l.trim_start().to_ascii_lowercase().starts_with("queue") {
+            bail!("-append {l:?}: one submit command, not a queue statement or several lines");
+        }
+        extra.push_str(l);
+        extra.push('\n');
+    }
+    let with = job(&extra)?;
+    let mut ad = ClassAd::new();
+    for (name, expr) in with.iter() {
+        let same = plain.lookup(name).is_some_and(|e| e.to_string() == expr.to_string());
+        if same {
+            continue;
+        }
+        if DAGMAN_OWN.iter().any(|a| a.eq_ignore_ascii_case(name.as_str())) {
+            bail!(
+                "-append: {name} is the DAGMan job's own and may not be changed ({})",
+                lines.join("; ")
+            );
+        }
+        ad.insert(name.as_str(), expr.clone());
+    }
+    Ok(ad)
 }
 
 impl SubmitDag {
@@ -143,6 +215,7 @@ pub fn dagman_job(
     }
     ad.insert_value("DAGManDagName", file_name(&dag).as_str());
     ad.insert_value(DAG_ENV, Value::list(vars));
+    ad.update(&appended_attrs(&o.append, iwd)?);
     Ok(DagmanJob { prepared, ad, dag })
 }
 
@@ -192,4 +265,50 @@ pub fn set_rescues_aside(dag: &Path) -> Result<()> {
         std::fs::rename(&p, &old).with_context(|| format!("cannot rename {}", p.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn append(lines: &[&str]) -> Result<ClassAd> {
+        let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        appended_attrs(&lines, Path::new("/home/u"))
+    }
+
+    /// `-append` takes submit commands as condor_submit reads them: custom
+    /// attributes in both forms and ordinary commands, with their
+    /// attribute names.
+    #[test]
+    fn append_adds_what_the_submit_commands_say() {
+        let ad = append(&[
+            "+Experiment = \"lhc\"",
+            "My.Shift = 3",
+            "priority = 5",
+            "notify_user = me@example.org",
+        ])
+        .unwrap();
+        assert_eq!(ad.eval_attr("Experiment").as_str(), Some("lhc"));
+        assert_eq!(ad.eval_attr("Shift").as_int(), Some(3));
+        assert_eq!(ad.eval_attr("NotifyUser").as_str(), Some("me@example.org"));
+        assert_eq!(ad.eval_attr("JobPrio").as_int(), Some(5));
+        assert!(append(&[]).unwrap().iter().next().is_none());
+    }
+
+    /// What makes the job a DAGMan, a queue statement and a line the submit
+    /// language refuses are each refused, saying which.
+    #[test]
+    fn append_refuses_what_would_unmake_the_dagman() {
+        for (line, want) in [
+            ("+JobUniverse = 9", "JobUniverse is the DAGMan job's own"),
+            ("arguments = -x", "Args is the DAGMan job's own"),
+            ("+DAGManDagFile = \"/etc/passwd\"", "DAGManDagFile is the DAGMan job's own"),
+            ("queue 2", "not a queue statement"),
+            ("priority = high", "-append"),
+            ("+Bad = (", "-append"),
+        ] {
+            let e = append(&[line]).unwrap_err().to_string();
+            assert!(e.contains(want), "{line}: {e}");
+        }
+    }
 }

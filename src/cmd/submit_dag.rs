@@ -59,6 +59,10 @@ pub struct SubmitDagArgs {
     /// Seconds a PRE or POST script may run before it is killed (and fails).
     #[arg(long = "script-timeout", value_name = "SECONDS")]
     script_timeout: Option<u64>,
+    /// A submit command added to the DAGMan job's description (repeatable):
+    /// `-append '+AccountingGroup = "physics"'`, `-append 'priority = 5'`.
+    #[arg(long = "append", value_name = "COMMAND")]
+    append: Vec<String>,
 }
 
 /// Runs `andes submit-dag`.
@@ -74,6 +78,7 @@ pub fn run(args: SubmitDagArgs) -> Result<ExitCode> {
         force: args.force,
         recover: args.recover,
         script_timeout: args.script_timeout,
+        append: args.append.clone(),
     };
     let iwd = std::env::current_dir()?;
     let owner = user_name();

@@ -342,11 +342,14 @@ fn submit_dag_queues_a_dagman_job_that_runs_the_dag_as_its_owner() {
         "q.dag",
         "JOB A ok.sub\nJOB B ok.sub\nJOB C ok.sub\nPARENT A CHILD B C\nSCRIPT POST C post.sh $JOB\n",
     );
-    let cluster = submit_dag(&p, &["q.dag"]);
+    // -append: submit commands for the DAGMan job itself.
+    let cluster =
+        submit_dag(&p, &["-append", "+Experiment = \"lhc\"", "-append", "priority = 3", "q.dag"]);
     let ad = dagman_done(&p, cluster, Duration::from_secs(90));
     assert_eq!(int(&ad, "JobStatus"), 4, "{ad}");
     assert_eq!(int(&ad, "ExitCode"), 0, "{ad}");
     assert_eq!(int(&ad, "JobUniverse"), 7, "{ad}");
+    assert_eq!((text(&ad, "Experiment"), int(&ad, "JobPrio")), ("lhc".into(), 3), "{ad}");
     for n in ["A", "B", "C"] {
         let jobs = node_jobs(&p, n);
         assert_eq!(jobs.len(), 1, "{n}");
