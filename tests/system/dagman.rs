@@ -459,6 +459,46 @@ fn a_schedd_killed_outright_mid_dag_runs_each_node_once() {
     assert!(read(&d, "k.dag.dagman.out").contains("RECOVERY"));
 }
 
+/// An execute host killed outright while a node's job runs on it: the job
+/// runs again once the host is back, DAGMan waits for it (the node is not
+/// submitted twice), and the DAG completes.
+#[test]
+fn a_host_killed_outright_mid_dag_loses_nothing_and_submits_no_node_twice() {
+    let mut p = Pool::new("", 1);
+    let d = jobs(&p);
+    // A lease of 3 s: the schedd gives the dead host's job up that soon
+    // (HTCondor's default waits 40 minutes for the host to come back).
+    write(
+        &d,
+        "slow.sub",
+        "executable = sleeper.wasm\narguments = 3\n+JobLeaseDuration = 3\nqueue\n",
+    );
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    write(
+        &d,
+        "h.dag",
+        "JOB A ok.sub\nJOB B slow.sub\nJOB C ok.sub\nPARENT A CHILD B\nPARENT B CHILD C\n",
+    );
+    let cluster = submit_dag(&p, &["h.dag"]);
+    wait_or(
+        "B's job running",
+        Duration::from_secs(60),
+        || p.queue().iter().any(|a| text(a, "DAGNodeName") == "B" && int(a, "JobStatus") == 2),
+        || p.logs(),
+    );
+    Pool::kill9(&mut p.hosts[0]);
+    p.start_host(1, "");
+    let ad = dagman_done(&p, cluster, Duration::from_secs(180));
+    assert_eq!((int(&ad, "JobStatus"), int(&ad, "ExitCode")), (4, 0), "{ad}\n{}", p.logs());
+    for n in ["A", "B", "C"] {
+        assert_eq!(node_jobs(&p, n).len(), 1, "node {n} submitted once");
+    }
+    let b = &node_jobs(&p, "B")[0];
+    assert!(int(b, "NumJobStarts") >= 2, "B's job ran again after the host died: {b}");
+    let out = read(&d, "h.dag.dagman.out");
+    assert_eq!(out.matches("Node B job completed").count(), 1, "{out}");
+}
+
 #[test]
 fn a_dag_s_config_vars_forms_reports_and_wasm_scripts_apply() {
     let p = Pool::new("", 1);
