@@ -3,14 +3,34 @@
 //! pytest suite against the `andes` just built.
 //!
 //! The wheel is built with cargo's `dev` profile, in `target/python`;
-//! `pip install ./python` (the README's way) builds the same crate in release. HTCondor's own `htcondor` package is installed into the
-//! venv when PyPI has it for this machine, for the test that reads andes's job
-//! event logs with HTCondor's reader; without it that test reports NOT RUN.
+//! `pip install ./python` (the README's way) builds the same crate in release.
+//! PyPI's packages of [`PYPI`] are installed into the venv where missing:
+//! HTCondor's own `htcondor` (the test that reads andes's job event logs with
+//! HTCondor's reader), and ezdag and htcondor-dags (the tests that run the DAG
+//! files they write). Without one, the tests that need it fail (they report
+//! NOT RUN only under `ANDES_ALLOW_NOT_RUN=1`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::root;
+
+/// The PyPI packages the Python tests use beside andes, where PyPI has them
+/// for this machine: (the module imported, the package, what for).
+pub const PYPI: [(&str, &str, &str); 3] = [
+    ("htcondor2", "htcondor", "HTCondor's reader of event logs, and its dags"),
+    ("ezdag", "ezdag", "a tool that writes DAG files"),
+    ("htcondor_dags", "htcondor-dags", "a tool that writes DAG files"),
+];
+
+/// Whether `python` finds `module` (found, not imported: htcondor-dags's
+/// import needs an `htcondor` module that HTCondor's wheels no longer have).
+pub fn has_module(python: &Path, module: &str) -> bool {
+    let find = format!(
+        "import importlib.util, sys; sys.exit(importlib.util.find_spec('{module}') is None)"
+    );
+    Command::new(python).args(["-c", &find]).output().is_ok_and(|o| o.status.success())
+}
 
 /// The venv `cargo xtask python` makes under the target directory `target`.
 pub fn venv(target: &Path) -> PathBuf {
@@ -121,17 +141,15 @@ pub fn run(pytest_args: &[String]) -> bool {
     let target = crate::target_dir();
     let Some(lock) = exclusive(&target) else { return false };
     let Some(py) = ready_venv(&target) else { return false };
-    let has_htcondor = Command::new(&py)
-        .args(["-c", "import htcondor2"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_htcondor
-        && !step(
-            "installing htcondor (HTCondor's reader of event logs)",
-            &mut pip(&py, &["htcondor"]),
-        )
-    {
-        eprintln!("xtask: htcondor not installed: the event-log cross-check will say NOT RUN");
+    // PyPI's packages the tests use beside andes, each named by what it
+    // imports: HTCondor's own bindings, and two tools that write DAG files
+    // with them (python/tests/test_dag_tools.py runs what they write).
+    for (module, package, why) in PYPI {
+        if !has_module(&py, module)
+            && !step(&format!("installing {package} ({why})"), &mut pip(&py, &[package]))
+        {
+            eprintln!("xtask: {package} not installed: the tests that use it will fail");
+        }
     }
     let wheels = target.join("wheels").join("dev");
     if !wheel(&py, &target, &wheels) {

@@ -2,10 +2,10 @@
 //! missing: the Rust targets, and Debian's and PyPI's tools the tests drive
 //! (mingw-w64 and clang for the cross checks, wine, qemu-user and an aarch64
 //! gcc for the other platforms, Slurm, chromium and chromedriver, libfaketime,
-//! mdbook, HTCondor's Python package). `cargo xtask test` runs it first, and CI
-//! through it, so the list is kept once. Installing from Debian needs root;
-//! without it, what is missing is named and the tests that need it fail
-//! (unless `ANDES_ALLOW_NOT_RUN=1`).
+//! mdbook, HTCondor's Python package, ezdag and htcondor-dags). `cargo xtask
+//! test` runs it first, and CI through it, so the list is kept once.
+//! Installing from Debian needs root; without it, what is missing is named and
+//! the tests that need it fail (unless `ANDES_ALLOW_NOT_RUN=1`).
 
 use std::path::Path;
 use std::process::Command;
@@ -95,17 +95,20 @@ pub fn run() -> bool {
             missing.push("mdbook");
         }
     }
-    let htcondor = |py: &str| {
-        Command::new(py).args(["-c", "import htcondor2"]).output().is_ok_and(|o| o.status.success())
-    };
-    if !htcondor("python3") {
-        eprintln!("xtask: installing htcondor (pip), HTCondor's reader of event logs");
-        let ok = sh("python3 -m pip install --quiet htcondor >/dev/null 2>&1")
-            || sh(
-                "python3 -m pip install --quiet --break-system-packages htcondor >/dev/null 2>&1",
-            );
-        if !ok {
-            missing.push("htcondor (pip)");
+    // PyPI's packages the Python tests use (`cargo xtask python` installs
+    // them into its venv too): HTCondor's own bindings, for the tests that
+    // read andes's event logs with HTCondor's reader, and ezdag and
+    // htcondor-dags, whose DAG files the tests run.
+    for (module, package, why) in crate::python::PYPI {
+        if !crate::python::has_module(Path::new("python3"), module) {
+            eprintln!("xtask: installing {package} (pip), {why}");
+            let ok = sh(&format!("python3 -m pip install --quiet {package} >/dev/null 2>&1"))
+                || sh(&format!(
+                    "python3 -m pip install --quiet --break-system-packages {package} >/dev/null 2>&1"
+                ));
+            if !ok {
+                missing.push(package);
+            }
         }
     }
     if missing.is_empty() {
