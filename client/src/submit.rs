@@ -4,7 +4,7 @@
 //! can never queue twice.
 
 use andes_job::api::factor;
-use andes_job::api::{NewClusterReply, SubmitReply, SubmitRequest};
+use andes_job::api::{ClustersReply, ClustersRequest, NewClusterReply, SubmitReply, SubmitRequest};
 use andes_protocol::Client;
 use andes_submit::Submission;
 use anyhow::{Result, anyhow};
@@ -16,6 +16,66 @@ pub async fn reserve_cluster(c: &Client) -> Result<u32> {
     let NewClusterReply { cluster } =
         c.call(http::Method::POST, "/v1/cluster", None::<&()>).await?;
     Ok(cluster)
+}
+
+/// Reserves `count` consecutive cluster ids at the schedd (`POST
+/// /v1/clusters`, at most [`andes_job::api::MAX_CLUSTER_BLOCK`]); the first.
+pub async fn reserve_clusters(c: &Client, count: u32) -> Result<u32> {
+    let ClustersReply { first, .. } =
+        c.call(http::Method::POST, "/v1/clusters", Some(&ClustersRequest { count })).await?;
+    Ok(first)
+}
+
+/// Queues `out` (expanded for `cluster`), for a client that queues many
+/// clusters of the same modules (DAGMan's node jobs): when every module is
+/// in `known` (this client uploaded or found it before), the submit goes at
+/// once, without asking the schedd for each module first; when the schedd
+/// answers that an upload is missing (412: collected since), or a module is
+/// new, the modules are checked and sent as [`queue`] does. `known` then
+/// holds the modules.
+pub async fn queue_known(
+    c: &Client,
+    cluster: u32,
+    out: Submission,
+    known: &std::sync::Mutex<std::collections::HashSet<String>>,
+    now: i64,
+) -> Result<SubmitReply> {
+    let is_known = |out: &Submission| {
+        let k = known.lock().unwrap_or_else(|e| e.into_inner());
+        out.modules.iter().all(|m| k.contains(&m.digest))
+    };
+    if is_known(&out) {
+        let req = request(cluster, out.jobs.clone());
+        match submit_retrying(c, &req, |_| {}).await {
+            Err(e) if precondition_failed(&e) => {
+                known.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            }
+            r => return r,
+        }
+    }
+    let digests: Vec<String> = out.modules.iter().map(|m| m.digest.clone()).collect();
+    let r = queue(c, cluster, out, false, now, |_| {}).await?;
+    known.lock().unwrap_or_else(|e| e.into_inner()).extend(digests);
+    Ok(r)
+}
+
+/// True when the schedd refused a submit for an upload it lacks.
+fn precondition_failed(e: &anyhow::Error) -> bool {
+    use andes_protocol::client::{ClientError, ClientErrorKind};
+    e.downcast_ref::<ClientError>().is_some_and(|c| {
+        matches!(c.kind, ClientErrorKind::Status { status, .. }
+            if status == http::StatusCode::PRECONDITION_FAILED)
+    })
+}
+
+/// The submit of `jobs` to `cluster`, the cluster's attributes factored out.
+fn request(cluster: u32, jobs: Vec<classad::ClassAd>) -> SubmitRequest {
+    let s = factor(jobs);
+    SubmitRequest {
+        cluster: Some(cluster),
+        cluster_ad: s.cluster_ad.to_string(),
+        procs: s.procs.iter().map(|p| p.to_string()).collect(),
+    }
 }
 
 /// Queues `out` (expanded for `cluster`, from [`reserve_cluster`]): uploads the
@@ -49,12 +109,7 @@ pub async fn queue(
             return Err(status_error(&have));
         }
     }
-    let s = factor(out.jobs);
-    let req = SubmitRequest {
-        cluster: Some(cluster),
-        cluster_ad: s.cluster_ad.to_string(),
-        procs: s.procs.iter().map(|p| p.to_string()).collect(),
-    };
+    let req = request(cluster, out.jobs);
     submit_retrying(c, &req, note).await
 }
 

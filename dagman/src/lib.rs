@@ -436,6 +436,7 @@ pub async fn run(
     let mut events: VecDeque<Event> = VecDeque::new();
     let mut to_submit: VecDeque<(NodeId, u32)> = VecDeque::new();
     let mut idle_said = false;
+    let submits = Submits::default();
     let mut submitting = futures_util::stream::FuturesUnordered::new();
     loop {
         while let Some(step) = steps.pop_front() {
@@ -572,7 +573,7 @@ pub async fn run(
         {
             idle_said = false;
             let macros = (state.status() as i32, state.failed_count());
-            submitting.push(submit_node(p, opts, &files, client, macros, node, retry));
+            submitting.push(submit_node(p, opts, &files, client, &submits, macros, node, retry));
         }
         tokio::select! {
             Some((node, retry, result)) = submitting.next(), if !submitting.is_empty() => {
@@ -717,24 +718,52 @@ pub const MAX_SUBMITS_IN_FLIGHT: usize = 16;
 
 /// Submits `node`'s job (attempt `retry`); `(node, retry, its cluster)`.
 /// `dag_now` is `$DAG_STATUS` and `$FAILED_COUNT` now (for a FINAL node).
+/// What the node submits of one DAGMan share: cluster ids reserved a block
+/// at a time, and the modules it has uploaded (a node's submit then goes
+/// without asking for its module first: one request per node, not three).
+#[derive(Default)]
+struct Submits {
+    /// Reserved ids not used yet.
+    clusters: tokio::sync::Mutex<std::ops::Range<u32>>,
+    /// Digests of the modules uploaded or found at the schedd.
+    modules: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl Submits {
+    /// A reserved cluster id: the next of the block, or of a new block.
+    async fn cluster(&self, client: &Client) -> Result<u32> {
+        let mut ids = self.clusters.lock().await;
+        if ids.is_empty() {
+            let n = MAX_SUBMITS_IN_FLIGHT as u32;
+            let first = andes_client::submit::reserve_clusters(client, n).await?;
+            *ids = first..first.saturating_add(n);
+        }
+        Ok(ids.next().unwrap_or_default())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn submit_node(
     p: &Prepared,
     opts: &Options,
     files: &DagFiles,
     client: &Client,
+    submits: &Submits,
     dag_now: (i32, u32),
     node: NodeId,
     retry: u32,
 ) -> (NodeId, u32, Result<u32>) {
-    let r = submit_one(p, opts, files, client, dag_now, node, retry).await;
+    let r = submit_one(p, opts, files, client, submits, dag_now, node, retry).await;
     (node, retry, r)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn submit_one(
     p: &Prepared,
     opts: &Options,
     files: &DagFiles,
     client: &Client,
+    submits: &Submits,
     dag_now: (i32, u32),
     node: NodeId,
     retry: u32,
@@ -816,7 +845,7 @@ async fn submit_one(
         }
     }
     let now = jiff::Timestamp::now().as_second();
-    let cluster = andes_client::submit::reserve_cluster(client).await?;
+    let cluster = submits.cluster(client).await?;
     let mut ctx = andes_submit::Context::new(cluster as i64, now, dir.to_string_lossy());
     ctx.owner = opts.owner.clone();
     ctx.env = env;
@@ -824,9 +853,11 @@ async fn submit_one(
     ctx.extra_lines = extra;
     ctx.batch_name = Some(batch);
     let sub = andes_submit::expand(desc, &ctx).with_context(|| source.clone())?;
-    // Each submit asks for its module again: the schedd keeps an upload
-    // for its owner only while a job of theirs names it.
-    let reply = andes_client::submit::queue(client, cluster, sub, false, now, |_| {}).await?;
+    // A module uploaded for an earlier node is not asked for again; the
+    // schedd keeps an upload for its owner only while a job of theirs names
+    // it, and says so (412) when it has let it go: then it is sent again.
+    let reply =
+        andes_client::submit::queue_known(client, cluster, sub, &submits.modules, now).await?;
     Ok(reply.cluster)
 }
 

@@ -185,6 +185,8 @@ const TYPES: &[(&str, Check)] = &[
         }
     }),
     ("schedd::NewClusterReply", plain::<schedd_api::NewClusterReply>),
+    ("schedd::ClustersRequest", plain::<schedd_api::ClustersRequest>),
+    ("schedd::ClustersReply", plain::<schedd_api::ClustersReply>),
     ("schedd::SubmitReply", plain::<schedd_api::SubmitReply>),
     ("schedd::QueryRequest", |b| {
         if let Some(r) = round_trip::<schedd_api::QueryRequest>(b) {

@@ -6,6 +6,7 @@
 //! | `GET /v1/modules/{digest}` | user | → 200 if stored, 404 if not |
 //! | `PUT /v1/modules/{digest}` | user | module bytes → 204 |
 //! | `POST /v1/cluster` | user | → [`NewClusterReply`] (a cluster id to expand with) |
+//! | `POST /v1/clusters` | user | [`ClustersRequest`] → [`ClustersReply`] (a block of them) |
 //! | `POST /v1/submit` | user | [`SubmitRequest`] → [`SubmitReply`] |
 //! | `POST /v1/query` | user | [`QueryRequest`] → [`QueryReply`] |
 //! | `POST /v1/summary` | user | [`SummaryRequest`] → [`SummaryReply`] |
@@ -19,8 +20,9 @@
 //!
 //! Every request is signed (see `andes-protocol`); `admin` passes wherever `user`
 //! does. Errors are `{"error": "..."}` with 400 (bad request), 401 (not
-//! authenticated), 403 (not allowed), 404 (no such job or module), 413 (too large)
-//! or 500 (storage).
+//! authenticated), 403 (not allowed), 404 (no such job or module), 412 (a submit
+//! naming a module or input its submitter has not uploaded: upload, then submit
+//! again), 413 (too large) or 500 (storage).
 
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +50,27 @@ pub struct SubmitRequest {
 pub struct NewClusterReply {
     /// ClusterId to expand `$(Cluster)` with.
     pub cluster: u32,
+}
+
+/// The most cluster ids one `POST /v1/clusters` reserves.
+pub const MAX_CLUSTER_BLOCK: u32 = 256;
+
+/// `POST /v1/clusters`: reserve `count` cluster ids at once (at most
+/// [`MAX_CLUSTER_BLOCK`]), for a client that submits many clusters (DAGMan's
+/// node jobs); ids it never submits are left unused, as a reserved id is.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct ClustersRequest {
+    /// How many.
+    pub count: u32,
+}
+
+/// Reserved cluster ids: `first` to `first + count - 1`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct ClustersReply {
+    /// The first id.
+    pub first: u32,
+    /// How many.
+    pub count: u32,
 }
 
 /// The reply to a submit, sent once the jobs are durable.

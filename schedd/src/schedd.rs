@@ -16,9 +16,9 @@ use axum::routing::{get, post};
 use classad::ClassAd;
 
 use crate::api::{
-    ChangeRequest, HistoryRequest, NewClusterReply, QueryReply, QueryRequest, SubmitReply,
-    SubmitRequest, SummaryReply, SummaryRequest, TransferDoneRequest, TransferFileRequest,
-    TransferReply, TransferRequest,
+    ChangeRequest, ClustersReply, ClustersRequest, HistoryRequest, MAX_CLUSTER_BLOCK,
+    NewClusterReply, QueryReply, QueryRequest, SubmitReply, SubmitRequest, SummaryReply,
+    SummaryRequest, TransferDoneRequest, TransferFileRequest, TransferReply, TransferRequest,
 };
 use crate::job::JobSelector;
 use crate::queue::{Actor, ChangeReport, Queue, QueueConfig, QueueError, Submit, parse_constraint};
@@ -203,6 +203,7 @@ impl Schedd {
             .route(M::GET, "/v1/modules/{digest}", who, get(has_module))
             .route(M::PUT, "/v1/modules/{digest}", who, axum::routing::put(put_module))
             .route(M::POST, "/v1/cluster", who, post(new_cluster))
+            .route(M::POST, "/v1/clusters", who, post(new_clusters))
             .route(M::POST, "/v1/submit", who, post(submit))
             .route(M::POST, "/v1/query", who, post(query))
             .route(M::POST, "/v1/summary", who, post(summary))
@@ -286,6 +287,8 @@ fn api_error(e: QueueError) -> ApiError {
         QueueError::NotFound(m) => ApiError::not_found(m),
         QueueError::Forbidden(m) => ApiError::forbidden(m),
         QueueError::Invalid(m) => ApiError::bad_request(m),
+        // 412: the submit may succeed once its uploads are made.
+        QueueError::NotUploaded(m) => ApiError::new(StatusCode::PRECONDITION_FAILED, m),
         QueueError::Storage(_) => ApiError::internal(e.to_string()),
     }
 }
@@ -481,6 +484,22 @@ async fn transfer_done(
 async fn new_cluster(State(s): State<Schedd>, caller: Caller) -> ApiResult<NewClusterReply> {
     let cluster = s.queue.reserve_cluster(&actor(&caller), s.now()).await.map_err(api_error)?;
     Ok(axum::Json(NewClusterReply { cluster }))
+}
+
+async fn new_clusters(
+    State(s): State<Schedd>,
+    caller: Caller,
+    SignedJson(req): SignedJson<ClustersRequest>,
+) -> ApiResult<ClustersReply> {
+    if req.count == 0 || req.count > MAX_CLUSTER_BLOCK {
+        return Err(ApiError::bad_request(format!(
+            "count {}: from 1 to {MAX_CLUSTER_BLOCK} cluster ids at once",
+            req.count
+        )));
+    }
+    let first =
+        s.queue.reserve_clusters(&actor(&caller), req.count, s.now()).await.map_err(api_error)?;
+    Ok(axum::Json(ClustersReply { first, count: req.count }))
 }
 
 fn parse_ad(text: &str, what: &str) -> Result<ClassAd, ApiError> {

@@ -108,7 +108,8 @@ fn what_one_user_stored_stays_theirs() {
     );
     let body = serde_json::json!({"cluster": null, "cluster_ad": ad, "procs": ["[]"]});
     let s = callers.call(&schedd, "bob", "POST", "/v1/submit", body.to_string().as_bytes());
-    assert_eq!(s, Some(StatusCode::BAD_REQUEST), "bob named alice's upload");
+    // The answer a submit naming anything bob never uploaded gets.
+    assert_eq!(s, Some(StatusCode::PRECONDITION_FAILED), "bob named alice's upload");
     assert!(pool.queue().iter().all(|a| text(a, "Owner") != "bob"));
 }
 

@@ -40,6 +40,7 @@ fn expected() -> Vec<(&'static str, &'static str, &'static str, &'static [Role])
         ("schedd", "GET", "/v1/modules/{digest}", SUBMIT),
         ("schedd", "PUT", "/v1/modules/{digest}", SUBMIT),
         ("schedd", "POST", "/v1/cluster", SUBMIT),
+        ("schedd", "POST", "/v1/clusters", SUBMIT),
         ("schedd", "POST", "/v1/submit", SUBMIT),
         ("schedd", "POST", "/v1/query", SUBMIT),
         ("schedd", "POST", "/v1/summary", SUBMIT),

@@ -707,3 +707,60 @@ fn maxidle_holds_back_submits_while_that_many_node_jobs_are_idle() {
         assert_eq!(node_jobs(&p, n).len(), 1, "{n}");
     }
 }
+
+/// How DAGMan submits its nodes, one request each: cluster ids reserved a
+/// block at a time (`POST /v1/clusters`, bounded, contiguous), and a module
+/// sent again when the schedd no longer has it for its owner (412), never
+/// a submit lost for it.
+#[test]
+fn node_submits_take_clusters_by_block_and_send_a_module_the_schedd_lacks() {
+    let p = Pool::new("", 1);
+    let callers = crate::common::callers::Callers::new(&p);
+    let schedd = p.schedd_address();
+    let alice = callers.client(&schedd, "alice");
+    for bad in [0, andes_job::api::MAX_CLUSTER_BLOCK + 1] {
+        let body = format!("{{\"count\": {bad}}}");
+        let s = callers.call(&schedd, "alice", "POST", "/v1/clusters", body.as_bytes());
+        assert_eq!(s, Some(http::StatusCode::BAD_REQUEST), "count {bad}");
+    }
+    let (a, b) = callers.block_on(async {
+        let a = andes_client::submit::reserve_clusters(&alice, 16).await.unwrap();
+        let b = andes_client::submit::reserve_clusters(&alice, 16).await.unwrap();
+        (a, b)
+    });
+    assert_eq!(b, a + 16, "blocks are contiguous and do not overlap");
+    // The module is believed known, but alice never uploaded it: the
+    // schedd says 412, and the module goes up before the submit again.
+    let d = jobs(&p);
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    let desc = andes_submit::parse(&read(&d, "ok.sub"), "ok.sub").unwrap();
+    let expand = |cluster: u32| {
+        let fs = andes_submit::RealFs;
+        let mut ctx =
+            andes_submit::Context::new(cluster.into(), 0, d.to_string_lossy()).with_fs(&fs);
+        ctx.owner = Some("alice".into());
+        andes_submit::expand(&desc, &ctx).unwrap()
+    };
+    let first = expand(a);
+    let digest = first.modules[0].digest.clone();
+    let s = callers.call(&schedd, "alice", "GET", &format!("/v1/modules/{digest}"), b"");
+    assert_eq!(s, Some(http::StatusCode::NOT_FOUND));
+    let known = std::sync::Mutex::new(std::collections::HashSet::from([digest.clone()]));
+    let r = callers.block_on(andes_client::submit::queue_known(&alice, a, first, &known, 0));
+    assert_eq!(r.unwrap().cluster, a);
+    let s = callers.call(&schedd, "alice", "GET", &format!("/v1/modules/{digest}"), b"");
+    assert_eq!(s, Some(http::StatusCode::OK), "the module was sent");
+    // Known now: the next node goes in one request.
+    let r = callers.block_on(andes_client::submit::queue_known(
+        &alice,
+        a + 1,
+        expand(a + 1),
+        &known,
+        0,
+    ));
+    assert_eq!(r.unwrap().cluster, a + 1);
+    // Bob may not submit into alice's reserved ids.
+    let bob = callers.client(&schedd, "bob");
+    let r = callers.block_on(andes_client::submit::queue(&bob, b, expand(b), false, 0, |_| {}));
+    assert!(r.is_err(), "bob submitted into alice's reserved cluster {b}");
+}

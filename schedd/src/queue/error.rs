@@ -30,6 +30,9 @@ pub enum QueueError {
     Forbidden(String),
     /// The request itself is wrong (bad expression, empty submit, bad state).
     Invalid(String),
+    /// A submit names a module or input its submitter has not uploaded (or
+    /// whose upload was collected): upload it, then submit again.
+    NotUploaded(String),
     /// The database failed; nothing of the request was kept.
     Storage(String),
 }
@@ -37,9 +40,10 @@ pub enum QueueError {
 impl std::fmt::Display for QueueError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            QueueError::NotFound(s) | QueueError::Forbidden(s) | QueueError::Invalid(s) => {
-                f.write_str(s)
-            }
+            QueueError::NotFound(s)
+            | QueueError::Forbidden(s)
+            | QueueError::Invalid(s)
+            | QueueError::NotUploaded(s) => f.write_str(s),
             QueueError::Storage(s) => write!(f, "job queue storage failed: {s}"),
         }
     }

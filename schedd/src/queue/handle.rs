@@ -199,20 +199,37 @@ impl Queue {
     /// handed out is ever handed out again, restart or not: a high-water mark
     /// past it is on disk before the id is returned.
     pub async fn reserve_cluster(&self, actor: &Actor, now: i64) -> Result<u32, QueueError> {
-        let (id, mark) = {
+        self.reserve_clusters(actor, 1, now).await
+    }
+
+    /// Reserves `count` consecutive cluster ids for `actor`; the first.
+    pub async fn reserve_clusters(
+        &self,
+        actor: &Actor,
+        count: u32,
+        now: i64,
+    ) -> Result<u32, QueueError> {
+        let count = count.max(1);
+        let (first, last, mark) = {
             let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
-            let id = st.next_cluster;
-            st.next_cluster += 1;
-            st.reserved.insert(id, actor.name.as_str().into());
-            if st.reserved.len() > MAX_RESERVED {
+            let first = st.next_cluster;
+            let Some(next) = first.checked_add(count) else {
+                return Err(QueueError::Invalid("no cluster ids are left".into()));
+            };
+            st.next_cluster = next;
+            let owner: std::sync::Arc<str> = actor.name.as_str().into();
+            for id in first..next {
+                st.reserved.insert(id, owner.clone());
+            }
+            while st.reserved.len() > MAX_RESERVED {
                 st.reserved.pop_first();
             }
-            (id, st.cluster_mark)
+            (first, next - 1, st.cluster_mark)
         };
-        if id >= mark {
-            self.call(Op::Mark(id.saturating_add(CLUSTER_MARK_STEP)), now).await?;
+        if last >= mark {
+            self.call(Op::Mark(last.saturating_add(CLUSTER_MARK_STEP)), now).await?;
         }
-        Ok(id)
+        Ok(first)
     }
 
     /// Submits a cluster; returns its ClusterId once it is durable.

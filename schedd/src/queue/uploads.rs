@@ -87,7 +87,7 @@ impl Txn<'_, '_> {
                 } else {
                     "uploads"
                 };
-                return Err(QueueError::Invalid(format!(
+                return Err(QueueError::NotUploaded(format!(
                     "{digest} is not among {}'s uploads; PUT it to /v1/{path}/{digest} first",
                     actor.name
                 )));

@@ -91,7 +91,7 @@ async fn bad_requests_are_refused_with_reasons_and_change_nothing() {
     // No module yet.
     let body = serde_json::to_vec(&submit_body(&digest)).unwrap();
     let (st, why) = status_and_reason(&f.alice, Method::POST, "/v1/submit", body.clone()).await;
-    assert_eq!(st, StatusCode::BAD_REQUEST);
+    assert_eq!(st, StatusCode::PRECONDITION_FAILED);
     assert!(why.contains("PUT it to /v1/modules/"), "{why}");
     // A module whose bytes do not match its name, and one that is not Wasm.
     let (st, why) = status_and_reason(

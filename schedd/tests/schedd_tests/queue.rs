@@ -605,7 +605,7 @@ async fn a_job_names_only_its_owners_uploads() {
     let spooled = format!(r#"SpooledInput = "stolen={d}""#);
     let e = q.submit(&bob, jobs(1, &spooled), 1).await;
     assert!(
-        matches!(&e, Err(QueueError::Invalid(m)) if m.contains("not among bob's uploads")),
+        matches!(&e, Err(QueueError::NotUploaded(m)) if m.contains("not among bob's uploads")),
         "{e:?}"
     );
     // ... and in a proc's own ad, and as the module.

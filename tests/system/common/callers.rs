@@ -28,6 +28,11 @@ impl Callers {
         Callers { rt, transport, keys: pool.path().join("keys") }
     }
 
+    /// Runs `f` on the callers' runtime.
+    pub fn block_on<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.rt.block_on(f)
+    }
+
     pub fn client(&self, addr: &str, who: &str) -> Client {
         let kp = Arc::new(Keypair::load(&self.keys.join(who)).unwrap());
         Client::with_transport(addr, kp, &self.transport)
