@@ -31,34 +31,53 @@ from ._andes import EventLog as _EventLog
 from ._andes import HTCondorException
 from ._andes import Session as _Session
 from ._andes import submit_parts as _submit_parts
+from ._enums import (
+    AdType,
+    AdTypes,
+    CredType,
+    CredTypes,
+    DaemonCommand,
+    DaemonCommands,
+    DaemonType,
+    DaemonTypes,
+    DrainType,
+    DrainTypes,
+    JobAction,
+    QueryOpt,
+    QueryOpts,
+    SubsystemType,
+    TransactionFlag,
+    TransactionFlags,
+)
 
 __all__ = [
     "AdType",
+    "AdTypes",
     "Collector",
+    "CredType",
+    "CredTypes",
+    "DaemonCommand",
+    "DaemonCommands",
+    "DaemonType",
+    "DaemonTypes",
+    "DrainType",
+    "DrainTypes",
     "HTCondorException",
     "JobAction",
     "JobEvent",
     "JobEventLog",
     "JobEventType",
     "JobStatus",
+    "QueryOpt",
+    "QueryOpts",
     "Schedd",
     "Submit",
     "SubmitResult",
+    "SubsystemType",
+    "TransactionFlag",
+    "TransactionFlags",
     "classad",
 ]
-
-
-class JobAction(enum.IntEnum):
-    """What ``Schedd.act`` does to jobs (``htcondor2.JobAction``)."""
-
-    Hold = 0
-    Release = 1
-    Remove = 2
-    RemoveX = 3
-    Vacate = 4
-    VacateFast = 5
-    Suspend = 6
-    Continue = 7
 
 
 _ACTIONS = {
@@ -71,17 +90,8 @@ _ACTIONS = {
 }
 
 
-class AdType(enum.IntEnum):
-    """Which ads ``Collector.query`` asks for (``htcondor2.AdType``)."""
-
-    Any = 0
-    Startd = 1
-    Schedd = 2
-    Submitter = 3
-    Negotiator = 4
-    Slot = 5
-
-
+# The ad types andes's collector holds, by the MyType it asks for (None:
+# every type); a query for any other type finds nothing.
 _MY_TYPES = {
     AdType.Any: None,
     AdType.Startd: "Machine",
@@ -479,9 +489,14 @@ class Collector:
         self._session = _Session("collector", _path(config))
 
     def query(self, ad_type=AdType.Any, constraint=None, projection=None, statistics=None):
-        """Ads of ``ad_type`` for which ``constraint`` is true."""
+        """Ads of ``ad_type`` for which ``constraint`` is true, each with only
+        the ``projection`` attributes (all when none). andes's collector
+        holds slot, schedd, submitter and negotiator ads: other types have none."""
+        ad_type = AdType(ad_type)
+        if ad_type not in _MY_TYPES:
+            return []
         return self._session.collector_query(
-            _MY_TYPES[AdType(ad_type)], _constraint(constraint), list(projection or [])
+            _MY_TYPES[ad_type], _constraint(constraint), list(projection or [])
         )
 
 

@@ -9,22 +9,118 @@ from .classad import ClassAd, ExprTree
 class HTCondorException(Exception): ...
 
 class JobAction(enum.IntEnum):
-    Hold = 0
-    Release = 1
-    Remove = 2
-    RemoveX = 3
-    Vacate = 4
-    VacateFast = 5
-    Suspend = 6
-    Continue = 7
+    Hold = 1
+    Release = 2
+    Remove = 3
+    RemoveX = 4
+    Vacate = 5
+    VacateFast = 6
+    Suspend = 8
+    Continue = 9
 
 class AdType(enum.IntEnum):
-    Any = 0
-    Startd = 1
-    Schedd = 2
-    Submitter = 3
-    Negotiator = 4
-    Slot = 5
+    Startd = 0
+    Schedd = 1
+    Master = 2
+    StartdPrivate = 5
+    Submitter = 6
+    Collector = 7
+    License = 8
+    Any = 10
+    Negotiator = 13
+    HAD = 14
+    Generic = 15
+    Credd = 16
+    Grid = 19
+    Placementd = 20
+    Defrag = 22
+    Accounting = 23
+    Slot = 24
+    StartDaemon = 25
+    @staticmethod
+    def from_MyType(my_type: str) -> Optional[AdType]: ...
+
+class DaemonType(enum.IntEnum):
+    none = 0
+    Any = 1
+    Master = 2
+    Schedd = 3
+    Startd = 4
+    Collector = 5
+    Negotiator = 6
+    Credd = 13
+    Placementd = 15
+    HAD = 17
+    Generic = 18
+
+class QueryOpt(enum.IntFlag):
+    Default = 0x00
+    AutoCluster = 0x01
+    GroupBy = 0x02
+    DefaultMyJobsOnly = 0x04
+    SummaryOnly = 0x08
+    IncludeClusterAd = 0x10
+    IncludeJobsetAds = 0x20
+
+class TransactionFlag(enum.IntFlag):
+    Default = 0
+    NonDurable = 1
+    SetDirty = 4
+    ShouldLog = 8
+
+class DrainType(enum.IntEnum):
+    Graceful = 0
+    Quick = 10
+    Fast = 20
+
+class CredType(enum.IntEnum):
+    Password = 0x24
+    Kerberos = 0x20
+    OAuth = 0x28
+
+class DaemonCommand(enum.IntEnum):
+    DaemonOn = 469
+    DaemonOff = 467
+    DaemonOffFast = 468
+    DaemonOffPeaceful = 469
+    DaemonsOn = 483
+    DaemonsOff = 454
+    DaemonsOffFast = 461
+    DaemonsOffPeaceful = 484
+    OffFast = 60006
+    OffForce = 60042
+    OffGraceful = 60005
+    OffPeaceful = 60015
+    Reconfig = 60004
+    Restart = 453
+    RestartPeaceful = 485
+    SetForceShutdown = 60041
+    SetPeacefulShutdown = 60016
+
+class SubsystemType(enum.IntEnum):
+    Master = 1
+    Collector = 2
+    Negotiator = 3
+    Schedd = 4
+    Shadow = 5
+    Startd = 6
+    Starter = 7
+    GAHP = 8
+    Dagman = 9
+    SharedPort = 10
+    Daemon = 11
+    Tool = 12
+    Submit = 13
+    Job = 14
+    Auto = 15
+
+AdTypes = AdType
+DaemonTypes = DaemonType
+QueryOpts = QueryOpt
+TransactionFlags = TransactionFlag
+DrainTypes = DrainType
+CredTypes = CredType
+DaemonCommands = DaemonCommand
 
 class JobStatus(enum.IntEnum):
     IDLE = 1
@@ -139,5 +235,6 @@ class JobEventLog:
     def events(self, stop_after: Optional[float] = None) -> Iterator[JobEvent]: ...
     def __iter__(self) -> Iterator[JobEvent]: ...
     def close(self) -> None: ...
+
 
 from . import dags as dags
