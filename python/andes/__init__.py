@@ -24,9 +24,11 @@ import enum
 import os
 import pathlib
 import re
+import socket
 import time
 
 from . import classad
+from ._andes import Config as _Config
 from ._andes import EventLog as _EventLog
 from ._andes import HTCondorException
 from ._andes import Session as _Session
@@ -77,6 +79,9 @@ __all__ = [
     "TransactionFlag",
     "TransactionFlags",
     "classad",
+    "param",
+    "reload_config",
+    "set_subsystem",
 ]
 
 
@@ -99,6 +104,13 @@ _MY_TYPES = {
     AdType.Schedd: "Scheduler",
     AdType.Submitter: "Submitter",
     AdType.Negotiator: "Negotiator",
+}
+
+# The ads Collector.locate reads for each kind of daemon andes has.
+_DAEMON_AD_TYPES = {
+    DaemonType.Schedd: AdType.Schedd,
+    DaemonType.Startd: AdType.Startd,
+    DaemonType.Negotiator: AdType.Negotiator,
 }
 
 
@@ -404,16 +416,24 @@ def _itemdata_queue(count, itemdata, qargs):
 
 
 class Schedd:
-    """The schedd the configuration names (``htcondor2.Schedd``).
+    """A schedd (``htcondor2.Schedd``): the one ``location_ad`` names (an ad
+    ``Collector.locate`` returned: its ``MyAddress``), else the one the
+    configuration names.
 
     ``config``: a configuration file to use instead of ``ANDES_CONFIG`` (a
-    personal pool's ``andes.config``, say).
+    personal pool's ``andes.config``, say): its keys sign the requests.
     """
 
     def __init__(self, location_ad=None, config=None):
+        address = None
         if location_ad is not None:
-            raise HTCondorException("andes finds its schedd from the configuration; pass config=PATH")
-        self._session = _Session("schedd", _path(config))
+            if not isinstance(location_ad, classad.ClassAd):
+                raise TypeError("location must be a ClassAd")
+            my_type = location_ad.get("MyType")
+            if my_type is not None and my_type != "Scheduler":
+                raise ValueError(f"the location ad is a {my_type} ad, not a schedd's (MyType Scheduler)")
+            address = _address(location_ad.get("MyAddress"))
+        self._session = _Session("schedd", _path(config), address)
 
     def submit(self, description, count=0, spool=False, itemdata=None, queue=None):
         """Queues the jobs ``description`` (a ``Submit``, or submit-file text)
@@ -480,13 +500,36 @@ class Schedd:
         return len(changed)
 
 
+# What Collector.locate projects: htcondor2's list, and MyType.
+_FOR_LOCATION = ["MyType", "MyAddress", "AddressV1", "CondorVersion", "CondorPlatform", "Name", "Machine"]
+
+
 class Collector:
-    """The pool's collector (``htcondor2.Collector``)."""
+    """A collector (``htcondor2.Collector``): the pool's, as the configuration
+    names it, or the one at ``pool``: a ``"host:port"`` address (or
+    HTCondor's ``"<host:port?...>"``), a list of them (the first is used), or
+    a ClassAd with a ``MyAddress``.
+
+    ``config``: a configuration file to use instead of ``ANDES_CONFIG``.
+    """
 
     def __init__(self, pool=None, config=None):
-        if pool is not None:
-            raise HTCondorException("andes finds its collector from the configuration; pass config=PATH")
-        self._session = _Session("collector", _path(config))
+        self._config = _path(config)
+        self.default = pool is None
+        address = None
+        if isinstance(pool, classad.ClassAd):
+            address = pool.get("MyAddress")
+            if address is None:
+                raise ValueError("if ClassAd, pool must have MyAddress attribute")
+        elif isinstance(pool, (list, tuple)):
+            if not pool:
+                raise ValueError("pool is an empty list")
+            address = pool[0]
+        elif pool is not None and not isinstance(pool, str):
+            raise TypeError("pool is not a string, list (or tuple) of strings, or a ClassAd")
+        else:
+            address = pool
+        self._session = _Session("collector", self._config, None if address is None else _address(address))
 
     def query(self, ad_type=AdType.Any, constraint=None, projection=None, statistics=None):
         """Ads of ``ad_type`` for which ``constraint`` is true, each with only
@@ -498,6 +541,108 @@ class Collector:
         return self._session.collector_query(
             _MY_TYPES[ad_type], _constraint(constraint), list(projection or [])
         )
+
+    def locate(self, daemon_type, name=None):
+        """An ad with the address (``MyAddress``) and ``Name`` of a daemon of
+        ``daemon_type``: the one named ``name`` (a startd: by slot name, or by
+        machine when ``name`` has no ``@``), else this machine's (the
+        configured schedd; for a collector given by address, the first the
+        collector knows). ``None`` when no daemon has that name; an
+        ``HTCondorException`` when there is no local one."""
+        daemon_type = DaemonType(daemon_type)
+        if daemon_type == DaemonType.Collector and name is None:
+            return self._own_ad()
+        ad_type = _DAEMON_AD_TYPES.get(daemon_type)
+        if name is not None:
+            if ad_type is None:
+                return None
+            if daemon_type == DaemonType.Startd and "@" not in name:
+                constraint = " || ".join(f"Machine == {classad.quote(m)}" for m in _machine_names(name))
+            else:
+                constraint = f"Name == {classad.quote(name)}"
+            ads = self.query(ad_type, constraint, _FOR_LOCATION)
+            return ads[0] if ads else None
+        if ad_type is None:
+            raise HTCondorException(f"andes has no {daemon_type.name} daemon to locate")
+        if not self.default:
+            ads = self.query(ad_type, None, _FOR_LOCATION)
+            return ads[0] if ads else None
+        return self._local(daemon_type, ad_type)
+
+    def locateAll(self, daemon_type):
+        """Ads with the address of every daemon of ``daemon_type`` the
+        collector knows (for startds: one per slot, as htcondor2's)."""
+        daemon_type = DaemonType(daemon_type)
+        if daemon_type == DaemonType.Collector:
+            return [self._own_ad()]
+        ad_type = _DAEMON_AD_TYPES.get(daemon_type)
+        if ad_type is None:
+            return []
+        return self.query(ad_type, projection=_FOR_LOCATION)
+
+    def _own_ad(self):
+        address = self._session.url.split("://", 1)[-1]
+        ad = classad.ClassAd()
+        ad["MyType"] = "Collector"
+        ad["Name"] = address
+        ad["MyAddress"] = address
+        ad["Machine"] = address.rsplit(":", 1)[0]
+        return ad
+
+    def _local(self, daemon_type, ad_type):
+        """This machine's daemon of ``daemon_type``, as the configuration
+        names it: its ad in the collector, or (a schedd the collector has not
+        heard from yet) an ad made from the configuration."""
+        table = _Config(self._config)
+        if daemon_type == DaemonType.Schedd:
+            name = table.get("SCHEDD_NAME")
+            ads = self.query(ad_type, f"Name == {classad.quote(name)}", _FOR_LOCATION) if name else []
+            if ads:
+                return ads[0]
+            address = _Session("schedd", self._config).url.split("://", 1)[-1]
+            ad = classad.ClassAd()
+            ad["MyType"] = "Scheduler"
+            ad["Name"] = name or address
+            ad["MyAddress"] = address
+            ad["Machine"] = socket.gethostname()
+            return ad
+        if daemon_type == DaemonType.Startd:
+            names = _machine_names(table.get("NETWORK_HOSTNAME") or socket.gethostname())
+            constraint = " || ".join(f"Machine == {classad.quote(m)}" for m in names)
+        else:
+            constraint = None
+        ads = self.query(ad_type, constraint, _FOR_LOCATION)
+        if not ads:
+            raise HTCondorException(f"Unable to locate local daemon: the collector has no {daemon_type.name} ad for this machine")
+        return ads[0]
+
+
+def _machine_names(host):
+    """``host`` and its canonical name (a startd's ``Machine`` is either)."""
+    names = [host]
+    try:
+        for *_, canon, _addr in socket.getaddrinfo(host, None, 0, socket.SOCK_STREAM, 0, socket.AI_CANONNAME):
+            if canon and canon not in names:
+                names.append(canon)
+    except OSError:
+        pass
+    return names
+
+
+def _address(addr):
+    """A daemon's address as ``host:port``, from ``host:port``, HTCondor's
+    ``<host:port?params>`` or a URL."""
+    if not isinstance(addr, str) or not addr.strip():
+        raise ValueError(f"{addr!r} is not a daemon's address (host:port)")
+    a = addr.strip()
+    if a.startswith("<"):
+        a = a[1:].split(">", 1)[0].split("?", 1)[0]
+    for scheme in ("http://", "https://"):
+        if a.startswith(scheme):
+            a = a[len(scheme) :].rstrip("/")
+    if not a or any(c.isspace() for c in a) or "/" in a:
+        raise ValueError(f"{addr!r} is not a daemon's address (host:port)")
+    return a
 
 
 class JobEvent(collections.abc.Mapping):
@@ -584,7 +729,84 @@ class JobEventLog:
 
 
 def _path(p):
-    return None if p is None else os.fspath(p)
+    """A configuration file named, else the one ``reload_config`` was given."""
+    return param._root if p is None else os.fspath(p)
+
+
+class _Param(collections.abc.MutableMapping):
+    """The configuration (``htcondor2.param``): knob names (any case) to their
+    values, expanded as ``andes config-val`` prints them, all strings. It is
+    read from ``ANDES_CONFIG`` (else the andes configuration directory's
+    ``andes.config``) when first used, and again by ``reload_config``. A knob
+    defined empty is missing, as in htcondor2. Setting a knob changes this
+    process's table only."""
+
+    def __init__(self):
+        self._root = None
+        self._subsystem = None
+        self._table = None
+
+    def _t(self):
+        if self._table is None:
+            self._table = _Config(self._root, self._subsystem)
+        return self._table
+
+    def __getitem__(self, key):
+        if not isinstance(key, str):
+            raise TypeError("key must be a string")
+        value = self._t().get(key)
+        if not value:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str):
+            raise TypeError("key must be a string")
+        if not isinstance(value, str):
+            raise TypeError("value must be a string")
+        self._t().set(key, value)
+
+    def __delitem__(self, key):
+        if not isinstance(key, str):
+            raise TypeError("key must be a string")
+        self._t().set(key, "")
+
+    def _keys(self):
+        t = self._t()
+        return [k for k in t.names() if t.get(k)]
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def __len__(self):
+        return len(self._keys())
+
+    def __repr__(self):
+        return f"<andes.param: {len(self)} knobs>"
+
+
+param = _Param()
+
+
+def reload_config(root_config_file=None):
+    """Reads the configuration again (``param``): from ``root_config_file``
+    when given, as if ``ANDES_CONFIG`` named it (``Schedd()`` and
+    ``Collector()`` without ``config=`` then use it too), else from
+    ``ANDES_CONFIG`` or the default file."""
+    param._root = None if root_config_file is None else os.fspath(root_config_file)
+    param._table = None
+    param._t()
+
+
+def set_subsystem(name, daemon_type=SubsystemType.Auto):
+    """Sets the subsystem ``param`` reads knobs for: ``NAME`` is then
+    ``SUBSYSTEM.NAME`` where that is defined, as in HTCondor's daemons."""
+    if not isinstance(name, str) or not name:
+        raise TypeError("name must be a non-empty string")
+    SubsystemType(daemon_type)
+    param._subsystem = name
+    if param._table is not None:
+        param._table.set_subsystem(name)
 
 
 from . import personal  # noqa: E402

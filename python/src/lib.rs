@@ -8,6 +8,8 @@
 //!   the `andes` command finds them (`andes-client`): submit (the same expansion
 //!   and upload as `andes submit`), query, history, changes, collector queries.
 //! - A job event log as it grows ([`EventLog`], `andes_job::userlog`).
+//! - The configuration as the commands read it ([`Config`], `andes-config`):
+//!   `htcondor2.param`.
 //!
 //! Every network wait runs with the interpreter released. Errors are
 //! `HTCondorException` (pool, submit, log) or `ClassAdException` (ClassAd text),
@@ -594,18 +596,26 @@ fn parse_ad_list(r: &QueryReply) -> PyResult<Vec<PyClassAd>> {
 #[pymethods]
 impl Session {
     /// Opens a session to `daemon` (`"schedd"` or `"collector"`) as the
-    /// configuration at `config` (none: `$ANDES_CONFIG` or the default file) says.
+    /// configuration at `config` (none: `$ANDES_CONFIG` or the default file) says:
+    /// at `address` (`host:port`, as a daemon's `MyAddress` gives it) when
+    /// given, else where the configuration says the daemon is.
     #[new]
-    #[pyo3(signature = (daemon, config=None))]
-    fn new(py: Python<'_>, daemon: &str, config: Option<PathBuf>) -> PyResult<Self> {
+    #[pyo3(signature = (daemon, config=None, address=None))]
+    fn new(
+        py: Python<'_>,
+        daemon: &str,
+        config: Option<PathBuf>,
+        address: Option<String>,
+    ) -> PyResult<Self> {
         let daemon = daemon.to_string();
         let named = config.clone().map(|c| std::path::absolute(&c).unwrap_or(c));
         py.detach(move || {
             let s = settings(config)?;
-            let url = match daemon.as_str() {
-                "schedd" => s.schedd_url()?,
-                "collector" => s.collector_url()?,
-                other => anyhow::bail!("no daemon {other:?}: schedd or collector"),
+            let url = match (daemon.as_str(), address) {
+                ("schedd" | "collector", Some(a)) => format!("http://{a}"),
+                ("schedd", None) => s.schedd_url()?,
+                ("collector", None) => s.collector_url()?,
+                (other, _) => anyhow::bail!("no daemon {other:?}: schedd or collector"),
             };
             Ok(Session { inner: ClientSession::open_url(&s, url)?, config: named })
         })
@@ -855,6 +865,60 @@ impl EventLog {
     }
 }
 
+// ---------------------------------------------------------------- configuration
+
+/// The configuration as the `andes` command reads it (`andes config-val`):
+/// `htcondor2.param`'s table. Loaded from `config` (none: `$ANDES_CONFIG` or
+/// the default file) over andes's built-in defaults, with the local files;
+/// lookups of `NAME` try `SUBSYSTEM.NAME` first when a subsystem is set.
+#[pyclass(module = "andes._andes")]
+pub struct Config {
+    config: andes_config::Config,
+}
+
+#[pymethods]
+impl Config {
+    #[new]
+    #[pyo3(signature = (config=None, subsystem=None))]
+    fn new(py: Python<'_>, config: Option<PathBuf>, subsystem: Option<String>) -> PyResult<Self> {
+        py.detach(|| {
+            let s = settings(config)?;
+            let mut config = s.config().clone();
+            config.set_subsystem(subsystem.as_deref());
+            Ok(Config { config })
+        })
+        .map_err(anyhow_err)
+    }
+
+    /// The knob's value, expanded as `andes config-val` prints it (none:
+    /// not defined).
+    fn get(&self, name: &str) -> PyResult<Option<String>> {
+        self.config.get(name).map_err(pool_err)
+    }
+
+    /// Defines (or redefines) a knob in this table only, as a line of a
+    /// configuration file would.
+    fn set(&mut self, name: &str, value: &str) -> PyResult<()> {
+        if value.contains(['\n', '\r']) {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "the value of {name} holds a newline"
+            )));
+        }
+        self.config.set(name, value).map_err(pool_err)
+    }
+
+    /// Every knob defined, as written where it was defined last.
+    fn names(&self) -> Vec<String> {
+        self.config.names().map(str::to_string).collect()
+    }
+
+    /// Looks knobs up for `subsystem` from now on (none: no subsystem).
+    #[pyo3(signature = (subsystem=None))]
+    fn set_subsystem(&mut self, subsystem: Option<String>) {
+        self.config.set_subsystem(subsystem.as_deref());
+    }
+}
+
 /// The native module.
 #[pymodule]
 fn _andes(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -865,6 +929,7 @@ fn _andes(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyExprTree>()?;
     m.add_class::<Session>()?;
     m.add_class::<EventLog>()?;
+    m.add_class::<Config>()?;
     m.add_function(wrap_pyfunction!(parse_ads, m)?)?;
     m.add_function(wrap_pyfunction!(quote, m)?)?;
     m.add_function(wrap_pyfunction!(submit_parts, m)?)?;

@@ -3,6 +3,7 @@ htcondor2's own where that says what is right."""
 
 import enum
 import os
+import socket
 
 import pytest
 
@@ -19,6 +20,76 @@ def htcondor2_or_skip():
             pytest.skip("NOT RUN: HTCondor's bindings (pip install htcondor)")
         raise
     return htcondor2
+
+
+@pytest.fixture
+def pool_env(pool, monkeypatch):
+    """The pool as this process's configuration (``ANDES_CONFIG``), as an
+    htcondor2 script finds its pool: ``param`` read afresh, and again after."""
+    monkeypatch.setenv("ANDES_CONFIG", pool.config)
+    andes.reload_config()
+    yield pool
+    monkeypatch.undo()
+    # No subsystem, and the configuration read again when next used.
+    andes.param._subsystem = None
+    andes.param._root = None
+    andes.param._table = None
+
+
+def test_locate_gives_an_ad_schedd_connects_to(pool_env, jobdir):
+    coll = andes.Collector()
+    ad = coll.locate(andes.DaemonType.Schedd)
+    assert isinstance(ad, classad.ClassAd)
+    assert ad["MyType"] == "Scheduler" and ad["Name"] == andes.param["SCHEDD_NAME"]
+    assert ad["MyAddress"] == pool_env.schedd._session.url.split("://")[1]
+    by_name = coll.locate(andes.DaemonTypes.Schedd, ad["Name"])
+    assert by_name["MyAddress"] == ad["MyAddress"]
+    assert coll.locate(andes.DaemonType.Schedd, "nobody@nowhere") is None
+
+    schedd = andes.Schedd(ad)
+    cid = schedd.submit(andes.Submit(executable="primes.wasm", requirements="false"), count=2).cluster()
+    assert sorted(a["ProcId"] for a in schedd.query(f"ClusterId == {cid}", ["ProcId"])) == [0, 1]
+    # HTCondor's form of an address, "<host:port?...>", is taken too.
+    sinful = classad.ClassAd({"MyAddress": f"<{ad['MyAddress']}?addrs={ad['MyAddress']}>"})
+    assert len(andes.Schedd(sinful).query(f"ClusterId == {cid}")) == 2
+    assert andes.Schedd(ad).act(andes.JobAction.Remove, cid)["TotalSuccess"] == 2
+    with pytest.raises(TypeError):
+        andes.Schedd("not an ad")
+    with pytest.raises(ValueError, match="Machine ad, not a schedd"):
+        andes.Schedd(coll.locateAll(andes.DaemonType.Startd)[0])
+
+
+def test_locate_all_startds_and_a_collector_by_address(pool_env):
+    coll = andes.Collector()
+    slots = coll.locateAll(andes.DaemonType.Startd)
+    assert sorted(a["Name"] for a in slots) == sorted(
+        a["Name"] for a in coll.query(andes.AdType.Startd, projection=["Name"])
+    )
+    assert len(slots) == 2 and all("MyAddress" in a and a["MyType"] == "Machine" for a in slots)
+    first = coll.locate(andes.DaemonType.Startd, slots[0]["Name"])
+    assert first["Name"] == slots[0]["Name"]
+    # A startd by machine name: this machine's, as the slot ads name it.
+    assert coll.locate(andes.DaemonType.Startd, slots[0]["Machine"])["Machine"] == slots[0]["Machine"]
+    assert coll.locate(andes.DaemonType.Startd)["Machine"] in (socket.gethostname(), slots[0]["Machine"])
+    assert [a["MyAddress"] for a in coll.locateAll(andes.DaemonType.Schedd)] == [
+        coll.locate(andes.DaemonType.Schedd)["MyAddress"]
+    ]
+    assert coll.locateAll(andes.DaemonType.Credd) == []
+
+    # The collector itself, and Collector(pool) by "host:port", by a list, by an ad.
+    me = coll.locate(andes.DaemonType.Collector)
+    assert me["MyAddress"] == andes.param["COLLECTOR_HOST"]
+    for pool in (me["MyAddress"], [me["MyAddress"]], me, f"<{me['MyAddress']}>"):
+        remote = andes.Collector(pool)
+        assert remote.default is False
+        assert len(remote.query(andes.AdType.Startd)) == 2
+        assert remote.locate(andes.DaemonType.Schedd)["Name"] == andes.param["SCHEDD_NAME"]
+    with pytest.raises(ValueError, match="MyAddress"):
+        andes.Collector(classad.ClassAd({"Name": "x"}))
+    with pytest.raises(TypeError):
+        andes.Collector(9618)
+    # Ad types andes's collector does not hold have no ads.
+    assert coll.query(andes.AdType.Master) == []
 
 
 def test_enums_have_htcondor2s_names_and_values(pool):
@@ -48,3 +119,58 @@ def test_enums_have_htcondor2s_names_and_values(pool):
     # The pool answers to the numbers htcondor2 scripts pass.
     assert len(pool.collector.query(andes.AdType(1))) == 1
     assert issubclass(andes.QueryOpt, enum.IntFlag)
+
+
+def test_param_reads_the_configuration_as_config_val_does(pool_env, tmp_path):
+    import subprocess
+
+    param = andes.param
+    assert param["COLLECTOR_HOST"].startswith("127.0.0.1:")
+    assert param["collector_host"] == param["COLLECTOR_HOST"]
+    # Macros are expanded, as andes config-val prints them.
+    assert param["SPOOL"] == os.path.join(pool_env.local_dir, "spool")
+    env = dict(os.environ, ANDES_CONFIG=pool_env.config)
+    for knob in ("SPOOL", "NUM_CPUS", "SCHEDD_NAME", "LOCAL_CONFIG_DIR"):
+        out = subprocess.run([os.environ["ANDES_BIN"], "config-val", knob], env=env, capture_output=True, text=True)
+        assert param[knob] == out.stdout.strip(), knob
+    assert "SPOOL" in param and "NO_SUCH_KNOB" not in param
+    assert param.get("NO_SUCH_KNOB", "dflt") == "dflt" and param.get("NUM_CPUS") == "2"
+    with pytest.raises(KeyError):
+        param["NO_SUCH_KNOB"]
+    keys = list(param)
+    assert "SPOOL" in keys and "COLLECTOR_HOST" in keys and len(param) == len(keys)
+    assert all(param[k] for k in keys)
+
+    # A knob set here is seen here (and expanded), not written anywhere.
+    param["MY_KNOB"] = "$(NUM_CPUS)0"
+    assert param["MY_KNOB"] == "20"
+    del param["MY_KNOB"]
+    assert "MY_KNOB" not in param
+
+    # reload_config reads the files again, or the file it is given.
+    with open(os.path.join(pool_env.local_dir, "andes.config.local"), "w") as f:
+        f.write("MY_KNOB = from the local file\nSCHEDD.MY_KNOB = the schedd's\n")
+    assert "MY_KNOB" not in param
+    andes.reload_config()
+    assert param["MY_KNOB"] == "from the local file"
+    param["SET_HERE"] = "kept"
+    andes.set_subsystem("SCHEDD")
+    assert param["MY_KNOB"] == "the schedd's" and param["SET_HERE"] == "kept"
+    andes.set_subsystem("TOOL", andes.SubsystemType.Tool)
+    assert param["MY_KNOB"] == "from the local file"
+    other = tmp_path / "other.config"
+    other.write_text("LOCAL_DIR = /nowhere\nMY_KNOB = other\n")
+    andes.reload_config(other)
+    assert param["MY_KNOB"] == "other" and param["SPOOL"] == "/nowhere/spool"
+    assert "SET_HERE" not in param
+    andes.reload_config()
+    assert param["MY_KNOB"] == "from the local file"
+    os.remove(os.path.join(pool_env.local_dir, "andes.config.local"))
+
+
+def test_reload_config_with_a_file_is_the_pool_schedd_and_collector_use(pool_env, monkeypatch):
+    monkeypatch.delenv("ANDES_CONFIG")
+    andes.reload_config(pool_env.config)
+    assert andes.param["COLLECTOR_HOST"] == andes.Collector().locate(andes.DaemonType.Collector)["MyAddress"]
+    assert andes.Schedd().query("false") == []
+    assert andes.Collector().locate(andes.DaemonType.Schedd)["Name"] == andes.param["SCHEDD_NAME"]
