@@ -650,12 +650,13 @@ class JobEvent(collections.abc.Mapping):
     ``cluster``, ``proc``, ``timestamp`` and, as a mapping, the attributes of
     HTCondor's event ClassAd (``ReturnValue``, ``HoldReason``, ...)."""
 
-    def __init__(self, number, cluster, proc, timestamp, ad):
+    def __init__(self, number, cluster, proc, timestamp, ad, text=None):
         self._type = JobEventType(number) if number in JobEventType._value2member_map_ else number
         self._cluster = cluster
         self._proc = proc
         self._timestamp = timestamp
         self._ad = ad
+        self._text = text
 
     @property
     def type(self):
@@ -683,11 +684,12 @@ class JobEvent(collections.abc.Mapping):
         return len(self._ad)
 
     def __str__(self):
-        return self._ad.printOld()
+        """The event as the user log holds it (htcondor2's ``str(event)``):
+        its header line and body, dates in local time, without the ``...``."""
+        return self._text if self._text is not None else self._ad.printOld()
 
     def __repr__(self):
-        name = self._type.name if isinstance(self._type, JobEventType) else self._type
-        return f"JobEvent({name}, {self._cluster}.{self._proc}, {self._timestamp})"
+        return f"JobEvent(type={self._type}, cluster={self._cluster}, proc={self._proc}, timestamp={self._timestamp})"
 
 
 class JobEventLog:

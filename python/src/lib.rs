@@ -7,7 +7,8 @@
 //! - A signed session to a schedd or a collector ([`Session`]), found and keyed as
 //!   the `andes` command finds them (`andes-client`): submit (the same expansion
 //!   and upload as `andes submit`), query, history, changes, collector queries.
-//! - A job event log as it grows ([`EventLog`], `andes_job::userlog`).
+//! - A job event log as it grows ([`EventLog`], `andes_job::userlog`): each
+//!   event's attributes and its text in the log.
 //! - The configuration as the commands read it ([`Config`], `andes-config`):
 //!   `htcondor2.param`.
 //!
@@ -825,8 +826,9 @@ fn targets(words: &[String], constraint: Option<String>) -> PyResult<Targets> {
 // ---------------------------------------------------------------- event logs
 
 /// One event as Python's `JobEvent` is made from it: its type number, cluster,
-/// proc, time (seconds since the epoch) and HTCondor's event ClassAd.
-type RawEvent = (u16, i32, i32, i64, PyClassAd);
+/// proc, time (seconds since the epoch), HTCondor's event ClassAd, and its
+/// text in the user log (without the closing `...` line).
+type RawEvent = (u16, i32, i32, i64, PyClassAd, String);
 
 /// A job event log read as it grows (`htcondor2.JobEventLog`'s reader).
 #[pyclass(module = "andes._andes")]
@@ -843,22 +845,32 @@ impl EventLog {
     }
 
     /// The events written in full since the last call: `(type number, cluster,
-    /// proc, seconds since the epoch, the event's ClassAd)` each.
+    /// proc, seconds since the epoch, the event's ClassAd, its text)` each.
+    /// The text is the event as andes writes it in a user log (HTCondor's
+    /// default format: ISO dates in local time), as `htcondor2`'s
+    /// `str(event)` gives it: the header line and the body, not the `...`.
     fn poll(&mut self, py: Python<'_>) -> PyResult<Vec<RawEvent>> {
         // A log not written yet holds no events yet (a job's log appears at its submit).
         if !self.follower.path().exists() {
             return Ok(Vec::new());
         }
         let events = py.detach(|| self.follower.poll()).map_err(pool_err)?;
+        let opts = andes_job::userlog::FormatOptions::default();
+        let sync = format!("{}\n", andes_job::userlog::SYNC_LINE);
         Ok(events
             .into_iter()
             .map(|e| {
+                let mut text = e.to_text(&opts);
+                if text.ends_with(&sync) {
+                    text.truncate(text.len() - sync.len());
+                }
                 (
                     e.kind.number(),
                     e.id.cluster,
                     e.id.proc,
                     e.time.as_second(),
                     PyClassAd { ad: e.to_ad() },
+                    text,
                 )
             })
             .collect())

@@ -4,6 +4,7 @@ htcondor2's own where that says what is right."""
 import enum
 import os
 import socket
+import time
 
 import pytest
 
@@ -174,3 +175,32 @@ def test_reload_config_with_a_file_is_the_pool_schedd_and_collector_use(pool_env
     assert andes.param["COLLECTOR_HOST"] == andes.Collector().locate(andes.DaemonType.Collector)["MyAddress"]
     assert andes.Schedd().query("false") == []
     assert andes.Collector().locate(andes.DaemonType.Schedd)["Name"] == andes.param["SCHEDD_NAME"]
+
+
+def test_str_of_an_event_is_its_text_in_the_user_log(pool, jobdir):
+    sub = andes.Submit(executable="primes.wasm", arguments="300", log="text.log", output="o")
+    cid = pool.schedd.submit(sub, count=1).cluster()
+    events = []
+    for e in andes.JobEventLog("text.log").events(stop_after=120):
+        events.append(e)
+        if e.type == andes.JobEventType.JOB_TERMINATED:
+            break
+    text = (jobdir / "text.log").read_text()
+    blocks = [b for b in text.split("...\n") if b]
+    assert len(blocks) == len(events) >= 3
+    for e, block in zip(events, blocks):
+        # The log's text, its date in local time (as htcondor2 gives it; the
+        # schedd writes UTC with a Z).
+        head, _, body = str(e).partition("\n")
+        log_head, _, log_body = block.partition("\n")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.timestamp))
+        assert head == f"{int(e.type):03d} ({cid:03d}.000.000) {when} " + log_head.split("Z ", 1)[1]
+        assert body == log_body, repr(e)
+    assert str(events[0]).startswith(f"000 ({cid:03d}.000.000) ")
+    assert "Job submitted from host: <" in str(events[0])
+    assert repr(events[0]) == f"JobEvent(type={andes.JobEventType.SUBMIT}, cluster={cid}, proc=0, timestamp={events[0].timestamp})"
+
+    htcondor2 = htcondor2_or_skip()
+    theirs = list(htcondor2.JobEventLog("text.log").events(0))
+    assert [str(e) for e in events] == [str(e) for e in theirs]
+    assert [repr(e) for e in events] == [repr(e) for e in theirs]
