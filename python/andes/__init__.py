@@ -258,22 +258,33 @@ class Submit(collections.abc.MutableMapping):
     Made from a dict (``Submit({"executable": "a.wasm"})``), from keywords,
     or from the text of a submit file (its ``queue`` statement is kept and
     can be read with ``getQArgs``). ``str(sub)`` is the submit file.
+
+    ``queue``: the queue statement's arguments (``"3"``, ``"x in (a b)"``;
+    a leading ``queue `` is allowed), as ``setQArgs`` takes them. As in
+    htcondor2, ``queue`` is no submit command: a dict holding it is refused.
     """
 
-    def __init__(self, input=None, **kwargs):
+    def __init__(self, input=None, queue=None, **kwargs):
         self._commands = {}
         self._qargs = None
         if isinstance(input, str):
-            commands, queue = _submit_parts(input)
+            commands, q = _submit_parts(input)
             for name, value in commands:
                 self[name] = value
-            if queue is not None:
-                self._qargs = _qargs_text(*queue)
+            if q is not None:
+                self._qargs = _qargs_text(*q)
         elif input is not None:
-            for name, value in dict(input).items():
+            items = dict(input)
+            if any(isinstance(k, str) and k.strip().casefold() == "queue" for k in items):
+                raise ValueError("the queue statement can not be specified in a dictionary")
+            for name, value in items.items():
                 self[name] = value
         for name, value in kwargs.items():
             self[name] = value
+        if queue is not None:
+            if not isinstance(queue, str):
+                raise TypeError("queue must be a string")
+            self.setQArgs(queue)
 
     @staticmethod
     def _key(name):
@@ -285,6 +296,8 @@ class Submit(collections.abc.MutableMapping):
         return self._commands[self._key(name)][1]
 
     def __setitem__(self, name, value):
+        if self._key(name) == "queue":
+            raise ValueError("queue is the queue statement, not a submit command: pass queue=ARGS or call setQArgs")
         if isinstance(value, bool):
             value = "true" if value else "false"
         elif isinstance(value, classad.ExprTree):
@@ -336,7 +349,12 @@ class Submit(collections.abc.MutableMapping):
         return self._qargs or ""
 
     def setQArgs(self, args):
-        """Sets the ``queue`` statement's arguments (``"3"``, ``"x in (a b)"``, ...)."""
+        """Sets the ``queue`` statement's arguments (``"3"``, ``"x in (a b)"``,
+        ...; they may start with ``"queue "``)."""
+        if not isinstance(args, str):
+            raise TypeError("args must be a string")
+        if args.casefold().startswith("queue "):
+            args = args[6:]
         if "\n" in args and "(" not in args:
             raise ValueError("queue arguments are one line, or an inline list in parentheses")
         self._qargs = args

@@ -204,3 +204,31 @@ def test_str_of_an_event_is_its_text_in_the_user_log(pool, jobdir):
     theirs = list(htcondor2.JobEventLog("text.log").events(0))
     assert [str(e) for e in events] == [str(e) for e in theirs]
     assert [repr(e) for e in events] == [repr(e) for e in theirs]
+
+
+def test_submit_takes_queue_as_htcondor2_does(pool, jobdir):
+    htcondor2 = htcondor2_or_skip()
+    for q in ("3", "queue 3", "QUEUE 2 x in (a b)", ""):
+        ours = andes.Submit({"executable": "primes.wasm"}, queue=q)
+        theirs = htcondor2.Submit({"executable": "primes.wasm"}, queue=q)
+        assert ours.getQArgs() == theirs.getQArgs() and str(ours) == str(theirs), q
+    ours = andes.Submit(executable="primes.wasm", arguments="10", log="q.log", queue="3")
+    assert dict(ours) == {"executable": "primes.wasm", "arguments": "10", "log": "q.log"}
+    result = pool.schedd.submit(ours)
+    assert result.num_procs() == 3
+    with pytest.raises(ValueError, match="can not be specified in a dictionary"):
+        andes.Submit({"executable": "primes.wasm", "Queue": "3"})
+    with pytest.raises(ValueError, match="can not be specified in a dictionary"):
+        htcondor2.Submit({"executable": "primes.wasm", "Queue": "3"})
+    with pytest.raises(ValueError, match="setQArgs"):
+        andes.Submit(executable="primes.wasm")["queue"] = "3"
+    with pytest.raises(TypeError):
+        andes.Submit(executable="primes.wasm", queue=3)
+    # A submit file's own queue statement stays as it was.
+    assert andes.Submit("executable = primes.wasm\nqueue 4\n").getQArgs() == "4"
+    n = 0
+    for e in andes.JobEventLog("q.log").events(stop_after=120):
+        n += e.type == andes.JobEventType.JOB_TERMINATED
+        if n == 3:
+            break
+    assert n == 3
