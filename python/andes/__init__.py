@@ -19,6 +19,7 @@ crates: the submit is the one ``andes submit`` makes, queries and changes are
 the same signed requests, the event log reader is the one ``andes wait`` uses.
 """
 
+import collections
 import collections.abc
 import enum
 import os
@@ -712,40 +713,70 @@ class JobEvent(collections.abc.Mapping):
 
 class JobEventLog:
     """A job event log (the submit file's ``log``), read as it grows
-    (``htcondor2.JobEventLog``)."""
+    (``htcondor2.JobEventLog``): an iterator of its events, and a context
+    manager that closes it::
+
+        with JobEventLog("jobs.log") as log:
+            first = next(log)          # waits for the first event
+            for event in log.events(stop_after=60):
+                ...
+
+    ``next(log)`` waits for the next event: for ever, or up to the
+    ``stop_after`` of the last ``events()`` call (then ``StopIteration``; the
+    log can be read on later, as it grows).
+    """
 
     _POLL = 0.1
 
     def __init__(self, filename):
-        self._log = _EventLog(os.fspath(filename))
-        self._pending = []
+        filename = os.fspath(filename)
+        if not filename:
+            raise ValueError("filename must not be empty")
+        self._log = _EventLog(filename)
+        self._pending = collections.deque()
+        self._stop_after = None
+        self._closed = False
 
     def events(self, stop_after=None):
-        """The log's events, waiting for new ones: up to ``stop_after`` seconds
-        after the last event read (0: only what is there now; ``None``: for
-        ever)."""
-        deadline = None if stop_after is None else time.monotonic() + stop_after
+        """This log, as an iterator of its events that waits for new ones up
+        to ``stop_after`` seconds for each (0: only what is there now;
+        ``None``: for ever)."""
+        if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, (int, float))):
+            raise TypeError("stop_after must be a number of seconds or None")
+        self._stop_after = stop_after
+        return self
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        deadline = None if self._stop_after is None else time.monotonic() + self._stop_after
         while True:
+            if self._closed:
+                raise StopIteration
             if not self._pending:
-                self._pending = [JobEvent(*e) for e in self._log.poll()]
+                self._pending.extend(JobEvent(*e) for e in self._log.poll())
             if self._pending:
-                yield self._pending.pop(0)
-                if stop_after is not None:
-                    deadline = time.monotonic() + stop_after
-                continue
+                return self._pending.popleft()
             if deadline is not None and time.monotonic() >= deadline:
-                return
+                raise StopIteration
             wait = self._POLL
             if deadline is not None:
                 wait = max(0.0, min(wait, deadline - time.monotonic()))
             time.sleep(wait)
 
-    def __iter__(self):
-        return self.events(stop_after=None)
-
     def close(self):
-        """Stops reading the log."""
-        self._pending = []
+        """Stops reading the log: its iterators give no more events."""
+        self._closed = True
+        self._pending.clear()
+
+    def __enter__(self):
+        self._stop_after = None
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 def _path(p):

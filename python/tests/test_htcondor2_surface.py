@@ -232,3 +232,34 @@ def test_submit_takes_queue_as_htcondor2_does(pool, jobdir):
         if n == 3:
             break
     assert n == 3
+
+
+def test_job_event_log_is_an_iterator_and_a_context_manager(pool, jobdir):
+    cid = pool.schedd.submit(andes.Submit(executable="primes.wasm", arguments="200", log="it.log"), count=2).cluster()
+    with andes.JobEventLog("it.log") as log:
+        assert iter(log) is log and log.events(stop_after=120) is log
+        first = next(log)
+        assert first.type == andes.JobEventType.SUBMIT and first.cluster == cid
+        ended = set()
+        for e in log:
+            if e.type == andes.JobEventType.JOB_TERMINATED:
+                ended.add(e.proc)
+                if ended == {0, 1}:
+                    break
+        # Read to the end: nothing more comes, and the log can be read on.
+        assert list(log.events(stop_after=0)) == []
+        with pytest.raises(StopIteration):
+            next(log)
+    # Closed: no more events, even from the start of another pass.
+    with pytest.raises(StopIteration):
+        next(log.events(stop_after=0))
+    # A log read again from its start has them all, and iterates as htcondor2's.
+    again = andes.JobEventLog("it.log")
+    events = list(again.events(0))
+    assert events[0].type == andes.JobEventType.SUBMIT and len(events) >= 6
+    again.close()
+    assert list(again.events(0)) == []
+    with pytest.raises(ValueError):
+        andes.JobEventLog("")
+    with pytest.raises(TypeError):
+        andes.JobEventLog("it.log").events(stop_after="soon")
