@@ -269,13 +269,40 @@ impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
         }
 
         // File transfer.
-        if let Some((v, _)) = self.cmd(&["transfer_input_files", "TransferInput"])? {
+        let preserve = self.bool_cmd(&["preserve_relative_paths", "PreserveRelativePaths"])?;
+        if let Some(b) = preserve {
+            self.set("PreserveRelativePaths", lit(b));
+        }
+        let preserve = preserve.unwrap_or(false);
+        if let Some((v, o)) = self.cmd(&["transfer_input_files", "TransferInput"])? {
             let list = file_list(&v);
+            if preserve {
+                leaves_no_sandbox("transfer_input_files", &list, &o)?;
+            }
             inputs.extend(list.iter().cloned());
             self.set("TransferInput", lit(Value::string(list.join(","))));
         }
-        if let Some((v, _)) = self.cmd(&["transfer_output_files", "TransferOutput"])? {
-            self.set("TransferOutput", lit(Value::string(file_list(&v).join(","))));
+        if let Some((v, o)) = self.cmd(&["transfer_output_files", "TransferOutput"])? {
+            let list = file_list(&v);
+            if preserve {
+                leaves_no_sandbox("transfer_output_files", &list, &o)?;
+            }
+            self.set("TransferOutput", lit(Value::string(list.join(","))));
+        }
+        if let Some((v, o)) = self.cmd(&["transfer_output_remaps", "TransferOutputRemaps"])? {
+            let text = unquote(&v);
+            let bad = |why: String| {
+                o.error(ErrorKind::InvalidValue, format!("transfer_output_remaps = {v}: {why}"))
+            };
+            for (name, to) in crate::remaps::parse(text).map_err(bad)? {
+                if crate::remaps::is_url(&to) {
+                    return Err(bad(format!(
+                        "{name} goes to the URL {to}, which needs HTCondor's file transfer \
+                         plugins; andes writes output files to paths only"
+                    )));
+                }
+            }
+            self.set("TransferOutputRemaps", lit(Value::string(text)));
         }
         let stf = match self.cmd(&["should_transfer_files", "ShouldTransferFiles"])? {
             None => "IF_NEEDED".to_string(),
@@ -781,6 +808,24 @@ fn kib(bytes: u64) -> u64 {
 }
 
 /// A comma-separated file list, each entry trimmed, empty ones dropped.
+/// With `preserve_relative_paths`, a relative entry of a transfer list keeps
+/// its path in the sandbox: one that climbs out (`..`) is refused here, as
+/// the schedd and the execute host refuse it again.
+fn leaves_no_sandbox(command: &str, list: &[String], o: &Origin) -> Result<(), SubmitError> {
+    for item in list {
+        if !item.starts_with('/') && item.split('/').any(|c| c == "..") {
+            return Err(o.error(
+                ErrorKind::InvalidValue,
+                format!(
+                    "{command} names {item}: with preserve_relative_paths a relative path keeps \
+                     its place in the job's sandbox, so it may not climb out of it with '..'"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn file_list(v: &str) -> Vec<String> {
     unquote(v).split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
 }

@@ -33,6 +33,7 @@ mod fs;
 mod job;
 mod macros;
 pub mod parse;
+mod remaps;
 mod run;
 
 use std::fmt;

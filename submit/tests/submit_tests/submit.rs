@@ -235,6 +235,49 @@ fn files_and_transfer() {
     assert!(err(&format!("{EXE}when_to_transfer_output = never\nqueue\n")).line() == Some(2));
 }
 
+/// `transfer_output_remaps` and `preserve_relative_paths`, as ezdag writes
+/// them into every submit file: read, written as HTCondor's attributes,
+/// never left unused; bad ones refused at their line.
+#[test]
+fn output_remaps_and_preserved_relative_paths() {
+    let text = format!(
+        "{EXE}transfer_input_files = data/x.dat\ntransfer_output_files = out.txt, d/r.txt\n\
+         transfer_output_remaps = \"out.txt = results/$(Process)/out.txt ; r\\=1.txt=/abs/r\\;1\"\n\
+         preserve_relative_paths = True\nqueue\n"
+    );
+    let sub = run_with(&text, |_| {}).unwrap();
+    assert!(sub.warnings.is_empty(), "{:?}", sub.warnings);
+    let ad = &sub.jobs[0];
+    assert_eq!(s(ad, "TransferOutputRemaps"), "out.txt = results/0/out.txt ; r\\=1.txt=/abs/r\\;1");
+    assert_eq!(ex(ad, "PreserveRelativePaths"), "true");
+    let plain = one(&format!("{EXE}preserve_relative_paths = false\nqueue\n"));
+    assert_eq!(ex(&plain, "PreserveRelativePaths"), "false");
+    assert!(!plain.contains("TransferOutputRemaps"));
+    // Unquoted works too (HTCondor 24.5 and later).
+    let ad = one(&format!("{EXE}transfer_output_remaps = a=b\nqueue\n"));
+    assert_eq!(s(&ad, "TransferOutputRemaps"), "a=b");
+    for (line, want) in [
+        ("transfer_output_remaps = \"out.txt\"", "is not a remap"),
+        ("transfer_output_remaps = \"a=b; =c\"", "must both be given"),
+        ("transfer_output_remaps = \"a=\"", "must both be given"),
+        ("transfer_output_remaps = \"a = s3://bucket/a\"", "URL"),
+        ("preserve_relative_paths = sometimes", "must eval to a boolean"),
+    ] {
+        let e = err(&format!("{EXE}{line}\nqueue\n"));
+        assert_eq!((e.kind(), e.line()), (ErrorKind::InvalidValue, Some(2)), "{line}: {e}");
+        assert!(e.to_string().starts_with("job.sub:2: "), "{e}");
+        assert!(e.to_string().contains(want), "{line}: {e}");
+    }
+    // A preserved relative path may not climb out of the sandbox.
+    for list in ["transfer_input_files = ../secret", "transfer_output_files = a/../../b"] {
+        let e = err(&format!("{EXE}preserve_relative_paths = true\n{list}\nqueue\n"));
+        assert_eq!((e.kind(), e.line()), (ErrorKind::InvalidValue, Some(3)), "{list}: {e}");
+        assert!(e.to_string().contains("'..'"), "{e}");
+        // Without it, only the base name travels: HTCondor takes it.
+        one(&format!("{EXE}{list}\nqueue\n"));
+    }
+}
+
 /// `initialdir` moves the job's files and log, not its executable, which
 /// HTCondor's manual reads relative to where condor_submit runs.
 #[test]
