@@ -129,12 +129,135 @@ impl std::fmt::Display for TransferError {
 
 impl std::error::Error for TransferError {}
 
+/// `PreserveRelativePaths` (`preserve_relative_paths`): a file or directory
+/// named by a relative path in a transfer list keeps that path in the
+/// sandbox and back, not only its base name.
+pub const PRESERVE_RELATIVE_PATHS: &str = "PreserveRelativePaths";
+
+/// `TransferOutputRemaps` (`transfer_output_remaps`): `name = newname` pairs
+/// separated by `;` (`\=` and `\;` escape), where an output file returned
+/// as `name` is written instead (see [`parse_remaps`], [`remap`]).
+pub const OUTPUT_REMAPS: &str = "TransferOutputRemaps";
+
+/// How many remaps may apply one after another to one name before they are
+/// taken for a cycle (HTCondor's `MAX_REMAP_RECURSIONS`).
+pub const MAX_REMAP_DEPTH: usize = 128;
+
+/// True when the job asks for [`PRESERVE_RELATIVE_PATHS`].
+pub fn preserves_relative_paths(job: &ClassAd) -> bool {
+    matches!(job.eval_attr(PRESERVE_RELATIVE_PATHS), Value::Bool(true))
+}
+
+/// The `name = newname` pairs of a [`OUTPUT_REMAPS`] value, in order, as
+/// HTCondor reads them: pairs separated by `;`, each split at its first `=`,
+/// spaces around either trimmed, `\=` and `\;` standing for the character
+/// itself (a backslash before anything else is kept); empty pairs are
+/// skipped. A pair without `=`, or with nothing on one side, is an error.
+/// `andes submit` reads the command the same way.
+pub fn parse_remaps(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let mut side = [String::new(), String::new()];
+    let mut at = 0;
+    let mut chars = text.chars().peekable();
+    let mut finish = |side: &mut [String; 2], at: usize| -> Result<(), String> {
+        let (name, target) = (side[0].trim().to_string(), side[1].trim().to_string());
+        side[0].clear();
+        side[1].clear();
+        if at == 0 {
+            return if name.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{name:?} is not a remap: write it as name = newname"))
+            };
+        }
+        if name.is_empty() || target.is_empty() {
+            return Err(format!(
+                "\"{name} = {target}\" is not a remap: the name and the new name must both be given"
+            ));
+        }
+        out.push((name, target));
+        Ok(())
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if matches!(chars.peek(), Some('=' | ';')) => {
+                side[at].push(chars.next().unwrap_or_default());
+            }
+            ';' => {
+                finish(&mut side, at)?;
+                at = 0;
+            }
+            '=' if at == 0 => at = 1,
+            '\t' | '\n' | '\r' => {}
+            c => side[at].push(c),
+        }
+    }
+    finish(&mut side, at)?;
+    Ok(out)
+}
+
+/// Where output file `name` goes by the `remaps` ([`parse_remaps`]), as
+/// HTCondor finds it: the first pair naming it exactly, then the remaps of
+/// what that gives (so `a = b; b = c` sends `a` to `c`); a name no pair
+/// names goes where its parent directory goes, if some pair remaps that
+/// (`d = out` sends `d/x` to `out/x`). `None`: no remap applies. A chain
+/// longer than [`MAX_REMAP_DEPTH`] is a cycle, an error.
+pub fn remap(remaps: &[(String, String)], name: &str) -> Result<Option<String>, String> {
+    fn find(rules: &[(String, String)], name: &str, depth: usize) -> Option<Option<String>> {
+        if depth > MAX_REMAP_DEPTH {
+            return None;
+        }
+        if let Some((_, to)) = rules.iter().find(|(n, _)| n == name) {
+            let further = find(rules, to, depth + 1)?;
+            return Some(Some(further.unwrap_or_else(|| to.clone())));
+        }
+        match name.rsplit_once('/') {
+            Some((parent, entry)) if !parent.is_empty() => {
+                Some(find(rules, parent, depth + 1)?.map(|p| format!("{p}/{entry}")))
+            }
+            _ => Some(None),
+        }
+    }
+    find(remaps, name, 0)
+        .ok_or_else(|| format!("transfer_output_remaps make a cycle for output file {name}"))
+}
+
+/// True when `target` is a URL (`scheme://...`), as HTCondor's remaps may
+/// name for its file transfer plugins: andes has none, and writes no output
+/// to a URL.
+pub fn is_url(target: &str) -> bool {
+    target.split_once("://").is_some_and(|(scheme, _)| {
+        !scheme.is_empty()
+            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    })
+}
+
+/// The sandbox name of `item`, a relative path in a transfer list, when
+/// the job preserves relative paths: its components without `.` and empty
+/// ones. A path that leaves its directory (`..`) or is no plain relative
+/// name is refused: nothing is ever placed outside the sandbox.
+pub fn preserved_name(item: &str) -> Result<String, String> {
+    let parts: Vec<&str> = item.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    let name = parts.join("/");
+    if parts.contains(&"..") || !safe_relative_name(&name) {
+        return Err(format!(
+            "{item} cannot keep its relative path in the job's sandbox \
+             (preserve_relative_paths): a preserved path must stay beneath the job's directory"
+        ));
+    }
+    Ok(name)
+}
+
 /// The input files a job names on the submit side, as (name in the sandbox,
 /// path): TransferInput (a file under its base name, a directory with its
-/// contents under its base name) and the stdin file (`In`). Listing a
-/// directory reads the submitter's file system: call it with their rights.
+/// contents under its base name; with [`PRESERVE_RELATIVE_PATHS`], a relative
+/// one under its relative path, see [`preserved_name`]) and the stdin file
+/// (`In`). Listing a directory reads the submitter's file system: call it
+/// with their rights.
 pub fn input_files(job: &ClassAd) -> Result<Vec<(String, PathBuf)>, String> {
     let iwd = iwd_of(job);
+    let preserve = preserves_relative_paths(job);
     let mut out: Vec<(String, PathBuf)> = Vec::new();
     let push = |name: String, path: PathBuf, out: &mut Vec<(String, PathBuf)>| {
         if out.len() >= MAX_INPUT_FILES {
@@ -146,10 +269,13 @@ pub fn input_files(job: &ClassAd) -> Result<Vec<(String, PathBuf)>, String> {
     if let Some(list) = str_attr(job, "TransferInput") {
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let path = resolve(&iwd, item);
-            let base = path
-                .file_name()
-                .map(|b| b.to_string_lossy().to_string())
-                .ok_or_else(|| format!("input file {item} has no name"))?;
+            let base = if preserve && !Path::new(item).is_absolute() {
+                preserved_name(item)?
+            } else {
+                path.file_name()
+                    .map(|b| b.to_string_lossy().to_string())
+                    .ok_or_else(|| format!("input file {item} has no name"))?
+            };
             if path.is_dir() {
                 let mut stack = vec![(path.clone(), base)];
                 while let Some((dir, prefix)) = stack.pop() {
@@ -278,8 +404,10 @@ pub fn read_files(files: &[(String, PathBuf)], limit: u64) -> Result<Inputs, Tra
 }
 
 /// Where each output file goes on the submit side: the streams to `Out` and
-/// `Err`, the rest into `Iwd` under their own names. `None` for a stream the
-/// job does not keep.
+/// `Err`, the rest into `Iwd` under their own names, or where the job's
+/// [`OUTPUT_REMAPS`] send them (relative to `Iwd`, or absolute; see
+/// [`remap`]). `None` for a stream the job does not keep. The name is the
+/// host's, checked before any remap; a remap to a URL is refused.
 pub fn output_path(job: &ClassAd, name: &str) -> Result<Option<PathBuf>, String> {
     if !safe_relative_name(name) {
         return Err(format!("the host sent an output file named {name:?}"));
@@ -288,7 +416,23 @@ pub fn output_path(job: &ClassAd, name: &str) -> Result<Option<PathBuf>, String>
     Ok(match name {
         STDOUT_NAME => str_attr(job, "Out").map(|p| resolve(&iwd, &p)),
         STDERR_NAME => str_attr(job, "Err").map(|p| resolve(&iwd, &p)),
-        name => Some(iwd.join(name)),
+        name => match str_attr(job, OUTPUT_REMAPS) {
+            None => Some(iwd.join(name)),
+            Some(text) => {
+                let remaps = parse_remaps(&text)
+                    .map_err(|e| format!("transfer_output_remaps = {text:?}: {e}"))?;
+                match remap(&remaps, name)? {
+                    None => Some(iwd.join(name)),
+                    Some(to) if is_url(&to) => {
+                        return Err(format!(
+                            "transfer_output_remaps sends output file {name} to the URL {to}; \
+                             andes writes output files to paths only"
+                        ));
+                    }
+                    Some(to) => Some(resolve(&iwd, &to)),
+                }
+            }
+        },
     })
 }
 
@@ -450,6 +594,90 @@ pub fn sweep_spooled(spool: &Path, keep: impl Fn(JobId) -> bool) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn remaps_read_as_htcondor_reads_them() {
+        let r = parse_remaps(" a.txt = results/a.txt ;b=c/d; ;x\\=1 = y\\;z ; w = u=v;").unwrap();
+        assert_eq!(
+            r,
+            pairs(&[("a.txt", "results/a.txt"), ("b", "c/d"), ("x=1", "y;z"), ("w", "u=v")])
+        );
+        assert_eq!(parse_remaps("").unwrap(), []);
+        assert_eq!(parse_remaps("a\\b=c").unwrap(), pairs(&[("a\\b", "c")]));
+        for bad in ["a", "a=b;c", "=b", "a=", " = "] {
+            assert!(parse_remaps(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_remap_follows_chains_and_parent_directories_and_stops_at_a_cycle() {
+        let r = pairs(&[("a", "b"), ("b", "c/b"), ("d", "/abs/e"), ("x", "x2")]);
+        assert_eq!(remap(&r, "a").unwrap().as_deref(), Some("c/b"));
+        assert_eq!(remap(&r, "b").unwrap().as_deref(), Some("c/b"));
+        assert_eq!(remap(&r, "d/f/g").unwrap().as_deref(), Some("/abs/e/f/g"));
+        assert_eq!(remap(&r, "q").unwrap(), None);
+        assert_eq!(remap(&r, "q/x").unwrap(), None);
+        let cycle = pairs(&[("a", "b"), ("b", "a")]);
+        assert!(remap(&cycle, "a").unwrap_err().contains("cycle"));
+        assert!(is_url("s3://bucket/key") && is_url("private+gdrive://x"));
+        assert!(!is_url("results/out.txt") && !is_url("/a://b") && !is_url("://x"));
+    }
+
+    #[test]
+    fn a_preserved_path_stays_beneath_the_sandbox() {
+        assert_eq!(preserved_name("data/in.txt").unwrap(), "data/in.txt");
+        assert_eq!(preserved_name("./data//sub/").unwrap(), "data/sub");
+        for bad in ["../x", "data/../../x", "a/..", ".", "./", "a\\b", "c:d"] {
+            assert!(preserved_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn remapped_outputs_go_where_the_remaps_say_and_names_are_checked_first() {
+        let mut job = ClassAd::new();
+        job.insert_value("Iwd", "/home/u/run");
+        job.insert_value("Out", "out.txt");
+        job.insert_value(OUTPUT_REMAPS, "out.txt = results/out.txt; d = /tmp/d; u = s3://b/k");
+        let at = |job: &ClassAd, n: &str| output_path(job, n);
+        assert_eq!(at(&job, "out.txt").unwrap(), Some("/home/u/run/results/out.txt".into()));
+        assert_eq!(at(&job, "d/x").unwrap(), Some("/tmp/d/x".into()));
+        assert_eq!(at(&job, "other").unwrap(), Some("/home/u/run/other".into()));
+        // The streams go where `output` and `error` say, remaps or not.
+        assert_eq!(at(&job, STDOUT_NAME).unwrap(), Some("/home/u/run/out.txt".into()));
+        assert!(at(&job, "u").unwrap_err().contains("URL"));
+        // A host's name is refused before any remap could apply to it.
+        job.insert_value(OUTPUT_REMAPS, "../x = ok");
+        assert!(at(&job, "../x").is_err());
+        job.insert_value(OUTPUT_REMAPS, "broken");
+        assert!(at(&job, "a").unwrap_err().contains("transfer_output_remaps"));
+    }
+
+    #[test]
+    fn preserved_inputs_keep_their_relative_paths_and_never_leave_the_sandbox() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("data/sub")).unwrap();
+        std::fs::write(dir.path().join("data/in.txt"), b"x").unwrap();
+        std::fs::write(dir.path().join("data/sub/w"), b"y").unwrap();
+        let abs = dir.path().join("data/in.txt");
+        let mut job = ClassAd::new();
+        job.insert_value("Iwd", dir.path().to_str().unwrap());
+        let list = format!("data/in.txt, ./data/sub/, {}", abs.display());
+        job.insert_value("TransferInput", list.as_str());
+        let names = |job: &ClassAd| -> Vec<String> {
+            let mut n: Vec<String> = input_files(job).unwrap().into_iter().map(|f| f.0).collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names(&job), ["in.txt", "in.txt", "sub/w"]);
+        job.insert_value(PRESERVE_RELATIVE_PATHS, true);
+        assert_eq!(names(&job), ["data/in.txt", "data/sub/w", "in.txt"]);
+        job.insert_value("TransferInput", "../x");
+        assert!(input_files(&job).unwrap_err().contains("beneath"));
+    }
 
     #[test]
     fn inputs_ride_in_the_message_only_while_small_and_within_its_budget() {

@@ -170,7 +170,8 @@ pub const MAX_OUTPUT_FILES: usize = 10_000;
 
 /// The output files of a finished job: TransferOutput's list if set (a file
 /// under its base name; a directory with its contents under its base name,
-/// or, written with a trailing `/`, its contents alone, as HTCondor does),
+/// or, written with a trailing `/`, its contents alone, as HTCondor does;
+/// with PreserveRelativePaths, a relative entry under its relative path),
 /// else every top-level regular file the job created or changed; the streams
 /// under their sandbox names. At most `limit` bytes in all, of which at most
 /// `budget` (and [`pool::INLINE_BUDGET`]) carried in the report; the rest are
@@ -209,12 +210,28 @@ pub(crate) fn collect_outputs(
         ),
         _ => None,
     };
+    // With PreserveRelativePaths a relative entry comes back under its
+    // relative path (its trailing slash ignored), as HTCondor does.
+    let preserve = matches!(job.eval_attr("PreserveRelativePaths"), Value::Bool(true));
     match &listed {
         Some(list) => {
             for n in list {
-                let contents_only = n.ends_with('/');
-                let path = n.trim_end_matches('/');
-                let base = path.rsplit('/').next().unwrap_or(path).to_string();
+                let preserved = preserve && !n.starts_with('/');
+                let contents_only = n.ends_with('/') && !preserved;
+                let path = if preserved {
+                    n.split('/')
+                        .filter(|c| !c.is_empty() && *c != ".")
+                        .collect::<Vec<_>>()
+                        .join("/")
+                } else {
+                    n.trim_end_matches('/').to_string()
+                };
+                let path = path.as_str();
+                let base = if preserved {
+                    path.to_string()
+                } else {
+                    path.rsplit('/').next().unwrap_or(path).to_string()
+                };
                 let entry = match b.entry(path) {
                     Ok(e) => e,
                     Err(Refused::Missing { .. }) => {

@@ -192,3 +192,29 @@ fn inputs_are_checked() {
     let bad = vec![FileData::inline("../x", vec![])];
     assert!(matches!(check_inputs(&job, &bad), Err(PoolError::BadInput(_))));
 }
+
+#[test]
+fn preserved_outputs_come_back_under_their_relative_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::create_dir_all(p.join("d1/d2")).unwrap();
+    std::fs::write(p.join("d1/o3"), b"3").unwrap();
+    std::fs::write(p.join("d1/d2/o4"), b"4").unwrap();
+    let names = |job: &ClassAd| {
+        let Outputs { files, error, .. } = collect_outputs(p, job, &[], 1 << 20, u64::MAX);
+        assert!(error.is_none(), "{error:?}");
+        files.into_iter().map(|f| f.name).collect::<Vec<_>>()
+    };
+    let mut job = ClassAd::new();
+    job.insert_value("TransferOutput", "d1/o3, d1/d2/");
+    assert_eq!(names(&job), ["o3", "o4"]);
+    // Preserved, a trailing slash is ignored, as HTCondor's manual says.
+    job.insert_value("PreserveRelativePaths", true);
+    assert_eq!(names(&job), ["d1/d2/o4", "d1/o3"]);
+    job.insert_value("TransferOutput", "./d1/o3, d1/d2");
+    assert_eq!(names(&job), ["d1/d2/o4", "d1/o3"]);
+    // Still nothing above the sandbox.
+    job.insert_value("TransferOutput", "../x");
+    let Outputs { error, .. } = collect_outputs(p, &job, &[], 1 << 20, u64::MAX);
+    assert!(error.unwrap().contains("refused"));
+}
