@@ -322,6 +322,13 @@ impl ClassAd {
         self.attrs.remove(&AttrName::new(name))
     }
 
+    /// Removes every attribute named in `names` (case-insensitively), at the
+    /// cost of one removal; how many were bound.
+    pub fn remove_all(&mut self, names: &[&str]) -> usize {
+        let names: Vec<AttrName> = names.iter().map(|n| AttrName::new(n)).collect();
+        self.attrs.remove_where(|k| names.contains(k))
+    }
+
     /// True when `name` is bound.
     pub fn contains(&self, name: &str) -> bool {
         self.get(name).is_some()

@@ -348,6 +348,18 @@ impl Table {
         Some(e)
     }
 
+    /// Removes every entry whose name `gone` says, in one pass and one
+    /// rebuild of the index (removing them one by one rebuilds it each time).
+    pub(crate) fn remove_where(&mut self, mut gone: impl FnMut(&AttrName) -> bool) -> usize {
+        let before = self.entries.len();
+        self.entries.retain(|(k, _)| !gone(k));
+        let removed = before - self.entries.len();
+        if removed > 0 {
+            self.rebuild();
+        }
+        removed
+    }
+
     pub(crate) fn take_exprs(&mut self) -> impl Iterator<Item = Expr> {
         self.index = Vec::new();
         std::mem::take(&mut self.entries).into_iter().map(|(_, e)| e)
@@ -374,8 +386,14 @@ impl Table {
             return;
         }
         // Four slots per entry (so half full, at most, until the next
-        // rebuild at twice as many entries), four slots per bucket.
-        self.index = vec![Bucket::default(); n.next_power_of_two()];
+        // rebuild at twice as many entries), four slots per bucket. An index
+        // of the right size already (a removal) is cleared, not reallocated.
+        let size = n.next_power_of_two();
+        if self.index.len() == size {
+            self.index.fill(Bucket::default());
+        } else {
+            self.index = vec![Bucket::default(); size];
+        }
         for i in 0..n {
             self.index_insert(i);
         }
@@ -487,6 +505,8 @@ mod tests {
     enum Op {
         Insert(usize, i64, bool),
         Remove(usize),
+        /// Every name whose number is a multiple of the given one, at once.
+        RemoveWhere(usize),
     }
 
     /// Names with case variants, and more of them than a small table holds.
@@ -503,6 +523,7 @@ mod tests {
                 prop_oneof![
                     4 => (0usize..50, -3i64..3, any::<bool>()).prop_map(|(n, v, s)| Op::Insert(n, v, s)),
                     1 => (0usize..50).prop_map(Op::Remove),
+                    1 => (2usize..12).prop_map(Op::RemoveWhere),
                 ],
                 0..120,
             )
@@ -527,6 +548,15 @@ mod tests {
                         if let Some(i) = had {
                             model.remove(i);
                         }
+                    }
+                    Op::RemoveWhere(m) => {
+                        let gone: Vec<String> =
+                            names.iter().enumerate().filter(|(i, _)| i % m == 0).map(|(_, n)| n.clone()).collect();
+                        let is_gone = |k: &str| gone.iter().any(|g| g.eq_ignore_ascii_case(k));
+                        let before = model.len();
+                        model.retain(|(k, _)| !is_gone(k));
+                        let removed = ad.remove_where(|k| is_gone(k.as_str()));
+                        prop_assert_eq!(removed, before - model.len());
                     }
                 }
                 ad.check();

@@ -63,9 +63,9 @@ impl Startd {
             c.run_time += j.run_time(now);
             c.suspend_time += j.suspend_time(now);
         }
-        for n in ["JobId", "JobStart", "LastPeriodicCheckpoint"].into_iter().chain(SLOT_JOB_ATTRS) {
-            s.ad.remove(n);
-        }
+        let mut gone = vec!["JobId", "JobStart", "LastPeriodicCheckpoint"];
+        gone.extend(SLOT_JOB_ATTRS);
+        s.ad.remove_all(&gone);
         for (name, e) in CLAIM_EXPR_NAMES.iter().zip(self.policy.standard.iter()) {
             s.ad.insert(*name, e.clone());
         }
