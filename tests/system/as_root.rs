@@ -48,7 +48,10 @@ struct Home {
 
 impl Home {
     fn new() -> Home {
-        let top = std::env::temp_dir().join(format!("andes-as-root-{}", std::process::id()));
+        // One per test: the tests run side by side in one process.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let top = std::env::temp_dir().join(format!("andes-as-root-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&top);
         std::fs::create_dir_all(&top).unwrap();
         std::fs::set_permissions(&top, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -180,4 +183,56 @@ fn a_root_schedd_reads_and_writes_each_users_files_as_that_user() {
     assert!(std::fs::read_to_string(alice.join("out.txt")).unwrap().contains("stdin: LINE ONE"));
     assert!(!forbidden.exists(), "a log was written as root");
     assert!(!alice.join("shadow.out").exists() && !alice.join("bobs.out").exists());
+}
+
+/// A remap is an output path like any other: written as the job's owner, so
+/// it reaches no file or directory she could not write herself (root's,
+/// bob's), however it is spelt (absolute, or climbing with `..`).
+#[test]
+#[ignore = "needs root and the accounts andes-alice and andes-bob: cargo xtask test runs it as root"]
+fn a_remap_writes_only_where_the_owner_may() {
+    let p = pool();
+    let home = Home::new();
+    let alice = home.of("andes-alice");
+    let bob = home.of("andes-bob");
+    let roots = home.top.join("root-only");
+    std::fs::create_dir_all(&roots).unwrap();
+    std::fs::set_permissions(&roots, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let victim = roots.join("victim");
+    std::fs::write(&victim, "root's").unwrap();
+    for (name, to) in [
+        ("root", victim.display().to_string()),
+        ("rootdir", roots.join("new/planted").display().to_string()),
+        ("bob", "../andes-bob/planted".to_string()),
+        ("mine", "kept/hello.out".to_string()),
+    ] {
+        let o = submit_from(
+            &p,
+            "andes-alice",
+            &alice,
+            &format!(
+                "executable = hello.wasm\narguments = x\ntransfer_output_files = hello.out\n\
+                 transfer_output_remaps = \"hello.out = {to}\"\noutput = {name}.out\nqueue\n"
+            ),
+        );
+        assert!(o.status.success(), "{o:?}");
+    }
+    wait_or(
+        "three held, one done",
+        Duration::from_secs(90),
+        || p.queue().iter().filter(|a| int(a, "JobStatus") == 5).count() == 3,
+        || format!("{:#?}\n{}", p.queue(), p.logs()),
+    );
+    wait_or("one done", Duration::from_secs(30), || p.history().len() == 1, || p.logs());
+    for ad in p.queue() {
+        assert_eq!(int(&ad, "HoldReasonCode"), 12, "{ad}");
+        assert_eq!(int(&ad, "HoldReasonSubCode"), 13, "{ad}");
+        assert!(text(&ad, "HoldReason").contains("Permission denied"), "{ad}");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's");
+    assert!(!roots.join("new").exists());
+    assert!(!bob.join("planted").exists());
+    let kept = alice.join("kept/hello.out");
+    assert_eq!(std::fs::metadata(&kept).unwrap().uid(), uid_of("andes-alice"));
+    assert_eq!(std::fs::metadata(alice.join("kept")).unwrap().uid(), uid_of("andes-alice"));
 }

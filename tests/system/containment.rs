@@ -227,3 +227,82 @@ fn a_schedd_that_cannot_act_as_a_user_takes_only_spooled_jobs() {
     );
     assert_eq!(p.history().len(), 1);
 }
+
+/// `transfer_output_remaps` and `preserve_relative_paths` are user input: a
+/// remap is written by the same writer as any output (the owner's rights,
+/// never through a link in its place), and a preserved path never leaves the
+/// sandbox, whether the job or its ad tries.
+#[test]
+fn a_remap_or_a_preserved_path_reaches_nothing_a_plain_output_could_not() {
+    let p = Pool::new("NUM_CPUS = 2", 1);
+    let jobs = crate::transfer::remap_workspace(&p);
+    std::fs::copy(sample("linkout"), jobs.join("linkout.wasm")).unwrap();
+    // A link where the remap points, to a file outside the job's directory.
+    let victim = p.path().join("victim.txt");
+    std::fs::write(&victim, "untouched").unwrap();
+    std::os::unix::fs::symlink(&victim, jobs.join("planted.txt")).unwrap();
+    // A file above the job's directory that a preserved input would reach.
+    std::fs::write(p.path().join("secret.txt"), "a secret").unwrap();
+    let secret = std::fs::read_to_string(p.path().join("keys/host1")).unwrap();
+    for (name, text) in [
+        (
+            "planted",
+            "executable = copyfile.wasm\narguments = in.txt out.txt\n\
+             transfer_input_files = data/in.txt\ntransfer_output_files = out.txt\n\
+             transfer_output_remaps = \"out.txt = planted.txt\"\nlog = planted.log\nqueue\n",
+        ),
+        // The job makes the preserved directory a link to the host's keys.
+        (
+            "linkdir",
+            "executable = linkout.wasm\narguments = d=../../keys\n\
+             preserve_relative_paths = true\ntransfer_output_files = d/host1\n\
+             transfer_output_remaps = \"d = stolen\"\nlog = linkdir.log\nqueue\n",
+        ),
+        // Held at submit, then given PreserveRelativePaths by qedit, which
+        // `andes submit` would have refused with this input.
+        (
+            "climb",
+            "executable = copyfile.wasm\narguments = secret.txt out.txt\n\
+             transfer_input_files = ../secret.txt\nhold = true\nlog = climb.log\nqueue\n",
+        ),
+    ] {
+        p.submit("alice", name, text);
+    }
+    let held = |c: i64, code: i64| {
+        p.queue().iter().any(|a| {
+            int(a, "ClusterId") == c && int(a, "JobStatus") == 5 && int(a, "HoldReasonCode") == code
+        })
+    };
+    wait_or(
+        "the first two held",
+        Duration::from_secs(90),
+        || held(1, 12) && held(2, 12),
+        || format!("{:#?}\n{}", p.queue(), p.logs()),
+    );
+    p.ok("alice", &["qedit", "3.0", "PreserveRelativePaths", "true"]);
+    p.ok("alice", &["release", "3.0"]);
+    wait_or(
+        "the third held for its input",
+        Duration::from_secs(90),
+        || held(3, 13),
+        || format!("{:#?}\n{}", p.queue(), p.logs()),
+    );
+    let reason = |c: i64| {
+        let ad = p.queue().into_iter().find(|a| int(a, "ClusterId") == c).unwrap();
+        (int(&ad, "HoldReasonCode"), text(&ad, "HoldReason"))
+    };
+    let (code, why) = reason(1);
+    assert_eq!(code, 12, "{why}");
+    assert!(why.contains("planted.txt") && why.contains("symbolic link"), "{why}");
+    let (code, why) = reason(2);
+    assert_eq!(code, 12, "{why}");
+    assert!(why.contains("d/host1") && why.contains("symbolic link"), "{why}");
+    let (code, why) = reason(3);
+    assert_eq!(code, 13, "{why}");
+    assert!(why.contains("../secret.txt") && why.contains("beneath"), "{why}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+    assert!(!jobs.join("stolen").exists());
+    for (path, data) in contents(&jobs) {
+        assert!(!data.contains(secret.trim()), "{path} holds the host's key");
+    }
+}

@@ -93,3 +93,80 @@ fn a_spooled_job_s_big_files_go_through_the_spool_as_streams() {
     output_is_input_thrice(&p, &input);
     wait_or("the job to leave", Duration::from_secs(30), || p.history().len() == 2, || p.logs());
 }
+
+/// Submits `jobs` (name, submit text) as alice and waits until all have
+/// left the queue.
+fn run_jobs(p: &Pool, jobs: &[(&str, &str)]) {
+    for (name, text) in jobs {
+        p.submit("alice", name, text);
+    }
+    wait_or(
+        "the jobs to finish",
+        Duration::from_secs(120),
+        || p.history().len() == jobs.len(),
+        || format!("{:#?}\n{}", p.queue(), p.logs()),
+    );
+}
+
+/// `data/in.txt` and an empty `results/` beside the submit files, as the
+/// reproductions of the two commands have them.
+pub(crate) fn remap_workspace(p: &Pool) -> std::path::PathBuf {
+    let jobs = p.path().join("jobs");
+    std::fs::create_dir_all(jobs.join("data")).unwrap();
+    std::fs::create_dir_all(jobs.join("results")).unwrap();
+    std::fs::write(jobs.join("data/in.txt"), "the input\n").unwrap();
+    jobs
+}
+
+/// `transfer_output_remaps` and `preserve_relative_paths`, which ezdag writes
+/// into every submit file, land files where HTCondor puts them.
+#[test]
+fn remapped_and_preserved_files_land_where_htcondor_puts_them() {
+    let p = Pool::new("NUM_CPUS = 2", 1);
+    let jobs = remap_workspace(&p);
+    run_jobs(
+        &p,
+        &[
+            // The file comes back as out.txt and is written at results/out.txt.
+            (
+                "remap",
+                "executable = copyfile.wasm\narguments = in.txt out.txt\n\
+                 transfer_input_files = data/in.txt\ntransfer_output_files = out.txt\n\
+                 transfer_output_remaps = \"out.txt=results/out.txt\"\n\
+                 output = remap.stdout\nlog = remap.log\nqueue\n",
+            ),
+            // The input arrives at data/in.txt, not flattened to in.txt.
+            (
+                "keep",
+                "executable = copyfile.wasm\narguments = data/in.txt kept.txt\n\
+                 transfer_input_files = data/in.txt\npreserve_relative_paths = True\n\
+                 log = keep.log\nqueue\n",
+            ),
+            // Preserved both ways: out to data/copy.txt, back to data/copy.txt;
+            // a remap of a directory moves what comes back under it, into
+            // directories made for it; spaces and chains as HTCondor reads them.
+            (
+                "both",
+                "executable = copyfile.wasm\narguments = data/in.txt data/copy.txt\n\
+                 transfer_input_files = data/in.txt\npreserve_relative_paths = True\n\
+                 transfer_output_files = data/copy.txt, data/in.txt\n\
+                 transfer_output_remaps = \" data/in.txt = again ; again = new/$(Cluster)/in.txt \"\n\
+                 output = both.stdout\nlog = both.log\nqueue\n",
+            ),
+        ],
+    );
+    for h in p.history() {
+        assert_eq!((int(&h, "JobStatus"), int(&h, "ExitCode")), (4, 0), "{h}");
+    }
+    let read =
+        |f: &str| std::fs::read_to_string(jobs.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    assert_eq!(read("results/out.txt"), "the input\n");
+    assert!(!jobs.join("out.txt").exists(), "out.txt was not remapped");
+    // The stream goes where `output` says.
+    assert_eq!(read("remap.stdout").trim(), "10");
+    assert_eq!(read("kept.txt"), "the input\n");
+    assert_eq!(read("data/copy.txt"), "the input\n");
+    assert!(!jobs.join("copy.txt").exists());
+    assert_eq!(read("new/3/in.txt"), "the input\n");
+    assert_eq!(read("both.stdout").trim(), "10");
+}
