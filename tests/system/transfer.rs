@@ -169,4 +169,24 @@ fn remapped_and_preserved_files_land_where_htcondor_puts_them() {
     assert!(!jobs.join("copy.txt").exists());
     assert_eq!(read("new/3/in.txt"), "the input\n");
     assert_eq!(read("both.stdout").trim(), "10");
+    // Spooled: the preserved input travels through the schedd's store under
+    // its relative path, and the remaps apply when its owner fetches the output.
+    std::fs::write(
+        jobs.join("spooled.sub"),
+        "executable = copyfile.wasm\narguments = data/in.txt data/spooled.txt\n\
+         transfer_input_files = data/in.txt\npreserve_relative_paths = True\n\
+         transfer_output_files = data/spooled.txt\n\
+         transfer_output_remaps = \"data = results/spooled\"\nqueue\n",
+    )
+    .unwrap();
+    p.ok("alice", &["submit", "--spool", jobs.join("spooled.sub").to_str().unwrap()]);
+    wait_or(
+        "the spooled job to complete",
+        Duration::from_secs(60),
+        || p.queue().iter().any(|a| int(a, "ClusterId") == 4 && int(a, "JobStatus") == 4),
+        || p.logs(),
+    );
+    p.ok("alice", &["transfer-data", "4"]);
+    assert_eq!(read("results/spooled/spooled.txt"), "the input\n");
+    assert!(!jobs.join("data/spooled.txt").exists());
 }
