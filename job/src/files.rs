@@ -143,6 +143,11 @@ pub const OUTPUT_REMAPS: &str = "TransferOutputRemaps";
 /// taken for a cycle (HTCondor's `MAX_REMAP_RECURSIONS`).
 pub const MAX_REMAP_DEPTH: usize = 128;
 
+/// The most `name = newname` pairs a job's remaps may hold: each output file
+/// of up to [`MAX_REMAP_DEPTH`] steps is then a bounded amount of work
+/// (`andes submit` refuses more, with the same figure).
+pub const MAX_REMAPS: usize = 1_000;
+
 /// True when the job asks for [`PRESERVE_RELATIVE_PATHS`].
 pub fn preserves_relative_paths(job: &ClassAd) -> bool {
     matches!(job.eval_attr(PRESERVE_RELATIVE_PATHS), Value::Bool(true))
@@ -175,6 +180,9 @@ pub fn parse_remaps(text: &str) -> Result<Vec<(String, String)>, String> {
                 "\"{name} = {target}\" is not a remap: the name and the new name must both be given"
             ));
         }
+        if out.len() == MAX_REMAPS {
+            return Err(format!("more than {MAX_REMAPS} remaps"));
+        }
         out.push((name, target));
         Ok(())
     };
@@ -203,13 +211,27 @@ pub fn parse_remaps(text: &str) -> Result<Vec<(String, String)>, String> {
 /// (`d = out` sends `d/x` to `out/x`). `None`: no remap applies. A chain
 /// longer than [`MAX_REMAP_DEPTH`] is a cycle, an error.
 pub fn remap(remaps: &[(String, String)], name: &str) -> Result<Option<String>, String> {
-    fn find(rules: &[(String, String)], name: &str, depth: usize) -> Option<Option<String>> {
+    remap_in(&index_remaps(remaps), name)
+}
+
+/// The remaps by name, the first pair naming each.
+fn index_remaps(remaps: &[(String, String)]) -> HashMap<&str, &str> {
+    let mut by_name = HashMap::with_capacity(remaps.len());
+    for (n, to) in remaps {
+        by_name.entry(n.as_str()).or_insert(to.as_str());
+    }
+    by_name
+}
+
+/// [`remap`] over remaps indexed by name.
+fn remap_in(rules: &HashMap<&str, &str>, name: &str) -> Result<Option<String>, String> {
+    fn find(rules: &HashMap<&str, &str>, name: &str, depth: usize) -> Option<Option<String>> {
         if depth > MAX_REMAP_DEPTH {
             return None;
         }
-        if let Some((_, to)) = rules.iter().find(|(n, _)| n == name) {
+        if let Some(&to) = rules.get(name) {
             let further = find(rules, to, depth + 1)?;
-            return Some(Some(further.unwrap_or_else(|| to.clone())));
+            return Some(Some(further.unwrap_or_else(|| to.to_string())));
         }
         match name.rsplit_once('/') {
             Some((parent, entry)) if !parent.is_empty() => {
@@ -218,7 +240,7 @@ pub fn remap(remaps: &[(String, String)], name: &str) -> Result<Option<String>, 
             _ => Some(None),
         }
     }
-    find(remaps, name, 0)
+    find(rules, name, 0)
         .ok_or_else(|| format!("transfer_output_remaps make a cycle for output file {name}"))
 }
 
@@ -409,31 +431,69 @@ pub fn read_files(files: &[(String, PathBuf)], limit: u64) -> Result<Inputs, Tra
 /// [`remap`]). `None` for a stream the job does not keep. The name is the
 /// host's, checked before any remap; a remap to a URL is refused.
 pub fn output_path(job: &ClassAd, name: &str) -> Result<Option<PathBuf>, String> {
-    if !safe_relative_name(name) {
-        return Err(format!("the host sent an output file named {name:?}"));
+    OutputPlaces::of(job)?.path(name)
+}
+
+/// Where a job's output files go ([`output_path`]), its remaps read once
+/// for all of its files.
+pub struct OutputPlaces {
+    iwd: PathBuf,
+    out: Option<String>,
+    err: Option<String>,
+    remaps: Vec<(String, String)>,
+}
+
+impl OutputPlaces {
+    /// The places of `job`'s outputs; its remaps must read.
+    pub fn of(job: &ClassAd) -> Result<OutputPlaces, String> {
+        let remaps = match str_attr(job, OUTPUT_REMAPS) {
+            None => Vec::new(),
+            Some(text) => parse_remaps(&text)
+                .map_err(|e| format!("transfer_output_remaps = {text:?}: {e}"))?,
+        };
+        Ok(OutputPlaces {
+            iwd: iwd_of(job),
+            out: str_attr(job, "Out"),
+            err: str_attr(job, "Err"),
+            remaps,
+        })
     }
-    let iwd = iwd_of(job);
-    Ok(match name {
-        STDOUT_NAME => str_attr(job, "Out").map(|p| resolve(&iwd, &p)),
-        STDERR_NAME => str_attr(job, "Err").map(|p| resolve(&iwd, &p)),
-        name => match str_attr(job, OUTPUT_REMAPS) {
-            None => Some(iwd.join(name)),
-            Some(text) => {
-                let remaps = parse_remaps(&text)
-                    .map_err(|e| format!("transfer_output_remaps = {text:?}: {e}"))?;
-                match remap(&remaps, name)? {
-                    None => Some(iwd.join(name)),
-                    Some(to) if is_url(&to) => {
-                        return Err(format!(
-                            "transfer_output_remaps sends output file {name} to the URL {to}; \
+
+    /// Where output file `name` (as the host named it) goes, as [`output_path`].
+    pub fn path(&self, name: &str) -> Result<Option<PathBuf>, String> {
+        self.paths(std::iter::once(name)).next().unwrap_or(Ok(None))
+    }
+
+    /// [`OutputPlaces::path`] of each of `names`, the remaps indexed once.
+    pub fn paths<'n>(
+        &'n self,
+        names: impl IntoIterator<Item = &'n str> + 'n,
+    ) -> impl Iterator<Item = Result<Option<PathBuf>, String>> + 'n {
+        let rules = index_remaps(&self.remaps);
+        names.into_iter().map(move |name| self.place(&rules, name))
+    }
+
+    fn place(&self, rules: &HashMap<&str, &str>, name: &str) -> Result<Option<PathBuf>, String> {
+        if !safe_relative_name(name) {
+            return Err(format!("the host sent an output file named {name:?}"));
+        }
+        let iwd = &self.iwd;
+        Ok(match name {
+            STDOUT_NAME => self.out.as_deref().map(|p| resolve(iwd, p)),
+            STDERR_NAME => self.err.as_deref().map(|p| resolve(iwd, p)),
+            name if rules.is_empty() => Some(iwd.join(name)),
+            name => match remap_in(rules, name)? {
+                None => Some(iwd.join(name)),
+                Some(to) if is_url(&to) => {
+                    return Err(format!(
+                        "transfer_output_remaps sends output file {name} to the URL {to}; \
                              andes writes output files to paths only"
-                        ));
-                    }
-                    Some(to) => Some(resolve(&iwd, &to)),
+                    ));
                 }
-            }
-        },
-    })
+                Some(to) => Some(resolve(iwd, &to)),
+            },
+        })
+    }
 }
 
 /// Creates (or truncates) an output file at `path` without following a link
@@ -474,8 +534,10 @@ pub fn write_outputs(
     outputs: &[FileData],
     staged: &mut HashMap<String, std::fs::File>,
 ) -> Result<(), TransferError> {
-    for f in outputs {
-        let Some(target) = output_path(job, &f.name)? else { continue };
+    let places = OutputPlaces::of(job)?;
+    let targets: Vec<_> = places.paths(outputs.iter().map(|f| f.name.as_str())).collect();
+    for (f, target) in outputs.iter().zip(targets) {
+        let Some(target) = target? else { continue };
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| {
                 TransferError::io(format!("cannot create {}: {e}", parent.display()), &e)
@@ -597,6 +659,29 @@ mod tests {
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    /// A job's remaps are bounded, and a job's outputs are placed with
+    /// them read once: a long list on many files is no long work.
+    #[test]
+    fn remaps_are_bounded_and_read_once_per_job() {
+        let list = |n: usize| (0..n).map(|i| format!("f{i} = g{i}")).collect::<Vec<_>>().join(";");
+        assert!(parse_remaps(&list(MAX_REMAPS + 1)).unwrap_err().contains("more than"));
+        // A chain through every pair but the last, on 10,000 names.
+        let chain: String =
+            (0..MAX_REMAPS - 1).map(|i| format!("c{i} = c{}", i + 1)).collect::<Vec<_>>().join(";");
+        let mut job = ClassAd::new();
+        job.insert_value("Iwd", "/home/u");
+        job.insert_value(OUTPUT_REMAPS, chain.as_str());
+        let places = OutputPlaces::of(&job).unwrap();
+        let names: Vec<String> = (0..10_000).map(|i| format!("n{i}")).collect();
+        let t = std::time::Instant::now();
+        let got: Vec<_> = places.paths(names.iter().map(String::as_str)).collect();
+        assert!(got.iter().all(|p| p.as_ref().unwrap().is_some()));
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
+        // The chain is longer than a remap may go: a cycle, said so.
+        assert!(places.path("c0").unwrap_err().contains("cycle"));
+        assert_eq!(places.path("c999").unwrap(), Some(PathBuf::from("/home/u/c999")));
     }
 
     #[test]

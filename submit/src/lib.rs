@@ -34,6 +34,7 @@ mod job;
 mod macros;
 pub mod parse;
 mod remaps;
+pub use remaps::MAX_REMAPS;
 mod run;
 
 use std::fmt;

@@ -4,6 +4,10 @@
 //! crates may not depend on each other, so each has its reader, and both are
 //! tested on the same cases).
 
+/// The most pairs a remap list may hold (`andes_job::files::MAX_REMAPS`,
+/// which the schedd holds a job to when its outputs come back).
+pub const MAX_REMAPS: usize = 1_000;
+
 /// The pairs of a remap list, in order: pairs separated by `;`, each split at
 /// its first `=`, spaces around either side trimmed, tabs and line breaks
 /// dropped, `\=` and `\;` standing for the character itself (a backslash
@@ -29,6 +33,9 @@ pub(crate) fn parse(text: &str) -> Result<Vec<(String, String)>, String> {
             return Err(format!(
                 "\"{name} = {target}\" is not a remap: the name and the new name must both be given"
             ));
+        }
+        if out.len() == MAX_REMAPS {
+            return Err(format!("more than {MAX_REMAPS} remaps"));
         }
         out.push((name, target));
         Ok(())
@@ -67,6 +74,14 @@ mod tests {
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    /// A list is bounded: what the schedd does per output file stays small.
+    #[test]
+    fn more_than_the_most_remaps_are_refused() {
+        let list = |n: usize| (0..n).map(|i| format!("f{i} = g{i}")).collect::<Vec<_>>().join(";");
+        assert_eq!(parse(&list(MAX_REMAPS)).unwrap().len(), MAX_REMAPS);
+        assert!(parse(&list(MAX_REMAPS + 1)).unwrap_err().contains("more than 1000 remaps"));
     }
 
     /// The same cases as `andes_job::files`'s reader.

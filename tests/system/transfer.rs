@@ -190,3 +190,10 @@ fn remapped_and_preserved_files_land_where_htcondor_puts_them() {
     assert_eq!(read("results/spooled/spooled.txt"), "the input\n");
     assert!(!jobs.join("data/spooled.txt").exists());
 }
+
+/// `andes submit` and the schedd hold a job's remaps to one figure (the two
+/// crates read the list each, as they may not depend on each other).
+#[test]
+fn submit_and_schedd_bound_remaps_alike() {
+    assert_eq!(andes_submit::MAX_REMAPS, andes_job::files::MAX_REMAPS);
+}
