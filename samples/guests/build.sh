@@ -3,6 +3,8 @@
 #
 #   textstat.wasm   c/textstat.c, with zig cc -target wasm32-wasi
 #   fannkuch.wasm   go/fannkuch.go, with GOOS=wasip1 GOARCH=wasm
+#   coopgo.wasm     go/coopgo/, which uses the Go guest SDK (guest-sdk/go)
+#                   through a replace directive: a module of its own
 #
 # into samples/target/wasm32-wasip1/release/ beside the Rust samples, and the
 # same sources natively into samples/target/native/, whose outputs are the
@@ -41,4 +43,32 @@ fi
 if stale "$NATIVE/fannkuch" "$G"; then
   echo "== building fannkuch (Go, native)" >&2
   (cd "$HERE/go" && "$GO" build -trimpath -o "$NATIVE/fannkuch" .)
+fi
+
+# The Go guest SDK (guest-sdk/go) and coopgo, its user: rebuilt when any of
+# their Go files changes. Natively, also andes_go_test, the SDK's own tests
+# (go test -c), which the system tests run; vet and gofmt first.
+GSDK="$REPO/guest-sdk/go" GC="$HERE/go/coopgo"
+newest_go() { # DIR... : the newest .go or go.mod file in them
+  find "$@" -type f \( -name '*.go' -o -name go.mod \) -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2-
+}
+GSRC="$(newest_go "$GSDK" "$GC")"
+if stale "$NATIVE/andes_go_test" "$GSRC"; then
+  echo "== checking and building the Go guest SDK's tests (native)" >&2
+  unformatted="$("$GOROOT/bin/gofmt" -l "$GSDK" "$GC")"
+  if [ -n "$unformatted" ]; then
+    echo "build.sh: not gofmt-formatted: $unformatted" >&2
+    exit 1
+  fi
+  (cd "$GSDK" && "$GO" vet ./... && GOOS=wasip1 GOARCH=wasm "$GO" vet ./...)
+  (cd "$GC" && "$GO" vet . && GOOS=wasip1 GOARCH=wasm "$GO" vet .)
+  (cd "$GSDK" && "$GO" test -c -trimpath -o "$NATIVE/andes_go_test" ./andes)
+fi
+if stale "$WASM/coopgo.wasm" "$GSRC"; then
+  echo "== building coopgo (Go with the guest SDK, wasip1)" >&2
+  (cd "$GC" && GOOS=wasip1 GOARCH=wasm "$GO" build -trimpath -o "$WASM/coopgo.wasm" .)
+fi
+if stale "$NATIVE/coopgo" "$GSRC"; then
+  echo "== building coopgo (Go with the guest SDK, native)" >&2
+  (cd "$GC" && "$GO" build -trimpath -o "$NATIVE/coopgo" .)
 fi

@@ -1,0 +1,3 @@
+module andes.dev/guest
+
+go 1.24
