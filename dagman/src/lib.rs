@@ -88,6 +88,12 @@ pub struct Options {
     /// Where DAGMan runs (relative paths in the DAG start here without
     /// `-usedagdir`); `None`: this process's current directory.
     pub working_dir: Option<PathBuf>,
+    /// `-autorescue`: the newest rescue DAG is run over the DAG (HTCondor's
+    /// default); false runs the DAG from its start.
+    pub autorescue: bool,
+    /// `-outfile_dir`: the directory of `<dag>.dagman.out` (beside the DAG
+    /// file when `None`).
+    pub outfile_dir: Option<PathBuf>,
 }
 
 impl Options {
@@ -107,6 +113,8 @@ impl Options {
             owner: None,
             working_dir: None,
             max_idle: DEFAULT_MAX_IDLE,
+            autorescue: true,
+            outfile_dir: None,
         }
     }
 }
@@ -140,6 +148,15 @@ impl DagFiles {
             metrics: with(".metrics"),
             lock: with(".lock"),
         }
+    }
+
+    /// The files of `opts`'s DAG, `dagman.out` in `-outfile_dir` if given.
+    pub fn of_run(opts: &Options) -> DagFiles {
+        let mut files = DagFiles::of(&opts.dag_file);
+        if let (Some(dir), Some(name)) = (&opts.outfile_dir, files.out.file_name()) {
+            files.out = dir.join(name);
+        }
+        files
     }
 }
 
@@ -245,7 +262,7 @@ pub fn prepare(opts: &Options) -> Result<Prepared> {
     if let Some(at) = &dag.rejected {
         bail!("{at}: the DAG file says REJECT: it is not to be run");
     }
-    let rescue = andes_dag::rescue::newest_rescue(&dag_path);
+    let rescue = if opts.autorescue { andes_dag::rescue::newest_rescue(&dag_path) } else { None };
     if let Some((_, path)) = &rescue {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the rescue DAG {}", path.display()))?;
@@ -354,7 +371,7 @@ pub async fn run(
     client: &Client,
     removed: impl std::future::Future<Output = ()>,
 ) -> Result<Outcome> {
-    let files = DagFiles::of(&opts.dag_file);
+    let files = DagFiles::of_run(opts);
     let dag = &p.dag;
     // One DAGMan per DAG: the lock is held while this one runs; a lock left
     // behind (its holder gone) means recovery.

@@ -43,6 +43,13 @@ pub struct SubmitDag {
     /// `-append`: submit commands added to the DAGMan job's description
     /// (`+Attr = value`, `accounting_group = g`, `priority = 5`, ...).
     pub append: Vec<String>,
+    /// `-autorescue 0`: the DAG runs from its start, rescue DAGs or not.
+    pub no_autorescue: bool,
+    /// `-outfile_dir`: where `<dag>.dagman.out` is written.
+    pub outfile_dir: Option<PathBuf>,
+    /// `-import_env`: the DAGMan job (and so its scripts and node submits)
+    /// takes the submitter's whole environment, not only [`KEPT_ENV`].
+    pub import_env: bool,
 }
 
 /// Attributes that make a DAGMan job what it is: `-append` may not change them.
@@ -129,6 +136,8 @@ impl SubmitDag {
         opt("maxpre", self.max_pre.map(|v| v.to_string()));
         opt("maxpost", self.max_post.map(|v| v.to_string()));
         opt("script-timeout", self.script_timeout.map(|v| v.to_string()));
+        opt("autorescue", self.no_autorescue.then(|| "0".to_string()));
+        opt("outfile_dir", self.outfile_dir.as_ref().map(|d| d.display().to_string()));
         if let Some(b) = &self.batch_name {
             if b.split_whitespace().count() != 1 {
                 bail!("-batch-name: one word, please ({b:?})");
@@ -186,9 +195,15 @@ pub fn dagman_job(
     opts.use_dag_dir = o.use_dag_dir;
     // Its DAGMan runs in `iwd`: the DAG is read from there, as it will.
     opts.working_dir = Some(iwd.to_path_buf());
+    opts.autorescue = !o.no_autorescue;
     let prepared = prepare(&opts)?;
     let args = o.dagman_args()?;
     let mut keep: Vec<String> = KEPT_ENV.iter().map(|k| k.to_string()).collect();
+    if o.import_env {
+        keep.extend(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()));
+        keep.sort();
+        keep.dedup();
+    }
     for e in &prepared.dag.env {
         if let andes_dag::EnvCommand::Get(names) = e {
             keep.extend(names.iter().cloned());

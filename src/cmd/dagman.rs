@@ -50,6 +50,14 @@ pub struct DagmanArgs {
     /// Seconds a PRE or POST script may run before it is killed (and fails).
     #[arg(long = "script-timeout", value_name = "SECONDS", default_value_t = 3600)]
     script_timeout: u64,
+    /// 1 (the default): run the newest rescue DAG over the DAG; 0: run the
+    /// DAG from its start.
+    #[arg(long = "autorescue", value_name = "0|1", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    autorescue: u8,
+    /// The directory `<dag>.dagman.out` is written to (default: the DAG
+    /// file's).
+    #[arg(long = "outfile_dir", value_name = "DIR")]
+    outfile_dir: Option<PathBuf>,
     /// The DAGMan job's cluster (`DAGManJobId` of the node jobs).
     #[arg(long = "dagman-job-id", value_name = "CLUSTER", hide = true)]
     dagman_job_id: Option<u32>,
@@ -90,6 +98,8 @@ pub fn run(args: DagmanArgs) -> Result<ExitCode> {
     opts.script_timeout = Duration::from_secs(args.script_timeout.max(1));
     opts.dagman_job_id = args.dagman_job_id;
     opts.owner = user_name();
+    opts.autorescue = args.autorescue == 1;
+    opts.outfile_dir = args.outfile_dir;
     // Everything is read and checked before the pool is asked for anything.
     let prepared = prepare(&opts)?;
     for w in &prepared.dag.warnings {

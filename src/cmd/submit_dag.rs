@@ -59,10 +59,58 @@ pub struct SubmitDagArgs {
     /// Seconds a PRE or POST script may run before it is killed (and fails).
     #[arg(long = "script-timeout", value_name = "SECONDS")]
     script_timeout: Option<u64>,
+    /// Say more of what is done (HTCondor's -verbose).
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+    /// The DAGMan job's own e-mail notification (Never, Error, Complete,
+    /// Always), as its `notification` submit command: recorded in its
+    /// `JobNotification`. (andes sends no e-mail.)
+    #[arg(long = "notification", value_name = "VALUE")]
+    notification: Option<String>,
+    /// Accepted for HTCondor's scripts: node jobs send no e-mail (andes
+    /// sends none).
+    #[arg(long = "suppress_notification")]
+    suppress_notification: bool,
+    /// Accepted for HTCondor's scripts (andes sends no e-mail).
+    #[arg(long = "dont_suppress_notification")]
+    dont_suppress_notification: bool,
+    /// 1 (the default): the newest rescue DAG is run over the DAG; 0: the
+    /// DAG runs from its start.
+    #[arg(long = "autorescue", value_name = "0|1", value_parser = clap::value_parser!(u8).range(0..=1))]
+    autorescue: Option<u8>,
+    /// The directory `<dag>.dagman.out` is written to (default: the DAG
+    /// file's).
+    #[arg(long = "outfile_dir", value_name = "DIR")]
+    outfile_dir: Option<PathBuf>,
+    /// The DAGMan job takes this whole environment (its scripts and node
+    /// submits see it), not only what finds the pool, the user and PATH.
+    #[arg(long = "import_env")]
+    import_env: bool,
+    /// Accepted for HTCondor's scripts: `<dag>.condor.sub` is always
+    /// written anew.
+    #[arg(long = "update_submit")]
+    update_submit: bool,
+    /// Accepted for HTCondor's scripts: a sub-DAG's files are checked when
+    /// this DAG is, and its `.condor.sub` is written when it is queued.
+    #[arg(long = "do_recurse")]
+    do_recurse: bool,
+    /// Accepted for HTCondor's scripts: there is one andes, so no version to
+    /// mismatch.
+    #[arg(long = "allowversionmismatch")]
+    allow_version_mismatch: bool,
+    /// Accepted for HTCondor's scripts: a node's log is always read through
+    /// `<dag>.nodes.log`, which DAGMan checks itself.
+    #[arg(long = "allowlogerror")]
+    allow_log_error: bool,
     /// A submit command added to the DAGMan job's description (repeatable):
     /// `-append '+AccountingGroup = "physics"'`, `-append 'priority = 5'`.
     #[arg(long = "append", value_name = "COMMAND")]
     append: Vec<String>,
+}
+
+/// `dir` made absolute against the current directory (DAGMan runs there too).
+fn iwd_join(dir: &std::path::Path) -> PathBuf {
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
 /// Runs `andes submit-dag`.
@@ -78,10 +126,21 @@ pub fn run(args: SubmitDagArgs) -> Result<ExitCode> {
         force: args.force,
         recover: args.recover,
         script_timeout: args.script_timeout,
-        append: args.append.clone(),
+        append: args
+            .append
+            .iter()
+            .cloned()
+            .chain(args.notification.iter().map(|n| format!("notification = {n}")))
+            .collect(),
+        no_autorescue: args.autorescue == Some(0),
+        outfile_dir: args.outfile_dir.as_ref().map(|d| iwd_join(d)),
+        import_env: args.import_env,
     };
     let iwd = std::env::current_dir()?;
     let owner = user_name();
+    if args.verbose {
+        eprintln!("andes dagman {}", o.dagman_args()?.join(" "));
+    }
     // Checked whole before anything is queued, as DAGMan will read it.
     let mut job = dagman_job(&args.dag, &iwd, owner.as_deref(), &|k| std::env::var(k).ok(), &o)?;
     for w in &job.prepared.dag.warnings {

@@ -297,7 +297,13 @@ fn a_bad_dag_is_refused_before_anything_is_submitted() {
 
 /// `andes submit-dag DAG` as alice; the DAGMan job's cluster.
 fn submit_dag(p: &Pool, args: &[&str]) -> u32 {
+    submit_dag_with(p, args, &[])
+}
+
+/// [`submit_dag`] with `env` set too.
+fn submit_dag_with(p: &Pool, args: &[&str], env: &[(&str, &str)]) -> u32 {
     let mut c = andes();
+    c.envs(env.iter().copied());
     let o = c
         .arg("submit-dag")
         .args(args)
@@ -763,4 +769,46 @@ fn node_submits_take_clusters_by_block_and_send_a_module_the_schedd_lacks() {
     let bob = callers.client(&schedd, "bob");
     let r = callers.block_on(andes_client::submit::queue(&bob, b, expand(b), false, 0, |_| {}));
     assert!(r.is_err(), "bob submitted into alice's reserved cluster {b}");
+}
+
+/// condor_submit_dag's options that HTCondor's own test DAGs pass: each is
+/// taken, and those with an effect have it (-autorescue 0 runs the DAG from
+/// its start despite a rescue DAG, -outfile_dir moves dagman.out,
+/// -import_env gives the scripts the submitter's environment, -notification
+/// is the DAGMan job's).
+#[test]
+fn submit_dag_takes_the_options_htcondor_s_tests_pass() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    script(&d, "post.sh", "#!/bin/sh\necho \"$ANDES_TEST_IMPORTED\" > imported.txt\n");
+    write(&d, "o.dag", "JOB A ok.sub\nJOB B ok.sub\nPARENT A CHILD B\nSCRIPT POST B post.sh\n");
+    // A rescue DAG that says A is done: -autorescue 0 runs A all the same.
+    write(&d, "o.dag.rescue001", "DONE A\n");
+    std::fs::create_dir_all(d.join("outs")).unwrap();
+    let args = [
+        "-verbose",
+        "-notification",
+        "Complete",
+        "-suppress_notification",
+        "-dont_suppress_notification",
+        "-allowversionmismatch",
+        "-update_submit",
+        "-do_recurse",
+        "-allowlogerror",
+        "-import_env",
+        "-outfile_dir",
+        "outs",
+        "-autorescue",
+        "0",
+        "o.dag",
+    ];
+    let cluster = submit_dag_with(&p, &args, &[("ANDES_TEST_IMPORTED", "from the submitter")]);
+    let ad = dagman_done(&p, cluster, Duration::from_secs(90));
+    assert_eq!((int(&ad, "JobStatus"), int(&ad, "ExitCode")), (4, 0), "{ad}");
+    assert_eq!(int(&ad, "JobNotification"), 2, "notification = Complete: {ad}");
+    assert_eq!(node_jobs(&p, "A").len(), 1, "A ran: the rescue DAG was not used");
+    assert_eq!(read(&d, "imported.txt"), "from the submitter\n");
+    assert!(read(&d.join("outs"), "o.dag.dagman.out").contains("exiting with status 0"));
+    assert!(!d.join("o.dag.dagman.out").exists());
 }
