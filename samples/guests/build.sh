@@ -2,13 +2,18 @@
 # Builds the sample guests written in C and Go, which know nothing of andes:
 #
 #   textstat.wasm   c/textstat.c, with zig cc -target wasm32-wasi
+#   coopsum.wasm    c/coopsum.c, which uses the C guest SDK
+#                   (guest-sdk/c/andes.h); and coopsum_cpp.wasm, the same
+#                   source built as C++ (zig c++), to keep the header C++'s
 #   fannkuch.wasm   go/fannkuch.go, with GOOS=wasip1 GOARCH=wasm
 #   coopgo.wasm     go/coopgo/, which uses the Go guest SDK (guest-sdk/go)
 #                   through a replace directive: a module of its own
 #
 # into samples/target/wasm32-wasip1/release/ beside the Rust samples, and the
 # same sources natively into samples/target/native/, whose outputs are the
-# known-good ones the tests compare with. The toolchains come from pinned PyPI
+# known-good ones the tests compare with. It also builds test_andes, the
+# C SDK's own tests (guest-sdk/c/test_andes.c), natively and for
+# wasm32-wasi; the system tests run both. The toolchains come from pinned PyPI
 # wheels (toolchains.sh). `cargo xtask samples` runs this; it rebuilds only
 # what is older than its source.
 set -euo pipefail
@@ -33,6 +38,41 @@ fi
 if stale "$NATIVE/textstat" "$C"; then
   echo "== building textstat (C, native)" >&2
   zigcc "${COPT[@]}" -o "$NATIVE/textstat" "$C"
+fi
+
+# The C guest SDK's users: rebuilt when the header changes too.
+SDK="$REPO/guest-sdk/c"
+newest() { # FILE... : the newest of them
+  local n="$1"
+  for f in "$@"; do [ "$f" -nt "$n" ] && n="$f"; done
+  echo "$n"
+}
+zigcxx() { PYTHONPATH="$TOOLCHAINS/pip" ${NICE:-} python3 -m ziglang c++ "$@"; }
+C="$HERE/c/coopsum.c"
+CSRC="$(newest "$C" "$SDK/andes.h")"
+COPT+=(-I"$SDK" -ffp-contract=off)
+if stale "$WASM/coopsum.wasm" "$CSRC"; then
+  echo "== building coopsum (C with andes.h, wasm32-wasi)" >&2
+  zigcc -target wasm32-wasi "${COPT[@]}" -s -o "$WASM/coopsum.wasm" "$C"
+fi
+if stale "$WASM/coopsum_cpp.wasm" "$CSRC"; then
+  echo "== building coopsum as C++ (andes.h from C++, wasm32-wasi)" >&2
+  zigcxx -target wasm32-wasi -x c++ -std=c++17 -O2 -Wall -Wextra -Werror -I"$SDK" \
+    -ffp-contract=off -s -o "$WASM/coopsum_cpp.wasm" "$C"
+fi
+if stale "$NATIVE/coopsum" "$CSRC"; then
+  echo "== building coopsum (C with andes.h, native)" >&2
+  zigcc "${COPT[@]}" -o "$NATIVE/coopsum" "$C"
+fi
+T="$SDK/test_andes.c"
+TSRC="$(newest "$T" "$SDK/andes.h")"
+if stale "$NATIVE/test_andes" "$TSRC"; then
+  echo "== building test_andes (the C guest SDK's tests, native)" >&2
+  zigcc "${COPT[@]}" -o "$NATIVE/test_andes" "$T"
+fi
+if stale "$WASM/test_andes.wasm" "$TSRC"; then
+  echo "== building test_andes (the C guest SDK's tests with a host, wasm32-wasi)" >&2
+  zigcc -target wasm32-wasi "${COPT[@]}" -s -o "$WASM/test_andes.wasm" "$T"
 fi
 
 G="$HERE/go/fannkuch.go"

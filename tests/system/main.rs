@@ -9,6 +9,7 @@ mod common;
 mod as_root;
 mod attacks;
 mod authz;
+mod c_sdk;
 mod classad_cli;
 mod containment;
 mod cron_cli;
