@@ -488,19 +488,46 @@ static inline char *andes_real_literal(double value, char *out) {
     if (isnan(value)) return strcpy(out, "real(\"NaN\")");
     if (isinf(value)) return strcpy(out, value > 0 ? "real(\"INF\")" : "real(\"-INF\")");
     if (value == 0.0) return strcpy(out, signbit(value) ? "-0.0" : "0.0");
-    char buf[40];
+    /* The shortest digits that read back exactly: at each length, the
+     * correctly rounded ones, or, when those fall outside the values that
+     * read back as `value` (below a power of two, where that range is
+     * narrower), the next ones up. */
+    char buf[40], digits[24];
+    size_t nd = 0;
+    int exp = 0;
     for (int precision = 0; precision < 17; precision++) {
         snprintf(buf, sizeof buf, "%.*e", precision, value);
-        if (strtod(buf, NULL) == value) break;
+        /* buf is [-]D[.DDD]e(+|-)XX: its digits and its exponent. */
+        const char *p = buf + (buf[0] == '-');
+        nd = 0;
+        for (; *p != 'e'; p++)
+            if (*p != '.') digits[nd++] = *p;
+        exp = atoi(p + 1);
+        double back = strtod(buf, NULL);
+        if (back == value) break;
+        if (fabs(back) < fabs(value)) {
+            char up[24], text[48];
+            size_t i = nd;
+            int up_exp = exp;
+            memcpy(up, digits, nd);
+            while (i > 0 && up[i - 1] == '9') up[--i] = '0';
+            if (i > 0) {
+                up[i - 1]++;
+            } else {
+                up[0] = '1'; /* 9.99 -> 10.0: one more power of ten */
+                up_exp++;
+            }
+            /* "D.DDDe±X", or "D.e±X" for one digit: strtod reads both. */
+            snprintf(text, sizeof text, "%s%c.%.*se%d", value < 0 ? "-" : "", up[0],
+                     (int)(nd - 1), up + 1, up_exp);
+            if (strtod(text, NULL) == value) {
+                memcpy(digits, up, nd);
+                exp = up_exp;
+                break;
+            }
+        }
     }
-    /* buf is [-]D[.DDD]e(+|-)XX: its digits and its exponent. */
-    char digits[24];
-    size_t nd = 0;
-    const char *p = buf + (buf[0] == '-');
-    for (; *p != 'e'; p++)
-        if (*p != '.') digits[nd++] = *p;
     while (nd > 1 && digits[nd - 1] == '0') nd--;
-    int exp = atoi(p + 1);
     char *o = out;
     if (value < 0) *o++ = '-';
     double mag = fabs(value);

@@ -37,6 +37,12 @@ static void literal_is(const char *value, size_t len, const char *want) {
     free(got);
 }
 
+static double from_bits(uint64_t bits) {
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
 static void real_is(double v, const char *want) {
     char got[ANDES_REAL_LITERAL_MAX];
     andes_real_literal(v, got);
@@ -225,6 +231,12 @@ static void real_literals(void) {
     real_is(DBL_MAX, "1.7976931348623157e308");
     real_is(DBL_MIN, "2.2250738585072014e-308");
     real_is(5e-324, "5.0e-324");
+    /* Powers of two, where the reals that read back as one are fewer below
+     * it than above: the shortest digits are not always the nearest ones. */
+    real_is(from_bits(0x0060000000000000), "7.120236347223045e-307");
+    real_is(from_bits(0x0100000000000000), "7.291122019556398e-304");
+    real_is(from_bits(0x13e0000000000000), "5.940911144672375e-213");
+    real_is(-from_bits(0x0d70000000000000), "-5.858190679279809e-244");
     real_is(NAN, "real(\"NaN\")");
     real_is(INFINITY, "real(\"INF\")");
     real_is(-INFINITY, "real(\"-INF\")");
