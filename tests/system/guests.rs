@@ -273,3 +273,179 @@ fn c_and_go_guests_run_plain_and_compiled_as_jobs_of_a_pool() {
         }
     }
 }
+
+/// The Go guest SDK's own tests (guest-sdk/go: names checked as the Rust
+/// SDK checks them, literals written as it writes them, and what it does
+/// outside andes), built natively by samples/guests/build.sh with the
+/// pinned Go; a missing build fails here, never passes.
+#[test]
+fn the_go_guest_sdks_own_tests_pass() {
+    let o = Command::new(native("andes_go_test")).arg("-test.v").output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.lines().last() == Some("PASS"),
+        "the Go guest SDK's tests:\n{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("--- PASS: TestWhitelist"), "{out}");
+}
+
+/// The Progress a job last reported, as the queue shows it.
+fn progress(ad: &classad::ClassAd) -> f64 {
+    match ad.eval_attr("Progress") {
+        classad::Value::Real(r) => r,
+        _ => 0.0,
+    }
+}
+
+/// A Go job that uses the Go guest SDK (samples/guests/go/coopgo), in a
+/// pool with cooperative checkpoints: vacated twice mid-run, each time it
+/// saves through the SDK and exits 85, resumes from what it saved, and ends
+/// with what an uninterrupted run prints. Meanwhile its Progress reaches
+/// the queue, its log line the user log, and the SDK refuses to set
+/// JobStatus without asking the host.
+#[test]
+fn a_go_job_using_the_sdk_is_vacated_twice_and_resumes_from_what_it_saved() {
+    let p = Pool::new(
+        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
+         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
+         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
+        1,
+    );
+    // About 10 s of work for the module as andes runs it; each saved state
+    // carries 1 MiB more, which the job checks when it loads it.
+    const TERMS: &str = "3000000000";
+    let whole = std::thread::spawn(|| {
+        let o = Command::new(native("coopgo")).arg(TERMS).output().unwrap();
+        assert!(o.status.success(), "native coopgo: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    });
+    p.submit(
+        "alice",
+        "g",
+        &format!(
+            "executable = {}\narguments = {TERMS} 1\noutput = g.out\nerror = g.err\nlog = g.log\n\
+             +WasmCheckpoint = \"cooperative\"\ncheckpoint_exit_code = 85\nqueue\n",
+            sample("coopgo").display()
+        ),
+    );
+    // Each vacate comes once the run has reported more than 0.3 s of CPU
+    // (not `cpu`, the run before's final figure, which the queue shows until
+    // this run's first update).
+    let (mut cpu, mut done) = (0.0, 0.0);
+    let job = |p: &Pool| p.queue().into_iter().next();
+    for starts in 1..=2 {
+        wait_or(
+            "the Go job to run a while",
+            Duration::from_secs(90),
+            || {
+                job(&p).is_some_and(|a| {
+                    let c = match a.eval_attr("RemoteUserCpu") {
+                        classad::Value::Real(c) => c,
+                        _ => 0.0,
+                    };
+                    int(&a, "JobStatus") == 2
+                        && int(&a, "NumJobStarts") == starts
+                        && c > 0.3
+                        && c != cpu
+                })
+            },
+            || format!("{}\nqueue: {:?}", p.logs(), p.queue()),
+        );
+        p.host_cmd(1, "root", &["vacate", "slot1@host1"]);
+        // The run ends with the job's save and exit code 85; what it set
+        // comes back with it: a Progress past the run before's, short of 1.
+        wait_or(
+            "the vacated run's Progress in the queue",
+            Duration::from_secs(60),
+            || {
+                job(&p).is_some_and(|a| {
+                    (int(&a, "JobStatus") != 2 || int(&a, "NumJobStarts") > starts)
+                        && progress(&a) > done
+                        && progress(&a) < 1.0
+                })
+            },
+            || format!("{}\nqueue: {:?}", p.logs(), p.queue()),
+        );
+        let a = job(&p).unwrap();
+        done = progress(&a);
+        if let classad::Value::Real(c) = a.eval_attr("RemoteUserCpu") {
+            cpu = c;
+        }
+    }
+    wait_or(
+        "the Go job to finish",
+        Duration::from_secs(180),
+        || p.history().len() == 1,
+        || p.logs(),
+    );
+    let h = &p.history()[0];
+    assert_eq!(int(h, "ExitCode"), 0, "{h}");
+    assert_eq!(int(h, "NumJobStarts"), 3, "{h}");
+    assert!(int(h, "NumCkpts") >= 2, "{h}");
+    assert_eq!(progress(h), 1.0, "{h}");
+    let jobs = p.path().join("jobs");
+    let out = std::fs::read_to_string(jobs.join("g.out")).unwrap();
+    assert!(out.starts_with(&format!("sum of 1/k^2 for k = 1..={TERMS}: ")), "{out}");
+    assert_eq!(out, whole.join().unwrap(), "the vacated job's output differs from a whole run's");
+    let err = std::fs::read_to_string(jobs.join("g.err")).unwrap();
+    assert!(err.contains("coopgo: resuming at term"), "{err}");
+    assert!(
+        err.contains("coopgo: JobStatus not set: a job may not set attribute `JobStatus`"),
+        "{err}"
+    );
+    // Its log line (SDK's Info) is not looked for in g.log: a pool's host
+    // keeps a run's log lines to itself so far; `andes run` shows them (the
+    // next test).
+}
+
+/// The same Go job under `andes run`, vacated by Ctrl-C (SIGINT) once it
+/// runs: it saves through the SDK and exits 85; run again, it loads what it
+/// saved, says so in a log line that andes shows as the job's, and prints
+/// what its native build prints.
+#[cfg(unix)]
+#[test]
+fn a_go_job_using_the_sdk_resumes_under_andes_run_and_logs_it() {
+    use std::io::BufRead;
+    const TERMS: &str = "1000000000";
+    let d = tempfile::tempdir().unwrap();
+    let run = || {
+        let mut c = common::andes();
+        c.args(["run", "--dir"])
+            .arg(d.path())
+            .arg("--checkpoint-dir")
+            .arg(d.path().join("state"))
+            .arg(sample("coopgo"))
+            .arg(TERMS);
+        c
+    };
+    let mut child = run().stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.starts_with("coopgo: JobStatus not set") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    // Its first line: the job runs (and the SDK refused JobStatus).
+    rx.recv_timeout(Duration::from_secs(60)).expect("coopgo's first line");
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    child.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert!(err.contains("coopgo: vacated after"), "{err}");
+    assert!(err.contains("exited normally with return value 85"), "{err}");
+    let o = run().output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("exited normally with return value 0"), "{err}");
+    assert!(err.contains("andes: job log [Info]: resuming from a saved state at term"), "{err}");
+    let whole = Command::new(native("coopgo")).arg(TERMS).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&whole.stdout));
+}
