@@ -56,6 +56,11 @@
 #endif
 
 #ifdef __cplusplus
+/* A C header: its casts are C's, whatever warnings a C++ program asks for. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+#endif
 extern "C" {
 #endif
 
@@ -143,6 +148,7 @@ void andes_sys_load_(uint32_t *ret);
  * own; exported, so that the host finds it. Memory comes from malloc, and a
  * zero-sized block is the (never freed) address `align`, as in Rust.
  */
+void *cabi_realloc(void *ptr, size_t old_size, size_t align, size_t new_size);
 __attribute__((weak, export_name("cabi_realloc"))) void *cabi_realloc(void *ptr, size_t old_size,
                                                                      size_t align,
                                                                      size_t new_size) {
@@ -909,6 +915,9 @@ static inline andes_attr_error andes_attr_set_bool(const char *name, bool value,
 
 #ifdef __cplusplus
 }
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 #endif /* ANDES_H */
