@@ -484,6 +484,45 @@ static inline char *andes_string_literal(const char *value, size_t len) {
     return out;
 }
 
+/* Whether `value`'s exact decimal expansion (a double's has at most 767
+ * significant digits) is its first `nd` digits, `digits`, then a 5 and
+ * zeros: halfway, and rounded down. */
+static inline bool andes_halfway_rounded_down_(double value, const char *digits, size_t nd) {
+    char all[800];
+    snprintf(all, sizeof all, "%.*e", 780, value);
+    const char *q = all + (all[0] == '-');
+    size_t seen = 0;
+    for (; *q != 'e'; q++) {
+        if (*q == '.') continue;
+        if (seen < nd ? *q != digits[seen] : seen == nd ? *q != '5' : *q != '0') return false;
+        seen++;
+    }
+    return seen > nd;
+}
+
+/* The `nd` digits one unit in the last place up from `digits` (exponent
+ * *exp): when they read back as `value`, they replace them; true then. */
+static inline bool andes_digits_up_(double value, char *digits, size_t nd, int *exp) {
+    char up[24], text[48];
+    size_t i = nd;
+    int up_exp = *exp;
+    memcpy(up, digits, nd);
+    while (i > 0 && up[i - 1] == '9') up[--i] = '0';
+    if (i > 0) {
+        up[i - 1]++;
+    } else {
+        up[0] = '1'; /* 9.99 -> 10.0: one more power of ten */
+        up_exp++;
+    }
+    /* "D.DDDe±X", or "D.e±X" for one digit: strtod reads both. */
+    snprintf(text, sizeof text, "%s%c.%.*se%d", value < 0 ? "-" : "", up[0], (int)(nd - 1),
+             up + 1, up_exp);
+    if (strtod(text, NULL) != value) return false;
+    memcpy(digits, up, nd);
+    *exp = up_exp;
+    return true;
+}
+
 /* `value` as ClassAd expression text that evaluates to the same real, into
  * `out` (ANDES_REAL_LITERAL_MAX bytes), as the Rust SDK writes it: the
  * shortest decimal that reads back exactly, always with a `.` (`1.0`,
@@ -494,10 +533,12 @@ static inline char *andes_real_literal(double value, char *out) {
     if (isnan(value)) return strcpy(out, "real(\"NaN\")");
     if (isinf(value)) return strcpy(out, value > 0 ? "real(\"INF\")" : "real(\"-INF\")");
     if (value == 0.0) return strcpy(out, signbit(value) ? "-0.0" : "0.0");
-    /* The shortest digits that read back exactly: at each length, the
-     * correctly rounded ones, or, when those fall outside the values that
-     * read back as `value` (below a power of two, where that range is
-     * narrower), the next ones up. */
+    /* The shortest digits that read back exactly, as Rust's formatting picks
+     * them: at each length, the correctly rounded ones, but the next ones up
+     * when those fall outside the values that read back as `value` (below a
+     * power of two, where that range is narrower), or when `value` lies
+     * exactly halfway between the two and printf rounded down to even (Rust
+     * takes the larger). */
     char buf[40], digits[24];
     size_t nd = 0;
     int exp = 0;
@@ -510,28 +551,12 @@ static inline char *andes_real_literal(double value, char *out) {
             if (*p != '.') digits[nd++] = *p;
         exp = atoi(p + 1);
         double back = strtod(buf, NULL);
-        if (back == value) break;
-        if (fabs(back) < fabs(value)) {
-            char up[24], text[48];
-            size_t i = nd;
-            int up_exp = exp;
-            memcpy(up, digits, nd);
-            while (i > 0 && up[i - 1] == '9') up[--i] = '0';
-            if (i > 0) {
-                up[i - 1]++;
-            } else {
-                up[0] = '1'; /* 9.99 -> 10.0: one more power of ten */
-                up_exp++;
-            }
-            /* "D.DDDe±X", or "D.e±X" for one digit: strtod reads both. */
-            snprintf(text, sizeof text, "%s%c.%.*se%d", value < 0 ? "-" : "", up[0],
-                     (int)(nd - 1), up + 1, up_exp);
-            if (strtod(text, NULL) == value) {
-                memcpy(digits, up, nd);
-                exp = up_exp;
-                break;
-            }
+        if (back == value) {
+            if (!andes_halfway_rounded_down_(value, digits, nd)) break;
+            andes_digits_up_(value, digits, nd, &exp);
+            break;
         }
+        if (fabs(back) < fabs(value) && andes_digits_up_(value, digits, nd, &exp)) break;
     }
     while (nd > 1 && digits[nd - 1] == '0') nd--;
     char *o = out;

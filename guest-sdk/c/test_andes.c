@@ -237,6 +237,11 @@ static void real_literals(void) {
     real_is(from_bits(0x0100000000000000), "7.291122019556398e-304");
     real_is(from_bits(0x13e0000000000000), "5.940911144672375e-213");
     real_is(-from_bits(0x0d70000000000000), "-5.858190679279809e-244");
+    /* Halfway between two shortest candidates (...6.25): the larger, as in
+     * Rust, where printf rounds to the even one. */
+    real_is(from_bits(0x431a101651bf6e09), "1834009360325506.3");
+    real_is(from_bits(0x42d80bd2a187d0e8), "105756230033219.63");
+    real_is(from_bits(0xc308162bcaca77ba), "-847472097840887.3");
     real_is(NAN, "real(\"NaN\")");
     real_is(INFINITY, "real(\"INF\")");
     real_is(-INFINITY, "real(\"-INF\")");
