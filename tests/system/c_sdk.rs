@@ -68,6 +68,14 @@ fn the_c_sdk_passes_its_tests_natively_and_under_andes() {
     assert!(err.contains("andes: job log [Warn]: test_andes: 2 at warn\n"), "{err}");
 }
 
+/// The Progress a job last reported, as the queue or the history shows it.
+fn progress(ad: &classad::ClassAd) -> f64 {
+    match ad.eval_attr("Progress") {
+        Value::Real(r) => r,
+        _ => 0.0,
+    }
+}
+
 /// What `coopsum` prints for `terms` run natively, where it is never stopped:
 /// the known-good output of every run of it under andes, however often it
 /// was stopped.
@@ -133,8 +141,9 @@ fn the_c_sample_built_as_c_and_cpp_resumes_from_its_last_save() {
 /// In a pool, the C cooperative sample (`coopsum`, through andes.h) is
 /// vacated twice mid-run (a soft kill: it saves and exits with 85), resumes
 /// each time from the state it saved, and ends with the output of an
-/// uninterrupted run; its Progress reaches the history, and the SDK refused
-/// its attempt to set JobStatus. (Its log line does not reach the user log:
+/// uninterrupted run; the Progress each run reached comes back to the queue
+/// with it and grows, 1 in the history, and the SDK refused its attempt to
+/// set JobStatus. (Its log line does not reach the user log:
 /// the host keeps a run's log lines to itself; `andes run` prints them, as
 /// the test above checks.)
 #[test]
@@ -159,7 +168,7 @@ fn a_c_cooperative_job_vacated_twice_resumes_from_what_it_saved() {
     );
     let whole = coopsum_native(TERMS);
     let queue = || p.queue().iter().map(|a| a.to_string()).collect::<Vec<_>>().join("\n");
-    let mut last = -1.0;
+    let (mut last, mut done) = (-1.0, 0.0);
     for starts in 1..=2 {
         let mut seen = 0.0;
         wait_or(
@@ -180,18 +189,24 @@ fn a_c_cooperative_job_vacated_twice_resumes_from_what_it_saved() {
             || format!("{}\n{}", p.logs(), queue()),
         );
         p.host_cmd(1, "root", &["vacate", "slot1@host1"]);
+        // The run ends with the job's save and exit code 85; the Progress
+        // it set comes back with it: past the run before's, short of 1.
         wait_or(
-            "the vacate",
+            "the vacated run's Progress in the queue",
             Duration::from_secs(60),
             || {
-                p.queue()
-                    .first()
-                    .is_some_and(|a| int(a, "JobStatus") != 2 || int(a, "NumJobStarts") > starts)
+                p.queue().first().is_some_and(|a| {
+                    (int(a, "JobStatus") != 2 || int(a, "NumJobStarts") > starts)
+                        && progress(a) > done
+                        && progress(a) < 1.0
+                })
             },
-            || p.logs(),
+            || format!("{}\n{}", p.logs(), queue()),
         );
-        last = match p.queue().first().map(|a| a.eval_attr("RemoteUserCpu")) {
-            Some(Value::Real(c)) => c,
+        let a = p.queue().into_iter().next().unwrap();
+        done = progress(&a);
+        last = match a.eval_attr("RemoteUserCpu") {
+            Value::Real(c) => c,
             _ => seen,
         };
     }
@@ -200,7 +215,7 @@ fn a_c_cooperative_job_vacated_twice_resumes_from_what_it_saved() {
     assert_eq!(int(h, "ExitCode"), 0, "{h}");
     assert_eq!(int(h, "NumJobStarts"), 3, "{h}");
     assert!(int(h, "NumCkpts") >= 2, "{h}");
-    assert_eq!(h.eval_attr("Progress"), Value::Real(1.0), "{h}");
+    assert_eq!(progress(h), 1.0, "{h}");
     let jobs = p.path().join("jobs");
     let out = std::fs::read_to_string(jobs.join("cs.out")).unwrap();
     assert!(out.starts_with(&format!("sum of 1/k^2 for k = 1..={TERMS}: ")), "{out}");

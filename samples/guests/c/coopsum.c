@@ -11,7 +11,7 @@
  *   a vacate), it saves where it stands and goes on;
  * - when the host asks it to vacate, it saves and exits with code 85
  *   (HTCondor's checkpoint_exit_code convention), so that it is run again;
- * - every 64 chunks, and at the end, it sets its Progress attribute.
+ * - every 16 chunks, and at the end, it sets its Progress attribute.
  *
  * At start it resumes from the saved state when there is one, says so on
  * standard error and in a log line. The state is coop's: TERMS, the terms
@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
             sum += 1.0 / (kk * kk);
         }
         done = end;
-        if (++chunks % 64 == 0) progress((double)done / (double)terms);
+        if (++chunks % 16 == 0) progress((double)done / (double)terms);
         bool vacate = andes_vacate_requested();
         if (andes_checkpoint_requested() || vacate) save(terms, done, sum);
         if (vacate) {
