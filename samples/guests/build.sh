@@ -86,8 +86,9 @@ if stale "$NATIVE/fannkuch" "$G"; then
 fi
 
 # The Go guest SDK (guest-sdk/go) and coopgo, its user: rebuilt when any of
-# their Go files changes. Natively, also andes_go_test, the SDK's own tests
-# (go test -c), which the system tests run; vet and gofmt first.
+# their Go files changes. Also andes_go_test, the SDK's own tests (go test
+# -c), natively and for wasip1 (where they call a real host), which the
+# system tests run; vet and gofmt first.
 GSDK="$REPO/guest-sdk/go" GC="$HERE/go/coopgo"
 newest_go() { # DIR... : the newest .go or go.mod file in them
   find "$@" -type f \( -name '*.go' -o -name go.mod \) -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2-
@@ -103,6 +104,10 @@ if stale "$NATIVE/andes_go_test" "$GSRC"; then
   (cd "$GSDK" && "$GO" vet ./... && GOOS=wasip1 GOARCH=wasm "$GO" vet ./...)
   (cd "$GC" && "$GO" vet . && GOOS=wasip1 GOARCH=wasm "$GO" vet .)
   (cd "$GSDK" && "$GO" test -c -trimpath -o "$NATIVE/andes_go_test" ./andes)
+fi
+if stale "$WASM/andes_go_test.wasm" "$GSRC"; then
+  echo "== building the Go guest SDK's tests (wasip1)" >&2
+  (cd "$GSDK" && GOOS=wasip1 GOARCH=wasm "$GO" test -c -trimpath -o "$WASM/andes_go_test.wasm" ./andes)
 fi
 if stale "$WASM/coopgo.wasm" "$GSRC"; then
   echo "== building coopgo (Go with the guest SDK, wasip1)" >&2

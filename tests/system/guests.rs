@@ -290,6 +290,38 @@ fn the_go_guest_sdks_own_tests_pass() {
     assert!(out.contains("--- PASS: TestWhitelist"), "{out}");
 }
 
+/// The same tests built for wasip1 and run by `andes run`, where they call
+/// the real host: every import's lowering (arguments in, return areas and
+/// `cabi_realloc` out, errors with their reasons) is checked against it, and
+/// the log lines come out as the job's.
+#[test]
+fn the_go_guest_sdks_tests_pass_under_andes_run() {
+    let d = tempfile::tempdir().unwrap();
+    let o = common::andes()
+        .arg("run")
+        .arg("--dir")
+        .arg(d.path())
+        .arg(sample("andes_go_test"))
+        .arg("-test.v")
+        .output()
+        .unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success()
+            && out.lines().last() == Some("PASS")
+            && err.contains("exited normally with return value 0"),
+        "the Go guest SDK's tests under andes:\n{out}{err}"
+    );
+    for t in ["TestAttributesGoThroughTheHost", "TestCheckpointsGoThroughTheHost", "TestWhitelist"]
+    {
+        assert!(out.contains(&format!("--- PASS: {t} ")), "{t}:\n{out}");
+    }
+    for (level, line) in [("Debug", "debug"), ("Info", "info"), ("Warn", "warn")] {
+        assert!(err.contains(&format!("andes: job log [{level}]: go sdk: {line}\n")), "{err}");
+    }
+    assert!(err.contains("andes: job log [Error]: go sdk: error \u{fffd}\n"), "{err}");
+}
+
 /// The Progress a job last reported, as the queue shows it.
 fn progress(ad: &classad::ClassAd) -> f64 {
     match ad.eval_attr("Progress") {
