@@ -4,6 +4,10 @@
 //! snapshot after a SIGKILL, and as jobs of a pool. Each must write what the
 //! native build of the same source writes, byte for byte: stdout and every
 //! file it leaves, and nothing more (its scratch files removed).
+//!
+//! And the Go guest SDK (guest-sdk/go): its own tests, natively and under
+//! `andes run`, and `coopgo`, a Go job that uses it to checkpoint
+//! cooperatively, vacated in a pool and under `andes run`.
 
 use crate::common;
 
