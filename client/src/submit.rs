@@ -96,21 +96,44 @@ pub async fn queue(
         let path = format!("/v1/modules/{}", m.digest);
         let have = c.get(&path).await?;
         if have.status == http::StatusCode::NOT_FOUND {
-            // A streamed body, written to disk by the schedd as it arrives.
-            let r = c.upload_bytes(http::Method::PUT, &path, m.bytes.clone().into(), &[]).await?;
-            if !r.status.is_success() {
-                return Err(anyhow!(
-                    "uploading {} failed: {}",
-                    m.path,
-                    r.error_reason().unwrap_or_else(|| r.status.to_string())
-                ));
-            }
+            upload(c, m).await?;
         } else if !have.status.is_success() {
             return Err(status_error(&have));
         }
     }
     let req = request(cluster, out.jobs);
-    submit_retrying(c, &req, note).await
+    // The schedd keeps an owner's upload while a job of theirs names it: the
+    // last such job may leave between the question above and the submit
+    // (412). The modules then go up again (an upload is kept for a while
+    // whether named or not) and the submit is sent again.
+    let mut tries = 0;
+    loop {
+        match submit_retrying(c, &req, &note).await {
+            Err(e) if precondition_failed(&e) && tries < 3 => {
+                tries += 1;
+                note(&format!("{e}; uploading the modules again"));
+                for m in &out.modules {
+                    upload(c, m).await?;
+                }
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Uploads module `m` (a streamed body, written to disk by the schedd as it
+/// arrives).
+async fn upload(c: &Client, m: &andes_submit::Module) -> Result<()> {
+    let path = format!("/v1/modules/{}", m.digest);
+    let r = c.upload_bytes(http::Method::PUT, &path, m.bytes.clone().into(), &[]).await?;
+    if !r.status.is_success() {
+        return Err(anyhow!(
+            "uploading {} failed: {}",
+            m.path,
+            r.error_reason().unwrap_or_else(|| r.status.to_string())
+        ));
+    }
+    Ok(())
 }
 
 /// Sends the submit, again if its answer is lost on the way (a timeout, a
