@@ -164,6 +164,52 @@ def top_level_die(body):
     return False
 
 
+# The page's own example (the manual's runner runs it in CI): one test laid out as
+# HTCondor's are, run through this script, so that the script and what it reads of a
+# .run file are tested where no HTCondor tree is at hand.
+SELF_TEST = """The script on a test laid out as HTCondor's are (a DAG, its node's submit file
+and program, and a `.run` file that wants the DAG to succeed):
+
+```text file=htc/src/condor_tests/job_dagman_demo.dag
+JOB A job_dagman_demo-node.cmd
+JOB B job_dagman_demo-node.cmd
+PARENT A CHILD B
+```
+
+```text file=htc/src/condor_tests/job_dagman_demo-node.cmd
+executable = ./job_dagman_demo-node.pl
+universe = vanilla
+queue
+```
+
+```text file=htc/src/condor_tests/job_dagman_demo-node.pl
+#!/usr/bin/env perl
+exit(0);
+```
+
+```text file=htc/src/condor_tests/job_dagman_demo.run
+use CondorTest;
+$cmd = 'job_dagman_demo.dag';
+$testname = "job_dagman_demo";
+$dagman_args = "-verbose";
+$success = sub { CondorTest::debug("the DAG succeeded, as expected\\n", 1); };
+CondorTest::RegisterExitedSuccess($testname, $success);
+if (CondorTest::RunDagTest($testname, $cmd, 0, $dagman_args)) { exit(0); }
+die "$testname: failed\\n";
+```
+
+```sh
+python3 "$ANDES_REPO/bench/dag/conformance.py" htc --andes "$(command -v andes)" \\
+    --samples "$ANDES_SAMPLES" --work w --out page.md --commit demo > run.log
+grep -o 'job_dagman_demo .*' run.log | tr -s ' ' | sed 's/ $//'
+```
+
+```text output
+job_dagman_demo accepted=True ran=True
+```
+""".splitlines() + [""]
+
+
 def expectation(run_text):
     """(expected, how, notes) from a .run file: expected is 'success', 'failure',
     'failure N' or None."""
@@ -1029,6 +1075,7 @@ def write_page(tests, opts):
     L.append("python3 bench/dag/conformance.py /tmp/htc --commit %s" % opts.commit)
     L.append("```")
     L.append("")
+    L.extend(SELF_TEST)
     L.append("## Summary")
     L.append("")
     L.append("| | tests |")
