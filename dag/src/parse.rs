@@ -124,15 +124,30 @@ fn gather(
     depth: usize,
 ) -> Result<(), DagError> {
     let mut it = text.lines().enumerate();
-    while let Some((i, raw)) = it.next() {
+    while let Some((i, first)) = it.next() {
         let line = u32::try_from(i + 1).unwrap_or(u32::MAX);
         let place = || Place { file: files[file as usize].clone(), line };
-        if raw.len() > limits.line_bytes {
-            return Err(DagError {
-                place: place(),
-                message: format!("the line is longer than {} bytes", limits.line_bytes),
-            });
+        let too_long = || DagError {
+            place: place(),
+            message: format!("the line is longer than {} bytes", limits.line_bytes),
+        };
+        if first.len() > limits.line_bytes {
+            return Err(too_long());
         }
+        // A line ending in `\` goes on on the next, as in HTCondor's files
+        // (not in a comment, nor in an inline description's body).
+        let mut joined = std::borrow::Cow::Borrowed(first);
+        while !joined.trim_start().starts_with('#') && joined.trim_end().ends_with('\\') {
+            let Some((_, next)) = it.next() else { break };
+            let mut s = joined.trim_end().trim_end_matches('\\').to_string();
+            s.push(' ');
+            s.push_str(next);
+            if s.len() > limits.line_bytes {
+                return Err(too_long());
+            }
+            joined = std::borrow::Cow::Owned(s);
+        }
+        let raw: &str = &joined;
         let t = raw.trim();
         if t.is_empty() || t.starts_with('#') {
             continue;
@@ -762,6 +777,21 @@ impl Parser<'_> {
             })
         };
         let (o, i) = (splice(out)?, splice(inp)?);
+        // Only the sides joined are checked, as HTCondor does: the output
+        // splice's PIN_OUTs and the input splice's PIN_INs.
+        for (name, kind, pins) in [(out, "PIN_OUT", &o.pins_out), (inp, "PIN_IN", &i.pins_in)] {
+            if let Some(gap) = pins.iter().position(Vec::is_empty) {
+                return self.err(
+                    l,
+                    format!(
+                        "splice {name} has {kind} {} but no {kind} {}: pins are numbered from 1 \
+                         without gaps",
+                        pins.len(),
+                        gap + 1
+                    ),
+                );
+            }
+        }
         if o.pins_out.len() != i.pins_in.len() {
             return self.err(
                 l,
@@ -936,21 +966,6 @@ impl Parser<'_> {
                 list.resize(pin.number as usize, Vec::new());
             }
             list[pin.number as usize - 1].push(base + pin.node);
-        }
-        for (k, list) in pins.iter().enumerate() {
-            if let Some(gap) = list.iter().position(Vec::is_empty) {
-                let kind = if k == 1 { "PIN_OUT" } else { "PIN_IN" };
-                let top = inner.pins.iter().filter(|p| usize::from(p.out) == k).map(|p| p.number);
-                return self.err(
-                    l,
-                    format!(
-                        "splice {name} ({file}) has {kind} {} but no {kind} {}: pins are \
-                         numbered from 1 without gaps",
-                        top.max().unwrap_or(0),
-                        gap + 1
-                    ),
-                );
-            }
         }
         let [pins_in, pins_out] = pins;
         self.splices.insert(name.to_string(), Spliced { first, last, pins_in, pins_out });

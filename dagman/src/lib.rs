@@ -307,17 +307,30 @@ pub fn prepare(opts: &Options) -> Result<Prepared> {
                 descriptions.insert(path, d);
             }
             SubmitSource::Inline(i) => {
-                andes_submit::parse(&i.text, &i.place.to_string())?;
+                inline_description(i)?;
             }
             SubmitSource::Named(n) => {
                 let Some(i) = dag.descriptions.get(n) else {
                     bail!("{}: node {}: no SUBMIT-DESCRIPTION is named {n}", node.place, node.name);
                 };
-                andes_submit::parse(&i.text, &i.place.to_string())?;
+                inline_description(i)?;
             }
         }
     }
     Ok(Prepared { dag, base, rescue: rescue.map(|(_, p)| p), knobs, descriptions })
+}
+
+/// An inline submit description (`JOB A { ... }`, `SUBMIT-DESCRIPTION`),
+/// parsed; one without a `queue` statement queues one job, as HTCondor's
+/// DAGMan submits it.
+fn inline_description(i: &andes_dag::InlineSubmit) -> Result<SubmitDescription> {
+    let mut d = andes_submit::parse(&i.text, &i.place.to_string())?;
+    let queues =
+        d.statements.iter().any(|s| matches!(s.kind, andes_submit::StatementKind::Queue(_)));
+    if !queues {
+        d = andes_submit::parse(&format!("{}\nqueue\n", i.text), &i.place.to_string())?;
+    }
+    Ok(d)
 }
 
 fn node_dir(base: &Path, dir: Option<&Path>) -> PathBuf {
@@ -802,7 +815,7 @@ async fn submit_one(
             (d, path.display().to_string())
         }
         SubmitSource::Inline(i) => {
-            inline = andes_submit::parse(&i.text, &i.place.to_string())?;
+            inline = inline_description(i)?;
             (&inline, i.place.to_string())
         }
         SubmitSource::Named(name) => {
@@ -810,7 +823,7 @@ async fn submit_one(
                 .descriptions
                 .get(name)
                 .ok_or_else(|| anyhow!("no SUBMIT-DESCRIPTION is named {name}"))?;
-            inline = andes_submit::parse(&i.text, &i.place.to_string())?;
+            inline = inline_description(i)?;
             (&inline, i.place.to_string())
         }
     };

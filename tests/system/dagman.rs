@@ -812,3 +812,15 @@ fn submit_dag_takes_the_options_htcondor_s_tests_pass() {
     assert!(read(&d.join("outs"), "o.dag.dagman.out").contains("exiting with status 0"));
     assert!(!d.join("o.dag.dagman.out").exists());
 }
+
+/// An inline submit description without a `queue` statement queues one
+/// job, as HTCondor's DAGMan submits it.
+#[test]
+fn an_inline_description_without_queue_queues_one_job() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "i.dag", "JOB A {\n executable = exit_code.wasm\n arguments = 0\n}\n");
+    let o = run_dag(&p, &["i.dag"]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert_eq!(node_jobs(&p, "A").len(), 1);
+}

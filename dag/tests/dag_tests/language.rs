@@ -543,6 +543,20 @@ fn every_command_of_the_quick_reference_is_known() {
     }
 }
 
+/// A line ending in a backslash goes on on the next, as in HTCondor's
+/// files; an error is placed at the command's first line; a comment's
+/// backslash continues nothing.
+#[test]
+fn a_backslash_continues_a_line() {
+    let dag = parse("JOB A \\\n    a.sub\n# a comment \\\nJOB B b.sub\nPARENT A \\\n  CHILD B\n")
+        .unwrap();
+    assert_eq!(dag.nodes.len(), 2);
+    assert_eq!(dag.node("A").unwrap().submit, SubmitSource::File("a.sub".into()));
+    assert_eq!(names(&dag, &dag.children[0]), ["B"]);
+    let e = refused("JOB A a.sub\nRETRY A \\\n  x\n");
+    assert_eq!(e.place.line, 2, "{e}");
+}
+
 /// CONNECT, PIN_IN and PIN_OUT as the manual's "DAG Splice Connections"
 /// example has them (verbatim): A1 is the parent of B1 and B2, A2 of B3 and
 /// B4, and B1 to B4 all of C1; and the restrictions it lists, each refused.
@@ -579,9 +593,13 @@ fn connect_joins_splices_pin_to_pin() {
         assert_eq!(kids(b), ["C+C1"], "{b}");
     }
     assert_eq!(dag.edge_count(), 8);
-    // Pins nobody CONNECTs are ignored, as in HTCondor.
+    // Pins nobody CONNECTs are ignored, as in HTCondor, and a side of a
+    // splice no CONNECT joins is not checked (a gap in half's PIN_INs).
     w("alone.dag", "SPLICE B spliceB.dag\nPIN_IN X 1\nJOB X x.sub\n");
     assert_eq!(parse("alone.dag").unwrap().edge_count(), 0);
+    w("half.dag", "JOB N1 n.sub\nJOB N2 n.sub\nPIN_OUT N1 1\nPIN_OUT N2 2\nPIN_IN N2 2\n");
+    w("side.dag", "SPLICE A half.dag\nSPLICE B spliceB.dag\nCONNECT A B\n");
+    assert_eq!(parse("side.dag").unwrap().edge_count(), 4);
     let refusals: &[(&str, &str, &str)] = &[
         (
             "CONNECT A Z\n",
@@ -599,9 +617,14 @@ fn connect_joins_splices_pin_to_pin() {
             "t.dag:4: splice A has 2 PIN_OUT(s) and splice C 4 PIN_IN(s): they must match",
         ),
         (
-            "SPLICE G gap.dag\n",
+            "SPLICE G gap.dag\nCONNECT G B\n",
             "JOB G1 g.sub\nPIN_OUT G1 1\nPIN_OUT G1 3\n",
-            "t.dag:4: splice G (gap.dag) has PIN_OUT 3 but no PIN_OUT 2: pins are numbered from 1 without gaps",
+            "t.dag:5: splice G has PIN_OUT 3 but no PIN_OUT 2: pins are numbered from 1 without gaps",
+        ),
+        (
+            "SPLICE G gap.dag\nCONNECT A G\n",
+            "JOB G1 g.sub\nPIN_IN G1 2\n",
+            "t.dag:5: splice G has PIN_IN 2 but no PIN_IN 1: pins are numbered from 1 without gaps",
         ),
         (
             "SPLICE G gap.dag\nCONNECT A G\n",
