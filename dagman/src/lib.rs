@@ -94,6 +94,9 @@ pub struct Options {
     /// `-outfile_dir`: the directory of `<dag>.dagman.out` (beside the DAG
     /// file when `None`).
     pub outfile_dir: Option<PathBuf>,
+    /// `DAGMAN_MAX_JOB_HOLDS`: a node's job held this many times is removed
+    /// and the node fails (HTCondor's default 100; 0: no limit).
+    pub max_job_holds: u32,
 }
 
 impl Options {
@@ -115,6 +118,7 @@ impl Options {
             max_idle: DEFAULT_MAX_IDLE,
             autorescue: true,
             outfile_dir: None,
+            max_job_holds: DEFAULT_MAX_JOB_HOLDS,
         }
     }
 }
@@ -175,6 +179,9 @@ pub struct Prepared {
     descriptions: HashMap<PathBuf, SubmitDescription>,
 }
 
+/// HTCondor's `DAGMAN_MAX_JOB_HOLDS` default.
+pub const DEFAULT_MAX_JOB_HOLDS: u32 = 100;
+
 /// The DAGMan knobs a DAG's `CONFIG` file may set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Knobs {
@@ -188,6 +195,9 @@ pub struct Knobs {
     pub always_run_post: Option<bool>,
     /// `DAGMAN_MAX_JOBS_IDLE` (`-maxidle`).
     pub max_idle: Option<u32>,
+    /// `DAGMAN_MAX_JOB_HOLDS`: a node's job held this many times is removed
+    /// and the node fails (0: no limit).
+    pub max_job_holds: Option<u32>,
     /// `DAGMAN_*` knobs the file sets that andes does not apply (said as
     /// warnings, not ignored in silence).
     pub not_applied: Vec<String>,
@@ -213,6 +223,7 @@ fn read_knobs(path: &Path, at: &andes_dag::Place) -> Result<Knobs> {
     k.max_pre = count("DAGMAN_MAX_PRE_SCRIPTS")?;
     k.max_post = count("DAGMAN_MAX_POST_SCRIPTS")?;
     k.max_idle = count("DAGMAN_MAX_JOBS_IDLE")?;
+    k.max_job_holds = count("DAGMAN_MAX_JOB_HOLDS")?;
     k.always_run_post = match get("DAGMAN_ALWAYS_RUN_POST")? {
         None => None,
         Some(v) => match v.trim().to_ascii_lowercase().as_str() {
@@ -224,7 +235,8 @@ fn read_knobs(path: &Path, at: &andes_dag::Place) -> Result<Knobs> {
             ),
         },
     };
-    const APPLIED: [&str; 5] = [
+    const APPLIED: [&str; 6] = [
+        "DAGMAN_MAX_JOB_HOLDS",
         "DAGMAN_MAX_JOBS_IDLE",
         "DAGMAN_MAX_JOBS_SUBMITTED",
         "DAGMAN_MAX_PRE_SCRIPTS",
@@ -467,6 +479,8 @@ pub async fn run(
     let mut to_submit: VecDeque<(NodeId, u32)> = VecDeque::new();
     let mut idle_said = false;
     let submits = Submits::default();
+    // Holds of each node's current job (DAGMAN_MAX_JOB_HOLDS).
+    let mut holds_of: HashMap<NodeId, u32> = HashMap::new();
     let mut submitting = futures_util::stream::FuturesUnordered::new();
     loop {
         while let Some(step) = steps.pop_front() {
@@ -620,6 +634,7 @@ pub async fn run(
                         reports.jobstate(&n.name, "SUBMIT", &format!("{c}.0 - {retry}"));
                         out.say(format!("Submitting HTCondor Node {} job(s)... cluster {c}", n.name));
                         cluster_of[node as usize] = Some(c as i32);
+                        holds_of.remove(&node);
                         log.expect(c as i32, node);
                     }
                     Err(e) => {
@@ -695,6 +710,31 @@ pub async fn run(
                             out.say(format!("Node {} job {job} is held: {reason}", n.name));
                             reports.jobstate(&n.name, "JOB_HELD", &job);
                             let current = cluster_of[node as usize];
+                            let ours = current.is_some_and(|c| job.starts_with(&format!("{c}.")));
+                            let holds = holds_of.entry(node).or_insert(0);
+                            if ours {
+                                *holds += 1;
+                            }
+                            if let Some(c) = current.filter(|_| ours)
+                                && opts.max_job_holds > 0
+                                && *holds >= opts.max_job_holds
+                                && state.state(node) == State::Submitted
+                            {
+                                // As HTCondor's DAGMan: the job goes, the node fails.
+                                out.say(format!(
+                                    "Node {} job held {holds} times (DAGMAN_MAX_JOB_HOLDS {}): \
+                                     removing it; the node fails",
+                                    n.name, opts.max_job_holds
+                                ));
+                                *holds = 0;
+                                log.forget(c);
+                                if let Err(e) = remove_clusters(client, &[c as u32]).await {
+                                    out.say(format!("ERROR: removing cluster {c}: {e:#}"));
+                                }
+                                counts.failed += 1;
+                                events.push_back(Event::JobEnded(node, -1002));
+                                continue;
+                            }
                             if let Some(script) = n.hold.clone()
                                 && current.is_some_and(|c| job.starts_with(&format!("{c}.")))
                             {

@@ -824,3 +824,25 @@ fn an_inline_description_without_queue_queues_one_job() {
     assert!(o.status.success(), "{}", said(&o));
     assert_eq!(node_jobs(&p, "A").len(), 1);
 }
+
+/// DAGMAN_MAX_JOB_HOLDS in the DAG's CONFIG file: a node's job held that
+/// many times is removed and the node fails (HTCondor's default is 100).
+#[test]
+fn a_node_job_held_too_often_is_removed_and_its_node_fails() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "held.sub", "executable = exit_code.wasm\narguments = 0\nhold = true\nqueue\n");
+    write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
+    write(&d, "holds.config", "DAGMAN_MAX_JOB_HOLDS = 1\n");
+    write(&d, "h.dag", "CONFIG holds.config\nJOB A held.sub\nJOB B ok.sub\nPARENT A CHILD B\n");
+    let o = run_dag(&p, &["h.dag"]);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    let out = read(&d, "h.dag.dagman.out");
+    assert!(out.contains("DAGMAN_MAX_JOB_HOLDS 1"), "{out}");
+    wait_or("A's job gone", Duration::from_secs(30), || p.queue().is_empty(), || p.logs());
+    assert!(node_jobs(&p, "B").is_empty(), "B never ran");
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("DAGMAN_MAX_JOB_HOLDS"),
+        "applied, not warned"
+    );
+}
