@@ -97,6 +97,9 @@ pub struct Options {
     /// `DAGMAN_MAX_JOB_HOLDS`: a node's job held this many times is removed
     /// and the node fails (HTCondor's default 100; 0: no limit).
     pub max_job_holds: u32,
+    /// `DAGMAN_PROHIBIT_MULTI_JOBS`: a node whose submit queues more than one
+    /// job fails, nothing of it queued.
+    pub prohibit_multi_jobs: bool,
 }
 
 impl Options {
@@ -119,6 +122,7 @@ impl Options {
             autorescue: true,
             outfile_dir: None,
             max_job_holds: DEFAULT_MAX_JOB_HOLDS,
+            prohibit_multi_jobs: false,
         }
     }
 }
@@ -198,6 +202,9 @@ pub struct Knobs {
     /// `DAGMAN_MAX_JOB_HOLDS`: a node's job held this many times is removed
     /// and the node fails (0: no limit).
     pub max_job_holds: Option<u32>,
+    /// `DAGMAN_PROHIBIT_MULTI_JOBS`: a node whose submit queues more than one
+    /// job fails.
+    pub prohibit_multi_jobs: Option<bool>,
     /// `DAGMAN_*` knobs the file sets that andes does not apply (said as
     /// warnings, not ignored in silence).
     pub not_applied: Vec<String>,
@@ -224,18 +231,20 @@ fn read_knobs(path: &Path, at: &andes_dag::Place) -> Result<Knobs> {
     k.max_post = count("DAGMAN_MAX_POST_SCRIPTS")?;
     k.max_idle = count("DAGMAN_MAX_JOBS_IDLE")?;
     k.max_job_holds = count("DAGMAN_MAX_JOB_HOLDS")?;
-    k.always_run_post = match get("DAGMAN_ALWAYS_RUN_POST")? {
-        None => None,
-        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" => Some(true),
-            "false" | "0" | "no" => Some(false),
-            _ => bail!(
-                "{at}: CONFIG {}: DAGMAN_ALWAYS_RUN_POST = {v}: expected a boolean",
-                path.display()
-            ),
-        },
+    let boolean = |name: &str| -> Result<Option<bool>> {
+        Ok(match get(name)? {
+            None => None,
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" => Some(true),
+                "false" | "0" | "no" => Some(false),
+                _ => bail!("{at}: CONFIG {}: {name} = {v}: expected a boolean", path.display()),
+            },
+        })
     };
-    const APPLIED: [&str; 6] = [
+    k.always_run_post = boolean("DAGMAN_ALWAYS_RUN_POST")?;
+    k.prohibit_multi_jobs = boolean("DAGMAN_PROHIBIT_MULTI_JOBS")?;
+    const APPLIED: [&str; 7] = [
+        "DAGMAN_PROHIBIT_MULTI_JOBS",
         "DAGMAN_MAX_JOB_HOLDS",
         "DAGMAN_MAX_JOBS_IDLE",
         "DAGMAN_MAX_JOBS_SUBMITTED",
@@ -923,6 +932,12 @@ async fn submit_one(
     ctx.extra_lines = extra;
     ctx.batch_name = Some(batch);
     let sub = andes_submit::expand(desc, &ctx).with_context(|| source.clone())?;
+    if opts.prohibit_multi_jobs && sub.jobs.len() > 1 {
+        bail!(
+            "{source}: queues {} jobs, and DAGMAN_PROHIBIT_MULTI_JOBS allows a node one",
+            sub.jobs.len()
+        );
+    }
     // A module uploaded for an earlier node is not asked for again; the
     // schedd keeps an upload for its owner only while a job of theirs names
     // it, and says so (412) when it has let it go: then it is sent again.

@@ -112,6 +112,7 @@ pub fn run(args: DagmanArgs) -> Result<ExitCode> {
     opts.run.max_post = args.max_post.or(k.max_post).unwrap_or(opts.run.max_post);
     opts.max_idle = args.max_idle.or(k.max_idle).unwrap_or(opts.max_idle);
     opts.max_job_holds = k.max_job_holds.unwrap_or(opts.max_job_holds);
+    opts.prohibit_multi_jobs = k.prohibit_multi_jobs.unwrap_or(false);
     opts.run.always_run_post = args.always_run_post || k.always_run_post.unwrap_or(false);
     for n in &k.not_applied {
         eprintln!("WARNING: the DAG's CONFIG file sets {n}, which andes dagman does not apply");

@@ -846,3 +846,18 @@ fn a_node_job_held_too_often_is_removed_and_its_node_fails() {
         "applied, not warned"
     );
 }
+
+/// DAGMAN_PROHIBIT_MULTI_JOBS: a node whose submit queues more than one job
+/// fails, nothing of it queued.
+#[test]
+fn a_node_of_several_jobs_fails_where_multi_jobs_are_prohibited() {
+    let p = Pool::new("", 1);
+    let d = jobs(&p);
+    write(&d, "two.sub", "executable = exit_code.wasm\narguments = 0\nqueue 2\n");
+    write(&d, "multi.config", "DAGMAN_PROHIBIT_MULTI_JOBS = True\n");
+    write(&d, "m.dag", "CONFIG multi.config\nJOB A two.sub\n");
+    let o = run_dag(&p, &["m.dag"]);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    assert!(read(&d, "m.dag.dagman.out").contains("DAGMAN_PROHIBIT_MULTI_JOBS allows a node one"));
+    assert!(node_jobs(&p, "A").is_empty(), "nothing of A was queued");
+}
