@@ -123,16 +123,24 @@ pub fn run(args: DagmanArgs) -> Result<ExitCode> {
         let removed = crate::cmd::stop_signal();
         andes_dagman::run(&prepared, &opts, &session.client, removed).await
     })?;
-    println!(
-        "DAG {} ended: DAG_Status {}, exit {}{}.",
+    // What is said here goes to a reader that may have stopped early
+    // (`| head -1`): a closed pipe ends the saying, not the process.
+    let mut said = format!(
+        "DAG {} ended: DAG_Status {}, exit {}{}.\n",
         opts.dag_file.display(),
         outcome.status as i32,
         outcome.exit,
         if outcome.recovered { " (recovered)" } else { "" }
     );
     if let Some(r) = &outcome.rescue {
-        println!("Rescue DAG: {} (submit the DAG again to run what is left).", r.display());
+        said.push_str(&format!(
+            "Rescue DAG: {} (submit the DAG again to run what is left).\n",
+            r.display()
+        ));
     }
-    println!("Progress: {}.dagman.out", opts.dag_file.display());
+    said.push_str(&format!("Progress: {}.dagman.out\n", opts.dag_file.display()));
+    let mut stdout = std::io::stdout().lock();
+    let _ = std::io::Write::write_all(&mut stdout, said.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut stdout));
     Ok(ExitCode::from(outcome.exit.clamp(0, 255) as u8))
 }
