@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use classad::Value;
-use common::pool::{Pool, int, sample, wait_or};
+use common::pool::{Pool, VACATING_POOL, int, sample, wait_or};
 
 /// The native build of a C guest (samples/guests/build.sh).
 fn native(name: &str) -> PathBuf {
@@ -148,12 +148,7 @@ fn the_c_sample_built_as_c_and_cpp_resumes_from_its_last_save() {
 /// the test above checks.)
 #[test]
 fn a_c_cooperative_job_vacated_twice_resumes_from_what_it_saved() {
-    let p = Pool::new(
-        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
-         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
-         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
-        1,
-    );
+    let p = Pool::new(VACATING_POOL, 1);
     // About 10 s of work; each vacate comes once a run has reported more than
     // 0.3 s of CPU, so the job is still running at the second.
     const TERMS: &str = "3000000000";

@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use common::pool::{Pool, int, sample, wait_or};
+use common::pool::{Pool, VACATING_POOL, int, sample, wait_or};
 
 /// A guest and a run of it: its module name, arguments, and the input files
 /// it needs in its sandbox.
@@ -338,16 +338,12 @@ fn progress(ad: &classad::ClassAd) -> f64 {
 /// pool with cooperative checkpoints: vacated twice mid-run, each time it
 /// saves through the SDK and exits 85, resumes from what it saved, and ends
 /// with what an uninterrupted run prints. Meanwhile its Progress reaches
-/// the queue, its log line the user log, and the SDK refuses to set
-/// JobStatus without asking the host.
+/// the queue (when each run ends: the host sends what a job sets only then)
+/// and the SDK refuses to set JobStatus without asking the host. (Its log
+/// line does not reach the user log: the host keeps a run's log lines.)
 #[test]
 fn a_go_job_using_the_sdk_is_vacated_twice_and_resumes_from_what_it_saved() {
-    let p = Pool::new(
-        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
-         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
-         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
-        1,
-    );
+    let p = Pool::new(VACATING_POOL, 1);
     // About 10 s of work for the module as andes runs it; each saved state
     // carries 1 MiB more, which the job checks when it loads it.
     const TERMS: &str = "3000000000";

@@ -9,7 +9,7 @@ use crate::common;
 use std::time::Duration;
 
 use classad::{ClassAd, Value};
-use common::pool::{Pool, int, text, wait_for, wait_or};
+use common::pool::{Pool, VACATING_POOL, int, text, wait_for, wait_or};
 
 #[test]
 fn jobs_run_to_completion_with_outputs_exit_codes_and_event_log() {
@@ -374,12 +374,7 @@ fn fair_share_between_submitters_and_requirements_always_hold() {
 
 #[test]
 fn a_vacated_job_resumes_from_its_own_checkpoint() {
-    let p = Pool::new(
-        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
-         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
-         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
-        1,
-    );
+    let p = Pool::new(VACATING_POOL, 1);
     p.submit(
         "alice",
         "v",
@@ -489,12 +484,7 @@ fn resumed_as_if_never_stopped(p: &Pool, d: &Digest, first_host: &str) {
 /// snapshot on another host, ending exactly as a run never stopped does.
 #[test]
 fn a_compiled_job_vacated_from_its_host_resumes_elsewhere_from_its_snapshot() {
-    let mut p = Pool::new(
-        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
-         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
-         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
-        1,
-    );
+    let mut p = Pool::new(VACATING_POOL, 1);
     let d = compiled_digest(&p, 3000, 150_000);
     // With a MaxFuel the job runs metered, and its fuel shows it resumed.
     p.submit(
@@ -692,12 +682,7 @@ fn vacate_when_running(p: &Pool, starts: i64, last: &mut f64) {
 
 #[test]
 fn a_cooperative_job_vacated_three_times_resumes_from_what_it_saved() {
-    let p = Pool::new(
-        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
-         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
-         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
-        1,
-    );
+    let p = Pool::new(VACATING_POOL, 1);
     // About 10 s of work on this machine (unmetered, as the host runs it by
     // default); each vacate comes once a run has reported more than 0.3 s of
     // it (the first report is 1 s in), so each run takes 1 to 2.5 s of it
@@ -735,12 +720,7 @@ fn a_cooperative_job_vacated_three_times_resumes_from_what_it_saved() {
 
 #[test]
 fn a_checkpoint_exit_code_job_restarted_three_times_completes() {
-    let p = Pool::new(
-        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
-         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
-         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
-        1,
-    );
+    let p = Pool::new(VACATING_POOL, 1);
     p.submit(
         "alice",
         "v",
@@ -885,12 +865,7 @@ fn a_cron_job_runs_every_minute_on_the_minute_keeping_its_id() {
 /// running and says so.
 #[test]
 fn vacate_job_sends_a_running_job_back_to_idle_with_its_checkpoint() {
-    let p = Pool::new(
-        "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
-         STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
-         SHADOW_QUEUE_UPDATE_INTERVAL = 1",
-        1,
-    );
+    let p = Pool::new(VACATING_POOL, 1);
     const TERMS: &str = "2700000000";
     p.submit(
         "alice",

@@ -51,6 +51,13 @@ impl Drop for Proc {
 }
 
 /// A pool of real processes in a temporary directory.
+/// The configuration of a one-slot pool whose jobs are vacated in the tests
+/// (a soft kill with 30 s to leave) and whose running jobs report every
+/// second.
+pub const VACATING_POOL: &str = "NUM_CPUS = 1\nWANT_VACATE = True\nMACHINE_MAX_VACATE_TIME = 30\n\
+     STARTER_INITIAL_UPDATE_INTERVAL = 1\nSTARTER_UPDATE_INTERVAL = 1\n\
+     SHADOW_QUEUE_UPDATE_INTERVAL = 1";
+
 pub struct Pool {
     pub dir: tempfile::TempDir,
     pub common: String,
