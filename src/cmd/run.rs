@@ -481,6 +481,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         let ctl = Control::new();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let watcher = {
+            let job = ctl.clone();
             let (ctl, clock) = (ctl.clone(), clock.clone());
             let module = module_name.clone();
             let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
@@ -505,7 +506,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                 }
             });
             let _ = ready_rx.await;
-            eprintln!("andes: running {module} (Ctrl-C vacates it, twice kills it)");
+            // Said once the guest runs (compiling a module can take a while,
+            // longest under an emulator): a Ctrl-C from then on finds the
+            // job's state to save.
+            job.on_entered(move || {
+                eprintln!("andes: running {module} (Ctrl-C vacates it, twice kills it)")
+            });
             w
         };
         let keeper = ckpt_dir.map(|dir| {

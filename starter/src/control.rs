@@ -138,6 +138,9 @@ pub struct Control {
     /// The job cannot hear a soft kill (see [`Control::set_hears_vacate`]).
     deaf: AtomicBool,
     running: AtomicBool,
+    /// Called once, on the job's thread, just before its `_start` is entered.
+    on_entered: Mutex<Option<EnteredHook>>,
+
     /// CPU time in nanoseconds.
     cpu_ns: AtomicU64,
     /// The part of `cpu_ns` spent in the kernel for the job (`RemoteSysCpu`).
@@ -222,6 +225,15 @@ struct PollWord(std::ptr::NonNull<AtomicU32>);
 unsafe impl Send for PollWord {}
 // SAFETY: as for Send: every access is atomic and under the attach lock.
 unsafe impl Sync for PollWord {}
+
+/// What [`Control::on_entered`] calls.
+struct EnteredHook(Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for EnteredHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EnteredHook")
+    }
+}
 
 /// Starts a job's watchdog ([`Control::arm_watch`]).
 pub(crate) struct WatchStart(pub(crate) Box<dyn FnOnce() + Send>);
@@ -571,7 +583,25 @@ impl Control {
     }
 
     pub(crate) fn mark_running(&self) {
+        let hook = self.on_entered.lock().unwrap_or_else(|e| e.into_inner()).take();
         self.running.store(true, Ordering::SeqCst);
+        if let Some(EnteredHook(hook)) = hook {
+            hook();
+        }
+    }
+
+    /// Calls `f` once, on the job's thread, when the guest's `_start` is
+    /// about to be entered (compiled, instantiated and, for a resumed job,
+    /// restored), before the guest's first instruction; at once if it
+    /// already was. From then on a vacate finds the job's own state to save.
+    pub fn on_entered(&self, f: impl FnOnce() + Send + 'static) {
+        let mut slot = self.on_entered.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_running() {
+            drop(slot);
+            f();
+        } else {
+            *slot = Some(EnteredHook(Box::new(f)));
+        }
     }
 
     /// True once the guest's `_start` has been entered.
