@@ -223,6 +223,11 @@ impl Daemon {
             ending.insert_value("HoldReason", e.as_str());
         }
         let saved = run.ctl.saved();
+        // What the job wrote to its log goes to its user log, as HTCondor's
+        // `chirp ulog` does.
+        let lines: Vec<String> =
+            result.log.iter().map(|(level, text)| format!("job log [{level:?}]: {text}")).collect();
+        let log = andes_protocol::pool::bounded_log(&lines, result.log_dropped);
         let gid = match job.eval_attr("GlobalJobId") {
             Value::Str(s) => s.to_string(),
             _ => String::new(),
@@ -255,6 +260,7 @@ impl Daemon {
                     ending: ending.to_string(),
                     outputs: outputs.clone(),
                     evicted,
+                    log: log.clone(),
                 };
                 Arc::make_mut(&mut r.ended).push(end);
                 if let Some(k) = kept {

@@ -59,6 +59,43 @@ pub const MAX_MODULE: u64 = 512 << 20;
 /// Files larger than this move as streams of their own, not inside messages.
 pub const STREAM_OVER: u64 = 1 << 20;
 
+/// Lines of a job's own log (`andes:job/log`) a run's end carries at most;
+/// each becomes a generic event (008) in the job's user log.
+pub const MAX_REPORTED_LOG_LINES: usize = 100;
+
+/// Characters of one reported log line kept at most.
+pub const MAX_REPORTED_LOG_LINE: usize = 1000;
+
+/// A job's log lines as a run's end reports them: at most
+/// [`MAX_REPORTED_LOG_LINES`], each one line of at most
+/// [`MAX_REPORTED_LOG_LINE`] characters with control characters made
+/// spaces; when there were more, the last says how many were left out.
+/// The host bounds what it sends with this, and the schedd what it takes.
+pub fn bounded_log<S: AsRef<str>>(lines: &[S], more: u64) -> Vec<String> {
+    let all = (lines.len() as u64).saturating_add(more);
+    let keep = match all <= MAX_REPORTED_LOG_LINES as u64 {
+        true => lines.len(),
+        false => lines.len().min(MAX_REPORTED_LOG_LINES - 1),
+    };
+    let mut out: Vec<String> = lines[..keep]
+        .iter()
+        .map(|l| {
+            l.as_ref()
+                .chars()
+                .take(MAX_REPORTED_LOG_LINE)
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect()
+        })
+        .collect();
+    if all > keep as u64 {
+        out.push(format!(
+            "... and {} more lines of the job's log, not reported",
+            all - keep as u64
+        ));
+    }
+    out
+}
+
 /// The most bytes of files one message carries in all (well inside every
 /// daemon's body limit once in base64): past it, even small files stream.
 pub const INLINE_BUDGET: u64 = 4 << 20;
@@ -292,6 +329,9 @@ pub struct JobEnd {
     /// Evicted rather than ended on its own.
     #[serde(default)]
     pub evicted: bool,
+    /// The lines the job wrote to its log in the run ([`bounded_log`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log: Vec<String>,
 }
 
 /// A transparent checkpoint on the wire: the signed snapshot and the contents
@@ -449,6 +489,9 @@ pub struct JobReport {
     /// policy) rather than ending on its own: the job goes back to idle.
     #[serde(default)]
     pub evicted: bool,
+    /// When exited: the lines the job wrote to its log ([`bounded_log`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log: Vec<String>,
     /// False once the host has ended the claim (preempted, released, expired).
     pub claim_alive: bool,
     /// The job's last saved state, when newer than the shadow has.
@@ -715,6 +758,22 @@ pub struct CollectorQueryReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reported_log_is_bounded_in_lines_and_characters_and_says_what_it_left_out() {
+        let long = "x".repeat(MAX_REPORTED_LOG_LINE + 10);
+        assert_eq!(
+            bounded_log(&["a\nb", long.as_str()], 0),
+            ["a b".to_string(), "x".repeat(MAX_REPORTED_LOG_LINE)]
+        );
+        let full: Vec<String> = (0..MAX_REPORTED_LOG_LINES).map(|i| i.to_string()).collect();
+        assert_eq!(bounded_log(&full, 0), full);
+        let over = bounded_log(&full, 5);
+        assert_eq!(over.len(), MAX_REPORTED_LOG_LINES);
+        assert_eq!(over[MAX_REPORTED_LOG_LINES - 2], (MAX_REPORTED_LOG_LINES - 2).to_string());
+        assert_eq!(over.last().unwrap(), "... and 6 more lines of the job's log, not reported");
+        assert!(bounded_log::<&str>(&[], 0).is_empty());
+    }
 
     #[test]
     fn file_data_round_trips_as_base64() {

@@ -140,7 +140,8 @@ pub struct Control {
     running: AtomicBool,
     /// Called once, on the job's thread, just before its `_start` is entered.
     on_entered: Mutex<Option<EnteredHook>>,
-
+    /// The running job's ad and log, once the starter has made them.
+    io: Mutex<Option<Arc<crate::imports::JobIo>>>,
     /// CPU time in nanoseconds.
     cpu_ns: AtomicU64,
     /// The part of `cpu_ns` spent in the kernel for the job (`RemoteSysCpu`).
@@ -611,6 +612,19 @@ impl Control {
 
     pub(crate) fn mark_started(&self, now: Instant) {
         self.state().started = Some(now);
+    }
+
+    pub(crate) fn attach_io(&self, io: Arc<crate::imports::JobIo>) {
+        *self.io.lock().unwrap_or_else(|e| e.into_inner()) = Some(io);
+    }
+
+    /// The latest value of each attribute the guest has set in this run
+    /// (`Progress`, `Chirp*`), in the order first set: what a host passes on
+    /// with its periodic updates, as HTCondor's starter passes on a job's
+    /// chirped attributes while it runs. A look: nothing is taken.
+    pub fn guest_attrs(&self) -> Vec<(String, classad::Expr)> {
+        let io = self.io.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        io.map(|io| io.pending_updates()).unwrap_or_default()
     }
 
     /// The job's usage so far.

@@ -80,6 +80,12 @@ impl JobIo {
     pub fn take_updates(&self) -> Vec<(String, Expr)> {
         std::mem::take(&mut *self.updates.lock().unwrap_or_else(|e| e.into_inner()))
     }
+
+    /// The updates not yet taken (the latest value of each name), left in
+    /// place.
+    pub fn pending_updates(&self) -> Vec<(String, Expr)> {
+        self.updates.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// What the imports need from the store's data.

@@ -240,8 +240,10 @@ pub struct JobResult {
     pub usage: Usage,
     /// Attributes the job set through the SDK, in order.
     pub updates: Vec<(String, classad::Expr)>,
-    /// Log lines it wrote.
+    /// Log lines it wrote (the first [`imports::MAX_LOG_LINES`]).
     pub log: Vec<(imports::Level, String)>,
+    /// Log lines it wrote past those.
+    pub log_dropped: u64,
 }
 
 impl JobResult {
@@ -434,6 +436,7 @@ impl Host {
             usage: Usage::default(),
             updates: Vec::new(),
             log: Vec::new(),
+            log_dropped: 0,
         };
         let waited = match Deferral::decide(&spec.ad, clock.unix_now_ms()) {
             Deferral::Now => Ok(()),
@@ -482,6 +485,7 @@ impl Host {
             loaded: spec.saved_state.clone(),
             ..Default::default()
         });
+        ctl.attach_io(io.clone());
         let (used, entries) = sandbox_usage(&spec.sandbox, spec.limits.max_entries as usize);
         let quota = Quota::with_entries(
             spec.limits.disk_bytes,
@@ -573,7 +577,8 @@ impl Host {
             usage.fuel_consumed = ctl.fuel_consumed.load(Ordering::Relaxed);
         }
         let log = std::mem::take(&mut *io.log.lock().unwrap_or_else(|e| e.into_inner()));
-        JobResult { ending, usage, updates: io.take_updates(), log }
+        let log_dropped = io.log_dropped.load(Ordering::Relaxed);
+        JobResult { ending, usage, updates: io.take_updates(), log, log_dropped }
     }
 
     fn killed_ending(

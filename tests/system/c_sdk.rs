@@ -141,11 +141,10 @@ fn the_c_sample_built_as_c_and_cpp_resumes_from_its_last_save() {
 /// In a pool, the C cooperative sample (`coopsum`, through andes.h) is
 /// vacated twice mid-run (a soft kill: it saves and exits with 85), resumes
 /// each time from the state it saved, and ends with the output of an
-/// uninterrupted run; the Progress each run reached comes back to the queue
-/// with it and grows, 1 in the history, and the SDK refused its attempt to
-/// set JobStatus. (Its log line does not reach the user log:
-/// the host keeps a run's log lines to itself; `andes run` prints them, as
-/// the test above checks.)
+/// uninterrupted run. The Progress it sets reaches the queue while it runs
+/// (with the host's periodic updates) and grows, 1 in the history; the
+/// line it logs on each resume is a generic event in its user log; and the
+/// SDK refused its attempt to set JobStatus.
 #[test]
 fn a_c_cooperative_job_vacated_twice_resumes_from_what_it_saved() {
     let p = Pool::new(VACATING_POOL, 1);
@@ -179,6 +178,7 @@ fn a_c_cooperative_job_vacated_twice_resumes_from_what_it_saved() {
                         && int(a, "NumJobStarts") == starts
                         && seen > 0.3
                         && seen != last
+                        && progress(a) > done
                 })
             },
             || format!("{}\n{}", p.logs(), queue()),
@@ -220,4 +220,11 @@ fn a_c_cooperative_job_vacated_twice_resumes_from_what_it_saved() {
     assert!(err.contains("coopsum: JobStatus: a job may not set attribute `JobStatus`"), "{err}");
     let log = std::fs::read_to_string(jobs.join("cs.log")).unwrap();
     assert!(log.contains("Job terminated"), "{log}");
+    // The two resumed runs logged where they resumed, each a generic event.
+    let logged: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("job log [Info]: resuming from a saved state at term"))
+        .collect();
+    assert_eq!(logged.len(), 2, "{log}");
+    assert!(logged.iter().all(|l| l.starts_with("008 (")), "{log}");
 }

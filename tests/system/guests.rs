@@ -338,9 +338,9 @@ fn progress(ad: &classad::ClassAd) -> f64 {
 /// pool with cooperative checkpoints: vacated twice mid-run, each time it
 /// saves through the SDK and exits 85, resumes from what it saved, and ends
 /// with what an uninterrupted run prints. Meanwhile its Progress reaches
-/// the queue (when each run ends: the host sends what a job sets only then)
-/// and the SDK refuses to set JobStatus without asking the host. (Its log
-/// line does not reach the user log: the host keeps a run's log lines.)
+/// the queue while it runs, the line it logs on each resume is a generic
+/// event in its user log, and the SDK refuses to set JobStatus without
+/// asking the host.
 #[test]
 fn a_go_job_using_the_sdk_is_vacated_twice_and_resumes_from_what_it_saved() {
     let p = Pool::new(VACATING_POOL, 1);
@@ -380,6 +380,7 @@ fn a_go_job_using_the_sdk_is_vacated_twice_and_resumes_from_what_it_saved() {
                         && int(&a, "NumJobStarts") == starts
                         && c > 0.3
                         && c != cpu
+                        && progress(&a) > done
                 })
             },
             || format!("{}\nqueue: {:?}", p.logs(), p.queue()),
@@ -426,9 +427,14 @@ fn a_go_job_using_the_sdk_is_vacated_twice_and_resumes_from_what_it_saved() {
         err.contains("coopgo: JobStatus not set: a job may not set attribute `JobStatus`"),
         "{err}"
     );
-    // Its log line (SDK's Info) is not looked for in g.log: a pool's host
-    // keeps a run's log lines to itself so far; `andes run` shows them (the
-    // next test).
+    // The two resumed runs logged where they resumed (the SDK's Info), each
+    // a generic event of its user log.
+    let log = std::fs::read_to_string(jobs.join("g.log")).unwrap();
+    let logged = log
+        .lines()
+        .filter(|l| l.contains("job log [Info]: resuming from a saved state at term"))
+        .count();
+    assert_eq!(logged, 2, "{log}");
 }
 
 /// The same Go job under `andes run`, vacated by Ctrl-C (SIGINT) once it

@@ -248,6 +248,11 @@ impl Report {
                 update.insert_value("WasmFuelConsumed", u.fuel_consumed as i64);
             }
             update.insert_value("CumulativeSuspensionTime", u.cumulative_suspension_time);
+            // What the job set (Progress, Chirp*) reaches its queue while it
+            // runs, not only at its end.
+            for (name, value) in ctl.guest_attrs() {
+                update.insert(name.as_str(), value);
+            }
         }
         let job_state = match self.state {
             RunState::Idle => "Idle",
@@ -269,6 +274,7 @@ impl Report {
             ending: self.ending.as_ref().map(|a| a.to_string()),
             outputs: (*self.outputs).clone(),
             evicted: self.evicted,
+            log: Vec::new(),
             claim_alive: self.claim_alive,
             saved_state: saved.filter(|(seq, _)| *seq > have).map(|(seq, d)| {
                 // A big one the shadow fetches as a stream (`/v1/host/saved`).

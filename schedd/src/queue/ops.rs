@@ -48,6 +48,10 @@ pub enum PoolOp {
     Suspension(bool),
     /// The job stopped without ending (evicted, lease lost): back to idle.
     Evicted(ClassAd),
+    /// Lines the running job wrote to its log (`andes:job/log`), bounded
+    /// as [`andes_protocol::pool::bounded_log`] does: each a generic event
+    /// (008) in its user log, before the event of how its run ended.
+    Logged(Vec<String>),
     /// The job router's view of a routed copy at its target (GridJobId):
     /// set whatever the job's status.
     Grid(ClassAd),

@@ -212,6 +212,14 @@ impl Txn<'_, '_> {
                 }
                 _ => return Ok(()),
             },
+            PoolOp::Logged(lines) => {
+                if !p.status.is_active() {
+                    return Ok(());
+                }
+                for line in andes_protocol::pool::bounded_log(lines, 0) {
+                    self.event(id, EventKind::Note(line))?;
+                }
+            }
             PoolOp::Reconnected => {
                 let n = int(&p.ad, "NumJobReconnects");
                 p.ad.insert_value("NumJobReconnects", n + 1);

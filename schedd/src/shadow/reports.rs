@@ -79,6 +79,7 @@ impl Ends {
                 report.ending = Some(e.ending.clone());
                 report.outputs = e.outputs.clone();
                 report.evicted = e.evicted;
+                report.log = e.log.clone();
                 Viewed::Mine(report)
             }
             _ if current => Viewed::Mine(report),
@@ -103,6 +104,7 @@ pub(crate) fn no_report(alive: bool) -> JobReport {
         ending: None,
         outputs: Vec::new(),
         evicted: false,
+        log: Vec::new(),
         claim_alive: alive,
         saved_state: None,
         snapshot: None,

@@ -524,6 +524,9 @@ impl PoolState {
     ) {
         let mut ending = from_host(report.ending.as_deref());
         ending.update(&from_host(Some(&report.update)));
+        if !report.log.is_empty() {
+            lane.send(LaneOp::Pool(id, PoolOp::Logged(report.log.clone())));
+        }
         // Output files too big for the report come as streams of their own,
         // staged here before they go where they belong.
         let staged = if report.evicted {

@@ -91,6 +91,7 @@ fn a_job_whose_end_comes_with_the_next_ones_start_hands_that_start_on() {
         ending: "[ ExitCode = 0; ExitBySignal = false ]".into(),
         outputs: Vec::new(),
         evicted: false,
+        log: vec![format!("job log [Info]: {job} ends")],
     };
     let next_running = JobReport {
         version: 5,
@@ -106,6 +107,7 @@ fn a_job_whose_end_comes_with_the_next_ones_start_hands_that_start_on() {
     };
     assert_eq!(mine.state, RunState::Exited);
     assert!(mine.ending.as_deref().is_some_and(|e| e.contains("ExitCode")));
+    assert_eq!(mine.log, ["job log [Info]: h#1.0#1 ends"], "its log goes with its end");
     let behind = ends.behind(&mine);
     match ends.view(behind, "h#2.0#1") {
         Viewed::Mine(r) => assert_eq!(r.state, RunState::Running),

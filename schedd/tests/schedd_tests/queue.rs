@@ -523,6 +523,55 @@ async fn events_committed_but_not_yet_logged_are_written_at_the_next_start() {
     assert!(again.lock().unwrap().is_empty());
 }
 
+/// What a job wrote to its log comes with its end (`PoolOp::Logged`, sent
+/// before the end in one commit): one generic event (a note) per line, in
+/// order, before its termination; bounded however many a host sends; and
+/// nothing for a job no longer running.
+#[tokio::test]
+async fn a_jobs_log_lines_are_events_before_its_end_and_bounded() {
+    use andes_protocol::pool::MAX_REPORTED_LOG_LINES;
+    use andes_schedd::queue::{JobOp, PoolOp};
+    let dir = tempfile::tempdir().unwrap();
+    let seen: Arc<Mutex<Vec<QueueEvent>>> = Arc::default();
+    let mut cfg = QueueConfig::new(dir.path().join("queue.db"), "schedd@test");
+    let sink = seen.clone();
+    cfg.sink = Some(Box::new(move |e: &[QueueEvent]| sink.lock().unwrap().extend_from_slice(e)));
+    let q = Queue::open(cfg).unwrap();
+    let c =
+        q.submit(&Actor::user("alice"), jobs(1, r#"UserLog = "/tmp/job.log""#), 1).await.unwrap();
+    let id = JobId::new(c, 0);
+    q.job_started(id, 5).await.unwrap();
+    // A host that sends far more than its budget, one line with a newline in it.
+    let mut lines: Vec<String> = (0..1000).map(|i| format!("job log [Info]: line {i}")).collect();
+    lines[0] = "job log [Warn]: two\nlines".into();
+    let ops = vec![
+        JobOp::Pool(id, PoolOp::Logged(lines)),
+        JobOp::Exited(id, ad("[ExitCode = 0; ExitBySignal = false]")),
+    ];
+    for r in q.in_order(ops, 10).await.unwrap() {
+        r.unwrap();
+    }
+    let seen: Vec<QueueEvent> = seen.lock().unwrap().clone();
+    let kinds: Vec<&EventKind> = seen.iter().map(|e| &e.kind).collect();
+    let notes: Vec<&str> = kinds
+        .iter()
+        .filter_map(|k| match k {
+            EventKind::Note(n) => Some(n.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notes.len(), MAX_REPORTED_LOG_LINES, "{kinds:?}");
+    assert_eq!(notes[0], "job log [Warn]: two lines");
+    assert_eq!(notes[1], "job log [Info]: line 1");
+    assert!(notes.last().unwrap().contains("901 more lines"), "{notes:?}");
+    let at = |want: &dyn Fn(&EventKind) -> bool| kinds.iter().position(|k| want(k)).unwrap();
+    assert!(at(&|k| matches!(k, EventKind::Note(_))) > at(&|k| *k == EventKind::Executing));
+    let last_note = kinds.iter().rposition(|k| matches!(k, EventKind::Note(_))).unwrap();
+    assert!(last_note < at(&|k| *k == EventKind::Terminated), "{kinds:?}");
+    // The job is over: lines for it now are not its run's.
+    q.pool(vec![id], PoolOp::Logged(vec!["late".into()]), 20).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_suspended_job_is_status_7_and_its_suspensions_are_counted_and_timed() {
     use andes_schedd::queue::PoolOp;
