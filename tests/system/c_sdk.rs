@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use classad::Value;
-use common::pool::{Pool, VACATING_POOL, int, sample, wait_or};
+use common::pool::{Pool, VACATING_POOL, int, sample, text, wait_or};
 
 /// The native build of a C guest (samples/guests/build.sh).
 fn native(name: &str) -> PathBuf {
@@ -138,16 +138,17 @@ fn the_c_sample_built_as_c_and_cpp_resumes_from_its_last_save() {
     }
 }
 
-/// In a pool, the C cooperative sample (`coopsum`, through andes.h) is
-/// vacated twice mid-run (a soft kill: it saves and exits with 85), resumes
-/// each time from the state it saved, and ends with the output of an
+/// In a pool of two hosts, the C cooperative sample (`coopsum`, through
+/// andes.h) is vacated twice mid-run (a soft kill: it saves and exits with
+/// 85) by draining the host it runs on, resumes each time on the other host
+/// from the state it saved, and ends with the output of an
 /// uninterrupted run. The Progress it sets reaches the queue while it runs
 /// (with the host's periodic updates) and grows, 1 in the history; the
 /// line it logs on each resume is a generic event in its user log; and the
 /// SDK refused its attempt to set JobStatus.
 #[test]
 fn a_c_cooperative_job_vacated_twice_resumes_from_what_it_saved() {
-    let p = Pool::new(VACATING_POOL, 1);
+    let p = Pool::new(VACATING_POOL, 2);
     // About 10 s of work; each vacate comes once a run has reported more than
     // 0.3 s of CPU, so the job is still running at the second.
     const TERMS: &str = "3000000000";
@@ -163,6 +164,9 @@ fn a_c_cooperative_job_vacated_twice_resumes_from_what_it_saved() {
     let whole = coopsum_native(TERMS);
     let queue = || p.queue().iter().map(|a| a.to_string()).collect::<Vec<_>>().join("\n");
     let (mut last, mut done) = (-1.0, 0.0);
+    // The slots it left; each vacate drains the host it ran on, so that it
+    // resumes on the other.
+    let (mut left, mut drained) = (Vec::new(), None);
     for starts in 1..=2 {
         let mut seen = 0.0;
         wait_or(
@@ -183,7 +187,7 @@ fn a_c_cooperative_job_vacated_twice_resumes_from_what_it_saved() {
             },
             || format!("{}\n{}", p.logs(), queue()),
         );
-        p.host_cmd(1, "root", &["vacate", "slot1@host1"]);
+        left.push(p.move_running_job(&mut drained));
         // The run ends with the job's save and exit code 85; the Progress
         // it set comes back with it: past the run before's, short of 1.
         wait_or(
@@ -211,6 +215,8 @@ fn a_c_cooperative_job_vacated_twice_resumes_from_what_it_saved() {
     assert_eq!(int(h, "NumJobStarts"), 3, "{h}");
     assert!(int(h, "NumCkpts") >= 2, "{h}");
     assert_eq!(progress(h), 1.0, "{h}");
+    let finished_on = text(h, "LastRemoteHost");
+    assert!(left[0] != left[1] && left[1] != finished_on, "{left:?}, then {finished_on}");
     let jobs = p.path().join("jobs");
     let out = std::fs::read_to_string(jobs.join("cs.out")).unwrap();
     assert!(out.starts_with(&format!("sum of 1/k^2 for k = 1..={TERMS}: ")), "{out}");

@@ -335,15 +335,16 @@ fn progress(ad: &classad::ClassAd) -> f64 {
 }
 
 /// A Go job that uses the Go guest SDK (samples/guests/go/coopgo), in a
-/// pool with cooperative checkpoints: vacated twice mid-run, each time it
-/// saves through the SDK and exits 85, resumes from what it saved, and ends
+/// pool of two hosts with cooperative checkpoints: vacated twice mid-run by
+/// draining the host it runs on, each time it saves through the SDK and
+/// exits 85, resumes on the other host from what it saved, and ends
 /// with what an uninterrupted run prints. Meanwhile its Progress reaches
 /// the queue while it runs, the line it logs on each resume is a generic
 /// event in its user log, and the SDK refuses to set JobStatus without
 /// asking the host.
 #[test]
 fn a_go_job_using_the_sdk_is_vacated_twice_and_resumes_from_what_it_saved() {
-    let p = Pool::new(VACATING_POOL, 1);
+    let p = Pool::new(VACATING_POOL, 2);
     // About 10 s of work for the module as andes runs it; each saved state
     // carries 1 MiB more, which the job checks when it loads it.
     const TERMS: &str = "3000000000";
@@ -365,6 +366,9 @@ fn a_go_job_using_the_sdk_is_vacated_twice_and_resumes_from_what_it_saved() {
     // (not `cpu`, the run before's final figure, which the queue shows until
     // this run's first update).
     let (mut cpu, mut done) = (0.0, 0.0);
+    // The slots it left; each vacate drains the host it ran on, so that it
+    // resumes on the other.
+    let (mut left, mut drained) = (Vec::new(), None);
     let job = |p: &Pool| p.queue().into_iter().next();
     for starts in 1..=2 {
         wait_or(
@@ -385,7 +389,7 @@ fn a_go_job_using_the_sdk_is_vacated_twice_and_resumes_from_what_it_saved() {
             },
             || format!("{}\nqueue: {:?}", p.logs(), p.queue()),
         );
-        p.host_cmd(1, "root", &["vacate", "slot1@host1"]);
+        left.push(p.move_running_job(&mut drained));
         // The run ends with the job's save and exit code 85; what it set
         // comes back with it: a Progress past the run before's, short of 1.
         wait_or(
@@ -417,6 +421,8 @@ fn a_go_job_using_the_sdk_is_vacated_twice_and_resumes_from_what_it_saved() {
     assert_eq!(int(h, "NumJobStarts"), 3, "{h}");
     assert!(int(h, "NumCkpts") >= 2, "{h}");
     assert_eq!(progress(h), 1.0, "{h}");
+    let finished_on = common::pool::text(h, "LastRemoteHost");
+    assert!(left[0] != left[1] && left[1] != finished_on, "{left:?}, then {finished_on}");
     let jobs = p.path().join("jobs");
     let out = std::fs::read_to_string(jobs.join("g.out")).unwrap();
     assert!(out.starts_with(&format!("sum of 1/k^2 for k = 1..={TERMS}: ")), "{out}");

@@ -412,6 +412,21 @@ impl Pool {
         self.ads("root", &["status"])
     }
 
+    /// Sends the pool's one running job to another host: drains the host it
+    /// runs on (gracefully: the job retires for its MaxJobRetirementTime, 0
+    /// by default, then is vacated and saves what it can), after opening the
+    /// host `drained` names, drained by the call before. Returns the slot it
+    /// left (`slot1@host2`); `drained` becomes its host.
+    pub fn move_running_job(&self, drained: &mut Option<String>) -> String {
+        let slot = text(&self.queue()[0], "RemoteHost");
+        let host = slot.rsplit('@').next().unwrap_or_default().to_string();
+        if let Some(before) = drained.replace(host.clone()) {
+            self.ok("root", &["drain", &before, "-cancel"]);
+        }
+        self.ok("root", &["drain", &host]);
+        slot
+    }
+
     pub fn kill9(p: &mut Option<Proc>) {
         if let Some(mut p) = p.take() {
             let _ = p.child.kill();
