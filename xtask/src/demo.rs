@@ -4,8 +4,10 @@
 //! fresh temporary directory, submits some 300 `primes` jobs, one `vacate` job
 //! (which it vacates once while it runs), one `membomb` job limited to 64 MB
 //! (which goes on hold), a Go program (`fannkuch`) that writes its results to
-//! files, and a C program (`textstat`) compiled with `andes compile`, which it
-//! vacates mid-run so that it resumes from its snapshot; it shows their
+//! files, a C program (`textstat`) compiled with `andes compile`, which it
+//! vacates mid-run so that it resumes from its snapshot, and a C and a Go job
+//! that use the guest SDKs (`coopsum`, `coopgo`), which it vacates so that
+//! they save their state and resume from it; it shows their
 //! progress, checks every result (the C and Go jobs' against their native
 //! builds'), prints `andes q` and `andes history`, and stops the pool. `--keep` keeps the
 //! directory. On any failure it names the step and the pool's log, stops the
@@ -34,6 +36,10 @@ const TEXTSTAT_WORDS: usize = 200_000;
 const TEXTSTAT_ROUNDS: u32 = 300;
 /// How long the compiled C job runs before the demo vacates it.
 const COMPILED_VACATE_AFTER: Duration = Duration::from_millis(1500);
+/// Terms the C and Go jobs that use the guest SDKs sum (`coopsum`,
+/// `coopgo`): a few seconds of work each, saved through the SDK when
+/// vacated.
+const SDK_TERMS: u64 = 1_000_000_000;
 /// The Go job's fannkuch-redux N.
 const FANNKUCH_N: u32 = 10;
 /// How often the queue is polled.
@@ -308,6 +314,8 @@ struct Batch {
     membomb: i64,
     fannkuch: i64,
     textstat: i64,
+    coopsum: i64,
+    coopgo: i64,
     total: u64,
 }
 
@@ -338,7 +346,7 @@ fn submit(pool: &Pool, wasm: &Path) -> Result<Batch> {
     const STEP: &str = "submit the jobs";
     let jobs = pool.jobs();
     std::fs::create_dir_all(jobs.join("out")).at(STEP)?;
-    for m in ["primes", "vacate", "membomb"] {
+    for m in ["primes", "vacate", "membomb", "coopsum", "coopgo"] {
         let from = wasm.join(format!("{m}.wasm"));
         std::fs::copy(&from, jobs.join(format!("{m}.wasm")))
             .map_err(|e| format!("copying {}: {e}", from.display()))
@@ -401,6 +409,25 @@ fn submit(pool: &Pool, wasm: &Path) -> Result<Batch> {
             ),
         ),
         (
+            "coopsum.sub",
+            format!(
+                "# C with the guest SDK (andes.h): saves its state and exits 85 when vacated,\n\
+                 # resumes from it, reports its Progress and logs where it resumed.\n\
+                 executable = coopsum.wasm\narguments = {SDK_TERMS}\n\
+                 +WasmCheckpoint = \"cooperative\"\ncheckpoint_exit_code = 85\n\
+                 output = out/coopsum.out\nerror = out/coopsum.err\nlog = coopsum.log\nqueue\n"
+            ),
+        ),
+        (
+            "coopgo.sub",
+            format!(
+                "# Go with the guest SDK (andes.dev/guest/andes): the same, in Go.\n\
+                 executable = coopgo.wasm\narguments = {SDK_TERMS}\n\
+                 +WasmCheckpoint = \"cooperative\"\ncheckpoint_exit_code = 85\n\
+                 output = out/coopgo.out\nerror = out/coopgo.err\nlog = coopgo.log\nqueue\n"
+            ),
+        ),
+        (
             "primes.sub",
             "# Counts the primes below each limit in limits.txt.\n\
              executable = primes.wasm\narguments = $(limit)\n\
@@ -424,8 +451,10 @@ fn submit(pool: &Pool, wasm: &Path) -> Result<Batch> {
         membomb: clusters[1],
         fannkuch: clusters[2],
         textstat: clusters[3],
-        primes: clusters[4],
-        total: PRIMES_JOBS + 4,
+        coopsum: clusters[4],
+        coopgo: clusters[5],
+        primes: clusters[6],
+        total: PRIMES_JOBS + 6,
     })
 }
 
@@ -473,6 +502,18 @@ fn watch(pool: &Pool, batch: &Batch) -> Result<Vec<String>> {
             cluster: batch.textstat,
             after: COMPILED_VACATE_AFTER,
             what: "the compiled C job",
+            state: Vacate::Waiting,
+        },
+        ToVacate {
+            cluster: batch.coopsum,
+            after: VACATE_AFTER,
+            what: "the C job using the guest SDK",
+            state: Vacate::Waiting,
+        },
+        ToVacate {
+            cluster: batch.coopgo,
+            after: VACATE_AFTER,
+            what: "the Go job using the guest SDK",
             state: Vacate::Waiting,
         },
     ];
@@ -727,6 +768,60 @@ fn check_compiled_c(pool: &Pool, batch: &Batch, vacated_from: &str) -> Result<St
     ))
 }
 
+/// Checks a job that uses a guest SDK (`name`: `coopsum` or `coopgo`):
+/// vacated once, it saved its state through the SDK and resumed from it
+/// (its log line, in its user log, says where), reported its Progress to 1,
+/// and its output is the native build's.
+fn check_sdk_job(
+    pool: &Pool,
+    cluster: i64,
+    name: &str,
+    language: &str,
+    vacated_from: &str,
+) -> Result<String> {
+    const STEP: &str = "check the jobs using the guest SDKs";
+    let h = fields(&pool.andes(
+        STEP,
+        &[
+            "history",
+            "-constraint",
+            &format!("ClusterId == {cluster}"),
+            "-af",
+            "ExitCode",
+            "NumJobStarts",
+            "Progress",
+            "LastRemoteHost",
+        ],
+    )?);
+    let Some([exit, starts, progress, host]) = h.first().map(Vec::as_slice) else {
+        return fail(STEP, format!("{name} is not in the history: {h:?}"));
+    };
+    if exit != "0" || starts != "2" || progress.parse::<f64>().ok() != Some(1.0) {
+        return fail(
+            STEP,
+            format!(
+                "{name}: expected exit code 0, 2 starts and Progress 1; ExitCode {exit},                  NumJobStarts {starts}, Progress {progress}"
+            ),
+        );
+    }
+    let log = std::fs::read_to_string(pool.jobs().join(format!("{name}.log"))).unwrap_or_default();
+    let Some(resumed) = log.lines().find_map(|l| {
+        let at = l.find("job log [Info]: resuming from a saved state")?;
+        Some(l[at + "job log [Info]: ".len()..].to_string())
+    }) else {
+        return fail(STEP, format!("{name}: its user log has no line saying it resumed"));
+    };
+    let native = native_run(STEP, name, &[SDK_TERMS.to_string()], &[])?;
+    let out = format!("out/{name}.out");
+    same_as_native(STEP, &pool.jobs(), &out, &native, &["stdout"])?;
+    Ok(format!(
+        "{:<9}job {cluster}.0 ({language}) vacated from {vacated_from}, saved its state \
+         through the SDK, resumed on {host} ({resumed}: a generic event in its user log), \
+         Progress 1; its output equals the native build's",
+        format!("{name}:")
+    ))
+}
+
 fn demo(pool: &mut Pool, wasm: &Path, started: Instant) -> Result<()> {
     let slots = std::thread::available_parallelism().map_or(2, |n| n.get());
     println!("demo: starting a personal pool with {slots} slots in {}", pool.dir.display());
@@ -795,6 +890,8 @@ fn demo(pool: &mut Pool, wasm: &Path, started: Instant) -> Result<()> {
 
     println!("{}", check_go(pool, &batch)?);
     println!("{}", check_compiled_c(pool, &batch, &slots[1])?);
+    println!("{}", check_sdk_job(pool, batch.coopsum, "coopsum", "C, andes.h", &slots[2])?);
+    println!("{}", check_sdk_job(pool, batch.coopgo, "coopgo", "Go, andes.dev/guest", &slots[3])?);
 
     const SHOW: &str = "show the queue and history";
     print!("{}", pool.andes(SHOW, &["q"])?);
