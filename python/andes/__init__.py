@@ -34,6 +34,7 @@ from ._andes import EventLog as _EventLog
 from ._andes import HTCondorException
 from ._andes import Session as _Session
 from ._andes import submit_parts as _submit_parts
+from ._andes import user_name as _user_name
 from ._enums import (
     AdType,
     AdTypes,
@@ -215,6 +216,43 @@ def _constraint(c):
     if isinstance(c, bool):
         return "true" if c else "false"
     return str(c)
+
+
+# QueryOpt flags andes's schedd has nothing for, and why.
+_REFUSED_OPTS = {
+    QueryOpt.AutoCluster: "andes's schedd gives no autocluster ads: query the jobs and group them by the attributes you need",
+    QueryOpt.GroupBy: "andes's schedd gives no grouped (autocluster) ads: query the jobs and group them by the attributes you need",
+    QueryOpt.IncludeClusterAd: "andes keeps no cluster ads: each job ad holds its cluster's attributes (SubmitResult.clusterad() has them at submit)",
+    QueryOpt.IncludeJobsetAds: "andes has no job sets",
+}
+
+
+def _query_opts(opts):
+    """``opts`` as a ``QueryOpt``: a flag andes cannot honour is refused,
+    never ignored."""
+    if opts is None:
+        return QueryOpt.Default
+    if isinstance(opts, bool) or not isinstance(opts, int):
+        raise TypeError(f"opts must be QueryOpt flags, not {type(opts).__name__}")
+    opts = int(opts)
+    known = 0
+    for flag in QueryOpt:
+        known |= int(flag)
+    if opts < 0 or opts & ~known:
+        raise ValueError(f"opts: {opts:#x} holds bits that are no QueryOpt ({opts & ~known:#x})")
+    opts = QueryOpt(opts)
+    for flag, why in _REFUSED_OPTS.items():
+        if opts & flag:
+            raise HTCondorException(f"QueryOpt.{flag.name} is not supported: {why}")
+    return opts
+
+
+def _limit(n, name):
+    """A count of ads as a request takes it: ``None`` for all (a negative
+    ``n``)."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"{name} must be an int (-1: no limit), not {type(n).__name__}")
+    return None if n < 0 else n
 
 
 class SubmitResult:
@@ -469,19 +507,67 @@ class Schedd:
         cluster, num, ad = self._session.submit(text, os.getcwd(), spool)
         return SubmitResult(cluster, num, ad)
 
-    def query(self, constraint="true", projection=[], callback=None, limit=-1, opts=None):
+    def query(self, constraint="true", projection=[], callback=None, limit=-1, opts=QueryOpt.Default):
         """Job ads in the queue for which ``constraint`` is true, each with only
-        the ``projection`` attributes (all when empty)."""
-        ads = self._session.query(_constraint(constraint), list(projection), None if limit < 0 else limit)
+        the ``projection`` attributes (all when empty), at most ``limit`` of
+        them (``-1``: all); ``callback``, when given, maps each ad (``None``
+        results are left out).
+
+        ``opts`` (``QueryOpt`` flags): ``DefaultMyJobsOnly`` asks for your
+        own jobs only (all jobs for a queue administrator, as condor_q's
+        default); ``SummaryOnly`` gives one ``Summary`` ad instead of the
+        jobs, as HTCondor's schedd does: ``Jobs``, ``Idle``, ``Running``,
+        ``Removed``, ``Held``, ``Completed``, ``Suspended`` count the jobs the
+        query selects, ``My...`` your own and ``Allusers...`` the whole
+        queue's. The others are refused (an ``HTCondorException`` saying
+        why): andes's schedd has no autocluster, cluster or jobset ads to
+        give."""
+        opts = _query_opts(opts)
+        limit = _limit(limit, "limit")
+        mine = bool(opts & QueryOpt.DefaultMyJobsOnly)
+        if opts & QueryOpt.SummaryOnly:
+            ads = [self._summary(_constraint(constraint), mine)]
+        else:
+            ads = self._session.query(_constraint(constraint), list(projection), limit, mine=mine)
         if callback is not None:
             return [r for r in (callback(ad) for ad in ads) if r is not None]
         return ads
 
-    def history(self, constraint=None, projection=[], match=-1, since=None):
-        """Ads of jobs that left the queue, newest first, at most ``match``."""
+    def _summary(self, constraint, mine):
+        """HTCondor's summary ad (QueryOpt.SummaryOnly), counted from the
+        queue's ``JobStatus`` and ``Owner``."""
+        what = ["JobStatus", "Owner"]
+        everyone = self._session.query(None, what, None)
+        selected = self._session.query(constraint, what, None, mine=mine)
+        me = _user_name()
+        ad = classad.ClassAd()
+        ad["MyType"] = "Summary"
+        for prefix, ads in (("", selected), ("My", [a for a in everyone if a.get("Owner") == me]), ("Allusers", everyone)):
+            counts = collections.Counter(a.get("JobStatus") for a in ads)
+            ad[prefix + "Jobs"] = len(ads)
+            ad[prefix + "Idle"] = counts[JobStatus.IDLE]
+            ad[prefix + "Running"] = counts[JobStatus.RUNNING] + counts[JobStatus.TRANSFERRING_OUTPUT]
+            ad[prefix + "Removed"] = counts[JobStatus.REMOVED]
+            ad[prefix + "Held"] = counts[JobStatus.HELD]
+            ad[prefix + "Completed"] = counts[JobStatus.COMPLETED]
+            ad[prefix + "Suspended"] = counts[JobStatus.SUSPENDED]
+        return ad
+
+    def history(self, constraint=None, projection=[], match=-1, since=None, limit=None):
+        """Ads of jobs that left the queue, newest first, at most ``match``
+        (``-1``: all; ``limit`` is the same, by the name ``query`` gives it).
+        ``since``: a cluster id (``int``) or job id (``"C.P"``): only jobs
+        recorded after it; an expression: jobs until the first it is true
+        of."""
+        match = _limit(match, "match")
+        if limit is not None:
+            limit = _limit(limit, "limit")
+            if match is not None and match != limit:
+                raise ValueError(f"history: match={match} and limit={limit} say different things: give one")
+            match = limit
         c = _constraint(constraint)
         if since is not None:
-            if isinstance(since, int):
+            if isinstance(since, int) and not isinstance(since, bool):
                 since_c = f"ClusterId > {since}"
             elif isinstance(since, str) and _is_id(since):
                 cl, _, pr = since.partition(".")
@@ -489,7 +575,7 @@ class Schedd:
             else:
                 since_c = f"!({_constraint(since)})"
             c = f"({c}) && ({since_c})" if c else since_c
-        return self._session.history(c, list(projection), None if match < 0 else match)
+        return self._session.history(c, list(projection), match)
 
     def act(self, action, job_spec, reason=None):
         """Holds, releases, removes or vacates the jobs ``job_spec`` names; the

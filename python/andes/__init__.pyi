@@ -197,7 +197,7 @@ class Schedd:
         projection: list[str] = [],
         callback: Optional[Callable[[ClassAd], Any]] = None,
         limit: int = -1,
-        opts: Any = None,
+        opts: Union[QueryOpt, int, None] = QueryOpt.Default,
     ) -> list[Any]: ...
     def history(
         self,
@@ -205,6 +205,7 @@ class Schedd:
         projection: list[str] = [],
         match: int = -1,
         since: Union[int, str, ExprTree, None] = None,
+        limit: Optional[int] = None,
     ) -> list[ClassAd]: ...
     def act(self, action: JobAction, job_spec: JobSpec, reason: Optional[str] = None) -> ClassAd: ...
     def edit(self, job_spec: JobSpec, attr: str, value: Union[str, ExprTree, int, float], flags: Any = None) -> int: ...

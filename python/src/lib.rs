@@ -698,8 +698,10 @@ impl Session {
     }
 
     /// Jobs in the queue: those `constraint` is true of (none: all you may
-    /// see), only the `projection` attributes (none: all), at most `limit`.
-    #[pyo3(signature = (constraint=None, projection=Vec::new(), limit=None, ids=Vec::new()))]
+    /// see), only the `projection` attributes (none: all), at most `limit`;
+    /// with `mine`, only the caller's own unless the caller is an admin (as
+    /// condor_q's default, QueryOpt.DefaultMyJobsOnly).
+    #[pyo3(signature = (constraint=None, projection=Vec::new(), limit=None, ids=Vec::new(), mine=false))]
     fn query(
         &self,
         py: Python<'_>,
@@ -707,9 +709,10 @@ impl Session {
         projection: Vec<String>,
         limit: Option<usize>,
         ids: Vec<String>,
+        mine: bool,
     ) -> PyResult<Vec<PyClassAd>> {
         let targets = targets(&ids, constraint)?;
-        let req = QueryRequest { targets, projection, limit, mine: false };
+        let req = QueryRequest { targets, projection, limit, mine };
         let r: QueryReply = self.post(py, "/v1/query", &req)?;
         parse_ad_list(&r)
     }
@@ -932,6 +935,13 @@ impl Config {
 }
 
 /// The native module.
+/// The user name jobs submitted from this process are owned by (`USER`,
+/// `LOGNAME`, `USERNAME`, else the account's), as `andes submit` takes it.
+#[pyfunction]
+fn user_name() -> Option<String> {
+    andes_client::settings::user_name()
+}
+
 #[pymodule]
 fn _andes(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -946,5 +956,6 @@ fn _andes(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(quote, m)?)?;
     m.add_function(wrap_pyfunction!(submit_parts, m)?)?;
     m.add_function(wrap_pyfunction!(unquote, m)?)?;
+    m.add_function(wrap_pyfunction!(user_name, m)?)?;
     Ok(())
 }

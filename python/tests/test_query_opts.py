@@ -1,0 +1,94 @@
+"""Schedd.query's opts= (QueryOpt) honoured or refused, never ignored, and
+limit= on query and history, against a real personal pool."""
+
+import time
+
+import pytest
+
+import andes
+from andes import classad
+
+
+def idle_jobs(pool, n):
+    """``n`` jobs that stay idle (nothing matches them): their cluster."""
+    return pool.schedd.submit(andes.Submit(executable="primes.wasm", requirements="false"), count=n).cluster()
+
+
+def test_summary_only_counts_as_htcondors_summary_ad(pool, jobdir):
+    schedd = pool.schedd
+    cid = idle_jobs(pool, 3)
+    schedd.act(andes.JobAction.Hold, f"{cid}.1", reason="counted as held")
+    everyone = schedd.query(projection=["JobStatus", "Owner"])
+    me = andes._user_name()
+
+    (summary,) = schedd.query(f"ClusterId == {cid}", opts=andes.QueryOpt.SummaryOnly)
+    assert isinstance(summary, classad.ClassAd) and summary["MyType"] == "Summary"
+    assert (summary["Jobs"], summary["Idle"], summary["Held"], summary["Running"]) == (3, 2, 1, 0)
+    assert summary["Removed"] == summary["Completed"] == summary["Suspended"] == 0
+    assert summary["AllusersJobs"] == len(everyone)
+    assert summary["AllusersHeld"] == sum(a["JobStatus"] == 5 for a in everyone)
+    assert summary["MyJobs"] == sum(a["Owner"] == me for a in everyone) >= 3
+    # The form scripts written for htcondor2 use.
+    theirs = schedd.query("true", opts=andes.QueryOpts.SummaryOnly)[0]
+    assert theirs["Jobs"] == theirs["AllusersJobs"] == len(everyone)
+    # Flags combine: the summary of your own jobs only.
+    mine = schedd.query(opts=andes.QueryOpt.SummaryOnly | andes.QueryOpt.DefaultMyJobsOnly)[0]
+    assert mine["Jobs"] >= 3
+    schedd.act(andes.JobAction.Remove, cid)
+
+
+def test_my_jobs_only_is_sent_and_honoured(pool, jobdir):
+    cid = idle_jobs(pool, 2)
+    ours = pool.schedd.query(f"ClusterId == {cid}", ["Owner"], opts=andes.QueryOpt.DefaultMyJobsOnly)
+    # The pool's owner submitted them (and, as its administrator, would see
+    # everyone's, as a queue superuser does with condor_q).
+    assert [a["Owner"] for a in ours] == [andes._user_name()] * 2
+    pool.schedd.act(andes.JobAction.Remove, cid)
+
+
+@pytest.mark.parametrize(
+    "opt, why",
+    [
+        (andes.QueryOpt.AutoCluster, "no autocluster ads"),
+        (andes.QueryOpt.GroupBy, "no grouped"),
+        (andes.QueryOpt.IncludeClusterAd, "no cluster ads"),
+        (andes.QueryOpt.IncludeJobsetAds, "no job sets"),
+        (andes.QueryOpt.AutoCluster | andes.QueryOpt.DefaultMyJobsOnly, "AutoCluster"),
+        (1, "AutoCluster"),
+    ],
+)
+def test_options_andes_cannot_honour_are_refused(pool, opt, why):
+    with pytest.raises(andes.HTCondorException, match=why):
+        pool.schedd.query(opts=opt)
+
+
+def test_bad_options_and_limits_are_errors(pool):
+    with pytest.raises(ValueError, match="no QueryOpt"):
+        pool.schedd.query(opts=0x400)
+    with pytest.raises(TypeError, match="opts"):
+        pool.schedd.query(opts="AutoCluster")
+    for bad in ("2", 2.0, True):
+        with pytest.raises(TypeError, match="limit"):
+            pool.schedd.query(limit=bad)
+        with pytest.raises(TypeError, match="match"):
+            pool.schedd.history(match=bad)
+
+
+def test_limit_on_query_and_history(pool, jobdir):
+    schedd = pool.schedd
+    cid = idle_jobs(pool, 3)
+    c = f"ClusterId == {cid}"
+    assert len(schedd.query(c, limit=2)) == 2
+    assert len(schedd.query(c, limit=-1)) == 3
+    assert schedd.query(c, limit=0) == []
+    assert len(schedd.query(c, ["ProcId"], None, 1, andes.QueryOpt.Default)) == 1
+    schedd.act(andes.JobAction.Remove, cid)
+    deadline = time.monotonic() + 60
+    while len(schedd.history(c, ["ProcId"])) < 3:
+        assert time.monotonic() < deadline, "the removed jobs never reached the history"
+        time.sleep(0.2)
+    assert len(schedd.history(c, ["ProcId"], limit=2)) == 2
+    assert len(schedd.history(c, ["ProcId"], match=1)) == 1
+    assert len(schedd.history(c, ["ProcId"], match=2, limit=2)) == 2
+    with pytest.raises(ValueError, match="say different things"):
+        schedd.history(c, match=1, limit=2)
