@@ -219,11 +219,7 @@ pub fn completions(shell: clap_complete::Shell) -> std::io::Result<()> {
     let mut cmd = cli();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, "andes", &mut script);
-    match std::io::stdout().write_all(&script) {
-        // A reader that stopped early (`| head`) is not an error.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r,
-    }
+    std::io::stdout().write_all(&script)
 }
 
 /// `andes man DIR`: a man page for `andes` and one for each of its commands

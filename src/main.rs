@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[macro_use]
+mod out;
 mod cmd;
 mod condor;
 mod logs;
@@ -134,7 +136,13 @@ fn main() -> ExitCode {
     };
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
-        Err(e) if !e.use_stderr() => e.exit(),
+        // Help and version, on standard output (see `out`).
+        Err(e) if !e.use_stderr() => {
+            if let Err(io) = e.print() {
+                out::failed(&io);
+            }
+            return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
+        }
         Err(e) => {
             eprint!("{}", condor::error_text(&e, &typed, &rewritten));
             return ExitCode::from(2);
@@ -198,18 +206,20 @@ fn main() -> ExitCode {
             condor::completions(shell).map(|()| ExitCode::SUCCESS).map_err(anyhow::Error::from)
         }
         Command::Man { dir } => condor::man_pages(&dir).map(|made| {
-            println!("{} man pages in {}", made.len(), dir.display());
+            outln!("{} man pages in {}", made.len(), dir.display());
             ExitCode::SUCCESS
         }),
         Command::InstallNames { dir } => condor::install_names(&dir).map(|made| {
             for m in &made {
-                println!("{}", m.display());
+                outln!("{}", m.display());
             }
             ExitCode::SUCCESS
         }),
     };
     match result {
         Ok(code) => code,
+        // A reader that stopped early: nothing to say (see `out`).
+        Err(e) if out::reader_gone(&e) => ExitCode::from(out::READER_GONE),
         Err(e) => {
             // A daemon's refusal says what is wrong; how it was reached does not.
             match e.downcast_ref::<andes_protocol::ClientError>().map(|c| &c.kind) {

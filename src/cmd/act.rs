@@ -59,13 +59,13 @@ pub fn run(verb: Verb, args: ActArgs) -> Result<ExitCode> {
     };
     let r = send(ChangeRequest { targets, change })?;
     for id in &r.changed {
-        println!("Job {id} {past}");
+        outln!("Job {id} {past}");
     }
     for (id, why) in &r.skipped {
-        println!("Job {id} not {past}: {why}");
+        outln!("Job {id} not {past}: {why}");
     }
     if r.changed.is_empty() && r.skipped.is_empty() {
-        println!("No jobs matched.");
+        outln!("No jobs matched.");
     }
     Ok(exit(&r))
 }
@@ -110,9 +110,9 @@ pub fn qedit(args: QeditArgs) -> Result<ExitCode> {
     targets.constraint = args.constraint;
     let change = Change::Edit { attr: attr.clone(), expr: value.clone() };
     let r = send(ChangeRequest { targets, change })?;
-    println!("Set attribute \"{attr}\" for {} matching job(s).", r.changed.len());
+    outln!("Set attribute \"{attr}\" for {} matching job(s).", r.changed.len());
     for (id, why) in &r.skipped {
-        println!("Job {id} not changed: {why}");
+        outln!("Job {id} not changed: {why}");
     }
     Ok(exit(&r))
 }

@@ -168,7 +168,7 @@ pub fn userprio(args: UserprioArgs) -> Result<ExitCode> {
         if !r.status.is_success() {
             return Err(super::client::status_error(&r));
         }
-        println!("The priority factor of {name} was set to {factor:.2}");
+        outln!("The priority factor of {name} was set to {factor:.2}");
         return Ok(ExitCode::SUCCESS);
     }
     let reply: UserPrioReply = session.block_on(session.client.call::<(), _>(
@@ -177,10 +177,10 @@ pub fn userprio(args: UserprioArgs) -> Result<ExitCode> {
         None,
     ))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&reply.rows)?);
+        outln!("{}", serde_json::to_string_pretty(&reply.rows)?);
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", userprio_table(&reply.rows, super::client::now()));
+    out!("{}", userprio_table(&reply.rows, super::client::now()));
     Ok(ExitCode::SUCCESS)
 }
 

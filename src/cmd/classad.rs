@@ -92,7 +92,7 @@ fn eval(a: EvalArgs) -> Result<ExitCode> {
     let expr =
         parse_expr(&text).map_err(|e| anyhow!("<expression>:{}:{}: {}", e.line, e.col, e.msg))?;
     let v = Evaluator::with_options(opts).eval(&expr, my.as_ref(), target.as_ref());
-    println!("{v}");
+    outln!("{v}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -187,6 +187,6 @@ fn do_match(a: MatchArgs) -> Result<ExitCode> {
     out.push_str(&format!("Machine Rank of the job: {}\n", rank_text(&machine, &job, &mut ev)));
     let matched = js.holds() && ms.holds();
     out.push_str(if matched { "Result: MATCH\n" } else { "Result: NO MATCH\n" });
-    print!("{out}");
+    out!("{out}");
     Ok(ExitCode::SUCCESS)
 }

@@ -40,9 +40,9 @@ pub fn run(a: CompileArgs) -> Result<ExitCode> {
     let out = andes_compile::instrument(&input, &opts)
         .map_err(|e| anyhow!("{}: {e}", a.input.display()))?;
     std::fs::write(&a.output, &out).with_context(|| format!("writing {}", a.output.display()))?;
-    println!("input         {} ({})", a.input.display(), size(input.len() as u64));
-    println!("output        {} ({})", a.output.display(), size(out.len() as u64));
-    println!("growth        {:.2}x", out.len() as f64 / input.len().max(1) as f64);
-    println!("instrumentation version {}", andes_compile::INSTRUMENTATION_VERSION);
+    outln!("input         {} ({})", a.input.display(), size(input.len() as u64));
+    outln!("output        {} ({})", a.output.display(), size(out.len() as u64));
+    outln!("growth        {:.2}x", out.len() as f64 / input.len().max(1) as f64);
+    outln!("instrumentation version {}", andes_compile::INSTRUMENTATION_VERSION);
     Ok(ExitCode::SUCCESS)
 }

@@ -30,11 +30,11 @@ pub fn run(args: ConfigValArgs) -> anyhow::Result<ExitCode> {
         let mut names: Vec<&str> = config.names().collect();
         names.sort_unstable_by_key(|n| n.to_ascii_uppercase());
         for n in names {
-            println!("{n} = {}", config.raw(n).unwrap_or_default());
+            outln!("{n} = {}", config.raw(n).unwrap_or_default());
             if args.verbose
                 && let Some(at) = config.location(n)
             {
-                println!(" # at: {at}");
+                outln!(" # at: {at}");
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -48,13 +48,13 @@ pub fn run(args: ConfigValArgs) -> anyhow::Result<ExitCode> {
         }
         let value = config.get(name)?.unwrap_or_default();
         if args.verbose {
-            println!("{name} = {value}");
+            outln!("{name} = {value}");
             if let Some(at) = config.location(name) {
-                println!(" # at: {at}");
+                outln!(" # at: {at}");
             }
-            println!(" # raw: {}", config.raw(name).unwrap_or_default());
+            outln!(" # raw: {}", config.raw(name).unwrap_or_default());
         } else {
-            println!("{value}");
+            outln!("{value}");
         }
     }
     Ok(code)

@@ -349,7 +349,7 @@ pub fn command_at(addr: Option<&str>, path: &str, body: serde_json::Value) -> Re
     let session = HostSession::open_at(addr)?;
     let reply: CommandReply =
         session.block_on(session.client.call(http::Method::POST, path, Some(&body)))?;
-    println!("{}", reply.message);
+    outln!("{}", reply.message);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -366,13 +366,13 @@ fn status(args: StatusArgs) -> Result<ExitCode> {
     }
     if args.json {
         let v: Vec<serde_json::Value> = ads.iter().map(classad::json::ad_to_json).collect();
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else if args.long {
         for ad in &ads {
-            println!("{}", ad.to_old_syntax());
+            outln!("{}", ad.to_old_syntax());
         }
     } else {
-        print!("{}", table(&ads, super::client::now()));
+        out!("{}", table(&ads, super::client::now()));
     }
     Ok(ExitCode::SUCCESS)
 }

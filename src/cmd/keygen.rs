@@ -56,11 +56,11 @@ pub fn run(args: KeygenArgs) -> Result<ExitCode> {
         format!("the key pair was written to {}, but cannot be used", saved.secret.display())
     })?;
     let line = keypair.public_line();
-    println!("{line}");
-    println!("secret key: {}", saved.secret.display());
-    println!("public key: {}", saved.public.display());
-    println!("list it in the pool's trust file after a role and identity, e.g.:");
-    println!("  user {name} {line}");
+    outln!("{line}");
+    outln!("secret key: {}", saved.secret.display());
+    outln!("public key: {}", saved.public.display());
+    outln!("list it in the pool's trust file after a role and identity, e.g.:");
+    outln!("  user {name} {line}");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -246,7 +246,7 @@ fn up(args: UpArgs) -> Result<ExitCode> {
             stopped(),
         ));
         rx.await.map_err(|_| anyhow!("the execute host did not start"))?;
-        println!("export ANDES_CONFIG={}", config_path.display());
+        outln!("export ANDES_CONFIG={}", config_path.display());
         // The dashboard comes up once the daemons are, and its line before
         // `pool ready`, which readers take as the last.
         if !args.no_dashboard {
@@ -258,7 +258,7 @@ fn up(args: UpArgs) -> Result<ExitCode> {
                     if let Err(e) = super::dashboard::write_url_file(&file, d.url()) {
                         eprintln!("andes pool: {e:#}");
                     }
-                    println!("dashboard: {}", super::dashboard::shown(d.url(), &file));
+                    outln!("dashboard: {}", super::dashboard::shown(d.url(), &file));
                     let until = stopped();
                     tokio::spawn(async move {
                         if let Err(e) = d.serve(until).await {
@@ -270,7 +270,7 @@ fn up(args: UpArgs) -> Result<ExitCode> {
             }
         }
         let interrupted = super::stop_signal();
-        println!("pool ready");
+        outln!("pool ready");
         let stop = stop_tx.clone();
         tokio::spawn(async move {
             interrupted.await;
@@ -350,6 +350,6 @@ fn down() -> Result<ExitCode> {
     if !r.status.is_success() {
         return Err(super::client::status_error(&r));
     }
-    println!("pool stopping");
+    outln!("pool stopping");
     Ok(ExitCode::SUCCESS)
 }

@@ -100,12 +100,12 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
             session.block_on(session.client.call(http::Method::POST, "/v1/query", Some(&req)))?;
         let jobs = parse_ads(&r)?;
         if jobs.is_empty() {
-            println!("No job matches.");
+            outln!("No job matches.");
             return Ok(ExitCode::SUCCESS);
         }
         let slots = crate::cmd::status::machine_ads()?;
         for job in &jobs {
-            print!("{}", analyze(job, &slots));
+            out!("{}", analyze(job, &slots));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -116,9 +116,9 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
             session.block_on(session.client.call(http::Method::POST, "/v1/summary", Some(&req)))?;
         let addr = session.url.trim_start_matches("http://");
         let now = short_date_year(client::now());
-        println!("\n-- Schedd: {} : <{addr}> @ {now}", r.schedd);
+        outln!("\n-- Schedd: {} : <{addr}> @ {now}", r.schedd);
         let table = summary_table(&r, &targets.owners);
-        print!("{}", if args.totals { totals_only(&table) } else { table });
+        out!("{}", if args.totals { totals_only(&table) } else { table });
         return Ok(ExitCode::SUCCESS);
     }
     if args.hold {
@@ -143,7 +143,7 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
     } else {
         job_table(&ads, false)
     };
-    print!("{}", if args.totals { totals_only(&out) } else { out });
+    out!("{}", if args.totals { totals_only(&out) } else { out });
     Ok(ExitCode::SUCCESS)
 }
 
@@ -177,9 +177,9 @@ pub fn history(args: HistoryArgs) -> Result<ExitCode> {
         session.block_on(session.client.call(http::Method::POST, "/v1/history", Some(&req)))?;
     let ads = parse_ads(&r)?;
     if args.format.is_set() {
-        print!("{}", args.format.render(&ads));
+        out!("{}", args.format.render(&ads));
     } else {
-        print!("{}", history_table(&ads));
+        out!("{}", history_table(&ads));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -50,7 +50,7 @@ pub fn run(cmd: RouterCmd) -> Result<ExitCode> {
                 "/v1/router/q",
                 Some(&serde_json::json!({})),
             ))?;
-            print!("{}", if a.summary { summary(&r)? } else { listing(&r)? });
+            out!("{}", if a.summary { summary(&r)? } else { listing(&r)? });
         }
         RouterCmd::History(a) => {
             let now = client::now();
@@ -62,7 +62,7 @@ pub fn run(cmd: RouterCmd) -> Result<ExitCode> {
                 "/v1/router/history",
                 Some(&req),
             ))?;
-            print!("{}", history(&r, from, to));
+            out!("{}", history(&r, from, to));
         }
     }
     Ok(ExitCode::SUCCESS)

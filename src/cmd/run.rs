@@ -644,7 +644,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                 out.insert(k.to_string(), classad::json::expr_to_json(e));
             }
         }
-        println!("{}", serde_json::Value::Object(out));
+        outln!("{}", serde_json::Value::Object(out));
     }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

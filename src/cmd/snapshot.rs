@@ -60,38 +60,39 @@ fn inspect(a: InspectArgs) -> Result<ExitCode> {
         None => None,
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&i.header)?);
+        outln!("{}", serde_json::to_string_pretty(&i.header)?);
     }
     let h = &i.header;
     let ok = |b: bool| if b { "ok" } else { "FAILED" };
-    println!("snapshot      {}", a.file.display());
-    println!("format        version {}", i.version);
-    println!("platform      {}", h.platform);
-    println!("module        sha256:{}", h.module_sha256);
-    println!("job           {}", if h.job.is_empty() { "-" } else { &h.job });
-    println!("taken         {}", h.created_ms);
+    outln!("snapshot      {}", a.file.display());
+    outln!("format        version {}", i.version);
+    outln!("platform      {}", h.platform);
+    outln!("module        sha256:{}", h.module_sha256);
+    outln!("job           {}", if h.job.is_empty() { "-" } else { &h.job });
+    outln!("taken         {}", h.created_ms);
     if let Some(u) = &h.unwound {
-        println!(
+        outln!(
             "call stack    unwound (instrumentation {}), data at {:#x}",
-            u.instrumentation, u.data
+            u.instrumentation,
+            u.data
         );
     } else {
-        println!("call stack    none (cooperative or at a clean start)");
+        outln!("call stack    none (cooperative or at a clean start)");
     }
-    println!("size          {}", size(i.size as u64));
+    outln!("size          {}", size(i.size as u64));
     for (n, (m, stored)) in h.memories.iter().zip(&i.memory_sizes).enumerate() {
-        println!("memory {n}      {} ({} stored)", size(m.bytes), size(*stored));
+        outln!("memory {n}      {} ({} stored)", size(m.bytes), size(*stored));
     }
-    println!("globals       {}", h.globals.len());
-    println!("descriptors   {}", h.wasi.descriptors.len());
-    println!("files         {} ({})", h.files.len(), size(h.files.iter().map(|f| f.size).sum()));
-    println!("stdout        {} bytes written", h.wasi.stdout_offset);
-    println!("content hash  blake3:{} {}", i.hash, ok(i.hash_ok));
-    println!("signer        ed25519:{}", i.signer);
-    println!("signature     {}", ok(i.signature_ok));
+    outln!("globals       {}", h.globals.len());
+    outln!("descriptors   {}", h.wasi.descriptors.len());
+    outln!("files         {} ({})", h.files.len(), size(h.files.iter().map(|f| f.size).sum()));
+    outln!("stdout        {} bytes written", h.wasi.stdout_offset);
+    outln!("content hash  blake3:{} {}", i.hash, ok(i.hash_ok));
+    outln!("signer        ed25519:{}", i.signer);
+    outln!("signature     {}", ok(i.signature_ok));
     match &trusted {
-        Some(Some(name)) => println!("trusted       yes, as {name}"),
-        Some(None) => println!("trusted       NO: the trust file does not list this key"),
+        Some(Some(name)) => outln!("trusted       yes, as {name}"),
+        Some(None) => outln!("trusted       NO: the trust file does not list this key"),
         None => {}
     }
     let good = i.hash_ok && i.signature_ok && !matches!(trusted, Some(None));

@@ -130,7 +130,7 @@ pub fn run(args: StatusArgs) -> Result<ExitCode> {
             None => any_table(&ads),
         }
     };
-    print!("{out}");
+    out!("{out}");
     Ok(ExitCode::SUCCESS)
 }
 

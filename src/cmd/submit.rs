@@ -97,12 +97,12 @@ pub fn run(args: SubmitArgs) -> Result<ExitCode> {
         let texts: Vec<String> = checked.jobs.iter().map(|a| a.to_old_syntax()).collect();
         let text = texts.join("\n");
         if out.as_os_str() == "-" {
-            print!("{text}");
+            out!("{text}");
         } else {
             std::fs::write(out, &text)
                 .with_context(|| format!("cannot write the dry run to {}", out.display()))?;
         }
-        println!("Dry-Run {} job(s) would be submitted to cluster 1.", checked.jobs.len());
+        outln!("Dry-Run {} job(s) would be submitted to cluster 1.", checked.jobs.len());
         return Ok(ExitCode::SUCCESS);
     }
     if args.dump {
@@ -110,10 +110,10 @@ pub fn run(args: SubmitArgs) -> Result<ExitCode> {
         if args.json {
             let ads: Vec<serde_json::Value> =
                 out.jobs.iter().map(classad::json::ad_to_json).collect();
-            println!("{}", serde_json::to_string_pretty(&ads)?);
+            outln!("{}", serde_json::to_string_pretty(&ads)?);
         } else {
             let texts: Vec<String> = out.jobs.iter().map(|a| a.to_old_syntax()).collect();
-            print!("{}", texts.join("\n"));
+            out!("{}", texts.join("\n"));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -126,7 +126,7 @@ pub fn run(args: SubmitArgs) -> Result<ExitCode> {
             eprintln!("andes submit: {m}")
         })
         .await?;
-        println!("{} job(s) submitted to cluster {}.", reply.count, reply.cluster);
+        outln!("{} job(s) submitted to cluster {}.", reply.count, reply.cluster);
         if args.wait {
             return wait_for_cluster(c, reply.cluster, reply.count).await;
         }
@@ -234,9 +234,9 @@ async fn wait_for_cluster(
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     };
     bar.finish_and_clear();
-    println!("Cluster {cluster}: {}.", progress.line());
+    outln!("Cluster {cluster}: {}.", progress.line());
     for (id, why) in &progress.held {
-        println!("Job {id} is held: {why}");
+        outln!("Job {id} is held: {why}");
     }
     Ok(if progress.held.is_empty() && progress.removed == 0 {
         ExitCode::SUCCESS

@@ -148,24 +148,24 @@ pub fn run(args: SubmitDagArgs) -> Result<ExitCode> {
     }
     let files = DagFiles::of(&job.dag);
     let with_ext = |ext: &str| format!("{}{ext}", file_name(&job.dag));
-    println!("-----------------------------------------------------------------------");
-    println!("File for submitting this DAG to andes           : {}", with_ext(".condor.sub"));
-    println!("Log of DAGMan debugging messages                : {}", file_name(&files.out));
-    println!("Log of DAGMan's output                          : {}", with_ext(".lib.out"));
-    println!("Log of DAGMan's error messages                  : {}", with_ext(".lib.err"));
-    println!("Log of the life of DAGMan itself                : {}", with_ext(".dagman.log"));
-    println!();
+    outln!("-----------------------------------------------------------------------");
+    outln!("File for submitting this DAG to andes           : {}", with_ext(".condor.sub"));
+    outln!("Log of DAGMan debugging messages                : {}", file_name(&files.out));
+    outln!("Log of DAGMan's output                          : {}", with_ext(".lib.out"));
+    outln!("Log of DAGMan's error messages                  : {}", with_ext(".lib.err"));
+    outln!("Log of the life of DAGMan itself                : {}", with_ext(".dagman.log"));
+    outln!();
     if args.no_submit {
         write_condor_sub(&job)?;
-        println!("-no_submit given, not submitting DAG to andes.  You can do this with:");
-        println!("andes submit-dag {}", args.dag.display());
-        println!("-----------------------------------------------------------------------");
+        outln!("-no_submit given, not submitting DAG to andes.  You can do this with:");
+        outln!("andes submit-dag {}", args.dag.display());
+        outln!("-----------------------------------------------------------------------");
         return Ok(ExitCode::SUCCESS);
     }
     let session = Session::open()?;
     let cluster = session.block_on(queue(&session.client, &mut job, client::now()))?;
-    println!("Submitting job(s).");
-    println!("1 job(s) submitted to cluster {cluster}.");
-    println!("-----------------------------------------------------------------------");
+    outln!("Submitting job(s).");
+    outln!("1 job(s) submitted to cluster {cluster}.");
+    outln!("-----------------------------------------------------------------------");
     Ok(ExitCode::SUCCESS)
 }

@@ -83,7 +83,7 @@ pub fn run(args: TransferArgs) -> Result<ExitCode> {
             );
         }
         if ids.is_empty() {
-            println!("No spooled job to fetch.");
+            outln!("No spooled job to fetch.");
             return Ok(ExitCode::SUCCESS);
         }
         let mut fetched = Vec::new();
@@ -106,7 +106,7 @@ pub fn run(args: TransferArgs) -> Result<ExitCode> {
                 ),
             }
             .with_context(|| format!("job {id}"))?;
-            println!("Fetched the output of job {id} ({} files).", r.files.len());
+            outln!("Fetched the output of job {id} ({} files).", r.files.len());
             fetched.push(id);
         }
         let done: ChangeReport = c
@@ -183,6 +183,6 @@ fn write_into(
         root.write(&format!("{id}/{id}.log"), r.log.as_bytes())
             .map_err(|e| anyhow!("{}: {e}", dir.display()))?;
     }
-    println!("Wrote the output of job {id} into {}.", dir.join(id.to_string()).display());
+    outln!("Wrote the output of job {id} into {}.", dir.join(id.to_string()).display());
     Ok(())
 }

@@ -163,16 +163,16 @@ pub fn reconfig(args: ReconfigArgs) -> Result<ExitCode> {
     let mut sent = 0;
     if negotiator && (has_central || explicit) {
         let session = super::client::Session::collector()?;
-        println!("negotiator: {}", post(&session, "/v1/negotiator/reconfig")?);
+        outln!("negotiator: {}", post(&session, "/v1/negotiator/reconfig")?);
         sent += 1;
     }
     if schedd && (has_schedd || explicit) {
         let session = super::client::Session::open()?;
-        println!("schedd: {}", post(&session, "/v1/reconfig")?);
+        outln!("schedd: {}", post(&session, "/v1/reconfig")?);
         sent += 1;
     }
     if startd && (has_host || explicit) {
-        print!("startd: ");
+        out!("startd: ");
         super::host::command(
             "/v1/reconfig",
             serde_json::to_value(andes_host::api::ReconfigRequest {})?,

@@ -52,19 +52,16 @@ pub fn run(args: WaitArgs) -> anyhow::Result<ExitCode> {
         };
         for e in &events {
             if args.echo {
-                print!("{}", e.to_text(&Default::default()));
+                out!("{}", e.to_text(&Default::default()));
             }
             if let Some(line) = jobs.note(e, which.as_ref())
                 && args.status
             {
-                println!("{line}");
+                outln!("{line}");
             }
         }
         if jobs.done(args.num) {
-            println!(
-                "{}",
-                if which.is_some() { "Specified job(s) done." } else { "All jobs done." }
-            );
+            outln!("{}", if which.is_some() { "Specified job(s) done." } else { "All jobs done." });
             return Ok(ExitCode::SUCCESS);
         }
         if first && jobs.submitted.is_empty() {
@@ -77,7 +74,7 @@ pub fn run(args: WaitArgs) -> anyhow::Result<ExitCode> {
         }
         first = false;
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            println!("Time expired.");
+            outln!("Time expired.");
             return Ok(ExitCode::from(1));
         }
         std::thread::sleep(POLL);

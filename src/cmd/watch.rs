@@ -117,7 +117,7 @@ pub fn run(args: WatchArgs) -> Result<ExitCode> {
     if logs.is_empty() {
         logs = logs_from_schedd(&args.users, &args.clusters)?;
         if logs.is_empty() {
-            println!("No job to track: none of the jobs asked for has an event log (`log`).");
+            outln!("No job to track: none of the jobs asked for has an event log (`log`).");
             return Ok(ExitCode::SUCCESS);
         }
     }

@@ -361,3 +361,57 @@ fn completions_and_man_pages_are_generated_from_the_commands() {
     assert!(dir.path().join("andes.1").exists());
     assert!(dir.path().join("andes-router-q.1").exists());
 }
+
+/// Runs `andes ARGS` as `user` against `pool` with standard output a pipe
+/// whose reader has gone before the first write (`| head` that exited):
+/// its status and standard error.
+#[cfg(unix)]
+fn to_a_gone_reader(pool: &Daemon, user: &str, args: &[&str]) -> (Option<i32>, String) {
+    use std::process::Stdio;
+    let mut child = andes()
+        .args(args)
+        .current_dir(pool.path())
+        .env("ANDES_CONFIG_DIR", pool.path())
+        .env_remove("ANDES_CONFIG")
+        .env("USER", user)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Every kind of command that prints, into a pipe whose reader stopped
+/// early (`andes q | head -1`), ends quietly with 141, a shell's status for
+/// SIGPIPE (as condor_q ends): no panic (exit 101) and no error message.
+/// `cargo xtask tidy` keeps `println!` out of the binary's sources.
+#[cfg(unix)]
+#[test]
+fn a_command_whose_reader_stopped_early_ends_quietly() {
+    let pool = start();
+    write(&pool, "job.wasm", MODULE);
+    write(&pool, "job.sub", b"executable = job.wasm\nqueue 3\n");
+    pool.ok("alice", &["submit", "job.sub"]);
+    let commands: &[&[&str]] = &[
+        &["q"],
+        &["q", "-af", "ClusterId", "ProcId"],
+        &["q", "-l"],
+        &["q", "-json"],
+        &["history"],
+        &["submit", "job.sub"],
+        &["submit", "--dump", "job.sub"],
+        &["hold", "alice"],
+        &["classad", "eval", "1 + 1"],
+        &["cron", "next", "--count", "100000", "--from", "0"],
+        &["config-val", "--dump"],
+        &["completions", "bash"],
+        &["--help"],
+    ];
+    for args in commands {
+        let (code, err) = to_a_gone_reader(&pool, "alice", args);
+        assert_eq!(code, Some(141), "andes {args:?} into a closed pipe: {code:?}\n{err}");
+        assert!(err.is_empty(), "andes {args:?} into a closed pipe said: {err}");
+    }
+}

@@ -14,6 +14,9 @@
 //!   above it (but in the guest SDK's generated bindings).
 //! - **Bindings**: the guest SDK's bindings were made from `wit/job.wit` as
 //!   it is (see `cargo xtask bindings`).
+//! - **Standard output**: the `andes` binary's sources (`src/`) print
+//!   through `out!` and `outln!` (`src/out.rs`), never `print!` or
+//!   `println!`, which panic when the reader of a pipe stopped early.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -150,6 +153,7 @@ pub fn run() -> bool {
     failures.extend(pages(&root));
     failures.extend(references(&root));
     failures.extend(unsafe_blocks(&root));
+    failures.extend(stdout_prints(&root));
     failures.extend(crate::bindings::check(&root));
     if failures.is_empty() {
         eprintln!("tidy: ok");
@@ -340,6 +344,34 @@ fn exists(p: &str, all: &BTreeSet<&str>, dirs: &BTreeSet<String>, md: &str) -> b
 }
 
 /// Every `unsafe` block or impl has `SAFETY:` in the comment just above it.
+/// `print!` or `println!` in the binary's sources, but in `src/out.rs`.
+fn stdout_prints(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let files = git_files(root);
+    let sources = files
+        .iter()
+        .filter(|f| f.starts_with("src/") && f.ends_with(".rs") && f.as_str() != "src/out.rs");
+    for f in sources {
+        let Ok(text) = std::fs::read_to_string(root.join(f)) else { continue };
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let prints = ["print!(", "println!("].iter().any(|m| {
+                code.match_indices(m).any(|(at, _)| {
+                    let before = code[..at].chars().next_back();
+                    !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                })
+            });
+            if prints {
+                out.push(format!(
+                    "{f}:{}: print!/println! panic on a closed pipe: use out!/outln! (src/out.rs)",
+                    i + 1
+                ));
+            }
+        }
+    }
+    out
+}
+
 fn unsafe_blocks(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
     // Generated code (the guest SDK's bindings) is checked where it is made.

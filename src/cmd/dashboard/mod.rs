@@ -136,7 +136,7 @@ pub fn run(args: DashboardArgs) -> Result<ExitCode> {
         };
         let stop = super::stop_signal();
         write_url_file(&file, d.url())?;
-        println!("dashboard: {}", shown(d.url(), &file));
+        outln!("dashboard: {}", shown(d.url(), &file));
         d.serve(stop).await
     })?;
     Ok(ExitCode::SUCCESS)
