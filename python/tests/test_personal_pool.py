@@ -84,7 +84,7 @@ def test_a_pool_left_running_stops_when_the_interpreter_exits(tmp_path, andes_bi
     assert r.stdout.strip() == "READY"
     pid = pool_pid(d)
     reap.append(pid)
-    assert gone_within(pid, 5), "andes pool up outlived the Python that started it"
+    assert gone_within(pid, 30), "andes pool up outlived the Python that started it"
     assert (d / "pool-up.out").read_text().rstrip().endswith("pool stopped")
 
     # Ended by an exception, too.
@@ -100,7 +100,7 @@ def test_a_pool_left_running_stops_when_the_interpreter_exits(tmp_path, andes_bi
     assert "the script failed" in r.stderr
     pid = pool_pid(d)
     reap.append(pid)
-    assert gone_within(pid, 5)
+    assert gone_within(pid, 30)
 
 
 def test_a_pool_no_longer_referenced_is_stopped(tmp_path, andes_bin, reap):
@@ -110,7 +110,7 @@ def test_a_pool_no_longer_referenced_is_stopped(tmp_path, andes_bin, reap):
     assert alive(pid)
     del pool
     gc.collect()
-    assert gone_within(pid, 5)
+    assert gone_within(pid, 30)
 
 
 def test_detach_leaves_the_pool_running_and_attach_finds_it(tmp_path, andes_bin, reap):
@@ -141,7 +141,7 @@ def test_detach_leaves_the_pool_running_and_attach_finds_it(tmp_path, andes_bin,
     again = PersonalPool.attach(d)
     assert again.stop() is again
     assert again.state is PersonalPoolState.STOPPED
-    assert gone_within(pid, 5)
+    assert gone_within(pid, 30)
 
     # Nothing to attach to: said so.
     with pytest.raises(andes.HTCondorException, match="no running personal pool"):
@@ -164,7 +164,7 @@ def test_an_attached_pool_is_stopped_when_the_interpreter_exits(tmp_path, andes_
         d,
     )
     assert r.returncode == 0, r.stderr
-    assert gone_within(pid, 10)
+    assert gone_within(pid, 30)
     del started
 
 
