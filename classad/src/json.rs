@@ -85,6 +85,26 @@ pub fn ad_from_json_str(text: &str) -> Result<ClassAd, JsonError> {
     ad_from_json(&j)
 }
 
+/// Parses HTCondor's JSON form of ads: one object, or an array of them
+/// (what `condor_q -json` prints).
+pub fn ads_from_json_str(text: &str) -> Result<Vec<ClassAd>, JsonError> {
+    let j: Json = serde_json::from_str(text)
+        .map_err(|e| JsonError { path: String::new(), msg: e.to_string() })?;
+    match &j {
+        Json::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                ad_from_json(item).map_err(|e| JsonError {
+                    path: format!("[{i}]{}{}", if e.path.is_empty() { "" } else { "." }, e.path),
+                    msg: e.msg,
+                })
+            })
+            .collect(),
+        _ => Ok(vec![ad_from_json(&j)?]),
+    }
+}
+
 /// Converts a JSON object to an ad.
 pub fn ad_from_json(j: &Json) -> Result<ClassAd, JsonError> {
     let Json::Object(m) = j else {
@@ -232,6 +252,17 @@ pub fn parse_oracle_expr(text: &str) -> Option<Expr> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ads_from_json_take_an_object_or_an_array_of_them() {
+        let one = ads_from_json_str(r#"{"A": 1, "B": "\/Expr(A + 1)\/"}"#).unwrap();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].eval_attr("B"), Value::Int(2));
+        let two = ads_from_json_str(r#"[{"A": 1}, {"A": 2}]"#).unwrap();
+        assert_eq!(two.len(), 2);
+        let bad = ads_from_json_str(r#"[{"A": 1}, 3]"#).unwrap_err();
+        assert!(bad.to_string().starts_with("at `[1]`"), "{bad}");
+    }
+
     use super::*;
 
     #[test]

@@ -9,6 +9,7 @@ pub mod json;
 pub mod lexer;
 pub mod matching;
 pub mod parser;
+pub mod refs;
 mod table;
 pub mod unparse;
 pub mod value;

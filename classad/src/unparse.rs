@@ -98,6 +98,58 @@ pub fn ad_to(out: &mut String, ad: &ClassAd) {
     out.push_str(" ]");
 }
 
+/// Appends a ClassAd laid out as HTCondor's pretty printer does (what
+/// classad2's `str(ad)` gives): each attribute on a line of its own, `; `
+/// after all but the last, and lists and nested ads opened on lines of
+/// their own, `indent` being the column the enclosing attribute starts at.
+pub fn pretty_ad_to(out: &mut String, ad: &ClassAd, indent: usize) {
+    out.push('\n');
+    spaces(out, indent + 4);
+    out.push_str("[\n");
+    for (i, (k, v)) in ad.iter().enumerate() {
+        if i > 0 {
+            out.push_str("; \n");
+        }
+        spaces(out, indent + 8);
+        name_to(out, k);
+        out.push_str(" = ");
+        pretty_expr_to(out, v, indent + 8);
+    }
+    if !ad.is_empty() {
+        out.push('\n');
+    }
+    spaces(out, indent + 4);
+    out.push(']');
+}
+
+fn pretty_expr_to(out: &mut String, e: &Expr, indent: usize) {
+    match e {
+        Expr::Record(ad) => pretty_ad_to(out, ad, indent),
+        Expr::List(items) => stacker::maybe_grow(64 * 1024, 1024 * 1024, || {
+            out.push('\n');
+            spaces(out, indent + 3);
+            out.push_str("{\n");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(",\n");
+                }
+                spaces(out, indent + 6);
+                pretty_expr_to(out, item, indent + 6);
+            }
+            if !items.is_empty() {
+                out.push('\n');
+            }
+            spaces(out, indent + 3);
+            out.push('}');
+        }),
+        _ => expr_to(out, e),
+    }
+}
+
+fn spaces(out: &mut String, n: usize) {
+    out.extend(std::iter::repeat_n(' ', n));
+}
+
 /// Appends a ClassAd in old syntax: `Name = Expr`, one per line.
 pub fn old_ad_to(out: &mut String, ad: &ClassAd) {
     for (k, v) in ad.iter() {
@@ -234,5 +286,25 @@ impl ClassAd {
         let mut s = String::new();
         old_ad_to(&mut s, self);
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pretty_printing_lays_out_as_htcondors_printer() {
+        let ad =
+            crate::parse_ad("[A = 1; L = {1, 2}; N = [x = 1; y = {}]; B = {[b = 1], {2, {}}}]")
+                .unwrap();
+        let mut s = String::new();
+        pretty_ad_to(&mut s, &ad, 0);
+        // As classad2 25.x prints the same ad (str(ClassAd)).
+        let want = "\n    [\n        A = 1; \n        L = \n           {\n              1,\n              2\n           }; \n        N = \n            [\n                x = 1; \n                y = \n                   {\n                   }\n            ]; \n        B = \n           {\n              \n                  [\n                      b = 1\n                  ],\n              \n                 {\n                    2,\n                    \n                       {\n                       }\n                 }\n           }\n    ]";
+        assert_eq!(s, want);
+        let mut empty = String::new();
+        pretty_ad_to(&mut empty, &ClassAd::new(), 0);
+        assert_eq!(empty, "\n    [\n    ]");
     }
 }

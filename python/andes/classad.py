@@ -22,6 +22,7 @@ __all__ = [
     "ClassAd",
     "ClassAdException",
     "ExprTree",
+    "ParserType",
     "Value",
     "parseAds",
     "parseOne",
@@ -31,38 +32,64 @@ __all__ = [
 ]
 
 
-class Value(enum.Enum):
-    """The two ClassAd values Python has no value for."""
+class Value(enum.IntEnum):
+    """The two ClassAd values Python has no value for, numbered as in
+    classad2: ``Error`` is 1, ``Undefined`` 2 (so, as there, both are
+    true in a test: compare with ``is Value.Undefined``)."""
 
-    Undefined = "Undefined"
-    Error = "Error"
+    Error = 1 << 0
+    Undefined = 1 << 1
 
     @property
     def _classad_special(self):
-        return self.value
-
-    def __bool__(self):
-        return False
+        return self.name
 
 
-def parseAds(text, parser=None):
-    """Every ad in ``text`` (new syntax, ``[...]`` one after another, or old
-    syntax, ads separated by a blank line), as a list."""
+class ParserType(enum.IntEnum):
+    """How ``parseAds``, ``parseOne`` and ``parseNext`` read their text
+    (``classad2.ParserType``): ``Auto`` new or old syntax, whichever the text
+    starts as; ``Old`` ads of ``Name = Expr`` lines separated by blank lines;
+    ``New`` ``[ ... ]`` ads; ``JSON`` an object or an array of them;
+    ``FileAuto`` JSON when the text starts with ``{``, else as ``Auto``.
+    ``XML`` is refused."""
+
+    Auto = -1
+    Old = 0
+    XML = 1
+    JSON = 2
+    New = 3
+    FileAuto = 4
+
+
+def _parser(parser):
+    if parser is None:
+        return ParserType.Auto
+    if isinstance(parser, bool) or not isinstance(parser, int):
+        raise TypeError(f"parser must be a ParserType, not {type(parser).__name__}")
+    try:
+        return ParserType(parser)
+    except ValueError:
+        raise ValueError(f"parser {parser} is no ParserType (Auto -1, Old 0, XML 1, JSON 2, New 3, FileAuto 4)") from None
+
+
+def parseAds(text, parser=ParserType.Auto):
+    """Every ad in ``text`` (a string or a file), read as ``parser`` (a
+    ``ParserType``) says, as a list."""
     if hasattr(text, "read"):
         text = text.read()
-    return list(_parse_ads(text))
+    return list(_parse_ads(text, int(_parser(parser))))
 
 
-def parseOne(text, parser=None):
-    """The ads in ``text`` merged into one."""
+def parseOne(text, parser=ParserType.Auto):
+    """The ads in ``text`` merged into one (later attributes win)."""
     out = ClassAd()
     for ad in parseAds(text, parser):
         out.update(ad)
     return out
 
 
-def parseNext(text, parser=None):
-    """The first ad in ``text``."""
+def parseNext(text, parser=ParserType.Auto):
+    """The first ad in ``text`` (``StopIteration`` when it has none)."""
     ads = parseAds(text, parser)
     if not ads:
         raise StopIteration

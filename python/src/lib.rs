@@ -196,6 +196,19 @@ impl PyExprTree {
         value_to_py(py, &v)
     }
 
+    /// The expression's value as an `ExprTree` (a literal: `undefined`
+    /// when an attribute it needs is missing), evaluated as `eval` does.
+    #[pyo3(signature = (scope=None, target=None))]
+    fn simplify(
+        &self,
+        scope: Option<PyRef<'_, PyClassAd>>,
+        target: Option<PyRef<'_, PyClassAd>>,
+    ) -> PyExprTree {
+        let mut ev = classad::Evaluator::new();
+        let v = ev.eval(&self.expr, scope.as_ref().map(|s| &s.ad), target.as_ref().map(|t| &t.ad));
+        PyExprTree { expr: Expr::from(v) }
+    }
+
     fn __str__(&self) -> String {
         self.expr.to_string()
     }
@@ -341,6 +354,63 @@ impl PyClassAd {
         Ok(())
     }
 
+    /// `ad[key]` when the ad has `key`; else sets it to `default` and gives that.
+    #[pyo3(signature = (key, default=None))]
+    fn setdefault(
+        &mut self,
+        py: Python<'_>,
+        key: &str,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        if self.ad.contains(key) {
+            return self.__getitem__(py, key);
+        }
+        let default = default.unwrap_or(py.None());
+        self.__setitem__(key, default.bind(py))?;
+        Ok(default)
+    }
+
+    /// Removes the first attribute and gives `(name, value)`; KeyError when
+    /// the ad is empty.
+    fn popitem(&mut self, py: Python<'_>) -> PyResult<(String, Py<PyAny>)> {
+        let Some(name) = self.names().into_iter().next() else {
+            return Err(PyKeyError::new_err("popitem(): the ClassAd is empty"));
+        };
+        let v = self.__getitem__(py, &name)?;
+        self.ad.remove(&name);
+        Ok((name, v))
+    }
+
+    /// `expr` partly evaluated in this ad (`classad2.ClassAd.flatten`): what
+    /// refers only to attributes the ad defines is evaluated, the rest kept.
+    /// A value when it evaluates to one, else an `ExprTree`.
+    fn flatten(&self, py: Python<'_>, expr: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let e = expr_arg(expr)?;
+        // A literal as its value; anything else (a list too) as an ExprTree, as classad2 does.
+        let flat = classad::refs::flatten(&self.ad, &e);
+        match flat.as_literal() {
+            Some(v) => value_to_py(py, v),
+            None => Ok(Py::new(py, PyExprTree { expr: flat })?.into_any()),
+        }
+    }
+
+    /// The attributes `expr` refers to (through the definitions of those
+    /// this ad has) that this ad does not define, by full name (`MY.x`,
+    /// `TARGET.x`), sorted; `[""]` when none, as in classad2.
+    #[pyo3(name = "externalRefs")]
+    fn external_refs(&self, expr: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        let r = classad::refs::refs(&self.ad, &expr_arg(expr)?);
+        Ok(or_blank(r.external))
+    }
+
+    /// The attributes `expr` refers to (through their definitions) that this
+    /// ad defines, sorted; `[""]` when none, as in classad2.
+    #[pyo3(name = "internalRefs")]
+    fn internal_refs(&self, expr: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        let r = classad::refs::refs(&self.ad, &expr_arg(expr)?);
+        Ok(or_blank(r.internal))
+    }
+
     /// Removes every attribute.
     fn clear(&mut self) {
         self.ad = ClassAd::new();
@@ -395,19 +465,23 @@ impl PyClassAd {
         classad::json::ad_to_json_string(&self.ad)
     }
 
+    /// The ad laid out on several lines, as classad2's `str(ad)`.
     fn __str__(&self) -> String {
+        let mut s = String::new();
+        classad::unparse::pretty_ad_to(&mut s, &self.ad, 0);
+        s
+    }
+
+    /// The ad on one line, in new syntax (`[ a = 1; b = 2 ]`).
+    fn __repr__(&self) -> String {
         let mut s = String::new();
         classad::unparse::ad_to(&mut s, &self.ad);
         s
     }
 
-    fn __repr__(&self) -> String {
-        self.__str__()
-    }
-
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         match other.extract::<PyRef<'_, PyClassAd>>() {
-            Ok(o) => self.__str__() == o.__str__(),
+            Ok(o) => self.__repr__() == o.__repr__(),
             Err(_) => false,
         }
     }
@@ -417,6 +491,18 @@ impl PyClassAd {
     fn names(&self) -> Vec<String> {
         self.ad.iter().map(|(n, _)| n.as_str().to_string()).collect()
     }
+}
+
+/// An `ExprTree` argument (classad2 takes no text where it wants a tree).
+fn expr_arg(ob: &Bound<'_, PyAny>) -> PyResult<Expr> {
+    ob.extract::<PyRef<'_, PyExprTree>>()
+        .map(|e| e.expr.clone())
+        .map_err(|_| PyTypeError::new_err("expr must be an ExprTree"))
+}
+
+/// classad2's way of saying "no names": one empty string.
+fn or_blank(names: Vec<String>) -> Vec<String> {
+    if names.is_empty() { vec![String::new()] } else { names }
 }
 
 /// A literal, or a list of literals (as `classad2` gives them as Python values).
@@ -451,27 +537,71 @@ fn parse_one_ad(text: &str) -> PyResult<ClassAd> {
     r.map_err(|e| ClassAdException::new_err(format!("the ClassAd does not parse: {e}")))
 }
 
-/// Every ad in `text`: new-syntax ads one after another, or old-syntax ads
-/// separated by blank lines.
+/// Every ad in `text`, read as `parser` (classad2's `ParserType` number)
+/// says: -1 (Auto) new-syntax ads one after another, or old-syntax ads
+/// separated by blank lines, whichever the text starts as; 0 (Old) and 3
+/// (New) only that syntax; 2 (JSON) an object or an array of them; 4
+/// (FileAuto) JSON when the text starts with `{`, else as Auto. XML (1) is
+/// refused.
 #[pyfunction]
-fn parse_ads(text: &str) -> PyResult<Vec<PyClassAd>> {
+#[pyo3(signature = (text, parser=-1))]
+fn parse_ads(text: &str, parser: i64) -> PyResult<Vec<PyClassAd>> {
     check_len(text, "the text")?;
-    let ads = if text.trim_start().starts_with('[') {
+    let start = text.trim_start();
+    let new_syntax = |text: &str| {
         classad::parse_ads(text)
-            .map_err(|e| ClassAdException::new_err(format!("the ClassAds do not parse: {e}")))?
-    } else {
-        let mut out = Vec::new();
-        for (i, block) in text.split("\n\n").enumerate() {
-            if block.trim().is_empty() {
-                continue;
-            }
-            let ad = classad::parse_old_ad(block)
-                .map_err(|e| ClassAdException::new_err(format!("ad {}: {e}", i + 1)))?;
-            out.push(ad);
+            .map_err(|e| ClassAdException::new_err(format!("the ClassAds do not parse: {e}")))
+    };
+    let json = |text: &str| {
+        classad::json::ads_from_json_str(text)
+            .map_err(|e| ClassAdException::new_err(format!("the JSON ClassAds do not parse: {e}")))
+    };
+    let ads = match parser {
+        -1 if start.starts_with('[') => new_syntax(text)?,
+        -1 | 0 => parse_old_ads(text)?,
+        3 if start.is_empty() || start.starts_with('[') || start.starts_with("/") => {
+            new_syntax(text)?
         }
-        out
+        3 => {
+            return Err(ClassAdException::new_err(
+                "the text is not new-syntax ClassAds (`[ ... ]`): parse it as ParserType.Old or Auto",
+            ));
+        }
+        2 => json(text)?,
+        4 if start.starts_with('{') => json(text)?,
+        4 if start.starts_with('[') => new_syntax(text)?,
+        4 => parse_old_ads(text)?,
+        1 => {
+            return Err(ClassAdException::new_err(
+                "XML ClassAds are not supported: parse them as Old, New or JSON",
+            ));
+        }
+        n => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "parser {n} is no ParserType (Auto -1, Old 0, XML 1, JSON 2, New 3, FileAuto 4)"
+            )));
+        }
     };
     Ok(ads.into_iter().map(|ad| PyClassAd { ad }).collect())
+}
+
+/// Old-syntax ads separated by blank lines; lines starting with `#` are
+/// comments, as in HTCondor's files of ads.
+fn parse_old_ads(text: &str) -> PyResult<Vec<ClassAd>> {
+    let mut out = Vec::new();
+    for (i, block) in text.split("\n\n").enumerate() {
+        let block: String = block
+            .split_inclusive('\n')
+            .filter(|line| !line.trim_start().starts_with('#'))
+            .collect();
+        if block.trim().is_empty() {
+            continue;
+        }
+        let ad = classad::parse_old_ad(&block)
+            .map_err(|e| ClassAdException::new_err(format!("ad {}: {e}", i + 1)))?;
+        out.push(ad);
+    }
+    Ok(out)
 }
 
 /// `s` as a ClassAd string literal, quotes and escapes included.
