@@ -33,6 +33,9 @@ from ._andes import Config as _Config
 from ._andes import EventLog as _EventLog
 from ._andes import HTCondorException
 from ._andes import Session as _Session
+from ._andes import submit_expand as _submit_expand
+from ._andes import submit_itemdata as _submit_itemdata
+from ._andes import submit_jobs as _submit_jobs
 from ._andes import submit_parts as _submit_parts
 from ._andes import user_name as _user_name
 from ._enums import (
@@ -311,7 +314,8 @@ class Submit(collections.abc.MutableMapping):
             for name, value in commands:
                 self[name] = value
             if q is not None:
-                self._qargs = _qargs_text(*q)
+                # The statement's own words, as written.
+                self._qargs = _last_queue_args(input) or _qargs_text(*q)
         elif input is not None:
             items = dict(input)
             if any(isinstance(k, str) and k.strip().casefold() == "queue" for k in items):
@@ -384,8 +388,77 @@ class Submit(collections.abc.MutableMapping):
         return sub
 
     def getQArgs(self):
-        """The ``queue`` statement's arguments (``""`` when it has none)."""
+        """The ``queue`` statement's arguments (``""`` when it has none):
+        ``Submit(str(sub)).getQArgs() == sub.getQArgs()``."""
         return self._qargs or ""
+
+    def expand(self, attr):
+        """The value of the submit command or macro ``attr`` with every
+        macro in it expanded (``$(name)``, ``$(name:default)``, ``$ENV()``,
+        ``$INT()``, ...), as for the first job: ``$(Process)`` is 0,
+        ``$(Cluster)`` 1, the queue statement's variables are not defined.
+        ``KeyError`` when nothing defines ``attr``."""
+        if not isinstance(attr, str):
+            raise TypeError("attr must be a string")
+        self._not_a_dag("expand")
+        value = _submit_expand(str(self), attr, os.getcwd())
+        if value is None:
+            raise KeyError(attr)
+        return value
+
+    def itemdata(self, qargs=None):
+        """The items of the queue statement (or of ``qargs``, a queue
+        statement's arguments, which may start with ``"queue "``): an
+        iterator of dicts of its variables by name (``Item`` when it names
+        none), one per item, as the jobs would get them (item files read,
+        ``matching`` globs matched in the current directory); ``None`` when
+        it has no items (``queue 3``). Each dict can be passed back as
+        ``Schedd.submit``'s ``itemdata``."""
+        self._not_a_dag("itemdata")
+        if qargs is None:
+            text = str(self)
+        else:
+            if not isinstance(qargs, str):
+                raise TypeError("qargs must be a string")
+            if qargs.casefold().startswith("queue "):
+                qargs = qargs[6:]
+            text = self._text(queue=qargs)
+        got = _submit_itemdata(text, os.getcwd())
+        if got is None:
+            return None
+        names, rows = got
+        return iter([dict(zip(names, row)) for row in rows])
+
+    def jobs(self, count=0, itemdata=None, clusterid=1, procid=0, qdate=0, owner=""):
+        """The job ads ``Schedd.submit(self, count, itemdata=itemdata)``
+        would queue, made here without a schedd, in cluster ``clusterid``
+        with ``QDate`` ``qdate`` (0: now) and ``Owner`` ``owner`` (empty:
+        you): an iterator of ClassAds. htcondor2 leaves this unimplemented;
+        it is htcondor's (version 1) ``Submit.jobs``."""
+        return iter(self._simulate(count, itemdata, clusterid, procid, qdate, owner)[0])
+
+    def procs(self, count=0, itemdata=None, clusterid=1, procid=0, qdate=0, owner=""):
+        """As ``jobs``, each job ad without the attributes every job of the
+        cluster shares (those are the cluster ad's): what each proc has of
+        its own."""
+        return iter(self._simulate(count, itemdata, clusterid, procid, qdate, owner)[1])
+
+    def _simulate(self, count, itemdata, clusterid, procid, qdate, owner):
+        self._not_a_dag("jobs")
+        for name, v in (("count", count), ("clusterid", clusterid), ("procid", procid), ("qdate", qdate)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise TypeError(f"{name} must be a non-negative int, not {v!r}")
+        if clusterid < 1:
+            raise ValueError("clusterid must be 1 or more")
+        if procid != 0:
+            raise ValueError("andes numbers a cluster's jobs from ProcId 0: procid must be 0")
+        if not isinstance(owner, str):
+            raise TypeError("owner must be a string")
+        return _submit_jobs(self._text(count, itemdata), os.getcwd(), clusterid, qdate, owner or None)
+
+    def _not_a_dag(self, what):
+        if getattr(self, "_dag", None) is not None:
+            raise HTCondorException(f"{what}: this Submit is a DAG's (Submit.from_dag): andes reads the DAG when it is submitted")
 
     def setQArgs(self, args):
         """Sets the ``queue`` statement's arguments (``"3"``, ``"x in (a b)"``,
@@ -419,6 +492,29 @@ class Submit(collections.abc.MutableMapping):
             q = self.getQArgs()
         lines.append(f"queue {q}".rstrip())
         return "\n".join(lines) + "\n"
+
+
+def _last_queue_args(text):
+    """The arguments of the last ``queue`` statement of ``text``, as written
+    (an inline list's lines included)."""
+    lines = text.splitlines()
+    last, i = None, 0
+    while i < len(lines):
+        words = lines[i].strip()
+        if re.match(r"(?i)queue(\s|$)", words):
+            args = words[5:].strip()
+            if args.endswith("("):
+                block = [args]
+                i += 1
+                while i < len(lines) and not lines[i].strip().startswith(")"):
+                    block.append(lines[i])
+                    i += 1
+                if i < len(lines):
+                    block.append(lines[i].strip())
+                args = "\n".join(block)
+            last = args
+        i += 1
+    return last
 
 
 def _qargs_text(count, vars, kind, items):

@@ -178,6 +178,26 @@ class Submit:
     def get(self, name: str, default: Any = None) -> Any: ...
     def getQArgs(self) -> str: ...
     def setQArgs(self, args: str) -> None: ...
+    def expand(self, attr: str) -> str: ...
+    def itemdata(self, qargs: Optional[str] = None) -> Optional[Iterator[dict[str, str]]]: ...
+    def jobs(
+        self,
+        count: int = 0,
+        itemdata: Optional[Iterable[Union[str, Mapping[str, Any]]]] = None,
+        clusterid: int = 1,
+        procid: int = 0,
+        qdate: int = 0,
+        owner: str = "",
+    ) -> Iterator[ClassAd]: ...
+    def procs(
+        self,
+        count: int = 0,
+        itemdata: Optional[Iterable[Union[str, Mapping[str, Any]]]] = None,
+        clusterid: int = 1,
+        procid: int = 0,
+        qdate: int = 0,
+        owner: str = "",
+    ) -> Iterator[ClassAd]: ...
     @classmethod
     def from_dag(cls, filename: str, options: Optional[Mapping[str, Any]] = None) -> "Submit": ...
 

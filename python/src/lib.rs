@@ -1065,6 +1065,67 @@ impl Config {
 }
 
 /// The native module.
+/// The submit context the Python `Submit` methods read a description in:
+/// `iwd` the submitting directory, `cluster` the ClusterId, `qdate` the
+/// QDate (0: now), `owner` the Owner (none: this process's user), this
+/// process's environment for `$ENV()`.
+fn submit_context(
+    iwd: String,
+    cluster: i64,
+    qdate: i64,
+    owner: Option<String>,
+) -> andes_submit::Context<'static> {
+    let now = if qdate > 0 { qdate } else { classad::eval::system_now() };
+    let mut ctx = andes_submit::Context::new(cluster, now, iwd);
+    ctx.owner = owner.or_else(andes_client::settings::user_name);
+    ctx.env = std::env::vars().collect();
+    ctx
+}
+
+/// The value of submit command or macro `name` in the submit description
+/// `text`, its macros expanded as for the first job (`Submit.expand`);
+/// `None` when nothing defines it.
+#[pyfunction]
+fn submit_expand(text: &str, name: &str, iwd: String) -> PyResult<Option<String>> {
+    check_len(text, "the submit description")?;
+    let desc = andes_submit::parse(text, "<submit description>").map_err(pool_err)?;
+    andes_submit::expand_value(&desc, &submit_context(iwd, 1, 0, None), name).map_err(pool_err)
+}
+
+/// The items of the last queue statement of `text` (`Submit.itemdata`): its
+/// variables and each item's values; `None` when it has no items.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn submit_itemdata(text: &str, iwd: String) -> PyResult<Option<(Vec<String>, Vec<Vec<String>>)>> {
+    check_len(text, "the submit description")?;
+    let desc = andes_submit::parse(text, "<submit description>").map_err(pool_err)?;
+    andes_submit::itemdata(&desc, &submit_context(iwd, 1, 0, None)).map_err(pool_err)
+}
+
+/// The job ads the submit description `text` makes, as `andes submit` would
+/// queue them in cluster `cluster` (`Submit.jobs` / `Submit.procs`): the
+/// full ads, and each one's own attributes (those not every job shares).
+#[pyfunction]
+#[pyo3(signature = (text, iwd, cluster=1, qdate=0, owner=None))]
+#[allow(clippy::type_complexity)]
+fn submit_jobs(
+    py: Python<'_>,
+    text: &str,
+    iwd: String,
+    cluster: i64,
+    qdate: i64,
+    owner: Option<String>,
+) -> PyResult<(Vec<PyClassAd>, Vec<PyClassAd>)> {
+    check_len(text, "the submit description")?;
+    let desc = andes_submit::parse(text, "<submit description>").map_err(pool_err)?;
+    let out = py
+        .detach(|| andes_submit::expand(&desc, &submit_context(iwd, cluster, qdate, owner)))
+        .map_err(pool_err)?;
+    let procs = andes_job::api::factor(out.jobs.clone()).procs;
+    let wrap = |ads: Vec<ClassAd>| ads.into_iter().map(|ad| PyClassAd { ad }).collect();
+    Ok((wrap(out.jobs), wrap(procs)))
+}
+
 /// The user name jobs submitted from this process are owned by (`USER`,
 /// `LOGNAME`, `USERNAME`, else the account's), as `andes submit` takes it.
 #[pyfunction]
@@ -1087,5 +1148,8 @@ fn _andes(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(submit_parts, m)?)?;
     m.add_function(wrap_pyfunction!(unquote, m)?)?;
     m.add_function(wrap_pyfunction!(user_name, m)?)?;
+    m.add_function(wrap_pyfunction!(submit_expand, m)?)?;
+    m.add_function(wrap_pyfunction!(submit_itemdata, m)?)?;
+    m.add_function(wrap_pyfunction!(submit_jobs, m)?)?;
     Ok(())
 }

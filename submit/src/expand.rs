@@ -182,38 +182,7 @@ impl Run<'_, '_> {
                 }
             }
         };
-        // The item rows.
-        let dir = self.job_iwd(origin)?;
-        let rows: Vec<String> = match &q.items {
-            ItemSource::None => Vec::new(),
-            ItemSource::In(items) => items.clone(),
-            ItemSource::FromRows(rows) => rows.clone(),
-            ItemSource::FromFile(f) => {
-                let name = self.macros.expand(f, &iwd, origin)?;
-                let path = resolve(&dir, name.trim());
-                let bytes = self.ctx.fs.read(&path, MAX_ITEM_FILE).map_err(|e| {
-                    qerr(format!("cannot read the item file {path:?} for `queue ... from`: {e}"))
-                })?;
-                String::from_utf8_lossy(&bytes)
-                    .lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                    .map(str::to_string)
-                    .collect()
-            }
-            ItemSource::Matching { what, globs } => {
-                let mut found = Vec::new();
-                for g in globs {
-                    let g = self.macros.expand(g, &iwd, origin)?;
-                    for m in self.glob(&dir, &g, *what, origin)? {
-                        if !found.contains(&m) {
-                            found.push(m);
-                        }
-                    }
-                }
-                found
-            }
-        };
+        let rows = self.item_rows(q, origin)?;
         let has_items = !matches!(q.items, ItemSource::None);
         let vars: Vec<String> =
             if q.vars.is_empty() { vec!["Item".to_string()] } else { q.vars.clone() };
@@ -265,6 +234,49 @@ impl Run<'_, '_> {
         Ok(())
     }
 
+    /// The item rows of queue statement `q` (its `in` items, its `from`
+    /// rows, the lines of its item file, the names its globs match), not
+    /// yet split among its variables.
+    fn item_rows(
+        &mut self,
+        q: &QueueStatement,
+        origin: &Origin,
+    ) -> Result<Vec<String>, SubmitError> {
+        let iwd = self.ctx.iwd.clone();
+        let qerr = |msg: String| origin.error(ErrorKind::Queue, msg);
+        let dir = self.job_iwd(origin)?;
+        Ok(match &q.items {
+            ItemSource::None => Vec::new(),
+            ItemSource::In(items) => items.clone(),
+            ItemSource::FromRows(rows) => rows.clone(),
+            ItemSource::FromFile(f) => {
+                let name = self.macros.expand(f, &iwd, origin)?;
+                let path = resolve(&dir, name.trim());
+                let bytes = self.ctx.fs.read(&path, MAX_ITEM_FILE).map_err(|e| {
+                    qerr(format!("cannot read the item file {path:?} for `queue ... from`: {e}"))
+                })?;
+                String::from_utf8_lossy(&bytes)
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(str::to_string)
+                    .collect()
+            }
+            ItemSource::Matching { what, globs } => {
+                let mut found = Vec::new();
+                for g in globs {
+                    let g = self.macros.expand(g, &iwd, origin)?;
+                    for m in self.glob(&dir, &g, *what, origin)? {
+                        if !found.contains(&m) {
+                            found.push(m);
+                        }
+                    }
+                }
+                found
+            }
+        })
+    }
+
     /// The job's initial directory (`Iwd`), as the ad writes it.
     pub fn job_iwd(&mut self, origin: &Origin) -> Result<String, SubmitError> {
         let base = self.ctx.iwd.clone();
@@ -313,6 +325,84 @@ impl Run<'_, '_> {
         out.sort();
         Ok(out)
     }
+}
+
+/// What [`prepared`] gives: the run, and the last queue statement with where it is.
+type Prepared<'r, 'c, 'f> = (Run<'c, 'f>, Option<(&'r QueueStatement, Origin)>);
+
+/// A [`Run`] of `desc` with its commands and macros applied up to its last
+/// `queue` statement (or all of them when it has none), as the first job
+/// sees them (`Process`, `ProcId`, `Step`, `Row` 0): what
+/// [`expand_value`] and [`itemdata`] read; the last queue statement, if any.
+fn prepared<'r, 'c, 'f>(
+    desc: &'r SubmitDescription,
+    ctx: &'c Context<'f>,
+) -> Result<Prepared<'r, 'c, 'f>, SubmitError> {
+    let mut run = Run {
+        ctx,
+        macros: Macros::new(&ctx.env, ctx.seed),
+        attrs: Vec::new(),
+        jobs: Vec::new(),
+        modules: ModuleCache::default(),
+        sizes: HashMap::new(),
+        source: desc.source.clone(),
+        ad_bytes: 0,
+    };
+    let cluster = ctx.cluster_id.to_string();
+    for n in ["Cluster", "ClusterId"] {
+        run.macros.builtin(n, &cluster);
+    }
+    for n in ["Process", "ProcId", "Step", "Row", "ItemIndex"] {
+        run.macros.builtin(n, "0");
+    }
+    let mut last = None;
+    for st in &desc.statements {
+        let origin = Origin { source: desc.source.clone(), line: Some(st.line) };
+        match &st.kind {
+            StatementKind::Queue(q) => last = Some((q, origin)),
+            k => run.apply(k, &origin)?,
+        }
+    }
+    Ok((run, last))
+}
+
+/// The value of the submit command or macro `name` in `desc`, every macro
+/// in it expanded as for the first job (`Process` 0, `Cluster` the
+/// context's; a queue statement's variables are not defined), or `None`
+/// when nothing defines it: htcondor2's `Submit.expand`.
+pub fn expand_value(
+    desc: &SubmitDescription,
+    ctx: &Context<'_>,
+    name: &str,
+) -> Result<Option<String>, SubmitError> {
+    let (mut run, _) = prepared(desc, ctx)?;
+    if !run.macros.is_defined(name) {
+        return Ok(None);
+    }
+    let iwd = ctx.iwd.clone();
+    run.macros.get(name, &iwd, &desc.source)
+}
+
+/// The items of `desc`'s last `queue` statement: its variables (`Item`
+/// when it names none) and, for each item, their values, as the jobs would
+/// get them (item files read, globs matched); `None` when the statement has
+/// no items (`queue 3`) or there is none: htcondor2's `Submit.itemdata`.
+#[allow(clippy::type_complexity)]
+pub fn itemdata(
+    desc: &SubmitDescription,
+    ctx: &Context<'_>,
+) -> Result<Option<(Vec<String>, Vec<Vec<String>>)>, SubmitError> {
+    let (mut run, last) = prepared(desc, ctx)?;
+    let Some((q, origin)) = last else { return Ok(None) };
+    if matches!(q.items, ItemSource::None) {
+        return Ok(None);
+    }
+    let rows = run.item_rows(q, &origin)?;
+    let vars: Vec<String> =
+        if q.vars.is_empty() { vec!["Item".to_string()] } else { q.vars.clone() };
+    let split = matches!(q.items, ItemSource::FromRows(_) | ItemSource::FromFile(_));
+    let rows = rows.iter().map(|r| split_row(r, vars.len(), split)).collect();
+    Ok(Some((vars, rows)))
 }
 
 /// Splits an item row among `n` variables: fields are separated by commas

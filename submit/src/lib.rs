@@ -39,7 +39,9 @@ mod run;
 
 use std::fmt;
 
-pub use expand::{DEFAULT_MAX_AD_BYTES, DEFAULT_MAX_JOBS, Module, Submission, expand};
+pub use expand::{
+    DEFAULT_MAX_AD_BYTES, DEFAULT_MAX_JOBS, Module, Submission, expand, expand_value, itemdata,
+};
 pub use fs::{FileSystem, MappedFs, MemFs, RealFs};
 pub use parse::{
     ItemSource, MatchKind, QueueStatement, Statement, StatementKind, SubmitDescription, parse,

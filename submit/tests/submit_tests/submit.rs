@@ -632,3 +632,47 @@ fn bad_values_are_errors_with_their_line_and_a_misspelt_command_is_warned_of() {
         vec!["job.sub:2: the line 'requirments = True' was unused by andes submit. Is it a typo?"]
     );
 }
+
+#[test]
+fn one_value_expands_as_for_the_first_job() {
+    let fs = fs();
+    let ctx = Context::new(42, 1_700_000_000, "/home/u").with_fs(&fs);
+    let desc = parse(
+        "executable = job.wasm\nfoo = bar_$(foo2)\nfoo2 = 7\nargs = $(Cluster).$(Process) $(x) $(y:dflt) $INT(n)\nn = 3*2\nqueue x from (\n1\n)\n",
+        "job.sub",
+    )
+    .unwrap();
+    let value = |name: &str| andes_submit::expand_value(&desc, &ctx, name).unwrap();
+    assert_eq!(value("FOO").as_deref(), Some("bar_7"));
+    assert_eq!(value("args").as_deref(), Some("42.0  dflt 6"));
+    assert_eq!(value("Process").as_deref(), Some("0"));
+    assert_eq!(value("nonesuch"), None);
+}
+
+#[test]
+fn itemdata_reads_rows_files_and_globs_as_the_jobs_would() {
+    let fs = fs();
+    let ctx = Context::new(42, 1_700_000_000, "/home/u").with_fs(&fs);
+    let items = |text: &str| {
+        let desc = parse(&format!("executable = job.wasm\n{text}\n"), "job.sub").unwrap();
+        andes_submit::itemdata(&desc, &ctx).unwrap()
+    };
+    let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert_eq!(items("queue 3"), None);
+    assert_eq!(items("queue in (a b)"), Some((v(&["Item"]), vec![v(&["a"]), v(&["b"])])));
+    assert_eq!(
+        items("queue x, y from (\n1, a b\n2 c\n)"),
+        Some((v(&["x", "y"]), vec![v(&["1", "a b"]), v(&["2", "c"])]))
+    );
+    assert_eq!(
+        items("queue name, n from rows.txt"),
+        Some((v(&["name", "n"]), vec![v(&["alpha", "1"]), v(&["beta", "2"])]))
+    );
+    assert_eq!(
+        items("queue f matching files data/*.dat"),
+        Some((v(&["f"]), vec![v(&["data/x.dat"]), v(&["data/y.dat"])]))
+    );
+    let desc = parse("executable = job.wasm\nqueue f from missing.txt\n", "job.sub").unwrap();
+    let err = andes_submit::itemdata(&desc, &ctx).unwrap_err();
+    assert!(err.to_string().contains("missing.txt"), "{err}");
+}
