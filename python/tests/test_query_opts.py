@@ -37,12 +37,29 @@ def test_summary_only_counts_as_htcondors_summary_ad(pool, jobdir):
     schedd.act(andes.JobAction.Remove, cid)
 
 
+class Recording:
+    """A schedd session that notes how each query asked (``mine``)."""
+
+    def __init__(self, session):
+        self._session = session
+        self.mine = []
+
+    def query(self, *args, mine=False):
+        self.mine.append(mine)
+        return self._session.query(*args, mine=mine)
+
+
 def test_my_jobs_only_is_sent_and_honoured(pool, jobdir):
     cid = idle_jobs(pool, 2)
-    ours = pool.schedd.query(f"ClusterId == {cid}", ["Owner"], opts=andes.QueryOpt.DefaultMyJobsOnly)
+    schedd = pool.schedd
+    schedd._session = recording = Recording(schedd._session)
+    ours = schedd.query(f"ClusterId == {cid}", ["Owner"], opts=andes.QueryOpt.DefaultMyJobsOnly)
     # The pool's owner submitted them (and, as its administrator, would see
     # everyone's, as a queue superuser does with condor_q).
     assert [a["Owner"] for a in ours] == [andes._user_name()] * 2
+    schedd.query(f"ClusterId == {cid}")
+    # The schedd is asked for the caller's jobs only when the flag says so.
+    assert recording.mine == [True, False]
     pool.schedd.act(andes.JobAction.Remove, cid)
 
 
