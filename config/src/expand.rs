@@ -518,12 +518,47 @@ impl<'a> Expander<'a> {
                 let s = s.to_string();
                 self.push(out, &s)
             }
-            Func::String | Func::Eval => Err(self.fail(ConfigError::new(
-                ConfigErrorKind::Unsupported,
-                format!(
-                    "{whole}: $STRING() and $EVAL() need ClassAd evaluation and are not supported"
-                ),
-            ))),
+            // $STRING(item[,fmt]): the item (a macro's name, or text) expanded
+            // and evaluated as a ClassAd expression, when that gives a
+            // string; else the expanded text itself. The format is all after
+            // the comma, spaces included, with one `%s`.
+            Func::String => {
+                let (item, fmt) = match body.split_once(',') {
+                    Some((a, b)) => (trim(a), Some(b)),
+                    None => (trim(body), None),
+                };
+                let text = self.lookup_and_expand(item)?;
+                let value = match classad::parse_expr(trim(&text)) {
+                    Ok(e) => match classad::ClassAd::new().eval(&e) {
+                        classad::Value::Str(s) => s.to_string(),
+                        _ => text,
+                    },
+                    Err(_) => text,
+                };
+                let s = match fmt {
+                    None => value,
+                    Some(fm) => printf_string(fm, &value)
+                        .map_err(|e| self.func_error(format!("$STRING() format `{fm}`: {e}")))?,
+                };
+                self.push(out, &s)
+            }
+            // $EVAL(item): the item expanded and evaluated as a ClassAd
+            // expression; a string without its quotes, any other value as
+            // ClassAds write it.
+            Func::Eval => {
+                let text = self.lookup_and_expand(trim(body))?;
+                let e = classad::parse_expr(trim(&text)).map_err(|e| {
+                    self.func_error(format!(
+                        "{whole}: `{}` is not a ClassAd expression: {e}",
+                        excerpt(&text)
+                    ))
+                })?;
+                let s = match classad::ClassAd::new().eval(&e) {
+                    classad::Value::Str(s) => s.to_string(),
+                    v => v.to_string(),
+                };
+                self.push(out, &s)
+            }
             Func::RandomChoice | Func::RandomInteger => Err(self.fail(ConfigError::new(
                 ConfigErrorKind::Unsupported,
                 format!("{whole}: $RANDOM_CHOICE() and $RANDOM_INTEGER() are not supported"),

@@ -179,6 +179,78 @@ pub(crate) fn arith(op: u8, a: Num, b: Num) -> Option<Num> {
 
 /// Formats `v` with a C format string containing exactly one conversion
 /// (`%d %i %u %x %X %o` for integers, `%f %F %e %E %g %G` for reals).
+/// C's `printf(fmt, s)` for one string: `fmt` holds exactly one `%s`
+/// (with `-`, a width and a precision if wanted) and `%%` for a `%`.
+pub(crate) fn printf_string(fmt: &str, s: &str) -> Result<String, String> {
+    const MAX_WIDTH: usize = 1024;
+    let mut out = String::new();
+    let mut chars = fmt.chars().peekable();
+    let mut converted = false;
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'%') {
+            chars.next();
+            out.push('%');
+            continue;
+        }
+        if converted {
+            return Err("expected exactly one `%s`".into());
+        }
+        converted = true;
+        let left = chars.peek() == Some(&'-');
+        if left {
+            chars.next();
+        }
+        let mut num = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+            let mut n: Option<usize> = None;
+            while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
+                let v = n.unwrap_or(0) * 10 + d as usize;
+                if v > MAX_WIDTH {
+                    return Err(format!("width or precision larger than {MAX_WIDTH}"));
+                }
+                n = Some(v);
+                chars.next();
+            }
+            Ok(n)
+        };
+        let width = num(&mut chars)?.unwrap_or(0);
+        let prec = match chars.peek() == Some(&'.') {
+            true => {
+                chars.next();
+                Some(num(&mut chars)?.unwrap_or(0))
+            }
+            false => None,
+        };
+        match chars.next() {
+            Some('s') => {}
+            Some(c) => return Err(format!("`%{c}` is not `%s`: the value is a string")),
+            None => return Err("incomplete conversion".into()),
+        }
+        let body: String = match prec {
+            Some(p) => s.chars().take(p).collect(),
+            None => s.to_string(),
+        };
+        let pad = " ".repeat(width.saturating_sub(body.chars().count()));
+        match left {
+            true => {
+                out.push_str(&body);
+                out.push_str(&pad);
+            }
+            false => {
+                out.push_str(&pad);
+                out.push_str(&body);
+            }
+        }
+    }
+    match converted {
+        true => Ok(out),
+        false => Err("expected a `%s`".into()),
+    }
+}
+
 pub(crate) fn printf(fmt: &str, v: Num) -> Result<String, String> {
     const MAX_WIDTH: usize = 1024;
     let mut out = String::new();

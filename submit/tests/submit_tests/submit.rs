@@ -546,6 +546,25 @@ fn macros_and_functions() {
     assert!(sub.jobs.iter().all(|j| (1..=3).contains(&i(j, "N"))));
 }
 
+/// `$EVAL()` and `$STRING()` in a submit description: per job, with the
+/// job's own macros (`$(Process)`, queue items).
+#[test]
+fn eval_and_string_in_a_submit_description() {
+    let sub = run_with(
+        &format!(
+            "{EXE}scale = 10\nwork = $(Process) * $(scale) + 1\nname = toUpper(\"$(item)\")\n\
+             arguments = $EVAL(work) $STRING(name) $STRING(item,[%s])\nqueue item in (ab, cd)\n"
+        ),
+        |_| {},
+    )
+    .unwrap();
+    let args: Vec<String> = sub.jobs.iter().map(|j| s(j, "Args")).collect();
+    assert_eq!(args, ["1 AB [ab]", "11 CD [cd]"]);
+    let e = err(&format!("{EXE}arguments = $EVAL(1 +)\nqueue\n"));
+    assert_eq!(e.kind(), ErrorKind::Macro, "{e}");
+    assert_eq!(e.line(), Some(2), "{e}");
+}
+
 #[test]
 fn bounded_expansion() {
     let e = err(&format!("{EXE}a = $(b)\nb = $(a)\narguments = $(a)\nqueue\n"));
