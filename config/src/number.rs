@@ -204,7 +204,7 @@ pub(crate) fn printf_string(fmt: &str, s: &str) -> Result<String, String> {
         if left {
             chars.next();
         }
-        let mut num = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+        let num = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
             let mut n: Option<usize> = None;
             while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
                 let v = n.unwrap_or(0) * 10 + d as usize;
