@@ -94,6 +94,23 @@ impl Macros {
                 let end = rest.find([')', ':']).unwrap_or(rest.len());
                 named.insert(rest[..end].to_ascii_lowercase());
             }
+            // A function's arguments may name macros too (`$EVAL(steps)`,
+            // `$INT(n,%03d)`, `$CHOICE(i, list)`): every argument that is a
+            // name counts as read.
+            for (i, _) in raw.match_indices('$') {
+                let rest = &raw[i + 1..];
+                let word = rest.find(|c: char| !c.is_ascii_alphanumeric() && c != '_');
+                let Some(open) = word.filter(|&w| w > 0 && rest[w..].starts_with('(')) else {
+                    continue;
+                };
+                let args = &rest[open + 1..];
+                let args = &args[..args.find(')').unwrap_or(args.len())];
+                for a in args.split(',').map(str::trim) {
+                    if !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                        named.insert(a.to_ascii_lowercase());
+                    }
+                }
+            }
         }
         let mut out: Vec<(String, Origin)> = self
             .defs

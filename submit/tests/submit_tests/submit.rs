@@ -560,6 +560,8 @@ fn eval_and_string_in_a_submit_description() {
     .unwrap();
     let args: Vec<String> = sub.jobs.iter().map(|j| s(j, "Args")).collect();
     assert_eq!(args, ["1 AB [ab]", "11 CD [cd]"]);
+    // The macros the functions read are used: no warning names them.
+    assert!(sub.warnings.is_empty(), "{:?}", sub.warnings);
     let e = err(&format!("{EXE}arguments = $EVAL(1 +)\nqueue\n"));
     assert_eq!(e.kind(), ErrorKind::Macro, "{e}");
     assert_eq!(e.line(), Some(2), "{e}");
