@@ -261,10 +261,11 @@ def _limit(n, name):
 class SubmitResult:
     """What ``Schedd.submit`` queued (``htcondor2.SubmitResult``)."""
 
-    def __init__(self, cluster, num_procs, cluster_ad):
+    def __init__(self, cluster, num_procs, cluster_ad, spooled=False):
         self._cluster = cluster
         self._num_procs = num_procs
         self._cluster_ad = cluster_ad
+        self._spooled = spooled
 
     def cluster(self):
         """The cluster id."""
@@ -595,13 +596,53 @@ class Schedd:
         relative to the description's ``initialdir``, else the current directory."""
         if not isinstance(description, Submit):
             description = Submit(description)
+        spool = bool(spool)
         dag = getattr(description, "_dag", None)
         if dag is not None:
+            if spool:
+                raise HTCondorException("a DAG's job is not spooled: andes's DAGMan runs beside the schedd and reads the DAG's files where they are")
             cluster, ad = self._session.submit_dag(dag[0], os.getcwd(), dag[1])
             return SubmitResult(cluster, 1, ad)
         text = description._text(count, itemdata, queue)
         cluster, num, ad = self._session.submit(text, os.getcwd(), spool)
-        return SubmitResult(cluster, num, ad)
+        return SubmitResult(cluster, num, ad, spooled=spool)
+
+    def spool(self, result):
+        """Completes a submit made with ``spool=True`` (``result`` is what it
+        returned), as htcondor2's ``spool`` uploads the jobs' input files.
+        andes sends the input files with the submit itself, so the jobs
+        already hold them; this checks that ``result`` is a spooled submit's
+        and that its jobs are still in the queue (``HTCondorException`` when
+        none is). The output stays in the schedd's spool until ``retrieve``
+        fetches it."""
+        if not isinstance(result, SubmitResult):
+            raise TypeError(f"result must be a SubmitResult, not {type(result).__name__}")
+        if not result._spooled:
+            raise ValueError("result must have come from submit() with spool set")
+        spooled = self._session.query(f"ClusterId == {result.cluster()} && SpooledInput =!= undefined", ["ProcId"], None)
+        if not spooled:
+            raise HTCondorException(f"no spooled job of cluster {result.cluster()} is in the queue")
+
+    def retrieve(self, job_spec):
+        """Fetches the output of the spooled jobs ``job_spec`` names (a job
+        id ``"C.P"``, a cluster ``"C"`` or ``int``, a list of ids, or a
+        constraint: an ``ExprTree`` or its text) from the schedd's spool,
+        as ``andes transfer-data`` does: each job's output files and stdout
+        and stderr go where its submit description said, its events are
+        appended to its log, and the completed ones then leave the queue. A
+        constraint selects among your own completed spooled jobs.
+        ``HTCondorException`` when ids are named and none is a spooled job
+        of yours."""
+        ids, constraint = _job_spec(job_spec)
+        self._session.retrieve(ids, constraint)
+
+    def reschedule(self):
+        """Asks for a negotiation cycle (htcondor2's ``reschedule``).
+        andes's schedd tells the collector of new idle jobs as they are
+        queued, and the negotiator starts a cycle as soon as it hears of
+        them, so there is nothing to ask for: this checks that the schedd
+        answers (``HTCondorException`` when it does not)."""
+        self._session.query(None, ["ClusterId"], 0)
 
     def query(self, constraint="true", projection=[], callback=None, limit=-1, opts=QueryOpt.Default):
         """Job ads in the queue for which ``constraint`` is true, each with only

@@ -6,7 +6,8 @@
 //!   evaluate, unparse, match), `parse_ads`, `quote`, `unquote`.
 //! - A signed session to a schedd or a collector ([`Session`]), found and keyed as
 //!   the `andes` command finds them (`andes-client`): submit (the same expansion
-//!   and upload as `andes submit`), query, history, changes, collector queries.
+//!   and upload as `andes submit`), query, history, changes, the fetch of
+//!   spooled output (as `andes transfer-data`), collector queries.
 //! - A job event log as it grows ([`EventLog`], `andes_job::userlog`): each
 //!   event's attributes and its text in the log.
 //! - The configuration as the commands read it ([`Config`], `andes-config`):
@@ -704,6 +705,9 @@ pub struct Session {
     inner: ClientSession,
     /// The configuration file it was opened with, if named.
     config: Option<PathBuf>,
+    /// The name of the key requests are signed with (`KEY_NAME`): who the
+    /// daemon takes the caller for.
+    key_name: Option<String>,
 }
 
 fn settings(config: Option<PathBuf>) -> anyhow::Result<Settings> {
@@ -748,7 +752,8 @@ impl Session {
                 ("collector", None) => s.collector_url()?,
                 (other, _) => anyhow::bail!("no daemon {other:?}: schedd or collector"),
             };
-            Ok(Session { inner: ClientSession::open_url(&s, url)?, config: named })
+            let key_name = s.get("KEY_NAME")?;
+            Ok(Session { inner: ClientSession::open_url(&s, url)?, config: named, key_name })
         })
         .map_err(anyhow_err)
     }
@@ -792,6 +797,49 @@ impl Session {
             })
         })
         .map_err(anyhow_err)
+    }
+
+    /// Fetches the output of spooled jobs (submitted with `spool`) as `andes
+    /// transfer-data` does, and lets the completed ones leave the queue: the
+    /// jobs `ids` names (`C.P` or `C`), else the caller's completed ones;
+    /// only those `constraint` is true of. Each job's files go where its ad
+    /// says: it must be the caller's own.
+    /// Returns each job fetched with its count of files, and `(id, why)` for
+    /// the jobs the schedd kept in the queue. An error when ids were named
+    /// and none is a spooled job the caller may fetch.
+    #[pyo3(signature = (ids=Vec::new(), constraint=None))]
+    #[allow(clippy::type_complexity)]
+    fn retrieve(
+        &self,
+        py: Python<'_>,
+        ids: Vec<String>,
+        constraint: Option<String>,
+    ) -> PyResult<(Vec<(String, usize)>, Vec<(String, String)>)> {
+        let mut selected = Vec::new();
+        for w in &ids {
+            selected.push(w.parse().map_err(|e: String| HTCondorException::new_err(e))?);
+        }
+        let what = andes_client::transfer::Retrieve {
+            ids: selected,
+            constraint,
+            all: false,
+            dir: None,
+            dir_hint: None,
+        };
+        let got = py
+            .detach(|| {
+                self.inner.block_on(andes_client::transfer::retrieve(
+                    &self.inner.client,
+                    self.key_name.as_deref(),
+                    &what,
+                    |_| {},
+                ))
+            })
+            .map_err(anyhow_err)?;
+        Ok((
+            got.fetched.iter().map(|f| (f.id.to_string(), f.files)).collect(),
+            got.kept.iter().map(|(id, why)| (id.to_string(), why.clone())).collect(),
+        ))
     }
 
     /// Queues the DAGMan job of the DAG file `dag` as `andes submit-dag`
