@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use andes_host::api::{self, CommandReply, OffMode, OffRequest, SetAttrRequest, StatusReply};
+use andes_host::api::{self, OffMode, OffRequest, SetAttrRequest, StatusReply};
 use andes_host::daemon::{Daemon, DaemonConfig};
 use andes_protocol::{Auth, Client};
 use andes_starter::{Host, HostConfig, SystemClock};
@@ -14,6 +14,7 @@ use anyhow::{Context, Result, anyhow};
 use clap::{Args, Subcommand};
 use classad::{ClassAd, Value};
 
+use crate::cmd::client::Session;
 use crate::settings::Settings;
 
 /// Arguments of `andes host`.
@@ -295,50 +296,6 @@ pub async fn serve(
     Ok(())
 }
 
-/// A signed client of this host's daemon, with a runtime to drive it.
-pub struct HostSession {
-    /// The client.
-    pub client: Client,
-    rt: tokio::runtime::Runtime,
-}
-
-impl HostSession {
-    /// Connects as the configured user to the host daemon: its address
-    /// file if it wrote one, else HOST_ADDRESS.
-    pub fn open() -> Result<HostSession> {
-        HostSession::open_at(None)
-    }
-
-    /// Connects as the configured user to the host daemon at `addr`, or the
-    /// configured one.
-    pub fn open_at(addr: Option<&str>) -> Result<HostSession> {
-        let s = Settings::load()?;
-        s.install_transport("connecting to the host")?;
-        let keypair = Arc::new(s.keypair()?);
-        let addr = match addr {
-            Some(a) => a.to_string(),
-            None => match s.get("HOST_ADDRESS_FILE")?.and_then(|f| std::fs::read_to_string(f).ok())
-            {
-                Some(a) if !a.trim().is_empty() => a.trim().to_string(),
-                _ => s.require("HOST_ADDRESS")?,
-            },
-        };
-        let client = Client::expecting(
-            &addr,
-            keypair,
-            &andes_protocol::Transport::installed(),
-            &[andes_protocol::Role::Host],
-        )?;
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        Ok(HostSession { client, rt })
-    }
-
-    /// Runs `f` to completion.
-    pub fn block_on<T>(&self, f: impl std::future::Future<Output = T>) -> T {
-        self.rt.block_on(f)
-    }
-}
-
 /// Sends an admin command and prints the daemon's answer.
 pub fn command(path: &str, body: serde_json::Value) -> Result<ExitCode> {
     command_at(None, path, body)
@@ -346,15 +303,13 @@ pub fn command(path: &str, body: serde_json::Value) -> Result<ExitCode> {
 
 /// Sends an admin command to the host at `addr` (or the configured one).
 pub fn command_at(addr: Option<&str>, path: &str, body: serde_json::Value) -> Result<ExitCode> {
-    let session = HostSession::open_at(addr)?;
-    let reply: CommandReply =
-        session.block_on(session.client.call(http::Method::POST, path, Some(&body)))?;
-    outln!("{}", reply.message);
+    let session = Session::host(&Settings::load()?, addr)?;
+    outln!("{}", session.command(path, &body)?);
     Ok(ExitCode::SUCCESS)
 }
 
 fn status(args: StatusArgs) -> Result<ExitCode> {
-    let session = HostSession::open()?;
+    let session = Session::host(&Settings::load()?, None)?;
     let reply: StatusReply =
         session.block_on(session.client.call::<(), _>(http::Method::GET, "/v1/status", None))?;
     let mut ads = Vec::with_capacity(reply.ads.len());

@@ -153,12 +153,7 @@ pub fn reconfig(args: ReconfigArgs) -> Result<ExitCode> {
     let has_central = named("COLLECTOR_HOST")?;
     let explicit = want.is_some();
     let post = |session: &super::client::Session, path: &str| -> Result<String> {
-        let reply: serde_json::Value = session.block_on(session.client.call(
-            http::Method::POST,
-            path,
-            Some(&serde_json::json!({})),
-        ))?;
-        Ok(reply["message"].as_str().unwrap_or("reconfigured").to_string())
+        session.command(path, &serde_json::json!({}))
     };
     let mut sent = 0;
     if negotiator && (has_central || explicit) {
