@@ -41,6 +41,7 @@ from ._andes import user_name as _user_name
 from ._enums import (
     AdType,
     AdTypes,
+    CompletionType,
     CredType,
     CredTypes,
     DaemonCommand,
@@ -55,12 +56,14 @@ from ._enums import (
     SubsystemType,
     TransactionFlag,
     TransactionFlags,
+    VacateType,
 )
 
 __all__ = [
     "AdType",
     "AdTypes",
     "Collector",
+    "CompletionType",
     "CredType",
     "CredTypes",
     "DaemonCommand",
@@ -75,17 +78,22 @@ __all__ = [
     "JobEventLog",
     "JobEventType",
     "JobStatus",
+    "Negotiator",
     "QueryOpt",
     "QueryOpts",
+    "RemoteParam",
     "Schedd",
+    "Startd",
     "Submit",
     "SubmitResult",
     "SubsystemType",
     "TransactionFlag",
     "TransactionFlags",
+    "VacateType",
     "classad",
     "param",
     "reload_config",
+    "send_command",
     "set_subsystem",
 ]
 
@@ -1082,6 +1090,8 @@ def set_subsystem(name, daemon_type=SubsystemType.Auto):
     if param._table is not None:
         param._table.set_subsystem(name)
 
+
+from ._admin import Negotiator, RemoteParam, Startd, send_command  # noqa: E402
 
 from . import personal  # noqa: E402
 

@@ -108,6 +108,24 @@ class DrainType(enum.IntEnum):
     Fast = 20
 
 
+class VacateType(enum.IntEnum):
+    """How a startd vacates its jobs (``htcondor2.VacateType``): Graceful
+    lets them retire and leave, Fast hard-kills them."""
+
+    Graceful = 0
+    Fast = 1
+
+
+class CompletionType(enum.IntEnum):
+    """What a startd does once drained (``htcondor2.CompletionType``)."""
+
+    Nothing = 0
+    Resume = 1
+    Exit = 2
+    Restart = 3
+    Reconfig = 4
+
+
 class CredType(enum.IntEnum):
     """Kinds of credential a credd holds (``htcondor2.CredType``)."""
 

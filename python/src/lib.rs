@@ -730,7 +730,8 @@ fn parse_ad_list(r: &QueryReply) -> PyResult<Vec<PyClassAd>> {
 
 #[pymethods]
 impl Session {
-    /// Opens a session to `daemon` (`"schedd"` or `"collector"`) as the
+    /// Opens a session to `daemon` (`"schedd"`, `"collector"`, or `"startd"`:
+    /// an execute host daemon, which must hold a host's key) as the
     /// configuration at `config` (none: `$ANDES_CONFIG` or the default file) says:
     /// at `address` (`host:port`, as a daemon's `MyAddress` gives it) when
     /// given, else where the configuration says the daemon is.
@@ -746,13 +747,17 @@ impl Session {
         let named = config.clone().map(|c| std::path::absolute(&c).unwrap_or(c));
         py.detach(move || {
             let s = settings(config)?;
+            let key_name = s.get("KEY_NAME")?;
+            if daemon == "startd" {
+                let inner = ClientSession::host(&s, address.as_deref())?;
+                return Ok(Session { inner, config: named, key_name });
+            }
             let url = match (daemon.as_str(), address) {
                 ("schedd" | "collector", Some(a)) => format!("http://{a}"),
                 ("schedd", None) => s.schedd_url()?,
                 ("collector", None) => s.collector_url()?,
-                (other, _) => anyhow::bail!("no daemon {other:?}: schedd or collector"),
+                (other, _) => anyhow::bail!("no daemon {other:?}: schedd, collector or startd"),
             };
-            let key_name = s.get("KEY_NAME")?;
             Ok(Session { inner: ClientSession::open_url(&s, url)?, config: named, key_name })
         })
         .map_err(anyhow_err)
@@ -797,6 +802,39 @@ impl Session {
             })
         })
         .map_err(anyhow_err)
+    }
+
+    /// Sends an admin command as the `andes` commands do (`andes reconfig`,
+    /// `andes host off`, `andes drain`, `andes vacate`): `body` (JSON text)
+    /// posted to `path`; the daemon's sentence saying what it did.
+    fn command(&self, py: Python<'_>, path: &str, body: &str) -> PyResult<String> {
+        let body: serde_json::Value = serde_json::from_str(body)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("body: {e}")))?;
+        py.detach(|| self.inner.command(path, &body)).map_err(anyhow_err)
+    }
+
+    /// `GET path` of the daemon: its JSON answer, as text.
+    fn get_json(&self, py: Python<'_>, path: &str) -> PyResult<String> {
+        let v: serde_json::Value = py
+            .detach(|| {
+                self.inner.block_on(self.inner.client.call::<(), _>(http::Method::GET, path, None))
+            })
+            .map_err(pool_err)?;
+        Ok(v.to_string())
+    }
+
+    /// `POST path` of the daemon with `body` (JSON text), for a request
+    /// answered with its status alone (as `andes userprio -setfactor`).
+    fn post_json(&self, py: Python<'_>, path: &str, body: &str) -> PyResult<()> {
+        let body: serde_json::Value = serde_json::from_str(body)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("body: {e}")))?;
+        let r = py
+            .detach(|| self.inner.block_on(self.inner.client.post_json(path, &body)))
+            .map_err(pool_err)?;
+        if !r.status.is_success() {
+            return Err(anyhow_err(andes_client::session::status_error(&r)));
+        }
+        Ok(())
     }
 
     /// Fetches the output of spooled jobs (submitted with `spool`) as `andes
