@@ -110,14 +110,35 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let per_job = args.nobatch || args.dag || args.hold || args.run || args.format.is_set();
-    if !per_job && targets.ids.is_empty() && targets.constraint.is_none() {
+    // condor_q's banner and the whole queue's totals go with every table
+    // (batches, -nobatch, -dag, -hold, -run, -totals), never with the ads
+    // themselves (-af, -format, -long, -json).
+    let summary = if args.format.is_set() {
+        None
+    } else {
         let req = SummaryRequest { owners: targets.owners.clone(), mine };
         let r: SummaryReply =
             session.block_on(session.client.call(http::Method::POST, "/v1/summary", Some(&req)))?;
-        let addr = session.url.trim_start_matches("http://");
-        let now = short_date_year(client::now());
-        outln!("\n-- Schedd: {} : <{addr}> @ {now}", r.schedd);
-        let table = summary_table(&r, &targets.owners);
+        Some(r)
+    };
+    // Said once the answer is in: a query refused prints nothing but why.
+    let head = |summary: &Option<SummaryReply>| {
+        if let Some(r) = summary {
+            outln!("\n{}", banner(&r.schedd, &session.url, client::now()));
+        }
+    };
+    let all_users = targets.owners.is_empty();
+    let everyone = |table: &mut String| {
+        if let Some(r) = &summary
+            && all_users
+        {
+            table.push_str(&totals_line("all users", &r.totals));
+        }
+    };
+    if !per_job && targets.ids.is_empty() && targets.constraint.is_none() {
+        let r = summary.as_ref().ok_or_else(|| anyhow!("the schedd's summary is missing"))?;
+        let table = summary_table(r, &targets.owners);
+        head(&summary);
         out!("{}", if args.totals { totals_only(&table) } else { table });
         return Ok(ExitCode::SUCCESS);
     }
@@ -132,7 +153,7 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
     let r: QueryReply =
         session.block_on(session.client.call(http::Method::POST, "/v1/query", Some(&req)))?;
     let ads = parse_ads(&r)?;
-    let out = if args.format.is_set() {
+    let mut out = if args.format.is_set() {
         args.format.render(&ads)
     } else if args.hold {
         hold_table(&ads)
@@ -143,8 +164,17 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
     } else {
         job_table(&ads, false)
     };
+    everyone(&mut out);
+    head(&summary);
     out!("{}", if args.totals { totals_only(&out) } else { out });
     Ok(ExitCode::SUCCESS)
+}
+
+/// condor_q's banner: `-- Schedd: NAME : <ADDRESS> @ MM/DD/YY HH:MM:SS`,
+/// the address as the schedd was reached (`host:port`).
+fn banner(name: &str, url: &str, now: i64) -> String {
+    let addr = url.split("://").last().unwrap_or(url).trim_end_matches('/');
+    format!("-- Schedd: {name} : <{addr}> @ {}", short_date_year(now))
 }
 
 /// Runs `andes history`.

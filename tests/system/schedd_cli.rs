@@ -119,9 +119,15 @@ fn submit_query_and_change_jobs_over_signed_http() {
         "{totals}"
     );
     assert_eq!(totals.lines().count(), 4, "{totals}");
-    assert_eq!(
-        pool.ok("alice", &["q", "1", "-totals"]),
-        "Total for query: 3 jobs; 0 completed, 0 removed, 3 idle, 0 running, 0 held, 0 suspended\n"
+    let one = pool.ok("alice", &["q", "1", "-totals"]);
+    assert!(one.starts_with("\n-- Schedd: schedd@test : <"), "{one}");
+    assert!(
+        one.ends_with(
+            "\nTotal for query: 3 jobs; 0 completed, 0 removed, 3 idle, 0 running, 0 held, 0 \
+             suspended\nTotal for all users: 6 jobs; 0 completed, 0 removed, 3 idle, 0 running, \
+             3 held, 0 suspended\n"
+        ),
+        "{one}"
     );
     let json = pool.ok("alice", &["q", "1.2", "-json"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -186,7 +192,55 @@ fn submit_query_and_change_jobs_over_signed_http() {
     assert!(!pool.fails("alice", &["submit", "notwasm.sub"]).is_empty());
     let e = pool.fails("alice", &["q", "-constraint", "ProcId =="]);
     assert!(e.contains("400"), "{e}");
+    let o = pool.run("alice", &["q", "-nobatch", "-constraint", "ProcId =="]);
+    assert!(o.stdout.is_empty(), "a refused query prints no banner: {o:?}");
     assert!(pool.ok("alice", &["q"]).contains("Total for all users: 3 jobs"));
+}
+
+/// condor_q prints its banner (`-- Schedd: NAME : <ADDRESS> @ DATE`) and the
+/// totals lines with every table, batches or one line per job, and neither
+/// with the ads themselves (-af, -long, -json).
+#[test]
+fn every_condor_q_table_has_the_schedd_banner_and_the_totals() {
+    let pool = start();
+    write(&pool, "job.wasm", MODULE);
+    write(&pool, "job.sub", b"executable = job.wasm\nqueue 2\n");
+    pool.ok("alice", &["submit", "job.sub"]);
+    pool.ok("bob", &["submit", "job.sub", "-a", "hold = true"]);
+    let query = |n: u32, idle: u32, held: u32| {
+        format!(
+            "Total for query: {n} jobs; 0 completed, 0 removed, {idle} idle, 0 running, {held} \
+             held, 0 suspended\n"
+        )
+    };
+    let everyone = "Total for all users: 4 jobs; 0 completed, 0 removed, 2 idle, 0 running, 2 \
+                    held, 0 suspended\n";
+    for (args, totals) in [
+        (vec!["q"], query(2, 2, 0)),
+        (vec!["q", "-nobatch"], query(2, 2, 0)),
+        (vec!["q", "-nobatch", "-allusers"], query(4, 2, 2)),
+        (vec!["q", "-dag"], query(2, 2, 0)),
+        (vec!["q", "-hold", "-allusers"], query(2, 0, 2)),
+        (vec!["q", "-run"], query(0, 0, 0)),
+        (vec!["q", "1"], query(2, 2, 0)),
+        (vec!["q", "-nobatch", "-totals"], query(2, 2, 0)),
+    ] {
+        let out = pool.ok("alice", &args);
+        assert!(out.starts_with("\n-- Schedd: schedd@test : <127.0.0.1:"), "{args:?}: {out}");
+        let banner = out.lines().nth(1).unwrap();
+        assert!(
+            banner.contains("> @ ") && banner.rsplit(" @ ").next().unwrap().len() == 17,
+            "{args:?}: {banner}"
+        );
+        assert!(out.ends_with(&format!("\n{totals}{everyone}")), "{args:?}: {out}");
+        if args.contains(&"-totals") {
+            assert_eq!(out.lines().count(), 4, "{args:?}: {out}");
+        }
+    }
+    for args in [vec!["q", "-af", "ProcId"], vec!["q", "-long"], vec!["q", "-json"]] {
+        let out = pool.ok("alice", &args);
+        assert!(!out.contains("-- Schedd:") && !out.contains("Total for"), "{args:?}: {out}");
+    }
 }
 
 #[test]
