@@ -128,16 +128,26 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
         }
     };
     let all_users = targets.owners.is_empty();
+    // condor_q's default query (your own jobs) adds `Total for YOU`, where the
+    // schedd kept to your jobs (an admin's answer holds everyone's).
+    let own = mine && all_users && targets.ids.is_empty() && targets.constraint.is_none();
+    let me = settings.get("KEY_NAME")?;
     let everyone = |table: &mut String| {
-        if let Some(r) = &summary
-            && all_users
+        let Some(r) = &summary else { return };
+        if own
+            && let Some(me) = &me
+            && r.rows.iter().all(|row| row.owner == *me)
         {
+            table.push_str(&totals_line(me, &rows_totals(&r.rows)));
+        }
+        if all_users {
             table.push_str(&totals_line("all users", &r.totals));
         }
     };
     if !per_job && targets.ids.is_empty() && targets.constraint.is_none() {
         let r = summary.as_ref().ok_or_else(|| anyhow!("the schedd's summary is missing"))?;
-        let table = summary_table(r, &targets.owners);
+        let mut table = summary_table(r);
+        everyone(&mut table);
         head(&summary);
         out!("{}", if args.totals { totals_only(&table) } else { table });
         return Ok(ExitCode::SUCCESS);
@@ -344,18 +354,27 @@ fn totals_line(label: &str, t: &Totals) -> String {
     )
 }
 
-fn summary_table(r: &SummaryReply, owners: &[String]) -> String {
+/// The jobs the summary's rows count, by status (completed and removed
+/// jobs have left the queue or are leaving it: not counted).
+fn rows_totals(rows: &[andes_schedd::api::SummaryRow]) -> Totals {
+    let mut t = Totals::default();
+    for row in rows {
+        t.jobs += row.run + row.idle + row.held + row.suspended;
+        t.idle += row.idle;
+        t.running += row.run;
+        t.held += row.held;
+        t.suspended += row.suspended;
+    }
+    t
+}
+
+/// condor_q's batch table and its `Total for query` line.
+fn summary_table(r: &SummaryReply) -> String {
     let mut out = String::from(
         "OWNER      BATCH_NAME       SUBMITTED   DONE   RUN    IDLE   HOLD  TOTAL JOB_IDS\n",
     );
-    let mut query = Totals::default();
     for row in &r.rows {
         let total = row.run + row.idle + row.held + row.suspended;
-        query.jobs += total;
-        query.idle += row.idle;
-        query.running += row.run;
-        query.held += row.held;
-        query.suspended += row.suspended;
         let ids = match (row.ids.first(), row.ids.last()) {
             (Some(f), Some(l)) if row.ids.len() > 1 => {
                 format!("{}.{} ... {}.{}", f.0, f.1, l.0, l.2)
@@ -386,10 +405,7 @@ fn summary_table(r: &SummaryReply, owners: &[String]) -> String {
         ));
     }
     out.push('\n');
-    out.push_str(&totals_line("query", &query));
-    if owners.is_empty() {
-        out.push_str(&totals_line("all users", &r.totals));
-    }
+    out.push_str(&totals_line("query", &rows_totals(&r.rows)));
     out
 }
 

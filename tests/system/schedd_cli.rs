@@ -198,8 +198,9 @@ fn submit_query_and_change_jobs_over_signed_http() {
 }
 
 /// condor_q prints its banner (`-- Schedd: NAME : <ADDRESS> @ DATE`) and the
-/// totals lines with every table, batches or one line per job, and neither
-/// with the ads themselves (-af, -long, -json).
+/// totals lines (the query's, yours for the default query, and all users')
+/// with every table, batches or one line per job, and neither with the ads
+/// themselves (-af, -long, -json).
 #[test]
 fn every_condor_q_table_has_the_schedd_banner_and_the_totals() {
     let pool = start();
@@ -215,15 +216,19 @@ fn every_condor_q_table_has_the_schedd_banner_and_the_totals() {
     };
     let everyone = "Total for all users: 4 jobs; 0 completed, 0 removed, 2 idle, 0 running, 2 \
                     held, 0 suspended\n";
+    // The default query (your own jobs) also totals yours, as condor_q does.
+    let alice = "Total for alice: 2 jobs; 0 completed, 0 removed, 2 idle, 0 running, 0 held, 0 \
+                 suspended\n";
+    let mine = |query: String| format!("{query}{alice}");
     for (args, totals) in [
-        (vec!["q"], query(2, 2, 0)),
-        (vec!["q", "-nobatch"], query(2, 2, 0)),
+        (vec!["q"], mine(query(2, 2, 0))),
+        (vec!["q", "-nobatch"], mine(query(2, 2, 0))),
         (vec!["q", "-nobatch", "-allusers"], query(4, 2, 2)),
-        (vec!["q", "-dag"], query(2, 2, 0)),
+        (vec!["q", "-dag"], mine(query(2, 2, 0))),
         (vec!["q", "-hold", "-allusers"], query(2, 0, 2)),
-        (vec!["q", "-run"], query(0, 0, 0)),
+        (vec!["q", "-run"], mine(query(0, 0, 0))),
         (vec!["q", "1"], query(2, 2, 0)),
-        (vec!["q", "-nobatch", "-totals"], query(2, 2, 0)),
+        (vec!["q", "-nobatch", "-totals"], mine(query(2, 2, 0))),
     ] {
         let out = pool.ok("alice", &args);
         assert!(out.starts_with("\n-- Schedd: schedd@test : <127.0.0.1:"), "{args:?}: {out}");
@@ -234,9 +239,12 @@ fn every_condor_q_table_has_the_schedd_banner_and_the_totals() {
         );
         assert!(out.ends_with(&format!("\n{totals}{everyone}")), "{args:?}: {out}");
         if args.contains(&"-totals") {
-            assert_eq!(out.lines().count(), 4, "{args:?}: {out}");
+            assert_eq!(out.lines().count(), 5, "{args:?}: {out}");
         }
     }
+    // An admin's default query is everyone's jobs: no line of their own.
+    let root = pool.ok("root", &["q"]);
+    assert!(root.ends_with(&format!("\n{}{everyone}", query(4, 2, 2))), "{root}");
     for args in [vec!["q", "-af", "ProcId"], vec!["q", "-long"], vec!["q", "-json"]] {
         let out = pool.ok("alice", &args);
         assert!(!out.contains("-- Schedd:") && !out.contains("Total for"), "{args:?}: {out}");
