@@ -207,7 +207,17 @@ class PersonalPool:
 
     @property
     def state(self):
-        """Where the pool is in its life: a ``PersonalPoolState``."""
+        """Where the pool is in its life: a ``PersonalPoolState``. A ready
+        pool whose ``andes pool up`` has ended (its execute host turned off,
+        say, or the process killed) is ``STOPPED``."""
+        running = self._running
+        if (
+            self._state == PersonalPoolState.READY
+            and running is not None
+            and (running.proc is not None or running.pid is not None)
+            and not running.alive()
+        ):
+            self._halt()
         return self._state
 
     @property

@@ -120,3 +120,5 @@ def test_off_turns_an_execute_host_off(tmp_path):
             return False
 
         wait_until("the host to stop answering", gone)
+        # A personal pool's `andes pool up` ends with its host.
+        wait_until("the pool to be stopped", lambda: p.state == andes.personal.PersonalPoolState.STOPPED)
