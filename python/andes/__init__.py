@@ -797,11 +797,16 @@ class Collector:
         ``daemon_type``: the one named ``name`` (a startd: by slot name, or by
         machine when ``name`` has no ``@``), else this machine's (the
         configured schedd; for a collector given by address, the first the
-        collector knows). ``None`` when no daemon has that name; an
+        collector knows). The negotiator is the central manager's, at the
+        collector's address. ``None`` when no daemon has that name; an
         ``HTCondorException`` when there is no local one."""
         daemon_type = DaemonType(daemon_type)
         if daemon_type == DaemonType.Collector and name is None:
             return self._own_ad()
+        if daemon_type == DaemonType.Negotiator and name is None:
+            # andes's negotiator is the collector's own central manager.
+            ads = self.query(AdType.Negotiator, None, _FOR_LOCATION)
+            return ads[0] if ads else self._own_ad("Negotiator")
         ad_type = _DAEMON_AD_TYPES.get(daemon_type)
         if name is not None:
             if ad_type is None:
@@ -828,12 +833,17 @@ class Collector:
         ad_type = _DAEMON_AD_TYPES.get(daemon_type)
         if ad_type is None:
             return []
-        return self.query(ad_type, projection=_FOR_LOCATION)
+        ads = self.query(ad_type, projection=_FOR_LOCATION)
+        if not ads and daemon_type == DaemonType.Negotiator:
+            return [self._own_ad("Negotiator")]
+        return ads
 
-    def _own_ad(self):
+    def _own_ad(self, my_type="Collector"):
+        """The location ad of the central manager this collector is: as a
+        collector, or as the negotiator it also is."""
         address = self._session.url.split("://", 1)[-1]
         ad = classad.ClassAd()
-        ad["MyType"] = "Collector"
+        ad["MyType"] = my_type
         ad["Name"] = address
         ad["MyAddress"] = address
         ad["Machine"] = address.rsplit(":", 1)[0]

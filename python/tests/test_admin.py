@@ -93,7 +93,10 @@ def test_negotiator_priorities_and_factor(pool, jobdir):
     cluster = schedd.submit(sub).cluster()
     log = andes.JobEventLog("prio.log")
     assert any(e.type == andes.JobEventType.JOB_TERMINATED for e in log.events(stop_after=60))
-    neg = andes.Negotiator(config=pool.config)
+    located = pool.collector.locate(andes.DaemonType.Negotiator)
+    assert located["MyType"] == "Negotiator" and pool.collector.locateAll(andes.DaemonType.Negotiator) == [located]
+    andes.send_command(located, andes.DaemonCommand.Reconfig, config=pool.config)
+    neg = andes.Negotiator(located, config=pool.config)
     rows = wait_until("a submitter in the accountant", neg.getPriorities)
     name = rows[0]["Name"]
     owner = wait_until("the job in the history", lambda: schedd.history(f"ClusterId == {cluster}", ["Owner"]))[0]["Owner"]
