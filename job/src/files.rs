@@ -496,26 +496,41 @@ impl OutputPlaces {
     }
 }
 
-/// Creates (or truncates) an output file at `path` without following a link
-/// there, and only as a regular file: a job's output never lands where a
-/// link in its directory points, nor in a FIFO or a device.
-pub fn create_output(path: &Path) -> std::io::Result<std::fs::File> {
+/// Writes `data` (what `fill` writes, the bytes it returns written) as the
+/// output file at `path`, made if missing, without following a link there,
+/// and only as a regular file: a job's output never lands where a link in
+/// its directory points, nor in a FIFO or a device. An older file of that
+/// name is written over from its start, then cut to the new length; one that
+/// cannot be written whole is left empty, never part old and part new. (A
+/// file truncated to nothing first is, on ext4, flushed to disk when it is
+/// closed: that made most of a short job's cost to the schedd.)
+pub fn write_output(
+    path: &Path,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<u64>,
+) -> std::io::Result<()> {
     let mut o = std::fs::OpenOptions::new();
     o.write(true).create(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    let f = o.open(path).map_err(|e| {
+    let mut f = o.open(path).map_err(|e| {
         if e.raw_os_error() == Some(libc_eloop()) {
             std::io::Error::other(format!("{} is a symbolic link", path.display()))
         } else {
             e
         }
     })?;
-    if !f.metadata()?.is_file() {
+    let m = f.metadata()?;
+    if !m.is_file() {
         return Err(std::io::Error::other(format!("{} is not a regular file", path.display())));
     }
-    f.set_len(0)?;
-    Ok(f)
+    match fill(&mut f) {
+        Ok(n) if n < m.len() => f.set_len(n),
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let _ = f.set_len(0);
+            Err(e)
+        }
+    }
 }
 
 fn libc_eloop() -> i32 {
@@ -538,17 +553,18 @@ pub fn write_outputs(
     let targets: Vec<_> = places.paths(outputs.iter().map(|f| f.name.as_str())).collect();
     for (f, target) in outputs.iter().zip(targets) {
         let Some(target) = target? else { continue };
-        if let Some(parent) = target.parent() {
+        // One look for a directory that is there (the common case), rather
+        // than a mkdir that fails.
+        if let Some(parent) = target.parent().filter(|p| !p.is_dir()) {
             std::fs::create_dir_all(parent).map_err(|e| {
                 TransferError::io(format!("cannot create {}: {e}", parent.display()), &e)
             })?;
         }
         let written = match (&f.streamed, staged.get_mut(&f.name)) {
-            (None, _) => create_output(&target)
-                .and_then(|mut to| std::io::Write::write_all(&mut to, &f.data)),
-            (Some(_), Some(from)) => {
-                create_output(&target).and_then(|mut to| std::io::copy(from, &mut to).map(|_| ()))
-            }
+            (None, _) => write_output(&target, |to| {
+                std::io::Write::write_all(to, &f.data).map(|()| f.data.len() as u64)
+            }),
+            (Some(_), Some(from)) => write_output(&target, |to| std::io::copy(from, to)),
             (Some(_), None) => Err(std::io::Error::other("it was not transferred")),
         };
         written.map_err(|e| {
@@ -659,6 +675,42 @@ mod tests {
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    /// An output file is made new, or an old one of that name is written
+    /// over and cut to the new length (a shorter output leaves nothing of the
+    /// longer one); one that fails midway is left empty; a link or a
+    /// directory in its place is refused.
+    #[test]
+    fn an_output_replaces_what_was_there_and_never_follows_a_link() {
+        use std::io::Write;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.txt");
+        let put = |data: &'static [u8]| {
+            write_output(&p, |f| f.write_all(data).map(|()| data.len() as u64))
+        };
+        put(b"a long first output").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"a long first output");
+        put(b"short").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"short");
+        put(b"longer than short").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"longer than short");
+        let failed = write_output(&p, |f| {
+            f.write_all(b"half")?;
+            Err(std::io::Error::other("the disk is full"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(std::fs::read(&p).unwrap(), b"", "never part old, part new");
+        #[cfg(unix)]
+        {
+            let target = d.path().join("target");
+            std::fs::write(&target, b"keep").unwrap();
+            std::os::unix::fs::symlink(&target, d.path().join("link")).unwrap();
+            assert!(write_output(&d.path().join("link"), |_| Ok(0)).is_err());
+            assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        }
+        std::fs::create_dir(d.path().join("dir")).unwrap();
+        assert!(write_output(&d.path().join("dir"), |_| Ok(0)).is_err());
     }
 
     /// A job's remaps are bounded, and a job's outputs are placed with
