@@ -40,7 +40,7 @@ pub struct QArgs {
     /// Only jobs for which this ClassAd expression is true.
     #[arg(long, value_name = "EXPR")]
     constraint: Option<String>,
-    /// Only the totals lines.
+    /// Only the schedd's banner and the totals lines.
     #[arg(long)]
     totals: bool,
     /// Why each selected job runs or not, as condor_q -better-analyze shows it:
