@@ -90,6 +90,7 @@ __all__ = [
     "TransactionFlag",
     "TransactionFlags",
     "VacateType",
+    "alias_htcondor",
     "classad",
     "param",
     "reload_config",
@@ -1107,3 +1108,4 @@ from . import personal  # noqa: E402
 
 
 from . import dags  # noqa: E402  (htcondor2.dags)
+from .alias import alias_htcondor  # noqa: E402

@@ -344,3 +344,9 @@ class RemoteParam:
     def __init__(self, location: ClassAd) -> None: ...
 
 from . import dags as dags
+
+def alias_htcondor() -> None:
+    """Makes ``import htcondor2``/``htcondor`` give andes, ``htcondor2.dags``
+    andes.dags and ``classad2``/``classad`` andes.classad, for tools written
+    for HTCondor's bindings; call it before importing them."""
+
