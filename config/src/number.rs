@@ -177,85 +177,36 @@ pub(crate) fn arith(op: u8, a: Num, b: Num) -> Option<Num> {
 // printf-style formatting for $INT / $REAL
 // ---------------------------------------------------------------------------
 
-/// Formats `v` with a C format string containing exactly one conversion
-/// (`%d %i %u %x %X %o` for integers, `%f %F %e %E %g %G` for reals).
-/// C's `printf(fmt, s)` for one string: `fmt` holds exactly one `%s`
-/// (with `-`, a width and a precision if wanted) and `%%` for a `%`.
-pub(crate) fn printf_string(fmt: &str, s: &str) -> Result<String, String> {
-    const MAX_WIDTH: usize = 1024;
-    let mut out = String::new();
-    let mut chars = fmt.chars().peekable();
-    let mut converted = false;
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        if chars.peek() == Some(&'%') {
-            chars.next();
-            out.push('%');
-            continue;
-        }
-        if converted {
-            return Err("expected exactly one `%s`".into());
-        }
-        converted = true;
-        let left = chars.peek() == Some(&'-');
-        if left {
-            chars.next();
-        }
-        let num = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
-            let mut n: Option<usize> = None;
-            while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
-                let v = n.unwrap_or(0) * 10 + d as usize;
-                if v > MAX_WIDTH {
-                    return Err(format!("width or precision larger than {MAX_WIDTH}"));
-                }
-                n = Some(v);
-                chars.next();
-            }
-            Ok(n)
-        };
-        let width = num(&mut chars)?.unwrap_or(0);
-        let prec = match chars.peek() == Some(&'.') {
-            true => {
-                chars.next();
-                Some(num(&mut chars)?.unwrap_or(0))
-            }
-            false => None,
-        };
-        match chars.next() {
-            Some('s') => {}
-            Some(c) => return Err(format!("`%{c}` is not `%s`: the value is a string")),
-            None => return Err("incomplete conversion".into()),
-        }
-        let body: String = match prec {
-            Some(p) => s.chars().take(p).collect(),
-            None => s.to_string(),
-        };
-        let pad = " ".repeat(width.saturating_sub(body.chars().count()));
-        match left {
-            true => {
-                out.push_str(&body);
-                out.push_str(&pad);
-            }
-            false => {
-                out.push_str(&pad);
-                out.push_str(&body);
-            }
-        }
-    }
-    match converted {
-        true => Ok(out),
-        false => Err("expected a `%s`".into()),
-    }
+/// One conversion of a C format string, as written: its flags, width,
+/// precision and letter.
+#[derive(Clone, Copy)]
+struct Spec {
+    left: bool,
+    plus: bool,
+    space: bool,
+    alt: bool,
+    zero: bool,
+    /// A length modifier (`h`, `l`, ...) was written, and skipped.
+    modifier: bool,
+    width: usize,
+    prec: Option<usize>,
+    conv: char,
 }
 
-pub(crate) fn printf(fmt: &str, v: Num) -> Result<String, String> {
+/// C's `printf` for a format string with exactly one conversion: the text
+/// around it (`%%` for a `%`) and what `convert` makes of the conversion.
+/// `exactly_one` and `missing` are the errors for a second conversion and
+/// for none.
+fn format_one(
+    fmt: &str,
+    exactly_one: &str,
+    missing: &str,
+    convert: impl FnOnce(&Spec) -> Result<String, String>,
+) -> Result<String, String> {
     const MAX_WIDTH: usize = 1024;
+    let mut convert = Some(convert);
     let mut out = String::new();
     let mut chars = fmt.chars().peekable();
-    let mut converted = false;
     while let Some(c) = chars.next() {
         if c != '%' {
             out.push(c);
@@ -266,10 +217,9 @@ pub(crate) fn printf(fmt: &str, v: Num) -> Result<String, String> {
             out.push('%');
             continue;
         }
-        if converted {
-            return Err("expected exactly one conversion".into());
-        }
-        converted = true;
+        let Some(convert) = convert.take() else {
+            return Err(exactly_one.into());
+        };
         let (mut left, mut plus, mut space, mut alt, mut zero) =
             (false, false, false, false, false);
         while let Some(&f) = chars.peek() {
@@ -302,76 +252,121 @@ pub(crate) fn printf(fmt: &str, v: Num) -> Result<String, String> {
         } else {
             None
         };
+        let mut modifier = false;
         while matches!(chars.peek(), Some('h' | 'l' | 'L' | 'q' | 'j' | 'z' | 't')) {
+            modifier = true;
             chars.next();
         }
         let conv = chars.next().ok_or("incomplete conversion")?;
-        let (neg, body, numeric_prefix) = match (conv, v) {
-            ('d' | 'i' | 'u', Num::Int(i)) => {
-                let digits =
-                    if conv == 'u' { (i as u64).to_string() } else { i.unsigned_abs().to_string() };
-                (conv != 'u' && i < 0, pad_digits(digits, prec), String::new())
-            }
-            ('x' | 'X' | 'o', Num::Int(i)) => {
-                let u = i as u64;
-                let (digits, prefix) = match conv {
-                    'x' => (format!("{u:x}"), "0x"),
-                    'X' => (format!("{u:X}"), "0X"),
-                    _ => (format!("{u:o}"), "0"),
-                };
-                let prefix = if alt && u != 0 { prefix } else { "" };
-                (false, pad_digits(digits, prec), prefix.to_string())
-            }
-            ('f' | 'F' | 'e' | 'E' | 'g' | 'G', Num::Real(r)) => (
-                r.is_sign_negative() && !r.is_nan(),
-                format_real(r.abs(), conv, prec.unwrap_or(6), alt),
-                String::new(),
-            ),
-            ('d' | 'i' | 'u' | 'x' | 'X' | 'o', Num::Real(_)) => {
-                return Err(format!("`%{conv}` formats an integer, not a real"));
-            }
-            ('f' | 'F' | 'e' | 'E' | 'g' | 'G', Num::Int(_)) => {
-                return Err(format!("`%{conv}` formats a real, not an integer"));
-            }
-            _ => return Err(format!("unsupported conversion `%{conv}`")),
-        };
-        let sign = if neg {
-            "-"
-        } else if plus {
-            "+"
-        } else if space {
-            " "
-        } else {
-            ""
-        };
-        let len = sign.len() + numeric_prefix.len() + body.len();
-        let finite = !matches!(v, Num::Real(r) if !r.is_finite());
-        let zero_ok = zero && !left && finite && (matches!(v, Num::Real(_)) || prec.is_none());
-        if len >= width {
-            out.push_str(sign);
-            out.push_str(&numeric_prefix);
-            out.push_str(&body);
-        } else if left {
-            out.push_str(sign);
-            out.push_str(&numeric_prefix);
-            out.push_str(&body);
-            out.push_str(&" ".repeat(width - len));
-        } else if zero_ok {
-            out.push_str(sign);
-            out.push_str(&numeric_prefix);
-            out.push_str(&"0".repeat(width - len));
-            out.push_str(&body);
-        } else {
-            out.push_str(&" ".repeat(width - len));
-            out.push_str(sign);
-            out.push_str(&numeric_prefix);
-            out.push_str(&body);
+        let spec = Spec { left, plus, space, alt, zero, modifier, width, prec, conv };
+        out.push_str(&convert(&spec)?);
+    }
+    match convert {
+        None => Ok(out),
+        Some(_) => Err(missing.into()),
+    }
+}
+
+/// C's `printf(fmt, s)` for one string: `fmt` holds exactly one `%s`
+/// (with `-`, a width and a precision if wanted) and `%%` for a `%`.
+pub(crate) fn printf_string(fmt: &str, s: &str) -> Result<String, String> {
+    format_one(fmt, "expected exactly one `%s`", "expected a `%s`", |spec| {
+        if spec.conv != 's' {
+            return Err(format!("`%{}` is not `%s`: the value is a string", spec.conv));
         }
-    }
-    if !converted {
-        return Err("expected a conversion such as `%d`".into());
-    }
-    Ok(out)
+        // A `0` flag pads a string with spaces still, as the width alone does.
+        if spec.plus || spec.space || spec.alt || spec.modifier {
+            return Err("`%s` takes only `-`, a width and a precision".into());
+        }
+        let body: String = match spec.prec {
+            Some(p) => s.chars().take(p).collect(),
+            None => s.to_string(),
+        };
+        let pad = " ".repeat(spec.width.saturating_sub(body.chars().count()));
+        Ok(match spec.left {
+            true => body + &pad,
+            false => pad + &body,
+        })
+    })
+}
+
+/// Formats `v` with a C format string containing exactly one conversion
+/// (`%d %i %u %x %X %o` for integers, `%f %F %e %E %g %G` for reals).
+pub(crate) fn printf(fmt: &str, v: Num) -> Result<String, String> {
+    format_one(
+        fmt,
+        "expected exactly one conversion",
+        "expected a conversion such as `%d`",
+        |spec| {
+            let Spec { left, plus, space, alt, zero, width, prec, conv, .. } = *spec;
+            let mut out = String::new();
+            let (neg, body, numeric_prefix) = match (conv, v) {
+                ('d' | 'i' | 'u', Num::Int(i)) => {
+                    let digits = if conv == 'u' {
+                        (i as u64).to_string()
+                    } else {
+                        i.unsigned_abs().to_string()
+                    };
+                    (conv != 'u' && i < 0, pad_digits(digits, prec), String::new())
+                }
+                ('x' | 'X' | 'o', Num::Int(i)) => {
+                    let u = i as u64;
+                    let (digits, prefix) = match conv {
+                        'x' => (format!("{u:x}"), "0x"),
+                        'X' => (format!("{u:X}"), "0X"),
+                        _ => (format!("{u:o}"), "0"),
+                    };
+                    let prefix = if alt && u != 0 { prefix } else { "" };
+                    (false, pad_digits(digits, prec), prefix.to_string())
+                }
+                ('f' | 'F' | 'e' | 'E' | 'g' | 'G', Num::Real(r)) => (
+                    r.is_sign_negative() && !r.is_nan(),
+                    format_real(r.abs(), conv, prec.unwrap_or(6), alt),
+                    String::new(),
+                ),
+                ('d' | 'i' | 'u' | 'x' | 'X' | 'o', Num::Real(_)) => {
+                    return Err(format!("`%{conv}` formats an integer, not a real"));
+                }
+                ('f' | 'F' | 'e' | 'E' | 'g' | 'G', Num::Int(_)) => {
+                    return Err(format!("`%{conv}` formats a real, not an integer"));
+                }
+                _ => return Err(format!("unsupported conversion `%{conv}`")),
+            };
+            let sign = if neg {
+                "-"
+            } else if plus {
+                "+"
+            } else if space {
+                " "
+            } else {
+                ""
+            };
+            let len = sign.len() + numeric_prefix.len() + body.len();
+            let finite = !matches!(v, Num::Real(r) if !r.is_finite());
+            let zero_ok = zero && !left && finite && (matches!(v, Num::Real(_)) || prec.is_none());
+            if len >= width {
+                out.push_str(sign);
+                out.push_str(&numeric_prefix);
+                out.push_str(&body);
+            } else if left {
+                out.push_str(sign);
+                out.push_str(&numeric_prefix);
+                out.push_str(&body);
+                out.push_str(&" ".repeat(width - len));
+            } else if zero_ok {
+                out.push_str(sign);
+                out.push_str(&numeric_prefix);
+                out.push_str(&"0".repeat(width - len));
+                out.push_str(&body);
+            } else {
+                out.push_str(&" ".repeat(width - len));
+                out.push_str(sign);
+                out.push_str(&numeric_prefix);
+                out.push_str(&body);
+            }
+            Ok(out)
+        },
+    )
 }
 
 pub(crate) fn pad_digits(digits: String, prec: Option<usize>) -> String {

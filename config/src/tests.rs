@@ -376,8 +376,12 @@ fn eval_and_string_functions() {
     ] {
         assert_eq!(get(&c, name), want, "{name}");
     }
-    let c = load("A = $EVAL(1 +)\nB = $STRING(x,%d)\nC = $STRING(x,%s%s)\nD = $STRING(x,none)\n");
-    for n in ["A", "B", "C", "D"] {
+    let c = load(
+        "A = $EVAL(1 +)\nB = $STRING(x,%d)\nC = $STRING(x,%s%s)\nD = $STRING(x,none)\n\
+         E = $STRING(x,%+s)\nF = $STRING(x,%ls)\nG = $STRING(x,%05s)\n",
+    );
+    assert_eq!(get(&c, "G"), "    x");
+    for n in ["A", "B", "C", "D", "E", "F"] {
         let e = c.get(n).unwrap_err();
         assert_eq!(e.kind(), ConfigErrorKind::Function, "{n}: {e}");
     }
