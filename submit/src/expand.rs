@@ -81,20 +81,7 @@ pub fn expand(desc: &SubmitDescription, ctx: &Context<'_>) -> Result<Submission,
     };
     let last_queue =
         desc.statements.iter().rposition(|s| matches!(s.kind, StatementKind::Queue(_)));
-    let mut run = Run {
-        ctx,
-        macros: Macros::new(&ctx.env, ctx.seed),
-        attrs: Vec::new(),
-        jobs: Vec::new(),
-        modules: ModuleCache::default(),
-        sizes: HashMap::new(),
-        source: desc.source.clone(),
-        ad_bytes: 0,
-    };
-    let cluster = ctx.cluster_id.to_string();
-    for n in ["Cluster", "ClusterId"] {
-        run.macros.builtin(n, &cluster);
-    }
+    let mut run = Run::new(desc, ctx);
     for x in &defines.statements {
         let o = Origin { source: "<command line>".into(), line: Some(x.line) };
         run.apply(&x.kind, &o)?;
@@ -152,7 +139,26 @@ pub fn expand(desc: &SubmitDescription, ctx: &Context<'_>) -> Result<Submission,
     Ok(Submission { jobs: run.jobs, modules: run.modules.into_modules(), warnings })
 }
 
-impl Run<'_, '_> {
+impl<'c, 'f> Run<'c, 'f> {
+    /// A fresh expansion of `desc` in `ctx`, its cluster's macros defined.
+    fn new(desc: &SubmitDescription, ctx: &'c Context<'f>) -> Run<'c, 'f> {
+        let mut run = Run {
+            ctx,
+            macros: Macros::new(&ctx.env, ctx.seed),
+            attrs: Vec::new(),
+            jobs: Vec::new(),
+            modules: ModuleCache::default(),
+            sizes: HashMap::new(),
+            source: desc.source.clone(),
+            ad_bytes: 0,
+        };
+        let cluster = ctx.cluster_id.to_string();
+        for n in ["Cluster", "ClusterId"] {
+            run.macros.builtin(n, &cluster);
+        }
+        run
+    }
+
     fn apply(&mut self, kind: &StatementKind, origin: &Origin) -> Result<(), SubmitError> {
         match kind {
             StatementKind::Assign { name, value } => self.macros.define(name, value, origin),
@@ -338,20 +344,7 @@ fn prepared<'r, 'c, 'f>(
     desc: &'r SubmitDescription,
     ctx: &'c Context<'f>,
 ) -> Result<Prepared<'r, 'c, 'f>, SubmitError> {
-    let mut run = Run {
-        ctx,
-        macros: Macros::new(&ctx.env, ctx.seed),
-        attrs: Vec::new(),
-        jobs: Vec::new(),
-        modules: ModuleCache::default(),
-        sizes: HashMap::new(),
-        source: desc.source.clone(),
-        ad_bytes: 0,
-    };
-    let cluster = ctx.cluster_id.to_string();
-    for n in ["Cluster", "ClusterId"] {
-        run.macros.builtin(n, &cluster);
-    }
+    let mut run = Run::new(desc, ctx);
     for n in ["Process", "ProcId", "Step", "Row", "ItemIndex"] {
         run.macros.builtin(n, "0");
     }
