@@ -1,23 +1,13 @@
 """Daemon administration in htcondor2's shape (send_command, Startd,
 Negotiator, RemoteParam) against real personal pools started from Python."""
 
-import time
 
 import pytest
 
 import andes
 from andes import classad
+from waiting import wait_until
 from andes.personal import PersonalPool
-
-
-def wait_until(what, check, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not after {timeout} s")
 
 
 def states(pool):

@@ -2,22 +2,12 @@
 ``Schedd.spool``, ``Schedd.retrieve`` and ``Schedd.reschedule``, against a
 real personal pool started from Python."""
 
-import time
 
 import pytest
 
 import andes
 from andes import classad
-
-
-def wait_until(what, check, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not after {timeout} s")
+from waiting import wait_until
 
 
 def completed(schedd, cluster):
@@ -43,7 +33,7 @@ def test_a_spooled_jobs_input_travels_with_it_and_its_output_waits_for_retrieve(
     # The input went to the schedd with the submit: the jobs no longer need it here.
     (jobdir / "in.txt").unlink()
     cluster = result.cluster()
-    wait_until("the spooled jobs to complete", lambda: completed(schedd, cluster))
+    wait_until("the spooled jobs to complete", lambda: completed(schedd, cluster), 120)
     # Completed, and kept in the queue with their output in the spool.
     assert not (jobdir / "out.0").exists() and not (jobdir / "spooled.log").exists()
     schedd.retrieve(cluster)
@@ -61,7 +51,7 @@ def test_retrieve_takes_ids_and_constraints(pool, jobdir):
     schedd = pool.schedd
     sub = andes.Submit(executable="hello.wasm", arguments="$(Process)", output="c.$(Process)")
     one = schedd.submit(sub, count=2, spool=True).cluster()
-    wait_until("the spooled jobs to complete", lambda: completed(schedd, one))
+    wait_until("the spooled jobs to complete", lambda: completed(schedd, one), 120)
     schedd.retrieve(f"{one}.1")
     assert (jobdir / "c.1").exists() and not (jobdir / "c.0").exists()
     schedd.retrieve(classad.ExprTree(f"ClusterId == {one} && ProcId == 0"))
