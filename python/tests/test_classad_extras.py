@@ -3,23 +3,13 @@ setdefault/popitem, printing, parsing by ParserType, Value's numbers, each
 checked against classad2 itself where it is installed."""
 
 import json
-import os
 
 import pytest
 
 from andes import classad
+from needs import needed
 
 AD = '[A = 1; B = A + X; C = Y; D = C + 1; M = 2; R = [q = 1]; S = "s"]'
-
-
-def classad2_or_skip():
-    try:
-        import classad2
-    except ImportError:
-        if os.environ.get("ANDES_ALLOW_NOT_RUN"):
-            pytest.skip("NOT RUN: HTCondor's bindings (pip install htcondor)")
-        raise
-    return classad2
 
 
 def shown(v):
@@ -64,7 +54,7 @@ def test_flatten_evaluates_what_the_ad_defines():
     with pytest.raises(TypeError, match="ExprTree"):
         ad.flatten("A + 1")
 
-    c2 = classad2_or_skip()
+    c2 = needed("classad2", "htcondor")
     theirs = c2.ClassAd(AD)
     for text in FLATTEN:
         assert shown(ad.flatten(classad.ExprTree(text))) == shown(theirs.flatten(c2.ExprTree(text))), text
@@ -90,7 +80,7 @@ def test_external_and_internal_refs():
     with pytest.raises(TypeError, match="ExprTree"):
         ad.externalRefs("A")
 
-    c2 = classad2_or_skip()
+    c2 = needed("classad2", "htcondor")
     theirs = c2.ClassAd(AD)
     for text in REFS:
         e = c2.ExprTree(text)
@@ -107,13 +97,13 @@ def test_simplify_gives_the_value_as_an_expression():
     with pytest.raises(TypeError):
         classad.ExprTree("1").simplify("not an ad")
 
-    c2 = classad2_or_skip()
+    c2 = needed("classad2", "htcondor")
     for text in ("1 + 2", "B", "R.q", "S", "A * 2.5"):
         assert shown(classad.ExprTree(text).simplify(ad)) == shown(c2.ExprTree(text).simplify(c2.ClassAd(AD))), text
 
 
 def test_setdefault_and_popitem_as_a_mapping():
-    c2 = classad2_or_skip()
+    c2 = needed("classad2", "htcondor")
     for mod in (classad, c2):
         ad = mod.ClassAd("[A = 1; B = A + 1]")
         assert ad.setdefault("a", 7) == 1 and ad["A"] == 1
@@ -135,7 +125,7 @@ def test_value_is_numbered_and_true_as_in_classad2():
     assert V.Undefined == 2 and V.Error == 1 and bool(V.Undefined) and bool(V.Error)
     assert classad.ExprTree("Missing").eval() is V.Undefined
     assert classad.ClassAd({"U": V.Undefined, "E": V.Error}).printOld() == "U = undefined\nE = error\n"
-    c2 = classad2_or_skip()
+    c2 = needed("classad2", "htcondor")
     assert {m.name: int(m) for m in V} == {m.name: int(m) for m in c2.Value}
     assert bool(V.Undefined) == bool(c2.Value.Undefined) and V.Undefined == c2.Value.Undefined
 
@@ -155,7 +145,7 @@ def test_str_is_classad2s_layout_and_repr_one_line():
     assert classad.ClassAd(text) == ad, "str(ad) parses back"
     assert str(classad.ClassAd()) == "\n    [\n    ]"
 
-    c2 = classad2_or_skip()
+    c2 = needed("classad2", "htcondor")
     theirs = c2.ClassAd(PRINTED)
     assert str(ad) == str(theirs)
     assert repr(ad) == repr(theirs)
@@ -193,7 +183,7 @@ def test_parsing_by_parser_type():
     with pytest.raises(TypeError):
         classad.parseAds(new, "New")
 
-    c2 = classad2_or_skip()
+    c2 = needed("classad2", "htcondor")
     assert {m.name: int(m) for m in P} == {m.name: int(m) for m in c2.ParserType}
     for text, p in ((old, P.Old), (new, P.New), (js, P.JSON), (old, P.Auto), (new, P.Auto)):
         assert [repr(a) for a in classad.parseAds(text, p)] == [

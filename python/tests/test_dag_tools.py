@@ -17,7 +17,6 @@ A tool missing fails its test (``cargo xtask python`` installs both): it
 reports NOT RUN only under ``ANDES_ALLOW_NOT_RUN=1``.
 """
 
-import importlib
 import os
 import pathlib
 import shutil
@@ -26,18 +25,9 @@ import sys
 
 import pytest
 from images import read_png, read_ppm, tile_of
+from needs import needed
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _tool(module, package):
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        # A test that ran nothing never passes, unless skipping is asked for.
-        if os.environ.get("ANDES_ALLOW_NOT_RUN"):
-            pytest.skip(f"NOT RUN: {package} (pip install {package})")
-        raise
 
 
 @pytest.fixture
@@ -86,7 +76,7 @@ def node_jobs(pool, cluster):
 
 
 def test_a_dag_written_by_ezdag_runs_unchanged(pool, wasm, andes_bin, monkeypatch):
-    _tool("ezdag", "ezdag")
+    needed("ezdag", "ezdag")
     from ezdag import DAG, Argument, Layer, Node, Option
 
     dag_dir, exe = wasm
@@ -133,12 +123,12 @@ def test_a_dag_written_by_ezdag_runs_unchanged(pool, wasm, andes_bin, monkeypatc
 
 
 def test_a_dag_written_by_htcondor_dags_runs_unchanged(pool, wasm, andes_bin, monkeypatch):
-    htcondor2 = _tool("htcondor2", "htcondor")
+    htcondor2 = needed("htcondor2", "htcondor")
     # htcondor-dags 0.2.0 does `import htcondor`, HTCondor's first bindings,
     # which the htcondor wheel no longer ships (its module is htcondor2);
     # of them it uses only `Submit`, which htcondor2 has, unchanged.
     monkeypatch.setitem(sys.modules, "htcondor", htcondor2)
-    dags = _tool("htcondor_dags", "htcondor-dags")
+    dags = needed("htcondor_dags", "htcondor-dags")
 
     dag_dir, exe = wasm
     # Two halves of a region drawn; two frames each join both halves (a

@@ -10,17 +10,7 @@ import pytest
 
 import andes
 from andes import classad
-
-
-def htcondor2_or_skip():
-    try:
-        import htcondor2
-    except ImportError:
-        # A test that ran nothing never passes, unless skipping is asked for.
-        if os.environ.get("ANDES_ALLOW_NOT_RUN"):
-            pytest.skip("NOT RUN: HTCondor's bindings (pip install htcondor)")
-        raise
-    return htcondor2
+from needs import needed
 
 
 @pytest.fixture
@@ -94,7 +84,7 @@ def test_locate_all_startds_and_a_collector_by_address(pool_env):
 
 
 def test_enums_have_htcondor2s_names_and_values(pool):
-    htcondor2 = htcondor2_or_skip()
+    htcondor2 = needed("htcondor2", "htcondor")
     pairs = [
         ("AdType", "AdTypes"),
         ("DaemonType", "DaemonTypes"),
@@ -200,14 +190,14 @@ def test_str_of_an_event_is_its_text_in_the_user_log(pool, jobdir):
     assert "Job submitted from host: <" in str(events[0])
     assert repr(events[0]) == f"JobEvent(type={andes.JobEventType.SUBMIT}, cluster={cid}, proc=0, timestamp={events[0].timestamp})"
 
-    htcondor2 = htcondor2_or_skip()
+    htcondor2 = needed("htcondor2", "htcondor")
     theirs = list(htcondor2.JobEventLog("text.log").events(0))
     assert [str(e) for e in events] == [str(e) for e in theirs]
     assert [repr(e) for e in events] == [repr(e) for e in theirs]
 
 
 def test_submit_takes_queue_as_htcondor2_does(pool, jobdir):
-    htcondor2 = htcondor2_or_skip()
+    htcondor2 = needed("htcondor2", "htcondor")
     for q in ("3", "queue 3", "QUEUE 2 x in (a b)", ""):
         ours = andes.Submit({"executable": "primes.wasm"}, queue=q)
         theirs = htcondor2.Submit({"executable": "primes.wasm"}, queue=q)

@@ -14,16 +14,7 @@ import pytest
 
 import andes
 from andes.personal import PersonalPool, PersonalPoolState
-
-
-def htcondor2_personal_or_skip():
-    try:
-        import htcondor2.personal
-    except ImportError:
-        if os.environ.get("ANDES_ALLOW_NOT_RUN"):
-            pytest.skip("NOT RUN: HTCondor's bindings (pip install htcondor)")
-        raise
-    return htcondor2.personal
+from needs import needed
 
 
 def alive(pid):
@@ -208,7 +199,7 @@ def test_state_repr_and_configuration(tmp_path, andes_bin, monkeypatch):
         PersonalPool(config={"A": "1\nB = 2"})
 
     # htcondor2's repr and states, for the same directory.
-    personal = htcondor2_personal_or_skip()
+    personal = needed("htcondor2.personal", "htcondor")
     theirs = personal.PersonalPool(local_dir="pool", use_config=False)
     assert [s.value for s in PersonalPoolState] == [s.value for s in personal.PersonalPoolState]
     for state in PersonalPoolState:

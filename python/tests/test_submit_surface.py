@@ -1,11 +1,11 @@
 """Submit.expand, itemdata, jobs, procs and getQArgs round trips, checked
 against htcondor2 and against what a real pool queues."""
 
-import os
 
 import pytest
 
 import andes
+from needs import needed
 
 TEXT = """executable = primes.wasm
 arguments = $(x) $(y)
@@ -15,16 +15,6 @@ mem = $INT(half) $(unset:dflt)
 half = 32*2
 log = surface.log
 """
-
-
-def htcondor2_or_skip():
-    try:
-        import htcondor2
-    except ImportError:
-        if os.environ.get("ANDES_ALLOW_NOT_RUN"):
-            pytest.skip("NOT RUN: HTCondor's bindings (pip install htcondor)")
-        raise
-    return htcondor2
 
 
 def test_expand_gives_a_value_with_its_macros_expanded(jobdir):
@@ -42,7 +32,7 @@ def test_expand_gives_a_value_with_its_macros_expanded(jobdir):
     with pytest.raises(andes.HTCondorException, match="INT.nope.*not evaluate"):
         andes.Submit({"executable": "primes.wasm", "mem": "$INT(nope)"}).expand("mem")
 
-    htcondor2 = htcondor2_or_skip()
+    htcondor2 = needed("htcondor2", "htcondor")
     theirs = htcondor2.Submit(TEXT, queue="x,y from (\n1, a\n2, b\n)")
     for name in ("foo", "FOO", "mem", "arguments", "Process", "cluster", "executable"):
         assert sub.expand(name) == theirs.expand(name), name
@@ -82,7 +72,7 @@ def test_itemdata_and_get_qargs_round_trip(jobdir):
     with pytest.raises(andes.HTCondorException, match="missing.txt"):
         sub.itemdata("f from missing.txt")
 
-    htcondor2 = htcondor2_or_skip()
+    htcondor2 = needed("htcondor2", "htcondor")
     for q in QUEUES:
         ours = andes.Submit(TEXT, queue=q).itemdata()
         theirs = htcondor2.Submit(TEXT, queue=q).itemdata()
@@ -113,6 +103,6 @@ def test_jobs_and_procs_are_what_the_pool_queues(pool, jobdir):
     with pytest.raises(andes.HTCondorException, match="nowhere.wasm"):
         andes.Submit(executable="nowhere.wasm").jobs()
 
-    htcondor2 = htcondor2_or_skip()
+    htcondor2 = needed("htcondor2", "htcondor")
     with pytest.raises(NotImplementedError):
         htcondor2.Submit(TEXT).jobs()
