@@ -584,8 +584,13 @@ impl Control {
     }
 
     pub(crate) fn mark_running(&self) {
-        let hook = self.on_entered.lock().unwrap_or_else(|e| e.into_inner()).take();
-        self.running.store(true, Ordering::SeqCst);
+        // Marked running under the hook's lock: `on_entered` then either
+        // leaves its hook before this takes it, or sees the job running.
+        let hook = {
+            let mut slot = self.on_entered.lock().unwrap_or_else(|e| e.into_inner());
+            self.running.store(true, Ordering::SeqCst);
+            slot.take()
+        };
         if let Some(EnteredHook(hook)) = hook {
             hook();
         }
