@@ -225,9 +225,15 @@ impl Daemon {
         let saved = run.ctl.saved();
         // What the job wrote to its log goes to its user log, as HTCondor's
         // `chirp ulog` does.
-        let lines: Vec<String> =
-            result.log.iter().map(|(level, text)| format!("job log [{level:?}]: {text}")).collect();
-        let log = andes_protocol::pool::bounded_log(&lines, result.log_dropped);
+        // Only the lines that can be reported are formatted; the rest are
+        // counted.
+        let shown = result.log.len().min(andes_protocol::pool::MAX_REPORTED_LOG_LINES);
+        let lines: Vec<String> = result.log[..shown]
+            .iter()
+            .map(|(level, text)| format!("job log [{level:?}]: {text}"))
+            .collect();
+        let more = result.log_dropped.saturating_add((result.log.len() - shown) as u64);
+        let log = andes_protocol::pool::bounded_log(&lines, more);
         let gid = match job.eval_attr("GlobalJobId") {
             Value::Str(s) => s.to_string(),
             _ => String::new(),
