@@ -475,16 +475,7 @@ impl Env {
         let q = |p: &Path| shell_quote(&p.to_string_lossy());
         let mut shims = Vec::new();
         if pip.join("ziglang").is_dir() {
-            shims.push((
-                "zig",
-                format!(
-                    "#!/bin/sh\n# zig from the ziglang wheel (samples/guests/toolchains.sh)\n\
-                     export ZIG_GLOBAL_CACHE_DIR={z} ZIG_LOCAL_CACHE_DIR={z}\n\
-                     PYTHONPATH={pip} exec python3 -m ziglang \"$@\"\n",
-                    z = q(&tc.join("zig-cache")),
-                    pip = q(&pip)
-                ),
-            ));
+            shims.push(("zig", zig_shim(&tc)));
         }
         if pip.join("go/bin/go").is_file() {
             shims.push((
@@ -521,19 +512,33 @@ impl Env {
 }
 
 #[cfg(unix)]
-fn make_executable(p: &Path) -> Result<(), String> {
+pub(crate) fn make_executable(p: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| format!("{}: {e}", p.display()))
 }
 
 #[cfg(not(unix))]
-fn make_executable(_: &Path) -> Result<(), String> {
+pub(crate) fn make_executable(_: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The text of a `zig` command (a shell script) that runs the zig of the
+/// ziglang wheel `samples/guests/toolchains.sh` installs under `tc`
+/// (`target/toolchains`), with its caches there.
+pub(crate) fn zig_shim(tc: &Path) -> String {
+    let q = |p: &Path| shell_quote(&p.to_string_lossy());
+    format!(
+        "#!/bin/sh\n# zig from the ziglang wheel (samples/guests/toolchains.sh)\n\
+         export ZIG_GLOBAL_CACHE_DIR={z} ZIG_LOCAL_CACHE_DIR={z}\n\
+         PYTHONPATH={pip} exec python3 -m ziglang \"$@\"\n",
+        z = q(&tc.join("zig-cache")),
+        pip = q(&tc.join("pip"))
+    )
+}
+
 /// `s` in single quotes for the shell.
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

@@ -10,6 +10,9 @@
 //!   (see [`portability`]).
 //! - `cargo xtask python [PYTEST ARGS]`: builds the Python package as a wheel
 //!   into a venv of its own and runs its pytest suite (see [`python`]).
+//! - `cargo xtask wheels [--profile dev|release]`: the Python package's wheels
+//!   to publish, abi3 and manylinux2014, for x86-64 and aarch64 Linux, each
+//!   installed by pip for its machine and run there (see [`wheels`]).
 //! - `cargo xtask samples`: builds the sample jobs only (Rust, C and Go).
 //! - `cargo xtask bench`: the criterion benchmarks.
 //! - `cargo xtask faults [--seed N] [--seconds S]`: the fault harness
@@ -53,6 +56,7 @@ mod python;
 mod scale;
 mod setup;
 mod tidy;
+mod wheels;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new(".")).to_path_buf()
@@ -396,10 +400,11 @@ fn main() -> ExitCode {
         Some("docs") => docs::run(&args[1..]),
         Some("python") => samples() && python::run(&args[1..]),
         Some("portability") => samples() && portability::run(),
+        Some("wheels") => samples() && wheels::run(&args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask \
-                 <test|build|prebuild|bindings|setup|tidy|samples|bench|faults|attacks|demo|scale|docs|python|portability|installs>"
+                 <test|build|prebuild|bindings|setup|tidy|samples|bench|faults|attacks|demo|scale|docs|python|portability|wheels|installs>"
             );
             false
         }

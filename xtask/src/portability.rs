@@ -31,6 +31,11 @@ fn first(candidates: &[&str]) -> Option<PathBuf> {
     })
 }
 
+/// qemu-user's aarch64 emulator, where installed.
+pub fn qemu_aarch64() -> Option<PathBuf> {
+    first(&["qemu-aarch64-static", "qemu-aarch64"])
+}
+
 /// Runs the portability tests; `true` when they pass (or cannot run here and
 /// [`crate::ALLOW_NOT_RUN`] says that may be so).
 pub fn run() -> bool {
@@ -41,7 +46,7 @@ pub fn run() -> bool {
 /// tests begin (what leaves cores idle may start then).
 pub fn run_after_build(built: impl FnOnce()) -> bool {
     let wine = first(&["/usr/lib/wine/wine64", "wine64"]);
-    let qemu = first(&["qemu-aarch64-static", "qemu-aarch64"]);
+    let qemu = qemu_aarch64();
     let mingw = first(&["x86_64-w64-mingw32-gcc"]);
     let arm_gcc = first(&["aarch64-linux-gnu-gcc"]);
     let mut missing = Vec::new();

@@ -46,9 +46,14 @@ pub fn has_andes(python: &Path) -> bool {
             .is_ok_and(|o| o.status.success())
 }
 
-fn step(what: &str, cmd: &mut Command) -> bool {
+/// Runs `cmd` (in the repository's root unless it names a directory of its
+/// own), saying `what` first; whether it succeeded, having said why not.
+pub(crate) fn step(what: &str, cmd: &mut Command) -> bool {
     eprintln!("xtask: {what}");
-    match cmd.current_dir(root()).status() {
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(root());
+    }
+    match cmd.status() {
         Ok(s) if s.success() => true,
         Ok(s) => {
             eprintln!("xtask: {what}: failed ({s})");
@@ -63,7 +68,7 @@ fn step(what: &str, cmd: &mut Command) -> bool {
 
 /// The venv with maturin and pytest in it (made, and filled, where missing):
 /// its python.
-fn ready_venv(target: &Path) -> Option<PathBuf> {
+pub(crate) fn ready_venv(target: &Path) -> Option<PathBuf> {
     let venv = venv(target);
     let py = venv.join("bin").join("python3");
     if !py.exists()
@@ -81,7 +86,8 @@ fn ready_venv(target: &Path) -> Option<PathBuf> {
     Some(py)
 }
 
-fn pip(py: &Path, args: &[&str]) -> Command {
+/// `py -m pip install --quiet ARGS`.
+pub(crate) fn pip(py: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(py);
     c.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(args);
     c
@@ -91,12 +97,17 @@ fn pip(py: &Path, args: &[&str]) -> Command {
 /// a target directory of its own (`target/python`): its features are not the
 /// workspace's, so it would share little with the workspace's build, and
 /// another directory lets it build beside the tests (see [`prebuild`]).
+/// Linked by zig for glibc 2.17, as `cargo xtask wheels` links the wheels
+/// to publish: the tests run a wheel of the kind a site installs.
 fn wheel(py: &Path, target: &Path, out: &Path) -> bool {
     let _ = std::fs::remove_dir_all(out);
+    let Some(path) = crate::wheels::zig_path(target) else { return false };
     step(
-        "building the andes wheel (maturin, dev profile)",
+        "building the andes wheel (maturin --zig, manylinux2014, dev profile)",
         Command::new(py)
             .args(["-m", "maturin", "build", "--profile", "dev"])
+            .args(["--zig", "--compatibility", "manylinux2014"])
+            .env("PATH", path)
             .args(["--manifest-path", "python/Cargo.toml"])
             .arg("--target-dir")
             .arg(target.join("python"))
@@ -136,6 +147,17 @@ pub fn prebuild() -> bool {
     }
 }
 
+/// The `andes` program of the workspace's debug build, built where missing.
+pub(crate) fn andes_program(target: &Path) -> Option<PathBuf> {
+    let andes = target.join("debug").join(format!("andes{}", std::env::consts::EXE_SUFFIX));
+    let built = andes.exists()
+        || step(
+            "building andes",
+            Command::new(crate::cargo_program()).args(["build", "-p", "andes"]),
+        );
+    built.then_some(andes)
+}
+
 /// Builds, installs and tests the Python package; `pytest_args` go to pytest.
 pub fn run(pytest_args: &[String]) -> bool {
     let target = crate::target_dir();
@@ -168,15 +190,7 @@ pub fn run(pytest_args: &[String]) -> bool {
         return false;
     }
     drop(lock);
-    let andes = target.join("debug").join(format!("andes{}", std::env::consts::EXE_SUFFIX));
-    if !andes.exists()
-        && !step(
-            "building andes",
-            Command::new(crate::cargo_program()).args(["build", "-p", "andes"]),
-        )
-    {
-        return false;
-    }
+    let Some(andes) = andes_program(&target) else { return false };
     step(
         "pytest python/tests",
         Command::new(&py)
@@ -185,5 +199,8 @@ pub fn run(pytest_args: &[String]) -> bool {
             .env("ANDES_BIN", &andes)
             .env("ANDES_SAMPLES", crate::wasm_dir())
             .env_remove("ANDES_CONFIG"),
-    )
+    ) && (!pytest_args.is_empty()
+        // The same wheel as a new user takes it: installed by pip for this
+        // machine, outside the venv, and run by the machine's own Python.
+        || crate::wheels::smoke(&target, &wheel, std::env::consts::ARCH, &andes))
 }
