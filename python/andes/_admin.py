@@ -8,11 +8,15 @@ by the same client code; what has no andes meaning raises an
 """
 
 import json
+import os
+from typing import NoReturn, Optional, Union
 
 from . import _address, _path, classad
 from ._andes import HTCondorException
 from ._andes import Session as _Session
 from ._enums import CompletionType, DaemonCommand, DrainType, VacateType
+
+_PathLike = Union[str, os.PathLike[str]]
 
 # andes has no condor_master: each daemon is a process of its own.
 _NO_MASTER = (
@@ -54,7 +58,7 @@ _STOPPING = (
 )
 
 
-def _kind(ad):
+def _kind(ad: classad.ClassAd) -> str:
     """The andes daemon a location ad names: ``"schedd"``, ``"startd"`` or
     ``"negotiator"`` (the central manager: collector and negotiator)."""
     if not isinstance(ad, classad.ClassAd):
@@ -73,14 +77,19 @@ def _kind(ad):
     return kind
 
 
-def _session(kind, ad, config):
+def _session(kind: str, ad: Optional[classad.ClassAd], config: Optional[_PathLike]) -> _Session:
     """A session to the ``kind`` of daemon ``ad`` locates (none: the
     configuration's)."""
     address = None if ad is None else _address(ad.get("MyAddress"))
     return _Session("collector" if kind == "negotiator" else kind, _path(config), address)
 
 
-def send_command(ad, dc, target=None, config=None):
+def send_command(
+    ad: classad.ClassAd,
+    dc: DaemonCommand,
+    target: Optional[str] = None,
+    config: Optional[_PathLike] = None,
+) -> None:
     """Sends the daemon ``ad`` locates (an ad ``Collector.locate`` gave)
     the command ``dc`` (``htcondor2.send_command``), as the ``andes``
     commands do: ``Reconfig`` to a schedd, an execute host (a Machine ad) or
@@ -108,7 +117,7 @@ def send_command(ad, dc, target=None, config=None):
     _session(kind, ad, config).command("/v1/off", json.dumps({"mode": mode}))
 
 
-def _slot_number(name):
+def _slot_number(name: str) -> int:
     """The slot number ``slotN@host``, ``slotN`` or ``N`` names."""
     if not isinstance(name, str):
         raise TypeError(f"slot_name must be a string, not {type(name).__name__}")
@@ -128,14 +137,21 @@ class Startd:
     ``config``: a configuration file to use instead of ``ANDES_CONFIG``.
     """
 
-    def __init__(self, location=None, config=None):
+    def __init__(self, location: Optional[classad.ClassAd] = None, config: Optional[_PathLike] = None) -> None:
         if location is not None:
             if _kind(location) != "startd":
                 raise ValueError(f"the location ad is a {location.get('MyType')} ad, not an execute host's (MyType Machine)")
         self._session = _session("startd", location, config)
-        self._drain_id = None
+        self._drain_id: Optional[str] = None
 
-    def drainJobs(self, drain_type=DrainType.Graceful, on_completion=CompletionType.Nothing, check_expr=None, start_expr=None, reason=None):
+    def drainJobs(
+        self,
+        drain_type: DrainType = DrainType.Graceful,
+        on_completion: CompletionType = CompletionType.Nothing,
+        check_expr: Optional[str] = None,
+        start_expr: Optional[str] = None,
+        reason: Optional[str] = None,
+    ) -> str:
         """Drains the host as ``andes drain`` does: it takes no new jobs,
         its running jobs finish (``DrainType.Graceful``: within their
         retirement time) or leave at once, checkpointing where they can
@@ -158,34 +174,47 @@ class Startd:
         self._drain_id = f"drain@{self._session.url}"
         return self._drain_id
 
-    def cancelDrainJobs(self, request_id=None):
+    def cancelDrainJobs(self, request_id: Optional[str] = None) -> None:
         """Undoes a drain (``andes drain --cancel``): the host takes jobs
         again. ``request_id``, when given, must be what ``drainJobs`` gave."""
         if request_id is not None and request_id != f"drain@{self._session.url}":
             raise HTCondorException(f"{request_id!r} is no drain request of this host's (drainJobs gives {'drain@' + self._session.url!r})")
         self._session.command("/v1/drain", json.dumps({"fast": False, "cancel": True}))
 
-    def vacate(self, vacate_fast=VacateType.Graceful):
+    def vacate(self, vacate_fast: VacateType = VacateType.Graceful) -> None:
         """Vacates every slot as ``andes vacate`` does: the jobs retire and
         leave (checkpointing where they can), or with ``VacateType.Fast``
         are hard-killed now; they go back to idle in their queues."""
         self._vacate(None, vacate_fast)
 
-    def vacateSlot(self, slot_name=None, vacate_fast=VacateType.Graceful):
+    def vacateSlot(self, slot_name: Optional[str] = None, vacate_fast: VacateType = VacateType.Graceful) -> None:
         """Vacates the slot ``slot_name`` (``slotN@host``, ``slotN`` or
         ``N``; none: every slot), as ``vacate`` does."""
         self._vacate(None if slot_name is None else _slot_number(slot_name), vacate_fast)
 
-    def _vacate(self, slot, vacate_fast):
+    def _vacate(self, slot: Optional[int], vacate_fast: Optional[VacateType]) -> None:
         fast = VacateType(VacateType.Graceful if vacate_fast is None else vacate_fast) == VacateType.Fast
         self._session.command("/v1/vacate", json.dumps({"slot": slot, "fast": fast}))
 
-    def rehome(self, schedd_name=None, schedd_pool=None, timeout=0, cancel=False, reboot=False):
+    def rehome(
+        self,
+        schedd_name: Optional[str] = None,
+        schedd_pool: Optional[str] = None,
+        timeout: int = 0,
+        cancel: bool = False,
+        reboot: bool = False,
+    ) -> NoReturn:
         """Not in andes: a host serves whichever schedds the pool's
         negotiator matches it with."""
         raise HTCondorException("andes hosts are not homed to a schedd: each serves whichever schedd the negotiator matches it with; move a host to another pool by its COLLECTOR_HOST and `andes reconfig`")
 
-    def history(self, constraint=None, projection=[], match=-1, since=None):
+    def history(
+        self,
+        constraint: Union[str, classad.ExprTree, None] = None,
+        projection: list[str] = [],
+        match: int = -1,
+        since: Union[int, str, classad.ExprTree, None] = None,
+    ) -> NoReturn:
         """Not in andes: hosts keep no job history."""
         raise HTCondorException("andes hosts keep no job history: Schedd.history (`andes history`) has every finished job's ad, with the slot it ran on (RemoteHost)")
 
@@ -198,12 +227,12 @@ class Negotiator:
     ``config``: a configuration file to use instead of ``ANDES_CONFIG``.
     """
 
-    def __init__(self, location=None, config=None):
+    def __init__(self, location: Optional[classad.ClassAd] = None, config: Optional[_PathLike] = None) -> None:
         if location is not None and _kind(location) != "negotiator":
             raise ValueError(f"the location ad is a {location.get('MyType')} ad, not a negotiator's or collector's")
         self._session = _session("negotiator", location, config)
 
-    def getPriorities(self, rollup=False):
+    def getPriorities(self, rollup: bool = False) -> list[classad.ClassAd]:
         """One ad per submitter, as ``andes userprio`` lists them: ``Name``,
         ``Priority`` (effective), ``RealPriority``, ``PriorityFactor``,
         ``ResourcesUsed``, ``AccumulatedUsage`` and
@@ -213,7 +242,7 @@ class Negotiator:
         if not isinstance(rollup, bool):
             raise TypeError("rollup must be a bool")
         rows = json.loads(self._session.get_json("/v1/negotiator/userprio"))["rows"]
-        ads = []
+        ads: list[classad.ClassAd] = []
         for r in rows:
             ad = classad.ClassAd()
             ad["Name"] = r["name"]
@@ -228,7 +257,7 @@ class Negotiator:
             ads.append(ad)
         return ads
 
-    def setFactor(self, user, factor):
+    def setFactor(self, user: str, factor: float) -> None:
         """Sets the submitter ``user``'s priority factor (1 or more), as
         ``andes userprio -setfactor`` does (an administrator's). andes names
         submitters by owner (``getPriorities`` gives the names), where
@@ -240,47 +269,47 @@ class Negotiator:
             raise ValueError("priority factor must be greater than or equal to 1")
         self._session.post_json("/v1/negotiator/setfactor", json.dumps({"submitter": user, "factor": float(factor)}))
 
-    def _refuse(self, what):
+    def _refuse(self, what: str) -> NoReturn:
         raise HTCondorException(f"{what}: andes's negotiator sets priority factors only (Negotiator.setFactor, `andes userprio -setfactor`); usage and real priorities follow from what runs")
 
-    def deleteUser(self, user):
+    def deleteUser(self, user: str) -> NoReturn:
         """Not in andes (see ``setFactor``)."""
         self._refuse("deleteUser")
 
-    def getResourceUsage(self, user):
+    def getResourceUsage(self, user: str) -> NoReturn:
         """Not in andes: ``getPriorities`` gives each submitter's slots in use."""
         raise HTCondorException("getResourceUsage: andes's negotiator lists no per-slot usage; getPriorities gives each submitter's ResourcesUsed, and Collector.query(AdType.Startd, 'RemoteOwner =?= \"...\"') the slots")
 
-    def resetAllUsage(self):
+    def resetAllUsage(self) -> NoReturn:
         """Not in andes (see ``setFactor``)."""
         self._refuse("resetAllUsage")
 
-    def resetUsage(self, user):
+    def resetUsage(self, user: str) -> NoReturn:
         """Not in andes (see ``setFactor``)."""
         self._refuse("resetUsage")
 
-    def setBeginUsage(self, user, when):
+    def setBeginUsage(self, user: str, when: int) -> NoReturn:
         """Not in andes (see ``setFactor``)."""
         self._refuse("setBeginUsage")
 
-    def setCeiling(self, user, ceiling):
+    def setCeiling(self, user: str, ceiling: int) -> NoReturn:
         """Not in andes (see ``setFactor``)."""
         self._refuse("setCeiling")
 
-    def setLastUsage(self, user, when):
+    def setLastUsage(self, user: str, when: int) -> NoReturn:
         """Not in andes (see ``setFactor``)."""
         self._refuse("setLastUsage")
 
-    def setPriority(self, user, priority):
+    def setPriority(self, user: str, priority: float) -> NoReturn:
         """Not in andes (see ``setFactor``)."""
         self._refuse("setPriority")
 
-    def setUsage(self, user, usage):
+    def setUsage(self, user: str, usage: float) -> NoReturn:
         """Not in andes (see ``setFactor``)."""
         self._refuse("setUsage")
 
 
-def _check_user(user):
+def _check_user(user: str) -> None:
     if not isinstance(user, str):
         raise TypeError("user must be a string")
     if not user.strip():
@@ -292,7 +321,7 @@ class RemoteParam:
     configuration over the network): andes's daemons serve no configuration.
     Making one raises an ``HTCondorException`` saying where to read it."""
 
-    def __init__(self, location):
+    def __init__(self, location: classad.ClassAd) -> None:
         raise HTCondorException(
             "andes's daemons serve no configuration over the network: read it where the daemon "
             "runs (andes.param, `andes config-val`; PersonalPool.get_config_val for a personal "

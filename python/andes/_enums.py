@@ -6,6 +6,7 @@ sees the numbers it saw with htcondor2.
 """
 
 import enum
+from typing import Optional
 
 
 class AdType(enum.IntEnum):
@@ -34,7 +35,7 @@ class AdType(enum.IntEnum):
     StartDaemon = 25
 
     @staticmethod
-    def from_MyType(my_type):
+    def from_MyType(my_type: str) -> Optional["AdType"]:
         """The ad type whose ads have ``MyType == my_type`` (``None``: none)."""
         return _MY_TYPE_TO_AD_TYPE.get(my_type)
 

@@ -20,7 +20,7 @@ _NAMES = {
 }
 
 
-def alias_htcondor():
+def alias_htcondor() -> None:
     """Makes HTCondor's binding modules (``htcondor2``, ``htcondor``,
     ``classad2``, ``classad`` and ``htcondor2.dags``) this package's, for
     this interpreter. Call it before importing the tool that uses them: a

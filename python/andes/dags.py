@@ -17,9 +17,16 @@ Nodes are named ``LAYER:INDEX`` (:class:`SimpleFormatter`). A sub-DAG
 (:meth:`DAG.subdag`) runs under a DAGMan job of its own, as a node.
 """
 
+from __future__ import annotations
+
 import collections.abc
 import enum
+import os
 import pathlib
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, TypeVar, Union
+
+if TYPE_CHECKING:
+    from . import Submit
 
 __all__ = [
     "DAG",
@@ -43,6 +50,13 @@ __all__ = [
 DEFAULT_DAG_FILE_NAME = "dagfile.dag"
 CONFIG_FILE_NAME = "dagman.config"
 
+_PathLike = Union[str, os.PathLike[str]]
+# What a layer runs: a Submit (or the text of a submit file), or the path
+# of a submit file of its own.
+_SubmitDescription = Union["Submit", str, pathlib.Path, None]
+# Groups of (parent node indices, child node indices) an edge joins.
+_EdgeGroups = Iterator[tuple[tuple[int, ...], tuple[int, ...]]]
+
 
 class WalkOrder(enum.Enum):
     """How :meth:`DAG.walk` visits nodes."""
@@ -56,14 +70,21 @@ class Script:
     ``retry``, an exit of ``retry_status`` runs it again after ``retry_delay``
     seconds (``DEFER``)."""
 
-    def __init__(self, executable, arguments=None, retry=False, retry_status=1, retry_delay=0):
+    def __init__(
+        self,
+        executable: _PathLike,
+        arguments: Optional[Iterable[object]] = None,
+        retry: bool = False,
+        retry_status: int = 1,
+        retry_delay: int = 0,
+    ) -> None:
         self.executable = str(executable)
         self.arguments = [str(a) for a in (arguments or [])]
         self.retry = retry
         self.retry_status = int(retry_status)
         self.retry_delay = int(retry_delay)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Script(executable={self.executable!r}, arguments={self.arguments!r})"
 
 
@@ -71,7 +92,7 @@ class DAGAbortCondition:
     """``ABORT-DAG-ON``: the DAG stops when a node exits ``node_exit_value``,
     and exits ``dag_return_value`` (default: the node's)."""
 
-    def __init__(self, node_exit_value, dag_return_value=None):
+    def __init__(self, node_exit_value: int, dag_return_value: Optional[int] = None) -> None:
         self.node_exit_value = int(node_exit_value)
         self.dag_return_value = None if dag_return_value is None else int(dag_return_value)
 
@@ -79,7 +100,9 @@ class DAGAbortCondition:
 class DotConfig:
     """The ``DOT`` command: a Graphviz file of the DAG."""
 
-    def __init__(self, path, update=False, overwrite=True, include_file=None):
+    def __init__(
+        self, path: _PathLike, update: bool = False, overwrite: bool = True, include_file: Optional[_PathLike] = None
+    ) -> None:
         self.path = pathlib.Path(path)
         self.update = update
         self.overwrite = overwrite
@@ -89,7 +112,7 @@ class DotConfig:
 class NodeStatusFile:
     """The ``NODE_STATUS_FILE`` command."""
 
-    def __init__(self, path, update_time=None, always_update=False):
+    def __init__(self, path: _PathLike, update_time: Optional[int] = None, always_update: bool = False) -> None:
         self.path = pathlib.Path(path)
         self.update_time = update_time
         self.always_update = always_update
@@ -98,15 +121,15 @@ class NodeStatusFile:
 class SimpleFormatter:
     """Names the nodes of a layer ``NAME{separator}{index}``."""
 
-    def __init__(self, separator=":", index_format="{:d}", offset=0):
+    def __init__(self, separator: str = ":", index_format: str = "{:d}", offset: int = 0) -> None:
         self.separator = separator
         self.index_format = index_format
         self.offset = offset
 
-    def generate(self, layer_name, node_index):
+    def generate(self, layer_name: str, node_index: int) -> str:
         return f"{layer_name}{self.separator}{self.index_format.format(node_index + self.offset)}"
 
-    def parse(self, node_name):
+    def parse(self, node_name: str) -> tuple[str, int]:
         layer, _, index = node_name.rpartition(self.separator)
         return layer, int(index) - self.offset
 
@@ -118,21 +141,21 @@ class BaseEdge:
     """How the nodes of a parent layer depend on those of a child layer:
     :meth:`get_edges` gives groups ``(parent indices, child indices)``."""
 
-    def get_edges(self, parent, child):
+    def get_edges(self, parent: BaseNode, child: BaseNode) -> _EdgeGroups:
         raise NotImplementedError
 
 
 class ManyToMany(BaseEdge):
     """Every child node depends on every parent node (the default)."""
 
-    def get_edges(self, parent, child):
+    def get_edges(self, parent: BaseNode, child: BaseNode) -> _EdgeGroups:
         yield tuple(range(len(parent))), tuple(range(len(child)))
 
 
 class OneToOne(BaseEdge):
     """Child node i depends on parent node i (the layers are the same size)."""
 
-    def get_edges(self, parent, child):
+    def get_edges(self, parent: BaseNode, child: BaseNode) -> _EdgeGroups:
         if len(parent) != len(child):
             raise ValueError(
                 f"OneToOne: {parent.name} has {len(parent)} nodes and {child.name} {len(child)}"
@@ -145,13 +168,13 @@ class Grouper(BaseEdge):
     """The parent nodes in groups of ``parent_chunk_size``, the children in
     groups of ``child_chunk_size``: child group i depends on parent group i."""
 
-    def __init__(self, parent_chunk_size=1, child_chunk_size=1):
+    def __init__(self, parent_chunk_size: int = 1, child_chunk_size: int = 1) -> None:
         if parent_chunk_size < 1 or child_chunk_size < 1:
             raise ValueError("Grouper: chunk sizes are at least 1")
         self.parent_chunk_size = parent_chunk_size
         self.child_chunk_size = child_chunk_size
 
-    def get_edges(self, parent, child):
+    def get_edges(self, parent: BaseNode, child: BaseNode) -> _EdgeGroups:
         p, c = len(parent), len(child)
         if p % self.parent_chunk_size or c % self.child_chunk_size:
             raise ValueError("Grouper: the chunk sizes must divide the layers' sizes")
@@ -167,11 +190,11 @@ class Slicer(BaseEdge):
     """The parent nodes ``parent_slice`` picks, each child node ``child_slice``
     picks depending on them all."""
 
-    def __init__(self, parent_slice=slice(None), child_slice=slice(None)):
+    def __init__(self, parent_slice: slice = slice(None), child_slice: slice = slice(None)) -> None:
         self.parent_slice = parent_slice
         self.child_slice = child_slice
 
-    def get_edges(self, parent, child):
+    def get_edges(self, parent: BaseNode, child: BaseNode) -> _EdgeGroups:
         ps = tuple(range(len(parent)))[self.parent_slice]
         cs = tuple(range(len(child)))[self.child_slice]
         if ps and cs:
@@ -180,6 +203,12 @@ class Slicer(BaseEdge):
 
 # ---------------------------------------------------------------- nodes
 
+_N = TypeVar("_N", bound="BaseNode")
+# A node, or nodes (a layer's children or parents, a DAG's roots, ...).
+_NodeArg = Union["BaseNode", Iterable["BaseNode"]]
+# What DAG._add adds: a layer or a sub-DAG.
+_Added = TypeVar("_Added", "NodeLayer", "SubDAG")
+
 
 class BaseNode:
     """What every kind of node has: its name, its scripts, retries and the
@@ -187,21 +216,21 @@ class BaseNode:
 
     def __init__(
         self,
-        dag,
+        dag: DAG,
         *,
-        name,
-        dir=None,
-        noop=False,
-        done=False,
-        retries=None,
-        retry_unless_exit=None,
-        pre=None,
-        pre_skip_exit_code=None,
-        post=None,
-        priority=0,
-        category=None,
-        abort=None,
-    ):
+        name: str,
+        dir: Optional[_PathLike] = None,
+        noop: bool = False,
+        done: bool = False,
+        retries: Optional[int] = None,
+        retry_unless_exit: Optional[int] = None,
+        pre: Optional[Script] = None,
+        pre_skip_exit_code: Optional[int] = None,
+        post: Optional[Script] = None,
+        priority: int = 0,
+        category: Optional[str] = None,
+        abort: Optional[DAGAbortCondition] = None,
+    ) -> None:
         if not name or any(c.isspace() for c in name) or "+" in name:
             raise ValueError(f"{name!r}: a node name has no white space and no +")
         self._dag = dag
@@ -218,63 +247,64 @@ class BaseNode:
         self.category = category
         self.abort = abort
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
-    def __len__(self):
+    def __len__(self) -> int:
         return 1
 
     # Edges live in the DAG: a node only asks it.
     @property
-    def parents(self):
+    def parents(self) -> _Nodes:
         return self._dag._parents_of(self)
 
     @property
-    def children(self):
+    def children(self) -> _Nodes:
         return self._dag._children_of(self)
 
-    def add_children(self, *nodes, edge=None):
+    def add_children(self: _N, *nodes: _NodeArg, edge: Optional[BaseEdge] = None) -> _N:
         for n in _flatten(nodes):
             self._dag._edge(self, n, edge)
         return self
 
-    def add_parents(self, *nodes, edge=None):
+    def add_parents(self: _N, *nodes: _NodeArg, edge: Optional[BaseEdge] = None) -> _N:
         for n in _flatten(nodes):
             self._dag._edge(n, self, edge)
         return self
 
-    def remove_children(self, *nodes):
+    def remove_children(self: _N, *nodes: _NodeArg) -> _N:
         for n in _flatten(nodes):
             self._dag._edges.pop((self.name, n.name), None)
         return self
 
-    def remove_parents(self, *nodes):
+    def remove_parents(self: _N, *nodes: _NodeArg) -> _N:
         for n in _flatten(nodes):
             self._dag._edges.pop((n.name, self.name), None)
         return self
 
-    def child_layer(self, edge=None, **kwargs):
+    def child_layer(self, edge: Optional[BaseEdge] = None, **kwargs: Any) -> NodeLayer:
         node = self._dag.layer(**kwargs)
         self.add_children(node, edge=edge)
         return node
 
-    def parent_layer(self, edge=None, **kwargs):
+    def parent_layer(self, edge: Optional[BaseEdge] = None, **kwargs: Any) -> NodeLayer:
         node = self._dag.layer(**kwargs)
         self.add_parents(node, edge=edge)
         return node
 
-    def child_subdag(self, edge=None, **kwargs):
+    def child_subdag(self, edge: Optional[BaseEdge] = None, **kwargs: Any) -> SubDAG:
         node = self._dag.subdag(**kwargs)
         self.add_children(node, edge=edge)
         return node
 
-    def parent_subdag(self, edge=None, **kwargs):
+    def parent_subdag(self, edge: Optional[BaseEdge] = None, **kwargs: Any) -> SubDAG:
         node = self._dag.subdag(**kwargs)
         self.add_parents(node, edge=edge)
         return node
 
-    def walk_ancestors(self):
-        seen, todo = set(), list(self.parents)
+    def walk_ancestors(self) -> Iterator[BaseNode]:
+        seen: set[str] = set()
+        todo = list(self.parents)
         while todo:
             n = todo.pop()
             if n.name not in seen:
@@ -282,8 +312,9 @@ class BaseNode:
                 yield n
                 todo.extend(n.parents)
 
-    def walk_descendants(self):
-        seen, todo = set(), list(self.children)
+    def walk_descendants(self) -> Iterator[BaseNode]:
+        seen: set[str] = set()
+        todo = list(self.children)
         while todo:
             n = todo.pop()
             if n.name not in seen:
@@ -296,19 +327,26 @@ class NodeLayer(BaseNode):
     """A layer: one node per entry of ``vars`` (a dict of the submit
     description's macros), all running ``submit_description``."""
 
-    def __init__(self, dag, *, submit_description=None, vars=None, **kwargs):
+    def __init__(
+        self,
+        dag: DAG,
+        *,
+        submit_description: _SubmitDescription = None,
+        vars: Optional[Iterable[Mapping[str, object]]] = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(dag, **kwargs)
         self.submit_description = submit_description
-        self.vars = [dict(v) for v in (vars or [{}])]
+        self.vars: list[dict[str, object]] = [dict(v) for v in (vars or [{}])]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.vars)
 
 
 class SubDAG(BaseNode):
     """A node that is a DAG of its own (``SUBDAG EXTERNAL``)."""
 
-    def __init__(self, dag, *, dag_file, **kwargs):
+    def __init__(self, dag: DAG, *, dag_file: _PathLike, **kwargs: Any) -> None:
         super().__init__(dag, **kwargs)
         self.dag_file = pathlib.Path(dag_file)
 
@@ -316,13 +354,20 @@ class SubDAG(BaseNode):
 class FinalNode(BaseNode):
     """The ``FINAL`` node: runs last, whatever became of the others."""
 
-    def __init__(self, dag, *, submit_description=None, vars=None, **kwargs):
+    def __init__(
+        self,
+        dag: DAG,
+        *,
+        submit_description: _SubmitDescription = None,
+        vars: Optional[Mapping[str, object]] = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(dag, **kwargs)
         self.submit_description = submit_description
-        self.vars = dict(vars or {})
+        self.vars: dict[str, object] = dict(vars or {})
 
 
-def _flatten(nodes):
+def _flatten(nodes: Iterable[object]) -> Iterator[BaseNode]:
     for n in nodes:
         if isinstance(n, BaseNode):
             yield n
@@ -340,38 +385,39 @@ class DAG:
 
     def __init__(
         self,
-        dagman_config=None,
-        dagman_job_attributes=None,
-        max_jobs_by_category=None,
-        dot_config=None,
-        jobstate_log=None,
-        node_status_file=None,
-    ):
+        dagman_config: Optional[Mapping[str, object]] = None,
+        dagman_job_attributes: Optional[Mapping[str, object]] = None,
+        max_jobs_by_category: Optional[Mapping[str, int]] = None,
+        dot_config: Optional[DotConfig] = None,
+        jobstate_log: Optional[_PathLike] = None,
+        node_status_file: Optional[NodeStatusFile] = None,
+    ) -> None:
         self.dagman_config = dict(dagman_config or {})
         self.dagman_job_attrs = dict(dagman_job_attributes or {})
         self.max_jobs_per_category = dict(max_jobs_by_category or {})
         self.dot_config = dot_config
         self.jobstate_log = None if jobstate_log is None else pathlib.Path(jobstate_log)
         self.node_status_file = node_status_file
-        self._nodes = {}
-        self._edges = {}
-        self._final = None
+        # The layers and sub-DAGs (the FINAL node is apart), by name.
+        self._nodes: dict[str, Union[NodeLayer, SubDAG]] = {}
+        self._edges: dict[tuple[str, str], BaseEdge] = {}
+        self._final: Optional[FinalNode] = None
 
-    def _add(self, node):
+    def _add(self, node: _Added) -> _Added:
         if node.name in self._nodes or (self._final and self._final.name == node.name):
             raise ValueError(f"the DAG has a node named {node.name} already")
         self._nodes[node.name] = node
         return node
 
-    def layer(self, **kwargs):
+    def layer(self, **kwargs: Any) -> NodeLayer:
         """A new layer of nodes (see :class:`NodeLayer`)."""
         return self._add(NodeLayer(self, **kwargs))
 
-    def subdag(self, **kwargs):
+    def subdag(self, **kwargs: Any) -> SubDAG:
         """A new sub-DAG node (see :class:`SubDAG`)."""
         return self._add(SubDAG(self, **kwargs))
 
-    def final(self, **kwargs):
+    def final(self, **kwargs: Any) -> FinalNode:
         """The FINAL node (see :class:`FinalNode`); one per DAG."""
         if self._final is not None:
             raise ValueError("a DAG has one FINAL node")
@@ -381,56 +427,57 @@ class DAG:
         self._final = node
         return node
 
-    def _edge(self, parent, child, edge):
+    def _edge(self, parent: BaseNode, child: BaseNode, edge: Optional[BaseEdge]) -> None:
         for n in (parent, child):
             if self._nodes.get(n.name) is not n:
                 raise ValueError(f"{n.name} is not a node of this DAG (a FINAL node has no edges)")
         self._edges[(parent.name, child.name)] = edge if edge is not None else ManyToMany()
 
-    def _parents_of(self, node):
+    def _parents_of(self, node: BaseNode) -> _Nodes:
         return _Nodes(self._nodes[p] for (p, c) in self._edges if c == node.name)
 
-    def _children_of(self, node):
+    def _children_of(self, node: BaseNode) -> _Nodes:
         return _Nodes(self._nodes[c] for (p, c) in self._edges if p == node.name)
 
     @property
-    def node_to_children(self):
+    def node_to_children(self) -> dict[BaseNode, _Nodes]:
         return {n: self._children_of(n) for n in self._nodes.values()}
 
     @property
-    def nodes(self):
+    def nodes(self) -> _Nodes:
         return _Nodes(self._nodes.values())
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Union[NodeLayer, SubDAG]]:
         return iter(self._nodes.values())
 
-    def __contains__(self, node):
-        return self._nodes.get(getattr(node, "name", None)) is node
+    def __contains__(self, node: object) -> bool:
+        name: Any = getattr(node, "name", None)
+        return self._nodes.get(name) is node
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._nodes)
 
     @property
-    def roots(self):
+    def roots(self) -> _Nodes:
         return _Nodes(n for n in self._nodes.values() if not self._parents_of(n))
 
     @property
-    def leaves(self):
+    def leaves(self) -> _Nodes:
         return _Nodes(n for n in self._nodes.values() if not self._children_of(n))
 
-    def select(self, selector):
+    def select(self, selector: Callable[[BaseNode], object]) -> _Nodes:
         """The nodes ``selector`` (a function of a node) is true of."""
         return _Nodes(n for n in self._nodes.values() if selector(n))
 
-    def glob(self, pattern):
+    def glob(self, pattern: str) -> _Nodes:
         """The nodes whose names match the shell pattern ``pattern``."""
         import fnmatch
 
         return self.select(lambda n: fnmatch.fnmatchcase(n.name, pattern))
 
-    def walk(self, order=WalkOrder.DEPTH_FIRST):
+    def walk(self, order: WalkOrder = WalkOrder.DEPTH_FIRST) -> Iterator[BaseNode]:
         """Every node once, from the roots, depth or breadth first."""
-        seen = set()
+        seen: set[str] = set()
         todo = collections.deque(self.roots)
         while todo:
             n = todo.popleft() if order == WalkOrder.BREADTH_FIRST else todo.pop()
@@ -440,7 +487,7 @@ class DAG:
             yield n
             todo.extend(n.children)
 
-    def describe(self):
+    def describe(self) -> str:
         """A table of the DAG's nodes: name, kind, size, parents, children."""
         rows = [("NAME", "TYPE", "NODES", "PARENTS", "CHILDREN")]
         for n in self._nodes.values():
@@ -460,41 +507,42 @@ class DAG:
             "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows
         )
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"DAG({len(self._nodes)} nodes)"
 
 
-class _Nodes(collections.abc.Set):
+class _Nodes(collections.abc.Set[BaseNode]):
     """Nodes, as a set that keeps their order and can grow edges as one."""
 
-    def __init__(self, nodes):
-        self._nodes = {}
+    def __init__(self, nodes: Iterable[BaseNode]) -> None:
+        self._nodes: dict[str, BaseNode] = {}
         for n in nodes:
             self._nodes[n.name] = n
 
-    def __contains__(self, node):
-        return self._nodes.get(getattr(node, "name", None)) is node
+    def __contains__(self, node: object) -> bool:
+        name: Any = getattr(node, "name", None)
+        return self._nodes.get(name) is node
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[BaseNode]:
         return iter(self._nodes.values())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._nodes)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Nodes({', '.join(self._nodes)})"
 
-    def add_children(self, *nodes, edge=None):
+    def add_children(self, *nodes: _NodeArg, edge: Optional[BaseEdge] = None) -> _Nodes:
         for n in self:
             n.add_children(*nodes, edge=edge)
         return self
 
-    def add_parents(self, *nodes, edge=None):
+    def add_parents(self, *nodes: _NodeArg, edge: Optional[BaseEdge] = None) -> _Nodes:
         for n in self:
             n.add_parents(*nodes, edge=edge)
         return self
 
-    def child_layer(self, edge=None, **kwargs):
+    def child_layer(self, edge: Optional[BaseEdge] = None, **kwargs: Any) -> NodeLayer:
         first = next(iter(self))
         layer = first._dag.layer(**kwargs)
         self.add_children(layer, edge=edge)
@@ -504,12 +552,17 @@ class _Nodes(collections.abc.Set):
 # ---------------------------------------------------------------- writing
 
 
-def _quote(value):
+def _quote(value: object) -> str:
     """A VARS value: in double quotes, with ``"`` and ``\\`` escaped."""
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def write_dag(dag, dag_dir, dag_file_name=DEFAULT_DAG_FILE_NAME, node_name_formatter=None):
+def write_dag(
+    dag: DAG,
+    dag_dir: _PathLike,
+    dag_file_name: str = DEFAULT_DAG_FILE_NAME,
+    node_name_formatter: Optional[SimpleFormatter] = None,
+) -> pathlib.Path:
     """Writes ``dag`` into the directory ``dag_dir`` (made if missing): the DAG
     file ``dag_file_name``, each layer's submit file ``LAYER.sub``, and the
     DAGMan configuration file when the DAG has one. Returns the DAG file's path."""
@@ -526,15 +579,15 @@ def write_dag(dag, dag_dir, dag_file_name=DEFAULT_DAG_FILE_NAME, node_name_forma
     for cat, n in dag.max_jobs_per_category.items():
         lines.append(f"MAXJOBS {cat} {int(n)}")
     if dag.dot_config is not None:
-        c = dag.dot_config
+        dot = dag.dot_config
         words = [
             "DOT",
-            str(c.path),
-            "UPDATE" if c.update else "DONT-UPDATE",
-            "OVERWRITE" if c.overwrite else "DONT-OVERWRITE",
+            str(dot.path),
+            "UPDATE" if dot.update else "DONT-UPDATE",
+            "OVERWRITE" if dot.overwrite else "DONT-OVERWRITE",
         ]
-        if c.include_file is not None:
-            words += ["INCLUDE", str(c.include_file)]
+        if dot.include_file is not None:
+            words += ["INCLUDE", str(dot.include_file)]
         lines.append(" ".join(words))
     if dag.jobstate_log is not None:
         lines.append(f"JOBSTATE_LOG {dag.jobstate_log}")
@@ -547,12 +600,12 @@ def write_dag(dag, dag_dir, dag_file_name=DEFAULT_DAG_FILE_NAME, node_name_forma
             words.append("ALWAYS-UPDATE")
         lines.append(" ".join(words))
 
-    def names(node):
+    def names(node: BaseNode) -> list[str]:
         if isinstance(node, NodeLayer):
             return [fmt.generate(node.name, i) for i in range(len(node))]
         return [node.name]
 
-    def submit_file(node):
+    def submit_file(node: Union[NodeLayer, FinalNode]) -> Optional[str]:
         desc = node.submit_description
         if desc is None:
             return "noop.sub" if node.noop else None
@@ -566,7 +619,9 @@ def write_dag(dag, dag_dir, dag_file_name=DEFAULT_DAG_FILE_NAME, node_name_forma
         (d / name).write_text(text if text.endswith("\n") else f"{text}\n")
         return name
 
-    def node_lines(node, name, vars, kind):
+    def node_lines(
+        node: Union[NodeLayer, SubDAG, FinalNode], name: str, vars: Optional[Mapping[str, object]], kind: str
+    ) -> list[str]:
         out = []
         if isinstance(node, SubDAG):
             head = f"SUBDAG EXTERNAL {name} {node.dag_file}"

@@ -1,9 +1,11 @@
 import enum
 import os
 import pathlib
-from typing import Mapping, Optional, Union
+from typing import Literal, Mapping, Optional, Union
 
 from . import Collector, Schedd
+
+__all__ = ["PersonalPool", "PersonalPoolState"]
 
 class PersonalPoolState(str, enum.Enum):
     UNINITIALIZED = "UNINITIALIZED"
@@ -14,6 +16,7 @@ class PersonalPoolState(str, enum.Enum):
     STOPPED = "STOPPED"
 
 class PersonalPool:
+    _state: PersonalPoolState
     local_dir: str
     config: Optional[str]
     slots: Optional[int]
@@ -46,4 +49,4 @@ class PersonalPool:
     def collector(self) -> Collector: ...
     def use_config(self) -> PersonalPool: ...
     def __enter__(self) -> PersonalPool: ...
-    def __exit__(self, *exc: object) -> bool: ...
+    def __exit__(self, *exc: object) -> Literal[False]: ...
