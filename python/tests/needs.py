@@ -2,11 +2,12 @@
 
 import importlib
 import os
+from typing import Any
 
 import pytest
 
 
-def needed(module, package):
+def needed(module: str, package: str) -> Any:
     """``module`` imported, from PyPI's ``package``. A test that needs it and
     cannot have it fails: it reports NOT RUN and is skipped only under
     ``ANDES_ALLOW_NOT_RUN=1`` (a test that ran nothing never passes)."""

@@ -2,6 +2,8 @@
 Negotiator, RemoteParam) against real personal pools started from Python."""
 
 
+import pathlib
+
 import pytest
 
 import andes
@@ -10,22 +12,27 @@ from waiting import wait_until
 from andes.personal import PersonalPool
 
 
-def states(pool):
+def states(pool: PersonalPool) -> dict[str, str]:
     return {a["Name"]: a["State"] for a in pool.collector.query(andes.AdType.Startd, projection=["Name", "State"])}
 
 
-def test_reconfig_reaches_each_daemon_a_location_ad_names(pool):
+def test_reconfig_reaches_each_daemon_a_location_ad_names(pool: PersonalPool) -> None:
     c = pool.collector
     for daemon in (andes.DaemonType.Schedd, andes.DaemonType.Startd, andes.DaemonType.Collector):
-        andes.send_command(c.locate(daemon), andes.DaemonCommands.Reconfig, config=pool.config)
+        ad = c.locate(daemon)
+        assert ad is not None, daemon
+        andes.send_command(ad, andes.DaemonCommands.Reconfig, config=pool.config)
     # A schedd or negotiator is stopped by stopping its process, not by command.
+    schedd = c.locate(andes.DaemonType.Schedd)
+    assert schedd is not None
     with pytest.raises(andes.HTCondorException, match="SIGTERM"):
-        andes.send_command(c.locate(andes.DaemonType.Schedd), andes.DaemonCommand.OffGraceful, config=pool.config)
+        andes.send_command(schedd, andes.DaemonCommand.OffGraceful, config=pool.config)
 
 
-def test_what_has_no_andes_meaning_says_what_to_do_instead(pool):
+def test_what_has_no_andes_meaning_says_what_to_do_instead(pool: PersonalPool) -> None:
     c = pool.collector
     startd = c.locate(andes.DaemonType.Startd)
+    assert startd is not None
     for dc in (andes.DaemonCommand.DaemonsOff, andes.DaemonCommand.Restart, andes.DaemonCommand.SetPeacefulShutdown):
         with pytest.raises(andes.HTCondorException, match="no master daemon"):
             andes.send_command(startd, dc, config=pool.config)
@@ -55,7 +62,7 @@ def test_what_has_no_andes_meaning_says_what_to_do_instead(pool):
     assert set(states(pool).values()) == {"Unclaimed"}
 
 
-def test_a_startd_drains_and_takes_jobs_again(pool):
+def test_a_startd_drains_and_takes_jobs_again(pool: PersonalPool) -> None:
     sd = andes.Startd(pool.collector.locate(andes.DaemonType.Startd), config=pool.config)
     request = sd.drainJobs(andes.DrainType.Graceful)
     wait_until("every slot Drained", lambda: set(states(pool).values()) == {"Drained"})
@@ -65,7 +72,7 @@ def test_a_startd_drains_and_takes_jobs_again(pool):
     wait_until("every slot Unclaimed", lambda: set(states(pool).values()) == {"Unclaimed"})
 
 
-def test_vacate_sends_a_running_job_back_to_idle(pool, jobdir):
+def test_vacate_sends_a_running_job_back_to_idle(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     schedd = pool.schedd
     sub = andes.Submit({"executable": "primes.wasm", "arguments": "400000000", "log": "vacated.log"})
     cluster = schedd.submit(sub).cluster()
@@ -77,13 +84,14 @@ def test_vacate_sends_a_running_job_back_to_idle(pool, jobdir):
     schedd.act(andes.JobAction.Remove, f"ClusterId == {cluster}")
 
 
-def test_negotiator_priorities_and_factor(pool, jobdir):
+def test_negotiator_priorities_and_factor(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     schedd = pool.schedd
     sub = andes.Submit({"executable": "hello.wasm", "log": "prio.log"})
     cluster = schedd.submit(sub).cluster()
     log = andes.JobEventLog("prio.log")
     assert any(e.type == andes.JobEventType.JOB_TERMINATED for e in log.events(stop_after=60))
     located = pool.collector.locate(andes.DaemonType.Negotiator)
+    assert located is not None
     assert located["MyType"] == "Negotiator" and pool.collector.locateAll(andes.DaemonType.Negotiator) == [located]
     andes.send_command(located, andes.DaemonCommand.Reconfig, config=pool.config)
     neg = andes.Negotiator(located, config=pool.config)
@@ -99,13 +107,14 @@ def test_negotiator_priorities_and_factor(pool, jobdir):
         neg.setFactor(" ", 2)
 
 
-def test_off_turns_an_execute_host_off(tmp_path):
+def test_off_turns_an_execute_host_off(tmp_path: pathlib.Path) -> None:
     # Its own pool: `andes pool up` ends with its host.
     with PersonalPool(local_dir=tmp_path / "offpool", slots=1, ready_timeout=120) as p:
         ad = p.collector.locate(andes.DaemonType.Startd)
+        assert ad is not None
         andes.send_command(ad, andes.DaemonCommand.OffGraceful, config=p.config)
 
-        def gone():
+        def gone() -> bool:
             try:
                 andes.Startd(ad, config=p.config).vacate()
             except andes.HTCondorException as e:

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from andes.personal import PersonalPool
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 SCRIPT = """
@@ -33,7 +35,9 @@ print(result.cluster())
 """
 
 
-def test_ezdag_submits_through_andes_after_alias_htcondor(pool, andes_bin, tmp_path):
+def test_ezdag_submits_through_andes_after_alias_htcondor(
+    pool: PersonalPool, andes_bin: str, tmp_path: pathlib.Path
+) -> None:
     # Looked for, not imported: ezdag imports HTCondor's own bindings, which
     # the rest of this process's tests must not have loaded for them.
     if importlib.util.find_spec("ezdag") is None:
@@ -44,6 +48,7 @@ def test_ezdag_submits_through_andes_after_alias_htcondor(pool, andes_bin, tmp_p
     samples = pathlib.Path(os.environ.get("ANDES_SAMPLES", ROOT / "samples/target/wasm32-wasip1/release"))
     shutil.copy(samples / "copyfile.wasm", tmp_path / "copyfile.wasm")
     (tmp_path / "source.txt").write_text("the source\n")
+    assert pool.config is not None
     env = dict(os.environ, ANDES_CONFIG=pool.config)
     # A fresh interpreter: the alias is for the whole process.
     r = subprocess.run(
@@ -68,7 +73,7 @@ def test_ezdag_submits_through_andes_after_alias_htcondor(pool, andes_bin, tmp_p
     assert sorted((a["DAGNodeName"], a["ExitCode"]) for a in jobs) == [("copy:00000", 0), ("copy:00001", 0)]
 
 
-def test_alias_htcondor_after_the_real_bindings_is_an_error():
+def test_alias_htcondor_after_the_real_bindings_is_an_error() -> None:
     code = "import htcondor2\nimport andes\nandes.alias_htcondor()\n"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     if "No module named 'htcondor2'" in r.stderr and not os.environ.get("ANDES_ALLOW_NOT_RUN"):

@@ -1,13 +1,14 @@
 """andes.classad against what classad2 users rely on."""
 
 import json
+from typing import Any
 
 import pytest
 
 from andes import classad
 
 
-def test_parse_read_and_evaluate():
+def test_parse_read_and_evaluate() -> None:
     ad = classad.ClassAd("[Cpus = 4; Memory = Cpus * 1024; L = {1, 2}; S = \"x\"]")
     assert ad["Cpus"] == 4
     assert isinstance(ad["Memory"], classad.ExprTree)
@@ -21,7 +22,7 @@ def test_parse_read_and_evaluate():
         ad["Nope"]
 
 
-def test_old_syntax_dicts_and_python_values():
+def test_old_syntax_dicts_and_python_values() -> None:
     ad = classad.ClassAd("A = 1\nB = A + 1\n")
     assert ad.eval("B") == 2
     ad = classad.ClassAd({"Name": "slot1", "On": True, "Load": 0.5, "Tags": ["a", "b"], "U": None})
@@ -35,14 +36,14 @@ def test_old_syntax_dicts_and_python_values():
     assert sorted(ad.keys()) == ["Load", "Name", "On", "Tags", "U"]
 
 
-def test_undefined_and_error_values():
+def test_undefined_and_error_values() -> None:
     ad = classad.ClassAd("[A = 1]")
     assert classad.ExprTree("Missing").eval(ad) is classad.Value.Undefined
     assert classad.ExprTree("1/0").eval() is classad.Value.Error
     assert classad.ExprTree("A == 1").eval(ad) is True
 
 
-def test_matching_and_targets():
+def test_matching_and_targets() -> None:
     job = classad.ClassAd("[Requirements = TARGET.Memory >= 1024; RequestMemory = 1024]")
     slot = classad.ClassAd("[Memory = 2048; Requirements = TARGET.RequestMemory <= MY.Memory]")
     assert slot.matches(job)
@@ -52,7 +53,7 @@ def test_matching_and_targets():
     assert classad.ExprTree("TARGET.Memory").eval(job, slot) == 2048
 
 
-def test_printing_round_trips():
+def test_printing_round_trips() -> None:
     ad = classad.ClassAd("[A = 1; B = \"two\"; C = A + 1]")
     again = classad.ClassAd(ad.printOld())
     assert again == ad
@@ -62,14 +63,14 @@ def test_printing_round_trips():
     assert classad.parseOne("A = 1\n\nB = 2\n")["B"] == 2
 
 
-def test_quote_and_unquote():
+def test_quote_and_unquote() -> None:
     s = 'a "quoted" \\ string'
     assert classad.unquote(classad.quote(s)) == s
     with pytest.raises(classad.ClassAdException):
         classad.unquote("not a literal")
 
 
-def test_bad_text_is_an_exception_that_says_where():
+def test_bad_text_is_an_exception_that_says_where() -> None:
     with pytest.raises(classad.ClassAdException, match="line 1, column 6"):
         classad.ClassAd("[a = ]")
     with pytest.raises(classad.ClassAdException):
@@ -80,8 +81,8 @@ def test_bad_text_is_an_exception_that_says_where():
         classad.ClassAd({"A": object()})
 
 
-def test_hostile_values_are_bounded():
-    deep = []
+def test_hostile_values_are_bounded() -> None:
+    deep: list[Any] = []
     for _ in range(200):
         deep = [deep]
     with pytest.raises(TypeError, match="nested too deeply"):
@@ -92,7 +93,7 @@ def test_hostile_values_are_bounded():
         classad.ClassAd({"A": 2**70})
 
 
-def test_a_submit_cannot_be_made_to_say_more_than_its_commands():
+def test_a_submit_cannot_be_made_to_say_more_than_its_commands() -> None:
     import andes
 
     sub = andes.Submit({"executable": "a.wasm", "+Team": '"blue"', "MY.Rank": "1"})

@@ -10,7 +10,7 @@ from needs import needed
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def test_the_conformance_page_is_what_the_packages_make_now():
+def test_the_conformance_page_is_what_the_packages_make_now() -> None:
     needed("htcondor2", "htcondor")
     script = REPO / "python" / "tools" / "conformance.py"
     page = REPO / "docs" / "src" / "python-conformance.md"

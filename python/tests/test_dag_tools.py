@@ -22,16 +22,19 @@ import pathlib
 import shutil
 import subprocess
 import sys
+from typing import Union
 
 import pytest
 from images import read_png, read_ppm, tile_of
 from needs import needed
 
+from andes.personal import PersonalPool
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def wasm(tmp_path):
+def wasm(tmp_path: pathlib.Path) -> tuple[pathlib.Path, dict[str, str]]:
     """The stand-ins, copied into the directory the DAG is written to."""
     samples = pathlib.Path(os.environ.get("ANDES_SAMPLES", ROOT / "samples/target/wasm32-wasip1/release"))
     dag_dir = tmp_path / "dag"
@@ -44,9 +47,10 @@ def wasm(tmp_path):
     return dag_dir, paths
 
 
-def submit_dag(pool, andes_bin, dag_file, timeout=180):
+def submit_dag(pool: PersonalPool, andes_bin: str, dag_file: pathlib.Path, timeout: int = 180) -> int:
     """``andes submit-dag`` of the DAG file as written, from its directory, and
     waits for its DAGMan job; returns the DAGMan job's cluster."""
+    assert pool.config is not None
     env = dict(os.environ, ANDES_CONFIG=pool.config)
     cwd = dag_file.parent
     out = subprocess.run(
@@ -69,13 +73,15 @@ def submit_dag(pool, andes_bin, dag_file, timeout=180):
     return cluster
 
 
-def node_jobs(pool, cluster):
+def node_jobs(pool: PersonalPool, cluster: int) -> list[tuple[str, int]]:
     """The node jobs the DAGMan job ran, by node name, each with its exit code."""
     jobs = pool.schedd.history(f"DAGManJobId == {cluster}", ["DAGNodeName", "ExitCode"])
     return sorted((a["DAGNodeName"], a["ExitCode"]) for a in jobs)
 
 
-def test_a_dag_written_by_ezdag_runs_unchanged(pool, wasm, andes_bin, monkeypatch):
+def test_a_dag_written_by_ezdag_runs_unchanged(
+    pool: PersonalPool, wasm: tuple[pathlib.Path, dict[str, str]], andes_bin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     needed("ezdag", "ezdag")
     from ezdag import DAG, Argument, Layer, Node, Option
 
@@ -85,8 +91,9 @@ def test_a_dag_written_by_ezdag_runs_unchanged(pool, wasm, andes_bin, monkeypatc
     # finds the edges itself, from the files each node reads and writes.
     dag = DAG("poster")
     render = Layer(exe["goatbrot"], name="render")
+    options: list[tuple[str, Union[int, str]]] = [("i", 200), ("c", "-0.5,0"), ("w", 3), ("s", "48,32")]
     render += Node(
-        arguments=[Option(o, v, prefix="-") for o, v in [("i", 200), ("c", "-0.5,0"), ("w", 3), ("s", "48,32")]],
+        arguments=[Option(o, v, prefix="-") for o, v in options],
         outputs=Option("o", "full.ppm", prefix="-"),
     )
     dag.attach(render)
@@ -122,7 +129,9 @@ def test_a_dag_written_by_ezdag_runs_unchanged(pool, wasm, andes_bin, monkeypatc
     assert "montage: 3 images, 3x1" in out.read_text()
 
 
-def test_a_dag_written_by_htcondor_dags_runs_unchanged(pool, wasm, andes_bin, monkeypatch):
+def test_a_dag_written_by_htcondor_dags_runs_unchanged(
+    pool: PersonalPool, wasm: tuple[pathlib.Path, dict[str, str]], andes_bin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     htcondor2 = needed("htcondor2", "htcondor")
     # htcondor-dags 0.2.0 does `import htcondor`, HTCondor's first bindings,
     # which the htcondor wheel no longer ships (its module is htcondor2);

@@ -32,11 +32,13 @@ import signal
 import subprocess
 import sys
 import types
+from typing import Any, NoReturn, Optional
 
 import pytest
 from images import read_png, read_ppm, tile_of
 
 import andes
+from andes.personal import PersonalPool
 
 # The tutorial's code cells, in order (markdown cells left out).
 CELLS = [
@@ -245,26 +247,27 @@ TIMEOUT = 300
 class _Image:
     """IPython.display.Image, for a test: it records what the notebook shows."""
 
-    shown = []
+    shown: list[object] = []
 
-    def __init__(self, filename):
+    def __init__(self, filename: object) -> None:
         _Image.shown.append(filename)
 
 
 class _Digraph:
     """graphviz.Digraph, for a test: it records the graph the notebook draws."""
 
-    def __init__(self):
-        self.nodes, self.edges = [], []
+    def __init__(self) -> None:
+        self.nodes: list[str] = []
+        self.edges: list[tuple[str, str]] = []
 
-    def node(self, name):
+    def node(self, name: str) -> None:
         self.nodes.append(name)
 
-    def edge(self, a, b):
+    def edge(self, a: str, b: str) -> None:
         self.edges.append((a, b))
 
 
-def _shell(command, andes_bin):
+def _shell(command: str, andes_bin: str) -> None:
     """A notebook's ``!`` line; ``andes`` is the andes under test."""
     argv = shlex.split(command, comments=True)
     if argv[0] == "andes":
@@ -272,11 +275,13 @@ def _shell(command, andes_bin):
     subprocess.run(argv, check=True, timeout=60)
 
 
-def _alarm(signum, frame):
+def _alarm(signum: int, frame: Optional[types.FrameType]) -> NoReturn:
     raise TimeoutError(f"the tutorial did not finish in {TIMEOUT} s")
 
 
-def test_htcondors_dag_tutorial_runs_with_its_imports_changed(pool, tmp_path, monkeypatch, andes_bin):
+def test_htcondors_dag_tutorial_runs_with_its_imports_changed(
+    pool: PersonalPool, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, andes_bin: str
+) -> None:
     wasm = pathlib.Path(os.environ.get("ANDES_SAMPLES", ROOT / "samples/target/wasm32-wasip1/release"))
     if not (wasm / "goatbrot.wasm").exists():
         pytest.fail(f"the stand-ins of the tutorial's programs are not built in {wasm}: run `cargo xtask samples`")
@@ -285,17 +290,18 @@ def test_htcondors_dag_tutorial_runs_with_its_imports_changed(pool, tmp_path, mo
     shutil.copy(wasm / "goatbrot.wasm", tmp_path / "goatbrot")
     shutil.copy(wasm / "montage.wasm", tmp_path / "montage")
     monkeypatch.chdir(tmp_path)
+    assert pool.config is not None
     monkeypatch.setenv("ANDES_CONFIG", pool.config)
     display = types.ModuleType("IPython.display")
-    display.Image = _Image
+    setattr(display, "Image", _Image)
     graphviz = types.ModuleType("graphviz")
-    graphviz.Digraph = _Digraph
+    setattr(graphviz, "Digraph", _Digraph)
     monkeypatch.setitem(sys.modules, "IPython", types.ModuleType("IPython"))
     monkeypatch.setitem(sys.modules, "IPython.display", display)
     monkeypatch.setitem(sys.modules, "graphviz", graphviz)
     _Image.shown.clear()
 
-    notebook = {"__name__": "__main__", "MONTAGE": str(tmp_path / "montage")}
+    notebook: dict[str, Any] = {"__name__": "__main__", "MONTAGE": str(tmp_path / "montage")}
     notebook["_shell"] = lambda command: _shell(command, andes_bin)
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(TIMEOUT)
@@ -342,7 +348,7 @@ def test_htcondors_dag_tutorial_runs_with_its_imports_changed(pool, tmp_path, mo
     assert len(set(tiles.values())) == 4
     # The Mandelbrot set, seen from -1.5-1.5i to 1.5+1.5i: -0.5 is in it
     # (black), the corners are not.
-    def pixel(x, y):
+    def pixel(x: int, y: int) -> bytes:
         return image[(y * w + x) * 3 : (y * w + x) * 3 + 3]
 
     assert pixel(333, 500) == b"\0\0\0"

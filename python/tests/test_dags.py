@@ -1,13 +1,16 @@
 """``andes.dags`` (htcondor2.dags) and ``Submit.from_dag``: a DAG described in
 Python, written, submitted and run by a real personal pool's schedd."""
 
+import pathlib
+
 import pytest
 
 import andes
 from andes import dags
+from andes.personal import PersonalPool
 
 
-def test_write_dag_writes_layers_vars_edges_and_scripts(tmp_path):
+def test_write_dag_writes_layers_vars_edges_and_scripts(tmp_path: pathlib.Path) -> None:
     dag = dags.DAG(dagman_config={"DAGMAN_MAX_JOBS_SUBMITTED": 2}, max_jobs_by_category={"big": 1})
     split = dag.layer(
         name="split",
@@ -50,7 +53,7 @@ def test_write_dag_writes_layers_vars_edges_and_scripts(tmp_path):
     assert "DAGMAN_MAX_JOBS_SUBMITTED = 2" in (tmp_path / "d/dagman.config").read_text()
 
 
-def test_bad_dags_are_refused_in_python(tmp_path):
+def test_bad_dags_are_refused_in_python(tmp_path: pathlib.Path) -> None:
     dag = dags.DAG()
     a = dag.layer(name="a", submit_description=andes.Submit(executable="x.wasm"), vars=[{}, {}])
     b = dag.layer(name="b", submit_description=andes.Submit(executable="x.wasm"))
@@ -65,7 +68,9 @@ def test_bad_dags_are_refused_in_python(tmp_path):
         andes.Submit.from_dag(str(tmp_path / "nowhere.dag"))
 
 
-def test_a_dag_from_python_runs_in_the_pool(pool, jobdir, monkeypatch):
+def test_a_dag_from_python_runs_in_the_pool(
+    pool: PersonalPool, jobdir: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dag_dir = jobdir / "counting-dag"
     dag = dags.DAG()
     counts = dag.layer(

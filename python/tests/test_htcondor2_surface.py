@@ -3,20 +3,24 @@ htcondor2's own where that says what is right."""
 
 import enum
 import os
+import pathlib
 import socket
 import time
+from typing import Iterator
 
 import pytest
 
 import andes
 from andes import classad
+from andes.personal import PersonalPool
 from needs import needed
 
 
 @pytest.fixture
-def pool_env(pool, monkeypatch):
+def pool_env(pool: PersonalPool, monkeypatch: pytest.MonkeyPatch) -> Iterator[PersonalPool]:
     """The pool as this process's configuration (``ANDES_CONFIG``), as an
     htcondor2 script finds its pool: ``param`` read afresh, and again after."""
+    assert pool.config is not None
     monkeypatch.setenv("ANDES_CONFIG", pool.config)
     andes.reload_config()
     yield pool
@@ -27,14 +31,14 @@ def pool_env(pool, monkeypatch):
     andes.param._table = None
 
 
-def test_locate_gives_an_ad_schedd_connects_to(pool_env, jobdir):
+def test_locate_gives_an_ad_schedd_connects_to(pool_env: PersonalPool, jobdir: pathlib.Path) -> None:
     coll = andes.Collector()
     ad = coll.locate(andes.DaemonType.Schedd)
     assert isinstance(ad, classad.ClassAd)
     assert ad["MyType"] == "Scheduler" and ad["Name"] == andes.param["SCHEDD_NAME"]
     assert ad["MyAddress"] == pool_env.schedd._session.url.split("://")[1]
     by_name = coll.locate(andes.DaemonTypes.Schedd, ad["Name"])
-    assert by_name["MyAddress"] == ad["MyAddress"]
+    assert by_name is not None and by_name["MyAddress"] == ad["MyAddress"]
     assert coll.locate(andes.DaemonType.Schedd, "nobody@nowhere") is None
 
     schedd = andes.Schedd(ad)
@@ -45,12 +49,12 @@ def test_locate_gives_an_ad_schedd_connects_to(pool_env, jobdir):
     assert len(andes.Schedd(sinful).query(f"ClusterId == {cid}")) == 2
     assert andes.Schedd(ad).act(andes.JobAction.Remove, cid)["TotalSuccess"] == 2
     with pytest.raises(TypeError):
-        andes.Schedd("not an ad")
+        andes.Schedd("not an ad")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="Machine ad, not a schedd"):
         andes.Schedd(coll.locateAll(andes.DaemonType.Startd)[0])
 
 
-def test_locate_all_startds_and_a_collector_by_address(pool_env):
+def test_locate_all_startds_and_a_collector_by_address(pool_env: PersonalPool) -> None:
     coll = andes.Collector()
     slots = coll.locateAll(andes.DaemonType.Startd)
     assert sorted(a["Name"] for a in slots) == sorted(
@@ -58,32 +62,35 @@ def test_locate_all_startds_and_a_collector_by_address(pool_env):
     )
     assert len(slots) == 2 and all("MyAddress" in a and a["MyType"] == "Machine" for a in slots)
     first = coll.locate(andes.DaemonType.Startd, slots[0]["Name"])
-    assert first["Name"] == slots[0]["Name"]
+    assert first is not None and first["Name"] == slots[0]["Name"]
     # A startd by machine name: this machine's, as the slot ads name it.
-    assert coll.locate(andes.DaemonType.Startd, slots[0]["Machine"])["Machine"] == slots[0]["Machine"]
-    assert coll.locate(andes.DaemonType.Startd)["Machine"] in (socket.gethostname(), slots[0]["Machine"])
-    assert [a["MyAddress"] for a in coll.locateAll(andes.DaemonType.Schedd)] == [
-        coll.locate(andes.DaemonType.Schedd)["MyAddress"]
-    ]
+    by_machine = coll.locate(andes.DaemonType.Startd, slots[0]["Machine"])
+    assert by_machine is not None and by_machine["Machine"] == slots[0]["Machine"]
+    local = coll.locate(andes.DaemonType.Startd)
+    assert local is not None and local["Machine"] in (socket.gethostname(), slots[0]["Machine"])
+    schedd = coll.locate(andes.DaemonType.Schedd)
+    assert schedd is not None
+    assert [a["MyAddress"] for a in coll.locateAll(andes.DaemonType.Schedd)] == [schedd["MyAddress"]]
     assert coll.locateAll(andes.DaemonType.Credd) == []
 
     # The collector itself, and Collector(pool) by "host:port", by a list, by an ad.
     me = coll.locate(andes.DaemonType.Collector)
-    assert me["MyAddress"] == andes.param["COLLECTOR_HOST"]
+    assert me is not None and me["MyAddress"] == andes.param["COLLECTOR_HOST"]
     for pool in (me["MyAddress"], [me["MyAddress"]], me, f"<{me['MyAddress']}>"):
         remote = andes.Collector(pool)
         assert remote.default is False
         assert len(remote.query(andes.AdType.Startd)) == 2
-        assert remote.locate(andes.DaemonType.Schedd)["Name"] == andes.param["SCHEDD_NAME"]
+        found = remote.locate(andes.DaemonType.Schedd)
+        assert found is not None and found["Name"] == andes.param["SCHEDD_NAME"]
     with pytest.raises(ValueError, match="MyAddress"):
         andes.Collector(classad.ClassAd({"Name": "x"}))
     with pytest.raises(TypeError):
-        andes.Collector(9618)
+        andes.Collector(9618)  # type: ignore[arg-type]
     # Ad types andes's collector does not hold have no ads.
     assert coll.query(andes.AdType.Master) == []
 
 
-def test_enums_have_htcondor2s_names_and_values(pool):
+def test_enums_have_htcondor2s_names_and_values(pool: PersonalPool) -> None:
     htcondor2 = needed("htcondor2", "htcondor")
     pairs = [
         ("AdType", "AdTypes"),
@@ -104,7 +111,9 @@ def test_enums_have_htcondor2s_names_and_values(pool):
         }, one
         if many:
             assert getattr(andes, many) is ours and many in andes.__all__
-    assert andes.QueryOpts.Default == 0 and andes.TransactionFlags.Default == 0
+    # An IntFlag member equals its number (mypy's strict equality takes the
+    # member and the int for types that cannot be equal).
+    assert andes.QueryOpts.Default == 0 and andes.TransactionFlags.Default == 0  # type: ignore[comparison-overlap]
     assert andes.AdType.from_MyType("Scheduler") is andes.AdType.Schedd
     assert andes.AdType.from_MyType("Machine") == htcondor2.AdType.from_MyType("Machine")
     # The pool answers to the numbers htcondor2 scripts pass.
@@ -112,7 +121,7 @@ def test_enums_have_htcondor2s_names_and_values(pool):
     assert issubclass(andes.QueryOpt, enum.IntFlag)
 
 
-def test_param_reads_the_configuration_as_config_val_does(pool_env, tmp_path):
+def test_param_reads_the_configuration_as_config_val_does(pool_env: PersonalPool, tmp_path: pathlib.Path) -> None:
     import subprocess
 
     param = andes.param
@@ -120,6 +129,7 @@ def test_param_reads_the_configuration_as_config_val_does(pool_env, tmp_path):
     assert param["collector_host"] == param["COLLECTOR_HOST"]
     # Macros are expanded, as andes config-val prints them.
     assert param["SPOOL"] == os.path.join(pool_env.local_dir, "spool")
+    assert pool_env.config is not None
     env = dict(os.environ, ANDES_CONFIG=pool_env.config)
     for knob in ("SPOOL", "NUM_CPUS", "SCHEDD_NAME", "LOCAL_CONFIG_DIR"):
         out = subprocess.run([os.environ["ANDES_BIN"], "config-val", knob], env=env, capture_output=True, text=True)
@@ -159,15 +169,19 @@ def test_param_reads_the_configuration_as_config_val_does(pool_env, tmp_path):
     os.remove(os.path.join(pool_env.local_dir, "andes.config.local"))
 
 
-def test_reload_config_with_a_file_is_the_pool_schedd_and_collector_use(pool_env, monkeypatch):
+def test_reload_config_with_a_file_is_the_pool_schedd_and_collector_use(
+    pool_env: PersonalPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANDES_CONFIG")
     andes.reload_config(pool_env.config)
-    assert andes.param["COLLECTOR_HOST"] == andes.Collector().locate(andes.DaemonType.Collector)["MyAddress"]
+    collector = andes.Collector().locate(andes.DaemonType.Collector)
+    assert collector is not None and andes.param["COLLECTOR_HOST"] == collector["MyAddress"]
     assert andes.Schedd().query("false") == []
-    assert andes.Collector().locate(andes.DaemonType.Schedd)["Name"] == andes.param["SCHEDD_NAME"]
+    schedd = andes.Collector().locate(andes.DaemonType.Schedd)
+    assert schedd is not None and schedd["Name"] == andes.param["SCHEDD_NAME"]
 
 
-def test_str_of_an_event_is_its_text_in_the_user_log(pool, jobdir):
+def test_str_of_an_event_is_its_text_in_the_user_log(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     sub = andes.Submit(executable="primes.wasm", arguments="300", log="text.log", output="o")
     cid = pool.schedd.submit(sub, count=1).cluster()
     events = []
@@ -196,7 +210,7 @@ def test_str_of_an_event_is_its_text_in_the_user_log(pool, jobdir):
     assert [repr(e) for e in events] == [repr(e) for e in theirs]
 
 
-def test_submit_takes_queue_as_htcondor2_does(pool, jobdir):
+def test_submit_takes_queue_as_htcondor2_does(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     htcondor2 = needed("htcondor2", "htcondor")
     for q in ("3", "queue 3", "QUEUE 2 x in (a b)", ""):
         ours = andes.Submit({"executable": "primes.wasm"}, queue=q)
@@ -213,7 +227,7 @@ def test_submit_takes_queue_as_htcondor2_does(pool, jobdir):
     with pytest.raises(ValueError, match="setQArgs"):
         andes.Submit(executable="primes.wasm")["queue"] = "3"
     with pytest.raises(TypeError):
-        andes.Submit(executable="primes.wasm", queue=3)
+        andes.Submit(executable="primes.wasm", queue=3)  # type: ignore[arg-type]
     # A submit file's own queue statement stays as it was.
     assert andes.Submit("executable = primes.wasm\nqueue 4\n").getQArgs() == "4"
     n = 0
@@ -224,7 +238,7 @@ def test_submit_takes_queue_as_htcondor2_does(pool, jobdir):
     assert n == 3
 
 
-def test_job_event_log_is_an_iterator_and_a_context_manager(pool, jobdir):
+def test_job_event_log_is_an_iterator_and_a_context_manager(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     cid = pool.schedd.submit(andes.Submit(executable="primes.wasm", arguments="200", log="it.log"), count=2).cluster()
     with andes.JobEventLog("it.log") as log:
         assert iter(log) is log and log.events(stop_after=120) is log
@@ -252,4 +266,4 @@ def test_job_event_log_is_an_iterator_and_a_context_manager(pool, jobdir):
     with pytest.raises(ValueError):
         andes.JobEventLog("")
     with pytest.raises(TypeError):
-        andes.JobEventLog("it.log").events(stop_after="soon")
+        andes.JobEventLog("it.log").events(stop_after="soon")  # type: ignore[arg-type]

@@ -4,11 +4,13 @@ its state, repr and configuration."""
 
 import gc
 import os
+import pathlib
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from typing import Iterator
 
 import pytest
 
@@ -17,7 +19,7 @@ from andes.personal import PersonalPool, PersonalPoolState
 from needs import needed
 
 
-def alive(pid):
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -26,7 +28,7 @@ def alive(pid):
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def gone_within(pid, seconds):
+def gone_within(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while alive(pid):
         if time.monotonic() > deadline:
@@ -35,11 +37,11 @@ def gone_within(pid, seconds):
     return True
 
 
-def pool_pid(d):
+def pool_pid(d: pathlib.Path) -> int:
     return int((d / "pool-up.pid").read_text())
 
 
-def python(script, *args):
+def python(script: str, *args: object) -> subprocess.CompletedProcess[str]:
     """Runs ``script`` in a Python of its own, as a user's script runs."""
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script), *map(str, args)],
@@ -50,16 +52,24 @@ def python(script, *args):
 
 
 @pytest.fixture
-def reap():
+def reap() -> Iterator[list[int]]:
     """Kills, at the end, any pool process a failed test left behind."""
-    pids = []
+    pids: list[int] = []
     yield pids
     for pid in pids:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
-def test_a_pool_left_running_stops_when_the_interpreter_exits(tmp_path, andes_bin, reap):
+def state_of(pool: PersonalPool) -> PersonalPoolState:
+    """``pool.state``, read by a call: mypy takes what an assert found of
+    ``pool.state`` to hold after ``start()`` and ``stop()`` too."""
+    return pool.state
+
+
+def test_a_pool_left_running_stops_when_the_interpreter_exits(
+    tmp_path: pathlib.Path, andes_bin: str, reap: list[int]
+) -> None:
     d = tmp_path / "pool"
     # Neither stop() nor a with block: the script just ends.
     r = python(
@@ -94,7 +104,7 @@ def test_a_pool_left_running_stops_when_the_interpreter_exits(tmp_path, andes_bi
     assert gone_within(pid, 30)
 
 
-def test_a_pool_no_longer_referenced_is_stopped(tmp_path, andes_bin, reap):
+def test_a_pool_no_longer_referenced_is_stopped(tmp_path: pathlib.Path, andes_bin: str, reap: list[int]) -> None:
     pool = PersonalPool(local_dir=tmp_path / "pool", slots=1).start()
     pid = pool_pid(tmp_path / "pool")
     reap.append(pid)
@@ -104,7 +114,9 @@ def test_a_pool_no_longer_referenced_is_stopped(tmp_path, andes_bin, reap):
     assert gone_within(pid, 30)
 
 
-def test_detach_leaves_the_pool_running_and_attach_finds_it(tmp_path, andes_bin, reap):
+def test_detach_leaves_the_pool_running_and_attach_finds_it(
+    tmp_path: pathlib.Path, andes_bin: str, reap: list[int]
+) -> None:
     d = tmp_path / "pool"
     r = python(
         """
@@ -141,7 +153,9 @@ def test_detach_leaves_the_pool_running_and_attach_finds_it(tmp_path, andes_bin,
         PersonalPool.attach(tmp_path / "nowhere")
 
 
-def test_an_attached_pool_is_stopped_when_the_interpreter_exits(tmp_path, andes_bin, reap):
+def test_an_attached_pool_is_stopped_when_the_interpreter_exits(
+    tmp_path: pathlib.Path, andes_bin: str, reap: list[int]
+) -> None:
     d = tmp_path / "pool"
     started = PersonalPool(local_dir=d, slots=1).start().detach()
     pid = pool_pid(d)
@@ -159,7 +173,7 @@ def test_an_attached_pool_is_stopped_when_the_interpreter_exits(tmp_path, andes_
     del started
 
 
-def test_state_repr_and_configuration(tmp_path, andes_bin, monkeypatch):
+def test_state_repr_and_configuration(tmp_path: pathlib.Path, andes_bin: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     pool = PersonalPool(
         local_dir="pool",
@@ -167,17 +181,18 @@ def test_state_repr_and_configuration(tmp_path, andes_bin, monkeypatch):
         config={"MY_KNOB": "$(NUM_CPUS)0", "EMPTY_KNOB": None},
         raw_config="OTHER_KNOB = raw\n",
     )
-    assert pool.state is PersonalPoolState.UNINITIALIZED
+    assert state_of(pool) is PersonalPoolState.UNINITIALIZED
     assert repr(pool) == "PersonalPool(local_dir=./pool, state=PersonalPoolState.UNINITIALIZED)"
     with pytest.raises(andes.HTCondorException, match="not been started"):
         pool.schedd
     with pytest.raises(andes.HTCondorException, match="no configuration yet"):
         pool.get_config_val("NUM_CPUS")
     with pool:
-        assert pool.state is PersonalPoolState.READY
+        assert state_of(pool) is PersonalPoolState.READY
         assert repr(pool) == "PersonalPool(local_dir=./pool, state=PersonalPoolState.READY)"
         assert pool.config_file == tmp_path / "pool" / "andes.config"
         # Expanded, as andes config-val prints it and as htcondor2's gives it.
+        assert pool.config is not None
         env = dict(os.environ, ANDES_CONFIG=pool.config)
         for knob in ("SPOOL", "NUM_CPUS", "COLLECTOR_HOST"):
             out = subprocess.run([andes_bin, "config-val", knob], env=env, capture_output=True, text=True)
@@ -188,7 +203,7 @@ def test_state_repr_and_configuration(tmp_path, andes_bin, monkeypatch):
         assert pool.get_config_val("NO_SUCH_KNOB", "dflt") == "dflt"
         with pytest.raises(KeyError):
             pool.get_config_val("NO_SUCH_KNOB")
-    assert pool.state is PersonalPoolState.STOPPED
+    assert state_of(pool) is PersonalPoolState.STOPPED
     assert repr(pool) == "PersonalPool(local_dir=./pool, state=PersonalPoolState.STOPPED)"
     # A pool started without them has none of them.
     with PersonalPool(local_dir="pool", slots=1) as again:
@@ -210,7 +225,9 @@ def test_state_repr_and_configuration(tmp_path, andes_bin, monkeypatch):
     theirs._state = personal.PersonalPoolState.STOPPED
 
 
-def test_a_pool_that_cannot_start_says_why_and_leaves_nothing(tmp_path, andes_bin, reap):
+def test_a_pool_that_cannot_start_says_why_and_leaves_nothing(
+    tmp_path: pathlib.Path, andes_bin: str, reap: list[int]
+) -> None:
     d = tmp_path / "pool"
     d.mkdir()
     (d / "config.d").mkdir()

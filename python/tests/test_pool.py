@@ -7,11 +7,12 @@ import pytest
 
 import andes
 from andes import classad
+from andes.personal import PersonalPool
 
 
-def wait_for(log, kind, n, timeout=120):
+def wait_for(log: str, kind: andes.JobEventType, n: int, timeout: float = 120) -> list[andes.JobEvent]:
     """The events of ``kind`` in ``log``, once ``n`` of them are there."""
-    seen = []
+    seen: list[andes.JobEvent] = []
     for e in andes.JobEventLog(log).events(stop_after=timeout):
         if e.type == kind:
             seen.append(e)
@@ -20,7 +21,7 @@ def wait_for(log, kind, n, timeout=120):
     raise AssertionError(f"only {len(seen)} of {n} {kind.name} events in {log} after {timeout} s")
 
 
-def test_submit_wait_query_history(pool, jobdir):
+def test_submit_wait_query_history(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     schedd = pool.schedd
     sub = andes.Submit(
         {
@@ -45,7 +46,7 @@ def test_submit_wait_query_history(pool, jobdir):
     assert schedd.query(f"ClusterId == {result.cluster()}") == []
 
 
-def test_submit_from_text_with_itemdata(pool, jobdir):
+def test_submit_from_text_with_itemdata(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     sub = andes.Submit("executable = primes.wasm\narguments = $(n) $(tag)\nlog = items.log\nqueue\n")
     result = pool.schedd.submit(sub, itemdata=[{"n": "100", "tag": "a"}, {"n": "200", "tag": "b"}])
     assert result.num_procs() == 2
@@ -54,7 +55,7 @@ def test_submit_from_text_with_itemdata(pool, jobdir):
     assert args == ["100 a", "200 b"]
 
 
-def test_hold_release_edit_remove(pool, jobdir):
+def test_hold_release_edit_remove(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     schedd = pool.schedd
     sub = andes.Submit(executable="primes.wasm", requirements="false", log="held.log")
     cid = schedd.submit(sub, count=2).cluster()
@@ -77,7 +78,7 @@ def test_hold_release_edit_remove(pool, jobdir):
     assert [a["JobStatus"] for a in gone] == [andes.JobStatus.REMOVED] * 2
 
 
-def test_collector_query(pool):
+def test_collector_query(pool: PersonalPool) -> None:
     slots = pool.collector.query(andes.AdType.Startd, projection=["Name", "State", "Cpus"])
     assert len(slots) == 2
     assert all(a["Name"].startswith("slot") for a in slots)
@@ -85,7 +86,9 @@ def test_collector_query(pool):
     assert len(pool.collector.query(andes.AdType.Schedd)) == 1
 
 
-def test_errors_are_htcondor_exceptions_with_the_commands_messages(pool, jobdir, tmp_path):
+def test_errors_are_htcondor_exceptions_with_the_commands_messages(
+    pool: PersonalPool, jobdir: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
     with pytest.raises(andes.HTCondorException, match="nope.wasm"):
         pool.schedd.submit(andes.Submit(executable="nope.wasm"))
     with pytest.raises(andes.HTCondorException, match=":2: bad queue statement"):
@@ -98,7 +101,7 @@ def test_errors_are_htcondor_exceptions_with_the_commands_messages(pool, jobdir,
         pool.schedd.act(andes.JobAction.Hold, [])
 
 
-def test_event_log_follows_a_growing_log(tmp_path):
+def test_event_log_follows_a_growing_log(tmp_path: pathlib.Path) -> None:
     log = tmp_path / "grow.log"
     events = andes.JobEventLog(log)
     assert list(events.events(stop_after=0)) == []
@@ -113,7 +116,7 @@ def test_event_log_follows_a_growing_log(tmp_path):
     assert e.type == andes.JobEventType.EXECUTE and e["ExecuteHost"] == "slot1@x"
 
 
-def test_htcondors_own_reader_reads_the_same_events(pool, jobdir):
+def test_htcondors_own_reader_reads_the_same_events(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     try:
         import htcondor2
     except ImportError:
@@ -133,12 +136,13 @@ def test_htcondors_own_reader_reads_the_same_events(pool, jobdir):
     assert {e.cluster for e in ours} == {cid}
 
 
-def test_the_readmes_script_runs_as_written(pool, jobdir):
+def test_the_readmes_script_runs_as_written(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     import subprocess
     import sys
 
     readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
     script = readme.split("## From Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert pool.config is not None
     env = dict(os.environ, ANDES_CONFIG=pool.config)
     out = subprocess.run(
         [sys.executable, "-c", script], cwd=jobdir, env=env, capture_output=True, text=True, timeout=120

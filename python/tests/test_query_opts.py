@@ -1,20 +1,24 @@
 """Schedd.query's opts= (QueryOpt) honoured or refused, never ignored, and
 limit= on query and history, against a real personal pool."""
 
+import pathlib
 import time
+from typing import Optional, Union
 
 import pytest
 
 import andes
 from andes import classad
+from andes._andes import Session
+from andes.personal import PersonalPool
 
 
-def idle_jobs(pool, n):
+def idle_jobs(pool: PersonalPool, n: int) -> int:
     """``n`` jobs that stay idle (nothing matches them): their cluster."""
     return pool.schedd.submit(andes.Submit(executable="primes.wasm", requirements="false"), count=n).cluster()
 
 
-def test_summary_only_counts_as_htcondors_summary_ad(pool, jobdir):
+def test_summary_only_counts_as_htcondors_summary_ad(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     schedd = pool.schedd
     cid = idle_jobs(pool, 3)
     schedd.act(andes.JobAction.Hold, f"{cid}.1", reason="counted as held")
@@ -40,19 +44,22 @@ def test_summary_only_counts_as_htcondors_summary_ad(pool, jobdir):
 class Recording:
     """A schedd session that notes how each query asked (``mine``)."""
 
-    def __init__(self, session):
+    def __init__(self, session: Session) -> None:
         self._session = session
-        self.mine = []
+        self.mine: list[bool] = []
 
-    def query(self, *args, mine=False):
+    def query(
+        self, constraint: Optional[str], projection: list[str], limit: Optional[int], mine: bool = False
+    ) -> list[classad.ClassAd]:
         self.mine.append(mine)
-        return self._session.query(*args, mine=mine)
+        return self._session.query(constraint, projection, limit, mine=mine)
 
 
-def test_my_jobs_only_is_sent_and_honoured(pool, jobdir):
+def test_my_jobs_only_is_sent_and_honoured(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     cid = idle_jobs(pool, 2)
     schedd = pool.schedd
-    schedd._session = recording = Recording(schedd._session)
+    # A stand-in for the schedd's session, which it records the queries of.
+    schedd._session = recording = Recording(schedd._session)  # type: ignore[assignment]
     ours = schedd.query(f"ClusterId == {cid}", ["Owner"], opts=andes.QueryOpt.DefaultMyJobsOnly)
     # The pool's owner submitted them (and, as its administrator, would see
     # everyone's, as a queue superuser does with condor_q).
@@ -74,24 +81,24 @@ def test_my_jobs_only_is_sent_and_honoured(pool, jobdir):
         (1, "AutoCluster"),
     ],
 )
-def test_options_andes_cannot_honour_are_refused(pool, opt, why):
+def test_options_andes_cannot_honour_are_refused(pool: PersonalPool, opt: Union[andes.QueryOpt, int], why: str) -> None:
     with pytest.raises(andes.HTCondorException, match=why):
         pool.schedd.query(opts=opt)
 
 
-def test_bad_options_and_limits_are_errors(pool):
+def test_bad_options_and_limits_are_errors(pool: PersonalPool) -> None:
     with pytest.raises(ValueError, match="no QueryOpt"):
         pool.schedd.query(opts=0x400)
     with pytest.raises(TypeError, match="opts"):
-        pool.schedd.query(opts="AutoCluster")
+        pool.schedd.query(opts="AutoCluster")  # type: ignore[call-overload]
     for bad in ("2", 2.0, True):
         with pytest.raises(TypeError, match="limit"):
-            pool.schedd.query(limit=bad)
+            pool.schedd.query(limit=bad)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="match"):
-            pool.schedd.history(match=bad)
+            pool.schedd.history(match=bad)  # type: ignore[arg-type]
 
 
-def test_limit_on_query_and_history(pool, jobdir):
+def test_limit_on_query_and_history(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     schedd = pool.schedd
     cid = idle_jobs(pool, 3)
     c = f"ClusterId == {cid}"

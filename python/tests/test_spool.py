@@ -3,19 +3,25 @@
 real personal pool started from Python."""
 
 
+import pathlib
+from typing import Union
+
 import pytest
 
 import andes
 from andes import classad
+from andes.personal import PersonalPool
 from waiting import wait_until
 
 
-def completed(schedd, cluster):
+def completed(schedd: andes.Schedd, cluster: int) -> Union[list[classad.ClassAd], bool]:
     ads = schedd.query(f"ClusterId == {cluster}", ["ProcId", "JobStatus"])
     return ads and all(a["JobStatus"] == andes.JobStatus.COMPLETED for a in ads)
 
 
-def test_a_spooled_jobs_input_travels_with_it_and_its_output_waits_for_retrieve(pool, jobdir):
+def test_a_spooled_jobs_input_travels_with_it_and_its_output_waits_for_retrieve(
+    pool: PersonalPool, jobdir: pathlib.Path
+) -> None:
     schedd = pool.schedd
     (jobdir / "in.txt").write_text("line one\nline two\n")
     sub = andes.Submit(
@@ -47,7 +53,7 @@ def test_a_spooled_jobs_input_travels_with_it_and_its_output_waits_for_retrieve(
     assert len(schedd.history(f"ClusterId == {cluster}", ["ProcId"])) == 2
 
 
-def test_retrieve_takes_ids_and_constraints(pool, jobdir):
+def test_retrieve_takes_ids_and_constraints(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     schedd = pool.schedd
     sub = andes.Submit(executable="hello.wasm", arguments="$(Process)", output="c.$(Process)")
     one = schedd.submit(sub, count=2, spool=True).cluster()
@@ -58,13 +64,13 @@ def test_retrieve_takes_ids_and_constraints(pool, jobdir):
     assert (jobdir / "c.0").exists()
 
 
-def test_spool_and_retrieve_refuse_what_was_not_spooled(pool, jobdir):
+def test_spool_and_retrieve_refuse_what_was_not_spooled(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     schedd = pool.schedd
     plain = schedd.submit(andes.Submit(executable="hello.wasm", output="plain.out"))
     with pytest.raises(ValueError, match="spool"):
         schedd.spool(plain)
     with pytest.raises(TypeError):
-        schedd.spool(plain.cluster())
+        schedd.spool(plain.cluster())  # type: ignore[arg-type]
     with pytest.raises(andes.HTCondorException, match="spool"):
         schedd.retrieve(f"{plain.cluster()}.0")
     (jobdir / "x.dag").write_text("JOB A a.sub\n")
@@ -72,8 +78,9 @@ def test_spool_and_retrieve_refuse_what_was_not_spooled(pool, jobdir):
         schedd.submit(andes.Submit.from_dag("x.dag"), spool=True)
 
 
-def test_reschedule_reaches_the_schedd(pool, tmp_path):
-    assert pool.schedd.reschedule() is None
+def test_reschedule_reaches_the_schedd(pool: PersonalPool, tmp_path: pathlib.Path) -> None:
+    # What it returns, checked: mypy knows it returns nothing.
+    assert pool.schedd.reschedule() is None  # type: ignore[func-returns-value]
     # A schedd that does not answer is an error, as htcondor2's is.
     gone = andes.Schedd(classad.ClassAd({"MyAddress": "127.0.0.1:9", "MyType": "Scheduler"}), config=pool.config)
     with pytest.raises(andes.HTCondorException):

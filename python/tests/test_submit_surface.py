@@ -2,9 +2,13 @@
 against htcondor2 and against what a real pool queues."""
 
 
+import pathlib
+from typing import Iterator, Optional
+
 import pytest
 
 import andes
+from andes.personal import PersonalPool
 from needs import needed
 
 TEXT = """executable = primes.wasm
@@ -17,7 +21,7 @@ log = surface.log
 """
 
 
-def test_expand_gives_a_value_with_its_macros_expanded(jobdir):
+def test_expand_gives_a_value_with_its_macros_expanded(jobdir: pathlib.Path) -> None:
     sub = andes.Submit(TEXT, queue="x,y from (\n1, a\n2, b\n)")
     assert sub.expand("foo") == "bar_7"
     assert sub.expand("FOO") == "bar_7"
@@ -28,7 +32,7 @@ def test_expand_gives_a_value_with_its_macros_expanded(jobdir):
     with pytest.raises(KeyError):
         sub.expand("nonesuch")
     with pytest.raises(TypeError):
-        sub.expand(3)
+        sub.expand(3)  # type: ignore[arg-type]
     with pytest.raises(andes.HTCondorException, match="INT.nope.*not evaluate"):
         andes.Submit({"executable": "primes.wasm", "mem": "$INT(nope)"}).expand("mem")
 
@@ -53,20 +57,22 @@ QUEUES = [
 ]
 
 
-def test_itemdata_and_get_qargs_round_trip(jobdir):
+def items_of(items: Optional[Iterator[dict[str, str]]]) -> Optional[list[dict[str, str]]]:
+    """``itemdata()``'s items as a list (``None``: it has none)."""
+    return None if items is None else list(items)
+
+
+def test_itemdata_and_get_qargs_round_trip(jobdir: pathlib.Path) -> None:
     (jobdir / "items.txt").write_text("one\ntwo\n")
     for q in QUEUES:
         sub = andes.Submit(TEXT, queue=q)
         again = andes.Submit(str(sub))
         assert again.getQArgs() == sub.getQArgs() == q, q
-        items = sub.itemdata()
-        assert (None if items is None else list(items)) == (
-            None if again.itemdata() is None else list(again.itemdata())
-        ), q
+        assert items_of(sub.itemdata()) == items_of(again.itemdata()), q
     sub = andes.Submit(TEXT, queue="x,y from (\n1, a\n2, b\n)")
-    assert list(sub.itemdata()) == [{"x": "1", "y": "a"}, {"x": "2", "y": "b"}]
-    assert list(sub.itemdata("queue f from items.txt")) == [{"f": "one"}, {"f": "two"}]
-    assert list(sub.itemdata("z matching files *.wasm")) == [{"z": "hello.wasm"}, {"z": "primes.wasm"}]
+    assert items_of(sub.itemdata()) == [{"x": "1", "y": "a"}, {"x": "2", "y": "b"}]
+    assert items_of(sub.itemdata("queue f from items.txt")) == [{"f": "one"}, {"f": "two"}]
+    assert items_of(sub.itemdata("z matching files *.wasm")) == [{"z": "hello.wasm"}, {"z": "primes.wasm"}]
     assert sub.itemdata("4") is None
     assert andes.Submit(TEXT).itemdata() is None
     with pytest.raises(andes.HTCondorException, match="missing.txt"):
@@ -81,7 +87,7 @@ def test_itemdata_and_get_qargs_round_trip(jobdir):
             assert andes.Submit(str(htcondor2.Submit(TEXT, queue=q))).getQArgs() == q
 
 
-def test_jobs_and_procs_are_what_the_pool_queues(pool, jobdir):
+def test_jobs_and_procs_are_what_the_pool_queues(pool: PersonalPool, jobdir: pathlib.Path) -> None:
     sub = andes.Submit(TEXT, queue="x,y from (\n1, a\n2, b\n)")
     jobs = list(sub.jobs(clusterid=7, qdate=1_700_000_000, owner="someone"))
     assert [(j["ClusterId"], j["ProcId"], j["Args"]) for j in jobs] == [(7, 0, "1 a"), (7, 1, "2 b")]
@@ -92,14 +98,16 @@ def test_jobs_and_procs_are_what_the_pool_queues(pool, jobdir):
     # itemdata from itemdata(), back through Schedd.submit: the pool queues what jobs() said.
     result = pool.schedd.submit(andes.Submit(TEXT), itemdata=sub.itemdata())
     queued = sorted(pool.schedd.query(f"ClusterId == {result.cluster()}", ["ProcId", "Args", "Cmd"]), key=lambda a: a["ProcId"])
-    simulated = list(andes.Submit(TEXT).jobs(itemdata=list(sub.itemdata()), clusterid=result.cluster()))
+    items = sub.itemdata()
+    assert items is not None
+    simulated = list(andes.Submit(TEXT).jobs(itemdata=list(items), clusterid=result.cluster()))
     assert [(a["ProcId"], a["Args"], a["Cmd"]) for a in queued] == [(a["ProcId"], a["Args"], a["Cmd"]) for a in simulated]
     pool.schedd.act(andes.JobAction.Remove, result.cluster())
 
     with pytest.raises(ValueError, match="procid must be 0"):
         list(sub.jobs(procid=3))
     with pytest.raises(TypeError, match="count"):
-        sub.jobs(count="2")
+        sub.jobs(count="2")  # type: ignore[arg-type]
     with pytest.raises(andes.HTCondorException, match="nowhere.wasm"):
         andes.Submit(executable="nowhere.wasm").jobs()
 
