@@ -1,6 +1,9 @@
 //! `cargo xtask python`: builds the Python package (`python/`, PyO3 + maturin) as
 //! a wheel, installs it into a venv of its own (`target/python-venv`), and runs its
-//! pytest suite against the `andes` just built.
+//! pytest suite against the `andes` just built; then installs the same wheel with
+//! pip outside the venv and runs it with the machine's Python
+//! (`python/tools/wheel_smoke.py`, as `cargo xtask wheels` does), and checks the
+//! package and its tests with `mypy --strict` (its type stubs complete).
 //!
 //! The wheel is built with cargo's `dev` profile, in `target/python`;
 //! `pip install ./python` (the README's way) builds the same crate in release.
@@ -22,6 +25,11 @@ pub const PYPI: [(&str, &str, &str); 3] = [
     ("ezdag", "ezdag", "a tool that writes DAG files"),
     ("htcondor_dags", "htcondor-dags", "a tool that writes DAG files"),
 ];
+
+/// The mypy that checks the package's type stubs against its tests
+/// (`mypy --strict`, configured in python/pyproject.toml): pinned, as a newer
+/// one may find what this one accepts.
+const MYPY: &str = "mypy==2.4.1";
 
 /// Whether `python` finds `module` (found, not imported: htcondor-dags's
 /// import needs an `htcondor` module that HTCondor's wheels no longer have).
@@ -80,7 +88,10 @@ pub(crate) fn ready_venv(target: &Path) -> Option<PathBuf> {
         eprintln!("xtask: python3 with its venv module is needed for the Python package");
         return None;
     }
-    if !step("installing maturin and pytest", &mut pip(&py, &["maturin>=1.9,<2", "pytest"])) {
+    if !step(
+        "installing maturin, pytest and mypy",
+        &mut pip(&py, &["maturin>=1.9,<2", "pytest", MYPY]),
+    ) {
         return None;
     }
     Some(py)
@@ -202,5 +213,12 @@ pub fn run(pytest_args: &[String]) -> bool {
     ) && (!pytest_args.is_empty()
         // The same wheel as a new user takes it: installed by pip for this
         // machine, outside the venv, and run by the machine's own Python.
-        || crate::wheels::smoke(&target, &wheel, std::env::consts::ARCH, &andes))
+        || crate::wheels::smoke(&target, &wheel, std::env::consts::ARCH, &andes)
+            // The type stubs, complete for what the tests use.
+            && step(
+                "mypy --strict over python/andes and python/tests",
+                Command::new(&py)
+                    .args(["-m", "mypy", "--strict"])
+                    .current_dir(root().join("python")),
+            ))
 }
