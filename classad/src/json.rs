@@ -71,11 +71,76 @@ pub fn expr_to_json(e: &Expr) -> Json {
     }
 }
 
-/// An ad as HTCondor's JSON text (`condor_q -json` style), with the
-/// `\/Expr(...)\/` escaping HTCondor writes.
+/// An ad as HTCondor's JSON text, laid out as classad2's `printJson`: two
+/// spaces a level, empty objects and arrays opened and closed on lines of
+/// their own, reals as `%.16G` (see [`crate::value::format_real_g16`]), and
+/// the `\/Expr(...)\/` escaping HTCondor writes.
 pub fn ad_to_json_string(ad: &ClassAd) -> String {
-    let text = serde_json::to_string_pretty(&ad_to_json(ad)).unwrap_or_default();
-    text.replace("\"/Expr(", "\"\\/Expr(").replace(")/\"", ")\\/\"")
+    let mut out = String::new();
+    write_json(&mut out, &ad_to_json(ad), 0);
+    out
+}
+
+fn write_json(out: &mut String, j: &Json, indent: usize) {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, || match j {
+        Json::Null => out.push_str("null"),
+        Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => out.push_str(&i.to_string()),
+            (_, Some(u), _) => out.push_str(&u.to_string()),
+            (_, _, Some(r)) => out.push_str(&crate::value::format_real_g16(r)),
+            _ => out.push_str(&n.to_string()),
+        },
+        Json::String(s) => {
+            let quoted = serde_json::to_string(s).unwrap_or_default();
+            match expr_text(s) {
+                Some(_) => {
+                    // "/Expr(...)/" as "\/Expr(...)\/".
+                    let inner = &quoted[7..quoted.len() - 3];
+                    out.push_str("\"\\/Expr(");
+                    out.push_str(inner);
+                    out.push_str(")\\/\"");
+                }
+                None => out.push_str(&quoted),
+            }
+        }
+        Json::Array(items) => {
+            out.push_str("[\n");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(",\n");
+                }
+                spaces(out, indent + 2);
+                write_json(out, item, indent + 2);
+            }
+            close(out, !items.is_empty(), indent, ']');
+        }
+        Json::Object(m) => {
+            out.push_str("{\n");
+            for (i, (k, v)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(",\n");
+                }
+                spaces(out, indent + 2);
+                out.push_str(&serde_json::to_string(k).unwrap_or_default());
+                out.push_str(": ");
+                write_json(out, v, indent + 2);
+            }
+            close(out, !m.is_empty(), indent, '}');
+        }
+    })
+}
+
+fn spaces(out: &mut String, n: usize) {
+    out.extend(std::iter::repeat_n(' ', n));
+}
+
+fn close(out: &mut String, any: bool, indent: usize, bracket: char) {
+    if any {
+        out.push('\n');
+    }
+    spaces(out, indent);
+    out.push(bracket);
 }
 
 /// Parses HTCondor's JSON form of one ad.

@@ -1,10 +1,21 @@
 //! Printing expressions, ads and values back in canonical ClassAd syntax,
 //! as HTCondor's unparser does. Every printed form parses back to an equal
 //! expression: parentheses are inserted where a hand-built tree needs them,
-//! and reals print with as many digits as it takes to read back exactly.
+//! and reals print with as many digits as it takes to read back exactly
+//! (new syntax: HTCondor's `%.15E`; old syntax, as `condor_q -long` and
+//! classad2's `printOld` print: its `%.16G`).
 
 use crate::ast::{AttrName, ClassAd, Expr, UnOp};
-use crate::value::{Value, format_e15, write_quoted};
+use crate::value::{Value, format_e15, format_real_g16, write_quoted};
+
+/// Which of HTCondor's two printed forms: new syntax (reals as `%.15E`, or
+/// as many digits as read back exactly) or old syntax (reals as `%.16G`, as
+/// `condor_q -long` and classad2's `printOld` print them).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Syntax {
+    New,
+    Old,
+}
 
 /// Precedence of the ternary operator and of binary, unary, postfix and primary forms.
 const P_TERNARY: u8 = 0;
@@ -43,11 +54,16 @@ pub fn format_real_exact(r: f64) -> String {
 
 /// Appends the canonical text of a value.
 pub fn value_to(out: &mut String, v: &Value) {
+    value_in(out, v, Syntax::New)
+}
+
+fn value_in(out: &mut String, v: &Value, syntax: Syntax) {
     match v {
         Value::Undefined => out.push_str("undefined"),
         Value::Error => out.push_str("error"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Int(i) => out.push_str(&i.to_string()),
+        Value::Real(r) if syntax == Syntax::Old => out.push_str(&format_real_g16(*r)),
         Value::Real(r) => out.push_str(&format_real_exact(*r)),
         Value::Str(s) => write_quoted(out, s),
         Value::List(items) => {
@@ -56,11 +72,11 @@ pub fn value_to(out: &mut String, v: &Value) {
                 if i > 0 {
                     out.push(',');
                 }
-                value_to(out, item);
+                value_in(out, item, syntax);
             }
             out.push_str(" }");
         }
-        Value::Ad(ad) => ad_to(out, ad),
+        Value::Ad(ad) => ad_in(out, ad, syntax),
     }
 }
 
@@ -86,6 +102,10 @@ pub fn name_to(out: &mut String, name: &AttrName) {
 
 /// Appends a ClassAd in new syntax on one line: `[ a = 1; b = 2 ]`.
 pub fn ad_to(out: &mut String, ad: &ClassAd) {
+    ad_in(out, ad, Syntax::New)
+}
+
+fn ad_in(out: &mut String, ad: &ClassAd, syntax: Syntax) {
     out.push_str("[ ");
     for (i, (k, v)) in ad.iter().enumerate() {
         if i > 0 {
@@ -93,7 +113,7 @@ pub fn ad_to(out: &mut String, ad: &ClassAd) {
         }
         name_to(out, k);
         out.push_str(" = ");
-        expr_to(out, v);
+        expr_in(out, v, syntax);
     }
     out.push_str(" ]");
 }
@@ -155,17 +175,23 @@ pub fn old_ad_to(out: &mut String, ad: &ClassAd) {
     for (k, v) in ad.iter() {
         name_to(out, k);
         out.push_str(" = ");
-        expr_to(out, v);
+        expr_in(out, v, Syntax::Old);
         out.push('\n');
     }
 }
 
 /// Appends the canonical text of an expression.
 pub fn expr_to(out: &mut String, e: &Expr) {
-    stacker::maybe_grow(64 * 1024, 1024 * 1024, || expr_prec(out, e, P_TERNARY))
+    expr_in(out, e, Syntax::New)
 }
 
-fn expr_prec(out: &mut String, e: &Expr, need: u8) {
+fn expr_in(out: &mut String, e: &Expr, syntax: Syntax) {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, || expr_prec(out, e, P_TERNARY, syntax))
+}
+
+fn expr_prec(out: &mut String, e: &Expr, need: u8, syntax: Syntax) {
+    let expr_to = |out: &mut String, e: &Expr| expr_in(out, e, syntax);
+    let expr_sub = |out: &mut String, e: &Expr, need: u8| expr_sub(out, e, need, syntax);
     if prec(e) < need {
         out.push('(');
         expr_to(out, e);
@@ -173,7 +199,7 @@ fn expr_prec(out: &mut String, e: &Expr, need: u8) {
         return;
     }
     match e {
-        Expr::Lit(v) => value_to(out, v),
+        Expr::Lit(v) => value_in(out, v, syntax),
         Expr::Attr { name, absolute } => {
             if *absolute {
                 out.push('.');
@@ -255,12 +281,12 @@ fn expr_prec(out: &mut String, e: &Expr, need: u8) {
             }
             out.push_str(" }");
         }
-        Expr::Record(ad) => ad_to(out, ad),
+        Expr::Record(ad) => ad_in(out, ad, syntax),
     }
 }
 
-fn expr_sub(out: &mut String, e: &Expr, need: u8) {
-    stacker::maybe_grow(64 * 1024, 1024 * 1024, || expr_prec(out, e, need))
+fn expr_sub(out: &mut String, e: &Expr, need: u8, syntax: Syntax) {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, || expr_prec(out, e, need, syntax))
 }
 
 impl std::fmt::Display for Expr {

@@ -170,6 +170,78 @@ pub(crate) fn format_e15(r: f64) -> String {
     format!("{mant}E{sign}{:02}", exp.abs())
 }
 
+/// Formats a non-negative real as C's `printf` does with the conversion
+/// `conv` (`f`, `F`, `e`, `E`, `g` or `G`), precision `prec` and, with
+/// `alt`, the `#` flag (`%g` keeps its trailing zeros).
+pub fn printf_real(r: f64, conv: char, prec: usize, alt: bool) -> String {
+    let upper = conv.is_ascii_uppercase();
+    if !r.is_finite() {
+        let s = if r.is_nan() { "nan" } else { "inf" };
+        return if upper { s.to_uppercase() } else { s.to_string() };
+    }
+    let exp_form = |r: f64, p: usize| -> String {
+        let s = format!("{r:.p$e}");
+        let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
+        let exp: i32 = exp.parse().unwrap_or(0);
+        let e = if upper { 'E' } else { 'e' };
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mant}{e}{sign}{:02}", exp.unsigned_abs())
+    };
+    match conv {
+        'f' | 'F' => format!("{r:.prec$}"),
+        'e' | 'E' => exp_form(r, prec),
+        _ => {
+            let p = prec.max(1);
+            let x: i32 = if r == 0.0 {
+                0
+            } else {
+                let s = format!("{r:.0$e}", p - 1);
+                s.split_once('e').and_then(|(_, e)| e.parse().ok()).unwrap_or(0)
+            };
+            let mut s = if x < -4 || x >= p as i32 {
+                exp_form(r, p - 1)
+            } else {
+                let decimals = (p as i32 - 1 - x).max(0) as usize;
+                format!("{r:.decimals$}")
+            };
+            if !alt {
+                // strip trailing zeros of the fraction
+                let (mant, exp) = match s.find(['e', 'E']) {
+                    Some(k) => (s[..k].to_string(), s[k..].to_string()),
+                    None => (s.clone(), String::new()),
+                };
+                let mant = if mant.contains('.') {
+                    mant.trim_end_matches('0').trim_end_matches('.').to_string()
+                } else {
+                    mant
+                };
+                s = mant + &exp;
+            }
+            s
+        }
+    }
+}
+
+/// Formats a real as HTCondor prints it in old syntax and JSON (`condor_q
+/// -long`, classad2's `printOld` and `printJson`): `%.16G`, with `.0` where
+/// that shows no decimal point or exponent, and `0.0`, `-0.0` and the IEEE
+/// specials as [`format_real`] spells them. Where sixteen digits do not read
+/// back as `r` (HTCondor would lose the last bit), `%.17G`: what is printed
+/// always reads back as the same real.
+pub fn format_real_g16(r: f64) -> String {
+    if !r.is_finite() || r == 0.0 {
+        return format_real(r);
+    }
+    let mut s = printf_real(r.abs(), 'G', 16, false);
+    if s.parse::<f64>().ok() != Some(r.abs()) {
+        s = printf_real(r.abs(), 'G', 17, false);
+    }
+    if !s.contains(['.', 'E']) {
+        s.push_str(".0");
+    }
+    if r < 0.0 { format!("-{s}") } else { s }
+}
+
 /// Writes `s` as a quoted ClassAd string literal, escaping as HTCondor's
 /// unparser does (non-ASCII bytes become octal escapes).
 pub fn write_quoted(out: &mut String, s: &str) {

@@ -321,7 +321,7 @@ pub(crate) fn printf(fmt: &str, v: Num) -> Result<String, String> {
                 }
                 ('f' | 'F' | 'e' | 'E' | 'g' | 'G', Num::Real(r)) => (
                     r.is_sign_negative() && !r.is_nan(),
-                    format_real(r.abs(), conv, prec.unwrap_or(6), alt),
+                    classad::value::printf_real(r.abs(), conv, prec.unwrap_or(6), alt),
                     String::new(),
                 ),
                 ('d' | 'i' | 'u' | 'x' | 'X' | 'o', Num::Real(_)) => {
@@ -373,56 +373,6 @@ pub(crate) fn pad_digits(digits: String, prec: Option<usize>) -> String {
     match prec {
         Some(p) if p > digits.len() => format!("{}{digits}", "0".repeat(p - digits.len())),
         _ => digits,
-    }
-}
-
-/// Formats a non-negative real like C's `%f`, `%e` or `%g`.
-pub(crate) fn format_real(r: f64, conv: char, prec: usize, alt: bool) -> String {
-    let upper = conv.is_ascii_uppercase();
-    if !r.is_finite() {
-        let s = if r.is_nan() { "nan" } else { "inf" };
-        return if upper { s.to_uppercase() } else { s.to_string() };
-    }
-    let exp_form = |r: f64, p: usize| -> String {
-        let s = format!("{r:.p$e}");
-        let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
-        let exp: i32 = exp.parse().unwrap_or(0);
-        let e = if upper { 'E' } else { 'e' };
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mant}{e}{sign}{:02}", exp.unsigned_abs())
-    };
-    match conv {
-        'f' | 'F' => format!("{r:.prec$}"),
-        'e' | 'E' => exp_form(r, prec),
-        _ => {
-            let p = prec.max(1);
-            let x: i32 = if r == 0.0 {
-                0
-            } else {
-                let s = format!("{r:.0$e}", p - 1);
-                s.split_once('e').and_then(|(_, e)| e.parse().ok()).unwrap_or(0)
-            };
-            let mut s = if x < -4 || x >= p as i32 {
-                exp_form(r, p - 1)
-            } else {
-                let decimals = (p as i32 - 1 - x).max(0) as usize;
-                format!("{r:.decimals$}")
-            };
-            if !alt {
-                // strip trailing zeros of the fraction
-                let (mant, exp) = match s.find(['e', 'E']) {
-                    Some(k) => (s[..k].to_string(), s[k..].to_string()),
-                    None => (s.clone(), String::new()),
-                };
-                let mant = if mant.contains('.') {
-                    mant.trim_end_matches('0').trim_end_matches('.').to_string()
-                } else {
-                    mant
-                };
-                s = mant + &exp;
-            }
-            s
-        }
     }
 }
 

@@ -454,10 +454,11 @@ impl PyClassAd {
         classad::symmetric_match(&self.ad, &other.ad)
     }
 
-    /// The ad in old syntax (`Name = Expr` per line), as `condor_q -long` prints.
+    /// The ad in old syntax (`Name = Expr` per line), as `condor_q -long` prints;
+    /// an empty ad is an empty line, as classad2 prints it.
     #[pyo3(name = "printOld")]
     fn print_old(&self) -> String {
-        self.ad.to_old_syntax()
+        if self.ad.is_empty() { "\n".to_string() } else { self.ad.to_old_syntax() }
     }
 
     /// The ad as HTCondor's JSON.

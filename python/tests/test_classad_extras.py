@@ -156,6 +156,22 @@ def test_str_is_classad2s_layout_and_repr_one_line() -> None:
     assert json.loads(ad.printJson())["B"] == "/Expr(A + X)/"
 
 
+# Reals and empty lists and ads, in an attribute order classad2 keeps.
+REALS = "[a = 2.5; b = 1e300; c = 0.1; d = 1.0; e = []; i = 3; l = {1.5, {}}; x = 2.5 + y]"
+
+
+def test_old_syntax_and_json_print_reals_and_empties_as_classad2() -> None:
+    ad = classad.ClassAd(REALS)
+    assert ad.printOld().startswith("a = 2.5\nb = 1E+300\nc = 0.1\nd = 1.0\n")
+    assert '"e": {\n  },' in ad.printJson()
+    assert classad.ClassAd().printJson() == "{\n}"
+    c2 = needed("classad2", "htcondor")
+    theirs = c2.ClassAd(REALS)
+    assert ad.printOld() == theirs.printOld()
+    assert ad.printJson() == theirs.printJson()
+    assert classad.ClassAd().printOld() == c2.ClassAd().printOld()
+
+
 def test_parsing_by_parser_type() -> None:
     P = classad.ParserType
     old = "# a comment\nA = 1\nB = 2\n\nA = 3\n"

@@ -188,3 +188,43 @@ fn scan_gives_exactly_what_eval_gives() {
     assert!(expected.contains(&Value::Bool(true)));
     assert!(expected.contains(&Value::Undefined));
 }
+
+/// Reals and layout as HTCondor prints them in old syntax and in JSON: each
+/// expected text is what classad2 25.x's `printOld` and `printJson` print
+/// for the same ad (its attributes in the same order), but for v12, which
+/// classad2 prints as `1.234567890123457E+16`: sixteen digits that read back
+/// as another real, where andes prints the seventeen that keep it.
+#[test]
+fn old_syntax_and_json_print_reals_and_empties_as_classad2_does() {
+    let ad = parse_ad(
+        "[v0 = 1.0; v1 = 1e15; v2 = 1e16; v3 = 0.3333333333333333; v4 = 123456789.0; \
+         v5 = -0.0; v6 = 0.0; v7 = 1e-5; v8 = 0.0001; v9 = 1152921504606846976.0; \
+         v10 = 1.5e-300; v11 = -2.5; v12 = 12345678901234568.0; a = 2.5 + x; \
+         s = strcat(\"a\", 1.0); l = {1.5, 2, {}, [y = 1; z = {3}]}; n = [w = [v = 0.1]]; \
+         e = []; m = {}]",
+    )
+    .unwrap();
+    let old = "v0 = 1.0\nv1 = 1000000000000000.0\nv2 = 1E+16\nv3 = 0.3333333333333333\n\
+               v4 = 123456789.0\nv5 = -0.0\nv6 = 0.0\nv7 = 1E-05\nv8 = 0.0001\n\
+               v9 = 1.152921504606847E+18\nv10 = 1.5E-300\nv11 = -2.5\n\
+               v12 = 12345678901234568.0\na = 2.5 + x\ns = strcat(\"a\",1.0)\n\
+               l = { 1.5,2,{  },[ y = 1; z = { 3 } ] }\nn = [ w = [ v = 0.1 ] ]\ne = [  ]\nm = {  }\n";
+    assert_eq!(ad.to_old_syntax(), old);
+    let json = classad::json::ad_to_json_string(
+        &parse_ad(
+            "[a = 2.5; b = 1e300; c = 0.1; d = 1.0; i = 3; x = 2.5 + y; e = []; \
+         l = {1.5, 2, {}, [z = {3}]}]",
+        )
+        .unwrap(),
+    );
+    let want = "{\n  \"a\": 2.5,\n  \"b\": 1E+300,\n  \"c\": 0.1,\n  \"d\": 1.0,\n  \"e\": {\n  },\n  \
+                \"i\": 3,\n  \"l\": [\n    1.5,\n    2,\n    [\n    ],\n    {\n      \"z\": [\n        3\n      ]\n    }\n  ],\n  \
+                \"x\": \"\\/Expr(2.500000000000000E+00 + y)\\/\"\n}";
+    assert_eq!(json, want);
+    assert_eq!(classad::json::ad_to_json_string(&ClassAd::new()), "{\n}");
+    // Sixteen digits where they read back exactly; seventeen where HTCondor's
+    // sixteen would change the value (it prints 0.3 for 0.1 + 0.2).
+    let sum = parse_ad("[t = 0.30000000000000004]").unwrap();
+    assert_eq!(sum.to_old_syntax(), "t = 0.30000000000000004\n");
+    assert_eq!(parse_old_ad(&sum.to_old_syntax()).unwrap(), sum);
+}
