@@ -626,7 +626,9 @@ impl Control {
     /// The latest value of each attribute the guest has set in this run
     /// (`Progress`, `Chirp*`), in the order first set: what a host passes on
     /// with its periodic updates, as HTCondor's starter passes on a job's
-    /// chirped attributes while it runs. A look: nothing is taken.
+    /// chirped attributes while it runs; at most
+    /// [`crate::imports::MAX_LIVE_BYTES`] of them, the rest at its end. A
+    /// look: nothing is taken.
     pub fn guest_attrs(&self) -> Vec<(String, classad::Expr)> {
         let io = self.io.lock().unwrap_or_else(|e| e.into_inner()).clone();
         io.map(|io| io.pending_updates()).unwrap_or_default()

@@ -34,6 +34,13 @@ pub const MAX_LOG_LINES: usize = 10_000;
 pub const MAX_SET_ATTRS: usize = 256;
 /// Most bytes (names and value texts) of the attributes a guest has set.
 pub const MAX_SET_BYTES: usize = 1 << 20;
+/// Most bytes (names and value texts) of the attributes set that go with
+/// each update while the job runs ([`JobIo::pending_updates`]); the rest
+/// wait for its end. What a running job sets is written into the queue's
+/// copy of its ad at each update (the whole ad, at every report when its
+/// periodic policy reads its usage): a job's ad is a few KiB, and this
+/// keeps what a guest adds to every such write about as small.
+pub const MAX_LIVE_BYTES: usize = 16 * 1024;
 
 /// Attributes a guest may set (besides names beginning with `Chirp`).
 pub const SETTABLE: &[&str] = &["Progress"];
@@ -82,9 +89,21 @@ impl JobIo {
     }
 
     /// The updates not yet taken (the latest value of each name), left in
-    /// place.
+    /// place: those that fit in [`MAX_LIVE_BYTES`] together, in the order
+    /// first set, passing over one that would not fit (it goes with the
+    /// job's end, as every update does).
     pub fn pending_updates(&self) -> Vec<(String, Expr)> {
-        self.updates.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let updates = self.updates.lock().unwrap_or_else(|e| e.into_inner());
+        let mut left = MAX_LIVE_BYTES;
+        let mut live = Vec::new();
+        for (name, value) in updates.iter() {
+            let bytes = name.len() + value.to_string().len();
+            if bytes <= left {
+                left -= bytes;
+                live.push((name.clone(), value.clone()));
+            }
+        }
+        live
     }
 }
 
@@ -309,4 +328,28 @@ pub fn set_attr(io: &JobIo, name: &str, value: &str) -> Result<(), String> {
     updates.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
     updates.push((name.to_string(), e));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn updates_while_running_are_bounded_and_a_large_one_waits_for_the_end() {
+        let io = JobIo::default();
+        let big = "x".repeat(MAX_LIVE_BYTES);
+        let set = |name: &str, text: &str| {
+            io.updates
+                .lock()
+                .unwrap()
+                .push((name.to_string(), Expr::Lit(classad::Value::string(text))));
+        };
+        set("Progress", "10%");
+        set("ChirpBig", &big);
+        set("ChirpSmall", "ok");
+        let live: Vec<String> = io.pending_updates().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(live, ["Progress", "ChirpSmall"]);
+        // All of them go with the end.
+        assert_eq!(io.take_updates().len(), 3);
+    }
 }
