@@ -58,6 +58,13 @@ _SubmitDescription = Union["Submit", str, pathlib.Path, None]
 _EdgeGroups = Iterator[tuple[tuple[int, ...], tuple[int, ...]]]
 
 
+
+def _holds(nodes: Mapping[str, object], node: object) -> bool:
+    """Whether ``node`` itself (not merely a node of its name) is among ``nodes``;
+    never true of what is not a node (``None in dag`` was)."""
+    name = getattr(node, "name", None)
+    return isinstance(name, str) and nodes.get(name) is node
+
 class WalkOrder(enum.Enum):
     """How :meth:`DAG.walk` visits nodes."""
 
@@ -451,8 +458,7 @@ class DAG:
         return iter(self._nodes.values())
 
     def __contains__(self, node: object) -> bool:
-        name: Any = getattr(node, "name", None)
-        return self._nodes.get(name) is node
+        return _holds(self._nodes, node)
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -520,8 +526,7 @@ class _Nodes(collections.abc.Set[BaseNode]):
             self._nodes[n.name] = n
 
     def __contains__(self, node: object) -> bool:
-        name: Any = getattr(node, "name", None)
-        return self._nodes.get(name) is node
+        return _holds(self._nodes, node)
 
     def __iter__(self) -> Iterator[BaseNode]:
         return iter(self._nodes.values())

@@ -68,6 +68,16 @@ def test_bad_dags_are_refused_in_python(tmp_path: pathlib.Path) -> None:
         andes.Submit.from_dag(str(tmp_path / "nowhere.dag"))
 
 
+def test_a_dag_holds_its_nodes_and_nothing_else() -> None:
+    dag = dags.DAG()
+    a = dag.layer(name="a")
+    other = dags.DAG().layer(name="a")
+    assert a in dag and a in dag.nodes
+    assert other not in dag, "a node of another DAG with the same name"
+    for thing in (None, "a", 1, object()):
+        assert thing not in dag and thing not in dag.nodes, thing
+
+
 def test_a_dag_from_python_runs_in_the_pool(
     pool: PersonalPool, jobdir: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
