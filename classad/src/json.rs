@@ -9,6 +9,7 @@ use serde_json::{Map, Number, Value as Json};
 
 use crate::ast::{ClassAd, Expr};
 use crate::eval::Evaluator;
+use crate::unparse::spaces;
 use crate::value::Value;
 use crate::{ParseError, parse_expr};
 
@@ -129,10 +130,6 @@ fn write_json(out: &mut String, j: &Json, indent: usize) {
             close(out, !m.is_empty(), indent, '}');
         }
     })
-}
-
-fn spaces(out: &mut String, n: usize) {
-    out.extend(std::iter::repeat_n(' ', n));
 }
 
 fn close(out: &mut String, any: bool, indent: usize, bracket: char) {

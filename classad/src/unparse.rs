@@ -166,7 +166,8 @@ fn pretty_expr_to(out: &mut String, e: &Expr, indent: usize) {
     }
 }
 
-fn spaces(out: &mut String, n: usize) {
+/// Appends `n` spaces (the printers' indentation).
+pub(crate) fn spaces(out: &mut String, n: usize) {
     out.extend(std::iter::repeat_n(' ', n));
 }
 
