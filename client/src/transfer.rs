@@ -89,6 +89,7 @@ pub async fn retrieve(
         projection: vec!["ClusterId".into(), "ProcId".into()],
         limit: None,
         mine: false,
+        group_by: None,
     };
     let found: QueryReply = c.call(http::Method::POST, "/v1/query", Some(&req)).await?;
     let mut ids = Vec::new();

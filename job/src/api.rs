@@ -99,6 +99,15 @@ pub struct QueryRequest {
     /// superuser sees every job).
     #[serde(default)]
     pub mine: bool,
+    /// Ads of groups of the selected jobs in place of the jobs' own
+    /// (htcondor2's `QueryOpt.AutoCluster` and `QueryOpt.GroupBy`): one ad
+    /// per distinct set of values of these attributes, holding them with
+    /// `JobCount`, `AutoClusterId` (the groups numbered from 1 in the order
+    /// of their first jobs) and `AutoClusterAttrs`. Empty: the schedd's
+    /// autocluster attributes (the ones every match reads, and those the
+    /// negotiator last named significant). `limit` then counts groups.
+    #[serde(default)]
+    pub group_by: Option<Vec<String>>,
 }
 
 /// Job ads, as ClassAd text.

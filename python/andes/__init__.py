@@ -232,8 +232,6 @@ def _constraint(c):
 
 # QueryOpt flags andes's schedd has nothing for, and why.
 _REFUSED_OPTS = {
-    QueryOpt.AutoCluster: "andes's schedd gives no autocluster ads: query the jobs and group them by the attributes you need",
-    QueryOpt.GroupBy: "andes's schedd gives no grouped (autocluster) ads: query the jobs and group them by the attributes you need",
     QueryOpt.IncludeClusterAd: "andes keeps no cluster ads: each job ad holds its cluster's attributes (SubmitResult.clusterad() has them at submit)",
     QueryOpt.IncludeJobsetAds: "andes has no job sets",
 }
@@ -665,16 +663,33 @@ class Schedd:
         jobs, as HTCondor's schedd does: ``Jobs``, ``Idle``, ``Running``,
         ``Removed``, ``Held``, ``Completed``, ``Suspended`` count the jobs the
         query selects, ``My...`` your own and ``Allusers...`` the whole
-        queue's. The others are refused (an ``HTCondorException`` saying
-        why): andes's schedd has no autocluster, cluster or jobset ads to
-        give."""
+        queue's. ``AutoCluster`` gives an ad per autocluster of the selected
+        jobs instead (the schedd's: jobs alike in every attribute a match
+        reads and every one the negotiator names significant), ``GroupBy``
+        one per group alike in the ``projection`` attributes; each holds
+        those attributes, ``JobCount``, ``AutoClusterId`` and
+        ``AutoClusterAttrs``, and ``limit`` counts groups. The others are
+        refused (an ``HTCondorException`` saying why): andes's schedd has no
+        cluster or jobset ads to give."""
         opts = _query_opts(opts)
         limit = _limit(limit, "limit")
         mine = bool(opts & QueryOpt.DefaultMyJobsOnly)
+        projection = list(projection)
+        group_by = None
+        if opts & QueryOpt.AutoCluster and opts & QueryOpt.GroupBy:
+            raise ValueError("opts: AutoCluster and GroupBy are two ways to group: give one")
+        if opts & QueryOpt.AutoCluster:
+            group_by = []
+        elif opts & QueryOpt.GroupBy:
+            if not projection:
+                raise ValueError("QueryOpt.GroupBy groups by the projection: name its attributes")
+            group_by, projection = projection, []
         if opts & QueryOpt.SummaryOnly:
+            if group_by is not None:
+                raise ValueError("opts: SummaryOnly counts jobs and cannot also group them")
             ads = [self._summary(_constraint(constraint), mine)]
         else:
-            ads = self._session.query(_constraint(constraint), list(projection), limit, mine=mine)
+            ads = self._session.query(_constraint(constraint), projection, limit, mine=mine, group_by=group_by)
         if callback is not None:
             return [r for r in (callback(ad) for ad in ads) if r is not None]
         return ads

@@ -49,6 +49,7 @@ class Session:
         limit: Optional[int] = None,
         ids: list[str] = ...,
         mine: bool = False,
+        group_by: Optional[list[str]] = None,
     ) -> list[ClassAd]: ...
     def history(
         self, constraint: Optional[str] = None, projection: list[str] = ..., limit: Optional[int] = None

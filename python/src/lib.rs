@@ -917,8 +917,11 @@ impl Session {
     /// Jobs in the queue: those `constraint` is true of (none: all you may
     /// see), only the `projection` attributes (none: all), at most `limit`;
     /// with `mine`, only the caller's own unless the caller is an admin (as
-    /// condor_q's default, QueryOpt.DefaultMyJobsOnly).
-    #[pyo3(signature = (constraint=None, projection=Vec::new(), limit=None, ids=Vec::new(), mine=false))]
+    /// condor_q's default, QueryOpt.DefaultMyJobsOnly); with `group_by`,
+    /// one ad per group of those jobs by these attributes' values (empty:
+    /// the schedd's autocluster attributes), `limit` counting groups.
+    #[pyo3(signature = (constraint=None, projection=Vec::new(), limit=None, ids=Vec::new(), mine=false, group_by=None))]
+    #[allow(clippy::too_many_arguments)]
     fn query(
         &self,
         py: Python<'_>,
@@ -927,9 +930,10 @@ impl Session {
         limit: Option<usize>,
         ids: Vec<String>,
         mine: bool,
+        group_by: Option<Vec<String>>,
     ) -> PyResult<Vec<PyClassAd>> {
         let targets = targets(&ids, constraint)?;
-        let req = QueryRequest { targets, projection, limit, mine };
+        let req = QueryRequest { targets, projection, limit, mine, group_by };
         let r: QueryReply = self.post(py, "/v1/query", &req)?;
         parse_ad_list(&r)
     }

@@ -49,10 +49,15 @@ class Recording:
         self.mine: list[bool] = []
 
     def query(
-        self, constraint: Optional[str], projection: list[str], limit: Optional[int], mine: bool = False
+        self,
+        constraint: Optional[str],
+        projection: list[str],
+        limit: Optional[int],
+        mine: bool = False,
+        group_by: Optional[list[str]] = None,
     ) -> list[classad.ClassAd]:
         self.mine.append(mine)
-        return self._session.query(constraint, projection, limit, mine=mine)
+        return self._session.query(constraint, projection, limit, mine=mine, group_by=group_by)
 
 
 def test_my_jobs_only_is_sent_and_honoured(pool: PersonalPool, jobdir: pathlib.Path) -> None:
@@ -70,15 +75,48 @@ def test_my_jobs_only_is_sent_and_honoured(pool: PersonalPool, jobdir: pathlib.P
     pool.schedd.act(andes.JobAction.Remove, cid)
 
 
+def test_autocluster_and_group_by_give_an_ad_per_group_of_jobs(pool: PersonalPool, jobdir: pathlib.Path) -> None:
+    schedd = pool.schedd
+    small = schedd.submit(
+        andes.Submit(executable="primes.wasm", requirements="false", request_memory="64"), count=3
+    ).cluster()
+    big = schedd.submit(
+        andes.Submit(executable="primes.wasm", requirements="false", request_memory="128"), count=2
+    ).cluster()
+    c = f"ClusterId == {small} || ClusterId == {big}"
+
+    groups = schedd.query(c, opts=andes.QueryOpt.AutoCluster)
+    # One ad per autocluster, numbered in the order of their first jobs,
+    # and none of the jobs' own ads.
+    assert [(g["AutoClusterId"], g["JobCount"], g["RequestMemory"]) for g in groups] == [(1, 3, 64), (2, 2, 128)]
+    attrs = groups[0]["AutoClusterAttrs"].split(",")
+    assert {"Requirements", "RequestMemory", "RequestCpus"} <= set(attrs)
+    assert all("ClusterId" not in g and "ProcId" not in g for g in groups)
+    assert len(schedd.query(c, opts=andes.QueryOpt.AutoCluster, limit=1)) == 1
+    # Flags combine: your own jobs' autoclusters.
+    mine = schedd.query(c, opts=andes.QueryOpt.AutoCluster | andes.QueryOpt.DefaultMyJobsOnly)
+    assert [g["JobCount"] for g in mine] == [3, 2]
+
+    # GroupBy groups by the projection.
+    (owners,) = schedd.query(c, ["Owner"], opts=andes.QueryOpts.GroupBy)
+    assert (owners["Owner"], owners["JobCount"], owners["AutoClusterAttrs"]) == (andes._user_name(), 5, "Owner")
+    by_memory = schedd.query(c, ["RequestMemory", "Owner"], opts=andes.QueryOpt.GroupBy)
+    assert sorted((g["RequestMemory"], g["JobCount"]) for g in by_memory) == [(64, 3), (128, 2)]
+    with pytest.raises(ValueError, match="projection"):
+        schedd.query(c, opts=andes.QueryOpt.GroupBy)
+    with pytest.raises(ValueError, match="give one"):
+        schedd.query(c, ["Owner"], opts=andes.QueryOpt.GroupBy | andes.QueryOpt.AutoCluster)
+    schedd.act(andes.JobAction.Remove, small)
+    schedd.act(andes.JobAction.Remove, big)
+
+
 @pytest.mark.parametrize(
     "opt, why",
     [
-        (andes.QueryOpt.AutoCluster, "no autocluster ads"),
-        (andes.QueryOpt.GroupBy, "no grouped"),
         (andes.QueryOpt.IncludeClusterAd, "no cluster ads"),
         (andes.QueryOpt.IncludeJobsetAds, "no job sets"),
-        (andes.QueryOpt.AutoCluster | andes.QueryOpt.DefaultMyJobsOnly, "AutoCluster"),
-        (1, "AutoCluster"),
+        (andes.QueryOpt.IncludeClusterAd | andes.QueryOpt.DefaultMyJobsOnly, "IncludeClusterAd"),
+        (0x10, "IncludeClusterAd"),
     ],
 )
 def test_options_andes_cannot_honour_are_refused(pool: PersonalPool, opt: Union[andes.QueryOpt, int], why: str) -> None:

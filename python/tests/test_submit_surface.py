@@ -114,3 +114,23 @@ def test_jobs_and_procs_are_what_the_pool_queues(pool: PersonalPool, jobdir: pat
     htcondor2 = needed("htcondor2", "htcondor")
     with pytest.raises(NotImplementedError):
         htcondor2.Submit(TEXT).jobs()
+
+
+def test_eval_and_string_in_a_description_reach_the_queued_jobs(pool: PersonalPool, jobdir: pathlib.Path) -> None:
+    text = """executable = primes.wasm
+n = 6
+answer = $EVAL($(n) * 7)
+arguments = $(answer) $STRING(Name,<%s>)
++Tagged = $EVAL($(ProcId) + 10)
+"""
+    sub = andes.Submit(text, queue="Name in (alpha, beta)")
+    # Evaluated as the job is made (htcondor2's expand leaves it for queue time).
+    assert sub.expand("answer") == "42"
+    result = pool.schedd.submit(sub)
+    queued = sorted(pool.schedd.query(f"ClusterId == {result.cluster()}", ["ProcId", "Args", "Tagged"]), key=lambda a: a["ProcId"])
+    assert [(a["Args"], a["Tagged"]) for a in queued] == [("42 <alpha>", 10), ("42 <beta>", 11)]
+    pool.schedd.act(andes.JobAction.Remove, result.cluster())
+    # An expression that does not evaluate is refused, naming it, before anything is queued.
+    with pytest.raises(andes.HTCondorException, match="EVAL"):
+        pool.schedd.submit(andes.Submit({"executable": "primes.wasm", "arguments": "$EVAL(1 +)"}))
+

@@ -77,6 +77,27 @@ pub struct Schedd {
     /// schedules, deferral times) may run and has run: see
     /// [`Schedd::defer_startup`].
     started: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The attributes the negotiator last named significant (its demand
+    /// request's): with [`AUTOCLUSTER_ATTRS`], what sets jobs apart into
+    /// autoclusters, for the negotiator and for queries that ask for them.
+    pub(crate) significant: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// What every match reads of a job, so jobs that differ in any of them are
+/// never one autocluster, whatever the negotiator names significant.
+pub(crate) const AUTOCLUSTER_ATTRS: [&str; 5] =
+    ["Requirements", "Rank", "RequestMemory", "RequestDisk", "RequestCpus"];
+
+/// The attributes that set jobs apart into autoclusters: `significant`
+/// (the negotiator's) and [`AUTOCLUSTER_ATTRS`], each once.
+pub(crate) fn autocluster_attrs(significant: &[String]) -> Vec<String> {
+    let mut sig: Vec<String> = Vec::with_capacity(significant.len() + AUTOCLUSTER_ATTRS.len());
+    for a in AUTOCLUSTER_ATTRS.iter().copied().chain(significant.iter().map(String::as_str)) {
+        if !sig.iter().any(|s| s.eq_ignore_ascii_case(a)) {
+            sig.push(a.to_string());
+        }
+    }
+    sig
 }
 
 type EventTap =
@@ -147,6 +168,7 @@ impl Schedd {
             accounts: config.accounts.clone(),
             spool: config.data_dir.clone(),
             started: Arc::new(tokio::sync::watch::Sender::new(true)),
+            significant: Arc::default(),
         })
     }
 
@@ -631,6 +653,56 @@ fn project(ad: &ClassAd, projection: &[String]) -> String {
     out.to_string()
 }
 
+/// The most attributes a query may group jobs by.
+const MAX_GROUP_ATTRS: usize = 256;
+
+/// The groups `ads` fall into by the values of `attrs` (an attribute an ad
+/// lacks is a value of its own), one ad each in the order of their first
+/// members, at most `limit`: the attributes as the first member has them,
+/// `JobCount`, `AutoClusterId` and `AutoClusterAttrs`, as HTCondor's schedd
+/// answers an autocluster query.
+fn group_ads<'a>(
+    ads: impl Iterator<Item = &'a ClassAd>,
+    attrs: &[String],
+    limit: Option<usize>,
+) -> Vec<String> {
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut groups: Vec<(ClassAd, i64)> = Vec::new();
+    for ad in ads {
+        let mut key = String::new();
+        for a in attrs {
+            // \u{1} cannot occur in unparsed ClassAd text: no two keys collide.
+            key.push('\u{1}');
+            if let Some(e) = ad.get(a) {
+                key.push_str(&e.to_string());
+            }
+        }
+        let n = *index.entry(key).or_insert_with(|| {
+            let mut g = ClassAd::new();
+            for a in attrs {
+                if let Some((name, e)) = ad.get_entry(a) {
+                    g.insert(name.clone(), e.clone());
+                }
+            }
+            groups.push((g, 0));
+            groups.len() - 1
+        });
+        groups[n].1 += 1;
+    }
+    let list = attrs.join(",");
+    groups
+        .into_iter()
+        .take(limit.unwrap_or(usize::MAX))
+        .enumerate()
+        .map(|(i, (mut g, count))| {
+            g.insert_value("JobCount", count);
+            g.insert_value("AutoClusterId", i as i64 + 1);
+            g.insert_value("AutoClusterAttrs", list.clone());
+            g.to_string()
+        })
+        .collect()
+}
+
 /// The owner `mine` narrows a request to: the caller, unless an admin.
 fn mine(caller: &Caller, mine: bool) -> Option<String> {
     (mine && caller.role != Role::Admin).then(|| caller.identity.clone())
@@ -649,6 +721,19 @@ async fn query(
     }
     let constraint =
         req.targets.constraint.as_deref().map(parse_constraint).transpose().map_err(api_error)?;
+    let group_by = match req.group_by.take() {
+        None => None,
+        Some(attrs) if attrs.is_empty() => {
+            Some(autocluster_attrs(&s.significant.lock().unwrap_or_else(|e| e.into_inner())))
+        }
+        Some(attrs) if attrs.len() > MAX_GROUP_ATTRS => {
+            return Err(ApiError::bad_request(format!(
+                "group_by names {} attributes: at most {MAX_GROUP_ATTRS}",
+                attrs.len()
+            )));
+        }
+        Some(attrs) => Some(attrs),
+    };
     let now = s.now();
     let q = s.queue.clone();
     // Off the runtime, and with the queue's lock taken only a few hundred jobs
@@ -661,8 +746,14 @@ async fn query(
                 || t.owners.iter().any(|o| o == v.owner())
         };
         let viewer = actor(&caller);
-        q.query(&viewer, wanted, constraint.as_ref(), req.limit, now)
-            .map(|found| found.iter().map(|(_, ad)| project(ad, &req.projection)).collect())
+        match &group_by {
+            None => q
+                .query(&viewer, wanted, constraint.as_ref(), req.limit, now)
+                .map(|found| found.iter().map(|(_, ad)| project(ad, &req.projection)).collect()),
+            Some(attrs) => q
+                .query(&viewer, wanted, constraint.as_ref(), None, now)
+                .map(|found| group_ads(found.iter().map(|(_, ad)| ad), attrs, req.limit)),
+        }
     })
     .await
     .map_err(|e| ApiError::internal(e.to_string()))?
@@ -714,4 +805,59 @@ async fn history(
     .map_err(|e| ApiError::internal(e.to_string()))?
     .map_err(api_error)?;
     Ok(axum::Json(QueryReply { ads }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_group_by_their_values_in_the_order_of_their_first_members() {
+        let ads: Vec<ClassAd> = [
+            "[ClusterId = 1; RequestMemory = 64; Owner = \"a\"]",
+            "[ClusterId = 2; RequestMemory = 128; Owner = \"a\"]",
+            "[ClusterId = 3; RequestMemory = 64; Owner = \"a\"]",
+            // A missing attribute is a value of its own, never another's.
+            "[ClusterId = 4; Owner = \"a\"]",
+            // An expression is grouped by its text.
+            "[ClusterId = 5; RequestMemory = 32 * 2; Owner = \"a\"]",
+        ]
+        .iter()
+        .map(|t| classad::parse_ad(t).unwrap())
+        .collect();
+        let attrs = vec!["RequestMemory".to_string(), "Owner".to_string()];
+        let groups: Vec<ClassAd> = group_ads(ads.iter(), &attrs, None)
+            .iter()
+            .map(|t| classad::parse_ad(t).unwrap())
+            .collect();
+        let row = |g: &ClassAd| {
+            (g.eval_attr("AutoClusterId"), g.eval_attr("JobCount"), g.eval_attr("RequestMemory"))
+        };
+        use classad::Value::{Int, Undefined};
+        assert_eq!(
+            groups.iter().map(row).collect::<Vec<_>>(),
+            [
+                (Int(1), Int(2), Int(64)),
+                (Int(2), Int(1), Int(128)),
+                (Int(3), Int(1), Undefined),
+                (Int(4), Int(1), Int(64)),
+            ]
+        );
+        assert!(groups.iter().all(|g| g.get("ClusterId").is_none()));
+        assert_eq!(
+            groups[0].eval_attr("AutoClusterAttrs"),
+            classad::Value::Str("RequestMemory,Owner".into())
+        );
+        // The limit counts groups.
+        assert_eq!(group_ads(ads.iter(), &attrs, Some(2)).len(), 2);
+    }
+
+    #[test]
+    fn autocluster_attributes_hold_what_every_match_reads_once() {
+        let sig = autocluster_attrs(&["requestmemory".into(), "Arch".into(), "Arch".into()]);
+        assert_eq!(
+            sig,
+            ["Requirements", "Rank", "RequestMemory", "RequestDisk", "RequestCpus", "Arch"]
+        );
+    }
 }

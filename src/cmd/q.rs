@@ -95,7 +95,8 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
     let mine = !args.allusers && settings.bool("CONDOR_Q_ONLY_MY_JOBS", true)?;
     let session = Session::open_url(&settings, settings.schedd_url()?)?;
     if args.analyze {
-        let req = QueryRequest { targets, projection: Vec::new(), limit: None, mine };
+        let req =
+            QueryRequest { targets, projection: Vec::new(), limit: None, mine, group_by: None };
         let r: QueryReply =
             session.block_on(session.client.call(http::Method::POST, "/v1/query", Some(&req)))?;
         let jobs = parse_ads(&r)?;
@@ -159,7 +160,13 @@ pub fn run(args: QArgs) -> Result<ExitCode> {
         targets.constraint = and(targets.constraint, "JobStatus == 2 || JobStatus == 7");
     }
     args.format.check()?;
-    let req = QueryRequest { targets, projection: args.format.projection(), limit: None, mine };
+    let req = QueryRequest {
+        targets,
+        projection: args.format.projection(),
+        limit: None,
+        mine,
+        group_by: None,
+    };
     let r: QueryReply =
         session.block_on(session.client.call(http::Method::POST, "/v1/query", Some(&req)))?;
     let ads = parse_ads(&r)?;

@@ -171,6 +171,7 @@ fn logs_from_schedd(users: &[String], clusters: &[u32]) -> Result<Vec<PathBuf>> 
         projection: vec!["UserLog".into(), "Iwd".into()],
         limit: None,
         mine,
+        group_by: None,
     };
     let session = Session::open()?;
     let r: QueryReply =

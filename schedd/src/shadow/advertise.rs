@@ -225,12 +225,8 @@ impl PoolState {
     }
 
     pub(crate) fn demand(&self, significant: &[String]) -> DemandReply {
-        let mut sig: Vec<String> = significant.to_vec();
-        for must in ["Requirements", "Rank", "RequestMemory", "RequestDisk", "RequestCpus"] {
-            if !sig.iter().any(|s| s.eq_ignore_ascii_case(must)) {
-                sig.push(must.to_string());
-            }
-        }
+        *lock(&self.significant) = significant.to_vec();
+        let sig = crate::schedd::autocluster_attrs(significant);
         let now = self.clock.now();
         let mut state = lock(&self.state);
         let st = self.queue.read();

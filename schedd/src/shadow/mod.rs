@@ -80,6 +80,7 @@ impl ScheddPool {
         let inner = Arc::new(PoolState {
             queue: schedd.queue.clone(),
             clock: schedd.clock(),
+            significant: schedd.significant.clone(),
             cfg,
             keypair,
             clients: Mutex::new(HashMap::new()),

@@ -126,6 +126,9 @@ pub(crate) struct Book {
 pub(crate) struct PoolState {
     pub(crate) queue: Queue,
     pub(crate) clock: Arc<dyn Clock>,
+    /// The negotiator's significant attributes, shared with the schedd's
+    /// queries (`Schedd::significant`).
+    pub(crate) significant: Arc<Mutex<Vec<String>>>,
     pub(crate) cfg: PoolConfig,
     pub(crate) keypair: Arc<Keypair>,
     pub(crate) clients: Mutex<HashMap<String, Client>>,

@@ -71,6 +71,7 @@ async fn node_jobs(d: &Dash, cluster: i64) -> Result<HashMap<String, ClassAd>, S
         projection: projection.clone(),
         limit: Some(MAX_JOBS),
         mine: false,
+        group_by: None,
     };
     let h = HistoryRequest {
         constraint: Some(constraint),

@@ -655,6 +655,7 @@ async fn sample(d: Arc<Dash>) {
                 projection: projection.clone(),
                 limit: Some(MAX_SERIES_JOBS),
                 mine: d.mine,
+                group_by: None,
             };
             match d.ads("/v1/query", &req).await {
                 Ok(ads) => {
@@ -779,6 +780,7 @@ async fn jobs(d: &Dash, constraint: &str) -> String {
         projection: projection.clone(),
         limit: Some(MAX_ROWS + 1),
         mine: d.mine,
+        group_by: None,
     };
     let history = HistoryRequest {
         constraint: constraint.clone(),
@@ -874,6 +876,7 @@ async fn job_ad(d: &Dash, job: JobId) -> Result<Option<(ClassAd, &'static str)>,
         projection: Vec::new(),
         limit: Some(1),
         mine: false,
+        group_by: None,
     };
     if let Some(ad) = d.ads("/v1/query", &req).await?.into_iter().next() {
         return Ok(Some((ad, "queue")));
