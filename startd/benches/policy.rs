@@ -1,5 +1,7 @@
 //! One policy evaluation round (a POLLING_INTERVAL tick) over 64 busy slots
-//! with the default policy.
+//! with the default policy, and what a short job's end and the next job's
+//! start on a reused claim cost on machines of 2 and 64 slots (the same, as
+//! a host's cost per job must not grow with its slots).
 #![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
 
 use andes_startd::{ClaimRequest, Event, MachineInfo, Measurements, Policy, Startd, State};
@@ -60,5 +62,33 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+fn job_turnover(c: &mut Criterion) {
+    for slots in [2, 64] {
+        let (mut sd, now) = busy_machine(slots);
+        let job = parse_ad(
+            "[ ClusterId = 1; ProcId = 0; JobUniverse = 5; ImageSize = 200000; \
+               Owner = \"alice\"; RequestMemory = 1024 ]",
+        )
+        .unwrap();
+        c.bench_function(&format!("startd_job_end_and_next_start_{slots}_slots"), |b| {
+            b.iter(|| {
+                let ended = sd.handle(
+                    now,
+                    Event::StarterExited {
+                        slot: 1,
+                        outcome: andes_startd::StarterOutcome::Completed,
+                    },
+                );
+                let started = sd.handle(
+                    now,
+                    Event::ClaimActivated { slot: 1, claim_id: "c1".into(), job: job.clone() },
+                );
+                std::hint::black_box((ended, started))
+            })
+        });
+        assert!(sd.slots()[0].job().is_some(), "the next job did not start");
+    }
+}
+
+criterion_group!(benches, bench, job_turnover);
 criterion_main!(benches);

@@ -84,6 +84,15 @@ impl Startd {
     }
 
     pub(super) fn refresh_all(&mut self, now: i64) {
+        self.refresh(now, |_, _| true);
+    }
+
+    /// Refreshes the ads of the slots `which` picks (by index and slot):
+    /// what changes with time, measurements and the slot's claim and job.
+    /// Every slot's when another slot's attributes are copied into each
+    /// ad (STARTD_SLOT_ATTRS), since those are read from the others.
+    pub(super) fn refresh(&mut self, now: i64, which: impl Fn(usize, &Slot) -> bool) {
+        let all = !self.policy.cross_slot_attrs.is_empty();
         let m = &self.measured;
         let nm = names();
         let local = now.saturating_add(m.utc_offset as i64);
@@ -98,7 +107,12 @@ impl Startd {
         let console_idle = (now - self.console_active).clamp(0, NO_CONSOLE_IDLE);
         let n = self.slots.len();
         let totals = self.totals;
-        for ((s, &own), &mine) in self.slots.iter_mut().zip(condor.iter()).zip(owner.iter()) {
+        for (i, ((s, &own), &mine)) in
+            self.slots.iter_mut().zip(condor.iter()).zip(owner.iter()).enumerate()
+        {
+            if !all && !which(i, s) {
+                continue;
+            }
             let ad = &mut s.ad;
             // Disk and VirtualMemory are what is free now, each slot keeping
             // its share (the spec: the space available in EXECUTE).

@@ -186,6 +186,34 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The one slot the event concerns, for the events that concern one
+    /// slot alone (a machine-wide event, or one that may name no slot,
+    /// gives `None`).
+    pub fn slot(&self) -> Option<SlotId> {
+        match self {
+            Event::MatchNotified { slot, .. }
+            | Event::ClaimRequested { slot, .. }
+            | Event::BetterMatch { slot, .. }
+            | Event::ClaimActivated { slot, .. }
+            | Event::JobUpdated { slot, .. }
+            | Event::ClaimReleased { slot, .. }
+            | Event::StarterExited { slot, .. }
+            | Event::CheckpointFinished { slot, .. }
+            | Event::BenchmarkFinished { slot, .. }
+            | Event::BackfillExited { slot } => Some(*slot),
+            Event::Tick
+            | Event::Measured(_)
+            | Event::Vacate { .. }
+            | Event::Drain { .. }
+            | Event::CancelDrain
+            | Event::CheckpointNow { .. }
+            | Event::Shutdown(_)
+            | Event::SetAttribute { .. } => None,
+        }
+    }
+}
+
 /// Something the driver must do, returned by [`Startd::handle`](super::Startd::handle).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {

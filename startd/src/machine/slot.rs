@@ -96,6 +96,13 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// Whether the machine's timers read this slot at every event (a match
+    /// waiting for its claim, a kill under way, a retirement): its ad is
+    /// kept fresh for them whatever the event.
+    pub(super) fn timed(&self) -> bool {
+        self.state == State::Matched || self.state == State::Preempting || self.retire.active
+    }
+
     /// The slot number.
     pub fn id(&self) -> SlotId {
         self.id

@@ -237,7 +237,16 @@ impl Startd {
         if let Event::Measured(m) = &event {
             self.measure(now, m.clone());
         }
-        self.refresh_all(now);
+        // An event of one slot's refreshes that slot's ad and those the
+        // timers read, not every slot's: a host's cost per job must not grow
+        // with its slots. The others are refreshed at the next poll or
+        // update, and whenever they are published.
+        let target = event.slot().and_then(|id| self.index(id));
+        let slots_before = self.slots.len();
+        match target {
+            Some(t) => self.refresh(now, |i, s| i == t || s.timed()),
+            None => self.refresh_all(now),
+        }
         self.timers(now, &mut acts);
         match event {
             Event::Tick => {
@@ -381,7 +390,13 @@ impl Startd {
         }
         let dirty: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].dirty).collect();
         if !dirty.is_empty() {
-            self.refresh_all(now);
+            // What is published is fresh; a slot added or removed may change
+            // every slot's share of the machine.
+            if target.is_some() && self.slots.len() == slots_before {
+                self.refresh(now, |_, s| s.dirty);
+            } else {
+                self.refresh_all(now);
+            }
             for i in dirty {
                 let s = &mut self.slots[i];
                 s.dirty = false;

@@ -81,3 +81,34 @@ fn a_running_jobs_universe_and_live_memory_are_in_its_slots_ad() {
         assert_eq!(attr(&h, 1, n), Value::Undefined, "{n}");
     }
 }
+
+/// An event of one slot refreshes that slot's ad (and publishes it fresh);
+/// the other slots' time-dependent attributes catch up at the next poll, so
+/// a host's cost per job does not grow with its slots. A slot the timers
+/// read (retiring here) is kept fresh whatever the event.
+#[test]
+fn an_event_of_one_slot_refreshes_its_ad_and_the_next_poll_every_slot() {
+    let mut h = Harness::idle(3, &["MAXJOBRETIREMENTTIME = 3600"]);
+    let job = "[ ClusterId = 7; ProcId = 0; JobUniverse = 5; ImageSize = 1000; Owner = \"alice\" ]";
+    for slot in 1..=3 {
+        h.run_job(slot, job);
+    }
+    h.now += 30;
+    h.tick();
+    // Slot 3 retires for a better match: the timers read it from now on.
+    h.ev(Event::BetterMatch { slot: 3, claim: request("c3b", VANILLA) });
+    assert_eq!(h.sa(3).1, andes_startd::Activity::Retiring);
+    let run_time = |h: &Harness, slot| attr(h, slot, "TotalJobRunTime");
+    assert_eq!((run_time(&h, 1), run_time(&h, 2)), (Value::Int(30), Value::Int(30)));
+    h.now += 60;
+    let a = h.ev(Event::StarterExited { slot: 1, outcome: andes_startd::StarterOutcome::Completed });
+    // The slot the event concerns: fresh, and published so.
+    let ad = published(&a, 1).expect("slot 1 changed state: published");
+    assert_eq!(ad.eval_attr("TotalClaimRunTime"), Value::Int(90));
+    assert_eq!(ad.eval_attr("TotalJobRunTime"), Value::Undefined);
+    // Slot 2 waits for the poll; slot 3 (retiring) does not.
+    assert_eq!(run_time(&h, 2), Value::Int(30));
+    assert_eq!(run_time(&h, 3), Value::Int(90));
+    h.tick();
+    assert_eq!(run_time(&h, 2), Value::Int(90));
+}
