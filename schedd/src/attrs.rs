@@ -369,6 +369,10 @@ mod tests {
             "NumUsers",
             // A route's settings (`router::transform`), not a job's ad.
             "TargetUniverse",
+            // A query's ads of groups of jobs (`schedd::group_ads`).
+            "JobCount",
+            "AutoClusterId",
+            "AutoClusterAttrs",
         ];
         // Every source file of the schedd, and the job's files it writes with.
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
