@@ -48,16 +48,21 @@ impl Daemon {
         if self.claims.is_empty() {
             return;
         }
-        let held: std::collections::HashSet<String> = self
-            .startd
-            .slots()
+        // Run after every event: each claim is looked for on its own slot
+        // first, with nothing allocated, so a host's cost per event stays
+        // small however many slots it has.
+        let holds = |s: &andes_startd::Slot, id: &str| {
+            s.claim_id() == Some(id) || s.pending_claim_id() == Some(id)
+        };
+        let gone: Vec<String> = self
+            .claims
             .iter()
-            .flat_map(|s| [s.claim_id(), s.pending_claim_id()])
-            .flatten()
-            .map(str::to_string)
+            .filter(|(id, c)| {
+                !self.startd.slot(c.slot).is_some_and(|s| holds(s, id))
+                    && !self.startd.slots().iter().any(|s| holds(s, id))
+            })
+            .map(|(id, _)| id.clone())
             .collect();
-        let gone: Vec<String> =
-            self.claims.keys().filter(|id| !held.contains(*id)).cloned().collect();
         let until = self.now().saturating_add(FINAL_REPORT_KEEP);
         for id in gone {
             if let Some(c) = self.claims.remove(&id) {
