@@ -30,8 +30,13 @@ use crate::verify::{Clock, SystemClock};
 pub const POOL_IDLE: Duration = Duration::from_secs(20);
 /// Time to set up a connection (TCP and the TLS handshake).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most idle connections a client keeps.
-const POOL_MAX_IDLE: usize = 32;
+/// Most idle connections a client keeps. A schedd holds a long poll and
+/// makes short calls for every claim on a host through one client: with
+/// fewer kept than a host's claims use at once, connections were closed
+/// and set up again (TLS handshakes) at every batch of a host of many
+/// slots. Unused ones still go after [`POOL_IDLE`]; a server holds at most
+/// half its connections for one key (see [`crate::admission`]).
+const POOL_MAX_IDLE: usize = 256;
 
 /// The body of every request a connection carries: whole bytes or a file's stream.
 type ReqBody = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
