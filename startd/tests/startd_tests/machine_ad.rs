@@ -101,7 +101,8 @@ fn an_event_of_one_slot_refreshes_its_ad_and_the_next_poll_every_slot() {
     let run_time = |h: &Harness, slot| attr(h, slot, "TotalJobRunTime");
     assert_eq!((run_time(&h, 1), run_time(&h, 2)), (Value::Int(30), Value::Int(30)));
     h.now += 60;
-    let a = h.ev(Event::StarterExited { slot: 1, outcome: andes_startd::StarterOutcome::Completed });
+    let a =
+        h.ev(Event::StarterExited { slot: 1, outcome: andes_startd::StarterOutcome::Completed });
     // The slot the event concerns: fresh, and published so.
     let ad = published(&a, 1).expect("slot 1 changed state: published");
     assert_eq!(ad.eval_attr("TotalClaimRunTime"), Value::Int(90));

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A personal pool of SLOTS slots (`andes pool up`, one process) running JOBS
+# trivial jobs (samples' exit_code, no files) submitted as one `queue JOBS`
+# through the command: seconds from the submit until the queue is empty,
+# jobs/s, and the pool process's CPU in all and per job (from /proc).
+#
+#   bench/pool-slots.sh SLOTS JOBS [ANDES]   (ANDES: target/release/andes)
+#
+# Build first: `cargo build --release --bin andes` and `cargo xtask samples`.
+# Compare two builds by giving each its binary, interleaving the runs.
+set -euo pipefail
+SLOTS=${1:?usage: bench/pool-slots.sh SLOTS JOBS [ANDES]}
+JOBS=${2:?usage: bench/pool-slots.sh SLOTS JOBS [ANDES]}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=$(realpath "${3:-$ROOT/target/release/andes}")
+MODULE=$ROOT/samples/target/wasm32-wasip1/release/exit_code.wasm
+[ -x "$BIN" ] || { echo "no andes binary at $BIN" >&2; exit 2; }
+[ -f "$MODULE" ] || { echo "no $MODULE: run cargo xtask samples" >&2; exit 2; }
+D=$(mktemp -d)
+"$BIN" pool up --dir "$D" --slots "$SLOTS" >"$D/pool.log" 2>&1 &
+PID=$!
+trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$D"' EXIT
+for _ in $(seq 1 600); do grep -q "pool ready" "$D/pool.log" && break; sleep 0.1; done
+grep -q "pool ready" "$D/pool.log" || { echo "the pool did not start: $D/pool.log" >&2; exit 1; }
+export ANDES_CONFIG=$D/andes.config
+cp "$MODULE" "$D/"
+cd "$D"
+printf 'executable = exit_code.wasm\narguments = 0\nrequest_memory = 64\nrequest_disk = 1024\nqueue %s\n' "$JOBS" >job.sub
+cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+a=$(cpu)
+t0=$(date +%s.%N)
+"$BIN" submit job.sub >/dev/null
+# The totals line only (a summary): asking for the jobs' ads would cost the
+# schedd more than the jobs do.
+until "$BIN" q -totals 2>/dev/null | grep -q "^Total for query: 0 jobs"; do sleep 0.2; done
+t1=$(date +%s.%N)
+b=$(cpu)
+python3 -c "
+s = $t1 - $t0; c = ($b - $a) / $(getconf CLK_TCK)
+print(f'slots={$SLOTS} jobs={$JOBS} {s:.2f} s {$JOBS / s:.0f} jobs/s pool CPU {c:.2f} s {c * 1e6 / $JOBS:.0f} us/job')"
