@@ -232,7 +232,7 @@ def _constraint(c):
 
 # QueryOpt flags andes's schedd has nothing for, and why.
 _REFUSED_OPTS = {
-    QueryOpt.IncludeClusterAd: "andes keeps no cluster ads: each job ad holds its cluster's attributes (SubmitResult.clusterad() has them at submit)",
+    QueryOpt.IncludeClusterAd: "andes's schedd serves no cluster ads: each job ad holds its cluster's attributes (SubmitResult.clusterad() has them at submit)",
     QueryOpt.IncludeJobsetAds: "andes has no job sets",
 }
 

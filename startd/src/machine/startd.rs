@@ -237,7 +237,7 @@ impl Startd {
         if let Event::Measured(m) = &event {
             self.measure(now, m.clone());
         }
-        // An event of one slot's refreshes that slot's ad and those the
+        // An event of one slot refreshes that slot's ad and those the
         // timers read, not every slot's: a host's cost per job must not grow
         // with its slots. The others are refreshed at the next poll or
         // update, and whenever they are published.
