@@ -7,6 +7,9 @@
 //! header and a body, sealed here with a valid hash and signature, so the
 //! header parser and the memory decoder see arbitrary signed content; each
 //! memory it declares (up to 4 MiB) is then restored, fresh or not (bit 1).
+//! With bit 2 set too, every pack the header names is renamed to the body's
+//! own bytes, which are put in a blob store: the chunk tables then point
+//! into real, loadable packs.
 
 use andes_snapshot::{FORMAT_VERSION, MAGIC, SIGNATURE_CONTEXT, open};
 use ed25519_dalek::{Signer as _, SigningKey};
@@ -40,15 +43,35 @@ pub fn run(data: &[u8]) {
             return;
         }
         let n = (u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize).min(rest.len() - 4);
-        seal(&rest[4..4 + n], &rest[4 + n..])
+        let (header, body) = (&rest[4..4 + n], &rest[4 + n..]);
+        match serde_json::from_slice::<serde_json::Value>(header) {
+            Ok(mut h) if flag & 4 != 0 => {
+                let name = blake3::hash(body).to_hex().to_string();
+                if let Some(packs) = h.get_mut("packs").and_then(|p| p.as_array_mut()) {
+                    for p in packs.iter_mut().filter_map(|p| p.as_object_mut()) {
+                        p.insert("blake3".into(), name.clone().into());
+                    }
+                }
+                seal(&serde_json::to_vec(&h).unwrap_or_default(), body)
+            }
+            _ => seal(header, body),
+        }
     };
     let _ = andes_snapshot::inspect(&file);
     let Ok(snap) = open(&file, &|_| true, &MODULE) else { return };
+    let dir = std::env::temp_dir().join(format!("andes-fuzz-snapshot-{}", std::process::id()));
+    let Ok(store) = andes_snapshot::BlobStore::open(&dir, false) else { return };
+    if flag & 4 != 0 && rest.len() >= 4 {
+        let n = (u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize).min(rest.len() - 4);
+        let _ = store.put(&rest[4 + n..]);
+    }
+    let packs = snap.load_packs(&store).unwrap_or_default();
     for (i, m) in snap.header.memories.iter().enumerate() {
         if m.bytes > 4 << 20 {
             continue;
         }
         let mut dest = vec![0u8; m.bytes as usize];
-        let _ = snap.restore_memory(i, &mut dest, b"", flag & 2 != 0);
+        let _ = snap.restore_memory(i, &mut dest, b"", flag & 2 != 0, &packs);
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -102,9 +102,9 @@ impl Daemon {
         let Some(blobs) = self.runs.get(&slot).and_then(|r| r.blobs.clone()) else { return };
         let Some(hash) = andes_snapshot::stored_hash(&c.bytes) else { return };
         let files: Arc<std::collections::HashSet<String>> =
-            Arc::new(c.header.files.iter().map(|f| f.blake3.clone()).collect());
+            Arc::new(c.header.contents().map(|f| f.blake3.to_string()).collect());
         self.log(format!(
-            "slot {slot}: checkpoint taken ({} bytes, {} files{})",
+            "slot {slot}: checkpoint taken ({} bytes, {} contents{})",
             c.bytes.len(),
             files.len(),
             if c.stopping { ", the job stops" } else { "" }

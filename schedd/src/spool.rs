@@ -99,43 +99,37 @@ impl Spool {
         let mut new: Vec<&FileData> = Vec::new();
         let mut keep: HashSet<&str> = HashSet::new();
         let mut bytes = snap.bytes.len() as u64;
-        for f in &header.files {
-            if !andes_snapshot::is_hash(&f.blake3) {
-                return Err(format!("file {}: its content hash is malformed", f.path));
+        for f in header.contents() {
+            if !andes_snapshot::is_hash(f.blake3) {
+                return Err(format!("{f}: its content hash is malformed"));
             }
             bytes = bytes.saturating_add(f.size);
-            if !keep.insert(f.blake3.as_str()) {
+            if !keep.insert(f.blake3) {
                 continue;
             }
             match snap.blobs.iter().find(|b| b.name == f.blake3) {
                 Some(b) if b.streamed.is_some() => {
                     // Fetched to a staging file: stored, checked as it is.
                     let from = staged
-                        .get(&f.blake3)
-                        .ok_or_else(|| format!("file {}: its content was not fetched", f.path))?;
+                        .get(f.blake3)
+                        .ok_or_else(|| format!("{f}: its content was not fetched"))?;
                     let (hash, size) = store
                         .put_file(from)
                         .map_err(|e| format!("cannot keep a file content: {e}"))?;
                     if hash != f.blake3 || size != f.size {
-                        return Err(format!(
-                            "file {}: its content does not match its hash",
-                            f.path
-                        ));
+                        return Err(format!("{f}: its content does not match its hash"));
                     }
                 }
                 Some(b) => {
                     if andes_snapshot::blob_hash(&b.data) != f.blake3
                         || b.data.len() as u64 != f.size
                     {
-                        return Err(format!(
-                            "file {}: its content does not match its hash",
-                            f.path
-                        ));
+                        return Err(format!("{f}: its content does not match its hash"));
                     }
                     new.push(b);
                 }
-                None if store.contains(&f.blake3) => {}
-                None => return Err(format!("file {}: its content was not sent", f.path)),
+                None if store.reuse(f.blake3) => {}
+                None => return Err(format!("{f}: its content was not sent")),
             }
         }
         for b in new {
@@ -188,26 +182,26 @@ impl Spool {
         };
         let mut blobs: Vec<FileData> = Vec::new();
         let mut carried = 0u64;
-        for f in &seen.header.files {
+        for f in seen.header.contents() {
             if blobs.iter().any(|b| b.name == f.blake3) {
                 continue;
             }
             if f.size > STREAM_OVER || carried + f.size > INLINE_BUDGET {
-                let what = format!("file {}", f.path);
-                let st = streamed(&store.path(&f.blake3), &what)?;
+                let what = f.to_string();
+                let st = streamed(&store.path(f.blake3), &what)?;
                 if st.size != f.size {
                     return Err(format!("{what}: its content is not the size it was kept at"));
                 }
                 blobs.push(FileData {
-                    name: f.blake3.clone(),
+                    name: f.blake3.to_string(),
                     data: Vec::new(),
                     streamed: Some(st),
                 });
                 continue;
             }
-            let data = store.read(&f.blake3).map_err(|e| format!("file {}: {e}", f.path))?;
+            let data = store.read(f.blake3).map_err(|e| format!("{f}: {e}"))?;
             carried += data.len() as u64;
-            blobs.push(FileData::inline(f.blake3.clone(), data));
+            blobs.push(FileData::inline(f.blake3.to_string(), data));
         }
         let (bytes, big) = if bytes.len() as u64 > STREAM_OVER {
             (Vec::new(), Some(streamed(&self.snapshot_path(id), "the snapshot")?))
@@ -273,7 +267,12 @@ mod tests {
         }
         let mut b = Builder::new(h);
         b.memory(&[1u8; 65536], &[]);
-        (b.finish(k.public().as_bytes(), |m| k.sign(m)), blobs)
+        let sealed = b.finish(k.public().as_bytes(), |m| k.sign(m));
+        // The memory's pack travels like a file's content.
+        if let Some((hash, bytes)) = sealed.pack {
+            blobs.push(FileData::inline(hash, bytes));
+        }
+        (sealed.bytes, blobs)
     }
 
     fn data(bytes: Vec<u8>, blobs: Vec<FileData>) -> SnapshotData {
@@ -296,23 +295,27 @@ mod tests {
         let (b1, blobs1) = snapshot(&host, &MODULE, &[("in.txt", b"input"), ("out.txt", b"12")]);
         let first = data(b1, blobs1);
         let kept = spool.keep_snapshot(id, &MODULE, &trusted, &first, &HashMap::new()).unwrap();
-        assert_eq!(kept.platform, "andes-snapshot-1/instrumentation-1");
+        assert_eq!(kept.platform, "andes-snapshot-2/instrumentation-1");
         assert_eq!(spool.snapshot_hash(id), Some(first.hash.clone()));
         // The next one carries only what changed: the input is already here.
         let (b2, mut blobs2) =
             snapshot(&host, &MODULE, &[("in.txt", b"input"), ("out.txt", b"1234")]);
         blobs2.retain(|b| b.data != b"input");
         let second = data(b2, blobs2);
+        // (Its memory pack is the first's: carried, and found already kept.)
+        let pack = second.blobs.last().unwrap().data.clone();
         let kept = spool.keep_snapshot(id, &MODULE, &trusted, &second, &HashMap::new()).unwrap();
-        assert_eq!(kept.bytes, second.bytes.len() as u64 + 5 + 4);
+        assert_eq!(kept.bytes, second.bytes.len() as u64 + 5 + 4 + pack.len() as u64);
         let loaded = spool.load_snapshot(id, &MODULE).unwrap().unwrap().0;
         assert_eq!(loaded.hash, second.hash);
         let mut got: Vec<Vec<u8>> = loaded.blobs.iter().map(|b| b.data.clone()).collect();
         got.sort();
-        assert_eq!(got, [b"1234".to_vec(), b"input".to_vec()]);
+        let mut want = vec![b"1234".to_vec(), b"input".to_vec(), pack];
+        want.sort();
+        assert_eq!(got, want);
         // "12" is named by no snapshot kept: gone.
         let names = std::fs::read_dir(spool.blobs_dir(id)).unwrap().count();
-        assert_eq!(names, 2);
+        assert_eq!(names, 3);
         spool.remove_job(id);
         assert!(spool.load_snapshot(id, &MODULE).unwrap().is_none());
     }
@@ -341,7 +344,7 @@ mod tests {
         assert!(e.contains("module"), "{e}");
         let (b, blobs) = snapshot(&host, &MODULE, &[("a", b"bbb"), ("c", b"ccc")]);
         let mut missing = data(b.clone(), blobs.clone());
-        missing.blobs.pop();
+        missing.blobs.retain(|b| b.data != b"ccc");
         let e = spool.keep_snapshot(id, &MODULE, &trusted, &missing, &HashMap::new()).unwrap_err();
         assert!(e.contains("was not sent"), "{e}");
         let mut wrong = data(b.clone(), blobs);

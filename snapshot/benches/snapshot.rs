@@ -4,12 +4,14 @@
 //!     cargo bench -p andes-snapshot --bench snapshot
 //!
 //! "take" encodes, hashes and signs into a new buffer (no file);
-//! "take-reusing" into the previous snapshot's buffer; "durable" also
-//! writes it to a file with fsync; "restore" verifies and decodes into a new,
-//! lazily zeroed memory (as a new Wasm instance has).
+//! "take-reusing" into the previous snapshot's pack buffer; "durable" also
+//! writes its pack and the file with fsync; "restore" verifies, loads its
+//! pack from a store and decodes into a new, lazily zeroed memory (as a new
+//! Wasm instance has). "incremental/N%" takes a snapshot built on the last
+//! one after N % of the chunks changed (as the job's write tracking says).
 #![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
 
-use andes_snapshot::{Builder, CHUNK, Header, open};
+use andes_snapshot::{BlobStore, Builder, CHUNK, Header, Sealed, open};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use ed25519_dalek::{Signer as _, SigningKey};
 
@@ -33,14 +35,21 @@ fn memory(bytes: usize, mostly_zero: bool) -> Vec<u8> {
     m
 }
 
-fn take(mem: &[u8], key: &SigningKey) -> Vec<u8> {
+fn take(mem: &[u8], key: &SigningKey) -> Sealed {
     take_into(mem, key, Vec::new())
 }
 
-/// As a job checkpointed periodically does: into the last snapshot's buffer.
-fn take_into(mem: &[u8], key: &SigningKey, buf: Vec<u8>) -> Vec<u8> {
+/// As a job checkpointed periodically does: into the last pack's buffer.
+fn take_into(mem: &[u8], key: &SigningKey, buf: Vec<u8>) -> Sealed {
     let mut b = Builder::reusing(Header::new(&MODULE, "bench", 0), buf);
     b.memory(mem, &[]);
+    b.finish(&key.verifying_key().to_bytes(), |m| key.sign(m).to_bytes())
+}
+
+/// A snapshot built on `last` where every `every`-th chunk changed.
+fn take_changed(mem: &[u8], key: &SigningKey, last: &Sealed, every: usize) -> Sealed {
+    let mut b = Builder::new(Header::new(&MODULE, "bench", 0)).building_on(&last.chain);
+    b.memory_changed(mem, &[], &|c| c % every == 0);
     b.finish(&key.verifying_key().to_bytes(), |m| key.sign(m).to_bytes())
 }
 
@@ -48,24 +57,27 @@ fn bench(c: &mut Criterion) {
     let key = SigningKey::from_bytes(&[5; 32]);
     let public = key.verifying_key().to_bytes();
     let dir = tempfile::tempdir().expect("tempdir");
+    let store = BlobStore::open(&dir.path().join("blobs"), true).expect("store");
     let mut g = c.benchmark_group("snapshot");
     g.sample_size(10);
     for mib in [16usize, 256, 1024] {
         for (kind, zero) in [("random", false), ("mostly-zero", true)] {
             let mem = memory(mib << 20, zero);
-            let snap = take(&mem, &key);
+            let sealed = take(&mem, &key);
+            sealed.store_pack(&store).expect("pack");
+            let stored = sealed.pack.as_ref().map_or(0, |p| p.1.len()) + sealed.bytes.len();
             println!(
-                "snapshot {mib} MiB {kind}: {} bytes ({:.1}% of memory)",
-                snap.len(),
-                100.0 * snap.len() as f64 / mem.len() as f64
+                "snapshot {mib} MiB {kind}: {stored} bytes ({:.1}% of memory)",
+                100.0 * stored as f64 / mem.len() as f64
             );
+            let snap = sealed.bytes.clone();
             g.bench_function(format!("take/{mib}MiB/{kind}"), |b| b.iter(|| take(&mem, &key)));
             let mut buf = Some(Vec::new());
             g.bench_function(format!("take-reusing/{mib}MiB/{kind}"), |b| {
                 b.iter(|| {
                     let out = take_into(&mem, &key, buf.take().unwrap_or_default());
-                    let n = out.len();
-                    buf = Some(out);
+                    let n = out.bytes.len();
+                    buf = out.pack.map(|p| p.1);
                     n
                 })
             });
@@ -73,7 +85,13 @@ fn bench(c: &mut Criterion) {
                 let path = dir.path().join("snap");
                 g.bench_function(format!("durable/{mib}MiB/{kind}"), |b| {
                     b.iter(|| {
-                        andes_beneath::replace_file(&path, &take(&mem, &key), 0o644).expect("write")
+                        let s = take(&mem, &key);
+                        // A pack already stored is not written again: a fresh
+                        // store each time, as a first snapshot finds.
+                        let fresh = tempfile::tempdir_in(dir.path()).expect("tempdir");
+                        s.store_pack(&BlobStore::open(fresh.path(), true).expect("store"))
+                            .expect("pack");
+                        andes_beneath::replace_file(&path, &s.bytes, 0o644).expect("write")
                     })
                 });
             }
@@ -82,12 +100,24 @@ fn bench(c: &mut Criterion) {
                     || vec![0u8; mem.len()],
                     |mut dest| {
                         let o = open(&snap, &|p| *p == public, &MODULE).expect("open");
-                        o.restore_memory(0, &mut dest, &[], true).expect("restore");
+                        let packs = o.load_packs(&store).expect("packs");
+                        o.restore_memory(0, &mut dest, &[], true, &packs).expect("restore");
                         dest
                     },
                     BatchSize::LargeInput,
                 )
             });
+            for (pct, every) in [(1, 100), (10, 10)] {
+                let s = take_changed(&mem, &key, &sealed, every);
+                let added = s.pack.as_ref().map_or(0, |p| p.1.len());
+                println!(
+                    "snapshot {mib} MiB {kind}, {pct}% changed: {added} bytes added, file {} bytes",
+                    s.bytes.len()
+                );
+                g.bench_function(format!("incremental/{pct}%/{mib}MiB/{kind}"), |b| {
+                    b.iter(|| take_changed(&mem, &key, &sealed, every).bytes.len())
+                });
+            }
         }
     }
     g.finish();

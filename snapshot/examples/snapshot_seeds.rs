@@ -20,7 +20,7 @@ const MODULE: [u8; 32] = [7; 32];
 
 fn seal(b: Builder) -> Vec<u8> {
     let k = SigningKey::from_bytes(&[1; 32]);
-    b.finish(&k.verifying_key().to_bytes(), |m| k.sign(m).to_bytes())
+    b.finish(&k.verifying_key().to_bytes(), |m| k.sign(m).to_bytes()).bytes
 }
 
 /// The split form: header length, header, body (what lies between the

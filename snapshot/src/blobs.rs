@@ -44,6 +44,18 @@ impl BlobStore {
         self.path(hash).is_file()
     }
 
+    /// True when the store holds `hash`, which is then marked as just
+    /// stored (its modification time set to now): a content a new snapshot
+    /// names again is as young as one it wrote, for
+    /// [`BlobStore::retain_older_than`].
+    pub fn reuse(&self, hash: &str) -> bool {
+        fs::File::options()
+            .write(true)
+            .open(self.path(hash))
+            .and_then(|f| f.set_modified(SystemTime::now()))
+            .is_ok()
+    }
+
     /// Stores what `src` reads unless the store already has it; returns its
     /// hash and size. The content is read once: hashed as it is copied to a
     /// temporary file, which becomes the blob.
@@ -63,7 +75,7 @@ impl BlobStore {
         }
         let hash = h.finalize().to_hex().to_string();
         // A blob already stored: the temporary file goes when dropped.
-        if !self.contains(&hash) {
+        if !self.reuse(&hash) {
             if self.durable {
                 out.as_file().sync_all()?;
             }
@@ -84,10 +96,32 @@ impl BlobStore {
     /// Stores `data` unless the store already has it; returns its hash.
     pub fn put(&self, data: &[u8]) -> io::Result<String> {
         let hash = blob_hash(data);
-        if !self.contains(&hash) {
-            self.put_reader(&mut &data[..])?;
-        }
+        self.put_named(&hash, data)?;
         Ok(hash)
+    }
+
+    /// Stores `data`, whose BLAKE3 the caller computed as `hash`, unless the
+    /// store already has it. (A wrong name is caught when it is read.)
+    pub fn put_named(&self, hash: &str, data: &[u8]) -> io::Result<()> {
+        if !is_hash(hash) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{hash:?} is not a BLAKE3 content hash"),
+            ));
+        }
+        if self.reuse(hash) {
+            return Ok(());
+        }
+        let mut out = tempfile::Builder::new().prefix(".put-").tempfile_in(&self.dir)?;
+        out.write_all(data)?;
+        if self.durable {
+            out.as_file().sync_all()?;
+        }
+        out.persist(self.path(hash)).map_err(|e| e.error)?;
+        if self.durable {
+            andes_beneath::sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 
     /// The content named `hash`, checked against it: an error if the store
@@ -112,13 +146,30 @@ impl BlobStore {
     /// Removes every blob whose hash is not in `keep` (and any leftover
     /// temporary file).
     pub fn retain(&self, keep: &std::collections::HashSet<&str>) -> io::Result<()> {
+        self.retain_older_than(keep, None)
+    }
+
+    /// [`BlobStore::retain`], sparing whatever was stored or reused at or
+    /// after `before`: the contents of a snapshot being taken while older
+    /// ones are pruned, which no kept snapshot names yet.
+    pub fn retain_older_than(
+        &self,
+        keep: &std::collections::HashSet<&str>,
+        before: Option<SystemTime>,
+    ) -> io::Result<()> {
         for e in fs::read_dir(&self.dir)? {
             let e = e?;
             let name = e.file_name();
             let name = name.to_string_lossy();
-            if !keep.contains(name.as_ref()) {
-                fs::remove_file(e.path())?;
+            if keep.contains(name.as_ref()) {
+                continue;
             }
+            if let Some(before) = before
+                && e.metadata().and_then(|m| m.modified()).is_ok_and(|m| m >= before)
+            {
+                continue;
+            }
+            fs::remove_file(e.path())?;
         }
         Ok(())
     }
@@ -235,7 +286,7 @@ pub fn scan_sandbox(
         let cached = cache
             .known
             .get(&rel)
-            .filter(|(s, m, h)| *s == e.len && *m == mtime && store.contains(h))
+            .filter(|(s, m, h)| *s == e.len && *m == mtime && store.reuse(h))
             .map(|(_, _, h)| h.clone());
         let (hash, size) = match cached {
             Some(h) => (h, e.len),

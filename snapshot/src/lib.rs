@@ -1,6 +1,7 @@
 //! andes checkpoint snapshots: the state of a Wasm job (its linear memories,
-//! mutable globals, WASI state and sandbox files) as one versioned, compressed,
-//! signed and portable file.
+//! mutable globals, WASI state and sandbox files) as one versioned, signed
+//! and portable file, with the bytes of its memories and files kept by
+//! content beside it.
 //!
 //! # Layout
 //!
@@ -10,32 +11,44 @@
 //! 8        4     format version (u32 LE), read before anything else
 //! 12       4     header length H (u32 LE), at most MAX_HEADER
 //! 16       ...   body: one section per linear memory (see below)
-//! end-128-H H    header: JSON (Header): module, job, platform, globals, WASI, files
+//! end-128-H H    header: JSON (Header): module, job, platform, globals, WASI,
+//!                files, packs
 //! end-128  32    signer's ed25519 public key
 //! end-96   32    BLAKE3 of every byte before the signer's key
 //! end-64   64    ed25519 signature, by the signer, of SIGNATURE_CONTEXT ++ that hash
 //! ```
 //!
-//! A memory section is `u64 length`, `u32 chunks`, then per 64 KiB chunk a
-//! kind byte and a `u32` stored length, then the stored chunks. Each chunk is
-//! first XORed with the module's initial image (its active data segments), so
-//! pages the job never changed, and pages of zeros, store nothing; the rest
-//! are LZ4 blocks, or raw where LZ4 does not pay.
+//! A memory section (format 2) is `u64 length`, `u32 chunks`, then per 64 KiB
+//! chunk a table entry: a kind byte, the pack (`u32`, an index into the
+//! header's `packs`), the offset in it (`u64`) and the stored length (`u32`).
+//! Each chunk is first XORed with the module's initial image (its active
+//! data segments), so pages the job never changed, and pages of zeros, store
+//! nothing; the rest are LZ4 blocks, or raw where LZ4 does not pay. Packs are
+//! blobs of the job's [`BlobStore`] (BLAKE3-named, like the sandbox's files):
+//! a snapshot built on the last one ([`Builder::building_on`]) writes only
+//! the chunks that changed into a new pack and names the older packs for the
+//! rest (see [`Chain`]). Format 1 sections, which held their chunks inline,
+//! are still read.
 //!
 //! # Trust
 //!
 //! [`open`] checks, before it uses a single byte of the header or body: the
 //! magic, the version, the length, the content hash, that the signer is
-//! trusted, the signature, and that the snapshot is of the module at hand.
-//! Every refusal is a [`SnapshotError`] that says which check failed.
+//! trusted, the signature, that the snapshot is of the module at hand, and
+//! that every chunk lies inside a pack it names. [`Opened::load_packs`]
+//! checks each pack against its BLAKE3. Every refusal is a [`SnapshotError`]
+//! that says which check failed.
 //!
 //! Nothing in a snapshot depends on the host's OS or CPU: [`platform`] is
 //! derived from the format and instrumentation versions only.
 #![forbid(unsafe_code)]
 
 mod blobs;
+mod chain;
 mod memory;
 mod pages;
+
+pub use chain::{Chain, MAX_PACKS, PackEntry};
 
 pub use blobs::{
     BlobStore, HashCache, MAX_SANDBOX_ENTRIES, blob_hash, is_hash, list_files, restore_files,
@@ -49,7 +62,7 @@ use serde::{Deserialize, Serialize};
 /// The first eight bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"ANDESNAP";
 /// The format version this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// The largest header accepted, in bytes.
 pub const MAX_HEADER: usize = 16 << 20;
 /// Memory is encoded in chunks of this many bytes (one Wasm page).
@@ -125,6 +138,14 @@ pub enum SnapshotError {
     Memory {
         /// Which memory.
         index: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A memory pack is missing or damaged.
+    #[error("snapshot memory pack {hash}: {message}")]
+    Pack {
+        /// The pack's BLAKE3, hex.
+        hash: String,
         /// What is wrong.
         message: String,
     },
@@ -273,6 +294,9 @@ pub struct Header {
     pub wasi: WasiState,
     /// The sandbox's files.
     pub files: Vec<FileEntry>,
+    /// The packs holding the memories' chunks (filled by the [`Builder`]).
+    #[serde(default)]
+    pub packs: Vec<PackEntry>,
     /// Usage and counters carried across restores (fuel, CPU time, ...).
     #[serde(default)]
     pub usage: BTreeMap<String, f64>,
@@ -291,7 +315,43 @@ impl Header {
             globals: Vec::new(),
             wasi: WasiState::default(),
             files: Vec::new(),
+            packs: Vec::new(),
             usage: BTreeMap::new(),
+        }
+    }
+
+    /// Every content the snapshot names, files and packs: what must travel
+    /// with it and be kept beside it for it to be restored.
+    pub fn contents(&self) -> impl Iterator<Item = Content<'_>> {
+        let files = self.files.iter().map(|f| Content {
+            blake3: &f.blake3,
+            size: f.size,
+            file: Some(&f.path),
+        });
+        files.chain(self.packs.iter().map(|p| Content {
+            blake3: &p.blake3,
+            size: p.size,
+            file: None,
+        }))
+    }
+}
+
+/// A content a snapshot names (see [`Header::contents`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Content<'a> {
+    /// Its BLAKE3, hex: its name in a [`BlobStore`].
+    pub blake3: &'a str,
+    /// Its length.
+    pub size: u64,
+    /// The sandbox file it is the content of; `None` for a memory pack.
+    pub file: Option<&'a str>,
+}
+
+impl std::fmt::Display for Content<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.file {
+            Some(path) => write!(f, "file {path}"),
+            None => write!(f, "memory pack {}", self.blake3),
         }
     }
 }
@@ -299,37 +359,77 @@ impl Header {
 /// Builds a snapshot.
 pub struct Builder {
     header: Header,
-    body: Vec<u8>,
+    tables: chain::Tables,
+}
+
+/// A snapshot built by [`Builder::finish`]: the signed file, the new pack
+/// of memory chunks it names (to be stored in the job's [`BlobStore`]
+/// before the file is kept: [`Sealed::store_pack`]), and the chain the
+/// job's next snapshot builds on.
+#[derive(Clone, Debug)]
+pub struct Sealed {
+    /// The snapshot file.
+    pub bytes: Vec<u8>,
+    /// Its header, as written.
+    pub header: Header,
+    /// The pack of the chunks this snapshot wrote, by BLAKE3 (hex); `None`
+    /// when nothing changed.
+    pub pack: Option<(String, Vec<u8>)>,
+    /// What the next snapshot of the job builds on.
+    pub chain: Chain,
+}
+
+impl Sealed {
+    /// Stores the new pack, if any, in `store`.
+    pub fn store_pack(&self, store: &BlobStore) -> std::io::Result<()> {
+        match &self.pack {
+            Some((hash, bytes)) => store.put_named(hash, bytes),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Builder {
-    /// Starts a snapshot with `header` (its `memories` are filled in here).
+    /// Starts a snapshot with `header` (its `memories` and `packs` are filled
+    /// in here).
     pub fn new(header: Header) -> Builder {
-        Builder::reusing(header, Vec::with_capacity(1 << 16))
+        Builder::reusing(header, Vec::new())
     }
 
-    /// Like [`Builder::new`], writing into `buffer` (cleared first): a job
-    /// checkpointed again and again reuses the last snapshot's memory.
-    pub fn reusing(mut header: Header, mut body: Vec<u8>) -> Builder {
+    /// Like [`Builder::new`], writing the new pack into `buffer` (cleared
+    /// first): a job checkpointed again and again reuses the last pack's
+    /// memory.
+    pub fn reusing(mut header: Header, mut buffer: Vec<u8>) -> Builder {
         header.memories.clear();
-        body.clear();
-        body.extend_from_slice(MAGIC);
-        body.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        body.extend_from_slice(&0u32.to_le_bytes());
-        Builder { header, body }
+        header.packs.clear();
+        buffer.clear();
+        let mut tables = chain::Tables::default();
+        tables.pack = buffer;
+        Builder { header, tables }
+    }
+
+    /// Builds on `previous`, the chain of the job's last snapshot: chunks
+    /// [`Builder::memory_changed`] is told did not change are named where
+    /// that snapshot keeps them. Call before adding memories.
+    pub fn building_on(mut self, previous: &Chain) -> Builder {
+        let pack = std::mem::take(&mut self.tables.pack);
+        self.tables = chain::Tables::building_on(previous);
+        self.tables.pack = pack;
+        self
     }
 
     /// Adds the next linear memory, diffed against `base`, its initial
-    /// image (the module's active data segments; see [`initial_image`]).
+    /// image (the module's active data segments; see [`initial_image`]):
+    /// every chunk is looked at.
     pub fn memory(&mut self, bytes: &[u8], base: &[u8]) {
-        let offset = (self.body.len() - PREFIX) as u64;
-        memory::encode(bytes, base, &mut self.body);
-        self.header.memories.push(MemoryInfo {
-            bytes: bytes.len() as u64,
-            base: blake3::hash(base).to_hex().to_string(),
-            offset,
-            len: (self.body.len() - PREFIX) as u64 - offset,
-        });
+        self.tables.memory(bytes, base, &|_| true);
+    }
+
+    /// Adds the next linear memory, of which only the chunks (of [`CHUNK`]
+    /// bytes) `changed` names may differ from the snapshot built on: the
+    /// others are taken from it unread.
+    pub fn memory_changed(&mut self, bytes: &[u8], base: &[u8], changed: &dyn Fn(usize) -> bool) {
+        self.tables.memory(bytes, base, changed);
     }
 
     /// The header so far.
@@ -338,19 +438,37 @@ impl Builder {
     }
 
     /// Seals the snapshot: `sign` signs with the key whose public half is `public`.
-    pub fn finish(self, public: &[u8; 32], sign: impl FnOnce(&[u8]) -> [u8; 64]) -> Vec<u8> {
-        let header = serde_json::to_vec(&self.header).unwrap_or_default();
-        let mut out = self.body;
-        out.reserve(header.len() + TRAILER);
-        out[12..16].copy_from_slice(&(header.len() as u32).to_le_bytes());
-        out.extend_from_slice(&header);
+    pub fn finish(self, public: &[u8; 32], sign: impl FnOnce(&[u8]) -> [u8; 64]) -> Sealed {
+        let mut header = self.header;
+        let (packs, sections, chain, pack) = self.tables.seal();
+        header.packs = packs;
+        let mut out = Vec::with_capacity(PREFIX + sections.iter().map(Vec::len).sum::<usize>());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        for (m, section) in chain.memories.iter().zip(&sections) {
+            let offset = (out.len() - PREFIX) as u64;
+            out.extend_from_slice(section);
+            header.memories.push(MemoryInfo {
+                bytes: m.bytes,
+                base: m.base.clone(),
+                offset,
+                len: section.len() as u64,
+            });
+        }
+        let json = serde_json::to_vec(&header).unwrap_or_default();
+        out.reserve(json.len() + TRAILER);
+        out[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
+        out.extend_from_slice(&json);
         let hash = content_hash(&out);
         out.extend_from_slice(public);
         out.extend_from_slice(hash.as_bytes());
         let mut msg = SIGNATURE_CONTEXT.to_vec();
         msg.extend_from_slice(hash.as_bytes());
         out.extend_from_slice(&sign(&msg));
-        out
+        let pack =
+            header.packs.last().filter(|_| !pack.is_empty()).map(|p| (p.blake3.clone(), pack));
+        Sealed { bytes: out, header, pack, chain }
     }
 }
 
@@ -387,7 +505,8 @@ pub struct Inspection {
     pub hash_ok: bool,
     /// True when the signature verifies against the signer's key.
     pub signature_ok: bool,
-    /// Stored bytes of each memory's section.
+    /// Stored bytes of each memory's chunks (in the section itself for
+    /// format 1, in the packs it names for format 2).
     pub memory_sizes: Vec<u64>,
 }
 
@@ -470,7 +589,7 @@ fn signature_ok(p: &Parts<'_>) -> bool {
     key.verify_strict(&msg, &sig).is_ok()
 }
 
-fn parse_header(p: &Parts<'_>) -> Result<Header, SnapshotError> {
+fn parse_header(p: &Parts<'_>) -> Result<(Header, Chain), SnapshotError> {
     let h: Header = serde_json::from_slice(p.header)
         .map_err(|e| SnapshotError::Header(format!("not valid: {e}")))?;
     for (i, m) in h.memories.iter().enumerate() {
@@ -487,7 +606,39 @@ fn parse_header(p: &Parts<'_>) -> Result<Header, SnapshotError> {
             });
         }
     }
-    Ok(h)
+    if p.version < 2 {
+        if !h.packs.is_empty() {
+            return Err(SnapshotError::Header("a format 1 snapshot names no packs".into()));
+        }
+        return Ok((h, Chain::default()));
+    }
+    if h.packs.len() > MAX_PACKS {
+        return Err(SnapshotError::Header(format!(
+            "it names {} memory packs, more than the {MAX_PACKS} allowed",
+            h.packs.len()
+        )));
+    }
+    if let Some(bad) = h.packs.iter().find(|p| !is_hash(&p.blake3)) {
+        return Err(SnapshotError::Header(format!(
+            "memory pack {:?} is not named by a BLAKE3 hash",
+            bad.blake3
+        )));
+    }
+    let mut memories = Vec::with_capacity(h.memories.len());
+    for (i, m) in h.memories.iter().enumerate() {
+        let section = &p.body[m.offset as usize..(m.offset + m.len) as usize];
+        let parsed = chain::parse(section, &m.base, &h.packs)
+            .map_err(|message| SnapshotError::Memory { index: i, message })?;
+        if parsed.bytes != m.bytes {
+            return Err(SnapshotError::Memory {
+                index: i,
+                message: format!("its section says {} bytes, the header {}", parsed.bytes, m.bytes),
+            });
+        }
+        memories.push(parsed);
+    }
+    let chain = Chain { packs: h.packs.clone(), memories };
+    Ok((h, chain))
 }
 
 /// The content hash a snapshot's trailer records (hex), read without any
@@ -506,10 +657,29 @@ pub fn stored_hash(bytes: &[u8]) -> Option<String> {
 pub fn inspect(bytes: &[u8]) -> Result<Inspection, SnapshotError> {
     let p = split(bytes)?;
     let hash_ok = content_hash(p.content).as_bytes() == &p.hash;
-    let header = parse_header(&p)?;
+    let (header, memory_sizes) = match parse_header(&p) {
+        Ok((header, _)) if p.version < 2 => {
+            let sizes = header.memories.iter().map(|m| m.len).collect();
+            (header, sizes)
+        }
+        Ok((header, chain)) => {
+            let stored = |m: &chain::ChainMemory| m.chunks.iter().map(|c| u64::from(c.len)).sum();
+            let sizes = chain.memories.iter().map(stored).collect();
+            (header, sizes)
+        }
+        // A damaged table of a file whose hash fails: what can be read of
+        // it is shown, with the failed check.
+        Err(SnapshotError::Memory { .. }) if !hash_ok => {
+            let header: Header = serde_json::from_slice(p.header)
+                .map_err(|e| SnapshotError::Header(format!("not valid: {e}")))?;
+            let sizes = header.memories.iter().map(|m| m.len).collect();
+            (header, sizes)
+        }
+        Err(e) => return Err(e),
+    };
     Ok(Inspection {
         version: p.version,
-        memory_sizes: header.memories.iter().map(|m| m.len).collect(),
+        memory_sizes,
         header,
         size: bytes.len(),
         signer: hex::encode(p.signer),
@@ -525,8 +695,15 @@ pub struct Opened<'a> {
     pub header: Header,
     /// The signer's public key.
     pub signer: [u8; 32],
+    version: u32,
     body: &'a [u8],
+    chain: Chain,
 }
+
+/// The bytes of the packs a snapshot names, each checked against its hash
+/// ([`Opened::load_packs`]).
+#[derive(Debug, Default)]
+pub struct Packs(Vec<Vec<u8>>);
 
 /// Opens a snapshot of the module whose SHA-256 is `module_sha256`, signed by
 /// a key `trusted` accepts. Checks everything before using any of it.
@@ -545,25 +722,56 @@ pub fn open<'a>(
     if !signature_ok(&p) {
         return Err(SnapshotError::BadSignature { signer: hex::encode(p.signer) });
     }
-    let header = parse_header(&p)?;
+    let (header, chain) = parse_header(&p)?;
     let expected = hex::encode(module_sha256);
     if !header.module_sha256.eq_ignore_ascii_case(&expected) {
         return Err(SnapshotError::WrongModule { found: header.module_sha256, expected });
     }
-    Ok(Opened { header, signer: p.signer, body: p.body })
+    Ok(Opened { header, signer: p.signer, version: p.version, body: p.body, chain })
 }
 
 impl Opened<'_> {
+    /// What the job's next snapshot builds on ([`Builder::building_on`]):
+    /// empty for a format 1 snapshot (the next one is whole).
+    pub fn chain(&self) -> &Chain {
+        &self.chain
+    }
+
+    /// Reads every pack the snapshot names from `store`, each checked
+    /// against its size and BLAKE3; a missing or damaged pack is an error
+    /// that names it.
+    pub fn load_packs(&self, store: &BlobStore) -> Result<Packs, SnapshotError> {
+        let mut out = Vec::with_capacity(self.header.packs.len());
+        for p in &self.header.packs {
+            let err = |message: String| SnapshotError::Pack { hash: p.blake3.clone(), message };
+            let bytes = store.read(&p.blake3).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => err("it is missing".into()),
+                _ => err(e.to_string()),
+            })?;
+            if bytes.len() as u64 != p.size {
+                return Err(err(format!(
+                    "it is {} bytes, the snapshot says {}",
+                    bytes.len(),
+                    p.size
+                )));
+            }
+            out.push(bytes);
+        }
+        Ok(Packs(out))
+    }
+
     /// Writes memory `index` into `dest`, which must be exactly its length.
-    /// `base` is the module's initial image (as given when it was taken).
-    /// With `fresh`, `dest` already holds `base` followed by zeros (a new
-    /// instance's memory) and unchanged chunks are left untouched.
+    /// `base` is the module's initial image (as given when it was taken);
+    /// `packs` are the snapshot's ([`Opened::load_packs`]). With `fresh`,
+    /// `dest` already holds `base` followed by zeros (a new instance's
+    /// memory) and unchanged chunks are left untouched.
     pub fn restore_memory(
         &self,
         index: usize,
         dest: &mut [u8],
         base: &[u8],
         fresh: bool,
+        packs: &Packs,
     ) -> Result<(), SnapshotError> {
         let err = |message: String| SnapshotError::Memory { index, message };
         let m = self
@@ -581,8 +789,18 @@ impl Opened<'_> {
         if blake3::hash(base).to_hex().as_str() != m.base {
             return Err(err("it was taken against another initial image".into()));
         }
-        let section = &self.body[m.offset as usize..(m.offset + m.len) as usize];
-        memory::decode(section, dest, base, fresh).map_err(err)
+        if self.version < 2 {
+            let section = &self.body[m.offset as usize..(m.offset + m.len) as usize];
+            return memory::decode(section, dest, base, fresh).map_err(err);
+        }
+        if packs.0.len() != self.header.packs.len() {
+            return Err(err(format!(
+                "{} packs were loaded, the snapshot names {}",
+                packs.0.len(),
+                self.header.packs.len()
+            )));
+        }
+        chain::decode(&self.chain.memories[index], &packs.0, dest, base, fresh).map_err(err)
     }
 }
 

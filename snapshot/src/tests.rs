@@ -9,8 +9,27 @@ fn key(seed: u8) -> SigningKey {
     SigningKey::from_bytes(&[seed; 32])
 }
 
-fn seal(b: Builder, k: &SigningKey) -> Vec<u8> {
-    b.finish(&k.verifying_key().to_bytes(), |m| k.sign(m).to_bytes())
+/// A blob store of the test's own.
+struct Store {
+    _dir: tempfile::TempDir,
+    blobs: BlobStore,
+}
+
+fn store() -> Store {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = BlobStore::open(dir.path(), false).unwrap();
+    Store { _dir: dir, blobs }
+}
+
+fn seal_in(b: Builder, k: &SigningKey, s: &Store) -> Sealed {
+    let sealed = b.finish(&k.verifying_key().to_bytes(), |m| k.sign(m).to_bytes());
+    sealed.store_pack(&s.blobs).unwrap();
+    sealed
+}
+
+fn restore(o: &Opened<'_>, s: &Store, dest: &mut [u8], base: &[u8], fresh: bool) {
+    let packs = o.load_packs(&s.blobs).unwrap();
+    o.restore_memory(0, dest, base, fresh, &packs).unwrap();
 }
 
 fn trust(k: &SigningKey) -> impl Fn(&[u8; 32]) -> bool + '_ {
@@ -36,24 +55,37 @@ fn sample_memory(pages: usize) -> (Vec<u8>, Vec<u8>) {
     (mem, base)
 }
 
-fn snapshot_of(mem: &[u8], base: &[u8], k: &SigningKey) -> Vec<u8> {
+fn header() -> Header {
     let mut h = Header::new(&MODULE, "schedd#1.0", 1_700_000_000_000);
     h.globals = vec![Global { name: "andes.global.0".into(), value: GlobalValue::I32(65536) }];
     h.wasi.args = vec!["job.wasm".into(), "7".into()];
     h.wasi.stdout_offset = 12;
-    let mut b = Builder::new(h);
+    h
+}
+
+fn snapshot_in(mem: &[u8], base: &[u8], k: &SigningKey, s: &Store) -> Sealed {
+    let mut b = Builder::new(header());
     b.memory(mem, base);
-    seal(b, k)
+    seal_in(b, k, s)
+}
+
+fn snapshot_of(mem: &[u8], base: &[u8], k: &SigningKey) -> Vec<u8> {
+    snapshot_in(mem, base, k, &store()).bytes
 }
 
 #[test]
 fn memory_round_trips_and_skips_unchanged_pages() {
     let k = key(1);
     let (mem, base) = sample_memory(64);
-    let snap = snapshot_of(&mem, &base, &k);
+    let s = store();
+    let sealed = snapshot_in(&mem, &base, &k, &s);
+    let snap = sealed.bytes;
     // 64 pages of 64 KiB: only the noise page, the text page (compressed)
-    // and the changed data page take room.
-    assert!(snap.len() < CHUNK + 8 * 1024, "{} bytes", snap.len());
+    // and the changed data page take room, in the pack; the file holds
+    // their table.
+    let pack = sealed.pack.unwrap().1.len();
+    assert!(pack < CHUNK + 8 * 1024, "{pack} bytes");
+    assert!(snap.len() < 64 * chain::ENTRY + 1024, "{} bytes", snap.len());
     let opened = open(&snap, &trust(&k), &MODULE).unwrap();
     assert_eq!(opened.header.wasi.args, vec!["job.wasm", "7"]);
     assert_eq!(opened.header.globals[0].value, GlobalValue::I32(65536));
@@ -64,7 +96,7 @@ fn memory_round_trips_and_skips_unchanged_pages() {
         } else {
             dest.fill(0xAA);
         }
-        opened.restore_memory(0, &mut dest, &base, fresh).unwrap();
+        restore(&opened, &s, &mut dest, &base, fresh);
         assert!(dest == mem, "fresh={fresh}");
     }
 }
@@ -77,11 +109,12 @@ fn large_memories_use_every_core_and_round_trip() {
     let n = mem.len();
     mem[n - 1] = 1;
     mem[200 * CHUNK + 5] = 2;
-    let snap = snapshot_of(&mem, &base, &k);
+    let s = store();
+    let snap = snapshot_in(&mem, &base, &k, &s).bytes;
     let opened = open(&snap, &trust(&k), &MODULE).unwrap();
     let mut dest = vec![0u8; mem.len()];
     dest[..base.len()].copy_from_slice(&base);
-    opened.restore_memory(0, &mut dest, &base, true).unwrap();
+    restore(&opened, &s, &mut dest, &base, true);
     assert!(dest == mem);
 }
 
@@ -145,10 +178,10 @@ fn a_wrong_signer_a_different_module_and_a_future_version_are_refused() {
     assert!(matches!(e, SnapshotError::WrongModule { .. }), "{e}");
     assert!(e.to_string().contains(&hex::encode(MODULE)), "{e}");
     let mut future = snap.clone();
-    future[8..12].copy_from_slice(&2u32.to_le_bytes());
+    future[8..12].copy_from_slice(&3u32.to_le_bytes());
     let e = open(&future, &trust(&mallory), &MODULE).err().unwrap();
-    assert_eq!(e, SnapshotError::FutureVersion { found: 2 });
-    assert!(e.to_string().contains("version 2 is newer"), "{e}");
+    assert_eq!(e, SnapshotError::FutureVersion { found: 3 });
+    assert!(e.to_string().contains("version 3 is newer"), "{e}");
 }
 
 #[test]
@@ -168,14 +201,18 @@ fn a_valid_signature_by_an_untrusted_key_never_passes_for_a_trusted_one() {
 fn memory_must_fit_its_destination_and_base() {
     let k = key(1);
     let (mem, base) = sample_memory(8);
-    let snap = snapshot_of(&mem, &base, &k);
+    let s = store();
+    let snap = snapshot_in(&mem, &base, &k, &s).bytes;
     let o = open(&snap, &trust(&k), &MODULE).unwrap();
+    let packs = o.load_packs(&s.blobs).unwrap();
     let mut small = vec![0u8; mem.len() - CHUNK];
-    assert!(o.restore_memory(0, &mut small, &base, true).is_err());
+    assert!(o.restore_memory(0, &mut small, &base, true, &packs).is_err());
     let mut dest = vec![0u8; mem.len()];
-    let e = o.restore_memory(0, &mut dest, b"other", true).err().unwrap();
+    let e = o.restore_memory(0, &mut dest, b"other", true, &packs).err().unwrap();
     assert!(e.to_string().contains("another initial image"), "{e}");
-    assert!(o.restore_memory(1, &mut dest, &base, true).is_err());
+    assert!(o.restore_memory(1, &mut dest, &base, true, &packs).is_err());
+    let e = o.restore_memory(0, &mut dest, &base, true, &Packs::default()).err().unwrap();
+    assert!(e.to_string().contains("0 packs were loaded, the snapshot names 1"), "{e}");
 }
 
 #[test]
@@ -197,8 +234,8 @@ fn inspect_reports_without_trusting() {
 
 #[test]
 fn platform_names_only_versions() {
-    assert_eq!(platform(Some(1)), "andes-snapshot-1/instrumentation-1");
-    assert_eq!(platform(None), "andes-snapshot-1");
+    assert_eq!(platform(Some(1)), "andes-snapshot-2/instrumentation-1");
+    assert_eq!(platform(None), "andes-snapshot-2");
 }
 
 #[test]
@@ -292,14 +329,21 @@ proptest! {
         offset in 0u64..64,
         len in 0u64..5000,
         dest_len in 0usize..(3 * CHUNK),
+        version in 1u32..=FORMAT_VERSION,
+        pack in proptest::collection::vec(any::<u8>(), 0..1024),
+        pack_size in 0u64..2048,
     ) {
         let k = key(1);
+        let s = store();
         let mut h = Header::new(&MODULE, "j", 0);
         h.memories.push(MemoryInfo { bytes: declared, base: blake3::hash(b"").to_hex().to_string(), offset, len });
+        if version >= 2 {
+            h.packs.push(PackEntry { blake3: s.blobs.put(&pack).unwrap(), size: pack_size });
+        }
         let header = serde_json::to_vec(&h).unwrap();
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&version.to_le_bytes());
         out.extend_from_slice(&(header.len() as u32).to_le_bytes());
         out.extend_from_slice(&body);
         out.extend_from_slice(&header);
@@ -311,7 +355,8 @@ proptest! {
         out.extend_from_slice(&k.sign(&msg).to_bytes());
         if let Ok(o) = open(&out, &trust(&k), &MODULE) {
             let mut dest = vec![0u8; dest_len];
-            let _ = o.restore_memory(0, &mut dest, b"", false);
+            let packs = o.load_packs(&s.blobs).unwrap_or_default();
+            let _ = o.restore_memory(0, &mut dest, b"", false, &packs);
         }
     }
 
@@ -351,4 +396,178 @@ fn a_snapshot_never_holds_or_writes_through_a_link() {
     assert!(std::fs::read_dir(top.path().join("outside")).unwrap().next().is_none());
     assert!(!sandbox.join("key").exists() && !sandbox.join("mine").exists());
     assert_eq!(std::fs::read(top.path().join("secret")).unwrap(), b"the host's key");
+}
+
+/// Writes `n` chunks of `mem` with noise from `seed`.
+fn scribble(mem: &mut [u8], chunks: &[usize], seed: u64) {
+    let mut x = seed | 1;
+    for &c in chunks {
+        for b in &mut mem[c * CHUNK..c * CHUNK + 4096] {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+    }
+}
+
+#[test]
+fn a_chain_of_ten_snapshots_writes_what_changed_and_restores_from_its_last() {
+    let k = key(1);
+    let (mut mem, base) = sample_memory(8);
+    mem.resize(512 * CHUNK, 0);
+    scribble(&mut mem, &(8..300).collect::<Vec<_>>(), 1);
+    let s = store();
+    let first = snapshot_in(&mem, &base, &k, &s);
+    let full = first.pack.as_ref().unwrap().1.len();
+    let mut chain = first.chain;
+    let mut last = first.bytes;
+    let mut uninterrupted = mem.clone();
+    for round in 0..10u64 {
+        // A few chunks change, and the memory grows by one page.
+        let changed = [3 + round as usize, 100, 250 + round as usize, 400];
+        scribble(&mut uninterrupted, &changed, 7 + round);
+        uninterrupted.resize(uninterrupted.len() + CHUNK, 0);
+        let at = uninterrupted.len() - 10;
+        uninterrupted[at] = round as u8 + 1;
+        let mut b = Builder::new(header()).building_on(&chain);
+        b.memory_changed(&uninterrupted, &base, &|c| changed.contains(&c));
+        let sealed = seal_in(b, &k, &s);
+        let added = sealed.pack.as_ref().map_or(0, |p| p.1.len());
+        // Four changed chunks and the new page (the probe keeps noise raw).
+        assert!(added <= 5 * CHUNK, "round {round}: {added} bytes added");
+        assert!(added * 20 < full, "round {round}: {added} of {full}");
+        chain = sealed.chain;
+        last = sealed.bytes;
+    }
+    // Restored from the last one alone, with only what it names, into a
+    // memory that holds garbage.
+    let only = store();
+    let o = open(&last, &trust(&k), &MODULE).unwrap();
+    for p in &o.header.packs {
+        only.blobs.put(&s.blobs.read(&p.blake3).unwrap()).unwrap();
+    }
+    let mut dest = vec![0xEEu8; uninterrupted.len()];
+    restore(&o, &only, &mut dest, &base, false);
+    assert!(dest == uninterrupted);
+    assert_eq!(inspect(&last).unwrap().memory_sizes.len(), 1);
+}
+
+#[test]
+fn packs_stay_few_and_mostly_used_however_long_the_chain() {
+    let k = key(1);
+    let (mut mem, base) = sample_memory(8);
+    mem.resize(256 * CHUNK, 0);
+    scribble(&mut mem, &(0..256).collect::<Vec<_>>(), 3);
+    let s = store();
+    let mut sealed = snapshot_in(&mem, &base, &k, &s);
+    let mut x = 11u64;
+    for round in 0..300u64 {
+        // Each round rewrites a few chunks: hot ones often, others rarely.
+        let mut changed = Vec::new();
+        for _ in 0..4 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            changed.push(if x.is_multiple_of(3) { (x % 256) as usize } else { (x % 8) as usize });
+        }
+        scribble(&mut mem, &changed, round + 100);
+        let mut b = Builder::new(header()).building_on(&sealed.chain);
+        b.memory_changed(&mem, &base, &|c| changed.contains(&c));
+        sealed = seal_in(b, &k, &s);
+        let o = open(&sealed.bytes, &trust(&k), &MODULE).unwrap();
+        assert!(o.header.packs.len() <= MAX_PACKS, "round {round}");
+        // What the packs hold beyond what is in use stays bounded: older
+        // packs were at least half used when this snapshot was built.
+        let live: u64 = o.chain().live().iter().sum();
+        let held: u64 = o.header.packs.iter().map(|p| p.size).sum();
+        assert!(held <= 3 * live, "round {round}: packs of {held} bytes hold {live} in use");
+    }
+    let o = open(&sealed.bytes, &trust(&k), &MODULE).unwrap();
+    let mut dest = vec![0u8; mem.len()];
+    restore(&o, &s, &mut dest, &base, false);
+    assert!(dest == mem);
+}
+
+#[test]
+fn a_missing_or_tampered_pack_is_refused_by_name() {
+    let k = key(1);
+    let (mem, base) = sample_memory(8);
+    let s = store();
+    let sealed = snapshot_in(&mem, &base, &k, &s);
+    let hash = sealed.pack.unwrap().0;
+    let o = open(&sealed.bytes, &trust(&k), &MODULE).unwrap();
+    std::fs::write(s.blobs.path(&hash), b"something else").unwrap();
+    let e = o.load_packs(&s.blobs).unwrap_err();
+    assert!(matches!(&e, SnapshotError::Pack { hash: h, .. } if *h == hash), "{e}");
+    assert!(e.to_string().contains("does not match its hash"), "{e}");
+    std::fs::remove_file(s.blobs.path(&hash)).unwrap();
+    let e = o.load_packs(&s.blobs).unwrap_err().to_string();
+    assert!(e.contains(&hash) && e.contains("missing"), "{e}");
+}
+
+#[test]
+fn a_chunk_outside_its_pack_is_refused_when_opened() {
+    let k = key(1);
+    let (mem, base) = sample_memory(8);
+    let s = store();
+    let sealed = snapshot_in(&mem, &base, &k, &s);
+    let o = open(&sealed.bytes, &trust(&k), &MODULE).unwrap();
+    // The same header, its pack declared one byte shorter, signed again:
+    // the last chunk no longer fits.
+    let mut h = o.header.clone();
+    h.packs[0].size -= 1;
+    let mut b = Builder::new(h.clone());
+    b.memory(&vec![0u8; mem.len()], &base);
+    let mut bytes = b.finish(&k.verifying_key().to_bytes(), |m| k.sign(m).to_bytes()).bytes;
+    // Splice the original table in, with the shortened header.
+    let section = &sealed.bytes[16..16 + o.header.memories[0].len as usize];
+    bytes[16..16 + section.len()].copy_from_slice(section);
+    let json_at = 16 + section.len();
+    let mut h2 = h;
+    h2.memories = o.header.memories.clone();
+    let json = serde_json::to_vec(&h2).unwrap();
+    bytes.truncate(json_at);
+    bytes[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(&json);
+    let hash = blake3::hash(&bytes);
+    bytes.extend_from_slice(&k.verifying_key().to_bytes());
+    bytes.extend_from_slice(hash.as_bytes());
+    let mut msg = SIGNATURE_CONTEXT.to_vec();
+    msg.extend_from_slice(hash.as_bytes());
+    bytes.extend_from_slice(&k.sign(&msg).to_bytes());
+    let e = open(&bytes, &trust(&k), &MODULE).err().unwrap().to_string();
+    assert!(e.contains("lie outside pack"), "{e}");
+}
+
+#[test]
+fn another_initial_image_is_written_whole_again() {
+    let k = key(1);
+    let (mem, base) = sample_memory(8);
+    let s = store();
+    let first = snapshot_in(&mem, &base, &k, &s);
+    let mut b = Builder::new(header()).building_on(&first.chain);
+    b.memory_changed(&mem, b"another image", &|_| false);
+    let second = seal_in(b, &k, &s);
+    let o = open(&second.bytes, &trust(&k), &MODULE).unwrap();
+    assert_eq!(o.header.packs.len(), 1);
+    assert_ne!(o.header.packs[0], first.chain.packs()[0]);
+    let mut dest = vec![0u8; mem.len()];
+    restore(&o, &s, &mut dest, b"another image", false);
+    assert!(dest == mem);
+}
+
+#[test]
+fn a_format_1_snapshot_is_still_read() {
+    // Written by the format 1 writer (sample_memory(8), key 1).
+    let bytes = include_bytes!("../tests/fixtures/format1.snap");
+    let k = key(1);
+    let (mem, base) = sample_memory(8);
+    let o = open(bytes, &trust(&k), &MODULE).unwrap();
+    assert!(o.header.packs.is_empty() && o.chain().packs().is_empty());
+    let packs = o.load_packs(&store().blobs).unwrap();
+    let mut dest = vec![0x55u8; mem.len()];
+    o.restore_memory(0, &mut dest, &base, false, &packs).unwrap();
+    assert!(dest == mem);
+    assert_eq!(inspect(bytes).unwrap().version, 1);
 }

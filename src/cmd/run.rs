@@ -121,9 +121,14 @@ fn checkpoint_key(dir: &std::path::Path) -> Result<andes_protocol::Keypair> {
     Ok(k)
 }
 
+/// The contents a snapshot names: its files' and its memory packs.
+fn contents(h: &andes_snapshot::Header) -> std::collections::HashSet<String> {
+    h.contents().map(|c| c.blake3.to_string()).collect()
+}
+
 /// The numbered snapshots of a checkpoint directory: each new one is written
-/// durably, then all but the latest `keep` go, with the file contents only
-/// they named.
+/// durably, then all but the latest `keep` go, with the contents (files and
+/// memory packs) only they named.
 struct Numbered {
     dir: PathBuf,
     blobs: andes_snapshot::BlobStore,
@@ -150,25 +155,24 @@ impl Numbered {
                 let files = std::fs::read(&p)
                     .ok()
                     .and_then(|b| andes_snapshot::inspect(&b).ok())
-                    .map(|i| i.header.files.into_iter().map(|f| f.blake3).collect())
+                    .map(|i| contents(&i.header))
                     .unwrap_or_default();
                 (n, files)
             })
             .collect();
         let pinned = restore.map(|(path, bytes)| {
-            let files = andes_snapshot::inspect(bytes)
-                .map(|i| i.header.files.into_iter().map(|f| f.blake3).collect())
-                .unwrap_or_default();
+            let files =
+                andes_snapshot::inspect(bytes).map(|i| contents(&i.header)).unwrap_or_default();
             (std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()), files)
         });
         // A run killed between writing a snapshot and pruning left one
         // more than it keeps: this one tidies up first.
         let mut n = Numbered { dir: dir.to_path_buf(), blobs, keep, kept, pinned };
-        n.prune();
+        n.prune(None);
         n
     }
 
-    fn keep(&mut self, c: &andes_starter::Checkpoint) {
+    fn keep(&mut self, c: &andes_starter::Checkpoint, received: std::time::SystemTime) {
         let n = self.kept.last().map_or(1, |(n, _)| n + 1);
         let path = self.dir.join(snapshot_name(n));
         if let Err(e) = andes_beneath::replace_file(&path, &c.bytes, 0o600) {
@@ -181,19 +185,17 @@ impl Numbered {
             c.bytes.len(),
             if c.stopping { ", the job stops" } else { "" }
         );
-        self.kept.push((n, c.header.files.iter().map(|f| f.blake3.clone()).collect()));
+        self.kept.push((n, contents(&c.header)));
         // The run has moved past the snapshot it resumed from.
         self.pinned = None;
-        self.prune();
+        self.prune(Some(received));
     }
 
     /// All but the latest `keep` snapshots go, with the contents only they
-    /// named.
-    fn prune(&mut self) {
-        if self.keep == 0 || self.kept.len() <= self.keep {
-            return;
-        }
-        let gone = self.kept.len() - self.keep;
+    /// named, but those stored or reused since `since` (less a margin for
+    /// coarse file times): they may belong to a snapshot being taken.
+    fn prune(&mut self, since: Option<std::time::SystemTime>) {
+        let gone = if self.keep == 0 { 0 } else { self.kept.len().saturating_sub(self.keep) };
         let pinned = self.pinned.as_ref().map(|(p, _)| p.as_path());
         let is_pinned = |path: &std::path::Path| {
             pinned.is_some_and(|p| std::fs::canonicalize(path).is_ok_and(|c| c == p))
@@ -215,7 +217,8 @@ impl Numbered {
             .chain(self.pinned.iter().flat_map(|(_, f)| f.iter()))
             .map(String::as_str)
             .collect();
-        if let Err(e) = self.blobs.retain(&named) {
+        let before = since.map(|t| t - Duration::from_secs(1));
+        if let Err(e) = self.blobs.retain_older_than(&named, before) {
             eprintln!("andes: old snapshot contents not removed: {e}");
         }
     }
@@ -237,8 +240,13 @@ impl SnapshotWriter {
             .name("andes-snapshots".into())
             .spawn(move || {
                 for c in rx {
-                    numbered.keep(&c);
+                    // The job goes on once this one is handed over: what its
+                    // next snapshot stores from now on is spared by the prune.
+                    let received = std::time::SystemTime::now();
+                    numbered.keep(&c, received);
                 }
+                // The job has ended: no snapshot is being taken any more.
+                numbered.prune(None);
             })
             .context("starting the snapshot writer")?;
         Ok(Arc::new(SnapshotWriter {
@@ -719,7 +727,7 @@ mod tests {
             size: 41,
             blake3: content.clone(),
         });
-        let first = andes_snapshot::Builder::new(header).finish(&[0; 32], |_| [0; 64]);
+        let first = andes_snapshot::Builder::new(header).finish(&[0; 32], |_| [0; 64]).bytes;
         std::fs::write(dir.path().join(snapshot_name(1)), &first).unwrap();
         for n in 2..=4 {
             std::fs::write(dir.path().join(snapshot_name(n)), b"snapshot").unwrap();
@@ -731,7 +739,7 @@ mod tests {
         assert_eq!(left, [1, 3, 4], "the snapshot resumed from stays");
         assert!(dir.path().join("blobs").join(&content).exists(), "and so do its contents");
         numbered.pinned = None;
-        numbered.prune();
+        numbered.prune(None);
         let left: Vec<u64> = snapshots(dir.path()).into_iter().map(|(n, _)| n).collect();
         assert_eq!(left, [3, 4], "once the run has moved past it, it goes");
         assert!(!dir.path().join("blobs").join(&content).exists());

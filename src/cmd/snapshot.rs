@@ -86,6 +86,26 @@ fn inspect(a: InspectArgs) -> Result<ExitCode> {
     outln!("globals       {}", h.globals.len());
     outln!("descriptors   {}", h.wasi.descriptors.len());
     outln!("files         {} ({})", h.files.len(), size(h.files.iter().map(|f| f.size).sum()));
+    // A checkpoint directory keeps the contents beside its snapshots.
+    let blobs = a.file.parent().map(|d| d.join("blobs")).filter(|d| d.is_dir());
+    let missing: Vec<&str> = match &blobs {
+        Some(dir) => h
+            .contents()
+            .filter(|c| std::fs::metadata(dir.join(c.blake3)).ok().map(|m| m.len()) != Some(c.size))
+            .map(|c| c.blake3)
+            .collect(),
+        None => Vec::new(),
+    };
+    outln!(
+        "memory packs  {} ({}){}",
+        h.packs.len(),
+        size(h.packs.iter().map(|p| p.size).sum()),
+        match &blobs {
+            Some(d) if missing.is_empty() => format!(", every content present in {}", d.display()),
+            Some(d) => format!(", MISSING from {}: {}", d.display(), missing.join(", ")),
+            None => String::new(),
+        }
+    );
     outln!("stdout        {} bytes written", h.wasi.stdout_offset);
     outln!("content hash  blake3:{} {}", i.hash, ok(i.hash_ok));
     outln!("signer        ed25519:{}", i.signer);
@@ -95,6 +115,6 @@ fn inspect(a: InspectArgs) -> Result<ExitCode> {
         Some(None) => outln!("trusted       NO: the trust file does not list this key"),
         None => {}
     }
-    let good = i.hash_ok && i.signature_ok && !matches!(trusted, Some(None));
+    let good = i.hash_ok && i.signature_ok && !matches!(trusted, Some(None)) && missing.is_empty();
     Ok(if good { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

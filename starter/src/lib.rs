@@ -30,6 +30,7 @@
 
 pub mod control;
 pub mod cputime;
+mod dirty;
 pub mod engine;
 pub mod imports;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

@@ -621,7 +621,10 @@ impl WasiFile for QuotaFile {
     ) -> Result<(), Error> {
         self.inner.set_times(atime, mtime).await
     }
+    // Reads land in the guest's memory: touched first, so the kernel never
+    // writes into a chunk still write-protected for the next snapshot.
     async fn read_vectored<'a>(&self, bufs: &mut [IoSliceMut<'a>]) -> Result<u64, Error> {
+        crate::dirty::touch(bufs);
         self.inner.read_vectored(bufs).await
     }
     async fn read_vectored_at<'a>(
@@ -629,6 +632,7 @@ impl WasiFile for QuotaFile {
         bufs: &mut [IoSliceMut<'a>],
         offset: u64,
     ) -> Result<u64, Error> {
+        crate::dirty::touch(bufs);
         self.inner.read_vectored_at(bufs, offset).await
     }
     async fn write_vectored<'a>(&self, bufs: &[IoSlice<'a>]) -> Result<u64, Error> {
@@ -647,6 +651,7 @@ impl WasiFile for QuotaFile {
         self.inner.seek(pos).await
     }
     async fn peek(&self, buf: &mut [u8]) -> Result<u64, Error> {
+        crate::dirty::touch_bytes(buf);
         self.inner.peek(buf).await
     }
     fn num_ready_bytes(&self) -> Result<u64, Error> {

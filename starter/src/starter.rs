@@ -504,9 +504,9 @@ impl Host {
         let timed_out = Arc::new(AtomicBool::new(false));
         let watch = watchdog(ctl.clone(), clock.clone(), exec_deadline, timed_out.clone());
         // Fuel used before the snapshot counts against MaxFuel.
-        let fuel_before = restored
-            .as_ref()
-            .map_or(0, |o| o.header.usage.get(FUEL_USAGE).copied().unwrap_or(0.0).max(0.0) as u64);
+        let fuel_before = restored.as_ref().map_or(0, |(o, _)| {
+            o.header.usage.get(FUEL_USAGE).copied().unwrap_or(0.0).max(0.0) as u64
+        });
         let fuel_budget = spec.limits.fuel.map_or(u64::MAX / 2, |f| f.saturating_sub(fuel_before));
         let tp = spec.transparent.clone().map(|t| TpRun {
             t,
@@ -516,7 +516,7 @@ impl Host {
             args: job_argv(&spec.ad).unwrap_or_default(),
             env: job_env(&spec.ad).unwrap_or_default(),
             clock: clock.clone(),
-            restore: restored.as_ref(),
+            restore: restored.as_ref().map(|(o, packs)| (o, packs)),
             fuel_before,
             fuel_budget,
         });
@@ -531,7 +531,7 @@ impl Host {
             io.clone(),
             quota.clone(),
             fuel_budget,
-            restored.as_ref().map(|o| &o.header.wasi),
+            restored.as_ref().map(|(o, _)| &o.header.wasi),
             unmetered.as_ref(),
         );
         let job: JobFuture<'_> = match unmetered {
@@ -728,8 +728,13 @@ impl Host {
         // The context is built by hand (not by wasi-common's builder) so that
         // a restored job's monotonic clock continues from its snapshot.
         let mut wasi = transparent::new_ctx(restoring.map_or(0, |w| w.monotonic_ns));
+        // Stdin is read through a QuotaFile (no cap, not counted): its reads
+        // into the guest's memory touch it first (see `dirty`).
+        let reader = |f: Box<dyn wasi_common::WasiFile>| {
+            Box::new(QuotaFile::new(f, quota.clone(), None, 0, false))
+        };
         if spec.inherit_stdio {
-            wasi.set_stdin(Box::new(wasi_common::tokio::stdio::stdin()));
+            wasi.set_stdin(reader(Box::new(wasi_common::tokio::stdio::stdin())));
             wasi.set_stdout(Box::new(wasi_common::tokio::stdio::stdout()));
             wasi.set_stderr(Box::new(wasi_common::tokio::stdio::stderr()));
         }
@@ -757,7 +762,7 @@ impl Host {
             if let Some(w) = restoring {
                 seek(&mut f, w.stdin_offset, &name)?;
             }
-            wasi.set_stdin(Box::new(wasi_common::tokio::File::from_cap_std(f)));
+            wasi.set_stdin(reader(Box::new(wasi_common::tokio::File::from_cap_std(f))));
         }
         for (attr, is_err) in [("Out", false), ("Err", true)] {
             let Some(name) = stream_path(&spec.ad, attr) else { continue };
@@ -1136,24 +1141,27 @@ struct TpRun<'a> {
     args: Vec<String>,
     env: Vec<(String, String)>,
     clock: Arc<dyn Clock>,
-    /// The snapshot to resume from (`t.restore`, checked, its files restored).
-    restore: Option<&'a andes_snapshot::Opened<'a>>,
+    /// The snapshot to resume from (`t.restore`, checked, its files
+    /// restored) and its memory packs (loaded and checked).
+    restore: Option<(&'a andes_snapshot::Opened<'a>, &'a andes_snapshot::Packs)>,
     /// Fuel consumed before the snapshot resumed from.
     fuel_before: u64,
     fuel_budget: u64,
 }
 
 impl Host {
-    /// Opens the snapshot a job resumes from and restores its files into the
-    /// sandbox; a refusal is a hold that says why.
+    /// Opens the snapshot a job resumes from, loads its memory packs and
+    /// restores its files into the sandbox; a refusal is a hold that names
+    /// the snapshot and says why, and leaves the sandbox untouched.
     fn open_restore<'b>(
         &self,
         spec: &JobSpec,
         t: &Transparent,
         bytes: &'b [u8],
-    ) -> Result<andes_snapshot::Opened<'b>, Ending> {
+    ) -> Result<(andes_snapshot::Opened<'b>, andes_snapshot::Packs), Ending> {
+        let name = andes_snapshot::stored_hash(bytes).unwrap_or_else(|| "of the job".into());
         let refuse = |why: String| {
-            held(HOLD_CHECKPOINT, 1, format!("the job's checkpoint cannot be restored: {why}"))
+            held(HOLD_CHECKPOINT, 1, format!("the checkpoint {name} cannot be restored: {why}"))
         };
         let prepared = self.prepared(&spec.module, spec.digest).map_err(|e| {
             held(HOLD_FAILED_TO_START, 0, format!("the module is not valid WebAssembly: {e:#}"))
@@ -1174,8 +1182,9 @@ impl Host {
                 header.platform
             )));
         }
+        let packs = opened.load_packs(&t.blobs).map_err(|e| refuse(e.to_string()))?;
         transparent::restore_sandbox(&spec.sandbox, header, &t.blobs).map_err(refuse)?;
-        Ok(opened)
+        Ok((opened, packs))
     }
 }
 
@@ -1275,9 +1284,13 @@ async fn instantiate_and_run(
         },
         None => None,
     };
+    // What each snapshot builds on; declared after the store, so dropped
+    // (leaving the memory writable) before it.
+    let mut since =
+        transparent::Incremental { chain: None, tracker: crate::dirty::tracker(&mut store) };
     if let Some((tp, _, image)) = &tp
         && let Some(opened) = tp.restore
-        && let Err(e) = resume(&mut store, &instance, tp, opened, image).await
+        && let Err(e) = resume(&mut store, &instance, tp, opened, image, &mut since).await
     {
         return Inner::Setup(held(
             HOLD_CHECKPOINT,
@@ -1318,6 +1331,7 @@ async fn instantiate_and_run(
                     now_ms: tp.clock.unix_now_ms(),
                     cache: &mut cache,
                     usage,
+                    since: &mut since,
                 };
                 let taken = transparent::capture(&mut store, &instance, c, stopping).await;
                 ctl.checkpoint_taken();
@@ -1424,10 +1438,13 @@ async fn resume(
     store: &mut Store<JobState>,
     instance: &wasmtime::Instance,
     tp: &TpRun<'_>,
-    opened: &andes_snapshot::Opened<'_>,
+    (opened, packs): (&andes_snapshot::Opened<'_>, &andes_snapshot::Packs),
     image: &[u8],
+    since: &mut transparent::Incremental,
 ) -> Result<(), String> {
-    transparent::restore_instance(store, instance, opened, image)?;
+    transparent::restore_instance(store, instance, opened, packs, image)?;
+    // The next snapshot builds on this one: its packs are in the store.
+    since.arm(store, instance, opened.chain().clone());
     let dir = cap_std::fs::Dir::open_ambient_dir(&tp.sandbox, cap_std::ambient_authority())
         .map_err(|e| format!("opening the sandbox: {e}"))?;
     let root = QuotaDir::new(

@@ -285,6 +285,30 @@ pub(crate) struct CaptureCtx<'a> {
     pub(crate) now_ms: i64,
     pub(crate) cache: &'a mut HashCache,
     pub(crate) usage: std::collections::BTreeMap<String, f64>,
+    pub(crate) since: &'a mut Incremental,
+}
+
+/// What a job's next snapshot builds on: the last snapshot's chain, and
+/// which chunks of memory 0 were written since ([`crate::dirty`]).
+pub(crate) struct Incremental {
+    pub(crate) chain: Option<andes_snapshot::Chain>,
+    pub(crate) tracker: crate::dirty::Tracker,
+}
+
+impl Incremental {
+    /// Starts watching memory 0 of `instance` for writes: the next snapshot
+    /// builds on `chain`. Called once the memory holds what `chain` says.
+    pub(crate) fn arm(
+        &mut self,
+        store: &mut Store<JobState>,
+        instance: &Instance,
+        chain: andes_snapshot::Chain,
+    ) {
+        if let Some(m) = instance.get_memory(&mut *store, ac::MEMORY_EXPORT) {
+            self.tracker.arm(m.data_ptr(&*store), m.data_size(&*store));
+        }
+        self.chain = Some(chain);
+    }
 }
 
 /// Reads every open descriptor of the guest: its path in the sandbox (from
@@ -450,11 +474,19 @@ pub(crate) async fn capture(
     header.files = files;
     header.usage = c.usage;
     let mut b = andes_snapshot::Builder::new(header);
-    b.memory(memory.data(&*store), c.image);
+    if let Some(chain) = &c.since.chain {
+        b = b.building_on(chain);
+    }
+    let mem = memory.data(&*store);
+    match c.since.tracker.changed(mem.as_ptr(), mem.len()) {
+        Some(changed) => b.memory_changed(mem, c.image, &|i| changed.contains(i)),
+        None => b.memory(mem, c.image),
+    }
     b.memory(stack.data(&*store), &[]);
-    let header = b.header().clone();
-    let bytes = b.finish(&c.t.public, |m| (c.t.sign)(m));
-    Ok(Checkpoint { bytes, header, stopping })
+    let sealed = b.finish(&c.t.public, |m| (c.t.sign)(m));
+    sealed.store_pack(&c.t.blobs).map_err(|e| format!("saving the memory's changes: {e}"))?;
+    c.since.arm(store, instance, sealed.chain);
+    Ok(Checkpoint { bytes: sealed.bytes, header: sealed.header, stopping })
 }
 
 /// Writes a snapshot's memories and globals into a fresh instance.
@@ -462,6 +494,7 @@ pub(crate) fn restore_instance(
     store: &mut Store<JobState>,
     instance: &Instance,
     opened: &andes_snapshot::Opened<'_>,
+    packs: &andes_snapshot::Packs,
     image: &[u8],
 ) -> Result<(), String> {
     let names = [ac::MEMORY_EXPORT, ac::STACK_MEMORY_EXPORT];
@@ -487,7 +520,9 @@ pub(crate) fn restore_instance(
             })?;
         }
         let base: &[u8] = if i == 0 { image } else { &[] };
-        opened.restore_memory(i, m.data_mut(&mut *store), base, true).map_err(|e| e.to_string())?;
+        opened
+            .restore_memory(i, m.data_mut(&mut *store), base, true, packs)
+            .map_err(|e| e.to_string())?;
     }
     for g in &opened.header.globals {
         let global = instance

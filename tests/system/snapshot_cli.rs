@@ -27,7 +27,11 @@ fn inspect_shows_the_header_and_the_checks() {
     let mut mem = vec![0u8; 4 << 20];
     mem[100_000..100_010].copy_from_slice(b"0123456789");
     b.memory(&mem, &[]);
-    let snap = b.finish(key.public().as_bytes(), |m| key.sign(m));
+    let sealed = b.finish(key.public().as_bytes(), |m| key.sign(m));
+    let blobs = andes_snapshot::BlobStore::open(&dir.path().join("blobs"), false).unwrap();
+    sealed.store_pack(&blobs).unwrap();
+    let pack = sealed.pack.as_ref().unwrap().0.clone();
+    let snap = sealed.bytes;
     let path = dir.path().join("000001.snap");
     std::fs::write(&path, &snap).unwrap();
     let trust = dir.path().join("trust");
@@ -36,7 +40,9 @@ fn inspect_shows_the_header_and_the_checks() {
     let (code, out) = inspect(&path, &["--trust", trust.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{out}");
     for want in [
-        "platform      andes-snapshot-1",
+        "platform      andes-snapshot-2",
+        "memory packs  1 (",
+        ", every content present in ",
         &format!("module        sha256:{}", hex::encode([9; 32])),
         "job           submit#4.0",
         "memory 0      4.0 MiB",
@@ -47,6 +53,15 @@ fn inspect_shows_the_header_and_the_checks() {
         assert!(out.contains(want), "missing {want:?} in\n{out}");
     }
     assert!(out.contains("content hash  blake3:") && out.contains(" ok\n"), "{out}");
+
+    // Its pack gone from the directory: said, and the exit status says so.
+    std::fs::remove_file(blobs.path(&pack)).unwrap();
+    let (code, out) = inspect(&path, &[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!("MISSING from {}: {pack}", dir.path().join("blobs").display())),
+        "{out}"
+    );
 
     // One flipped byte: the content hash check fails, and the exit status says so.
     let mut bad = snap.clone();

@@ -151,6 +151,11 @@ impl Job {
     }
 
     fn spec(&self, sandbox: &Path, restore: Option<Arc<[u8]>>) -> JobSpec {
+        self.spec_with(sandbox, restore, &self.blobs)
+    }
+
+    /// [`Job::spec`] with the contents kept in `blobs`.
+    fn spec_with(&self, sandbox: &Path, restore: Option<Arc<[u8]>>, blobs: &BlobStore) -> JobSpec {
         let ad = classad::parse_ad(&self.ad).unwrap();
         let signer = self.signer.clone();
         let taken = self.taken.clone();
@@ -168,7 +173,7 @@ impl Job {
                 job: "test#1.0".into(),
                 public: self.signer.verifying_key().to_bytes(),
                 sign: Arc::new(move |m| signer.sign(m).to_bytes()),
-                blobs: self.blobs.clone(),
+                blobs: blobs.clone(),
                 sink: Arc::new(move |c| taken.lock().unwrap().push(c)),
                 restore,
                 trusted: Arc::new(move |k| *k == trusted),
@@ -391,6 +396,80 @@ fn periodic_checkpoints_let_the_job_go_on_and_each_one_resumes_elsewhere() {
     }
 }
 
+/// Bytes of the packs `cur` names that `prev` does not: what `cur` added.
+fn added(prev: &Checkpoint, cur: &Checkpoint) -> (u64, u64) {
+    let new = cur.header.packs.iter().filter(|p| !prev.header.packs.contains(p));
+    let total = cur.header.packs.iter().map(|p| p.size).sum();
+    (new.map(|p| p.size).sum(), total)
+}
+
+/// A job that fills 16 MiB and then changes a little of it at a time,
+/// checkpointed again and again: once its memory stops growing, each
+/// snapshot adds at most 5 % of the memory's stored bytes (only the chunks
+/// written since the last; a fault per chunk tells which), and the last of a
+/// chain of at least ten, restored in an empty sandbox from a store holding
+/// only what it names, ends as the uninterrupted run does.
+#[test]
+fn periodic_snapshots_write_only_what_changed_and_the_last_of_a_chain_restores_alone() {
+    let job = Job::new(
+        instrumented("digest"),
+        r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt 20000 16"; Out = "out.txt"; RequestMemory = 256 ]"#,
+        vec![("input.txt".into(), digest_input(1500))],
+    );
+    let host = host();
+    let (want, want_files, _) = reference(&host, &job, "out.txt");
+    let rt = rt();
+    let sandbox = job.sandbox(true);
+    let ctl = Control::new();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let result = rt.block_on(async {
+        let run = host.run(job.spec(&sandbox, None), ctl.clone(), clock.clone());
+        tokio::pin!(run);
+        let mut asked = 0;
+        loop {
+            tokio::select! {
+                r = &mut run => return r,
+                _ = tokio::time::sleep(Duration::from_millis(2)) => {}
+            }
+            if job.taken.lock().unwrap().len() == asked {
+                ctl.request_checkpoint();
+                asked += 1;
+            }
+        }
+    });
+    assert_eq!(result.ending, Ending::Exited(0), "{result:?}");
+    assert_eq!(std::fs::read(sandbox.join("out.txt")).unwrap(), want, "the job went on");
+    let snapshots: Vec<Checkpoint> =
+        job.taken.lock().unwrap().iter().map(|c| c.clone().unwrap()).collect();
+    let full = snapshots.last().unwrap().header.memories[0].bytes;
+    let steady: Vec<&Checkpoint> =
+        snapshots.iter().filter(|c| c.header.memories[0].bytes == full).collect();
+    assert!(steady.len() >= 11, "{} snapshots once the memory was full", steady.len());
+    for pair in steady.windows(2) {
+        let (new, total) = added(pair[0], pair[1]);
+        assert!(
+            new * 20 <= total,
+            "a snapshot added {new} bytes to the {total} its memory is stored in"
+        );
+    }
+    // The last, restored from nothing but what it names.
+    let last = *steady.last().unwrap();
+    let only = tempfile::tempdir().unwrap();
+    let alone = BlobStore::open(only.path(), false).unwrap();
+    for c in last.header.contents() {
+        alone.put(&job.blobs.read(c.blake3).unwrap()).unwrap();
+    }
+    let fresh = job.sandbox(false);
+    let r = rt.block_on(host.run(
+        job.spec_with(&fresh, Some(last.bytes.clone().into()), &alone),
+        Control::new(),
+        clock,
+    ));
+    assert_eq!(r.ending, Ending::Exited(0), "{r:?}");
+    assert_eq!(std::fs::read(fresh.join("out.txt")).unwrap(), want);
+    assert_eq!(files_digest(&fresh), want_files);
+}
+
 #[test]
 fn a_suspended_job_can_be_checkpointed_and_stays_suspended() {
     let job = Job::new(
@@ -510,18 +589,21 @@ fn tampered(job: &Job, snap: &[u8], tamper: impl FnOnce(&mut [u8])) -> Arc<[u8]>
     let digest = andes_starter::engine::module_digest(&job.module);
     let opened = andes_snapshot::open(snap, &|k| *k == job.trusted, &digest).unwrap();
     let image = andes_starter::transparent::initial_image(&job.module).unwrap();
+    let packs = opened.load_packs(&job.blobs).unwrap();
     let mut memories = Vec::new();
     for (i, m) in opened.header.memories.iter().enumerate() {
         let mut bytes = vec![0u8; m.bytes as usize];
         let base: &[u8] = if i == 0 { &image } else { &[] };
-        opened.restore_memory(i, &mut bytes, base, false).unwrap();
+        opened.restore_memory(i, &mut bytes, base, false, &packs).unwrap();
         memories.push(bytes);
     }
     tamper(&mut memories[1]);
     let mut b = andes_snapshot::Builder::new(opened.header.clone());
     b.memory(&memories[0], &image);
     b.memory(&memories[1], &[]);
-    b.finish(&job.trusted, |m| job.signer.sign(m).to_bytes()).into()
+    let sealed = b.finish(&job.trusted, |m| job.signer.sign(m).to_bytes());
+    sealed.store_pack(&job.blobs).unwrap();
+    sealed.bytes.into()
 }
 
 /// A snapshot signed by a trusted host whose saved call stack the module
