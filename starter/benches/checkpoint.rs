@@ -18,6 +18,17 @@
 //!   check of the snapshot, its files written back, memories and globals
 //!   restored, descriptors reopened, the rewind).
 //!
+//! * `incremental`: the Lua table job (`bench/realprograms/lua/table.lua`
+//!   under the suite's Lua, built by `bench/realprograms/build.sh`): a table
+//!   of 64 MiB or 512 MiB (`ANDES_BENCH_TABLE_MIB`, default `64,512`; Lua
+//!   doubles its array, so 1 GiB of table needs more than the 4 GiB a
+//!   wasm32 memory can have), of
+//!   which 1 %, 10 % or 100 % of the pages change between checkpoints. For
+//!   the first snapshot and the next ones: the time from the request to the
+//!   signed snapshot in the host's hands (the job's pause, less the wait for
+//!   its next yield point) and the bytes written (the new memory pack and
+//!   the file); then the restore of the last one.
+//!
 //! Build the samples first (`cargo xtask samples`). Knobs:
 //! `ANDES_BENCH_ROUNDS` (overhead, default 7), `ANDES_BENCH_TRIALS`
 //! (latency and restore, default 30). `-- --test` runs each section once,
@@ -365,6 +376,119 @@ fn checkpoints(rig: &Rig, quick: bool) {
     }
 }
 
+/// The Lua table job filling `mib` MiB, changing `pct` % of its pages.
+fn table_job(lua: &Path, mib: u64, pct: u32) -> Job {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/realprograms/lua/table.lua");
+    Job {
+        name: format!("table {mib} MiB, {pct}%"),
+        module: compiled(&std::fs::read(lua).unwrap()).into(),
+        ad: format!(
+            r#"[ Cmd = "lua.wasm"; Arguments = "table.lua {mib} {pct}"; Out = "out.txt"; RequestMemory = {} ]"#,
+            mib * 4 + 256
+        ),
+        inputs: vec![("table.lua".into(), std::fs::read(script).unwrap())],
+    }
+}
+
+/// Bytes of the packs `cur` names that `prev` does not.
+fn added(prev: Option<&Checkpoint>, cur: &Checkpoint) -> u64 {
+    let had = |p: &andes_snapshot::PackEntry| prev.is_some_and(|c| c.header.packs.contains(p));
+    cur.header.packs.iter().filter(|p| !had(p)).map(|p| p.size).sum()
+}
+
+fn incremental(rig: &Rig, quick: bool) {
+    let lua = std::env::var("ANDES_BENCH_LUA").map(PathBuf::from).unwrap_or_else(|_| {
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/realprograms/wasm/lua.wasm"))
+    });
+    if !lua.exists() {
+        println!(
+            "incremental: NOT RUN: {} is missing (bench/realprograms/build.sh)",
+            lua.display()
+        );
+        return;
+    }
+    let sizes: Vec<u64> = std::env::var("ANDES_BENCH_TABLE_MIB")
+        .unwrap_or_else(|_| if quick { "16".into() } else { "64,512".into() })
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let next = if quick { 2 } else { env_usize("ANDES_BENCH_TRIALS", 10) };
+    println!("incremental (load {}):", uptime());
+    for mib in sizes {
+        for pct in [1, 10, 100] {
+            let job = table_job(&lua, mib, pct);
+            let dir = tempfile::tempdir().unwrap();
+            let snaps = Snaps::new(dir.path());
+            let sandbox = rig.sandbox(&job, true);
+            let ctl = Control::new();
+            let spec = rig.spec(&job, &sandbox, Some(snaps.transparent(None)));
+            let task = {
+                let (host, ctl) = (rig.host.clone(), ctl.clone());
+                let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+                rig.rt.spawn(async move { host.run(spec, ctl, clock).await })
+            };
+            let t0 = Instant::now();
+            while !std::fs::read_to_string(sandbox.join("out.txt"))
+                .is_ok_and(|o| o.contains("built"))
+            {
+                if task.is_finished() {
+                    let r = rig.rt.block_on(task);
+                    panic!("{}: ended before building its table: {r:?}", job.name);
+                }
+                assert!(t0.elapsed() < Duration::from_secs(600), "{}: not built", job.name);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let mut times = Vec::new();
+            for _ in 0..=next {
+                std::thread::sleep(Duration::from_millis(200));
+                let before = snaps.taken.lock().unwrap().len();
+                let t0 = Instant::now();
+                ctl.request_checkpoint();
+                loop {
+                    if let Some((at, _)) = snaps.taken.lock().unwrap().get(before) {
+                        times.push(at.duration_since(t0).as_secs_f64() * 1e3);
+                        break;
+                    }
+                    assert!(t0.elapsed() < Duration::from_secs(600), "{}: no checkpoint", job.name);
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+            ctl.hard_kill();
+            let _ = rig.rt.block_on(task);
+            let taken: Vec<Checkpoint> = snaps
+                .taken
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(_, c)| c.clone().unwrap_or_else(|e| panic!("{}: {e}", job.name)))
+                .collect();
+            let first = &taken[0];
+            let memory = first.header.memories[0].bytes as f64 / (1 << 20) as f64;
+            let mut later_ms: Vec<f64> = times[1..].to_vec();
+            let mut later_bytes: Vec<f64> =
+                taken.windows(2).map(|w| added(Some(&w[0]), &w[1]) as f64).collect();
+            let last = taken.last().unwrap().bytes.clone();
+            let mut res = restore(rig, &job, &last, if quick { 1 } else { 5 }, &snaps);
+            println!(
+                "  {:>22}: memory {memory:.0} MiB; first snapshot {:.1} ms, {:.1} MB written; \
+                 next {} snapshots: median {:.2} ms (max {:.2}), median {:.3} MB written \
+                 (max {:.3}), file {} bytes; restore of the last median {:.1} ms (load {})",
+                job.name,
+                times[0],
+                (added(None, first) + first.bytes.len() as u64) as f64 / 1e6,
+                later_ms.len(),
+                percentile(&mut later_ms, 0.5),
+                percentile(&mut later_ms, 1.0),
+                percentile(&mut later_bytes, 0.5) / 1e6,
+                percentile(&mut later_bytes, 1.0) / 1e6,
+                last.len(),
+                percentile(&mut res, 0.5),
+                uptime()
+            );
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // `cargo test` runs benches with `--test`; `cargo bench` passes `--bench`.
@@ -379,5 +503,8 @@ fn main() {
     }
     if want("latency") || want("restore") {
         checkpoints(&rig, quick);
+    }
+    if want("incremental") {
+        incremental(&rig, quick);
     }
 }

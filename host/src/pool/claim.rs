@@ -98,7 +98,7 @@ pub struct HostSnapshot {
     pub hash: String,
     /// The signed snapshot.
     pub bytes: Arc<Vec<u8>>,
-    /// The BLAKE3 of every file content it names.
+    /// The BLAKE3 of every content it names (files and memory packs).
     pub files: Arc<HashSet<String>>,
     /// Where those contents are (kept while this snapshot is).
     pub blobs: Arc<BlobDir>,
@@ -629,3 +629,64 @@ pub fn claim_slot(claim_id: &str) -> Option<SlotId> {
 }
 
 pub use andes_protocol::stream::parse_digest;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use andes_snapshot::{Builder, CHUNK, Header};
+
+    fn sealed(
+        h: Header,
+        mem: &[u8],
+        on: Option<&andes_snapshot::Chain>,
+        changed: &[usize],
+    ) -> andes_snapshot::Sealed {
+        let mut b = Builder::new(h);
+        match on {
+            Some(c) => {
+                b = b.building_on(c);
+                b.memory_changed(mem, &[], &|i| changed.contains(&i));
+            }
+            None => b.memory(mem, &[]),
+        }
+        b.finish(&[1; 32], |_| [0; 64])
+    }
+
+    /// A shadow that keeps the last snapshot gets, with the next one, only
+    /// the memory pack that one added: the chunks that changed, not the
+    /// memory it already holds.
+    #[test]
+    fn the_next_snapshot_sends_only_the_memory_pack_the_shadow_lacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Arc::new(BlobDir::create(dir.path().join("ckpt")).unwrap());
+        let mut mem = vec![0u8; 64 * CHUNK];
+        for (i, b) in mem.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        let first = sealed(Header::new(&[2; 32], "j", 0), &mem, None, &[]);
+        first.store_pack(&blobs.store).unwrap();
+        mem[5 * CHUNK] ^= 1;
+        let second = sealed(Header::new(&[2; 32], "j", 1), &mem, Some(&first.chain), &[5]);
+        second.store_pack(&blobs.store).unwrap();
+        let names = |s: &andes_snapshot::Sealed| -> Arc<HashSet<String>> {
+            Arc::new(s.header.contents().map(|c| c.blake3.to_string()).collect())
+        };
+        let hash = |s: &andes_snapshot::Sealed| andes_snapshot::stored_hash(&s.bytes).unwrap();
+        let snap = HostSnapshot {
+            hash: hash(&second),
+            bytes: Arc::new(second.bytes.clone()),
+            files: names(&second),
+            blobs,
+            stopping: false,
+        };
+        let known: HashMap<String, Arc<HashSet<String>>> =
+            [(hash(&first), names(&first)), (hash(&second), names(&second))].into();
+        let sent = snapshot_for(&snap, &known, Some(&hash(&first))).unwrap();
+        let new_pack = second.pack.as_ref().unwrap();
+        assert_eq!(sent.blobs.len(), 1);
+        assert_eq!(sent.blobs[0].name, new_pack.0);
+        assert!(new_pack.1.len() <= CHUNK, "{} bytes", new_pack.1.len());
+        // A shadow that keeps nothing gets both packs.
+        assert_eq!(snapshot_for(&snap, &known, None).unwrap().blobs.len(), 2);
+    }
+}

@@ -899,3 +899,86 @@ fn a_poll_memory_that_could_move_or_is_empty_is_refused_and_the_job_runs_uncheck
         }
     }
 }
+
+/// A guest whose memory the host writes: each round `random_get` and
+/// `clock_time_get` write into one of 32 pages the guest itself never
+/// writes (in turn), the guest keeps a copy of what they wrote in a page of
+/// its own, spins, and checks every one of the 32 pages against its copy,
+/// exiting 3 or 4 on a difference. A snapshot that missed a write the host
+/// made (not the guest's code) restores that page as it was before, and the
+/// check after the restore fails wherever the checkpoint came.
+const HOST_WRITES: &str = r#"(module
+  (import "wasi_snapshot_preview1" "random_get" (func $random (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "clock_time_get" (func $clock (param i32 i64 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 40)
+  (data (i32.const 16) "ok\n")
+  (func $page (param $k i32) (result i32)
+    (i32.mul (i32.const 65536) (i32.add (i32.const 2) (local.get $k))))
+  (func $copy (param $k i32) (result i32)
+    (i32.add (i32.const 65536) (i32.mul (local.get $k) (i32.const 16))))
+  (func (export "_start")
+    (local $i i32) (local $j i32) (local $k i32)
+    (loop $round
+      (local.set $k (i32.rem_u (local.get $i) (i32.const 32)))
+      (drop (call $random (call $page (local.get $k)) (i32.const 8)))
+      (drop (call $clock (i32.const 1) (i64.const 0)
+        (i32.add (call $page (local.get $k)) (i32.const 8))))
+      (i64.store (call $copy (local.get $k)) (i64.load (call $page (local.get $k))))
+      (i64.store offset=8 (call $copy (local.get $k))
+        (i64.load offset=8 (call $page (local.get $k))))
+      (local.set $j (i32.const 0))
+      (loop $spin
+        (local.set $j (i32.add (local.get $j) (i32.const 1)))
+        (br_if $spin (i32.lt_u (local.get $j) (i32.const 100000))))
+      (local.set $j (i32.const 0))
+      (loop $check
+        (if (i64.ne (i64.load (call $page (local.get $j))) (i64.load (call $copy (local.get $j))))
+          (then (call $exit (i32.const 3))))
+        (if (i64.ne (i64.load offset=8 (call $page (local.get $j)))
+                    (i64.load offset=8 (call $copy (local.get $j))))
+          (then (call $exit (i32.const 4))))
+        (local.set $j (i32.add (local.get $j) (i32.const 1)))
+        (br_if $check (i32.lt_u (local.get $j) (i32.const 32))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $round (i32.lt_u (local.get $i) (i32.const 2000))))
+    (i32.store (i32.const 0) (i32.const 16))
+    (i32.store (i32.const 4) (i32.const 3))
+    (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))"#;
+
+#[test]
+fn what_the_host_writes_into_guest_memory_is_in_the_next_snapshot() {
+    let module = andes_compile::instrument(
+        &wat::parse_str(HOST_WRITES).unwrap(),
+        &andes_compile::Options::default(),
+    )
+    .expect("instrument");
+    let job = Job::new(module.into(), r#"[ Cmd = "writes.wasm"; Out = "out.txt" ]"#, vec![]);
+    check_random_interruptions(&job, "out.txt", [2, 5, 12].into_iter());
+    // Under the unmetered engine too, checkpointed again and again.
+    let host = unmetered_host();
+    let rt = rt();
+    let ctl = Control::new();
+    let r = run_in_place(&rt, &host, job.spec(&job.sandbox(true), None), &ctl, |ctl| {
+        if ctl.is_running() {
+            ctl.request_checkpoint();
+        }
+    });
+    assert_eq!(r.ending, Ending::Exited(0), "{r:?}");
+    let taken: Vec<Checkpoint> =
+        job.taken.lock().unwrap().iter().map(|c| c.clone().unwrap()).collect();
+    assert!(taken.len() >= 5, "{} checkpoints", taken.len());
+    for c in taken.iter().rev().take(3) {
+        let fresh = job.sandbox(false);
+        let r = run_in_place(
+            &rt,
+            &host,
+            job.spec(&fresh, Some(c.bytes.clone().into())),
+            &Control::new(),
+            |_| {},
+        );
+        assert_eq!(r.ending, Ending::Exited(0), "{r:?}");
+        assert_eq!(std::fs::read(fresh.join("out.txt")).unwrap(), b"ok\n");
+    }
+}
