@@ -580,6 +580,30 @@ fn a_bad_snapshot_is_refused_with_a_hold_that_says_why_and_the_sandbox_is_untouc
     spec.module = instrumented("digest");
     let (_, _, why) = held(&run(spec));
     assert!(why.contains("not of this module"), "{why}");
+
+    // A memory pack it names, tampered with, then missing: the hold names
+    // the snapshot and the pack, and the sandbox is left as it was.
+    let name = andes_snapshot::stored_hash(&snap).unwrap();
+    let pack = andes_snapshot::inspect(&snap).unwrap().header.packs[0].blake3.clone();
+    let kept = std::fs::read(job.blobs.path(&pack)).unwrap();
+    std::fs::write(job.blobs.path(&pack), b"another memory").unwrap();
+    let sandbox = job.sandbox(false);
+    std::fs::write(sandbox.join("keep.txt"), b"mine").unwrap();
+    let (code, sub, why) = held(&run(job.spec(&sandbox, Some(snap.clone()))));
+    assert_eq!((code, sub), (36, 1));
+    assert!(why.contains(&name) && why.contains(&pack), "{why}");
+    assert!(why.contains("does not match its hash"), "{why}");
+    assert_eq!(std::fs::read(sandbox.join("keep.txt")).unwrap(), b"mine", "nothing lost");
+    std::fs::remove_file(job.blobs.path(&pack)).unwrap();
+    let (code, _, why) = held(&run(job.spec(&job.sandbox(false), Some(snap.clone()))));
+    assert_eq!(code, 36);
+    assert!(
+        why.contains(&name) && why.contains(&format!("memory pack {pack}: it is missing")),
+        "{why}"
+    );
+    std::fs::write(job.blobs.path(&pack), kept).unwrap();
+    let r = run(job.spec(&job.sandbox(false), Some(snap)));
+    assert_eq!(r.ending, Ending::Exited(0), "restored once its pack is back: {r:?}");
 }
 
 /// `snap` with its checkpoint stack (memory 1) changed by `tamper`, signed
