@@ -48,12 +48,15 @@ impl BlobStore {
     /// stored (its modification time set to now): a content a new snapshot
     /// names again is as young as one it wrote, for
     /// [`BlobStore::retain_older_than`].
+    /// Marking it is best effort: a content this process may not write is
+    /// still there.
     pub fn reuse(&self, hash: &str) -> bool {
-        fs::File::options()
+        let path = self.path(hash);
+        let marked = fs::File::options()
             .write(true)
-            .open(self.path(hash))
-            .and_then(|f| f.set_modified(SystemTime::now()))
-            .is_ok()
+            .open(&path)
+            .and_then(|f| f.set_modified(SystemTime::now()));
+        marked.is_ok() || path.is_file()
     }
 
     /// Stores what `src` reads unless the store already has it; returns its
