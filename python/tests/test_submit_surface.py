@@ -102,7 +102,7 @@ def test_jobs_and_procs_are_what_the_pool_queues(pool: PersonalPool, jobdir: pat
     assert items is not None
     simulated = list(andes.Submit(TEXT).jobs(itemdata=list(items), clusterid=result.cluster()))
     assert [(a["ProcId"], a["Args"], a["Cmd"]) for a in queued] == [(a["ProcId"], a["Args"], a["Cmd"]) for a in simulated]
-    pool.schedd.act(andes.JobAction.Remove, result.cluster())
+    pool.schedd.act(andes.JobAction.Remove, f"ClusterId == {result.cluster()}")  # what has not yet ended
 
     with pytest.raises(ValueError, match="procid must be 0"):
         list(sub.jobs(procid=3))
@@ -129,7 +129,7 @@ arguments = $(answer) $STRING(Name,<%s>)
     result = pool.schedd.submit(sub)
     queued = sorted(pool.schedd.query(f"ClusterId == {result.cluster()}", ["ProcId", "Args", "Tagged"]), key=lambda a: a["ProcId"])
     assert [(a["Args"], a["Tagged"]) for a in queued] == [("42 <alpha>", 10), ("42 <beta>", 11)]
-    pool.schedd.act(andes.JobAction.Remove, result.cluster())
+    pool.schedd.act(andes.JobAction.Remove, f"ClusterId == {result.cluster()}")  # what has not yet ended
     # An expression that does not evaluate is refused, naming it, before anything is queued.
     with pytest.raises(andes.HTCondorException, match="EVAL"):
         pool.schedd.submit(andes.Submit({"executable": "primes.wasm", "arguments": "$EVAL(1 +)"}))
