@@ -255,7 +255,6 @@ impl Tracker {
     pub(crate) fn changed(&self, _base: *const u8, _len: usize) -> Option<Changed> {
         None
     }
-    pub(crate) fn disarm(&self) {}
 }
 
 /// See the Linux `tracker`.
