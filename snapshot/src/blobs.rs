@@ -79,15 +79,23 @@ impl BlobStore {
         let hash = h.finalize().to_hex().to_string();
         // A blob already stored: the temporary file goes when dropped.
         if !self.reuse(&hash) {
-            if self.durable {
-                out.as_file().sync_all()?;
-            }
-            out.persist(self.path(&hash)).map_err(|e| e.error)?;
-            if self.durable {
-                andes_beneath::sync_dir(&self.dir)?;
-            }
+            self.persist(out, &hash)?;
         }
         Ok((hash, size))
+    }
+
+    /// Makes the written temporary file `out` the blob `hash`: synced first
+    /// and the directory after in a durable store, renamed into place in
+    /// any, so that no blob is ever seen half written.
+    fn persist(&self, out: tempfile::NamedTempFile, hash: &str) -> io::Result<()> {
+        if self.durable {
+            out.as_file().sync_all()?;
+        }
+        out.persist(self.path(hash)).map_err(|e| e.error)?;
+        if self.durable {
+            andes_beneath::sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 
     /// Stores the content of the file `src` (a path the caller trusts)
@@ -117,14 +125,7 @@ impl BlobStore {
         }
         let mut out = tempfile::Builder::new().prefix(".put-").tempfile_in(&self.dir)?;
         out.write_all(data)?;
-        if self.durable {
-            out.as_file().sync_all()?;
-        }
-        out.persist(self.path(hash)).map_err(|e| e.error)?;
-        if self.durable {
-            andes_beneath::sync_dir(&self.dir)?;
-        }
-        Ok(())
+        self.persist(out, hash)
     }
 
     /// The content named `hash`, checked against it: an error if the store

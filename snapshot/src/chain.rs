@@ -206,12 +206,13 @@ impl Tables {
         let base_hash = blake3::hash(base).to_hex().to_string();
         let chunks = bytes.len().div_ceil(CHUNK);
         let mut refs = vec![ZERO_REF; chunks];
-        let (previous, previous_bytes) = self
-            .previous
+        // Taken out while `reuse` names its packs, put back after.
+        let last = self.previous.take();
+        let (previous, previous_bytes) = last
             .as_ref()
             .and_then(|p| p.memories.get(index))
             .filter(|m| m.base == base_hash)
-            .map_or((Vec::new(), 0), |m| (m.chunks.clone(), m.bytes));
+            .map_or((&[][..], 0), |m| (&m.chunks[..], m.bytes));
         // A chunk is taken from the previous snapshot only if both hold it whole.
         let whole =
             |c: usize| (c as u64 + 1) * CHUNK as u64 <= previous_bytes.min(bytes.len() as u64);
@@ -223,7 +224,8 @@ impl Tables {
                         continue;
                     }
                     if self.retired.get(p.pack as usize) == Some(&false) {
-                        *r = ChunkRef { pack: self.reuse(p.pack), ..*p };
+                        let pack = self.reuse(p.pack, last.as_ref());
+                        *r = ChunkRef { pack, ..*p };
                         continue;
                     }
                     todo.push(c);
@@ -231,6 +233,7 @@ impl Tables {
                 _ => todo.push(c),
             }
         }
+        self.previous = last;
         self.encode(bytes, base, &todo, &mut refs);
         self.memories.push(ChainMemory {
             bytes: bytes.len() as u64,
@@ -239,12 +242,14 @@ impl Tables {
         });
     }
 
-    fn reuse(&mut self, old: u32) -> u32 {
+    /// `old`'s index among the packs named so far, naming it if it is not
+    /// yet (`previous` is the chain built on).
+    fn reuse(&mut self, old: u32, previous: Option<&Chain>) -> u32 {
         if let Some(&i) = self.remap.get(&old) {
             return i;
         }
         let i = self.packs.len() as u32;
-        let entry = self.previous.as_ref().map(|p| p.packs[old as usize].clone());
+        let entry = previous.and_then(|p| p.packs.get(old as usize)).cloned();
         self.packs.extend(entry);
         self.remap.insert(old, i);
         i
@@ -404,30 +409,49 @@ pub(crate) fn decode(
     if m.bytes != dest.len() as u64 {
         return Err(format!("it is {} bytes, the destination {} bytes", m.bytes, dest.len()));
     }
-    let chunks = m.chunks.len();
+    decode_chunks(dest, base, fresh, |c| {
+        let e = m.chunks.get(c).ok_or_else(|| format!("chunk {c}: not in the table"))?;
+        if e.kind == ZERO {
+            return Ok(None);
+        }
+        let pack = packs.get(e.pack as usize).ok_or_else(|| format!("chunk {c}: no pack"))?;
+        let stored = usize::try_from(e.offset)
+            .ok()
+            .and_then(|o| pack.get(o..o + e.len as usize))
+            .ok_or_else(|| format!("chunk {c}: outside its pack"))?;
+        Ok(Some((e.kind, stored)))
+    })
+}
+
+/// Writes each chunk of `dest` from what `stored` says of it (`None`: equal
+/// to the initial image; else its kind, RAW or LZ4, and its stored bytes),
+/// XORed back with `base`, on every core. Both formats decode through it.
+/// With `fresh`, `dest` already holds `base` then zeros and `None` chunks
+/// are left untouched.
+pub(crate) fn decode_chunks<'a>(
+    dest: &mut [u8],
+    base: &[u8],
+    fresh: bool,
+    stored: impl Fn(usize) -> Result<Option<(u8, &'a [u8])>, String> + Sync,
+) -> Result<(), String> {
+    let chunks = dest.len().div_ceil(CHUNK);
     let n = threads(chunks);
     let per = chunks.div_ceil(n.max(1)).max(1);
     let work = |first: usize, dest: &mut [u8]| -> Result<(), String> {
         for (i, out) in dest.chunks_mut(CHUNK).enumerate() {
             let c = first + i;
-            let e = &m.chunks[c];
             let b = base_part(base, c * CHUNK, out.len());
-            if e.kind == ZERO {
+            let Some((kind, bytes)) = stored(c)? else {
                 if !fresh {
                     out[..b.len()].copy_from_slice(b);
                     out[b.len()..].fill(0);
                 }
                 continue;
-            }
-            let pack = packs.get(e.pack as usize).ok_or_else(|| format!("chunk {c}: no pack"))?;
-            let stored = usize::try_from(e.offset)
-                .ok()
-                .and_then(|o| pack.get(o..o + e.len as usize))
-                .ok_or_else(|| format!("chunk {c}: outside its pack"))?;
-            if e.kind == RAW {
-                out.copy_from_slice(stored);
+            };
+            if kind == RAW {
+                out.copy_from_slice(bytes);
             } else {
-                let got = lz4_flex::block::decompress_into(stored, out)
+                let got = lz4_flex::block::decompress_into(bytes, out)
                     .map_err(|err| format!("chunk {c}: {err}"))?;
                 if got != out.len() {
                     return Err(format!("chunk {c}: {got} bytes, expected {}", out.len()));

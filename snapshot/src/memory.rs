@@ -1,9 +1,10 @@
 //! Format 1 memory sections, read for snapshots taken before format 2:
 //! chunks diffed against the initial image, zero chunks skipped, the rest
-//! LZ4 or raw, stored in the section itself; decoded on every core.
+//! LZ4 or raw, stored in the section itself; decoded on every core by the
+//! same code as format 2.
 
 use crate::CHUNK;
-use crate::chain::{LZ4, RAW, ZERO, base_part, threads};
+use crate::chain::{LZ4, RAW, ZERO, decode_chunks};
 
 const ENTRY: usize = 5;
 
@@ -61,49 +62,8 @@ pub(crate) fn decode(
             data.len()
         ));
     }
-    let n = threads(chunks);
-    let per = chunks.div_ceil(n.max(1)).max(1);
-    let work = |first: usize, dest: &mut [u8]| -> Result<(), String> {
-        for (i, out) in dest.chunks_mut(CHUNK).enumerate() {
-            let c = first + i;
-            let e = &entries[c];
-            let b = base_part(base, c * CHUNK, out.len());
-            match e.kind {
-                ZERO => {
-                    if !fresh {
-                        out[..b.len()].copy_from_slice(b);
-                        out[b.len()..].fill(0);
-                    }
-                    continue;
-                }
-                RAW => out.copy_from_slice(&data[e.offset..e.offset + e.len]),
-                _ => {
-                    let got =
-                        lz4_flex::block::decompress_into(&data[e.offset..e.offset + e.len], out)
-                            .map_err(|err| format!("chunk {c}: {err}"))?;
-                    if got != out.len() {
-                        return Err(format!("chunk {c}: {got} bytes, expected {}", out.len()));
-                    }
-                }
-            }
-            for (o, x) in out.iter_mut().zip(b) {
-                *o ^= x;
-            }
-        }
-        Ok(())
-    };
-    if n == 1 {
-        return work(0, dest);
-    }
-    std::thread::scope(|s| {
-        let handles: Vec<_> = dest
-            .chunks_mut(per * CHUNK)
-            .enumerate()
-            .map(|(t, part)| {
-                let work = &work;
-                s.spawn(move || work(t * per, part))
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| h.join().unwrap_or(Err("decoder thread".into())))
+    decode_chunks(dest, base, fresh, |c| {
+        let e = &entries[c];
+        Ok((e.kind != ZERO).then(|| (e.kind, &data[e.offset..e.offset + e.len])))
     })
 }

@@ -273,6 +273,27 @@ fn checkpointed_jobs(quick: bool) -> Vec<Job> {
     jobs
 }
 
+/// Asks a running job for a checkpoint and waits for it, looking every
+/// `poll`, for `limit` at most; the time (ms) from the request until the
+/// snapshot was in hand.
+fn checkpoint_now(
+    ctl: &Control,
+    snaps: &Snaps,
+    name: &str,
+    (poll, limit): (Duration, Duration),
+) -> f64 {
+    let before = snaps.taken.lock().unwrap().len();
+    let t0 = Instant::now();
+    ctl.request_checkpoint();
+    loop {
+        if let Some((at, _)) = snaps.taken.lock().unwrap().get(before) {
+            return at.duration_since(t0).as_secs_f64() * 1e3;
+        }
+        assert!(t0.elapsed() < limit, "{name}: no checkpoint");
+        std::thread::sleep(poll);
+    }
+}
+
 /// Asks a running job for `trials` checkpoints at random moments; returns
 /// each one's latency (ms) and the last snapshot.
 fn latency(rig: &Rig, job: &Job, trials: usize, snaps: &Snaps) -> (Vec<f64>, Vec<u8>) {
@@ -298,17 +319,8 @@ fn latency(rig: &Rig, job: &Job, trials: usize, snaps: &Snaps) -> (Vec<f64>, Vec
         x ^= x >> 7;
         x ^= x << 17;
         std::thread::sleep(Duration::from_millis(20 + x % 80));
-        let before = snaps.taken.lock().unwrap().len();
-        let t0 = Instant::now();
-        ctl.request_checkpoint();
-        loop {
-            if let Some((at, _)) = snaps.taken.lock().unwrap().get(before) {
-                out.push(at.duration_since(t0).as_secs_f64() * 1e3);
-                break;
-            }
-            assert!(t0.elapsed() < Duration::from_secs(60), "{}: no checkpoint", job.name);
-            std::thread::sleep(Duration::from_micros(50));
-        }
+        let wait = (Duration::from_micros(50), Duration::from_secs(60));
+        out.push(checkpoint_now(&ctl, snaps, &job.name, wait));
     }
     ctl.hard_kill();
     let _ = rig.rt.block_on(task);
@@ -441,17 +453,8 @@ fn incremental(rig: &Rig, quick: bool) {
             let mut times = Vec::new();
             for _ in 0..=next {
                 std::thread::sleep(Duration::from_millis(200));
-                let before = snaps.taken.lock().unwrap().len();
-                let t0 = Instant::now();
-                ctl.request_checkpoint();
-                loop {
-                    if let Some((at, _)) = snaps.taken.lock().unwrap().get(before) {
-                        times.push(at.duration_since(t0).as_secs_f64() * 1e3);
-                        break;
-                    }
-                    assert!(t0.elapsed() < Duration::from_secs(600), "{}: no checkpoint", job.name);
-                    std::thread::sleep(Duration::from_micros(200));
-                }
+                let wait = (Duration::from_micros(200), Duration::from_secs(600));
+                times.push(checkpoint_now(&ctl, &snaps, &job.name, wait));
             }
             ctl.hard_kill();
             let _ = rig.rt.block_on(task);

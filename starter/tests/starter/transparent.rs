@@ -351,6 +351,35 @@ fn a_job_whose_memory_grows_to_64_mib_is_restored_with_all_of_it() {
     assert!(biggest > 16 << 20, "the last snapshots hold the grown memory: {biggest} bytes");
 }
 
+/// Runs `job` in `sandbox` to its end, asking for a checkpoint every
+/// `every` once the last one asked for has arrived, `most` times at most.
+fn run_checkpointed(
+    rt: &tokio::runtime::Runtime,
+    host: &Host,
+    job: &Job,
+    sandbox: &Path,
+    every: Duration,
+    most: usize,
+) -> JobResult {
+    let ctl = Control::new();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    rt.block_on(async {
+        let run = host.run(job.spec(sandbox, None), ctl.clone(), clock);
+        tokio::pin!(run);
+        let mut asked = 0;
+        loop {
+            tokio::select! {
+                r = &mut run => return r,
+                _ = tokio::time::sleep(every) => {}
+            }
+            if job.taken.lock().unwrap().len() == asked && asked < most {
+                ctl.request_checkpoint();
+                asked += 1;
+            }
+        }
+    })
+}
+
 #[test]
 fn periodic_checkpoints_let_the_job_go_on_and_each_one_resumes_elsewhere() {
     let job = digest_job(1500, 4000);
@@ -358,24 +387,8 @@ fn periodic_checkpoints_let_the_job_go_on_and_each_one_resumes_elsewhere() {
     let (want, want_files, _) = reference(&host, &job, "out.txt");
     let rt = rt();
     let sandbox = job.sandbox(true);
-    let ctl = Control::new();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let result = rt.block_on(async {
-        let run = host.run(job.spec(&sandbox, None), ctl.clone(), clock.clone());
-        tokio::pin!(run);
-        let mut asked = 0;
-        loop {
-            tokio::select! {
-                r = &mut run => return r,
-                _ = tokio::time::sleep(Duration::from_millis(10)) => {}
-            }
-            let taken = job.taken.lock().unwrap().len();
-            if taken == asked && asked < 5 {
-                ctl.request_checkpoint();
-                asked += 1;
-            }
-        }
-    });
+    let result = run_checkpointed(&rt, &host, &job, &sandbox, Duration::from_millis(10), 5);
     assert_eq!(result.ending, Ending::Exited(0));
     assert_eq!(std::fs::read(sandbox.join("out.txt")).unwrap(), want, "the job went on");
     let snapshots: Vec<Checkpoint> =
@@ -420,23 +433,8 @@ fn periodic_snapshots_write_only_what_changed_and_the_last_of_a_chain_restores_a
     let (want, want_files, _) = reference(&host, &job, "out.txt");
     let rt = rt();
     let sandbox = job.sandbox(true);
-    let ctl = Control::new();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let result = rt.block_on(async {
-        let run = host.run(job.spec(&sandbox, None), ctl.clone(), clock.clone());
-        tokio::pin!(run);
-        let mut asked = 0;
-        loop {
-            tokio::select! {
-                r = &mut run => return r,
-                _ = tokio::time::sleep(Duration::from_millis(2)) => {}
-            }
-            if job.taken.lock().unwrap().len() == asked {
-                ctl.request_checkpoint();
-                asked += 1;
-            }
-        }
-    });
+    let result = run_checkpointed(&rt, &host, &job, &sandbox, Duration::from_millis(2), usize::MAX);
     assert_eq!(result.ending, Ending::Exited(0), "{result:?}");
     assert_eq!(std::fs::read(sandbox.join("out.txt")).unwrap(), want, "the job went on");
     let snapshots: Vec<Checkpoint> =
