@@ -17,6 +17,17 @@
 //! stdin included) therefore first [`touch`]es its buffers, which faults each
 //! chunk in as written.
 //!
+//! Each chunk made writable inside a protected memory splits the memory's
+//! mapping in the kernel (up to two more mappings), and a process may hold
+//! only `vm.max_map_count` of them (65,530 by default), shared by every job
+//! on the host and by the host itself. A job writing every other chunk could
+//! take them all, and the next `mmap` of any job, or of the host, would
+//! fail. [`Mappings`] is the one budget of splits every tracker of the
+//! process draws from: a first write that would split the memory beyond it
+//! makes the whole memory writable instead (which merges it back), and the
+//! job's next snapshot looks at every chunk. Re-arming or disarming returns
+//! what a tracker took.
+//!
 //! The protection must never outlive the tracker: wasmtime reuses a memory's
 //! slot for the next instance, believing its pages writable. [`Tracker`]
 //! makes the whole memory writable again when it is disarmed or dropped,
@@ -29,6 +40,50 @@ use andes_snapshot::CHUNK;
 /// Most chunks tracked: a 4 GiB memory (all a wasm32 memory can be).
 #[cfg(target_os = "linux")]
 const MAX_CHUNKS: usize = (4usize << 30) / CHUNK;
+
+#[cfg(target_os = "linux")]
+/// The mappings trackers may add to the process, together: a quarter of
+/// the kernel's default `vm.max_map_count`.
+pub(crate) const MAPPINGS: isize = 16_384;
+
+#[cfg(target_os = "linux")]
+/// A budget of memory mappings shared by trackers (see the module's doc).
+pub(crate) struct Mappings {
+    left: std::sync::atomic::AtomicIsize,
+}
+
+#[cfg(target_os = "linux")]
+impl Mappings {
+    /// A budget of `n` mappings.
+    pub(crate) const fn new(n: isize) -> Mappings {
+        Mappings { left: std::sync::atomic::AtomicIsize::new(n) }
+    }
+
+    /// Takes `n` mappings if that many are left. Async-signal-safe.
+    fn take(&self, n: isize) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.left.fetch_sub(n, Ordering::AcqRel) >= n {
+            return true;
+        }
+        self.left.fetch_add(n, Ordering::AcqRel);
+        false
+    }
+
+    /// Gives back `n` mappings. Async-signal-safe.
+    fn give(&self, n: isize) {
+        self.left.fetch_add(n, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// The mappings left.
+    #[cfg(test)]
+    pub(crate) fn left(&self) -> isize {
+        self.left.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+#[cfg(target_os = "linux")]
+/// The process's budget, every job's tracker draws from it.
+pub(crate) static PROCESS_MAPPINGS: Mappings = Mappings::new(MAPPINGS);
 
 /// Writes each chunk of `bufs` with the byte it holds, so a write-protected
 /// chunk is faulted in (and marked written) before the kernel writes into it.
@@ -69,9 +124,9 @@ impl Changed {
 #[cfg(target_os = "linux")]
 mod imp {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 
-    use super::{CHUNK, Changed, MAX_CHUNKS};
+    use super::{CHUNK, Changed, MAX_CHUNKS, Mappings};
 
     /// What the signal handler and the starter share.
     pub(super) struct Shared {
@@ -81,8 +136,13 @@ mod imp {
         len: AtomicUsize,
         /// A bit per chunk: written since armed.
         dirty: Box<[AtomicU64]>,
-        /// A protection change was refused: nothing is known.
+        /// A protection change was refused, or the budget ran out:
+        /// nothing is known.
         lost: AtomicBool,
+        /// The budget splits are drawn from.
+        budget: &'static Mappings,
+        /// The mappings taken from it since armed.
+        taken: AtomicIsize,
     }
 
     fn protect(addr: usize, len: usize, writable: bool) -> bool {
@@ -92,14 +152,61 @@ mod imp {
         unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot) == 0 }
     }
 
+    /// Writes the first byte of every kernel mapping over `[addr, addr +
+    /// len)` (read from `/proc/self/maps`) with the value it holds, before
+    /// any of it is protected. A mapping gets its anonymous-memory record
+    /// (`anon_vma`) on its first write; the pieces a protection change
+    /// splits it into inherit the one it has then, or each get their own
+    /// on their own first write, after which the kernel cannot merge them
+    /// back and the splits would outlive the tracker. False when the maps
+    /// cannot be read.
+    fn prime(addr: usize, len: usize) -> bool {
+        if len == 0 {
+            return true;
+        }
+        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return false };
+        let end = addr + len;
+        for line in maps.lines() {
+            let Some((a, b)) = line.split_whitespace().next().and_then(|r| r.split_once('-'))
+            else {
+                return false;
+            };
+            let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+            else {
+                return false;
+            };
+            if a < end && b > addr {
+                let p = a.max(addr) as *mut u8;
+                // SAFETY: `p` lies in the memory being armed, writable (no
+                // part of `[addr, addr + len)` is protected yet) and mapped
+                // for as long as the tracker lives; the guest is not running,
+                // and the volatile pair writes back what it read.
+                unsafe { p.write_volatile(p.read_volatile()) };
+            }
+        }
+        true
+    }
+
     impl Shared {
-        pub(super) fn new() -> Arc<Shared> {
+        pub(super) fn new(budget: &'static Mappings) -> Arc<Shared> {
             Arc::new(Shared {
                 base: AtomicUsize::new(0),
                 len: AtomicUsize::new(0),
                 dirty: (0..MAX_CHUNKS / 64).map(|_| AtomicU64::new(0)).collect(),
                 lost: AtomicBool::new(false),
+                budget,
+                taken: AtomicIsize::new(0),
             })
+        }
+
+        fn is_dirty(&self, c: usize) -> bool {
+            self.dirty[c / 64].load(Ordering::Acquire) & (1 << (c % 64)) != 0
+        }
+
+        /// Gives back every mapping taken: the memory's protection is one
+        /// again (all read-only after arming, all writable after disarming).
+        fn give_back(&self) {
+            self.budget.give(self.taken.swap(0, Ordering::AcqRel));
         }
 
         /// The fault handler: async-signal-safe (atomics and `mprotect`).
@@ -121,14 +228,26 @@ mod imp {
             if self.dirty[c / 64].fetch_or(bit, Ordering::AcqRel) & bit != 0 {
                 return false;
             }
+            // A chunk next to a written one joins its mapping; one between
+            // two read-only neighbours splits theirs in three. (Counted
+            // high: a merge gives nothing back until re-armed.)
+            let chunks = len / CHUNK;
+            let joins = (c > 0 && self.is_dirty(c - 1)) || (c + 1 < chunks && self.is_dirty(c + 1));
+            let cost = if joins { 0 } else { 2 };
             let start = base + c * CHUNK;
-            if protect(start, CHUNK.min(base + len - start), true) {
-                return true;
+            if self.budget.take(cost) {
+                if protect(start, CHUNK.min(base + len - start), true) {
+                    self.taken.fetch_add(cost, Ordering::AcqRel);
+                    return true;
+                }
+                self.budget.give(cost);
             }
-            // The kernel refused (too many mappings): give up tracking and
+            // Out of budget, or the kernel refused: give up tracking and
             // make the whole memory writable, which merges it back.
             self.lost.store(true, Ordering::Release);
-            protect(base, len, true)
+            let merged = protect(base, len, true);
+            self.give_back();
+            merged
         }
     }
 
@@ -159,6 +278,11 @@ mod imp {
             if !again {
                 self.disarm();
             }
+            let from = if again { was_len } else { 0 };
+            if !prime(base + from, len - from) {
+                self.disarm();
+                return;
+            }
             // The handler ignores faults while the tracker is rebuilt.
             s.base.store(0, Ordering::Release);
             s.lost.store(false, Ordering::Release);
@@ -181,6 +305,8 @@ mod imp {
             for w in s.dirty.iter().take(chunks.div_ceil(64)) {
                 w.store(0, Ordering::Release);
             }
+            // The whole memory is read-only again: one mapping.
+            s.give_back();
             s.len.store(len, Ordering::Release);
             s.base.store(base, Ordering::Release);
             if !ok {
@@ -216,6 +342,7 @@ mod imp {
                 // Cannot fail for lack of mappings: it merges them.
                 protect(base, len, true);
             }
+            s.give_back();
         }
     }
 
@@ -233,7 +360,16 @@ pub(crate) use imp::Tracker;
 /// signal handler for it.
 #[cfg(target_os = "linux")]
 pub(crate) fn tracker<T>(store: &mut wasmtime::Store<T>) -> Tracker {
-    let shared = imp::Shared::new();
+    tracker_with(store, &PROCESS_MAPPINGS)
+}
+
+/// [`tracker`] drawing its splits from `budget`.
+#[cfg(target_os = "linux")]
+pub(crate) fn tracker_with<T>(
+    store: &mut wasmtime::Store<T>,
+    budget: &'static Mappings,
+) -> Tracker {
+    let shared = imp::Shared::new(budget);
     let handler = shared.clone();
     // SAFETY: the handler is async-signal-safe: it reads the siginfo,
     // updates atomics and calls mprotect.
@@ -261,4 +397,139 @@ impl Tracker {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn tracker<T>(_store: &mut wasmtime::Store<T>) -> Tracker {
     Tracker
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// A guest whose `write(from, step, n)` stores `i + 1` at the start of
+    /// chunks `from + i * step`, and whose `grow(pages)` grows its memory.
+    const WRITER: &str = r#"(module
+      (memory (export "memory") 64)
+      (func (export "write") (param $from i32) (param $step i32) (param $n i32)
+        (local $i i32)
+        (block $done (loop $next
+          (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+          (i32.store
+            (i32.mul (i32.add (local.get $from) (i32.mul (local.get $i) (local.get $step)))
+                     (i32.const 65536))
+            (i32.add (local.get $i) (i32.const 1)))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br $next))))
+      (func (export "grow") (param i32) (result i32) (memory.grow (local.get 0))))"#;
+
+    struct Job {
+        store: wasmtime::Store<()>,
+        instance: wasmtime::Instance,
+        memory: wasmtime::Memory,
+        tracker: Tracker,
+    }
+
+    fn engine() -> wasmtime::Engine {
+        // The host's allocator: memories in pool slots, chunk-aligned.
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        pool.total_memories(4).total_core_instances(4).max_memory_size(64 << 20);
+        let mut cfg = wasmtime::Config::new();
+        cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        wasmtime::Engine::new(&cfg).unwrap()
+    }
+
+    fn job(engine: &wasmtime::Engine, budget: &'static Mappings) -> Job {
+        let module = wasmtime::Module::new(engine, wat::parse_str(WRITER).unwrap()).unwrap();
+        let mut store = wasmtime::Store::new(engine, ());
+        let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
+        let memory = instance.get_memory(&mut store, "memory").unwrap();
+        let mut tracker = tracker_with(&mut store, budget);
+        let (base, len) = (memory.data_ptr(&store), memory.data_size(&store));
+        assert!((base as usize).is_multiple_of(CHUNK), "the pool's memory is not chunk-aligned");
+        tracker.arm(base, len);
+        Job { store, instance, memory, tracker }
+    }
+
+    impl Job {
+        fn write(&mut self, from: i32, step: i32, n: i32) {
+            let f = self.instance.get_typed_func::<(i32, i32, i32), ()>(&mut self.store, "write");
+            f.unwrap().call(&mut self.store, (from, step, n)).unwrap();
+            for i in 0..n {
+                let at = ((from + i * step) as usize) * CHUNK;
+                let word = &self.memory.data(&self.store)[at..at + 4];
+                assert_eq!(u32::from_le_bytes(word.try_into().unwrap()), i as u32 + 1);
+            }
+        }
+
+        fn changed(&self) -> Option<Changed> {
+            let m = self.memory.data(&self.store);
+            self.tracker.changed(m.as_ptr(), m.len())
+        }
+
+        /// The kernel's mappings over this job's memory, from /proc/self/maps.
+        fn mappings(&self) -> usize {
+            let base = self.memory.data_ptr(&self.store) as usize;
+            let end = base + self.memory.data_size(&self.store);
+            let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+            maps.lines()
+                .filter_map(|l| l.split_whitespace().next()?.split_once('-'))
+                .filter_map(|(a, b)| {
+                    Some((usize::from_str_radix(a, 16).ok()?, usize::from_str_radix(b, 16).ok()?))
+                })
+                .filter(|&(a, b)| a < end && b > base)
+                .count()
+        }
+    }
+
+    #[test]
+    fn a_job_writing_every_other_chunk_cannot_take_more_mappings_than_the_budget() {
+        static BUDGET: Mappings = Mappings::new(40);
+        let engine = engine();
+        let mut a = job(&engine, &BUDGET);
+        assert_eq!(a.mappings(), 1);
+        // Ten isolated chunks: twenty mappings of the forty, all known.
+        a.write(1, 2, 10);
+        let changed = a.changed().expect("within the budget the tracker knows");
+        assert!((0..64).all(|c| changed.contains(c) == (c % 2 == 1 && c < 21)));
+        assert_eq!(BUDGET.left(), 20);
+        assert!(a.mappings() <= 21, "{} mappings", a.mappings());
+        // Thirty more would need sixty: the tracker gives up, the memory is
+        // one writable mapping again and the budget whole.
+        a.write(21, 2, 21);
+        assert!(a.changed().is_none(), "past its budget the tracker knows nothing");
+        assert_eq!(a.mappings(), 1);
+        assert_eq!(BUDGET.left(), 40);
+        // Re-armed, it knows again; writing a run of chunks costs two.
+        let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
+        a.tracker.arm(base, len);
+        a.write(0, 1, 32);
+        let changed = a.changed().unwrap();
+        assert!((0..64).all(|c| changed.contains(c) == (c < 32)));
+        assert_eq!(BUDGET.left(), 38);
+        assert_eq!(a.mappings(), 2);
+    }
+
+    #[test]
+    fn jobs_share_one_budget_and_one_out_of_it_still_runs_and_grows() {
+        static BUDGET: Mappings = Mappings::new(8);
+        let engine = engine();
+        let mut a = job(&engine, &BUDGET);
+        let mut b = job(&engine, &BUDGET);
+        a.write(1, 2, 4);
+        assert_eq!(BUDGET.left(), 0);
+        // The budget is spent: b's first write gives its tracking up, not
+        // its run; it writes, grows its memory and writes past the growth.
+        b.write(3, 4, 8);
+        assert!(b.changed().is_none());
+        let grow = b.instance.get_typed_func::<i32, i32>(&mut b.store, "grow").unwrap();
+        assert_eq!(grow.call(&mut b.store, 64).unwrap(), 64);
+        b.write(100, 1, 20);
+        assert!(a.changed().is_some());
+        // A's re-arm gives its share back; b, re-armed over its grown
+        // memory, tracks again.
+        a.tracker.disarm();
+        assert_eq!(BUDGET.left(), 8);
+        let (base, len) = (b.memory.data_ptr(&b.store), b.memory.data_size(&b.store));
+        b.tracker.arm(base, len);
+        b.write(7, 8, 4);
+        let changed = b.changed().unwrap();
+        assert!((0..128).all(|c| changed.contains(c) == (c % 8 == 7 && c < 39)));
+    }
 }
