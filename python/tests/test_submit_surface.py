@@ -95,14 +95,15 @@ def test_jobs_and_procs_are_what_the_pool_queues(pool: PersonalPool, jobdir: pat
     procs = list(sub.procs(clusterid=7))
     assert [dict(p) for p in procs] == [{"ProcId": 0, "Args": "1 a"}, {"ProcId": 1, "Args": "2 b"}]
     assert len(list(andes.Submit(executable="primes.wasm").jobs(count=3))) == 3
-    # itemdata from itemdata(), back through Schedd.submit: the pool queues what jobs() said.
-    result = pool.schedd.submit(andes.Submit(TEXT), itemdata=sub.itemdata())
+    # itemdata from itemdata(), back through Schedd.submit: the pool queues what jobs() said
+    # (held, so that none has run and left the queue before it is read).
+    result = pool.schedd.submit(andes.Submit(TEXT + "hold = true\n"), itemdata=sub.itemdata())
     queued = sorted(pool.schedd.query(f"ClusterId == {result.cluster()}", ["ProcId", "Args", "Cmd"]), key=lambda a: a["ProcId"])
     items = sub.itemdata()
     assert items is not None
     simulated = list(andes.Submit(TEXT).jobs(itemdata=list(items), clusterid=result.cluster()))
     assert [(a["ProcId"], a["Args"], a["Cmd"]) for a in queued] == [(a["ProcId"], a["Args"], a["Cmd"]) for a in simulated]
-    pool.schedd.act(andes.JobAction.Remove, f"ClusterId == {result.cluster()}")  # what has not yet ended
+    pool.schedd.act(andes.JobAction.Remove, f"ClusterId == {result.cluster()}")
 
     with pytest.raises(ValueError, match="procid must be 0"):
         list(sub.jobs(procid=3))
@@ -129,7 +130,7 @@ arguments = $(answer) $STRING(Name,<%s>)
     result = pool.schedd.submit(sub)
     queued = sorted(pool.schedd.query(f"ClusterId == {result.cluster()}", ["ProcId", "Args", "Tagged"]), key=lambda a: a["ProcId"])
     assert [(a["Args"], a["Tagged"]) for a in queued] == [("42 <alpha>", 10), ("42 <beta>", 11)]
-    pool.schedd.act(andes.JobAction.Remove, f"ClusterId == {result.cluster()}")  # what has not yet ended
+    pool.schedd.act(andes.JobAction.Remove, f"ClusterId == {result.cluster()}")
     # An expression that does not evaluate is refused, naming it, before anything is queued.
     with pytest.raises(andes.HTCondorException, match="EVAL"):
         pool.schedd.submit(andes.Submit({"executable": "primes.wasm", "arguments": "$EVAL(1 +)"}))

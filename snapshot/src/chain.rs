@@ -125,22 +125,52 @@ pub(crate) fn base_part(base: &[u8], start: usize, len: usize) -> &[u8] {
     if start >= base.len() { &[] } else { &base[start..(start + len).min(base.len())] }
 }
 
+/// A linear memory as the encoder reads it, a chunk at a time: a plain
+/// slice, or a memory still in use whose chunks are read under some
+/// protocol with its writer (the starter's snapshot taken off the job's
+/// thread). Every chunk is read at most once per memory added.
+pub trait ChunkSource: Sync {
+    /// The memory's length in bytes.
+    fn len(&self) -> usize;
+
+    /// True when the memory has no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Chunk `c` (of [`CHUNK`] bytes, fewer at the end): borrowed from the
+    /// source, or copied into `copy` (of `CHUNK` bytes) and borrowed from it.
+    fn chunk<'a>(&'a self, c: usize, copy: &'a mut [u8]) -> &'a [u8];
+}
+
+impl ChunkSource for &[u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    fn chunk<'a>(&'a self, c: usize, _copy: &'a mut [u8]) -> &'a [u8] {
+        let start = c * CHUNK;
+        &self[start..(start + CHUNK).min(<[u8]>::len(self))]
+    }
+}
+
 /// Encodes the chunks `todo` of `bytes` (XORed with `base`) into `data`,
 /// which has room for every one of them raw; returns each one's kind and
 /// stored length, and how many bytes of `data` they took.
 fn encode_some(
-    bytes: &[u8],
+    bytes: &dyn ChunkSource,
     base: &[u8],
     todo: &[usize],
     data: &mut [u8],
 ) -> (Vec<(u8, u32)>, usize) {
+    let mut copy = vec![0u8; CHUNK];
     let mut scratch = vec![0u8; CHUNK];
     let mut packed = vec![0u8; lz4_flex::block::get_maximum_output_size(CHUNK)];
     let mut used = 0usize;
     let mut out = Vec::with_capacity(todo.len());
     for &c in todo {
         let start = c * CHUNK;
-        let src = &bytes[start..(start + CHUNK).min(bytes.len())];
+        let src = bytes.chunk(c, &mut copy);
         let b = base_part(base, start, src.len());
         let chunk: &[u8] = if b.is_empty() {
             src
@@ -201,7 +231,12 @@ impl Tables {
     /// Adds the next memory: a chunk `changed` does not name, of the same
     /// memory (same base) in the previous snapshot, in a pack still named,
     /// is taken from there; every other is encoded into the new pack.
-    pub(crate) fn memory(&mut self, bytes: &[u8], base: &[u8], changed: &dyn Fn(usize) -> bool) {
+    pub(crate) fn memory(
+        &mut self,
+        bytes: &dyn ChunkSource,
+        base: &[u8],
+        changed: &dyn Fn(usize) -> bool,
+    ) {
         let index = self.memories.len();
         let base_hash = blake3::hash(base).to_hex().to_string();
         let chunks = bytes.len().div_ceil(CHUNK);
@@ -258,7 +293,13 @@ impl Tables {
     /// Encodes chunks `todo` into the new pack, on every core: each thread
     /// writes where its chunks would lie were they all raw, then the parts
     /// close up.
-    fn encode(&mut self, bytes: &[u8], base: &[u8], todo: &[usize], refs: &mut [ChunkRef]) {
+    fn encode(
+        &mut self,
+        bytes: &dyn ChunkSource,
+        base: &[u8],
+        todo: &[usize],
+        refs: &mut [ChunkRef],
+    ) {
         if todo.is_empty() {
             return;
         }

@@ -48,7 +48,7 @@ mod chain;
 mod memory;
 mod pages;
 
-pub use chain::{Chain, MAX_PACKS, PackEntry};
+pub use chain::{Chain, ChunkSource, MAX_PACKS, PackEntry};
 
 pub use blobs::{
     BlobStore, HashCache, MAX_SANDBOX_ENTRIES, blob_hash, is_hash, list_files, restore_files,
@@ -422,14 +422,24 @@ impl Builder {
     /// image (the module's active data segments; see [`initial_image`]):
     /// every chunk is looked at.
     pub fn memory(&mut self, bytes: &[u8], base: &[u8]) {
-        self.tables.memory(bytes, base, &|_| true);
+        self.tables.memory(&bytes, base, &|_| true);
     }
 
     /// Adds the next linear memory, of which only the chunks (of [`CHUNK`]
     /// bytes) `changed` names may differ from the snapshot built on: the
     /// others are taken from it unread.
     pub fn memory_changed(&mut self, bytes: &[u8], base: &[u8], changed: &dyn Fn(usize) -> bool) {
-        self.tables.memory(bytes, base, changed);
+        self.tables.memory(&bytes, base, changed);
+    }
+
+    /// [`Builder::memory_changed`] reading the memory through `source`.
+    pub fn memory_from(
+        &mut self,
+        source: &dyn ChunkSource,
+        base: &[u8],
+        changed: &dyn Fn(usize) -> bool,
+    ) {
+        self.tables.memory(source, base, changed);
     }
 
     /// The header so far.

@@ -25,9 +25,10 @@
 //!   wasm32 memory can have), of
 //!   which 1 %, 10 % or 100 % of the pages change between checkpoints. For
 //!   the first snapshot and the next ones: the time from the request to the
-//!   signed snapshot in the host's hands (the job's pause, less the wait for
-//!   its next yield point) and the bytes written (the new memory pack and
-//!   the file); then the restore of the last one.
+//!   signed snapshot in the host's hands (less the wait for its next yield
+//!   point), how long the job stood still for it (`Checkpoint::paused`: the
+//!   memory is read and written off the job's thread) and the bytes written
+//!   (the new memory pack and the file); then the restore of the last one.
 //!
 //! Build the samples first (`cargo xtask samples`). Knobs:
 //! `ANDES_BENCH_ROUNDS` (overhead, default 7), `ANDES_BENCH_TRIALS`
@@ -468,20 +469,26 @@ fn incremental(rig: &Rig, quick: bool) {
             let first = &taken[0];
             let memory = first.header.memories[0].bytes as f64 / (1 << 20) as f64;
             let mut later_ms: Vec<f64> = times[1..].to_vec();
+            let ms = |c: &Checkpoint| c.paused.as_secs_f64() * 1e3;
+            let mut later_paused: Vec<f64> = taken[1..].iter().map(ms).collect();
             let mut later_bytes: Vec<f64> =
                 taken.windows(2).map(|w| added(Some(&w[0]), &w[1]) as f64).collect();
             let last = taken.last().unwrap().bytes.clone();
             let mut res = restore(rig, &job, &last, if quick { 1 } else { 5 }, &snaps);
             println!(
-                "  {:>22}: memory {memory:.0} MiB; first snapshot {:.1} ms, {:.1} MB written; \
-                 next {} snapshots: median {:.2} ms (max {:.2}), median {:.3} MB written \
-                 (max {:.3}), file {} bytes; restore of the last median {:.1} ms (load {})",
+                "  {:>22}: memory {memory:.0} MiB; first snapshot {:.1} ms (paused {:.2} ms), \
+                 {:.1} MB written; next {} snapshots: median {:.2} ms (max {:.2}), paused \
+                 median {:.2} ms (max {:.2}), median {:.3} MB written (max {:.3}), file {} \
+                 bytes; restore of the last median {:.1} ms (load {})",
                 job.name,
                 times[0],
+                ms(first),
                 (added(None, first) + first.bytes.len() as u64) as f64 / 1e6,
                 later_ms.len(),
                 percentile(&mut later_ms, 0.5),
                 percentile(&mut later_ms, 1.0),
+                percentile(&mut later_paused, 0.5),
+                percentile(&mut later_paused, 1.0),
                 percentile(&mut later_bytes, 0.5) / 1e6,
                 percentile(&mut later_bytes, 1.0) / 1e6,
                 last.len(),

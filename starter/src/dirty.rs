@@ -124,7 +124,7 @@ impl Changed {
 #[cfg(target_os = "linux")]
 mod imp {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
     use super::{CHUNK, Changed, MAX_CHUNKS, Mappings};
 
@@ -143,6 +143,33 @@ mod imp {
         budget: &'static Mappings,
         /// The mappings taken from it since armed.
         taken: AtomicIsize,
+        /// While a snapshot reads the memory off the job's thread
+        /// ([`Frozen`]), each chunk's state: `PENDING` until it is read or
+        /// saved, `READING` while the snapshot copies it, `SAVING` while the
+        /// fault handler copies it aside, `SAVED` once aside, `NONE` once
+        /// read (and for every chunk when nothing is frozen).
+        states: Box<[AtomicU8]>,
+        /// Where chunks are copied aside (a mapping of the frozen memory's
+        /// length, chunk `c` at `c * CHUNK`), 0 when none.
+        side: AtomicUsize,
+        /// From a freeze until its snapshot has read every chunk.
+        frozen: AtomicBool,
+    }
+
+    const NONE: u8 = 0;
+    const PENDING: u8 = 1;
+    const READING: u8 = 2;
+    const SAVING: u8 = 3;
+    const SAVED: u8 = 4;
+
+    /// Lets the other thread (the snapshot's or the job's) get on, while
+    /// it holds a chunk for a copy of 64 KiB. Async-signal-safe.
+    fn wait_a_little() {
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
+        // SAFETY: sched_yield takes nothing and touches no memory.
+        unsafe { libc::sched_yield() };
     }
 
     fn protect(addr: usize, len: usize, writable: bool) -> bool {
@@ -196,7 +223,39 @@ mod imp {
                 lost: AtomicBool::new(false),
                 budget,
                 taken: AtomicIsize::new(0),
+                states: (0..MAX_CHUNKS).map(|_| AtomicU8::new(NONE)).collect(),
+                side: AtomicUsize::new(0),
+                frozen: AtomicBool::new(false),
             })
+        }
+
+        /// Copies chunk `c` aside if a frozen snapshot has yet to read it,
+        /// before the job's first write to it goes on. Async-signal-safe.
+        fn save(&self, c: usize, base: usize, len: usize) {
+            let Some(state) = self.states.get(c) else { return };
+            loop {
+                match state.compare_exchange(PENDING, SAVING, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => {
+                        let side = self.side.load(Ordering::Acquire);
+                        let start = c * CHUNK;
+                        // SAFETY: the chunk lies in the memory (mapped, and
+                        // readable: it is only write-protected); the side
+                        // mapping has the frozen memory's length and is
+                        // unmapped only after every chunk left `SAVING`.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                (base + start) as *const u8,
+                                (side + start) as *mut u8,
+                                CHUNK.min(len - start),
+                            );
+                        }
+                        state.store(SAVED, Ordering::Release);
+                        return;
+                    }
+                    Err(READING) => wait_a_little(),
+                    Err(_) => return,
+                }
+            }
         }
 
         fn is_dirty(&self, c: usize) -> bool {
@@ -234,6 +293,9 @@ mod imp {
             let chunks = len / CHUNK;
             let joins = (c > 0 && self.is_dirty(c - 1)) || (c + 1 < chunks && self.is_dirty(c + 1));
             let cost = if joins { 0 } else { 2 };
+            if self.frozen.load(Ordering::Acquire) {
+                self.save(c, base, len);
+            }
             let start = base + c * CHUNK;
             if self.budget.take(cost) {
                 if protect(start, CHUNK.min(base + len - start), true) {
@@ -243,7 +305,12 @@ mod imp {
                 self.budget.give(cost);
             }
             // Out of budget, or the kernel refused: give up tracking and
-            // make the whole memory writable, which merges it back.
+            // make the whole memory writable, which merges it back; once a
+            // frozen snapshot has read it all (the job waits as long as a
+            // snapshot taken on its own thread would have paused it).
+            while self.frozen.load(Ordering::Acquire) {
+                wait_a_little();
+            }
             self.lost.store(true, Ordering::Release);
             let merged = protect(base, len, true);
             self.give_back();
@@ -333,6 +400,52 @@ mod imp {
             Some(Changed { bits, armed_chunks: armed_len / CHUNK })
         }
 
+        /// Re-arms over the memory at `base` of `len` bytes (as
+        /// [`Tracker::arm`]) so that a snapshot can read it from another
+        /// thread while the job goes on: until the returned [`Frozen`] is
+        /// dropped, the first write to a chunk it has not read yet copies
+        /// the chunk aside first, and the snapshot reads that copy. `None`
+        /// when the memory cannot be protected: it must be read before the
+        /// job goes on. The memory must not move or be unmapped until the
+        /// `Frozen` is dropped (a pooled memory never moves).
+        pub(crate) fn freeze(&mut self, base: *mut u8, len: usize) -> Option<Frozen> {
+            let s = self.shared.clone();
+            let chunks = len.div_ceil(CHUNK);
+            if chunks > MAX_CHUNKS || s.frozen.load(Ordering::Acquire) {
+                return None;
+            }
+            // SAFETY: a fresh private anonymous mapping, pages committed
+            // only as chunks are copied into it.
+            let side = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len.max(1),
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if side == libc::MAP_FAILED {
+                return None;
+            }
+            for st in &s.states[..chunks] {
+                st.store(PENDING, Ordering::Release);
+            }
+            s.side.store(side as usize, Ordering::Release);
+            s.frozen.store(true, Ordering::Release);
+            let frozen =
+                Frozen { shared: s.clone(), base: base as usize, len, side: side as usize };
+            drop(s);
+            self.arm(base, len);
+            let s = &self.shared;
+            let armed = s.base.load(Ordering::Acquire) == base as usize
+                && s.len.load(Ordering::Acquire) == len
+                && !s.lost.load(Ordering::Acquire);
+            // Unprotected, the job's writes would not be seen: no freeze.
+            armed.then_some(frozen)
+        }
+
         /// Makes the whole memory writable again and forgets it.
         pub(crate) fn disarm(&self) {
             let s = &self.shared;
@@ -349,6 +462,92 @@ mod imp {
     impl Drop for Tracker {
         fn drop(&mut self) {
             self.disarm();
+        }
+    }
+
+    /// A memory a snapshot reads from another thread while its job goes on
+    /// ([`Tracker::freeze`]): each chunk as it was at the freeze.
+    pub(crate) struct Frozen {
+        shared: Arc<Shared>,
+        base: usize,
+        len: usize,
+        side: usize,
+    }
+
+    // SAFETY: the addresses are of the frozen memory and the side mapping,
+    // read under the chunk states' protocol with the job's thread.
+    unsafe impl Send for Frozen {}
+    // SAFETY: as above; every chunk is read by the state machine, which lets
+    // one reader or the fault handler hold it at a time.
+    unsafe impl Sync for Frozen {}
+
+    impl andes_snapshot::ChunkSource for Frozen {
+        fn len(&self) -> usize {
+            self.len
+        }
+
+        fn chunk<'a>(&'a self, c: usize, copy: &'a mut [u8]) -> &'a [u8] {
+            let start = c * CHUNK;
+            let n = CHUNK.min(self.len.saturating_sub(start));
+            let copy = &mut copy[..n];
+            let state = &self.shared.states[c];
+            loop {
+                match state.compare_exchange(PENDING, READING, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => {
+                        // SAFETY: the chunk is write-protected and the fault
+                        // handler waits while it is `READING`: it holds what
+                        // it held at the freeze.
+                        let live = unsafe {
+                            std::slice::from_raw_parts((self.base + start) as *const u8, n)
+                        };
+                        copy.copy_from_slice(live);
+                        state.store(NONE, Ordering::Release);
+                        return copy;
+                    }
+                    Err(SAVED) => {
+                        // SAFETY: a saved chunk's copy is complete and stays
+                        // until this `Frozen` is dropped.
+                        let saved = unsafe {
+                            std::slice::from_raw_parts((self.side + start) as *const u8, n)
+                        };
+                        copy.copy_from_slice(saved);
+                        return copy;
+                    }
+                    Err(SAVING) => wait_a_little(),
+                    Err(_) => {
+                        // Read already: the encoder reads each chunk once.
+                        debug_assert!(false, "chunk {c} read twice");
+                        return &copy[..0];
+                    }
+                }
+            }
+        }
+    }
+
+    impl Drop for Frozen {
+        /// Every chunk read: the job's writes copy nothing more, and the
+        /// copies are freed once no fault handler is writing one.
+        fn drop(&mut self) {
+            let s = &self.shared;
+            for state in &s.states[..self.len.div_ceil(CHUNK)] {
+                loop {
+                    let now = state.load(Ordering::Acquire);
+                    if now == SAVING {
+                        wait_a_little();
+                    } else if state
+                        .compare_exchange(now, NONE, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        break;
+                    }
+                }
+            }
+            s.frozen.store(false, Ordering::Release);
+            s.side.store(0, Ordering::Release);
+            // SAFETY: the mapping made by `freeze`; no chunk is `PENDING` or
+            // `SAVING`, so no handler writes into it any more.
+            unsafe { libc::munmap(self.side as *mut libc::c_void, self.len.max(1)) };
         }
     }
 }
@@ -388,8 +587,28 @@ pub(crate) struct Tracker;
 #[cfg(not(target_os = "linux"))]
 impl Tracker {
     pub(crate) fn arm(&mut self, _base: *mut u8, _len: usize) {}
+    /// Nothing can be protected: a snapshot reads the memory before the
+    /// job goes on.
+    pub(crate) fn freeze(&mut self, _base: *mut u8, _len: usize) -> Option<Frozen> {
+        None
+    }
     pub(crate) fn changed(&self, _base: *const u8, _len: usize) -> Option<Changed> {
         None
+    }
+}
+
+/// A frozen memory: none without write protection.
+#[cfg(not(target_os = "linux"))]
+pub(crate) enum Frozen {}
+
+#[cfg(not(target_os = "linux"))]
+impl andes_snapshot::ChunkSource for Frozen {
+    fn len(&self) -> usize {
+        match *self {}
+    }
+
+    fn chunk<'a>(&'a self, _c: usize, _copy: &'a mut [u8]) -> &'a [u8] {
+        match *self {}
     }
 }
 
@@ -403,18 +622,18 @@ pub(crate) fn tracker<T>(_store: &mut wasmtime::Store<T>) -> Tracker {
 mod tests {
     use super::*;
 
-    /// A guest whose `write(from, step, n)` stores `i + 1` at the start of
+    /// A guest whose `write(from, step, n, add)` stores `i + 1 + add` at the start of
     /// chunks `from + i * step`, and whose `grow(pages)` grows its memory.
     const WRITER: &str = r#"(module
       (memory (export "memory") 64)
-      (func (export "write") (param $from i32) (param $step i32) (param $n i32)
+      (func (export "write") (param $from i32) (param $step i32) (param $n i32) (param $add i32)
         (local $i i32)
         (block $done (loop $next
           (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
           (i32.store
             (i32.mul (i32.add (local.get $from) (i32.mul (local.get $i) (local.get $step)))
                      (i32.const 65536))
-            (i32.add (local.get $i) (i32.const 1)))
+            (i32.add (local.get $i) (i32.add (local.get $add) (i32.const 1))))
           (local.set $i (i32.add (local.get $i) (i32.const 1)))
           (br $next))))
       (func (export "grow") (param i32) (result i32) (memory.grow (local.get 0))))"#;
@@ -449,12 +668,17 @@ mod tests {
 
     impl Job {
         fn write(&mut self, from: i32, step: i32, n: i32) {
-            let f = self.instance.get_typed_func::<(i32, i32, i32), ()>(&mut self.store, "write");
-            f.unwrap().call(&mut self.store, (from, step, n)).unwrap();
+            self.write_adding(from, step, n, 0);
+        }
+
+        fn write_adding(&mut self, from: i32, step: i32, n: i32, add: i32) {
+            let f =
+                self.instance.get_typed_func::<(i32, i32, i32, i32), ()>(&mut self.store, "write");
+            f.unwrap().call(&mut self.store, (from, step, n, add)).unwrap();
             for i in 0..n {
                 let at = ((from + i * step) as usize) * CHUNK;
                 let word = &self.memory.data(&self.store)[at..at + 4];
-                assert_eq!(u32::from_le_bytes(word.try_into().unwrap()), i as u32 + 1);
+                assert_eq!(u32::from_le_bytes(word.try_into().unwrap()), (i + add) as u32 + 1);
             }
         }
 
@@ -531,5 +755,49 @@ mod tests {
         b.write(7, 8, 4);
         let changed = b.changed().unwrap();
         assert!((0..128).all(|c| changed.contains(c) == (c % 8 == 7 && c < 39)));
+    }
+
+    /// The first word of each chunk a snapshot reads from `frozen`.
+    fn read_all(frozen: &imp::Frozen, chunks: std::ops::Range<usize>) -> Vec<u32> {
+        use andes_snapshot::ChunkSource;
+        let mut copy = vec![0u8; CHUNK];
+        chunks
+            .map(|c| u32::from_le_bytes(frozen.chunk(c, &mut copy)[..4].try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn a_frozen_memory_reads_as_it_was_while_the_job_writes_it() {
+        static BUDGET: Mappings = Mappings::new(MAPPINGS);
+        let engine = engine();
+        let mut a = job(&engine, &BUDGET);
+        a.write(0, 1, 64);
+        let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
+        let frozen = a.tracker.freeze(base, len).expect("a pooled memory freezes");
+        let mut seen = read_all(&frozen, 0..32);
+        // The job writes every chunk, half of them not read yet: those are
+        // copied aside on the first write and read from the copy.
+        a.write_adding(0, 1, 64, 1000);
+        seen.extend(read_all(&frozen, 32..64));
+        assert_eq!(seen, (1..=64).collect::<Vec<u32>>());
+        drop(frozen);
+        // Every chunk written since the freeze is known to the next snapshot.
+        let changed = a.changed().unwrap();
+        assert!((0..64).all(|c| changed.contains(c)));
+
+        // Again, the snapshot's reads and the job's writes racing.
+        let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
+        let frozen = a.tracker.freeze(base, len).unwrap();
+        let seen = std::thread::scope(|s| {
+            let reader = s.spawn(|| read_all(&frozen, 0..64));
+            for round in 0..20 {
+                a.write_adding(0, 1, 64, 2000 + round);
+            }
+            reader.join().unwrap()
+        });
+        assert_eq!(seen, (1001..=1064).collect::<Vec<u32>>());
+        drop(frozen);
+        assert_eq!(a.mappings(), 1, "all written since: one writable mapping");
+        assert_eq!(BUDGET.left(), MAPPINGS - 2);
     }
 }

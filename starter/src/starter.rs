@@ -1286,8 +1286,7 @@ async fn instantiate_and_run(
     };
     // What each snapshot builds on; declared after the store, so dropped
     // (leaving the memory writable) before it.
-    let mut since =
-        transparent::Incremental { chain: None, tracker: crate::dirty::tracker(&mut store) };
+    let mut since = transparent::Incremental::new(crate::dirty::tracker(&mut store));
     if let Some((tp, _, image)) = &tp
         && let Some(opened) = tp.restore
         && let Err(e) = resume(&mut store, &instance, tp, opened, image, &mut since).await
@@ -1336,7 +1335,10 @@ async fn instantiate_and_run(
                 let taken = transparent::capture(&mut store, &instance, c, stopping).await;
                 ctl.checkpoint_taken();
                 let ok = taken.is_ok();
-                (tp.t.sink)(taken);
+                // `Ok(None)`: its writer hands the snapshot over.
+                if let Some(taken) = taken.transpose() {
+                    (tp.t.sink)(taken);
+                }
                 if stopping {
                     store.data_mut().vacate_checkpointed = true;
                     if ok {

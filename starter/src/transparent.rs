@@ -57,6 +57,10 @@ pub struct Checkpoint {
     pub header: Header,
     /// True when the job stops after it (a vacate), false when it goes on.
     pub stopping: bool,
+    /// How long the job stood still for it: from its stop at a yield point
+    /// until it went on (a periodic snapshot's memory is read and written
+    /// after, off the job's thread, where the host can protect the memory).
+    pub paused: std::time::Duration,
 }
 
 /// Signs a snapshot's digest: returns the ed25519 signature.
@@ -278,7 +282,7 @@ pub(crate) struct CaptureCtx<'a> {
     pub(crate) t: &'a Transparent,
     pub(crate) module_sha256: [u8; 32],
     pub(crate) version: u32,
-    pub(crate) image: &'a [u8],
+    pub(crate) image: &'a Arc<[u8]>,
     pub(crate) sandbox: &'a Path,
     pub(crate) args: Vec<String>,
     pub(crate) env: Vec<(String, String)>,
@@ -289,13 +293,34 @@ pub(crate) struct CaptureCtx<'a> {
 }
 
 /// What a job's next snapshot builds on: the last snapshot's chain, and
-/// which chunks of memory 0 were written since ([`crate::dirty`]).
+/// which chunks of memory 0 were written since ([`crate::dirty`]); and the
+/// last snapshot's writer while it is still at work.
+///
+/// Declared after the store it watches: dropping it waits for the writer,
+/// which reads the memory, and leaves the memory writable, before the
+/// store goes.
 pub(crate) struct Incremental {
-    pub(crate) chain: Option<andes_snapshot::Chain>,
-    pub(crate) tracker: crate::dirty::Tracker,
+    chain: Option<andes_snapshot::Chain>,
+    tracker: crate::dirty::Tracker,
+    /// The thread writing the last snapshot; it yields the chain it sealed,
+    /// or `None` when it failed (the next snapshot is then whole).
+    writing: Option<std::thread::JoinHandle<Option<andes_snapshot::Chain>>>,
 }
 
 impl Incremental {
+    /// Nothing built on yet: `tracker` watches the job's memory 0.
+    pub(crate) fn new(tracker: crate::dirty::Tracker) -> Incremental {
+        Incremental { chain: None, tracker, writing: None }
+    }
+
+    /// Waits for the last snapshot's writer, if any: what it sealed is what
+    /// the next snapshot builds on.
+    pub(crate) fn settle(&mut self) {
+        if let Some(w) = self.writing.take() {
+            self.chain = w.join().ok().flatten();
+        }
+    }
+
     /// Starts watching memory 0 of `instance` for writes: the next snapshot
     /// builds on `chain`. Called once the memory holds what `chain` says.
     pub(crate) fn arm(
@@ -304,10 +329,17 @@ impl Incremental {
         instance: &Instance,
         chain: andes_snapshot::Chain,
     ) {
+        self.settle();
         if let Some(m) = instance.get_memory(&mut *store, ac::MEMORY_EXPORT) {
             self.tracker.arm(m.data_ptr(&*store), m.data_size(&*store));
         }
         self.chain = Some(chain);
+    }
+}
+
+impl Drop for Incremental {
+    fn drop(&mut self) {
+        self.settle();
     }
 }
 
@@ -430,12 +462,19 @@ fn global_value(v: &Val) -> Option<GlobalValue> {
 }
 
 /// Captures the job's whole state (after `stop_unwind`) as a signed snapshot.
+///
+/// `Ok(None)` when the snapshot is being written off the job's thread (a
+/// periodic one, where the memory can be protected): its writer hands it to
+/// the sink; the job can go on at once. Otherwise the snapshot is whole
+/// when this returns. The last snapshot's writer is waited for first.
 pub(crate) async fn capture(
     store: &mut Store<JobState>,
     instance: &Instance,
     c: CaptureCtx<'_>,
     stopping: bool,
-) -> Result<Checkpoint, String> {
+) -> Result<Option<Checkpoint>, String> {
+    c.since.settle();
+    let t0 = std::time::Instant::now();
     let (descriptors, offsets) = descriptors(store, c.sandbox).await?;
     check_paths(c.sandbox, &descriptors)?;
     let files = andes_snapshot::scan_sandbox(c.sandbox, &c.t.blobs, c.cache)
@@ -477,8 +516,67 @@ pub(crate) async fn capture(
     if let Some(chain) = &c.since.chain {
         b = b.building_on(chain);
     }
+    let (base, len) = (memory.data_ptr(&*store), memory.data_size(&*store));
+    let changed = c.since.tracker.changed(base, len);
+    let frozen = if stopping { None } else { c.since.tracker.freeze(base, len) };
+    if let Some(frozen) = frozen {
+        // The chunks are read from the frozen memory by the writer while
+        // the job goes on; the rest is small and copied now.
+        let stack = stack.data(&*store).to_vec();
+        let image = c.image.clone();
+        let (t, sink) = (c.t.clone(), c.t.sink.clone());
+        let paused = t0.elapsed();
+        let writer = std::thread::Builder::new().name("andes-snapshot".into()).spawn(move || {
+            let write = move || {
+                let all = |_: usize| true;
+                let changed: &dyn Fn(usize) -> bool = match &changed {
+                    Some(ch) => &|i| ch.contains(i),
+                    None => &all,
+                };
+                b.memory_from(&frozen, &image, changed);
+                // Every chunk read: the job's writes copy nothing more.
+                drop(frozen);
+                b.memory(&stack, &[]);
+                let sealed = b.finish(&t.public, |m| (t.sign)(m));
+                sealed
+                    .store_pack(&t.blobs)
+                    .map_err(|e| format!("saving the memory's changes: {e}"))?;
+                let kept = Checkpoint {
+                    bytes: sealed.bytes,
+                    header: sealed.header,
+                    stopping: false,
+                    paused,
+                };
+                Ok((kept, sealed.chain))
+            };
+            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(write))
+                .unwrap_or_else(|_| Err("the snapshot's writer failed".to_string()));
+            match written {
+                Ok((kept, chain)) => {
+                    (sink)(Ok(kept));
+                    Some(chain)
+                }
+                Err(e) => {
+                    (sink)(Err(e));
+                    None
+                }
+            }
+        });
+        return match writer {
+            Ok(w) => {
+                c.since.writing = Some(w);
+                Ok(None)
+            }
+            Err(e) => {
+                // The tracker was re-armed for a snapshot never sealed: the
+                // next one is whole.
+                c.since.chain = None;
+                Err(format!("starting the snapshot's writer: {e}"))
+            }
+        };
+    }
     let mem = memory.data(&*store);
-    match c.since.tracker.changed(mem.as_ptr(), mem.len()) {
+    match changed {
         Some(changed) => b.memory_changed(mem, c.image, &|i| changed.contains(i)),
         None => b.memory(mem, c.image),
     }
@@ -486,7 +584,12 @@ pub(crate) async fn capture(
     let sealed = b.finish(&c.t.public, |m| (c.t.sign)(m));
     sealed.store_pack(&c.t.blobs).map_err(|e| format!("saving the memory's changes: {e}"))?;
     c.since.arm(store, instance, sealed.chain);
-    Ok(Checkpoint { bytes: sealed.bytes, header: sealed.header, stopping })
+    Ok(Some(Checkpoint {
+        bytes: sealed.bytes,
+        header: sealed.header,
+        stopping,
+        paused: t0.elapsed(),
+    }))
 }
 
 /// Writes a snapshot's memories and globals into a fresh instance.

@@ -427,7 +427,7 @@ fn periodic_snapshots_write_only_what_changed_and_the_last_of_a_chain_restores_a
     let job = Job::new(
         instrumented("digest"),
         r#"[ Cmd = "digest.wasm"; Arguments = "input.txt digests.txt 20000 16"; Out = "out.txt"; RequestMemory = 256 ]"#,
-        vec![("input.txt".into(), digest_input(1500))],
+        vec![("input.txt".into(), digest_input(5000))],
     );
     let host = host();
     let (want, want_files, _) = reference(&host, &job, "out.txt");
