@@ -22,11 +22,17 @@
 //! only `vm.max_map_count` of them (65,530 by default), shared by every job
 //! on the host and by the host itself. A job writing every other chunk could
 //! take them all, and the next `mmap` of any job, or of the host, would
-//! fail. [`Mappings`] is the one budget of splits every tracker of the
-//! process draws from: a first write that would split the memory beyond it
-//! makes the whole memory writable instead (which merges it back), and the
+//! fail. One [`Budget`] of splits ([`MAPPINGS`]) is what every tracker of
+//! the process draws from: a first write that would split the memory beyond
+//! it makes the whole memory writable instead (which merges it back), and the
 //! job's next snapshot looks at every chunk. Re-arming or disarming returns
 //! what a tracker took.
+//!
+//! While a snapshot is read off the job's thread ([`Tracker::freeze`]), a
+//! chunk the job writes before the snapshot has read it is copied aside
+//! first: host memory the job makes the host keep. Those copies draw from
+//! one more budget of the process ([`COPIES`] bytes); past it, the job's
+//! write waits until the snapshot has read the chunk.
 //!
 //! The protection must never outlive the tracker: wasmtime reuses a memory's
 //! slot for the next instance, believing its pages writable. [`Tracker`]
@@ -47,43 +53,79 @@ const MAX_CHUNKS: usize = (4usize << 30) / CHUNK;
 pub(crate) const MAPPINGS: isize = 16_384;
 
 #[cfg(target_os = "linux")]
-/// A budget of memory mappings shared by trackers (see the module's doc).
-pub(crate) struct Mappings {
+/// The bytes of chunks all trackers of the process may hold copied aside
+/// for snapshots being written ([`Tracker::freeze`]).
+pub(crate) const COPIES: isize = 512 << 20;
+
+#[cfg(target_os = "linux")]
+/// Something every tracker of the process draws from (see the module's
+/// doc): mappings, or bytes copied aside.
+pub(crate) struct Budget {
     left: std::sync::atomic::AtomicIsize,
+    /// The least ever left.
+    lowest: std::sync::atomic::AtomicIsize,
 }
 
 #[cfg(target_os = "linux")]
-impl Mappings {
-    /// A budget of `n` mappings.
-    pub(crate) const fn new(n: isize) -> Mappings {
-        Mappings { left: std::sync::atomic::AtomicIsize::new(n) }
+impl Budget {
+    /// A budget of `n`.
+    pub(crate) const fn new(n: isize) -> Budget {
+        Budget {
+            left: std::sync::atomic::AtomicIsize::new(n),
+            lowest: std::sync::atomic::AtomicIsize::new(n),
+        }
     }
 
-    /// Takes `n` mappings if that many are left. Async-signal-safe.
+    /// Takes `n` if that much is left. Async-signal-safe.
     fn take(&self, n: isize) -> bool {
         use std::sync::atomic::Ordering;
-        if self.left.fetch_sub(n, Ordering::AcqRel) >= n {
+        let was = self.left.fetch_sub(n, Ordering::AcqRel);
+        if was >= n {
+            self.lowest.fetch_min(was - n, Ordering::AcqRel);
             return true;
         }
         self.left.fetch_add(n, Ordering::AcqRel);
         false
     }
 
-    /// Gives back `n` mappings. Async-signal-safe.
+    /// Gives back `n`. Async-signal-safe.
     fn give(&self, n: isize) {
         self.left.fetch_add(n, std::sync::atomic::Ordering::AcqRel);
     }
 
-    /// The mappings left.
+    /// What is left.
     #[cfg(test)]
     pub(crate) fn left(&self) -> isize {
         self.left.load(std::sync::atomic::Ordering::Acquire)
     }
+
+    /// The least ever left.
+    #[cfg(test)]
+    pub(crate) fn lowest(&self) -> isize {
+        self.lowest.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 #[cfg(target_os = "linux")]
-/// The process's budget, every job's tracker draws from it.
-pub(crate) static PROCESS_MAPPINGS: Mappings = Mappings::new(MAPPINGS);
+/// The budgets a tracker draws from.
+#[derive(Clone, Copy)]
+pub(crate) struct Budgets {
+    /// Mappings its memory's protection may split off.
+    pub(crate) mappings: &'static Budget,
+    /// Bytes it may hold copied aside while a snapshot is written.
+    pub(crate) copies: &'static Budget,
+}
+
+#[cfg(target_os = "linux")]
+/// The process's budgets, every job's tracker draws from them.
+pub(crate) static PROCESS: Budgets =
+    Budgets { mappings: &PROCESS_MAPPINGS, copies: &PROCESS_COPIES };
+
+#[cfg(target_os = "linux")]
+static PROCESS_MAPPINGS: Budget = Budget::new(MAPPINGS);
+
+#[cfg(target_os = "linux")]
+static PROCESS_COPIES: Budget = Budget::new(COPIES);
 
 /// Writes each chunk of `bufs` with the byte it holds, so a write-protected
 /// chunk is faulted in (and marked written) before the kernel writes into it.
@@ -126,7 +168,7 @@ mod imp {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
-    use super::{CHUNK, Changed, MAX_CHUNKS, Mappings};
+    use super::{Budgets, CHUNK, Changed, MAX_CHUNKS};
 
     /// What the signal handler and the starter share.
     pub(super) struct Shared {
@@ -139,8 +181,8 @@ mod imp {
         /// A protection change was refused, or the budget ran out:
         /// nothing is known.
         lost: AtomicBool,
-        /// The budget splits are drawn from.
-        budget: &'static Mappings,
+        /// The budgets splits and copies are drawn from.
+        budgets: Budgets,
         /// The mappings taken from it since armed.
         taken: AtomicIsize,
         /// While a snapshot reads the memory off the job's thread
@@ -154,6 +196,8 @@ mod imp {
         side: AtomicUsize,
         /// From a freeze until its snapshot has read every chunk.
         frozen: AtomicBool,
+        /// Chunks copied aside since the freeze.
+        copied: AtomicUsize,
     }
 
     const NONE: u8 = 0;
@@ -215,27 +259,44 @@ mod imp {
     }
 
     impl Shared {
-        pub(super) fn new(budget: &'static Mappings) -> Arc<Shared> {
+        pub(super) fn new(budgets: Budgets) -> Arc<Shared> {
             Arc::new(Shared {
                 base: AtomicUsize::new(0),
                 len: AtomicUsize::new(0),
                 dirty: (0..MAX_CHUNKS / 64).map(|_| AtomicU64::new(0)).collect(),
                 lost: AtomicBool::new(false),
-                budget,
+                budgets,
                 taken: AtomicIsize::new(0),
                 states: (0..MAX_CHUNKS).map(|_| AtomicU8::new(NONE)).collect(),
                 side: AtomicUsize::new(0),
                 frozen: AtomicBool::new(false),
+                copied: AtomicUsize::new(0),
             })
         }
 
         /// Copies chunk `c` aside if a frozen snapshot has yet to read it,
-        /// before the job's first write to it goes on. Async-signal-safe.
+        /// before the job's first write to it goes on; when the budget of
+        /// copies is spent, waits for the snapshot to read it instead.
+        /// Async-signal-safe.
         fn save(&self, c: usize, base: usize, len: usize) {
             let Some(state) = self.states.get(c) else { return };
+            let copies = self.budgets.copies;
+            let mut paid = false;
             loop {
-                match state.compare_exchange(PENDING, SAVING, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => {
+                match state.load(Ordering::Acquire) {
+                    PENDING if !paid => {
+                        paid = copies.take(CHUNK as isize);
+                        if !paid {
+                            wait_a_little();
+                        }
+                    }
+                    PENDING => {
+                        if state
+                            .compare_exchange(PENDING, SAVING, Ordering::AcqRel, Ordering::Acquire)
+                            .is_err()
+                        {
+                            continue;
+                        }
                         let side = self.side.load(Ordering::Acquire);
                         let start = c * CHUNK;
                         // SAFETY: the chunk lies in the memory (mapped, and
@@ -249,11 +310,17 @@ mod imp {
                                 CHUNK.min(len - start),
                             );
                         }
+                        self.copied.fetch_add(1, Ordering::AcqRel);
                         state.store(SAVED, Ordering::Release);
                         return;
                     }
-                    Err(READING) => wait_a_little(),
-                    Err(_) => return,
+                    READING => wait_a_little(),
+                    _ => {
+                        if paid {
+                            copies.give(CHUNK as isize);
+                        }
+                        return;
+                    }
                 }
             }
         }
@@ -265,7 +332,7 @@ mod imp {
         /// Gives back every mapping taken: the memory's protection is one
         /// again (all read-only after arming, all writable after disarming).
         fn give_back(&self) {
-            self.budget.give(self.taken.swap(0, Ordering::AcqRel));
+            self.budgets.mappings.give(self.taken.swap(0, Ordering::AcqRel));
         }
 
         /// The fault handler: async-signal-safe (atomics and `mprotect`).
@@ -297,12 +364,12 @@ mod imp {
                 self.save(c, base, len);
             }
             let start = base + c * CHUNK;
-            if self.budget.take(cost) {
+            if self.budgets.mappings.take(cost) {
                 if protect(start, CHUNK.min(base + len - start), true) {
                     self.taken.fetch_add(cost, Ordering::AcqRel);
                     return true;
                 }
-                self.budget.give(cost);
+                self.budgets.mappings.give(cost);
             }
             // Out of budget, or the kernel refused: give up tracking and
             // make the whole memory writable, which merges it back; once a
@@ -548,6 +615,8 @@ mod imp {
             // SAFETY: the mapping made by `freeze`; no chunk is `PENDING` or
             // `SAVING`, so no handler writes into it any more.
             unsafe { libc::munmap(self.side as *mut libc::c_void, self.len.max(1)) };
+            let copied = s.copied.swap(0, Ordering::AcqRel);
+            s.budgets.copies.give((copied * CHUNK) as isize);
         }
     }
 }
@@ -559,16 +628,13 @@ pub(crate) use imp::Tracker;
 /// signal handler for it.
 #[cfg(target_os = "linux")]
 pub(crate) fn tracker<T>(store: &mut wasmtime::Store<T>) -> Tracker {
-    tracker_with(store, &PROCESS_MAPPINGS)
+    tracker_with(store, PROCESS)
 }
 
 /// [`tracker`] drawing its splits from `budget`.
 #[cfg(target_os = "linux")]
-pub(crate) fn tracker_with<T>(
-    store: &mut wasmtime::Store<T>,
-    budget: &'static Mappings,
-) -> Tracker {
-    let shared = imp::Shared::new(budget);
+pub(crate) fn tracker_with<T>(store: &mut wasmtime::Store<T>, budgets: Budgets) -> Tracker {
+    let shared = imp::Shared::new(budgets);
     let handler = shared.clone();
     // SAFETY: the handler is async-signal-safe: it reads the siginfo,
     // updates atomics and calls mprotect.
@@ -622,6 +688,9 @@ pub(crate) fn tracker<T>(_store: &mut wasmtime::Store<T>) -> Tracker {
 mod tests {
     use super::*;
 
+    /// Copies aside a test never runs out of.
+    const COPIES_ANY: isize = 1 << 40;
+
     /// A guest whose `write(from, step, n, add)` stores `i + 1 + add` at the start of
     /// chunks `from + i * step`, and whose `grow(pages)` grows its memory.
     const WRITER: &str = r#"(module
@@ -654,12 +723,12 @@ mod tests {
         wasmtime::Engine::new(&cfg).unwrap()
     }
 
-    fn job(engine: &wasmtime::Engine, budget: &'static Mappings) -> Job {
+    fn job(engine: &wasmtime::Engine, budgets: Budgets) -> Job {
         let module = wasmtime::Module::new(engine, wat::parse_str(WRITER).unwrap()).unwrap();
         let mut store = wasmtime::Store::new(engine, ());
         let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
         let memory = instance.get_memory(&mut store, "memory").unwrap();
-        let mut tracker = tracker_with(&mut store, budget);
+        let mut tracker = tracker_with(&mut store, budgets);
         let (base, len) = (memory.data_ptr(&store), memory.data_size(&store));
         assert!((base as usize).is_multiple_of(CHUNK), "the pool's memory is not chunk-aligned");
         tracker.arm(base, len);
@@ -704,9 +773,10 @@ mod tests {
 
     #[test]
     fn a_job_writing_every_other_chunk_cannot_take_more_mappings_than_the_budget() {
-        static BUDGET: Mappings = Mappings::new(40);
+        static BUDGET: Budget = Budget::new(40);
+        static COPIES: Budget = Budget::new(COPIES_ANY);
         let engine = engine();
-        let mut a = job(&engine, &BUDGET);
+        let mut a = job(&engine, Budgets { mappings: &BUDGET, copies: &COPIES });
         assert_eq!(a.mappings(), 1);
         // Ten isolated chunks: twenty mappings of the forty, all known.
         a.write(1, 2, 10);
@@ -732,10 +802,12 @@ mod tests {
 
     #[test]
     fn jobs_share_one_budget_and_one_out_of_it_still_runs_and_grows() {
-        static BUDGET: Mappings = Mappings::new(8);
+        static BUDGET: Budget = Budget::new(8);
+        static COPIES: Budget = Budget::new(COPIES_ANY);
+        let budgets = Budgets { mappings: &BUDGET, copies: &COPIES };
         let engine = engine();
-        let mut a = job(&engine, &BUDGET);
-        let mut b = job(&engine, &BUDGET);
+        let mut a = job(&engine, budgets);
+        let mut b = job(&engine, budgets);
         a.write(1, 2, 4);
         assert_eq!(BUDGET.left(), 0);
         // The budget is spent: b's first write gives its tracking up, not
@@ -768,9 +840,10 @@ mod tests {
 
     #[test]
     fn a_frozen_memory_reads_as_it_was_while_the_job_writes_it() {
-        static BUDGET: Mappings = Mappings::new(MAPPINGS);
+        static BUDGET: Budget = Budget::new(MAPPINGS);
+        static COPIES: Budget = Budget::new(COPIES_ANY);
         let engine = engine();
-        let mut a = job(&engine, &BUDGET);
+        let mut a = job(&engine, Budgets { mappings: &BUDGET, copies: &COPIES });
         a.write(0, 1, 64);
         let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
         let frozen = a.tracker.freeze(base, len).expect("a pooled memory freezes");
@@ -799,5 +872,31 @@ mod tests {
         drop(frozen);
         assert_eq!(a.mappings(), 1, "all written since: one writable mapping");
         assert_eq!(BUDGET.left(), MAPPINGS - 2);
+    }
+
+    #[test]
+    fn past_its_budget_of_copies_a_job_waits_for_the_snapshot_to_read_what_it_writes() {
+        static MAPS: Budget = Budget::new(MAPPINGS);
+        static COPIES: Budget = Budget::new(2 * CHUNK as isize);
+        let engine = engine();
+        let mut a = job(&engine, Budgets { mappings: &MAPS, copies: &COPIES });
+        a.write(0, 1, 8);
+        let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
+        let frozen = a.tracker.freeze(base, len).unwrap();
+        // Chunks 7 and 6 written before the snapshot reads anything: both
+        // copied aside, and the budget is spent.
+        a.write_adding(6, 1, 2, 100);
+        assert_eq!(COPIES.left(), 0);
+        let seen = std::thread::scope(|s| {
+            let reader = s.spawn(|| read_all(&frozen, 0..8));
+            // Chunks 5 down to 0: each write waits until the reader has
+            // read its chunk, none is copied.
+            a.write_adding(5, -1, 6, 200);
+            reader.join().unwrap()
+        });
+        assert_eq!(seen, (1..=8).collect::<Vec<u32>>());
+        assert_eq!(COPIES.lowest(), 0, "never more than the budget copied aside");
+        drop(frozen);
+        assert_eq!(COPIES.left(), 2 * CHUNK as isize, "the copies' bytes given back");
     }
 }
