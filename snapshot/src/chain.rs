@@ -209,6 +209,28 @@ fn encode_some(
     (out, used)
 }
 
+/// Each chunk of a memory of `len` bytes, given to `each` with the previous
+/// snapshot's entry when it is kept (a zero chunk, or named in a pack still
+/// in use: unchanged, and whole in both), or `None` when it is encoded again.
+fn classify(
+    previous: &[ChunkRef],
+    previous_bytes: u64,
+    retired: &[bool],
+    len: usize,
+    changed: &dyn Fn(usize) -> bool,
+    mut each: impl FnMut(usize, Option<&ChunkRef>),
+) {
+    let whole = |c: usize| (c as u64 + 1) * CHUNK as u64 <= previous_bytes.min(len as u64);
+    for c in 0..len.div_ceil(CHUNK) {
+        let kept = previous.get(c).filter(|p| {
+            !changed(c)
+                && whole(c)
+                && (p.kind == ZERO || retired.get(p.pack as usize) == Some(&false))
+        });
+        each(c, kept);
+    }
+}
+
 /// The tables of the snapshot being built, and its new pack.
 #[derive(Default)]
 pub(crate) struct Tables {
@@ -228,6 +250,35 @@ impl Tables {
         Tables { retired: chain.retired(), previous: Some(chain.clone()), ..Tables::default() }
     }
 
+    /// The previous snapshot's entries for memory `index` and its length,
+    /// if it had that memory with the same base.
+    fn previous_of(&self, index: usize, base_hash: &str) -> (&[ChunkRef], u64) {
+        self.previous
+            .as_ref()
+            .and_then(|p| p.memories.get(index))
+            .filter(|m| m.base == base_hash)
+            .map_or((&[][..], 0), |m| (&m.chunks[..], m.bytes))
+    }
+
+    /// The chunks of the next memory, of `len` bytes diffed against `base`,
+    /// that [`Tables::memory`] will read (encode again), in order.
+    pub(crate) fn to_read(
+        &self,
+        len: usize,
+        base: &[u8],
+        changed: &dyn Fn(usize) -> bool,
+    ) -> Vec<usize> {
+        let base_hash = blake3::hash(base).to_hex().to_string();
+        let (previous, previous_bytes) = self.previous_of(self.memories.len(), &base_hash);
+        let mut todo = Vec::new();
+        classify(previous, previous_bytes, &self.retired, len, changed, |c, kept| {
+            if kept.is_none() {
+                todo.push(c);
+            }
+        });
+        todo
+    }
+
     /// Adds the next memory: a chunk `changed` does not name, of the same
     /// memory (same base) in the previous snapshot, in a pack still named,
     /// is taken from there; every other is encoded into the new pack.
@@ -241,32 +292,19 @@ impl Tables {
         let base_hash = blake3::hash(base).to_hex().to_string();
         let chunks = bytes.len().div_ceil(CHUNK);
         let mut refs = vec![ZERO_REF; chunks];
+        let (previous, previous_bytes) = self.previous_of(index, &base_hash);
+        let mut todo = Vec::new();
+        let mut kept = Vec::new();
+        classify(previous, previous_bytes, &self.retired, bytes.len(), changed, |c, k| match k {
+            None => todo.push(c),
+            Some(p) if p.kind == ZERO => {}
+            Some(p) => kept.push((c, *p)),
+        });
         // Taken out while `reuse` names its packs, put back after.
         let last = self.previous.take();
-        let (previous, previous_bytes) = last
-            .as_ref()
-            .and_then(|p| p.memories.get(index))
-            .filter(|m| m.base == base_hash)
-            .map_or((&[][..], 0), |m| (&m.chunks[..], m.bytes));
-        // A chunk is taken from the previous snapshot only if both hold it whole.
-        let whole =
-            |c: usize| (c as u64 + 1) * CHUNK as u64 <= previous_bytes.min(bytes.len() as u64);
-        let mut todo = Vec::new();
-        for (c, r) in refs.iter_mut().enumerate() {
-            match previous.get(c) {
-                Some(p) if !changed(c) && whole(c) => {
-                    if p.kind == ZERO {
-                        continue;
-                    }
-                    if self.retired.get(p.pack as usize) == Some(&false) {
-                        let pack = self.reuse(p.pack, last.as_ref());
-                        *r = ChunkRef { pack, ..*p };
-                        continue;
-                    }
-                    todo.push(c);
-                }
-                _ => todo.push(c),
-            }
+        for (c, p) in kept {
+            let pack = self.reuse(p.pack, last.as_ref());
+            refs[c] = ChunkRef { pack, ..p };
         }
         self.previous = last;
         self.encode(bytes, base, &todo, &mut refs);
@@ -317,7 +355,12 @@ impl Tables {
                     .zip(data.chunks_mut(per * CHUNK))
                     .map(|(todo, data)| s.spawn(move || encode_some(bytes, base, todo, data)))
                     .collect();
-                handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+                // A part that panicked would leave its chunks unwritten:
+                // the snapshot fails rather than be sealed wrong.
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
             })
         };
         let mut end = start;

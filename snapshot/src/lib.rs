@@ -432,6 +432,14 @@ impl Builder {
         self.tables.memory(&bytes, base, changed);
     }
 
+    /// The chunks of the next memory, of `len` bytes diffed against `base`
+    /// with only the chunks `changed` names changed, that
+    /// [`Builder::memory_from`] (or [`Builder::memory_changed`]) will read,
+    /// in order: the others are taken from the snapshot built on, or zero.
+    pub fn to_read(&self, len: usize, base: &[u8], changed: &dyn Fn(usize) -> bool) -> Vec<usize> {
+        self.tables.to_read(len, base, changed)
+    }
+
     /// [`Builder::memory_changed`] reading the memory through `source`.
     pub fn memory_from(
         &mut self,

@@ -453,6 +453,26 @@ fn a_chain_of_ten_snapshots_writes_what_changed_and_restores_from_its_last() {
     assert_eq!(inspect(&last).unwrap().memory_sizes.len(), 1);
 }
 
+/// A memory that records which chunks are read of it.
+struct Recording<'a> {
+    mem: &'a [u8],
+    asked: std::sync::Mutex<Vec<usize>>,
+}
+
+impl ChunkSource for Recording<'_> {
+    fn len(&self) -> usize {
+        self.mem.len()
+    }
+
+    fn chunk<'a>(&'a self, c: usize, copy: &'a mut [u8]) -> &'a [u8] {
+        self.asked.lock().unwrap().push(c);
+        let end = ((c + 1) * CHUNK).min(self.mem.len());
+        let n = end - c * CHUNK;
+        copy[..n].copy_from_slice(&self.mem[c * CHUNK..end]);
+        &copy[..n]
+    }
+}
+
 #[test]
 fn packs_stay_few_and_mostly_used_however_long_the_chain() {
     let k = key(1);
@@ -473,7 +493,15 @@ fn packs_stay_few_and_mostly_used_however_long_the_chain() {
         }
         scribble(&mut mem, &changed, round + 100);
         let mut b = Builder::new(header()).building_on(&sealed.chain);
-        b.memory_changed(&mem, &base, &|c| changed.contains(&c));
+        let is_changed = |c: usize| changed.contains(&c);
+        // What it says it will read is what it reads (retired packs'
+        // chunks included), and each chunk once.
+        let planned = b.to_read(mem.len(), &base, &is_changed);
+        let source = Recording { mem: &mem, asked: Default::default() };
+        b.memory_from(&source, &base, &is_changed);
+        let mut asked = source.asked.into_inner().unwrap();
+        asked.sort_unstable();
+        assert_eq!(asked, planned, "round {round}");
         sealed = seal_in(b, &k, &s);
         let o = open(&sealed.bytes, &trust(&k), &MODULE).unwrap();
         assert!(o.header.packs.len() <= MAX_PACKS, "round {round}");

@@ -79,13 +79,24 @@ impl Budget {
     /// Takes `n` if that much is left. Async-signal-safe.
     fn take(&self, n: isize) -> bool {
         use std::sync::atomic::Ordering;
-        let was = self.left.fetch_sub(n, Ordering::AcqRel);
-        if was >= n {
-            self.lowest.fetch_min(was - n, Ordering::AcqRel);
-            return true;
+        let mut left = self.left.load(Ordering::Acquire);
+        loop {
+            if left < n {
+                return false;
+            }
+            match self.left.compare_exchange_weak(
+                left,
+                left - n,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.lowest.fetch_min(left - n, Ordering::AcqRel);
+                    return true;
+                }
+                Err(now) => left = now,
+            }
         }
-        self.left.fetch_add(n, Ordering::AcqRel);
-        false
     }
 
     /// Gives back `n`. Async-signal-safe.
@@ -338,6 +349,17 @@ mod imp {
         /// The fault handler: async-signal-safe (atomics and `mprotect`).
         /// True when the fault was a first write to a protected chunk.
         pub(super) fn on_fault(&self, signum: libc::c_int, info: *const libc::siginfo_t) -> bool {
+            // The interrupted code may be reading errno: mprotect must not
+            // change it under it.
+            // SAFETY: the calling thread's errno, always valid.
+            let errno = unsafe { *libc::__errno_location() };
+            let handled = self.on_fault_inner(signum, info);
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+            handled
+        }
+
+        fn on_fault_inner(&self, signum: libc::c_int, info: *const libc::siginfo_t) -> bool {
             if (signum != libc::SIGSEGV && signum != libc::SIGBUS) || info.is_null() {
                 return false;
             }
@@ -468,17 +490,26 @@ mod imp {
         }
 
         /// Re-arms over the memory at `base` of `len` bytes (as
-        /// [`Tracker::arm`]) so that a snapshot can read it from another
-        /// thread while the job goes on: until the returned [`Frozen`] is
-        /// dropped, the first write to a chunk it has not read yet copies
-        /// the chunk aside first, and the snapshot reads that copy. `None`
+        /// [`Tracker::arm`]) so that a snapshot can read its chunks `reads`
+        /// (each once) from another thread while the job goes on: until the
+        /// returned [`Frozen`] is dropped, the first write to one of them
+        /// not read yet copies the chunk aside first, and the snapshot reads
+        /// that copy. `None`
         /// when the memory cannot be protected: it must be read before the
         /// job goes on. The memory must not move or be unmapped until the
         /// `Frozen` is dropped (a pooled memory never moves).
-        pub(crate) fn freeze(&mut self, base: *mut u8, len: usize) -> Option<Frozen> {
+        pub(crate) fn freeze(
+            &mut self,
+            base: *mut u8,
+            len: usize,
+            reads: &[usize],
+        ) -> Option<Frozen> {
             let s = self.shared.clone();
             let chunks = len.div_ceil(CHUNK);
-            if chunks > MAX_CHUNKS || s.frozen.load(Ordering::Acquire) {
+            if chunks > MAX_CHUNKS
+                || s.frozen.load(Ordering::Acquire)
+                || reads.iter().any(|&c| c >= chunks)
+            {
                 return None;
             }
             // SAFETY: a fresh private anonymous mapping, pages committed
@@ -496,8 +527,8 @@ mod imp {
             if side == libc::MAP_FAILED {
                 return None;
             }
-            for st in &s.states[..chunks] {
-                st.store(PENDING, Ordering::Release);
+            for &c in reads {
+                s.states[c].store(PENDING, Ordering::Release);
             }
             s.side.store(side as usize, Ordering::Release);
             s.frozen.store(true, Ordering::Release);
@@ -582,11 +613,10 @@ mod imp {
                         return copy;
                     }
                     Err(SAVING) => wait_a_little(),
-                    Err(_) => {
-                        // Read already: the encoder reads each chunk once.
-                        debug_assert!(false, "chunk {c} read twice");
-                        return &copy[..0];
-                    }
+                    // Not frozen for reading, or read already: what the job
+                    // holds now is not what it held, and the snapshot fails
+                    // rather than be written wrong.
+                    Err(_) => panic!("chunk {c} was not frozen to be read, or was read twice"),
                 }
             }
         }
@@ -655,7 +685,12 @@ impl Tracker {
     pub(crate) fn arm(&mut self, _base: *mut u8, _len: usize) {}
     /// Nothing can be protected: a snapshot reads the memory before the
     /// job goes on.
-    pub(crate) fn freeze(&mut self, _base: *mut u8, _len: usize) -> Option<Frozen> {
+    pub(crate) fn freeze(
+        &mut self,
+        _base: *mut u8,
+        _len: usize,
+        _reads: &[usize],
+    ) -> Option<Frozen> {
         None
     }
     pub(crate) fn changed(&self, _base: *const u8, _len: usize) -> Option<Changed> {
@@ -846,7 +881,8 @@ mod tests {
         let mut a = job(&engine, Budgets { mappings: &BUDGET, copies: &COPIES });
         a.write(0, 1, 64);
         let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
-        let frozen = a.tracker.freeze(base, len).expect("a pooled memory freezes");
+        let all: Vec<usize> = (0..len / CHUNK).collect();
+        let frozen = a.tracker.freeze(base, len, &all).expect("a pooled memory freezes");
         let mut seen = read_all(&frozen, 0..32);
         // The job writes every chunk, half of them not read yet: those are
         // copied aside on the first write and read from the copy.
@@ -860,7 +896,7 @@ mod tests {
 
         // Again, the snapshot's reads and the job's writes racing.
         let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
-        let frozen = a.tracker.freeze(base, len).unwrap();
+        let frozen = a.tracker.freeze(base, len, &all).unwrap();
         let seen = std::thread::scope(|s| {
             let reader = s.spawn(|| read_all(&frozen, 0..64));
             for round in 0..20 {
@@ -882,7 +918,7 @@ mod tests {
         let mut a = job(&engine, Budgets { mappings: &MAPS, copies: &COPIES });
         a.write(0, 1, 8);
         let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
-        let frozen = a.tracker.freeze(base, len).unwrap();
+        let frozen = a.tracker.freeze(base, len, &(0..64).collect::<Vec<_>>()).unwrap();
         // Chunks 7 and 6 written before the snapshot reads anything: both
         // copied aside, and the budget is spent.
         a.write_adding(6, 1, 2, 100);
@@ -898,5 +934,25 @@ mod tests {
         assert_eq!(COPIES.lowest(), 0, "never more than the budget copied aside");
         drop(frozen);
         assert_eq!(COPIES.left(), 2 * CHUNK as isize, "the copies' bytes given back");
+    }
+
+    #[test]
+    fn only_the_chunks_a_snapshot_reads_are_copied_aside() {
+        static MAPS: Budget = Budget::new(MAPPINGS);
+        static COPIES: Budget = Budget::new(COPIES_ANY);
+        let engine = engine();
+        let mut a = job(&engine, Budgets { mappings: &MAPS, copies: &COPIES });
+        a.write(0, 1, 8);
+        let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
+        let frozen = a.tracker.freeze(base, len, &[0, 1, 2, 3]).unwrap();
+        // The job writes the four chunks the snapshot takes from the last
+        // one, then one it reads.
+        a.write_adding(4, 1, 4, 100);
+        assert_eq!(COPIES.lowest(), COPIES_ANY, "nothing copied for chunks not read");
+        a.write_adding(2, 1, 1, 100);
+        assert_eq!(COPIES.lowest(), COPIES_ANY - CHUNK as isize);
+        assert_eq!(read_all(&frozen, 0..4), vec![1, 2, 3, 4]);
+        drop(frozen);
+        assert_eq!(COPIES.left(), COPIES_ANY);
     }
 }

@@ -300,11 +300,12 @@ pub(crate) struct CaptureCtx<'a> {
 /// which reads the memory, and leaves the memory writable, before the
 /// store goes.
 pub(crate) struct Incremental {
+    /// The thread writing the last snapshot; it yields the chain it sealed,
+    /// or `None` when it failed (the next snapshot is then whole). First:
+    /// were it ever dropped unjoined, it goes before the tracker.
+    writing: Option<std::thread::JoinHandle<Option<andes_snapshot::Chain>>>,
     chain: Option<andes_snapshot::Chain>,
     tracker: crate::dirty::Tracker,
-    /// The thread writing the last snapshot; it yields the chain it sealed,
-    /// or `None` when it failed (the next snapshot is then whole).
-    writing: Option<std::thread::JoinHandle<Option<andes_snapshot::Chain>>>,
 }
 
 impl Incremental {
@@ -518,7 +519,16 @@ pub(crate) async fn capture(
     }
     let (base, len) = (memory.data_ptr(&*store), memory.data_size(&*store));
     let changed = c.since.tracker.changed(base, len);
-    let frozen = if stopping { None } else { c.since.tracker.freeze(base, len) };
+    let frozen = if stopping {
+        None
+    } else {
+        // Only the chunks the snapshot will read are frozen for it.
+        let reads = match &changed {
+            Some(ch) => b.to_read(len, c.image, &|i| ch.contains(i)),
+            None => b.to_read(len, c.image, &|_| true),
+        };
+        c.since.tracker.freeze(base, len, &reads)
+    };
     if let Some(frozen) = frozen {
         // The chunks are read from the frozen memory by the writer while
         // the job goes on; the rest is small and copied now.
