@@ -543,9 +543,12 @@ pub(crate) async fn capture(
                     Some(ch) => &|i| ch.contains(i),
                     None => &all,
                 };
-                b.memory_from(&frozen, &image, changed);
-                // Every chunk read: the job's writes copy nothing more.
-                drop(frozen);
+                {
+                    // Every chunk read when it goes: the job's writes copy
+                    // nothing more.
+                    let frozen = frozen;
+                    b.memory_from(&frozen, &image, changed);
+                }
                 b.memory(&stack, &[]);
                 let sealed = b.finish(&t.public, |m| (t.sign)(m));
                 sealed
