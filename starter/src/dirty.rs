@@ -168,6 +168,11 @@ pub(crate) struct Changed {
 }
 
 impl Changed {
+    /// Every chunk: what a snapshot must look at when nothing is known.
+    pub(crate) fn all() -> Changed {
+        Changed { bits: Vec::new(), armed_chunks: 0 }
+    }
+
     /// True when chunk `c` may have changed.
     pub(crate) fn contains(&self, c: usize) -> bool {
         c >= self.armed_chunks || self.bits.get(c / 64).is_some_and(|w| w & (1 << (c % 64)) != 0)
@@ -504,7 +509,7 @@ mod imp {
             len: usize,
             reads: &[usize],
         ) -> Option<Frozen> {
-            let s = self.shared.clone();
+            let s = &self.shared;
             let chunks = len.div_ceil(CHUNK);
             if chunks > MAX_CHUNKS
                 || s.frozen.load(Ordering::Acquire)
@@ -534,7 +539,6 @@ mod imp {
             s.frozen.store(true, Ordering::Release);
             let frozen =
                 Frozen { shared: s.clone(), base: base as usize, len, side: side as usize };
-            drop(s);
             self.arm(base, len);
             let s = &self.shared;
             let armed = s.base.load(Ordering::Acquire) == base as usize
@@ -758,6 +762,14 @@ mod tests {
         wasmtime::Engine::new(&cfg).unwrap()
     }
 
+    /// Budgets of their own for one test: `mappings` and `copies` bytes.
+    fn budgets(mappings: isize, copies: isize) -> Budgets {
+        Budgets {
+            mappings: Box::leak(Box::new(Budget::new(mappings))),
+            copies: Box::leak(Box::new(Budget::new(copies))),
+        }
+    }
+
     fn job(engine: &wasmtime::Engine, budgets: Budgets) -> Job {
         let module = wasmtime::Module::new(engine, wat::parse_str(WRITER).unwrap()).unwrap();
         let mut store = wasmtime::Store::new(engine, ());
@@ -786,6 +798,20 @@ mod tests {
             }
         }
 
+        /// Arms the tracker again over the memory as it is now.
+        fn rearm(&mut self) {
+            let (base, len) =
+                (self.memory.data_ptr(&self.store), self.memory.data_size(&self.store));
+            self.tracker.arm(base, len);
+        }
+
+        /// Freezes the memory for a snapshot reading chunks `reads`.
+        fn freeze(&mut self, reads: &[usize]) -> imp::Frozen {
+            let (base, len) =
+                (self.memory.data_ptr(&self.store), self.memory.data_size(&self.store));
+            self.tracker.freeze(base, len, reads).expect("a pooled memory freezes")
+        }
+
         fn changed(&self) -> Option<Changed> {
             let m = self.memory.data(&self.store);
             self.tracker.changed(m.as_ptr(), m.len())
@@ -808,43 +834,38 @@ mod tests {
 
     #[test]
     fn a_job_writing_every_other_chunk_cannot_take_more_mappings_than_the_budget() {
-        static BUDGET: Budget = Budget::new(40);
-        static COPIES: Budget = Budget::new(COPIES_ANY);
-        let engine = engine();
-        let mut a = job(&engine, Budgets { mappings: &BUDGET, copies: &COPIES });
+        let budgets = budgets(40, COPIES_ANY);
+        let mut a = job(&engine(), budgets);
         assert_eq!(a.mappings(), 1);
         // Ten isolated chunks: twenty mappings of the forty, all known.
         a.write(1, 2, 10);
         let changed = a.changed().expect("within the budget the tracker knows");
         assert!((0..64).all(|c| changed.contains(c) == (c % 2 == 1 && c < 21)));
-        assert_eq!(BUDGET.left(), 20);
+        assert_eq!(budgets.mappings.left(), 20);
         assert!(a.mappings() <= 21, "{} mappings", a.mappings());
         // Thirty more would need sixty: the tracker gives up, the memory is
         // one writable mapping again and the budget whole.
         a.write(21, 2, 21);
         assert!(a.changed().is_none(), "past its budget the tracker knows nothing");
         assert_eq!(a.mappings(), 1);
-        assert_eq!(BUDGET.left(), 40);
+        assert_eq!(budgets.mappings.left(), 40);
         // Re-armed, it knows again; writing a run of chunks costs two.
-        let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
-        a.tracker.arm(base, len);
+        a.rearm();
         a.write(0, 1, 32);
         let changed = a.changed().unwrap();
         assert!((0..64).all(|c| changed.contains(c) == (c < 32)));
-        assert_eq!(BUDGET.left(), 38);
+        assert_eq!(budgets.mappings.left(), 38);
         assert_eq!(a.mappings(), 2);
     }
 
     #[test]
     fn jobs_share_one_budget_and_one_out_of_it_still_runs_and_grows() {
-        static BUDGET: Budget = Budget::new(8);
-        static COPIES: Budget = Budget::new(COPIES_ANY);
-        let budgets = Budgets { mappings: &BUDGET, copies: &COPIES };
+        let budgets = budgets(8, COPIES_ANY);
         let engine = engine();
         let mut a = job(&engine, budgets);
         let mut b = job(&engine, budgets);
         a.write(1, 2, 4);
-        assert_eq!(BUDGET.left(), 0);
+        assert_eq!(budgets.mappings.left(), 0);
         // The budget is spent: b's first write gives its tracking up, not
         // its run; it writes, grows its memory and writes past the growth.
         b.write(3, 4, 8);
@@ -856,9 +877,8 @@ mod tests {
         // A's re-arm gives its share back; b, re-armed over its grown
         // memory, tracks again.
         a.tracker.disarm();
-        assert_eq!(BUDGET.left(), 8);
-        let (base, len) = (b.memory.data_ptr(&b.store), b.memory.data_size(&b.store));
-        b.tracker.arm(base, len);
+        assert_eq!(budgets.mappings.left(), 8);
+        b.rearm();
         b.write(7, 8, 4);
         let changed = b.changed().unwrap();
         assert!((0..128).all(|c| changed.contains(c) == (c % 8 == 7 && c < 39)));
@@ -875,14 +895,11 @@ mod tests {
 
     #[test]
     fn a_frozen_memory_reads_as_it_was_while_the_job_writes_it() {
-        static BUDGET: Budget = Budget::new(MAPPINGS);
-        static COPIES: Budget = Budget::new(COPIES_ANY);
-        let engine = engine();
-        let mut a = job(&engine, Budgets { mappings: &BUDGET, copies: &COPIES });
+        let budgets = budgets(MAPPINGS, COPIES_ANY);
+        let mut a = job(&engine(), budgets);
         a.write(0, 1, 64);
-        let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
-        let all: Vec<usize> = (0..len / CHUNK).collect();
-        let frozen = a.tracker.freeze(base, len, &all).expect("a pooled memory freezes");
+        let all: Vec<usize> = (0..64).collect();
+        let frozen = a.freeze(&all);
         let mut seen = read_all(&frozen, 0..32);
         // The job writes every chunk, half of them not read yet: those are
         // copied aside on the first write and read from the copy.
@@ -895,8 +912,7 @@ mod tests {
         assert!((0..64).all(|c| changed.contains(c)));
 
         // Again, the snapshot's reads and the job's writes racing.
-        let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
-        let frozen = a.tracker.freeze(base, len, &all).unwrap();
+        let frozen = a.freeze(&all);
         let seen = std::thread::scope(|s| {
             let reader = s.spawn(|| read_all(&frozen, 0..64));
             for round in 0..20 {
@@ -907,22 +923,19 @@ mod tests {
         assert_eq!(seen, (1001..=1064).collect::<Vec<u32>>());
         drop(frozen);
         assert_eq!(a.mappings(), 1, "all written since: one writable mapping");
-        assert_eq!(BUDGET.left(), MAPPINGS - 2);
+        assert_eq!(budgets.mappings.left(), MAPPINGS - 2);
     }
 
     #[test]
     fn past_its_budget_of_copies_a_job_waits_for_the_snapshot_to_read_what_it_writes() {
-        static MAPS: Budget = Budget::new(MAPPINGS);
-        static COPIES: Budget = Budget::new(2 * CHUNK as isize);
-        let engine = engine();
-        let mut a = job(&engine, Budgets { mappings: &MAPS, copies: &COPIES });
+        let budgets = budgets(MAPPINGS, 2 * CHUNK as isize);
+        let mut a = job(&engine(), budgets);
         a.write(0, 1, 8);
-        let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
-        let frozen = a.tracker.freeze(base, len, &(0..64).collect::<Vec<_>>()).unwrap();
+        let frozen = a.freeze(&(0..64).collect::<Vec<_>>());
         // Chunks 7 and 6 written before the snapshot reads anything: both
         // copied aside, and the budget is spent.
         a.write_adding(6, 1, 2, 100);
-        assert_eq!(COPIES.left(), 0);
+        assert_eq!(budgets.copies.left(), 0);
         let seen = std::thread::scope(|s| {
             let reader = s.spawn(|| read_all(&frozen, 0..8));
             // Chunks 5 down to 0: each write waits until the reader has
@@ -931,28 +944,25 @@ mod tests {
             reader.join().unwrap()
         });
         assert_eq!(seen, (1..=8).collect::<Vec<u32>>());
-        assert_eq!(COPIES.lowest(), 0, "never more than the budget copied aside");
+        assert_eq!(budgets.copies.lowest(), 0, "never more than the budget copied aside");
         drop(frozen);
-        assert_eq!(COPIES.left(), 2 * CHUNK as isize, "the copies' bytes given back");
+        assert_eq!(budgets.copies.left(), 2 * CHUNK as isize, "the copies' bytes given back");
     }
 
     #[test]
     fn only_the_chunks_a_snapshot_reads_are_copied_aside() {
-        static MAPS: Budget = Budget::new(MAPPINGS);
-        static COPIES: Budget = Budget::new(COPIES_ANY);
-        let engine = engine();
-        let mut a = job(&engine, Budgets { mappings: &MAPS, copies: &COPIES });
+        let budgets = budgets(MAPPINGS, COPIES_ANY);
+        let mut a = job(&engine(), budgets);
         a.write(0, 1, 8);
-        let (base, len) = (a.memory.data_ptr(&a.store), a.memory.data_size(&a.store));
-        let frozen = a.tracker.freeze(base, len, &[0, 1, 2, 3]).unwrap();
+        let frozen = a.freeze(&[0, 1, 2, 3]);
         // The job writes the four chunks the snapshot takes from the last
         // one, then one it reads.
         a.write_adding(4, 1, 4, 100);
-        assert_eq!(COPIES.lowest(), COPIES_ANY, "nothing copied for chunks not read");
+        assert_eq!(budgets.copies.lowest(), COPIES_ANY, "nothing copied for chunks not read");
         a.write_adding(2, 1, 1, 100);
-        assert_eq!(COPIES.lowest(), COPIES_ANY - CHUNK as isize);
+        assert_eq!(budgets.copies.lowest(), COPIES_ANY - CHUNK as isize);
         assert_eq!(read_all(&frozen, 0..4), vec![1, 2, 3, 4]);
         drop(frozen);
-        assert_eq!(COPIES.left(), COPIES_ANY);
+        assert_eq!(budgets.copies.left(), COPIES_ANY);
     }
 }

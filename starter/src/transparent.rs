@@ -518,15 +518,12 @@ pub(crate) async fn capture(
         b = b.building_on(chain);
     }
     let (base, len) = (memory.data_ptr(&*store), memory.data_size(&*store));
-    let changed = c.since.tracker.changed(base, len);
+    let changed = c.since.tracker.changed(base, len).unwrap_or_else(crate::dirty::Changed::all);
     let frozen = if stopping {
         None
     } else {
         // Only the chunks the snapshot will read are frozen for it.
-        let reads = match &changed {
-            Some(ch) => b.to_read(len, c.image, &|i| ch.contains(i)),
-            None => b.to_read(len, c.image, &|_| true),
-        };
+        let reads = b.to_read(len, c.image, &|i| changed.contains(i));
         c.since.tracker.freeze(base, len, &reads)
     };
     if let Some(frozen) = frozen {
@@ -538,16 +535,11 @@ pub(crate) async fn capture(
         let paused = t0.elapsed();
         let writer = std::thread::Builder::new().name("andes-snapshot".into()).spawn(move || {
             let write = move || {
-                let all = |_: usize| true;
-                let changed: &dyn Fn(usize) -> bool = match &changed {
-                    Some(ch) => &|i| ch.contains(i),
-                    None => &all,
-                };
                 {
                     // Every chunk read when it goes: the job's writes copy
                     // nothing more.
                     let frozen = frozen;
-                    b.memory_from(&frozen, &image, changed);
+                    b.memory_from(&frozen, &image, &|i| changed.contains(i));
                 }
                 b.memory(&stack, &[]);
                 let sealed = b.finish(&t.public, |m| (t.sign)(m));
@@ -588,11 +580,7 @@ pub(crate) async fn capture(
             }
         };
     }
-    let mem = memory.data(&*store);
-    match changed {
-        Some(changed) => b.memory_changed(mem, c.image, &|i| changed.contains(i)),
-        None => b.memory(mem, c.image),
-    }
+    b.memory_changed(memory.data(&*store), c.image, &|i| changed.contains(i));
     b.memory(stack.data(&*store), &[]);
     let sealed = b.finish(&c.t.public, |m| (c.t.sign)(m));
     sealed.store_pack(&c.t.blobs).map_err(|e| format!("saving the memory's changes: {e}"))?;
