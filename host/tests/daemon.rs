@@ -619,6 +619,9 @@ fn activate_spin(f: &mut Fixture, id: &str) {
         saved_state: None,
         snapshot: None,
         more: Vec::new(),
+        append: false,
+        acked: 0,
+        reply_at_start: false,
     };
     f.d.pool(andes_host::pool::PoolRequest::Activate {
         caller: "schedd".into(),
@@ -762,4 +765,103 @@ async fn a_claim_its_schedd_released_owes_nobody_its_jobs_end() {
     f.d.command(Command::Off(ShutdownKind::Graceful)).unwrap();
     assert!(f.d.finished());
     assert!(!f.d.owes_shadows(), "the host waits for a shadow that released its claim");
+}
+
+/// A schedd sends a claim's next batch of short jobs while the last one
+/// runs: the batch waits behind it on the host, and the ends of the jobs
+/// before it stay in the claim's report until the schedd says it committed
+/// them (`acked`), then only those are forgotten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
+    use andes_host::pool::{PoolReply, PoolRequest};
+    use andes_protocol::pool::ActivateRequest;
+    let mut f = daemon("");
+    let (id, _rx) = offer(&mut f);
+    f.d.pool(claim_request(&id, "one")).unwrap();
+    let module = sample("exit_code");
+    let digest = format!("sha256:{}", hex::encode(andes_starter::engine::module_digest(&module)));
+    f.d.pool(PoolRequest::PutModule(digest.clone(), module)).unwrap();
+    let ad = |p: u32| {
+        format!(
+            r#"[ ClusterId = 1; ProcId = {p}; JobUniverse = 5; Owner = "alice"; GlobalJobId = "s#1.{p}#1"; Arguments = "0" ]"#
+        )
+    };
+    let activate = |jobs: &[u32], append: bool, acked: u64| {
+        let queued = |p: &u32| andes_protocol::pool::QueuedJob {
+            job: ad(*p),
+            module_digest: digest.clone(),
+            inputs: Vec::new(),
+        };
+        let req = ActivateRequest {
+            claim_id: id.clone(),
+            job: ad(jobs[0]),
+            module_digest: digest.clone(),
+            inputs: Vec::new(),
+            lease_secs: 2400,
+            wait_ms: 0,
+            saved_state: None,
+            snapshot: None,
+            more: jobs[1..].iter().map(queued).collect(),
+            append,
+            acked,
+            reply_at_start: true,
+        };
+        let ads = (
+            parse_ad(&ad(jobs[0])).unwrap(),
+            jobs[1..].iter().map(|p| parse_ad(&ad(*p)).unwrap()).collect(),
+        );
+        PoolRequest::Activate { caller: "schedd".into(), req: Box::new(req), ads: Box::new(ads) }
+    };
+    let report = |f: &mut Fixture| match f
+        .d
+        .pool(PoolRequest::Subscribe {
+            caller: "schedd".into(),
+            claim_id: id.clone(),
+            incarnation: None,
+        })
+        .unwrap()
+    {
+        PoolReply::Reports(rx, ..) => rx.borrow().clone(),
+        other => panic!("{other:?}"),
+    };
+    let ended = |f: &mut Fixture| -> Vec<(String, u64)> {
+        report(f).ended.iter().map(|e| (e.job.clone(), e.version)).collect()
+    };
+    f.d.pool(activate(&[0], false, 0)).unwrap();
+    // Job 0 runs (its end not yet taken in by the daemon): the next batch
+    // goes behind it, first job and all.
+    f.d.pool(activate(&[1, 2], true, 0)).unwrap();
+    assert_eq!(f.state(), (State::Claimed, Activity::Busy));
+    assert_eq!(report(&mut f).queued, 2);
+    for _ in 0..3 {
+        f.exit().await;
+    }
+    let ends = ended(&mut f);
+    let names: Vec<&str> = ends.iter().map(|(j, _)| j.as_str()).collect();
+    assert_eq!(names, ["s#1.0#1", "s#1.1#1", "s#1.2#1"], "every end is kept");
+    // The schedd committed the ends up to job 1's: those are forgotten with
+    // its next batch, which starts at once on the idle claim; job 2's stays.
+    f.d.pool(activate(&[3], true, ends[1].1)).unwrap();
+    let names: Vec<String> = ended(&mut f).into_iter().map(|(j, _)| j).collect();
+    assert_eq!(names, ["s#1.2#1"]);
+    assert_eq!(f.d.running(1), Some(RunKind::Job));
+    f.exit().await;
+    let names: Vec<String> = ended(&mut f).into_iter().map(|(j, _)| j).collect();
+    assert_eq!(names, ["s#1.2#1", "s#1.3#1"]);
+    // An activation that starts afresh acknowledges every end before it.
+    f.d.pool(activate(&[4], false, 0)).unwrap();
+    assert!(ended(&mut f).is_empty());
+    f.exit().await;
+    // A batch appended with a checkpoint is refused: a checkpoint resumes
+    // one job, activated alone.
+    let mut with_state = activate(&[5], true, 0);
+    if let PoolRequest::Activate { req, .. } = &mut with_state {
+        req.saved_state =
+            Some(andes_protocol::pool::SavedState { seq: 1, data: vec![1], streamed: None });
+    }
+    let e = f.d.pool(with_state).unwrap_err();
+    assert!(
+        matches!(e, andes_host::pool::PoolError::BadInput(ref m) if m.contains("checkpoint")),
+        "{e:?}"
+    );
 }

@@ -298,6 +298,23 @@ pub struct ActivateRequest {
     /// ends come in [`JobReport::ended`].
     #[serde(default)]
     pub more: Vec<QueuedJob>,
+    /// Queues this activation's jobs behind those the claim runs or holds
+    /// queued, rather than starting afresh (a schedd sends a claim's next
+    /// batch of short jobs while the last one runs, so the slot never waits
+    /// for it). The ends of earlier jobs stay in the claim's reports until
+    /// [`acked`](Self::acked) covers them. Carries no checkpoint.
+    #[serde(default)]
+    pub append: bool,
+    /// The ends the schedd has committed: every [`JobEnd`] of the claim up to
+    /// this report version, which the host forgets. With `append` only (an
+    /// activation that starts afresh acknowledges every end sent before it).
+    #[serde(default)]
+    pub acked: u64,
+    /// Answers once this activation's first job has started (every job queued
+    /// ahead of it has ended), or the claim ended, or `wait_ms` passed, rather
+    /// than once all its jobs have ended.
+    #[serde(default)]
+    pub reply_at_start: bool,
 }
 
 /// A job queued behind the one an activation runs ([`ActivateRequest::more`]).

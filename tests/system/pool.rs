@@ -146,6 +146,10 @@ fn short_jobs_go_out_in_batches_and_run_metered() {
     }
     // Every job's shadow recorded its own start and end.
     assert!(h.iter().all(|a| int(a, "NumJobStarts") == 1), "a job started twice");
+    // Once the jobs were known to be short, the next batch went to the host
+    // while the last one ran (the slot did not wait for the schedd).
+    let log = std::fs::read_to_string(p.path().join("log/StartLog")).unwrap_or_default();
+    assert!(log.contains("more jobs queued behind the claim's running one"), "{log}");
 }
 
 /// The ProcIds of cluster 1's jobs in the host's STARTD_HISTORY, one per run.

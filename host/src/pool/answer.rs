@@ -228,6 +228,11 @@ impl Daemon {
                 let (job, more) = *ads;
                 let _handling = self.quarantine.handling(&job);
                 let slot = owned(self, &caller, &req.claim_id)?;
+                if req.append && (req.snapshot.is_some() || req.saved_state.is_some()) {
+                    return Err(PoolError::BadInput(
+                        "an appended activation carries no checkpoint".into(),
+                    ));
+                }
                 if self
                     .startd
                     .slots()
@@ -279,10 +284,38 @@ impl Daemon {
                 )?;
                 let mono = self.clock.now();
                 if let Some(c) = self.claims.get_mut(&req.claim_id) {
-                    c.acknowledged();
+                    if req.append {
+                        c.forget_ends(req.acked);
+                    } else {
+                        c.acknowledged();
+                    }
                     c.job_lease = Some(Duration::from_secs(req.lease_secs.min(1 << 32)));
                     c.renewed = mono;
                     c.updates_sent = 0;
+                }
+                if req.append
+                    && self.claims.get(&req.claim_id).is_some_and(|c| self.claim_running(c))
+                {
+                    // Behind the jobs the claim runs: they all wait their turn.
+                    let req = *req;
+                    let mut queued = Vec::with_capacity(req.more.len() + 1);
+                    queued.push(Queued { job, module, inputs: req.inputs });
+                    for (q, job) in req.more.into_iter().zip(more) {
+                        let module =
+                            self.store.get(&q.module_digest).ok_or(PoolError::NeedModule)?;
+                        check_inputs(&job, &q.inputs)?;
+                        queued.push(Queued { job, module, inputs: q.inputs });
+                    }
+                    let added = queued.len();
+                    if let Some(c) = self.claims.get_mut(&req.claim_id) {
+                        c.queue.extend(queued);
+                        let n = c.queue.len() as u32;
+                        c.publish(|r| r.queued = n);
+                    }
+                    self.log(format!(
+                        "slot {slot}: {added} more jobs queued behind the claim's running one"
+                    ));
+                    return Ok(PoolReply::Done);
                 }
                 self.input_sizes
                     .insert(slot, req.inputs.iter().map(|f| (f.name.clone(), f.len())).collect());
@@ -316,10 +349,13 @@ impl Daemon {
                 if let Some(c) = self.claims.get_mut(&req.claim_id) {
                     let n = queue.len() as u32;
                     c.queue = queue;
-                    // A new activation: its jobs' ends are reported afresh.
+                    // A new activation: its jobs' ends are reported afresh
+                    // (an appended one keeps those not yet acknowledged).
                     c.publish(|r| {
-                        r.ended = Arc::new(Vec::new());
-                        r.kept = Arc::new(HashMap::new());
+                        if !req.append {
+                            r.ended = Arc::new(Vec::new());
+                            r.kept = Arc::new(HashMap::new());
+                        }
                         r.queued = n;
                     });
                 }

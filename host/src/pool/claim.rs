@@ -416,6 +416,33 @@ impl ClaimEntry {
         }
     }
 
+    /// The claim's schedd has committed the ends up to report version
+    /// `upto` (an appended activation's [`acked`](pool::ActivateRequest::acked)):
+    /// they are forgotten, with the sandboxes kept for their outputs, and
+    /// once none is left unacknowledged an end sent before is acknowledged.
+    /// Nobody is woken: nothing new happened to the claim.
+    pub(crate) fn forget_ends(&self, upto: u64) {
+        let mut left = true;
+        self.report.send_if_modified(|r| {
+            if r.ended.iter().any(|e| e.version <= upto) {
+                let (gone, kept): (Vec<JobEnd>, Vec<JobEnd>) =
+                    r.ended.iter().cloned().partition(|e| e.version <= upto);
+                if !r.kept.is_empty() {
+                    let k = Arc::make_mut(&mut r.kept);
+                    for e in &gone {
+                        k.remove(&e.job);
+                    }
+                }
+                r.ended = Arc::new(kept);
+            }
+            left = !r.ended.is_empty();
+            false
+        });
+        if !left {
+            self.acknowledged();
+        }
+    }
+
     /// The claim's holder released it: it reads nothing more of the claim,
     /// so the end of a job still running on it is owed to nobody (`andes
     /// rm` of a running job releases its claim so).

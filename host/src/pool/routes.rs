@@ -351,6 +351,11 @@ pub(crate) async fn activate(
         .map(|q| classad::parse_ad(&q.job))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| PoolError::BadInput(format!("a queued job ad: {e}")))?;
+    // The job this activation's answer waits to see started.
+    let first = match (req.reply_at_start, job.eval_attr("GlobalJobId")) {
+        (true, classad::Value::Str(g)) => Some(g.to_string()),
+        _ => None,
+    };
     let ads = Box::new((job, more));
     ask(&s, PoolRequest::Activate { caller: caller.identity.clone(), req: Box::new(req), ads })
         .await?;
@@ -369,13 +374,17 @@ pub(crate) async fn activate(
         return Ok(axum::Json(r.to_wire(s.clock.as_ref(), 0, 0, have)));
     }
     // Answer when the job (and any queued behind it) ended within wait_ms,
-    // else with the report of the moment.
+    // or, asked so, when its first job started; else with the report of the
+    // moment.
     let mut rx2 = rx.clone();
     let deadline = s.clock.now() + Duration::from_millis(wait_ms);
     loop {
         let done = {
             let r = rx2.borrow_and_update();
-            (r.state == RunState::Exited && r.queued == 0) || !r.claim_alive
+            let started = first
+                .as_deref()
+                .is_some_and(|g| r.job.as_deref() == Some(g) || r.ended.iter().any(|e| e.job == g));
+            started || (r.state == RunState::Exited && r.queued == 0) || !r.claim_alive
         };
         if done {
             break;

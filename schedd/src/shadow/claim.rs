@@ -44,6 +44,10 @@ pub(crate) fn withdraw_soon((link, claim_id): (Link, String), id: JobId) {
     tokio::spawn(async move { withdraw(&link, &claim_id, id).await });
 }
 
+/// The longest an appended batch's activation waits for the batch ahead of
+/// it to end before answering (its jobs are then followed report by report).
+const APPENDED_WAIT_MS: u64 = 2_000;
+
 /// What the journal names while a shadow matches a job to its claim's slot.
 const MATCHING: &str = "Requirements, against a claimed slot";
 
@@ -154,6 +158,13 @@ impl PoolState {
         // How long each job of the last batch took.
         let mut per_job = Duration::ZERO;
         let mut alive = true;
+        // While jobs are short, the next batch goes to the host behind the
+        // one it runs (the slot never waits for the schedd): the batch sent
+        // last, not yet taken in, and its activation's answer.
+        let mut ahead: Option<(Vec<JobId>, JobReport)> = None;
+        // The ends committed so far, up to this report version: the host
+        // forgets them when it gets the next batch.
+        let mut acked = 0u64;
         loop {
             let t = tokio::time::Instant::now();
             let n;
@@ -167,8 +178,30 @@ impl PoolState {
                 size = size.min(usize::try_from(fit).unwrap_or(usize::MAX));
             }
             match self.plain_batch(job, grant.autocluster, size, &claim) {
-                Some((ids, req, lease)) => {
+                Some((ids, mut req, lease, gid)) => {
                     n = ids.len();
+                    // Short jobs, and more waiting: the next batch will
+                    // follow this one while it runs. (The last batch is
+                    // answered once all of it ended, in one report.)
+                    let more_waiting = lock(&self.state)
+                        .ac_jobs
+                        .get(&grant.autocluster)
+                        .is_some_and(|q| !q.is_empty());
+                    let pipelined =
+                        more_waiting && !per_job.is_zero() && per_job < Duration::from_millis(10);
+                    if let Some((before, _)) = &ahead {
+                        // Answered once the batch ahead has ended (and, for
+                        // the last batch, this one too): long enough for it
+                        // to, so their jobs are not followed one report at
+                        // a time.
+                        let jobs = before.len() + if pipelined { 0 } else { n };
+                        let expected = per_job.saturating_mul(4 * jobs as u32);
+                        req.wait_ms = (expected.as_millis() as u64)
+                            .clamp(self.cfg.activate_wait_ms, APPENDED_WAIT_MS);
+                        req.append = true;
+                        req.acked = acked;
+                    }
+                    req.reply_at_start = pipelined;
                     let digest = req.module_digest.clone();
                     // Recorded before it is sent (see PoolOp::Activating),
                     // for every job of the batch: a schedd that dies while
@@ -181,6 +214,17 @@ impl PoolState {
                             ambiguous: false,
                         }),
                     };
+                    if sent.is_err()
+                        && let Some((before, _)) = ahead.take()
+                    {
+                        // The batch ahead ran on: the host says how, as to a
+                        // restarted schedd.
+                        let mut ends = Ends::default();
+                        for id in before {
+                            let start = Start::Reconnect;
+                            self.shadow(&link, &claim, id, &lane.tx, start, &mut ends).await;
+                        }
+                    }
                     if let Err(e) = &sent
                         && e.ambiguous
                     {
@@ -217,7 +261,9 @@ impl PoolState {
                         }
                     }
                     if sent.is_ok() {
-                        self.note_queued(&link, &claim.claim_id, &ids[1..]);
+                        // An appended batch waits on the host, first job and all.
+                        let waiting = if req.append { &ids[..] } else { &ids[1..] };
+                        self.note_queued(&link, &claim.claim_id, waiting);
                     }
                     let report = match sent {
                         Ok(r) => r,
@@ -230,17 +276,47 @@ impl PoolState {
                             break;
                         }
                     };
-                    // The batch's ends are taken in, and committed, before
-                    // anything more is asked of the host: it takes the next
-                    // request (an activation resets its list of ends) as the
-                    // acknowledgement that they are kept.
-                    alive &= self.take_in(&link, &claim, &lane.tx, ids, report).await;
+                    if let Some((before, _)) = ahead.take() {
+                        // The batch ahead has ended (this one's first job
+                        // started after it): its ends are taken in and
+                        // committed, and the host forgets them with the
+                        // next batch. Every end before this batch's first
+                        // job's is the batch ahead's, or older.
+                        let upto = report
+                            .ended
+                            .iter()
+                            .take_while(|e| gid.as_deref() != Some(e.job.as_str()))
+                            .map(|e| e.version)
+                            .max();
+                        alive &=
+                            self.take_in(&link, &claim, &lane.tx, before, report.clone()).await;
+                        acked = acked.max(upto.unwrap_or(0));
+                    }
+                    if pipelined && alive {
+                        ahead = Some((ids, report));
+                    } else {
+                        // The batch's ends are taken in, and committed, before
+                        // anything more is asked of the host: it takes the
+                        // next request that starts afresh as the
+                        // acknowledgement that they are kept.
+                        alive &= self.take_in(&link, &claim, &lane.tx, ids, report).await;
+                    }
                 }
                 None => {
                     n = 1;
-                    let mut ends = Ends::default();
-                    let start = Start::Activate;
-                    alive &= self.shadow(&link, &claim, job, &lane.tx, start, &mut ends).await.0;
+                    // A job activated alone starts afresh: the batch ahead
+                    // is taken in first.
+                    if let Some((before, report)) = ahead.take() {
+                        alive &= self.take_in(&link, &claim, &lane.tx, before, report).await;
+                    }
+                    if alive {
+                        let mut ends = Ends::default();
+                        let start = Start::Activate;
+                        alive &=
+                            self.shadow(&link, &claim, job, &lane.tx, start, &mut ends).await.0;
+                    } else {
+                        lane.send(LaneOp::Free(job));
+                    }
                 }
             }
             if !alive {
@@ -262,6 +338,9 @@ impl PoolState {
                 Some(next) => job = next,
                 None => break,
             }
+        }
+        if let Some((before, report)) = ahead.take() {
+            self.take_in(&link, &claim, &lane.tx, before, report).await;
         }
         // Released (or, for a claim that already ended, its end acknowledged)
         // once everything it reported is committed.
@@ -380,7 +459,7 @@ impl PoolState {
         ac: u32,
         n: usize,
         claim: &ClaimCtx,
-    ) -> Option<(Vec<JobId>, ActivateRequest, u64)> {
+    ) -> Option<(Vec<JobId>, ActivateRequest, u64, Option<String>)> {
         let job = self.queue.read().job(first).map(|v| v.ad())?;
         if may_have_checkpoints(&job) || job.contains("DeferralTime") {
             return None;
@@ -405,8 +484,11 @@ impl PoolState {
             saved_state: None,
             snapshot: None,
             more: more.into_iter().map(|(_, q)| q).collect(),
+            append: false,
+            acked: 0,
+            reply_at_start: false,
         };
-        Some((ids, req, lease))
+        Some((ids, req, lease, str_attr(&job, "GlobalJobId")))
     }
 
     /// Up to `n` more jobs of autocluster `ac` to queue on the claim behind

@@ -304,6 +304,9 @@ impl PoolState {
                 .and_then(|p| saved_state_to_send(&p, &mut sources)),
             snapshot,
             more: Vec::new(),
+            append: false,
+            acked: 0,
+            reply_at_start: false,
         };
         // Recorded before it is sent: see PoolOp::Activating.
         if let Err(e) = self
