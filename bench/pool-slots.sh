@@ -30,11 +30,13 @@ cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 a=$(cpu)
 t0=$(date +%s.%N)
 "$BIN" submit job.sub >/dev/null
+ts=$(date +%s.%N)
 # The totals line only (a summary): asking for the jobs' ads would cost the
 # schedd more than the jobs do.
 until "$BIN" q -totals 2>/dev/null | grep -q "^Total for query: 0 jobs"; do sleep 0.2; done
 t1=$(date +%s.%N)
 b=$(cpu)
+echo "submit took $(python3 -c "print(round($ts - $t0, 3))") s"
 python3 -c "
 s = $t1 - $t0; c = ($b - $a) / $(getconf CLK_TCK)
 print(f'slots={$SLOTS} jobs={$JOBS} {s:.2f} s {$JOBS / s:.0f} jobs/s pool CPU {c:.2f} s {c * 1e6 / $JOBS:.0f} us/job')"
