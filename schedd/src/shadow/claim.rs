@@ -187,8 +187,12 @@ impl PoolState {
                         .ac_jobs
                         .get(&grant.autocluster)
                         .is_some_and(|q| !q.is_empty());
-                    let pipelined =
-                        more_waiting && !per_job.is_zero() && per_job < Duration::from_millis(10);
+                    // (Its first job's GlobalJobId tells the batch ahead's
+                    // ends from its own in the answer: without it, no overlap.)
+                    let pipelined = more_waiting
+                        && gid.is_some()
+                        && !per_job.is_zero()
+                        && per_job < Duration::from_millis(10);
                     if let Some((before, _)) = &ahead {
                         // Answered once the batch ahead has ended (and, for
                         // the last batch, this one too): long enough for it
