@@ -421,8 +421,22 @@ type Interned = HashMap<u64, Vec<(Arc<str>, u32)>, BuildHasherDefault<PassThroug
 /// The map, how many spellings it holds, and the last identity given.
 static INTERNER: RwLock<Option<(Interned, usize, u32)>> = RwLock::new(None);
 
+/// How many spellings a thread keeps at hand before it starts afresh.
+const LOCAL_MAX: usize = 4096;
+
+thread_local! {
+    /// The spellings this thread got from the interner, and how many: a
+    /// daemon's threads make the same few hundred names and values all the
+    /// time, and the shared map's lock, which every thread takes, costs them
+    /// more than the lookup. What a thread holds here the interner holds too
+    /// (identities never change), so a copy is never stale.
+    static LOCAL: std::cell::RefCell<(Interned, usize)> =
+        std::cell::RefCell::new((Interned::default(), 0));
+}
+
 /// One shared copy of `s` (exact spelling), keyed by the caller's
-/// case-insensitive hash of it, and the identity of its case-folded text.
+/// case-insensitive hash of it, and the identity of its case-folded text:
+/// from this thread's copies when it has one, else from the interner.
 ///
 /// Identities are given to texts only while the interner has room, and
 /// one is never given to a text whose case-folded form already has one.
@@ -431,6 +445,29 @@ static INTERNER: RwLock<Option<(Interned, usize, u32)>> = RwLock::new(None);
 /// identity: it was made after the interner filled up, and no equal text
 /// was in it then, nor can be added later.
 pub(crate) fn intern(s: &str, hash: u64) -> (Arc<str>, u32) {
+    let find = |m: &Interned| {
+        m.get(&hash).and_then(|v| v.iter().find(|(x, _)| &**x == s)).map(|(a, id)| (a.clone(), *id))
+    };
+    if let Ok(Some(hit)) = LOCAL.try_with(|l| find(&l.borrow().0)) {
+        return hit;
+    }
+    let got = intern_shared(s, hash);
+    if got.1 != 0 {
+        let _ = LOCAL.try_with(|l| {
+            let mut l = l.borrow_mut();
+            if l.1 >= LOCAL_MAX {
+                // Bounded: start afresh; what is used often comes back.
+                *l = (Interned::default(), 0);
+            }
+            l.0.entry(hash).or_default().push(got.clone());
+            l.1 += 1;
+        });
+    }
+    got
+}
+
+/// [`intern`] through the interner shared by every thread.
+fn intern_shared(s: &str, hash: u64) -> (Arc<str>, u32) {
     {
         let guard = INTERNER.read().unwrap_or_else(PoisonError::into_inner);
         if let Some((map, _, _)) = guard.as_ref()
@@ -571,6 +608,31 @@ mod tests {
                     prop_assert_eq!(v.as_literal(), Some(&model[i].1));
                 }
             }
+        }
+    }
+
+    /// Each thread keeps its own copies of what it interned: a name made on
+    /// one thread, in any case, has the identity the same name has on
+    /// another, and a thread whose copies filled up and started afresh still
+    /// agrees with the rest.
+    #[test]
+    fn threads_agree_on_every_identity() {
+        let name = |t: usize, i: usize| {
+            let text = format!("ThreadsAgree{i}");
+            if (t + i) % 2 == 0 { text } else { text.to_ascii_uppercase() }
+        };
+        let ids = |t: usize| -> Vec<u32> {
+            // Past LOCAL_MAX names, so each thread's copies start afresh once.
+            (0..LOCAL_MAX + 100).chain(0..50).map(|i| AttrName::new(&name(t, i)).id()).collect()
+        };
+        let here = ids(0);
+        assert!(here.iter().all(|&id| id != 0));
+        let there: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let h: Vec<_> = (1..4).map(|t| s.spawn(move || ids(t))).collect();
+            h.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for other in there {
+            assert_eq!(other, here);
         }
     }
 
