@@ -160,7 +160,7 @@ pub struct Daemon {
     pub(crate) backfill: HashMap<String, BackfillJob>,
     pub(crate) runs: HashMap<SlotId, Run>,
     pub(crate) modules: HashMap<SlotId, Arc<[u8]>>,
-    pub(crate) ads: BTreeMap<SlotId, ClassAd>,
+    pub(crate) ads: BTreeMap<SlotId, Arc<ClassAd>>,
     pub(crate) endings: HashMap<SlotId, Ending>,
     pub(crate) exits_tx: mpsc::UnboundedSender<Exit>,
     pub(crate) exits_rx: mpsc::UnboundedReceiver<Exit>,
@@ -252,7 +252,7 @@ impl Daemon {
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
         let (requests_tx, requests_rx) = mpsc::channel(64);
         let (deferred_tx, deferred_rx) = mpsc::unbounded_channel();
-        let ads = startd.slots().iter().map(|s| (s.id(), s.ad().clone())).collect();
+        let ads = startd.slots().iter().map(|s| (s.id(), Arc::new(s.ad().clone()))).collect();
         let offers = startd.slots().iter().map(|s| (s.id(), new_claim_id(s.id()))).collect();
         let machine_clock =
             std::sync::Mutex::new(MachineClock::new(clock.unix_now_ms(), clock.now()));
@@ -365,13 +365,16 @@ impl Daemon {
     pub fn join_pool(&mut self, address: String, publisher: mpsc::UnboundedSender<PublishedAd>) {
         self.address = Some(address);
         self.publisher = Some(publisher);
-        for (slot, ad) in self.ads.clone() {
+        for (slot, ad) in std::mem::take(&mut self.ads) {
+            let ad = self.addressed(ClassAd::clone(&ad));
+            self.ads.insert(slot, ad.clone());
             self.send_ad(slot, ad);
         }
     }
 
-    pub(crate) fn send_ad(&mut self, slot: SlotId, mut ad: ClassAd) {
-        let Some(p) = &self.publisher else { return };
+    /// A slot's ad with the daemon's address in it (`MyAddress`, and
+    /// HTCondor's `StartdIpAddr`), once it has one.
+    fn addressed(&self, mut ad: ClassAd) -> Arc<ClassAd> {
         if let Some(a) = &self.address {
             ad.insert_value("MyAddress", a.as_str());
             // HTCondor's form of the same: `<host:port>`.
@@ -379,6 +382,11 @@ impl Daemon {
             let authority = authority.split('/').next().unwrap_or(authority);
             ad.insert_value("StartdIpAddr", format!("<{authority}>"));
         }
+        Arc::new(ad)
+    }
+
+    pub(crate) fn send_ad(&mut self, slot: SlotId, ad: Arc<ClassAd>) {
+        let Some(p) = &self.publisher else { return };
         let mut private = ClassAd::new();
         if let Some(offer) = self.offers.get(&slot) {
             private.insert_value("ClaimId", offer.as_str());
@@ -417,7 +425,9 @@ impl Daemon {
 
     /// Feeds `event` at [`Daemon::now`], carries out the actions, and feeds
     /// on the events those produce at once (a refused checkpoint, a job that
-    /// could not start). Returns every action, in order.
+    /// could not start). Returns every action, in order (an
+    /// [`Action::Publish`] without its ad, which went to the slot's latest
+    /// ad and the publisher: [`Daemon::ads`]).
     pub fn feed(&mut self, event: Event) -> Vec<Action> {
         let now = self.now();
         let mut queue = VecDeque::from([event]);
@@ -596,7 +606,7 @@ impl Daemon {
 
     /// The latest published ad of every slot, slot 1 first.
     pub fn ads(&self) -> Vec<ClassAd> {
-        self.ads.values().cloned().collect()
+        self.ads.values().map(|a| ClassAd::clone(a)).collect()
     }
 
     /// True once the machine said the shutdown is complete.
@@ -891,8 +901,11 @@ impl Daemon {
                 }
             }
             Action::Publish { slot, ad } => {
+                // The ad itself is kept and published, not copies of it: the
+                // action comes back from `feed` without it.
+                let ad = self.addressed(std::mem::take(ad));
                 self.ads.insert(*slot, ad.clone());
-                self.send_ad(*slot, ad.clone());
+                self.send_ad(*slot, ad);
             }
             Action::ShutdownComplete => self.shutdown_complete = true,
             Action::EventRejected { reason } => {

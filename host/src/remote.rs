@@ -19,8 +19,8 @@ pub(crate) enum Request {
 /// claim id).
 #[derive(Clone, Debug)]
 pub struct PublishedAd {
-    /// The public ad.
-    pub ad: ClassAd,
+    /// The public ad (shared with the daemon's own copy of the slot's ad).
+    pub ad: std::sync::Arc<ClassAd>,
     /// The private ad (`ClaimId`).
     pub private: ClassAd,
 }

@@ -50,7 +50,9 @@ pub fn spawn_publisher(
     tokio::spawn(Publisher::default().run(client, rx))
 }
 
-type Ad = crate::remote::PublishedAd;
+/// A slot's ad as the publisher keeps it: shared, since the newest ad of a
+/// slot is kept both for the next round and as the slot's latest.
+type Ad = std::sync::Arc<crate::remote::PublishedAd>;
 
 fn name(p: &Ad) -> String {
     p.ad.get("Name").map(|e| e.to_string()).unwrap_or_default()
@@ -192,7 +194,7 @@ impl Publisher {
     async fn run(
         mut self,
         client: andes_protocol::Client,
-        mut rx: tokio::sync::mpsc::UnboundedReceiver<Ad>,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<crate::remote::PublishedAd>,
     ) {
         let mut beat = 0usize;
         let mut open = true;
@@ -206,7 +208,7 @@ impl Publisher {
                 tokio::select! {
                     p = rx.recv(), if open => match p {
                         Some(p) => {
-                            self.take(p);
+                            self.take(std::sync::Arc::new(p));
                         }
                         None => open = false,
                     },
@@ -226,7 +228,7 @@ impl Publisher {
                 }
             }
             while let Ok(p) = rx.try_recv() {
-                self.take(p);
+                self.take(std::sync::Arc::new(p));
             }
             if self.details_due.is_some_and(|d| d <= tokio::time::Instant::now()) {
                 self.details_join();
@@ -247,7 +249,7 @@ impl Publisher {
                     _ = tokio::time::sleep_until(round + gap) => break,
                     p = rx.recv(), if open => match p {
                         Some(p) => {
-                            if self.take(p) && !self.failing {
+                            if self.take(std::sync::Arc::new(p)) && !self.failing {
                                 break;
                             }
                         }
@@ -278,7 +280,7 @@ mod tests {
         if !claim.is_empty() {
             private.insert_value("ClaimId", claim);
         }
-        Ad { ad: a, private }
+        Ad::new(crate::remote::PublishedAd { ad: std::sync::Arc::new(a), private })
     }
 
     fn names(v: &[Ad]) -> Vec<String> {
