@@ -44,6 +44,31 @@ pub(crate) fn withdraw_soon((link, claim_id): (Link, String), id: JobId) {
     tokio::spawn(async move { withdraw(&link, &claim_id, id).await });
 }
 
+/// How many jobs a claim's next activation takes: the claim's batch size
+/// (`batch`, grown while jobs are short), but no more than fit in what is
+/// left of CLAIM_WORKLIFE (`worklife`) at `per_job` each (a batch outlasts it
+/// by at most a job: the claim takes no new jobs after it, queued ones
+/// included), and no more than this claim's share of the jobs of its
+/// autocluster (`waiting` besides the one in hand) among the schedd's
+/// `claims`: when the queue runs low, its last jobs are spread over the
+/// claims rather than queued behind one while other slots stand idle.
+pub(crate) fn batch_size(
+    batch: usize,
+    per_job: Duration,
+    worklife: Option<Duration>,
+    waiting: usize,
+    claims: usize,
+) -> usize {
+    let mut size = batch.max(1);
+    if let Some(left) = worklife
+        && !per_job.is_zero()
+    {
+        let fit = (left.as_nanos() / per_job.as_nanos()).max(1);
+        size = size.min(usize::try_from(fit).unwrap_or(usize::MAX));
+    }
+    size.min((waiting + 1).div_ceil(claims.max(1)).max(1))
+}
+
 /// The longest an appended batch's activation waits for the batch ahead of
 /// it to end before answering (its jobs are then followed report by report).
 const APPENDED_WAIT_MS: u64 = 2_000;
@@ -168,15 +193,14 @@ impl PoolState {
         loop {
             let t = tokio::time::Instant::now();
             let n;
-            // A batch does not outlast CLAIM_WORKLIFE by more than a job: the
-            // claim takes no new jobs after it, queued ones included.
-            let mut size = batch;
-            if self.cfg.claim_worklife >= 0 && !per_job.is_zero() {
-                let left = Duration::from_secs(self.cfg.claim_worklife as u64)
-                    .saturating_sub(since.elapsed());
-                let fit = (left.as_nanos() / per_job.as_nanos()).max(1);
-                size = size.min(usize::try_from(fit).unwrap_or(usize::MAX));
-            }
+            let worklife = (self.cfg.claim_worklife >= 0).then(|| {
+                Duration::from_secs(self.cfg.claim_worklife as u64).saturating_sub(since.elapsed())
+            });
+            let (waiting, claims) = {
+                let st = lock(&self.state);
+                (st.ac_jobs.get(&grant.autocluster).map_or(0, |q| q.len()), st.claims)
+            };
+            let size = batch_size(batch, per_job, worklife, waiting, claims);
             match self.plain_batch(job, grant.autocluster, size, &claim) {
                 Some((ids, mut req, lease, gid)) => {
                     n = ids.len();

@@ -230,3 +230,26 @@ fn host_ad_renames_the_streams() {
     assert_eq!(str_attr(&out, "Out").unwrap(), STDOUT_NAME);
     assert_eq!(str_attr(&out, "Err").unwrap(), "/dev/null");
 }
+
+/// A claim's next batch: its grown size, within CLAIM_WORKLIFE, and no more
+/// than its share of the jobs left when the queue runs low, so the last jobs
+/// are spread over the claims, not queued behind one while slots stand idle.
+#[test]
+fn a_batch_is_at_most_the_claims_share_of_what_is_left() {
+    use super::claim::batch_size;
+    use std::time::Duration;
+    let ms = Duration::from_millis;
+    // Plenty waiting: the grown size.
+    assert_eq!(batch_size(128, ms(1), None, 10_000, 2), 128);
+    // 100 jobs (99 waiting and the one in hand) among 4 claims: 25 each.
+    assert_eq!(batch_size(128, ms(1), None, 99, 4), 25);
+    assert_eq!(batch_size(128, ms(1), None, 100, 4), 26);
+    // The last job: one; with no claims counted, the whole rest.
+    assert_eq!(batch_size(128, ms(1), None, 0, 64), 1);
+    assert_eq!(batch_size(128, ms(1), None, 9, 0), 10);
+    // CLAIM_WORKLIFE: 50 ms left at 10 ms a job fit 5; none left still one.
+    assert_eq!(batch_size(128, ms(10), Some(ms(50)), 10_000, 1), 5);
+    assert_eq!(batch_size(128, ms(10), Some(Duration::ZERO), 10_000, 1), 1);
+    // A size never falls below one.
+    assert_eq!(batch_size(0, Duration::ZERO, None, 0, 0), 1);
+}
