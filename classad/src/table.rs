@@ -619,7 +619,7 @@ mod tests {
     fn threads_agree_on_every_identity() {
         let name = |t: usize, i: usize| {
             let text = format!("ThreadsAgree{i}");
-            if (t + i) % 2 == 0 { text } else { text.to_ascii_uppercase() }
+            if (t + i).is_multiple_of(2) { text } else { text.to_ascii_uppercase() }
         };
         let ids = |t: usize| -> Vec<u32> {
             // Past LOCAL_MAX names, so each thread's copies start afresh once.
