@@ -472,7 +472,18 @@ fn a_command_whose_reader_stopped_early_ends_quietly() {
         &["--help"],
     ];
     for args in commands {
-        let (code, err) = to_a_gone_reader(&pool, "alice", args);
+        // A process another test forks at the same moment holds a copy of the
+        // pipe's read end until it execs: a short output may then go into the
+        // pipe whole, and the command ends 0, quietly. That is no failure, but
+        // it shows nothing either: it is tried again.
+        let mut tries = 0;
+        let (code, err) = loop {
+            let (code, err) = to_a_gone_reader(&pool, "alice", args);
+            tries += 1;
+            if code != Some(0) || !err.is_empty() || tries == 5 {
+                break (code, err);
+            }
+        };
         assert_eq!(code, Some(141), "andes {args:?} into a closed pipe: {code:?}\n{err}");
         assert!(err.is_empty(), "andes {args:?} into a closed pipe said: {err}");
     }
