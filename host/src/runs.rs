@@ -63,25 +63,33 @@ impl Daemon {
             // Not kept for streamed outputs (renamed away): used again.
             self.recycle_sandbox(slot, run.sandbox.clone());
         }
-        let (ending, event) = match exit.finished {
+        let ending = match exit.finished {
             Finished::Benchmark { mips, kflops } => {
-                (None, Event::BenchmarkFinished { slot, mips, kflops })
+                self.feed(Event::BenchmarkFinished { slot, mips, kflops });
+                None
             }
             Finished::Saved | Finished::Snapshot(_) => return None,
             Finished::Starter(result) => {
-                let event = match run.kind {
-                    RunKind::Backfill => Event::BackfillExited { slot },
-                    _ => Event::StarterExited { slot, outcome: outcome(&result.ending) },
-                };
                 self.log(format!("slot {slot}: {:?} ended: {:?}", run.kind, result.ending));
                 self.endings.insert(slot, result.ending.clone());
-                (Some(result.ending), event)
+                let outcome = outcome(&result.ending);
+                match run.kind {
+                    RunKind::Backfill => {
+                        self.feed(Event::BackfillExited { slot });
+                    }
+                    // The claim's next queued job starts in the same step.
+                    _ => match self.next_queued(slot) {
+                        Some((claim_id, next)) => {
+                            self.exit_and_continue(slot, outcome, claim_id, next)
+                        }
+                        None => {
+                            self.feed(Event::StarterExited { slot, outcome });
+                        }
+                    },
+                }
+                Some(result.ending)
             }
         };
-        self.feed(event);
-        if run.kind == RunKind::Job {
-            self.continue_claim(slot);
-        }
         Some(ExitReport { slot, kind: run.kind, ending })
     }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use andes_protocol::pool::public_claim_id;
-use andes_startd::{Action, Event, SlotId, VacateKind};
+use andes_startd::{Action, Event, SlotId, StarterOutcome, VacateKind};
 use classad::{ClassAd, Value};
 
 use crate::daemon::*;
@@ -624,22 +624,14 @@ impl Daemon {
         acts
     }
 
-    /// Starts the next job queued on the slot's claim, if its schedd still
-    /// follows the claim; else the queue is dropped (those jobs never ran).
-    pub(crate) fn continue_claim(&mut self, slot: SlotId) {
-        let Some(claim_id) = self
-            .startd
-            .slots()
-            .iter()
-            .find(|s| s.id() == slot && s.job().is_none())
-            .and_then(|s| s.claim_id())
-            .map(str::to_string)
-        else {
-            return;
-        };
-        let Some(c) = self.claims.get_mut(&claim_id) else { return };
+    /// The next job queued on the claim of the slot whose job is ending,
+    /// taken from its queue, with the claim, if its schedd still follows
+    /// the claim; else the queue is dropped (those jobs never ran).
+    pub(crate) fn next_queued(&mut self, slot: SlotId) -> Option<(String, Queued)> {
+        let claim_id = self.startd.slot(slot)?.claim_id()?.to_string();
+        let c = self.claims.get_mut(&claim_id)?;
         if c.queue.is_empty() {
-            return;
+            return None;
         }
         if !c.followed() {
             c.queue.clear();
@@ -647,14 +639,36 @@ impl Daemon {
             self.log(format!(
                 "slot {slot}: no shadow follows claim {claim_id}: queued jobs dropped"
             ));
-            return;
+            return None;
         }
-        let Some(next) = c.queue.pop_front() else { return };
+        let next = c.queue.pop_front()?;
+        Some((claim_id, next))
+    }
+
+    /// Feeds the end of the slot's job and the start of the claim's next
+    /// queued job as one event ([`Event::StarterExitedNext`]), the job's
+    /// module and inputs handed over. If the machine refuses the activation
+    /// (the claim's worklife is over, the slot is being vacated), the rest
+    /// of the claim's queue is dropped.
+    pub(crate) fn exit_and_continue(
+        &mut self,
+        slot: SlotId,
+        outcome: StarterOutcome,
+        claim_id: String,
+        next: Queued,
+    ) {
         self.input_sizes
             .insert(slot, next.inputs.iter().map(|f| (f.name.clone(), f.len())).collect());
         self.inputs.insert(slot, next.inputs);
         self.short.insert(slot);
-        let acts = self.activate(slot, claim_id.clone(), next.job, next.module);
+        self.modules.insert(slot, next.module);
+        let acts = self.feed(Event::StarterExitedNext {
+            slot,
+            outcome,
+            claim_id: claim_id.clone(),
+            job: next.job,
+        });
+        self.modules.remove(&slot);
         self.short.remove(&slot);
         self.inputs.remove(&slot);
         if acts.iter().any(|a| matches!(a, Action::ActivationRefused { .. }))

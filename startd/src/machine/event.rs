@@ -108,6 +108,21 @@ pub enum Event {
         /// How.
         outcome: StarterOutcome,
     },
+    /// The starter of the slot's job has exited and the claim goes on at
+    /// once with the next job its schedd queued on it: as
+    /// [`Event::StarterExited`] then [`Event::ClaimActivated`], with one
+    /// evaluation of the timers and one publication of the slot's ad rather
+    /// than two (a claim running a batch of short jobs does this per job).
+    StarterExitedNext {
+        /// The slot.
+        slot: SlotId,
+        /// How the job that ended ended.
+        outcome: StarterOutcome,
+        /// The claim.
+        claim_id: String,
+        /// The next job's ad.
+        job: ClassAd,
+    },
     /// A checkpoint the startd asked for finished.
     CheckpointFinished {
         /// The slot.
@@ -199,6 +214,7 @@ impl Event {
             | Event::JobUpdated { slot, .. }
             | Event::ClaimReleased { slot, .. }
             | Event::StarterExited { slot, .. }
+            | Event::StarterExitedNext { slot, .. }
             | Event::CheckpointFinished { slot, .. }
             | Event::BenchmarkFinished { slot, .. }
             | Event::BackfillExited { slot } => Some(*slot),

@@ -320,6 +320,16 @@ impl Startd {
                     self.on_starter_exit(i, now, &mut acts);
                 }
             }
+            Event::StarterExitedNext { slot, outcome: _, claim_id, job } => {
+                if let Some(i) = self.slot_or_reject(slot, &mut acts) {
+                    self.on_starter_exit(i, now, &mut acts);
+                    // What two events would have seen between them: the
+                    // timers of the job's end, and the slot's ad refreshed.
+                    self.timers(now, &mut acts);
+                    self.refresh(now, |j, _| j == i);
+                    self.on_activate(i, claim_id, job, now, &mut acts);
+                }
+            }
             Event::CheckpointFinished { slot, ok: _ } => {
                 if let Some(i) = self.slot_or_reject(slot, &mut acts) {
                     let s = &mut self.slots[i];

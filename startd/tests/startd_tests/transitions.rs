@@ -831,3 +831,46 @@ fn a_fast_drain_vacates_at_once() {
     h.ev(Event::Drain { kind: VacateKind::Fast });
     assert_eq!(h.sa(1).0, State::Preempting);
 }
+
+/// A job's end and the claim's next queued job as one event go through the
+/// same transitions (12 then 11), to the same slot ad, as the two events
+/// fed one after the other, publishing once rather than twice; an
+/// activation the machine refuses (the claim's worklife is over) is refused
+/// the same way, and the claim ends as after the two.
+#[test]
+fn an_end_and_the_next_job_as_one_event_are_the_two_events_published_once() {
+    let next = VANILLA.replace("ProcId = 0", "ProcId = 1");
+    for (config, refused) in [("CLAIM_WORKLIFE = 600", false), ("CLAIM_WORKLIFE = 0", true)] {
+        let mut two = Harness::idle(1, &[config]);
+        let mut one = Harness::idle(1, &[config]);
+        for h in [&mut two, &mut one] {
+            h.run_job(1, VANILLA);
+            h.now += 5;
+        }
+        let mut a = exited(&mut two, 1);
+        a.extend(two.activate(1, "c1", &next));
+        let b = one.ev(Event::StarterExitedNext {
+            slot: 1,
+            outcome: StarterOutcome::Completed,
+            claim_id: "c1".into(),
+            job: classad::parse_ad(&next).unwrap(),
+        });
+        assert_eq!(numbers(&a), numbers(&b), "{config}");
+        assert_eq!(two.sa(1), one.sa(1), "{config}");
+        let refusals = |acts: &[Action]| {
+            acts.iter().filter(|a| matches!(a, Action::ActivationRefused { .. })).count()
+        };
+        assert_eq!((refusals(&a), refusals(&b)), if refused { (1, 1) } else { (0, 0) });
+        let publishes =
+            |acts: &[Action]| acts.iter().filter(|a| matches!(a, Action::Publish { .. })).count();
+        // (A refused activation changes nothing to publish.)
+        let want = if refused { (1, 1) } else { (2, 1) };
+        assert_eq!((publishes(&a), publishes(&b)), want, "{config}");
+        assert_eq!(published(&a, 1).unwrap(), published(&b, 1).unwrap(), "{config}");
+        if !refused {
+            assert_eq!(one.sa(1), (State::Claimed, Activity::Busy));
+            let job = one.sd.slot(1).unwrap().job().unwrap().eval_attr("ProcId");
+            assert_eq!(job, Value::Int(1));
+        }
+    }
+}
