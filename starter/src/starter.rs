@@ -1286,7 +1286,7 @@ async fn instantiate_and_run(
     };
     // What each snapshot builds on; declared after the store, so dropped
     // (leaving the memory writable) before it.
-    let mut since = transparent::Incremental::new(crate::dirty::tracker(&mut store));
+    let mut since = transparent::Incremental::new();
     if let Some((tp, _, image)) = &tp
         && let Some(opened) = tp.restore
         && let Err(e) = resume(&mut store, &instance, tp, opened, image, &mut since).await

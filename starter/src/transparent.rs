@@ -305,13 +305,20 @@ pub(crate) struct Incremental {
     /// were it ever dropped unjoined, it goes before the tracker.
     writing: Option<std::thread::JoinHandle<Option<andes_snapshot::Chain>>>,
     chain: Option<andes_snapshot::Chain>,
-    tracker: crate::dirty::Tracker,
+    /// Made at the first snapshot or restore (with the store's signal
+    /// handler): a job that is never checkpointed pays nothing for it.
+    tracker: Option<crate::dirty::Tracker>,
 }
 
 impl Incremental {
-    /// Nothing built on yet: `tracker` watches the job's memory 0.
-    pub(crate) fn new(tracker: crate::dirty::Tracker) -> Incremental {
-        Incremental { chain: None, tracker, writing: None }
+    /// Nothing built on yet, nothing watched yet.
+    pub(crate) fn new() -> Incremental {
+        Incremental { chain: None, tracker: None, writing: None }
+    }
+
+    /// The tracker of the job's memory 0, made on first use.
+    fn tracker(&mut self, store: &mut Store<JobState>) -> &mut crate::dirty::Tracker {
+        self.tracker.get_or_insert_with(|| crate::dirty::tracker(store))
     }
 
     /// Waits for the last snapshot's writer, if any: what it sealed is what
@@ -332,7 +339,8 @@ impl Incremental {
     ) {
         self.settle();
         if let Some(m) = instance.get_memory(&mut *store, ac::MEMORY_EXPORT) {
-            self.tracker.arm(m.data_ptr(&*store), m.data_size(&*store));
+            let (base, len) = (m.data_ptr(&*store), m.data_size(&*store));
+            self.tracker(store).arm(base, len);
         }
         self.chain = Some(chain);
     }
@@ -518,13 +526,14 @@ pub(crate) async fn capture(
         b = b.building_on(chain);
     }
     let (base, len) = (memory.data_ptr(&*store), memory.data_size(&*store));
-    let changed = c.since.tracker.changed(base, len).unwrap_or_else(crate::dirty::Changed::all);
+    let changed =
+        c.since.tracker(store).changed(base, len).unwrap_or_else(crate::dirty::Changed::all);
     let frozen = if stopping {
         None
     } else {
         // Only the chunks the snapshot will read are frozen for it.
         let reads = b.to_read(len, c.image, &|i| changed.contains(i));
-        c.since.tracker.freeze(base, len, &reads)
+        c.since.tracker(store).freeze(base, len, &reads)
     };
     if let Some(frozen) = frozen {
         // The chunks are read from the frozen memory by the writer while
