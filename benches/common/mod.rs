@@ -92,10 +92,16 @@ pub fn pool_up(slots: usize) -> PersonalPool {
 }
 
 impl PersonalPool {
-    /// Stores a sample's module in the schedd; its digest.
+    /// Stores a sample's module in the schedd unless it has it (as `andes submit`
+    /// does); its digest.
     pub fn put_module(&self, name: &str) -> String {
         let module = std::fs::read(sample(name)).unwrap();
         let digest = andes_schedd::queue::module_digest(&module);
+        // As `andes submit` does: asked first, sent only when missing.
+        let have = self.rt.block_on(self.client.get(&format!("/v1/modules/{digest}"))).unwrap();
+        if have.status.is_success() {
+            return digest;
+        }
         self.rt
             .block_on(self.client.request(
                 Method::PUT,

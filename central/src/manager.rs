@@ -61,6 +61,16 @@ pub struct CycleStats {
     pub plan_time: Duration,
     /// Time the whole cycle took.
     pub total_time: Duration,
+    /// Of which waiting for the schedds' answers (their demand, and whether
+    /// they took their matches: a schedd claims its slots before it says).
+    pub waited: Duration,
+}
+
+impl CycleStats {
+    /// The cycle's own work: its time less its waits for schedds.
+    pub fn busy_time(&self) -> Duration {
+        self.total_time.saturating_sub(self.waited)
+    }
 }
 
 /// Seconds a match handed out may wait for its schedd's claim before the
@@ -76,10 +86,24 @@ pub const OFFER_GRACE: i64 = 10;
 /// record. A change of a user's factor is saved at once.
 pub const ACCOUNTANT_SAVE_EVERY: i64 = 10;
 
-/// The least time between the starts of two cycles a poke starts: a burst of
+/// The most time between the starts of two cycles a poke starts: a burst of
 /// slots becoming Unclaimed (a schedd releasing its claims) runs a few cycles,
 /// not one per slot. A poke after a quiet spell starts one at once.
 pub const POKED_CYCLE_GAP: Duration = Duration::from_millis(50);
+
+/// A poked cycle starts no sooner after the last one started than this many
+/// times the last one's own work ([`CycleStats::busy_time`]; at most
+/// [`POKED_CYCLE_GAP`]): poked cycles take at most about a tenth of the
+/// negotiator's time however many pokes come, while after a quick cycle (a
+/// small pool, or nothing to match) a job submitted next waits next to
+/// nothing.
+pub const POKED_CYCLE_SHARE: u32 = 10;
+
+/// How long after the start of a cycle whose work took `last` a poke may
+/// start the next.
+pub fn poked_cycle_gap(last: Duration) -> Duration {
+    last.saturating_mul(POKED_CYCLE_SHARE).min(POKED_CYCLE_GAP)
+}
 
 /// The central manager's shared state.
 pub struct Central {
@@ -279,7 +303,7 @@ impl Central {
             }
             tokio::select! {
                 _ = self.poke.notified() => {
-                    tokio::time::sleep_until(started + POKED_CYCLE_GAP).await;
+                    tokio::time::sleep_until(started + poked_cycle_gap(stats.busy_time())).await;
                 }
                 _ = tokio::time::sleep(lock(&self.cfg).interval) => {}
             }
@@ -370,7 +394,10 @@ impl Central {
                 })
             })
             .collect();
-        for (name, addr, r) in futures_join_all(asks).await {
+        let asked = Instant::now();
+        let answers = futures_join_all(asks).await;
+        stats.waited += asked.elapsed();
+        for (name, addr, r) in answers {
             match r {
                 Ok(d) => demands.push((name, addr, d)),
                 Err(e) => tracing::warn!("schedd {name} at {addr}: no demand: {e}"),
@@ -505,7 +532,10 @@ impl Central {
             })
         });
         let mut claimed = HashSet::new();
-        for (schedd, r) in futures_join_all(sends).await {
+        let sent = Instant::now();
+        let answers = futures_join_all(sends).await;
+        stats.waited += sent.elapsed();
+        for (schedd, r) in answers {
             match r {
                 Ok(r) => {
                     stats.taken += r.taken;

@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use andes_central::collector::{AdType, Collector};
-use andes_central::manager::{ACCOUNTANT_SAVE_EVERY, Central, CentralConfig};
+use andes_central::manager::{
+    ACCOUNTANT_SAVE_EVERY, Central, CentralConfig, POKED_CYCLE_GAP, poked_cycle_gap,
+};
 use andes_protocol::pool::{DemandGroup, DemandReply, MatchesReply, MatchesRequest};
 use andes_protocol::{Keypair, ManualClock};
 use axum::Router;
@@ -169,4 +171,25 @@ async fn cycles_save_the_accountant_at_most_every_few_seconds() {
     assert_ne!(later, first, "saved once ACCOUNTANT_SAVE_EVERY passed");
     central.set_factor("bob@submit", 10.0);
     assert_ne!(read(), later, "a factor is saved at once");
+}
+
+/// A poke after a quick cycle (nothing to match: the slot a job just left
+/// became Unclaimed) starts the next almost at once, so a job submitted right
+/// after another ended does not wait out a fixed gap; after a long cycle the
+/// next waits ten times its length, never more than POKED_CYCLE_GAP, so a
+/// burst of pokes costs the negotiator about a tenth of its time.
+#[test]
+fn a_poked_cycle_waits_in_proportion_to_the_last_one() {
+    let us = Duration::from_micros;
+    for (last, gap) in [
+        (us(0), us(0)),
+        (us(80), us(800)),
+        (us(1_000), us(10_000)),
+        (us(4_999), us(49_990)),
+        (us(5_000), POKED_CYCLE_GAP),
+        (Duration::from_secs(3), POKED_CYCLE_GAP),
+        (Duration::MAX, POKED_CYCLE_GAP),
+    ] {
+        assert_eq!(poked_cycle_gap(last), gap, "after a cycle of {last:?}");
+    }
 }
