@@ -105,6 +105,10 @@ pub fn poked_cycle_gap(last: Duration) -> Duration {
     last.saturating_mul(POKED_CYCLE_SHARE).min(POKED_CYCLE_GAP)
 }
 
+/// A plan of at most this many (slot, request group) pairs runs on the
+/// cycle's own task rather than on a blocking thread.
+pub const INLINE_PLAN_PAIRS: usize = 4096;
+
 /// The central manager's shared state.
 pub struct Central {
     /// The collector's store (its routes share it).
@@ -436,12 +440,21 @@ impl Central {
         let ncfg = lock(&self.cfg).negotiator.clone();
         let t = Instant::now();
         let q = self.quarantine.clone();
-        let planned = tokio::task::spawn_blocking(move || {
+        let plan = move || {
             let watch = q.watch(&snapshot.requests, &sigs);
             let plan = crate::negotiator::plan_watched(&snapshot, &accountant, &ncfg, now, &watch);
             (snapshot, sigs, plan)
-        })
-        .await;
+        };
+        // A small plan (a personal pool, a few groups) takes microseconds:
+        // handing it to a blocking thread and back would take longer. A
+        // panic is contained either way.
+        let small = stats.slots.saturating_mul(stats.groups) <= INLINE_PLAN_PAIRS;
+        let planned = if small {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(plan))
+                .map_err(|_| "the planner panicked".to_string())
+        } else {
+            tokio::task::spawn_blocking(plan).await.map_err(|e| e.to_string())
+        };
         let (snapshot, sigs, plan): (Snapshot, Vec<Signature>, Plan) = match planned {
             Ok(r) => r,
             Err(e) => {
