@@ -106,8 +106,11 @@ pub fn poked_cycle_gap(last: Duration) -> Duration {
 }
 
 /// A plan of at most this many (slot, request group) pairs runs on the
-/// cycle's own task rather than on a blocking thread.
-pub const INLINE_PLAN_PAIRS: usize = 4096;
+/// cycle's own task rather than on a blocking thread. Few enough that users'
+/// expressions spending their whole evaluation budget at every pair hold the
+/// runtime's thread a fraction of a second at worst (and poked cycles then
+/// come that much less often); a real pool's plan goes to its own thread.
+pub const INLINE_PLAN_PAIRS: usize = 16;
 
 /// The central manager's shared state.
 pub struct Central {
