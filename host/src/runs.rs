@@ -275,6 +275,7 @@ impl Daemon {
                     outputs: outputs.clone(),
                     evicted,
                     log: log.clone(),
+                    run_us: Some((result.usage.remote_wall_clock_time * 1e6) as u64),
                 };
                 Arc::make_mut(&mut r.ended).push(end);
                 if let Some(k) = kept {

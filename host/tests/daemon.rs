@@ -839,6 +839,11 @@ async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
     let ends = ended(&mut f);
     let names: Vec<&str> = ends.iter().map(|(j, _)| j.as_str()).collect();
     assert_eq!(names, ["s#1.0#1", "s#1.1#1", "s#1.2#1"], "every end is kept");
+    // Each end says how long the job itself ran (by the daemon's clock,
+    // virtual here: no time passes), by which the schedd tells short jobs
+    // from long ones.
+    let runs: Vec<Option<u64>> = report(&mut f).ended.iter().map(|e| e.run_us).collect();
+    assert_eq!(runs, [Some(0); 3]);
     // The schedd committed the ends up to job 1's: those are forgotten with
     // its next batch, which starts at once on the idle claim; job 2's stays.
     f.d.pool(activate(&[3], true, ends[1].1)).unwrap();

@@ -349,6 +349,12 @@ pub struct JobEnd {
     /// The lines the job wrote to its log in the run ([`bounded_log`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub log: Vec<String>,
+    /// How long the job itself ran on the host, in microseconds (its
+    /// RemoteWallClockTime, finer): what tells a short job from a long one
+    /// whatever the schedd waited besides. `None` from a host that does not
+    /// say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_us: Option<u64>,
 }
 
 /// A transparent checkpoint on the wire: the signed snapshot and the contents

@@ -44,6 +44,28 @@ pub(crate) fn withdraw_soon((link, claim_id): (Link, String), id: JobId) {
     tokio::spawn(async move { withdraw(&link, &claim_id, id).await });
 }
 
+/// A claim's next batch size, and the pace its size and overlap go by:
+/// the time its jobs ran on the host (`job_time`, the longest the last answer
+/// reported) when the host says, else the schedd's own time a job
+/// (`per_job`), which grows with every slot sharing a busy machine. While
+/// jobs are short (under 10 ms) the size doubles, up to [`MAX_BATCH`]; once
+/// they are long (over 50 ms) it is one again.
+pub(crate) fn next_batch(
+    batch: usize,
+    per_job: Duration,
+    job_time: Option<Duration>,
+) -> (usize, Duration) {
+    let pace = job_time.unwrap_or(per_job);
+    let next = if pace < Duration::from_millis(10) {
+        (batch * 2).min(MAX_BATCH)
+    } else if pace > Duration::from_millis(50) {
+        1
+    } else {
+        batch
+    };
+    (next.max(1), pace)
+}
+
 /// How many jobs a claim's next activation takes: the claim's batch size
 /// (`batch`, grown while jobs are short), but no more than fit in what is
 /// left of CLAIM_WORKLIFE (`worklife`) at `per_job` each (a batch outlasts it
@@ -180,8 +202,17 @@ impl PoolState {
         // batch costs one round trip, not one per job), back to one as soon
         // as they are not.
         let mut batch = 1usize;
-        // How long each job of the last batch took.
+        // How long each job of the last batch took, as the schedd saw it
+        // (round trips, commits and a busy machine's waits included).
         let mut per_job = Duration::ZERO;
+        // How long the claim's jobs ran on the host, the longest of the ends
+        // the last answer carried; what tells short jobs from long ones (the
+        // schedd's time a job grows with the slots sharing the machine:
+        // judged by it, 64 slots' trivial jobs looked long, went one at a
+        // time, and cost twice the CPU a job of 2 slots').
+        let mut job_time: Option<Duration> = None;
+        // What the batch's size and overlap go by: `job_time` once known.
+        let mut pace = Duration::ZERO;
         let mut alive = true;
         // While jobs are short, the next batch goes to the host behind the
         // one it runs (the slot never waits for the schedd): the batch sent
@@ -216,7 +247,7 @@ impl PoolState {
                     let pipelined = more_waiting
                         && gid.is_some()
                         && !per_job.is_zero()
-                        && per_job < Duration::from_millis(10);
+                        && pace < Duration::from_millis(10);
                     if let Some((before, _)) = &ahead {
                         // Answered once the batch ahead has ended (and, for
                         // the last batch, this one too): long enough for it
@@ -304,6 +335,9 @@ impl PoolState {
                             break;
                         }
                     };
+                    if let Some(us) = report.ended.iter().filter_map(|e| e.run_us).max() {
+                        job_time = Some(Duration::from_micros(us));
+                    }
                     if let Some((before, _)) = ahead.take() {
                         // The batch ahead has ended (this one's first job
                         // started after it): its ends are taken in and
@@ -351,13 +385,7 @@ impl PoolState {
                 break;
             }
             per_job = t.elapsed() / n as u32;
-            batch = if per_job < Duration::from_millis(10) {
-                (batch * 2).min(MAX_BATCH)
-            } else if per_job > Duration::from_millis(50) {
-                1
-            } else {
-                batch
-            };
+            (batch, pace) = next_batch(batch, per_job, job_time);
             let worklife = self.cfg.claim_worklife;
             if worklife >= 0 && since.elapsed() >= Duration::from_secs(worklife as u64) {
                 break;

@@ -92,6 +92,7 @@ fn a_job_whose_end_comes_with_the_next_ones_start_hands_that_start_on() {
         outputs: Vec::new(),
         evicted: false,
         log: vec![format!("job log [Info]: {job} ends")],
+        run_us: None,
     };
     let next_running = JobReport {
         version: 5,
@@ -252,4 +253,28 @@ fn a_batch_is_at_most_the_claims_share_of_what_is_left() {
     assert_eq!(batch_size(128, ms(10), Some(Duration::ZERO), 10_000, 1), 1);
     // A size never falls below one.
     assert_eq!(batch_size(0, Duration::ZERO, None, 0, 0), 1);
+}
+
+/// A claim's batches grow while its jobs are short by the host's clock
+/// (`JobEnd::run_us`), however long the schedd waited for each: on a machine
+/// shared by 64 slots, trivial jobs took the schedd over 10 ms each and went
+/// one at a time. Without the host's word, the schedd's own time decides.
+#[test]
+fn a_batch_grows_by_how_long_the_jobs_ran_on_the_host() {
+    use super::claim::next_batch;
+    use super::state::MAX_BATCH;
+    use std::time::Duration;
+    let (ms, us) = (Duration::from_millis, Duration::from_micros);
+    // Trivial jobs on a busy machine: 40 us on the host, 20 ms a job for
+    // the schedd. They are short: the batch doubles.
+    assert_eq!(next_batch(4, ms(20), Some(us(40))), (8, us(40)));
+    assert_eq!(next_batch(MAX_BATCH, ms(80), Some(us(40))), (MAX_BATCH, us(40)));
+    // Long on the host: one at a time, whatever the schedd saw.
+    assert_eq!(next_batch(64, ms(1), Some(ms(200))), (1, ms(200)));
+    // Between 10 and 50 ms: the size stays.
+    assert_eq!(next_batch(16, ms(1), Some(ms(20))), (16, ms(20)));
+    // A host that does not say (an older one): the schedd's time.
+    assert_eq!(next_batch(4, ms(20), None), (4, ms(20)));
+    assert_eq!(next_batch(4, ms(2), None), (8, ms(2)));
+    assert_eq!(next_batch(4, ms(60), None), (1, ms(60)));
 }
