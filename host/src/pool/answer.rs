@@ -618,8 +618,15 @@ impl Daemon {
         job: ClassAd,
         module: Arc<[u8]>,
     ) -> Vec<Action> {
+        self.feed_with_module(slot, module, Event::ClaimActivated { slot, claim_id, job })
+    }
+
+    /// Feeds `event`, which may start a job on `slot`, with the module that
+    /// job runs at hand for the machine's [`Action::StartJob`] (and no
+    /// longer once the event is carried out).
+    fn feed_with_module(&mut self, slot: SlotId, module: Arc<[u8]>, event: Event) -> Vec<Action> {
         self.modules.insert(slot, module);
-        let acts = self.feed(Event::ClaimActivated { slot, claim_id, job });
+        let acts = self.feed(event);
         self.modules.remove(&slot);
         acts
     }
@@ -661,14 +668,9 @@ impl Daemon {
             .insert(slot, next.inputs.iter().map(|f| (f.name.clone(), f.len())).collect());
         self.inputs.insert(slot, next.inputs);
         self.short.insert(slot);
-        self.modules.insert(slot, next.module);
-        let acts = self.feed(Event::StarterExitedNext {
-            slot,
-            outcome,
-            claim_id: claim_id.clone(),
-            job: next.job,
-        });
-        self.modules.remove(&slot);
+        let event =
+            Event::StarterExitedNext { slot, outcome, claim_id: claim_id.clone(), job: next.job };
+        let acts = self.feed_with_module(slot, next.module, event);
         self.short.remove(&slot);
         self.inputs.remove(&slot);
         if acts.iter().any(|a| matches!(a, Action::ActivationRefused { .. }))

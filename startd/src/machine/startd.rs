@@ -244,7 +244,7 @@ impl Startd {
         let target = event.slot().and_then(|id| self.index(id));
         let slots_before = self.slots.len();
         match target {
-            Some(t) => self.refresh(now, |i, s| i == t || s.timed()),
+            Some(t) => self.refresh_for(now, t),
             None => self.refresh_all(now),
         }
         self.timers(now, &mut acts);
@@ -324,9 +324,9 @@ impl Startd {
                 if let Some(i) = self.slot_or_reject(slot, &mut acts) {
                     self.on_starter_exit(i, now, &mut acts);
                     // What two events would have seen between them: the
-                    // timers of the job's end, and the slot's ad refreshed.
+                    // timers of the job's end, and the ads refreshed again.
                     self.timers(now, &mut acts);
-                    self.refresh(now, |j, _| j == i);
+                    self.refresh_for(now, i);
                     self.on_activate(i, claim_id, job, now, &mut acts);
                 }
             }
@@ -414,6 +414,12 @@ impl Startd {
             }
         }
         acts
+    }
+
+    /// Refreshes what an event of slot `i` refreshes: its own ad, and those
+    /// the timers read.
+    fn refresh_for(&mut self, now: i64, i: usize) {
+        self.refresh(now, |j, s| j == i || s.timed());
     }
 
     /// Whether any slot is matched, claimed, preempting or backfilling:
