@@ -20,7 +20,8 @@ pub struct AttrName {
     text: Arc<str>,
     /// The low 32 bits of the case-insensitive hash.
     hash: u32,
-    /// Bits 0-23: the name's identity (0: none); bits 24-31: its [`Special`].
+    /// Bits 0-23: the name's identity (0: none); bits 24-30: its [`Special`];
+    /// bit 31 ([`QUOTED`]): the name needs quotes to be read back.
     meta: u32,
 }
 
@@ -107,7 +108,8 @@ impl AttrName {
         };
         let hash = name_hash(text);
         let (text, id) = crate::table::intern(text, hash);
-        debug_assert!(id <= ID_MASK);
+        debug_assert!(id & !QUOTED <= ID_MASK);
+        // `id` carries the QUOTED bit the interner found with the name.
         AttrName { text, hash: hash as u32, meta: id | (special as u32) << 24 }
     }
 
@@ -133,7 +135,7 @@ impl AttrName {
     /// `parent`, `CurrentTime`, ...), found once when the name was made.
     #[inline]
     pub fn special(&self) -> Special {
-        match self.meta >> 24 {
+        match (self.meta >> 24) & SPECIAL_MASK {
             0 => Special::None,
             1 => Special::SelfAd,
             2 => Special::My,
@@ -149,21 +151,35 @@ impl AttrName {
     /// True for an ordinary name (not `MY`, `TARGET`, `parent`, ...).
     #[inline]
     pub(crate) fn is_plain(&self) -> bool {
-        self.meta >> 24 == 0
+        (self.meta >> 24) & SPECIAL_MASK == 0
     }
 
-    /// True when the name needs quoting (`'odd name'`) to be read back.
+    /// True when the name needs quoting (`'odd name'`) to be read back
+    /// (found once, when the name was first interned).
+    #[inline]
     pub fn needs_quotes(&self) -> bool {
-        let mut chars = self.text.chars();
-        match chars.next() {
-            Some(c) if c.is_ascii_alphabetic() || c == '_' => {}
-            _ => return true,
-        }
-        if !self.text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return true;
-        }
-        crate::lexer::is_reserved_word(&self.text)
+        self.meta & QUOTED != 0
     }
+}
+
+/// [`AttrName`]'s `meta` bit telling that the name needs quotes.
+pub(crate) const QUOTED: u32 = 1 << 31;
+
+/// The bits of `meta` above the identity that hold the [`Special`].
+const SPECIAL_MASK: u32 = 0x7f;
+
+/// True when `text` as a name needs quoting (`'odd name'`) to be read back:
+/// not an identifier, or a reserved word.
+pub(crate) fn quoting_needed(text: &str) -> bool {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) if c.is_ascii_alphabetic() || c == '_' => {}
+        _ => return true,
+    }
+    if !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return true;
+    }
+    crate::lexer::is_reserved_word(text)
 }
 
 impl PartialEq for AttrName {
@@ -354,6 +370,40 @@ impl ClassAd {
         for (k, v) in other.iter() {
             self.insert(k.clone(), v.clone());
         }
+    }
+
+    /// What this ad holds beyond `base`: its attributes that `base` lacks or
+    /// binds to a different expression, and the names of `base`'s that this
+    /// ad lacks. [`ClassAd::with_delta`] of `base` with them gives an ad equal
+    /// to this one (expressions compared structurally: parentheses, which
+    /// are syntax only, may come from `base`). A batch of jobs of one
+    /// cluster travels as its first ad and one such delta per job.
+    pub fn delta_from(&self, base: &ClassAd) -> (ClassAd, Vec<String>) {
+        let mut changed = ClassAd::new();
+        for (name, expr) in self.iter() {
+            if base.lookup(name) != Some(expr) {
+                changed.insert(name.clone(), expr.clone());
+            }
+        }
+        let unset = base
+            .iter()
+            .filter(|(name, _)| self.lookup(name).is_none())
+            .map(|(name, _)| name.as_str().to_string())
+            .collect();
+        (changed, unset)
+    }
+
+    /// This ad with `delta`'s attributes bound over it and those named in
+    /// `unset` removed: the ad [`ClassAd::delta_from`] took them from.
+    pub fn with_delta(&self, delta: &ClassAd, unset: &[String]) -> ClassAd {
+        let mut ad = self.clone();
+        ad.update(delta);
+        if !unset.is_empty() {
+            let names: std::collections::HashSet<AttrName> =
+                unset.iter().map(|n| AttrName::new(n)).collect();
+            ad.attrs.remove_where(|k| names.contains(k));
+        }
+        ad
     }
 
     #[inline]

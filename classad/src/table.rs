@@ -443,7 +443,8 @@ thread_local! {
 /// So two non-zero identities are equal exactly when the texts are equal
 /// ignoring ASCII case, and a text that gets 0 equals no text with an
 /// identity: it was made after the interner filled up, and no equal text
-/// was in it then, nor can be added later.
+/// was in it then, nor can be added later. The identity's
+/// [`crate::ast::QUOTED`] bit tells whether the text, as a name, needs quotes.
 pub(crate) fn intern(s: &str, hash: u64) -> (Arc<str>, u32) {
     let find = |m: &Interned| {
         m.get(&hash).and_then(|v| v.iter().find(|(x, _)| &**x == s)).map(|(a, id)| (a.clone(), *id))
@@ -452,7 +453,7 @@ pub(crate) fn intern(s: &str, hash: u64) -> (Arc<str>, u32) {
         return hit;
     }
     let got = intern_shared(s, hash);
-    if got.1 != 0 {
+    if got.1 & crate::ast::ID_MASK != 0 {
         let _ = LOCAL.try_with(|l| {
             let mut l = l.borrow_mut();
             if l.1 >= LOCAL_MAX {
@@ -484,16 +485,23 @@ fn intern_shared(s: &str, hash: u64) -> (Arc<str>, u32) {
     }
     let folded = bucket.iter().find(|(x, _)| x.eq_ignore_ascii_case(s)).map(|(_, id)| *id);
     let a: Arc<str> = s.into();
+    // Whether the name needs quotes does not depend on its case: found once.
+    let quoted = folded.map_or_else(|| quoted_bit(s), |id| id & crate::ast::QUOTED);
     if *count >= INTERN_MAX {
-        return (a, folded.unwrap_or(0));
+        return (a, folded.unwrap_or(quoted));
     }
     let id = folded.unwrap_or_else(|| {
         *last += 1;
-        *last
+        *last | quoted
     });
     bucket.push((a.clone(), id));
     *count += 1;
     (a, id)
+}
+
+/// [`crate::ast::QUOTED`] when `s` as a name needs quotes, else 0.
+fn quoted_bit(s: &str) -> u32 {
+    if crate::ast::quoting_needed(s) { crate::ast::QUOTED } else { 0 }
 }
 
 /// A string value: short ones are shared through the interner, so that
