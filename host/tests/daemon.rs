@@ -791,6 +791,8 @@ async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
             job: ad(*p),
             module_digest: digest.clone(),
             inputs: Vec::new(),
+            delta: false,
+            unset: Vec::new(),
         };
         let req = ActivateRequest {
             claim_id: id.clone(),

@@ -320,8 +320,20 @@ pub struct ActivateRequest {
 /// A job queued behind the one an activation runs ([`ActivateRequest::more`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct QueuedJob {
-    /// The job ad, `$$()` references expanded against the slot's ad.
+    /// The job ad, `$$()` references expanded against the slot's ad; with
+    /// [`delta`](Self::delta), only what differs from the activation's first.
     pub job: String,
+    /// `job` holds only the attributes that differ from the activation's
+    /// first job ad ([`ActivateRequest::job`]), bound over a copy of it, and
+    /// [`unset`](Self::unset) names those of the first this job lacks (a
+    /// batch of one cluster's jobs carries its ad once, not once a job).
+    /// Sent only to a slot whose ad has `HasJobAdDeltas`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delta: bool,
+    /// With [`delta`](Self::delta): the first job ad's attributes this job
+    /// does not have.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
     /// `CmdDigest` of the module; the host must have it (409 [`NEED_MODULE`]).
     pub module_digest: String,
     /// The input files.

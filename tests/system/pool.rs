@@ -133,10 +133,26 @@ fn short_jobs_go_out_in_batches_and_run_metered() {
     // batches, and a job of a batch runs metered (its fuel is counted),
     // while the first job, activated alone, runs as any job does.
     let p = Pool::new("NUM_CPUS = 1", 1);
-    p.submit("alice", "many", "executable = exit_code.wasm\narguments = 0\nqueue 200\n");
+    // Each job exits with its own ProcId: a batch's queued jobs travel as
+    // deltas from its first job's ad, and each must run with its own.
+    p.submit("alice", "many", "executable = exit_code.wasm\narguments = $(Process)\nqueue 200\n");
     wait_for("200 jobs in history", Duration::from_secs(120), || p.history().len() == 200);
     let h = p.history();
-    assert!(h.iter().all(|a| int(a, "JobStatus") == 4 && int(a, "ExitCode") == 0));
+    assert!(
+        h.iter().all(|a| int(a, "JobStatus") == 4 && int(a, "ExitCode") == int(a, "ProcId")),
+        "a job ran with another's arguments"
+    );
+    // ... and with the whole of its ad: the host's STARTD_HISTORY holds
+    // every job once, with what only the first job's ad carried.
+    let text = std::fs::read_to_string(p.path().join("startd_history")).unwrap_or_default();
+    let mut ran: Vec<i64> = text
+        .lines()
+        .filter(|l| l.contains(r#"Owner = "alice""#))
+        .filter_map(|l| l.strip_prefix("*** ClusterId = 1 ProcId = "))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    ran.sort();
+    assert_eq!(ran, (0..200).collect::<Vec<i64>>(), "the host's history: {text}");
     let batched = h.iter().filter(|a| a.get("WasmFuelConsumed").is_some()).count();
     assert!(batched > 0, "no job ran in a batch");
     let first = h.iter().find(|a| int(a, "ProcId") == 0).unwrap();

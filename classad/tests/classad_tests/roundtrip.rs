@@ -153,6 +153,37 @@ proptest! {
     }
 
     #[test]
+    fn an_ad_travels_as_a_delta_from_another(
+        base in prop::collection::vec((name(), expr()), 0..8),
+        kept in prop::collection::vec(any::<bool>(), 8),
+        more in prop::collection::vec((name(), expr()), 0..4),
+    ) {
+        // `ad` keeps some of `base`'s attributes, changes or adds others.
+        let mut b = ClassAd::new();
+        for (n, e) in &base {
+            b.insert(n.as_str(), e.clone());
+        }
+        let mut ad = ClassAd::new();
+        for ((n, e), keep) in base.iter().zip(&kept) {
+            if *keep {
+                ad.insert(n.as_str(), e.clone());
+            }
+        }
+        for (n, e) in more {
+            ad.insert(n.as_str(), e);
+        }
+        let (delta, unset) = ad.delta_from(&b);
+        // As a batch carries it: printed, parsed back on the other side.
+        let text = delta.to_string();
+        let delta = parse_ad(&text).map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+        prop_assert_eq!(&b.with_delta(&delta, &unset), &ad, "delta {} unset {:?}", text, unset);
+        // Nothing the two share travels.
+        for (n, e) in delta.iter() {
+            prop_assert!(b.lookup(n) != Some(e), "{} travelled unchanged", n.as_str());
+        }
+    }
+
+    #[test]
     fn parser_never_panics(s in "\\PC{0,64}") {
         let _ = parse_expr(&s);
         let _ = parse_ad(&s);

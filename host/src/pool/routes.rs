@@ -348,8 +348,11 @@ pub(crate) async fn activate(
     let more = req
         .more
         .iter()
-        .map(|q| classad::parse_ad(&q.job))
-        .collect::<Result<Vec<_>, _>>()
+        .map(|q| {
+            let ad = classad::parse_ad(&q.job)?;
+            Ok(if q.delta { job.with_delta(&ad, &q.unset) } else { ad })
+        })
+        .collect::<Result<Vec<_>, classad::ParseError>>()
         .map_err(|e| PoolError::BadInput(format!("a queued job ad: {e}")))?;
     // The job this activation's answer waits to see started.
     let first = match (req.reply_at_start, job.eval_attr("GlobalJobId")) {

@@ -527,12 +527,17 @@ impl PoolState {
             _ => self.cfg.job_lease,
         };
         let carried = inputs.iter().map(FileData::len).sum();
-        let more = self.batch_behind(first, ac, n - 1, claim, carried);
+        let first_ad = host_ad(self.queue.journal(), first, &job, &claim.slot_ad);
+        // A host that takes deltas gets each queued job as what differs
+        // from the first (a cluster's ad printed and parsed once a batch).
+        let base = matches!(claim.slot_ad.eval_attr("HasJobAdDeltas"), Value::Bool(true))
+            .then_some(&first_ad);
+        let more = self.batch_behind(first, ac, n - 1, claim, carried, base);
         let mut ids = vec![first];
         ids.extend(more.iter().map(|(id, _)| *id));
         let req = ActivateRequest {
             claim_id: claim.claim_id.clone(),
-            job: host_ad(self.queue.journal(), first, &job, &claim.slot_ad).to_string(),
+            job: first_ad.to_string(),
             module_digest: str_attr(&job, "CmdDigest").unwrap_or_default(),
             inputs,
             lease_secs: lease,
@@ -550,7 +555,8 @@ impl PoolState {
     /// Up to `n` more jobs of autocluster `ac` to queue on the claim behind
     /// `first`: jobs that run the same module and neither checkpoint nor
     /// wait for a DeferralTime. A job whose input files cannot be read is
-    /// left for a later activation (which holds it).
+    /// left for a later activation (which holds it). With `base` (the first
+    /// job's host ad), each goes as its delta from it.
     pub(crate) fn batch_behind(
         &self,
         first: JobId,
@@ -558,6 +564,7 @@ impl PoolState {
         n: usize,
         claim: &ClaimCtx,
         mut carried: u64,
+        base: Option<&ClassAd>,
     ) -> Vec<(JobId, QueuedJob)> {
         if n == 0 {
             return Vec::new();
@@ -597,10 +604,15 @@ impl PoolState {
                 break;
             };
             let ad = host_ad(self.queue.journal(), id, &job, &claim.slot_ad);
-            out.push((
-                id,
-                QueuedJob { job: ad.to_string(), module_digest: digest.clone(), inputs },
-            ));
+            let (job, delta, unset) = match base {
+                Some(base) => {
+                    let (delta, unset) = ad.delta_from(base);
+                    (delta.to_string(), true, unset)
+                }
+                None => (ad.to_string(), false, Vec::new()),
+            };
+            let module_digest = digest.clone();
+            out.push((id, QueuedJob { job, module_digest, inputs, delta, unset }));
         }
         out
     }

@@ -85,6 +85,8 @@ impl Startd {
             ad.insert_value("HasWasm", true);
             ad.insert_value("HasJobDeferral", true);
             ad.insert_value("HasFileTransfer", true);
+            // A batch's jobs may come as deltas from its first job's ad.
+            ad.insert_value("HasJobAdDeltas", true);
             ad.insert_value("WasmtimeVersion", info.wasmtime_version.as_str());
             ad.insert_value(
                 "WasmFeatures",
