@@ -180,6 +180,7 @@ async fn run_one(
         saved_state: None,
         transparent: None,
         metered: false,
+        sandbox_empty: false,
     };
     let r = host.run(spec, Control::new(), clock).await;
     match r.ending {

@@ -288,21 +288,29 @@ impl Daemon {
         }
     }
 
-    pub(crate) fn fresh_sandbox(&mut self, slot: SlotId) -> Result<(u64, PathBuf), std::io::Error> {
+    /// A sandbox for the slot's next run: its generation, its directory,
+    /// and whether it is known to be empty (made here, or emptied when the
+    /// slot's last job ended), so that nobody walks it to find nothing.
+    pub(crate) fn fresh_sandbox(
+        &mut self,
+        slot: SlotId,
+    ) -> Result<(u64, PathBuf, bool), std::io::Error> {
         self.generation += 1;
         let g = self.generation;
         // The slot's last sandbox, emptied when its job ended: making and
         // removing a directory per job costs more than the job itself when
         // jobs are short.
         if let Some(dir) = self.spare.remove(&slot) {
-            return Ok((g, dir));
+            return Ok((g, dir, true));
         }
         let dir = self.execute.join(format!("dir_{slot}_{g}"));
-        if dir.exists() {
+        // A leftover that could not be removed whole is not known empty.
+        let left = dir.exists();
+        if left {
             remove_sandbox(&dir);
         }
         std::fs::create_dir_all(&dir)?;
-        Ok((g, dir))
+        Ok((g, dir, !left))
     }
 
     pub(crate) fn start(
@@ -319,11 +327,12 @@ impl Daemon {
             old.task.abort();
             remove_sandbox(&old.sandbox);
         }
-        let (generation, sandbox) =
+        let (generation, sandbox, mut sandbox_empty) =
             self.fresh_sandbox(slot).map_err(|e| format!("creating a sandbox: {e}"))?;
-        if let Some(inputs) = self.inputs.get(&slot) {
+        if let Some(inputs) = self.inputs.get(&slot).filter(|i| !i.is_empty()) {
             write_inputs(&sandbox, inputs, &self.uploaded_dir(slot))
                 .map_err(|e| format!("writing the input files: {e}"))?;
+            sandbox_empty = false;
         }
         let digest = match ad.eval_attr("CmdDigest") {
             Value::Str(d) => parse_digest(&d),
@@ -365,6 +374,7 @@ impl Daemon {
             saved_state,
             transparent,
             metered: kind == RunKind::Job && self.short.contains(&slot),
+            sandbox_empty,
         };
         let ctl = Control::new();
         let saver = (kind == RunKind::Job).then(|| {
@@ -483,7 +493,7 @@ impl Daemon {
     }
 
     pub(crate) fn start_benchmark(&mut self, slot: SlotId) -> Result<(), String> {
-        let (generation, sandbox) =
+        let (generation, sandbox, _) =
             self.fresh_sandbox(slot).map_err(|e| format!("creating a sandbox: {e}"))?;
         let ctl = Control::new();
         let task = {

@@ -483,6 +483,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         saved_state,
         transparent,
         metered: false,
+        sandbox_empty: false,
     };
     let ckpt_dir = a.checkpoint_dir.clone();
     let result = rt.block_on(async {

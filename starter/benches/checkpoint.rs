@@ -160,6 +160,7 @@ impl Rig {
             saved_state: None,
             transparent: t,
             metered: false,
+            sandbox_empty: false,
         }
     }
 

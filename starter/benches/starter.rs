@@ -184,6 +184,7 @@ fn job(module: &Arc<[u8]>, ad: &str, sandbox: &Path) -> JobSpec {
         saved_state: None,
         transparent: None,
         metered: false,
+        sandbox_empty: false,
     }
 }
 

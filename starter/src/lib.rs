@@ -22,6 +22,7 @@
 //!     saved_state: None,
 //!     transparent: None,
 //!     metered: false,
+//!     sandbox_empty: false,
 //! };
 //! let result = host.run(spec, Control::new(), Arc::new(SystemClock)).await;
 //! println!("{}", result.to_ad());

@@ -310,6 +310,9 @@ pub struct JobSpec {
     /// job known to be short, whose hand-off to a job thread of its own (and
     /// back) would cost more than the checks.
     pub metered: bool,
+    /// The caller made the sandbox (or emptied it) and put nothing in it: its
+    /// usage at the start is known to be nothing, not measured by a walk.
+    pub sandbox_empty: bool,
 }
 
 /// The nearest Unix signal for a trap, and the trap's name.
@@ -486,7 +489,12 @@ impl Host {
             ..Default::default()
         });
         ctl.attach_io(io.clone());
-        let (used, entries) = sandbox_usage(&spec.sandbox, spec.limits.max_entries as usize);
+        // (A restore has just put the checkpoint's files back.)
+        let (used, entries) = if spec.sandbox_empty && restored.is_none() {
+            (0, 0)
+        } else {
+            sandbox_usage(&spec.sandbox, spec.limits.max_entries as usize)
+        };
         let quota = Quota::with_entries(
             spec.limits.disk_bytes,
             used,

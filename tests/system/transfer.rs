@@ -197,3 +197,35 @@ fn remapped_and_preserved_files_land_where_htcondor_puts_them() {
 fn submit_and_schedd_bound_remaps_alike() {
     assert_eq!(andes_submit::MAX_REMAPS, andes_job::files::MAX_REMAPS);
 }
+
+/// A job's input files count toward its disk from its first write: of two
+/// jobs that each copy a 1 MiB input, with 2.5 MiB of disk, the one writing
+/// 1 MiB ends well and the one writing 2 MiB is stopped (the input and its
+/// copies would hold 3 MiB). The host knows an empty sandbox without
+/// walking it; one it wrote inputs into is measured.
+#[test]
+fn input_files_count_toward_the_jobs_disk() {
+    let p = Pool::new("NUM_CPUS = 1", 1);
+    let jobs = p.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::write(jobs.join("small.in"), vec![7u8; 1 << 20]).unwrap();
+    p.submit(
+        "alice",
+        "disk",
+        "executable = copyfile.wasm\ntransfer_input_files = small.in\nrequest_disk = 2560\n\
+         arguments = small.in small.out $(N)\nqueue N in (1, 2)\n",
+    );
+    let ended = |proc: i64| {
+        p.history().iter().any(|a| int(a, "ProcId") == proc)
+            || p.queue().iter().any(|a| int(a, "ProcId") == proc && int(a, "JobStatus") == 5)
+    };
+    wait_or("both jobs to end", Duration::from_secs(120), || ended(0) && ended(1), || p.logs());
+    let h = p.history();
+    let one = h.iter().find(|a| int(a, "ProcId") == 0).expect("the 1 MiB copy completed");
+    assert_eq!((int(one, "JobStatus"), int(one, "ExitCode")), (4, 0), "{one}");
+    let two = h.iter().find(|a| int(a, "ProcId") == 1);
+    assert!(
+        two.is_none_or(|a| int(a, "ExitCode") != 0),
+        "the 2 MiB copy fit in 2.5 MiB beside its 1 MiB input: {two:?}"
+    );
+}

@@ -63,6 +63,7 @@ pub fn spec(module: Arc<[u8]>, ad: &str, sandbox: &Sandbox) -> JobSpec {
         saved_state: None,
         transparent: None,
         metered: false,
+        sandbox_empty: false,
     }
 }
 

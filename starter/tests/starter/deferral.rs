@@ -83,6 +83,7 @@ fn start_on(deferral: &str, clock: impl FnOnce(Arc<VirtualClock>) -> Arc<dyn Clo
         saved_state: None,
         transparent: None,
         metered: false,
+        sandbox_empty: false,
     };
     let ctl = Control::new();
     let clock = clock(vc.clone());

@@ -169,6 +169,7 @@ impl Job {
             digest: None,
             saved_state: None,
             metered: false,
+            sandbox_empty: false,
             transparent: Some(Arc::new(Transparent {
                 job: "test#1.0".into(),
                 public: self.signer.verifying_key().to_bytes(),
