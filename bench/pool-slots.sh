@@ -2,7 +2,8 @@
 # A personal pool of SLOTS slots (`andes pool up`, one process) running JOBS
 # trivial jobs (samples' exit_code, no files) submitted as one `queue JOBS`
 # through the command: seconds from the submit until the queue is empty,
-# jobs/s, and the pool process's CPU in all and per job (from /proc).
+# jobs/s, the pool process's CPU in all and per job, and its peak RSS (from
+# /proc).
 #
 #   bench/pool-slots.sh SLOTS JOBS [ANDES]   (ANDES: target/release/andes)
 #
@@ -36,7 +37,8 @@ ts=$(date +%s.%N)
 until "$BIN" q -totals 2>/dev/null | grep -q "^Total for query: 0 jobs"; do sleep 0.05; done
 t1=$(date +%s.%N)
 b=$(cpu)
+hwm=$(awk '/^VmHWM:/ {print int($2 / 1024)}' "/proc/$PID/status")
 echo "submit took $(python3 -c "print(round($ts - $t0, 3))") s"
 python3 -c "
 s = $t1 - $t0; c = ($b - $a) / $(getconf CLK_TCK)
-print(f'slots={$SLOTS} jobs={$JOBS} {s:.2f} s {$JOBS / s:.0f} jobs/s pool CPU {c:.2f} s {c * 1e6 / $JOBS:.0f} us/job')"
+print(f'slots={$SLOTS} jobs={$JOBS} {s:.2f} s {$JOBS / s:.0f} jobs/s pool CPU {c:.2f} s {c * 1e6 / $JOBS:.0f} us/job peak RSS {$hwm} MiB')"
