@@ -54,14 +54,15 @@ impl Daemon {
         if self.deferred.remove(&slot) {
             self.feed(deferred_attr(slot, None));
         }
+        let mut emptied = false;
         if run.kind == RunKind::Job
             && let Finished::Starter(result) = &exit.finished
         {
-            self.report_exit(slot, &run, result);
+            emptied = self.report_exit(slot, &run, result);
         }
-        if run.sandbox.exists() {
+        if emptied || run.sandbox.exists() {
             // Not kept for streamed outputs (renamed away): used again.
-            self.recycle_sandbox(slot, run.sandbox.clone());
+            self.recycle_sandbox(slot, run.sandbox.clone(), emptied);
         }
         let ending = match exit.finished {
             Finished::Benchmark { mips, kflops } => {
@@ -161,8 +162,10 @@ impl Daemon {
         }
     }
 
-    /// Tells the shadow how the slot's job ended, with its output files.
-    pub(crate) fn report_exit(&mut self, slot: SlotId, run: &Run, result: &JobResult) {
+    /// Tells the shadow how the slot's job ended, with its output files;
+    /// true when collecting them found the sandbox empty (it needs no
+    /// emptying for the slot's next job).
+    pub(crate) fn report_exit(&mut self, slot: SlotId, run: &Run, result: &JobResult) -> bool {
         let Some((claim_id, job)) = self
             .startd
             .slots()
@@ -170,7 +173,7 @@ impl Daemon {
             .find(|s| s.id() == slot)
             .and_then(|s| Some((s.claim_id()?.to_string(), s.job()?.clone())))
         else {
-            return;
+            return false;
         };
         let mut ending = result.to_ad();
         for (name, expr) in &result.updates {
@@ -182,7 +185,7 @@ impl Daemon {
             Value::Int(kib) if kib > 0 => (kib as u64).saturating_mul(1024),
             _ => u64::MAX,
         };
-        let Outputs { files: outputs, streamed, error, errno } = if evicted {
+        let Outputs { files: outputs, streamed, error, errno, sandbox_empty } = if evicted {
             Outputs::default()
         } else {
             let sizes = self.input_sizes.remove(&slot).unwrap_or_default();
@@ -286,6 +289,7 @@ impl Daemon {
                 r.evicted = evicted;
             });
         }
+        sandbox_empty
     }
 
     /// A sandbox for the slot's next run: its generation, its directory,
@@ -546,10 +550,11 @@ impl Daemon {
             .or_insert_with(|| andes_compile::instrumentation_version(module).is_some())
     }
 
-    /// Empties the sandbox of a job that ended and keeps it for the slot's
-    /// next job; one that cannot be emptied is removed.
-    pub(crate) fn recycle_sandbox(&mut self, slot: SlotId, dir: PathBuf) {
-        match empty_dir(&dir) {
+    /// Empties the sandbox of a job that ended (unless it was just found
+    /// `empty`) and keeps it for the slot's next job; one that cannot be
+    /// emptied is removed.
+    pub(crate) fn recycle_sandbox(&mut self, slot: SlotId, dir: PathBuf, empty: bool) {
+        match if empty { Ok(()) } else { empty_dir(&dir) } {
             Ok(()) => {
                 if let Some(old) = self.spare.insert(slot, dir) {
                     remove_sandbox(&old);

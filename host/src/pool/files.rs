@@ -201,6 +201,7 @@ pub(crate) fn collect_outputs(
     let mut wanted: Vec<(String, String)> = Vec::new();
     let mut error: Option<String> = None;
     let mut errno = 0;
+    let mut sandbox_empty = false;
     let listed = match job.eval_attr("TransferOutput") {
         Value::Str(s) if !s.trim().is_empty() => Some(
             s.split(',')
@@ -292,6 +293,7 @@ pub(crate) fn collect_outputs(
         }
         None => match b.list("", MAX_OUTPUT_FILES) {
             Ok(found) => {
+                sandbox_empty = found.is_empty();
                 for e in found {
                     let name = e.path;
                     if e.kind != Kind::File
@@ -316,7 +318,8 @@ pub(crate) fn collect_outputs(
             }
         },
     }
-    for s in [STDOUT_NAME, STDERR_NAME] {
+    // (Nothing to look for in a sandbox just listed empty.)
+    for s in [STDOUT_NAME, STDERR_NAME].into_iter().filter(|_| !sandbox_empty) {
         match b.entry(s) {
             Ok(e) if e.kind == Kind::File => wanted.push((s.to_string(), s.to_string())),
             Ok(_) => {
@@ -378,7 +381,7 @@ pub(crate) fn collect_outputs(
             }
         }
     }
-    Outputs { files: out, streamed, error, errno }
+    Outputs { files: out, streamed, error, errno, sandbox_empty }
 }
 
 /// The most bytes of output files one activation's reports carry in all: a
@@ -398,6 +401,9 @@ pub(crate) struct Outputs {
     /// The Unix errno behind `error` (HTCondor's HoldReasonSubCode of a
     /// transfer hold), 0 when there is none.
     pub errno: i32,
+    /// The sandbox was listed whole and held nothing at all: it needs no
+    /// emptying before the slot's next job.
+    pub sandbox_empty: bool,
 }
 
 /// ENOENT, the same number on every platform andes runs on.
