@@ -187,6 +187,10 @@ pub fn sink_for(submit_host: String, accounts: Arc<Accounts>, spool: Option<Path
         // (path, owner, spooled) → events, in order.
         let mut logs: HashMap<(PathBuf, String, bool), Vec<JobEvent>> = HashMap::new();
         for e in events {
+            // A job naming no log is passed over without making its ad.
+            if !LOG_ATTRS.iter().any(|a| e.ad.has(a)) {
+                continue;
+            }
             let spooled = transfer::is_spooled(&e.ad);
             let paths = if spooled {
                 match (&spool, log_path(&e.ad)) {

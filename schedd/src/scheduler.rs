@@ -92,7 +92,7 @@ impl Dagmen {
             }
             while let Some(batch) = events.recv().await {
                 for e in batch {
-                    if !is_dagman(&e.ad) {
+                    if !e.ad.has(DAG_FILE) || !is_dagman(&e.ad) {
                         continue;
                     }
                     match &e.kind {

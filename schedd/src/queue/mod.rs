@@ -54,7 +54,7 @@ pub use config::{
 };
 pub use error::{QueueError, REQUEST_STEPS};
 pub use handle::Queue;
-pub use ops::{EventKind, EventSink, JobOp, LeftHook, PoolOp, QueueEvent};
+pub use ops::{EventAd, EventKind, EventSink, JobOp, LeftHook, PoolOp, QueueEvent};
 pub use routed::MIRRORED_USAGE;
 pub use state::{
     Cluster, JobView, MAX_ACTIVATION_FAILURES, MAX_CONSTRAINT, Proc, QueueState, is_true,

@@ -138,8 +138,83 @@ pub struct QueueEvent {
     /// What.
     pub kind: EventKind,
     /// The job's full ad after the event (for removals and completions, the ad
-    /// that went to history).
-    pub ad: Arc<ClassAd>,
+    /// that went to history), made when first read.
+    pub ad: Arc<EventAd>,
+}
+
+/// A job's full ad as a [`QueueEvent`] carries it: made from the job's parts
+/// the first time it is read (through `Deref`), once for every reader. Most
+/// readers look first for an attribute most jobs lack ([`EventAd::has`]: a
+/// log, a DAG, a deferral, a route), which needs no full ad.
+pub struct EventAd {
+    parts: Option<EventParts>,
+    ad: std::sync::OnceLock<ClassAd>,
+}
+
+/// What a job's full ad is made from ([`super::state::full_ad`]).
+struct EventParts {
+    cluster: Arc<ClassAd>,
+    proc: super::state::Proc,
+    id: JobId,
+    schedd: Arc<str>,
+}
+
+impl EventAd {
+    /// An event's ad made already.
+    pub fn made(ad: ClassAd) -> EventAd {
+        EventAd { parts: None, ad: std::sync::OnceLock::from(ad) }
+    }
+
+    /// The ad of `view`'s job, made when first read.
+    pub(crate) fn of(view: &super::state::JobView<'_>, schedd: &Arc<str>) -> EventAd {
+        let proc = super::state::Proc {
+            status: view.proc.status,
+            entered: view.proc.entered,
+            ad: view.proc.ad.clone(),
+        };
+        let parts = EventParts {
+            cluster: view.cluster.ad.clone(),
+            proc,
+            id: view.id,
+            schedd: schedd.clone(),
+        };
+        EventAd { parts: Some(parts), ad: std::sync::OnceLock::new() }
+    }
+
+    /// Whether the job's full ad binds `name`, without making it.
+    pub fn has(&self, name: &str) -> bool {
+        match (&self.parts, self.ad.get()) {
+            (_, Some(ad)) => ad.contains(name),
+            (Some(p), None) => {
+                p.proc.ad.contains(name)
+                    || p.cluster.contains(name)
+                    || super::state::SYNTHESIZED.iter().any(|s| s.eq_ignore_ascii_case(name))
+            }
+            (None, None) => false,
+        }
+    }
+}
+
+impl std::ops::Deref for EventAd {
+    type Target = ClassAd;
+    fn deref(&self) -> &ClassAd {
+        self.ad.get_or_init(|| match &self.parts {
+            Some(p) => super::state::full_ad(&p.cluster, &p.proc, p.id, &p.schedd),
+            None => ClassAd::new(),
+        })
+    }
+}
+
+impl std::fmt::Debug for EventAd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl PartialEq for EventAd {
+    fn eq(&self, other: &EventAd) -> bool {
+        **self == **other
+    }
 }
 
 /// The kinds of [`QueueEvent`].

@@ -78,20 +78,31 @@ pub struct JobView<'a> {
     pub(crate) schedd: &'a str,
 }
 
+/// The attributes a job's full ad holds beyond its cluster's and its own
+/// ([`JobView::ad`] sets them).
+pub(crate) const SYNTHESIZED: [&str; 4] =
+    ["ProcId", "JobStatus", "EnteredCurrentStatus", "GlobalJobId"];
+
+/// A job's full ad: its cluster's ad overlaid with its own part, and the
+/// attributes the queue keeps apart ([`SYNTHESIZED`]).
+pub(crate) fn full_ad(cluster: &ClassAd, proc: &Proc, id: JobId, schedd: &str) -> ClassAd {
+    let mut ad = cluster.clone();
+    ad.update(&proc.ad);
+    ad.insert_value("ProcId", id.proc as i64);
+    ad.insert_value("JobStatus", proc.status.code());
+    ad.insert_value("EnteredCurrentStatus", proc.entered);
+    let qdate = match cluster.eval_attr("QDate") {
+        Value::Int(q) => q,
+        _ => 0,
+    };
+    ad.insert_value("GlobalJobId", format!("{schedd}#{id}#{qdate}"));
+    ad
+}
+
 impl JobView<'_> {
     /// The job's full ad.
     pub fn ad(&self) -> ClassAd {
-        let mut ad = (*self.cluster.ad).clone();
-        ad.update(&self.proc.ad);
-        ad.insert_value("ProcId", self.id.proc as i64);
-        ad.insert_value("JobStatus", self.proc.status.code());
-        ad.insert_value("EnteredCurrentStatus", self.proc.entered);
-        let qdate = match self.cluster.ad.eval_attr("QDate") {
-            Value::Int(q) => q,
-            _ => 0,
-        };
-        ad.insert_value("GlobalJobId", format!("{}#{}#{}", self.schedd, self.id, qdate));
-        ad
+        full_ad(&self.cluster.ad, self.proc, self.id, self.schedd)
     }
 
     /// True when the job is not for this pool's negotiator: a routed

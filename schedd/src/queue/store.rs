@@ -110,7 +110,7 @@ pub(crate) fn replay_pending_events(
                 id: JobId::new(cluster as u32, proc as u32),
                 time: r.get(3)?,
                 kind,
-                ad: Arc::new(ad),
+                ad: Arc::new(super::ops::EventAd::made(ad)),
             });
         }
     }

@@ -35,3 +35,37 @@ async fn a_panicking_request_fails_alone_and_the_writer_goes_on() {
         assert!(ids.contains(&id), "{ids:?}");
     }
 }
+
+#[tokio::test]
+async fn an_events_ad_answers_what_it_binds_before_it_is_made_and_is_the_jobs_ad() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut qc = QueueConfig::new(dir.path().join("q.db"), "test");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<QueueEvent>::new()));
+    let s = seen.clone();
+    qc.notify = Some(Box::new(move |events: &[QueueEvent]| {
+        s.lock().unwrap().extend(events.iter().cloned())
+    }));
+    let q = Queue::open(qc).unwrap();
+    let own = classad::parse_ad("[Arguments = \"7\"; MyOwn = 1]").unwrap();
+    let submit = Submit {
+        cluster: None,
+        cluster_ad: classad::parse_ad("[Cmd = \"job.wasm\"; UserLog = \"x.log\"]").unwrap(),
+        procs: vec![ClassAd::new(), own],
+    };
+    q.submit(&Actor::user("alice"), submit, 1).await.unwrap();
+    let events: Vec<QueueEvent> = seen.lock().unwrap().clone();
+    assert_eq!(events.len(), 2, "{events:?}");
+    let names =
+        ["Cmd", "userlog", "Arguments", "MyOwn", "procid", "JobStatus", "GlobalJobId", "Nope"];
+    for e in &events {
+        // Asked before the ad is made: from the job's parts.
+        let has: Vec<bool> = names.iter().map(|n| e.ad.has(n)).collect();
+        let made: &ClassAd = &e.ad;
+        let contains: Vec<bool> = names.iter().map(|n| made.contains(n)).collect();
+        assert_eq!(has, contains, "job {}", e.id);
+        assert_eq!(made, &q.read().job(e.id).unwrap().ad(), "job {}", e.id);
+        // Asked after: from the ad itself, the same answers.
+        assert_eq!(names.iter().map(|n| e.ad.has(n)).collect::<Vec<_>>(), contains);
+    }
+    assert!(events.iter().any(|e| e.ad.has("MyOwn")) && !events.iter().all(|e| e.ad.has("MyOwn")));
+}

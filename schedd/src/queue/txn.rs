@@ -406,14 +406,13 @@ impl Txn<'_, '_> {
             return Ok(());
         }
         if let Some(v) = self.state.job(id) {
-            let ad = Arc::new(v.ad());
+            // Made only if a reader needs the whole ad.
+            let ad = Arc::new(super::ops::EventAd::of(&v, &self.state.schedd_name));
             // An event bound for an event log is kept in the same
             // transaction as its change until the log has it: a crash between
             // the commit and the log's write loses nothing (it is written at
             // the next start).
-            if self.config.sink.is_some()
-                && crate::eventlog::LOG_ATTRS.iter().any(|a| ad.contains(a))
-            {
+            if self.config.sink.is_some() && crate::eventlog::LOG_ATTRS.iter().any(|a| ad.has(a)) {
                 let kind_text = serde_json::to_string(&kind)
                     .map_err(|e| QueueError::Storage(format!("an event: {e}")))?;
                 self.tx

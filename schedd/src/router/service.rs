@@ -429,7 +429,7 @@ impl Inner {
         let now = self.clock.now();
         let table = lock(&self.table).clone();
         for e in batch {
-            let copy = e.ad.contains(ROUTED_FROM);
+            let copy = e.ad.has(ROUTED_FROM);
             match &e.kind {
                 // A run a copy's policy requeued (max_retries) ended too:
                 // it counts for the route's failure rate.

@@ -47,7 +47,9 @@ impl PoolState {
                     }
                 }
                 EventKind::Edited(attr) => {
-                    self.watch_deferral(e.id, Some(&e.ad));
+                    if e.ad.has("DeferralTime") {
+                        self.watch_deferral(e.id, Some(&e.ad));
+                    }
                     if let Some(s) = st.shadows.get(&e.id)
                         && let Some(expr) = e.ad.get(attr)
                     {
@@ -61,7 +63,9 @@ impl PoolState {
                 | EventKind::Requeued
                 | EventKind::Evicted { .. }
                 | EventKind::Note(_) => {
-                    self.watch_deferral(e.id, Some(&e.ad));
+                    if e.ad.has("DeferralTime") {
+                        self.watch_deferral(e.id, Some(&e.ad));
+                    }
                     wake = true;
                     if self.last_idle.load(std::sync::atomic::Ordering::Relaxed) == 0 {
                         self.urgent.notify_one();

@@ -124,7 +124,7 @@ async fn a_requeued_cron_run_is_logged_as_a_requeue_not_a_termination() {
         &QueueEvent {
             id,
             kind: EventKind::Requeued,
-            ad: Arc::new(q.read().job(id).unwrap().ad()),
+            ad: Arc::new(andes_schedd::queue::EventAd::made(q.read().job(id).unwrap().ad())),
             time: T0,
         },
         "submit.example",
