@@ -383,13 +383,16 @@ fn run_checkpointed(
 
 #[test]
 fn periodic_checkpoints_let_the_job_go_on_and_each_one_resumes_elsewhere() {
-    let job = digest_job(1500, 4000);
+    // Long enough that a second checkpoint is taken before the job ends even
+    // on a loaded machine, where writing the first one (off the job's
+    // thread, fsynced) can take as long as 4,000 rounds do.
+    let job = digest_job(1500, 12_000);
     let host = host();
     let (want, want_files, _) = reference(&host, &job, "out.txt");
     let rt = rt();
     let sandbox = job.sandbox(true);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let result = run_checkpointed(&rt, &host, &job, &sandbox, Duration::from_millis(10), 5);
+    let result = run_checkpointed(&rt, &host, &job, &sandbox, Duration::from_millis(1), 3);
     assert_eq!(result.ending, Ending::Exited(0));
     assert_eq!(std::fs::read(sandbox.join("out.txt")).unwrap(), want, "the job went on");
     let snapshots: Vec<Checkpoint> =
