@@ -340,9 +340,18 @@ impl ClassAd {
 
     /// Removes every attribute named in `names` (case-insensitively), at the
     /// cost of one removal; how many were bound.
-    pub fn remove_all(&mut self, names: &[&str]) -> usize {
-        let names: Vec<AttrName> = names.iter().map(|n| AttrName::new(n)).collect();
-        self.attrs.remove_where(|k| names.contains(k))
+    pub fn remove_all<S: AsRef<str>>(&mut self, names: &[S]) -> usize {
+        let names: Vec<AttrName> = names.iter().map(|n| AttrName::new(n.as_ref())).collect();
+        match names.len() {
+            0 => 0,
+            // Few names (a slot's job attributes): compared in place.
+            1..=16 => self.attrs.remove_where(|k| names.contains(k)),
+            // Many (a batch's `unset`): one probe of a set each.
+            _ => {
+                let names: std::collections::HashSet<AttrName> = names.into_iter().collect();
+                self.attrs.remove_where(|k| names.contains(k))
+            }
+        }
     }
 
     /// True when `name` is bound.
@@ -398,11 +407,7 @@ impl ClassAd {
     pub fn with_delta(&self, delta: &ClassAd, unset: &[String]) -> ClassAd {
         let mut ad = self.clone();
         ad.update(delta);
-        if !unset.is_empty() {
-            let names: std::collections::HashSet<AttrName> =
-                unset.iter().map(|n| AttrName::new(n)).collect();
-            ad.attrs.remove_where(|k| names.contains(k));
-        }
+        ad.remove_all(unset);
         ad
     }
 

@@ -42,7 +42,7 @@ pub const MAX_ARGS: usize = 64;
 /// [`is_dagman`] of a queued job, looking at its ads' attributes first (most
 /// jobs name no DAG file: they are told apart without building their ad).
 pub fn is_dagman_view(v: &crate::queue::JobView<'_>) -> bool {
-    (v.cluster.ad.contains(DAG_FILE) || v.proc.ad.contains(DAG_FILE)) && is_dagman(&v.ad())
+    v.has(DAG_FILE) && is_dagman(&v.ad())
 }
 
 /// What a running DAGMan process is told.

@@ -23,11 +23,9 @@ pub(crate) fn fmt_time(t: i64) -> String {
 impl Txn<'_, '_> {
     /// True when the job has a cron schedule.
     pub(crate) fn is_cron(&self, id: JobId) -> bool {
-        self.state.job(id).is_some_and(|v| {
-            andes_cron::Field::ALL
-                .iter()
-                .any(|f| v.proc.ad.contains(f.attribute()) || v.cluster.ad.contains(f.attribute()))
-        })
+        self.state
+            .job(id)
+            .is_some_and(|v| andes_cron::Field::ALL.iter().any(|f| v.has(f.attribute())))
     }
 
     pub(crate) fn int_attr(&self, id: JobId, name: &str) -> i64 {

@@ -167,14 +167,9 @@ impl EventAd {
 
     /// The ad of `view`'s job, made when first read.
     pub(crate) fn of(view: &super::state::JobView<'_>, schedd: &Arc<str>) -> EventAd {
-        let proc = super::state::Proc {
-            status: view.proc.status,
-            entered: view.proc.entered,
-            ad: view.proc.ad.clone(),
-        };
         let parts = EventParts {
             cluster: view.cluster.ad.clone(),
-            proc,
+            proc: view.proc.clone(),
             id: view.id,
             schedd: schedd.clone(),
         };
@@ -185,11 +180,7 @@ impl EventAd {
     pub fn has(&self, name: &str) -> bool {
         match (&self.parts, self.ad.get()) {
             (_, Some(ad)) => ad.contains(name),
-            (Some(p), None) => {
-                p.proc.ad.contains(name)
-                    || p.cluster.contains(name)
-                    || super::state::SYNTHESIZED.iter().any(|s| s.eq_ignore_ascii_case(name))
-            }
+            (Some(p), None) => super::state::binds(&p.cluster, &p.proc, name),
             (None, None) => false,
         }
     }

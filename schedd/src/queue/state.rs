@@ -28,6 +28,7 @@ pub struct Cluster {
 }
 
 /// A job: what is its own.
+#[derive(Clone)]
 pub struct Proc {
     /// JobStatus.
     pub status: JobStatus,
@@ -99,10 +100,23 @@ pub(crate) fn full_ad(cluster: &ClassAd, proc: &Proc, id: JobId, schedd: &str) -
     ad
 }
 
+/// Whether the job's full ad ([`full_ad`]) binds `name`, asked of its parts
+/// without making it.
+pub(crate) fn binds(cluster: &ClassAd, proc: &Proc, name: &str) -> bool {
+    proc.ad.contains(name)
+        || cluster.contains(name)
+        || SYNTHESIZED.iter().any(|s| s.eq_ignore_ascii_case(name))
+}
+
 impl JobView<'_> {
     /// The job's full ad.
     pub fn ad(&self) -> ClassAd {
         full_ad(&self.cluster.ad, self.proc, self.id, self.schedd)
+    }
+
+    /// Whether the job's full ad binds `name` (without making it).
+    pub fn has(&self, name: &str) -> bool {
+        binds(&self.cluster.ad, self.proc, name)
     }
 
     /// True when the job is not for this pool's negotiator: a routed

@@ -514,7 +514,7 @@ impl Inner {
     fn loads(&self, st: &QueueState, table: &Table) -> Vec<RouteLoad> {
         let mut counts: HashMap<String, (u32, u32)> = HashMap::new();
         for v in st.jobs() {
-            if !v.proc.ad.contains(ROUTED_FROM) && !v.cluster.ad.contains(ROUTED_FROM) {
+            if !v.has(ROUTED_FROM) {
                 continue;
             }
             let name = str_attr(&v.ad(), "RouteName").unwrap_or_default();
@@ -546,7 +546,7 @@ impl Inner {
         let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
         st.jobs()
             .filter(|v| v.proc.status == JobStatus::Idle && !v.routed_away())
-            .filter(|v| !v.proc.ad.contains(ROUTED_FROM) && !v.cluster.ad.contains(ROUTED_FROM))
+            .filter(|v| !v.has(ROUTED_FROM))
             .filter_map(|v| {
                 let ad = v.ad();
                 if let Some(c) = &self.source {
@@ -620,7 +620,7 @@ impl Inner {
         let copies: Vec<(JobId, ClassAd, JobStatus)> = {
             let st = self.queue.read();
             st.jobs()
-                .filter(|v| v.proc.ad.contains(ROUTED_FROM) || v.cluster.ad.contains(ROUTED_FROM))
+                .filter(|v| v.has(ROUTED_FROM))
                 .map(|v| (v.id, v.ad(), v.proc.status))
                 .collect()
         };
@@ -1199,7 +1199,7 @@ async fn router_q(
         .queue
         .read()
         .jobs()
-        .filter(|v| v.proc.ad.contains(ROUTED_FROM) || v.cluster.ad.contains(ROUTED_FROM))
+        .filter(|v| v.has(ROUTED_FROM))
         .map(|v| {
             let reader = crate::queue::reader_of(&viewer, &v);
             crate::attrs::visible(v.ad(), reader).to_string()

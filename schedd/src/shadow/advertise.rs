@@ -47,9 +47,7 @@ impl PoolState {
                     }
                 }
                 EventKind::Edited(attr) => {
-                    if e.ad.has("DeferralTime") {
-                        self.watch_deferral(e.id, Some(&e.ad));
-                    }
+                    self.watch_deferral(e.id, Some(&e.ad));
                     if let Some(s) = st.shadows.get(&e.id)
                         && let Some(expr) = e.ad.get(attr)
                     {
@@ -63,9 +61,7 @@ impl PoolState {
                 | EventKind::Requeued
                 | EventKind::Evicted { .. }
                 | EventKind::Note(_) => {
-                    if e.ad.has("DeferralTime") {
-                        self.watch_deferral(e.id, Some(&e.ad));
-                    }
+                    self.watch_deferral(e.id, Some(&e.ad));
                     wake = true;
                     if self.last_idle.load(std::sync::atomic::Ordering::Relaxed) == 0 {
                         self.urgent.notify_one();

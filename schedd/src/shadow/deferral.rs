@@ -26,7 +26,7 @@ impl PoolState {
     /// True when an idle job may be offered to the negotiator now: it has no
     /// deferral, or its deferral is ready.
     pub(crate) fn offerable(&self, v: &crate::queue::JobView<'_>, now: i64) -> bool {
-        if !v.proc.ad.contains("DeferralTime") && !v.cluster.ad.contains("DeferralTime") {
+        if !v.has("DeferralTime") {
             return true;
         }
         match self.deferral_of(&v.ad(), now) {
@@ -36,25 +36,21 @@ impl PoolState {
     }
 
     /// Schedules a look at a deferred idle job when it becomes matchable or
-    /// its window closes.
-    pub(crate) fn watch_deferral(&self, id: JobId, ad: Option<&ClassAd>) {
+    /// its window closes; its ad is the event's when one is given, else the
+    /// queue's (either made only for a job with a DeferralTime).
+    pub(crate) fn watch_deferral(&self, id: JobId, ad: Option<&crate::queue::EventAd>) {
         let owned;
-        let ad = match ad {
-            Some(a) => a,
+        let ad: &ClassAd = match ad {
+            Some(a) if a.has("DeferralTime") => a,
+            Some(_) => return,
             None => match self.queue.read().job(id) {
-                Some(v)
-                    if v.proc.ad.contains("DeferralTime")
-                        || v.cluster.ad.contains("DeferralTime") =>
-                {
+                Some(v) if v.has("DeferralTime") => {
                     owned = v.ad();
                     &owned
                 }
                 _ => return,
             },
         };
-        if !ad.contains("DeferralTime") {
-            return;
-        }
         let now = self.clock.now();
         let Some(d) = self.deferral_of(ad, now) else { return };
         let at = match d.readiness(now) {
