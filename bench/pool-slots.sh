@@ -7,6 +7,11 @@
 #
 #   bench/pool-slots.sh SLOTS JOBS [ANDES]   (ANDES: target/release/andes)
 #
+# With FILES=1 each job is the `hello` sample instead: it prints to its
+# standard output and writes hello.out, and both come back to the submit
+# directory (`output = out/$(Process).out`; hello.out by the default
+# transfer of new files), as a job that writes and returns a file.
+#
 # Build first: `cargo build --release --bin andes` and `cargo xtask samples`.
 # Compare two builds by giving each its binary, interleaving the runs.
 set -euo pipefail
@@ -14,7 +19,12 @@ SLOTS=${1:?usage: bench/pool-slots.sh SLOTS JOBS [ANDES]}
 JOBS=${2:?usage: bench/pool-slots.sh SLOTS JOBS [ANDES]}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(realpath "${3:-$ROOT/target/release/andes}")
-MODULE=$ROOT/samples/target/wasm32-wasip1/release/exit_code.wasm
+FILES=${FILES:-0}
+if [ "$FILES" = 1 ]; then
+    MODULE=$ROOT/samples/target/wasm32-wasip1/release/hello.wasm
+else
+    MODULE=$ROOT/samples/target/wasm32-wasip1/release/exit_code.wasm
+fi
 [ -x "$BIN" ] || { echo "no andes binary at $BIN" >&2; exit 2; }
 [ -f "$MODULE" ] || { echo "no $MODULE: run cargo xtask samples" >&2; exit 2; }
 D=$(mktemp -d)
@@ -26,7 +36,12 @@ grep -q "pool ready" "$D/pool.log" || { echo "the pool did not start: $D/pool.lo
 export ANDES_CONFIG=$D/andes.config
 cp "$MODULE" "$D/"
 cd "$D"
-printf 'executable = exit_code.wasm\narguments = 0\nrequest_memory = 64\nrequest_disk = 1024\nqueue %s\n' "$JOBS" >job.sub
+if [ "$FILES" = 1 ]; then
+    mkdir out
+    printf 'executable = hello.wasm\noutput = out/$(Process).out\nrequest_memory = 64\nrequest_disk = 1024\nqueue %s\n' "$JOBS" >job.sub
+else
+    printf 'executable = exit_code.wasm\narguments = 0\nrequest_memory = 64\nrequest_disk = 1024\nqueue %s\n' "$JOBS" >job.sub
+fi
 cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 a=$(cpu)
 t0=$(date +%s.%N)
@@ -41,4 +56,4 @@ hwm=$(awk '/^VmHWM:/ {print int($2 / 1024)}' "/proc/$PID/status")
 echo "submit took $(python3 -c "print(round($ts - $t0, 3))") s"
 python3 -c "
 s = $t1 - $t0; c = ($b - $a) / $(getconf CLK_TCK)
-print(f'slots={$SLOTS} jobs={$JOBS} {s:.2f} s {$JOBS / s:.0f} jobs/s pool CPU {c:.2f} s {c * 1e6 / $JOBS:.0f} us/job peak RSS {$hwm} MiB')"
+print(f'files=$FILES slots={$SLOTS} jobs={$JOBS} {s:.2f} s {$JOBS / s:.0f} jobs/s pool CPU {c:.2f} s {c * 1e6 / $JOBS:.0f} us/job peak RSS {$hwm} MiB')"

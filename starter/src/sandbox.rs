@@ -657,10 +657,18 @@ impl WasiFile for QuotaFile {
     fn num_ready_bytes(&self) -> Result<u64, Error> {
         self.inner.num_ready_bytes()
     }
+    // A regular file is always ready (epoll refuses one, and tokio's files
+    // then say ready; wasi-common's in-place files cannot say).
     async fn readable(&self) -> Result<(), Error> {
+        if self.inner.get_filetype().await? == FileType::RegularFile {
+            return Ok(());
+        }
         self.inner.readable().await
     }
     async fn writable(&self) -> Result<(), Error> {
+        if self.inner.get_filetype().await? == FileType::RegularFile {
+            return Ok(());
+        }
         self.inner.writable().await
     }
 }

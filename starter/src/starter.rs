@@ -527,6 +527,7 @@ impl Host {
             restore: restored.as_ref().map(|(o, packs)| (o, packs)),
             fuel_before,
             fuel_budget,
+            in_place_io: spec.metered,
         });
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         let in_place = in_place && may_block_in_place();
@@ -752,6 +753,7 @@ impl Host {
         for (k, v) in &env {
             wasi.push_env(k, v).map_err(|e| bad_ad(format!("environment {k}: {e}")))?;
         }
+        let wasi_file = |f| wasi_file(f, spec.metered);
         // Positions the stream at its offset in a restored job.
         let seek = |f: &mut cap_std::fs::File, offset: u64, name: &str| {
             use std::io::Seek;
@@ -770,7 +772,7 @@ impl Host {
             if let Some(w) = restoring {
                 seek(&mut f, w.stdin_offset, &name)?;
             }
-            wasi.set_stdin(reader(Box::new(wasi_common::tokio::File::from_cap_std(f))));
+            wasi.set_stdin(reader(wasi_file(f)));
         }
         for (attr, is_err) in [("Out", false), ("Err", true)] {
             let Some(name) = stream_path(&spec.ad, attr) else { continue };
@@ -797,7 +799,7 @@ impl Host {
                 seek(&mut f, size, &name)?;
             }
             let file = QuotaFile::new(
-                Box::new(wasi_common::tokio::File::from_cap_std(f)),
+                wasi_file(f),
                 quota.clone(),
                 Some(spec.limits.output_bytes),
                 size,
@@ -809,8 +811,7 @@ impl Host {
                 wasi.set_stdout(Box::new(file));
             }
         }
-        let sandbox =
-            QuotaDir::new(Box::new(wasi_common::tokio::Dir::from_cap_std(dir)), quota.clone());
+        let sandbox = QuotaDir::new(wasi_dir(dir, spec.metered), quota.clone());
         wasi.push_preopened_dir(Box::new(sandbox), SANDBOX_PREOPEN).map_err(|e| {
             held(HOLD_FAILED_TO_START, 0, format!("cannot preopen the sandbox: {e}"))
         })?;
@@ -1155,6 +1156,31 @@ struct TpRun<'a> {
     /// Fuel consumed before the snapshot resumed from.
     fuel_before: u64,
     fuel_budget: u64,
+    /// Files are used in place ([`wasi_dir`]).
+    in_place_io: bool,
+}
+
+/// A job's file as WASI sees it. A job known to be short (`in_place`: run
+/// metered, on a runtime worker that its compute holds anyway) uses its
+/// files in place: a small write to the page cache costs far less than
+/// handing the worker's core to another thread for it, as tokio's
+/// `block_in_place` does at every call.
+fn wasi_file(f: cap_std::fs::File, in_place: bool) -> Box<dyn wasi_common::WasiFile> {
+    if in_place {
+        Box::new(wasi_common::sync::file::File::from_cap_std(f))
+    } else {
+        Box::new(wasi_common::tokio::File::from_cap_std(f))
+    }
+}
+
+/// A job's sandbox directory as WASI sees it (in place as [`wasi_file`]
+/// says); the files opened in it are of the same kind.
+fn wasi_dir(d: cap_std::fs::Dir, in_place: bool) -> Box<dyn wasi_common::WasiDir> {
+    if in_place {
+        Box::new(wasi_common::sync::dir::Dir::from_cap_std(d))
+    } else {
+        Box::new(wasi_common::tokio::Dir::from_cap_std(d))
+    }
 }
 
 impl Host {
@@ -1457,10 +1483,7 @@ async fn resume(
     since.arm(store, instance, opened.chain().clone());
     let dir = cap_std::fs::Dir::open_ambient_dir(&tp.sandbox, cap_std::ambient_authority())
         .map_err(|e| format!("opening the sandbox: {e}"))?;
-    let root = QuotaDir::new(
-        Box::new(wasi_common::tokio::Dir::from_cap_std(dir)),
-        store.data().quota.clone(),
-    );
+    let root = QuotaDir::new(wasi_dir(dir, tp.in_place_io), store.data().quota.clone());
     transparent::restore_descriptors(store, &root, &opened.header.wasi).await?;
     transparent::start_rewind(store, instance).await.map_err(|e| format!("{e:#}"))
 }

@@ -168,6 +168,33 @@ fn short_jobs_go_out_in_batches_and_run_metered() {
     assert!(log.contains("more jobs queued behind the claim's running one"), "{log}");
 }
 
+#[test]
+fn each_job_of_a_slot_gets_back_only_its_own_output_and_error() {
+    // One slot runs 40 jobs one after another, most of them in batches,
+    // short, their files used in place on the host's runtime: each job's
+    // output and error must come back holding its own lines and nothing of
+    // another job's.
+    let p = Pool::new("NUM_CPUS = 1", 1);
+    p.submit(
+        "alice",
+        "streams",
+        "executable = hello.wasm\narguments = $(Process)\noutput = streams/$(Process).out\n\
+         error = streams/$(Process).err\nqueue 40\n",
+    );
+    wait_for("40 jobs in history", Duration::from_secs(120), || p.history().len() == 40);
+    assert!(p.history().iter().all(|a| int(a, "JobStatus") == 4 && int(a, "ExitCode") == 0));
+    let dir = p.path().join("jobs/streams");
+    for i in 0..40 {
+        let out = std::fs::read_to_string(dir.join(format!("{i}.out"))).unwrap();
+        assert_eq!(out.matches("argv[1] = ").count(), 1, "job {i}: {out:?}");
+        assert!(out.contains(&format!("argv[1] = {i}\n")), "job {i}: {out:?}");
+        assert_eq!(out.lines().count(), 4, "job {i}: {out:?}");
+        assert!(out.ends_with("wrote hello.out\n"), "job {i}: {out:?}");
+        let err = std::fs::read(dir.join(format!("{i}.err"))).unwrap();
+        assert!(err.is_empty(), "job {i}: {}", String::from_utf8_lossy(&err));
+    }
+}
+
 /// The ProcIds of cluster 1's jobs in the host's STARTD_HISTORY, one per run.
 fn runs_on_host(p: &Pool) -> Vec<i64> {
     let text = std::fs::read_to_string(p.path().join("startd_history")).unwrap_or_default();

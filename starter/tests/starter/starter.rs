@@ -66,6 +66,55 @@ async fn hello_sees_its_args_env_stdin_and_writes_its_files() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_jobs_files_work_in_place_as_any_jobs_do() {
+    // A job known to be short (run metered, on a runtime worker) uses its
+    // files in place rather than through tokio's hand-offs: what it reads,
+    // writes and polls must be the same either way.
+    // poll_oneoff on its input (a regular file) and its output: both ready,
+    // no error; the exit code is the events (2) plus 10 and 20 for an error.
+    let poll = wat(r#"(module
+        (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+        (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+        (memory (export "memory") 1)
+        (func (export "_start") (local $e i32)
+          (i64.store (i32.const 0) (i64.const 1))
+          (i32.store8 (i32.const 8) (i32.const 1))
+          (i32.store (i32.const 16) (i32.const 0))
+          (i64.store (i32.const 48) (i64.const 2))
+          (i32.store8 (i32.const 56) (i32.const 2))
+          (i32.store (i32.const 64) (i32.const 1))
+          (local.set $e (call $poll (i32.const 0) (i32.const 128) (i32.const 2) (i32.const 256)))
+          (if (local.get $e) (then (call $exit (i32.add (i32.const 100) (local.get $e)))))
+          (call $exit (i32.add (i32.load (i32.const 256)) (i32.add
+            (i32.mul (i32.const 10) (i32.ne (i32.load16_u (i32.const 136)) (i32.const 0)))
+            (i32.mul (i32.const 20) (i32.ne (i32.load16_u (i32.const 168)) (i32.const 0))))))))"#);
+    for metered in [false, true] {
+        let sb = Sandbox::new();
+        std::fs::write(sb.0.join("in.txt"), "one\ntwo\n").unwrap();
+        let mut s = spec(
+            sample("hello"),
+            r#"[ Arguments = "x"; In = "in.txt"; Out = "out.txt"; Err = "err.txt" ]"#,
+            &sb,
+        );
+        s.metered = metered;
+        let r = run(s).await;
+        assert_eq!(r.ending, Ending::Exited(0), "metered {metered}: {}", sb.read("err.txt"));
+        assert_eq!(
+            sb.read("out.txt"),
+            "argv[0] = job.wasm\nargv[1] = x\nGREETING = hello\nstdin: ONE\nstdin: TWO\n\
+             wrote hello.out\n",
+            "metered {metered}"
+        );
+        assert_eq!(sb.read("hello.out"), "hello, world\nargs: 2\nstdin lines: 2\n");
+        let sb = Sandbox::new();
+        std::fs::write(sb.0.join("in.txt"), "one\n").unwrap();
+        let mut s = spec(poll.clone(), r#"[ In = "in.txt"; Out = "out.txt" ]"#, &sb);
+        s.metered = metered;
+        assert_eq!(run(s).await.ending, Ending::Exited(2), "metered {metered}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_environment_never_leaks_in() {
     // SAFETY: set before any job reads the environment in this process.
     unsafe { std::env::set_var("ANDES_HOST_SECRET", "leak") };
