@@ -22,8 +22,9 @@
 //! Options: `--hosts N` (20), `--slots S` (8), `--jobs J` (at least 2,000 and
 //! 10 per slot), `--debug` (the debug build; the default is release),
 //! `--keep` (keep the pool's directory), `--perf FILE` (a `perf record` of
-//! every daemon during the throughput phase, into FILE). Linux only (it reads
-//! `/proc`).
+//! every daemon during the throughput phase, into FILE), `--andes BIN` (run
+//! that binary, built by nobody here: to compare two builds, interleaved).
+//! Linux only (it reads `/proc`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -57,10 +58,19 @@ struct Options {
     release: bool,
     keep: bool,
     perf: Option<PathBuf>,
+    andes: Option<PathBuf>,
 }
 
 fn options(args: &[String]) -> Result<Options, String> {
-    let mut o = Options { hosts: 20, slots: 8, jobs: 0, release: true, keep: false, perf: None };
+    let mut o = Options {
+        hosts: 20,
+        slots: 8,
+        jobs: 0,
+        release: true,
+        keep: false,
+        perf: None,
+        andes: None,
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut number = |name: &str| -> Result<usize, String> {
@@ -75,6 +85,10 @@ fn options(args: &[String]) -> Result<Options, String> {
             "--jobs" => o.jobs = number("--jobs")?,
             "--debug" => o.release = false,
             "--keep" => o.keep = true,
+            "--andes" => {
+                let f = it.next().ok_or("--andes wants a binary")?;
+                o.andes = Some(std::env::current_dir().map_err(|e| e.to_string())?.join(f));
+            }
             "--perf" => {
                 let f = it.next().ok_or("--perf wants a file")?;
                 o.perf = Some(std::env::current_dir().map_err(|e| e.to_string())?.join(f));
@@ -95,7 +109,7 @@ pub fn run(args: &[String]) -> bool {
         Err(e) => {
             eprintln!(
                 "usage: cargo xtask scale [--hosts N] [--slots S] [--jobs J] [--debug] [--keep] \
-                 [--perf FILE]: {e}"
+                 [--perf FILE] [--andes BIN]: {e}"
             );
             return false;
         }
@@ -114,11 +128,11 @@ pub fn run(args: &[String]) -> bool {
     } else {
         &["build", "--bin", "andes"]
     };
-    if !crate::cargo(build) {
+    if o.andes.is_none() && !crate::cargo(build) {
         eprintln!("scale: failed to build andes (see cargo's messages above)");
         return false;
     }
-    let andes = crate::target_dir().join(profile).join("andes");
+    let andes = o.andes.clone().unwrap_or_else(|| crate::target_dir().join(profile).join("andes"));
     let dir = match tempfile::Builder::new().prefix("andes-scale-").tempdir() {
         Ok(d) => d,
         Err(e) => {
