@@ -339,7 +339,7 @@ fn collector_rig(hosts: &[Host], slots: usize, state: Slot, per_request: usize) 
         let updates: Vec<CollectorUpdate> = (1..=n)
             .map(|s| {
                 let (ad, private) = slot_ad(h, s, state);
-                CollectorUpdate { kind: "Machine".into(), ad, private: Some(private) }
+                CollectorUpdate::whole("Machine", ad, Some(private))
             })
             .collect();
         for chunk in updates.chunks(per_request) {

@@ -105,6 +105,17 @@ pub enum CollectorError {
         /// The ad's kind.
         kind: AdType,
     },
+    /// A delta whose base the collector does not hold (it restarted, or
+    /// the ad expired, or another ad replaced it): its publisher sends the
+    /// ad whole.
+    StaleBase {
+        /// The ad's kind.
+        kind: AdType,
+        /// Its `Name`.
+        name: String,
+        /// The serial the delta was taken from.
+        base: u64,
+    },
     /// Another identity published this ad and it has not expired.
     Forbidden {
         /// The ad's kind.
@@ -128,6 +139,11 @@ impl fmt::Display for CollectorError {
             CollectorError::NoName { kind } => {
                 write!(f, "the {kind} ad has no Name (a string attribute is required)")
             }
+            CollectorError::StaleBase { kind, name, base } => write!(
+                f,
+                "a delta of the {kind} ad `{name}` from its ad {base}, which the collector \
+                 does not hold: send it whole"
+            ),
             CollectorError::Forbidden { kind, name, owner, identity } => write!(
                 f,
                 "{identity} may not change the {kind} ad `{name}`: it was published by {owner}"
@@ -145,6 +161,8 @@ struct Entry {
     identity: String,
     last_heard: i64,
     lifetime: i64,
+    /// The publisher's number for this ad, the base of its next delta.
+    serial: Option<u64>,
 }
 
 impl Entry {
@@ -200,10 +218,77 @@ impl Collector {
     pub fn update(
         &mut self,
         kind: AdType,
+        ad: ClassAd,
+        private: Option<ClassAd>,
+        identity: &str,
+        now: i64,
+    ) -> Result<i64, CollectorError> {
+        self.update_numbered(kind, ad, private, identity, now, None)
+    }
+
+    /// Applies a delta to the ad it was taken from, in place: `delta`'s
+    /// attributes (it holds the `Name`) bound over the ad of the
+    /// publisher's serial `base`, those named in `unset` removed, and
+    /// `private` in place of the held private ad when given; the ad is then
+    /// numbered `serial` and stamped as [`Collector::update`] stamps one.
+    /// Returns its lifetime and the ad as it now is. Refused as
+    /// [`CollectorError::StaleBase`] when the collector holds no live ad of
+    /// that name, serial and publisher (nothing changes).
+    #[allow(clippy::too_many_arguments, reason = "the parts of one update")]
+    pub fn apply_delta(
+        &mut self,
+        kind: AdType,
+        delta: &ClassAd,
+        unset: &[String],
+        private: Option<ClassAd>,
+        base: u64,
+        serial: Option<u64>,
+        identity: &str,
+        now: i64,
+    ) -> Result<(i64, Arc<ClassAd>), CollectorError> {
+        let name = match delta.eval_attr("Name") {
+            Value::Str(s) if !s.is_empty() => s.to_string(),
+            _ => return Err(CollectorError::NoName { kind }),
+        };
+        if unset.iter().any(|u| u.eq_ignore_ascii_case("Name")) {
+            return Err(CollectorError::NoName { kind });
+        }
+        let default_lifetime = self.default_lifetime;
+        let e = match self.ads.get_mut(&key(kind, &name)) {
+            Some(e) if e.serial == Some(base) && e.identity == identity && !e.expired(now) => e,
+            _ => return Err(CollectorError::StaleBase { kind, name, base }),
+        };
+        // In place unless a query or a cycle holds the ad this moment.
+        let ad = Arc::make_mut(&mut e.ad);
+        ad.update(delta);
+        ad.remove_all(unset);
+        ad.insert_value("MyType", kind.my_type());
+        ad.insert_value("LastHeardFrom", now);
+        ad.insert_value("AuthenticatedIdentity", identity);
+        e.lifetime = match ad.eval_attr("ClassAdLifetime") {
+            Value::Int(i) => i.max(0),
+            _ => default_lifetime,
+        };
+        if private.is_some() {
+            e.private = private;
+        }
+        e.last_heard = now;
+        e.serial = serial;
+        let out = (e.lifetime, e.ad.clone());
+        self.generation += 1;
+        Ok(out)
+    }
+
+    /// [`Collector::update`], the ad numbered `serial` by its publisher (the
+    /// base its next delta names, see [`Collector::resolve_delta`]).
+    pub fn update_numbered(
+        &mut self,
+        kind: AdType,
         mut ad: ClassAd,
         private: Option<ClassAd>,
         identity: &str,
         now: i64,
+        serial: Option<u64>,
     ) -> Result<i64, CollectorError> {
         let name = match ad.eval_attr("Name") {
             Value::Str(s) if !s.is_empty() => s.to_string(),
@@ -236,6 +321,7 @@ impl Collector {
                 identity: identity.to_string(),
                 last_heard: now,
                 lifetime,
+                serial,
             },
         );
         self.generation += 1;
@@ -440,6 +526,63 @@ mod tests {
                 v => format!("{v:?}"),
             })
             .collect()
+    }
+
+    /// A delta applies to the ad of its base serial, from its publisher,
+    /// while it lives; anything else is stale, says which ad, and changes
+    /// nothing.
+    #[test]
+    fn deltas_apply_to_their_base_and_nothing_else() {
+        let mut c = Collector::new(100);
+        let private = ad(r#"[Name = "s1"; ClaimId = "c1"]"#);
+        let whole = ad(r#"[Name = "s1"; State = "Claimed"; Activity = "Idle"; JobId = "1.0"]"#);
+        c.update_numbered(AdType::Machine, whole, Some(private.clone()), "h1", 1000, Some(7))
+            .unwrap();
+        let delta = ad(r#"[Name = "s1"; Activity = "Busy"; LoadAvg = 1.0]"#);
+        let unset = vec!["JobId".to_string()];
+        let stale = |c: &mut Collector, base, who, now| {
+            c.apply_delta(AdType::Machine, &delta, &[], None, base, Some(9), who, now).unwrap_err()
+        };
+        // Another base, another publisher, an expired ad.
+        for (e, base) in [
+            (stale(&mut c, 6, "h1", 1001), 6),
+            (stale(&mut c, 7, "h2", 1001), 7),
+            (stale(&mut c, 7, "h1", 1200), 7),
+        ] {
+            assert_eq!(
+                e,
+                CollectorError::StaleBase { kind: AdType::Machine, name: "s1".into(), base }
+            );
+            assert!(e.to_string().contains("`s1`"), "{e}");
+        }
+        let (lifetime, full) =
+            c.apply_delta(AdType::Machine, &delta, &unset, None, 7, Some(8), "h1", 1001).unwrap();
+        assert_eq!(lifetime, 100);
+        assert_eq!(full.eval_attr("Activity"), Value::Str("Busy".into()));
+        assert_eq!(full.eval_attr("State"), Value::Str("Claimed".into()));
+        assert_eq!(full.eval_attr("LoadAvg"), Value::Real(1.0));
+        assert_eq!(full.eval_attr("LastHeardFrom"), Value::Int(1001));
+        assert!(full.get("JobId").is_none());
+        let now = c.query(Some(AdType::Machine), None, &[], 1001);
+        assert_eq!(now.len(), 1);
+        assert_eq!(&now[0], &*full);
+        assert_eq!(c.private(AdType::Machine, "s1", 1001), Some(&private), "the held private part");
+        // The old base is stale now; the new one is not.
+        assert!(matches!(stale(&mut c, 7, "h1", 1001), CollectorError::StaleBase { .. }));
+        assert!(c.apply_delta(AdType::Machine, &delta, &[], None, 8, Some(9), "h1", 1001).is_ok());
+        let other = ad(r#"[Name = "s2"; Activity = "Busy"]"#);
+        assert!(matches!(
+            c.apply_delta(AdType::Machine, &other, &[], None, 9, None, "h1", 1001),
+            Err(CollectorError::StaleBase { .. })
+        ));
+        // A delta without a Name, or unsetting it, names nothing.
+        let no_name = ad("[Activity = 1]");
+        for (d, u) in [(&no_name, &[][..]), (&delta, &["name".to_string()][..])] {
+            assert_eq!(
+                c.apply_delta(AdType::Machine, d, u, None, 9, None, "h1", 1001).unwrap_err(),
+                CollectorError::NoName { kind: AdType::Machine }
+            );
+        }
     }
 
     #[test]

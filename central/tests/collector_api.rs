@@ -79,13 +79,13 @@ async fn fixture() -> Fixture {
 }
 
 fn machine(name: &str, state: &str, memory: i64) -> UpdateRequest {
-    UpdateRequest {
-        kind: "Machine".into(),
-        ad: format!(
+    UpdateRequest::whole(
+        "Machine",
+        format!(
             r#"[Name = "{name}"; State = "{state}"; Activity = "Idle"; Memory = {memory}; OpSys = "LINUX"; Arch = "X86_64"]"#
         ),
-        private: Some(format!(r#"[Name = "{name}"; Capability = "claim-{name}"]"#)),
-    }
+        Some(format!(r#"[Name = "{name}"; Capability = "claim-{name}"]"#)),
+    )
 }
 
 async fn post<T: serde::Serialize>(c: &Client, path: &str, body: &T) -> (StatusCode, String) {
@@ -149,11 +149,11 @@ async fn hosts_publish_machines_and_others_are_refused() {
     let (st, why) =
         post(&f.schedd, "/v1/collector/update", &machine("slot9@x", "Unclaimed", 1)).await;
     assert_eq!(st, StatusCode::FORBIDDEN, "{why}");
-    let schedd_ad = UpdateRequest {
-        kind: "scheduler".into(),
-        ad: r#"[Name = "schedd@submit"; Machine = "submit"; TotalRunningJobs = 3]"#.into(),
-        private: None,
-    };
+    let schedd_ad = UpdateRequest::whole(
+        "scheduler",
+        r#"[Name = "schedd@submit"; Machine = "submit"; TotalRunningJobs = 3]"#.into(),
+        None,
+    );
     let (st, why) = post(&f.schedd, "/v1/collector/update", &schedd_ad).await;
     assert_eq!(st, StatusCode::OK, "{why}");
     // A host publishing a schedd ad: 403.
@@ -331,6 +331,65 @@ async fn several_updates_in_one_request_are_each_judged_alone() {
     assert!(reason.contains("at most"), "{reason}");
 }
 
+/// A delta is judged as the whole ad it stands for: it wakes the
+/// negotiator when it makes the slot Unclaimed; a delta from another
+/// publisher, or of an ad never held, is stale (in a request of many) or
+/// refused with the ad named (alone); names to unset without a base are bad.
+#[tokio::test]
+async fn deltas_are_judged_as_the_ads_they_stand_for() {
+    let f = fixture().await;
+    let mut whole = machine("slot1@exec-1", "Claimed", 2048);
+    whole.serial = Some(41);
+    let r: UpdatesReply = f
+        .host
+        .call(Method::POST, "/v1/collector/updates", Some(&UpdatesRequest { updates: vec![whole] }))
+        .await
+        .unwrap();
+    assert!(r.takes_deltas && r.refused.is_empty() && r.stale.is_empty(), "{r:?}");
+    assert!(!poked(&f).await);
+    let delta = |base| UpdateRequest {
+        serial: Some(42),
+        base: Some(base),
+        unset: vec!["Memory".into()],
+        ..UpdateRequest::whole(
+            "Machine",
+            r#"[Name = "slot1@exec-1"; State = "Unclaimed"]"#.into(),
+            None,
+        )
+    };
+    // Another host's delta of this ad, and one of a base never sent: stale.
+    let r: UpdatesReply = f
+        .other_host
+        .call(
+            Method::POST,
+            "/v1/collector/updates",
+            Some(&UpdatesRequest { updates: vec![delta(41)] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.stale.as_slice(), r.refused.len()), (&[0][..], 0), "{r:?}");
+    let (status, reason) = post(&f.host, "/v1/collector/update", &delta(40)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(reason.contains("slot1@exec-1") && reason.contains("whole"), "{reason}");
+    assert!(!poked(&f).await);
+    // Its own, of the ad held: the slot is Unclaimed, its Memory gone, its
+    // private part kept; the negotiator is woken.
+    let (status, reason) = post(&f.host, "/v1/collector/update", &delta(41)).await;
+    assert_eq!(status, StatusCode::OK, "{reason}");
+    assert!(poked(&f).await);
+    let ads = query(&f.alice, &QueryRequest::default()).await;
+    assert_eq!(ads[0].eval_attr("State"), classad::Value::string("Unclaimed"));
+    assert_eq!(ads[0].eval_attr("OpSys"), classad::Value::string("LINUX"));
+    assert!(ads[0].get("Memory").is_none());
+    let now = f.clock.now();
+    assert!(f.collector.lock().unwrap().private(AdType::Machine, "slot1@exec-1", now).is_some());
+    let mut bad = machine("slot2@exec-1", "Claimed", 1);
+    bad.unset = vec!["Memory".into()];
+    let (status, reason) = post(&f.host, "/v1/collector/update", &bad).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(reason.contains("no base"), "{reason}");
+}
+
 /// Whether the negotiator was woken since the last look.
 async fn poked(f: &Fixture) -> bool {
     tokio::time::timeout(std::time::Duration::ZERO, f.poke.notified()).await.is_ok()
@@ -344,10 +403,12 @@ async fn poked(f: &Fixture) -> bool {
 #[tokio::test]
 async fn idle_jobs_wake_the_negotiator_only_when_a_slot_could_take_one() {
     let f = fixture().await;
-    let schedd_ad = |idle: i64| UpdateRequest {
-        kind: "Scheduler".into(),
-        ad: format!(r#"[Name = "schedd@submit"; TotalIdleJobs = {idle}]"#),
-        private: None,
+    let schedd_ad = |idle: i64| {
+        UpdateRequest::whole(
+            "Scheduler",
+            format!(r#"[Name = "schedd@submit"; TotalIdleJobs = {idle}]"#),
+            None,
+        )
     };
     let send = |c: &Client, u: UpdateRequest| {
         let c = c.clone();

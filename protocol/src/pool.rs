@@ -717,9 +717,38 @@ pub struct CollectorUpdate {
     pub kind: String,
     /// The ad.
     pub ad: String,
-    /// Its private part (a slot's `ClaimId`), never shown to queries.
+    /// Its private part (a slot's `ClaimId`), never shown to queries. In a
+    /// delta, absent means the private part is unchanged.
     #[serde(default)]
     pub private: Option<String>,
+    /// The number the publisher gives this ad of its slot, new at each ad it
+    /// sends: a later delta names it as its `base`. Only to a collector whose
+    /// reply said it takes deltas ([`CollectorUpdatesReply::takes_deltas`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<u64>,
+    /// When set, `ad` is a delta: the `Name`, and the attributes that differ
+    /// from the ad of serial `base` this publisher sent before (which the
+    /// collector must hold, else it refuses the delta as stale, and the
+    /// whole ad is sent again); `unset` names those the new ad lacks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<u64>,
+    /// In a delta: the attributes of the base ad the new ad lacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
+}
+
+impl CollectorUpdate {
+    /// A whole ad of `kind`, with its private part.
+    pub fn whole(kind: &str, ad: String, private: Option<String>) -> CollectorUpdate {
+        CollectorUpdate {
+            kind: kind.into(),
+            ad,
+            private,
+            serial: None,
+            base: None,
+            unset: Vec::new(),
+        }
+    }
 }
 
 /// `POST /v1/collector/updates`: several ads in one request (what a host's
@@ -745,6 +774,14 @@ pub struct CollectorUpdatesReply {
     /// were kept.
     #[serde(default)]
     pub refused: Vec<(usize, String)>,
+    /// The deltas refused because the collector no longer holds their base
+    /// (it restarted, the ad expired or was replaced), by index: their
+    /// publisher sends those ads whole.
+    #[serde(default)]
+    pub stale: Vec<usize>,
+    /// Whether this collector takes deltas ([`CollectorUpdate::base`]).
+    #[serde(default)]
+    pub takes_deltas: bool,
 }
 
 /// `POST /v1/collector/invalidate`: withdraw an ad.

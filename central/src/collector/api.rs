@@ -5,7 +5,7 @@
 //! | route | role | body → reply |
 //! | --- | --- | --- |
 //! | `POST /v1/collector/update` | host (Machine), schedd (Scheduler, Submitter), admin (any) | [`UpdateRequest`] → [`UpdateReply`] |
-//! | `POST /v1/collector/updates` | as update, for each ad | [`UpdatesRequest`] (at most [`MAX_COLLECTOR_UPDATES`]) → [`UpdatesReply`] (the ads refused, by index) |
+//! | `POST /v1/collector/updates` | as update, for each ad | [`UpdatesRequest`] (at most [`MAX_COLLECTOR_UPDATES`]) → [`UpdatesReply`] (the ads refused, by index; the deltas whose base is not held, as `stale`) |
 //! | `POST /v1/collector/invalidate` | as update | [`InvalidateRequest`] → [`InvalidateReply`] |
 //! | `POST /v1/collector/query` | any trusted role | [`QueryRequest`] → [`QueryReply`] |
 //!
@@ -135,9 +135,9 @@ fn check_publisher(caller: &Caller, kind: AdType) -> Result<(), ApiError> {
 fn store_error(e: CollectorError) -> ApiError {
     match e {
         CollectorError::Forbidden { .. } => ApiError::forbidden(e.to_string()),
-        CollectorError::UnknownType(_) | CollectorError::NoName { .. } => {
-            ApiError::bad_request(e.to_string())
-        }
+        CollectorError::UnknownType(_)
+        | CollectorError::NoName { .. }
+        | CollectorError::StaleBase { .. } => ApiError::bad_request(e.to_string()),
     }
 }
 
@@ -147,41 +147,77 @@ fn parse_ad(text: &str, what: &str) -> Result<ClassAd, ApiError> {
 
 type ApiResult<T> = Result<axum::Json<T>, ApiError>;
 
-/// One update, checked and parsed: its type, ad, private part, and whether
-/// it may give the negotiator work (a Scheduler ad with idle jobs, or a slot
-/// ad in Unclaimed).
+/// One update, checked and parsed: its type, ad (or delta), private part,
+/// and the publisher's numbers for it.
 struct Checked {
     kind: AdType,
     ad: ClassAd,
     private: Option<ClassAd>,
-    wakes: bool,
+    serial: Option<u64>,
+    /// A delta: the serial of its base, and the names it unsets.
+    delta: Option<(u64, Vec<String>)>,
 }
 
 fn check_update(caller: &Caller, req: &UpdateRequest) -> Result<Checked, ApiError> {
     let kind = kind(&req.kind)?;
     check_publisher(caller, kind)?;
-    let ad = parse_ad(&req.ad, &format!("the {kind} ad"))?;
+    let what = if req.base.is_some() { "delta of the" } else { "the" };
+    let ad = parse_ad(&req.ad, &format!("{what} {kind} ad"))?;
     let private = req
         .private
         .as_deref()
         .map(|p| parse_ad(p, &format!("the private {kind} ad")))
         .transpose()?;
-    let wakes = match kind {
-        AdType::Schedd => matches!(ad.eval_attr("TotalIdleJobs"), classad::Value::Int(n) if n > 0),
-        AdType::Machine => {
-            matches!(ad.eval_attr("State"), classad::Value::Str(st) if &*st == "Unclaimed")
-        }
-        _ => false,
-    };
-    Ok(Checked { kind, ad, private, wakes })
+    if req.base.is_none() && !req.unset.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "the {kind} ad names attributes to unset but no base ad to unset them from"
+        )));
+    }
+    Ok(Checked {
+        kind,
+        ad,
+        private,
+        serial: req.serial,
+        delta: req.base.map(|b| (b, req.unset.clone())),
+    })
 }
 
 impl Checked {
-    /// Whether keeping this update should wake the negotiator, given the
-    /// store it goes into: a Scheduler ad's idle jobs only while a cycle
-    /// could match one (see [`Collector::negotiation_may_match`]).
-    fn wakes(&self, store: &Collector, now: i64) -> bool {
-        self.wakes && (self.kind != AdType::Schedd || store.negotiation_may_match(now))
+    /// Keeps this update in `store` (a delta resolved against the ad it
+    /// was taken from): the ad's lifetime, and whether it should wake the
+    /// negotiator (a slot ad in Unclaimed, or a Scheduler ad with idle jobs
+    /// while a cycle could match one, see
+    /// [`Collector::negotiation_may_match`]).
+    fn keep(
+        self,
+        store: &mut Collector,
+        identity: &str,
+        now: i64,
+    ) -> Result<(i64, bool), CollectorError> {
+        let Checked { kind, ad, private, serial, delta } = self;
+        // A Scheduler ad changes no slot ad: judged before or after alike.
+        let wakes = |store: &Collector, ad: &ClassAd| match kind {
+            AdType::Schedd => {
+                matches!(ad.eval_attr("TotalIdleJobs"), classad::Value::Int(n) if n > 0)
+                    && store.negotiation_may_match(now)
+            }
+            AdType::Machine => {
+                matches!(ad.eval_attr("State"), classad::Value::Str(st) if &*st == "Unclaimed")
+            }
+            _ => false,
+        };
+        match delta {
+            Some((base, unset)) => {
+                let (lifetime, ad) =
+                    store.apply_delta(kind, &ad, &unset, private, base, serial, identity, now)?;
+                Ok((lifetime, wakes(store, &ad)))
+            }
+            None => {
+                let wakes = wakes(store, &ad);
+                let lifetime = store.update_numbered(kind, ad, private, identity, now, serial)?;
+                Ok((lifetime, wakes))
+            }
+        }
     }
 }
 
@@ -192,14 +228,7 @@ async fn update(
 ) -> ApiResult<UpdateReply> {
     let c = check_update(&caller, &req)?;
     let now = s.clock.now();
-    let (lifetime, wakes) = {
-        let mut store = s.lock();
-        // A Scheduler ad changes no slot ad: judged before or after alike.
-        let wakes = c.wakes(&store, now);
-        let lifetime =
-            store.update(c.kind, c.ad, c.private, &caller.identity, now).map_err(store_error)?;
-        (lifetime, wakes)
-    };
+    let (lifetime, wakes) = c.keep(&mut s.lock(), &caller.identity, now).map_err(store_error)?;
     if wakes && let Some(p) = &s.poke {
         p.notify_one();
     }
@@ -207,7 +236,8 @@ async fn update(
 }
 
 /// Several updates in one request: each is checked and kept as
-/// [`update`] would, under one lock; those refused are named in the reply.
+/// [`update`] would, under one lock; those refused are named in the reply
+/// (deltas whose base the collector does not hold apart, as `stale`).
 async fn updates(
     State(s): State<Shared>,
     caller: Caller,
@@ -221,18 +251,27 @@ async fn updates(
     }
     let checked: Vec<_> = req.updates.iter().map(|u| check_update(&caller, u)).collect();
     let now = s.clock.now();
-    let mut reply = UpdatesReply { incarnation: incarnation().to_string(), ..Default::default() };
+    let mut reply = UpdatesReply {
+        incarnation: incarnation().to_string(),
+        takes_deltas: true,
+        ..Default::default()
+    };
     let mut lifetime = None::<i64>;
     let mut wakes = false;
     {
         let mut store = s.lock();
         for (i, c) in checked.into_iter().enumerate() {
-            let kept = c.and_then(|c| {
-                wakes |= c.wakes(&store, now);
-                store.update(c.kind, c.ad, c.private, &caller.identity, now).map_err(store_error)
+            let kept = c.and_then(|c| match c.keep(&mut store, &caller.identity, now) {
+                Ok((l, w)) => {
+                    wakes |= w;
+                    Ok(Some(l))
+                }
+                Err(CollectorError::StaleBase { .. }) => Ok(None),
+                Err(e) => Err(store_error(e)),
             });
             match kept {
-                Ok(l) => lifetime = Some(lifetime.map_or(l, |m| m.min(l))),
+                Ok(Some(l)) => lifetime = Some(lifetime.map_or(l, |m| m.min(l))),
+                Ok(None) => reply.stale.push(i),
                 Err(e) => reply.refused.push((i, e.reason)),
             }
         }

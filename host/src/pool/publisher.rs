@@ -1,6 +1,8 @@
 //! The publisher of slot ads to the collector: newest ad per slot, each
 //! round in one request, a gap between rounds, retries and a heartbeat; what
-//! changes within a claim waits for [`PUBLISH_DETAIL_GAP`].
+//! changes within a claim waits for [`PUBLISH_DETAIL_GAP`]. A slot's ad goes
+//! whole once, then as what changed since the ad the collector holds (a
+//! delta, numbered), for as long as the collector says it holds that ad.
 
 use std::time::Duration;
 
@@ -47,7 +49,12 @@ pub fn spawn_publisher(
     client: andes_protocol::Client,
     rx: tokio::sync::mpsc::UnboundedReceiver<crate::remote::PublishedAd>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(Publisher::default().run(client, rx))
+    // Numbers new to any collector that may hold this host's ads from an
+    // earlier run of the daemon: they start at the time, in nanoseconds.
+    let serial = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    tokio::spawn(Publisher { serial, ..Publisher::default() }.run(client, rx))
 }
 
 /// A slot's ad as the publisher keeps it: shared, since the newest ad of a
@@ -84,6 +91,38 @@ struct Publisher {
     sent: std::collections::HashMap<String, (String, String, String)>,
     failing: bool,
     incarnation: Option<String>,
+    /// Whether the collector said it takes deltas.
+    takes_deltas: bool,
+    /// The ad the collector holds of each slot, as it took it, and the
+    /// number it took it under: the base of the slot's next delta.
+    held: std::collections::HashMap<String, (u64, Ad)>,
+    /// The last number given to an ad sent.
+    serial: u64,
+}
+
+/// One slot's ad as it goes in a request: whole, or (to a collector that
+/// holds its last ad) as what changed since that ad.
+fn update_for(p: &Ad, serial: u64, held: Option<&(u64, Ad)>) -> pool::CollectorUpdate {
+    match held {
+        Some((base, old)) => {
+            let (mut delta, unset) = p.ad.delta_from(&old.ad);
+            if let Some((n, e)) = p.ad.get_entry("Name") {
+                delta.insert(n.clone(), e.clone());
+            }
+            pool::CollectorUpdate {
+                kind: "Machine".into(),
+                ad: delta.to_string(),
+                private: (p.private != old.private).then(|| p.private.to_string()),
+                serial: Some(serial),
+                base: Some(*base),
+                unset,
+            }
+        }
+        None => pool::CollectorUpdate {
+            serial: Some(serial),
+            ..pool::CollectorUpdate::whole("Machine", p.ad.to_string(), Some(p.private.to_string()))
+        },
+    }
 }
 
 impl Publisher {
@@ -133,16 +172,15 @@ impl Publisher {
                 self.pending.extend(chunk.iter().cloned());
                 continue;
             }
-            let body = pool::CollectorUpdates {
-                updates: chunk
-                    .iter()
-                    .map(|p| pool::CollectorUpdate {
-                        kind: "Machine".into(),
-                        ad: p.ad.to_string(),
-                        private: Some(p.private.to_string()),
-                    })
-                    .collect(),
-            };
+            let mut serials = Vec::with_capacity(chunk.len());
+            let mut updates = Vec::with_capacity(chunk.len());
+            for p in chunk {
+                self.serial = self.serial.wrapping_add(1);
+                serials.push(self.serial);
+                let held = self.held.get(&name(p)).filter(|_| self.takes_deltas);
+                updates.push(update_for(p, self.serial, held));
+            }
+            let body = pool::CollectorUpdates { updates };
             match client.post_json("/v1/collector/updates", &body).await {
                 Ok(r) if r.status.is_success() => {
                     if self.failing {
@@ -158,13 +196,23 @@ impl Publisher {
                         }
                         self.incarnation = Some(reply.incarnation);
                     }
+                    self.takes_deltas = reply.takes_deltas;
                     for (i, p) in chunk.iter().enumerate() {
+                        let n = name(p);
+                        if reply.stale.contains(&i) {
+                            // The collector lost the delta's base: whole, next round.
+                            self.held.remove(&n);
+                            self.pend(p.clone());
+                            continue;
+                        }
                         match reply.refused.iter().find(|(at, _)| *at == i) {
                             Some((_, why)) => {
                                 tracing::warn!("the collector refused a slot ad: {why}");
+                                self.held.remove(&n);
                             }
                             None => {
-                                self.sent.insert(name(p), decisive(p));
+                                self.sent.insert(n.clone(), decisive(p));
+                                self.held.insert(n, (serials[i], p.clone()));
                             }
                         }
                     }
@@ -177,6 +225,7 @@ impl Publisher {
                         );
                     }
                     self.failing = true;
+                    self.forget(chunk);
                     self.pending.extend(chunk.iter().cloned());
                 }
                 Err(e) => {
@@ -184,11 +233,23 @@ impl Publisher {
                         tracing::warn!("cannot send slot ads to the collector: {e}");
                     }
                     self.failing = true;
+                    self.forget(chunk);
                     self.pending.extend(chunk.iter().cloned());
                 }
             }
         }
+        if resend_all {
+            self.held.clear();
+        }
         resend_all
+    }
+
+    /// Whether the collector took the ads of `chunk` is not known: they go
+    /// whole next time.
+    fn forget(&mut self, chunk: &[Ad]) {
+        for p in chunk {
+            self.held.remove(&name(p));
+        }
     }
 
     async fn run(
@@ -331,5 +392,120 @@ mod tests {
         p.failing = true;
         assert!(!p.take(ad("s1", "Claimed", "Busy", "c1", "alice")));
         assert_eq!(p.pending.len(), 1);
+    }
+}
+
+/// The publisher against the real collector (its router, behind the real
+/// signature check, over a socket): whole ads, deltas, and a collector that
+/// lost the base.
+#[cfg(test)]
+mod against_the_collector {
+    use std::sync::{Arc, Mutex};
+
+    use andes_central::collector::{AdType, Collector};
+    use andes_protocol::{Auth, Client, Keypair, ManualClock, TrustFile, Verifier, VerifierConfig};
+    use classad::Value;
+
+    use super::*;
+
+    /// A Claimed slot's ad, as big as a host's (padding), with `activity`,
+    /// `load` and, when `job`, a JobId.
+    fn slot(activity: &str, load: i64, job: bool) -> Ad {
+        let mut a = classad::ClassAd::new();
+        a.insert_value("Name", "slot1@exec-1");
+        a.insert_value("State", "Claimed");
+        a.insert_value("Activity", activity);
+        a.insert_value("RemoteOwner", "alice");
+        a.insert_value("LoadAvg", load);
+        if job {
+            a.insert_value("JobId", "12.0");
+        }
+        for i in 0..60 {
+            a.insert_value(format!("Padding{i}").as_str(), format!("a value of some length {i}"));
+        }
+        let mut private = classad::ClassAd::new();
+        private.insert_value("ClaimId", "claim-1");
+        Ad::new(crate::remote::PublishedAd { ad: Arc::new(a), private })
+    }
+
+    fn held(c: &Mutex<Collector>) -> Option<classad::ClassAd> {
+        let c = c.lock().unwrap();
+        let now = 1_800_000_000;
+        let mut ads = c.query(Some(AdType::Machine), None, &[], now);
+        assert!(ads.len() <= 1);
+        assert!(ads.is_empty() || c.private(AdType::Machine, "slot1@exec-1", now).is_some());
+        ads.pop()
+    }
+
+    #[tokio::test]
+    async fn ads_go_whole_then_as_deltas_the_collector_resolves() {
+        let clock = Arc::new(ManualClock::new(1_800_000_000));
+        let key = Arc::new(Keypair::from_seed("exec-1", [1; 32]).unwrap());
+        let trust =
+            TrustFile::parse(&format!("host exec-1 {}\n", key.public_line()), "trust").unwrap();
+        let collector = Arc::new(Mutex::new(Collector::new(900)));
+        let auth = Auth::new(Verifier::new(trust, VerifierConfig::default()), clock.clone());
+        // The size of each request's body, as it reached the collector.
+        let sizes = Arc::new(Mutex::new(Vec::<usize>::new()));
+        let seen = sizes.clone();
+        let app = andes_central::collector::api::router(collector.clone(), clock.clone(), &auth)
+            .layer(axum::middleware::from_fn(
+                move |req: axum::extract::Request, next: axum::middleware::Next| {
+                    let len = req
+                        .headers()
+                        .get(axum::http::header::CONTENT_LENGTH)
+                        .and_then(|v| v.to_str().ok()?.parse().ok())
+                        .unwrap_or(0);
+                    seen.lock().unwrap().push(len);
+                    next.run(req)
+                },
+            ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = andes_protocol::Server::plain(listener).unwrap();
+        tokio::spawn(server.serve(app, std::future::pending()));
+        let client = Client::new(&url, key).unwrap().with_clock(clock);
+
+        let mut p = Publisher::default();
+        let activity = |ad: &classad::ClassAd| ad.eval_attr("Activity");
+        // First: whole.
+        p.take(slot("Idle", 0, true));
+        assert!(!p.send(&client).await);
+        let ad = held(&collector).expect("the collector holds the slot");
+        assert_eq!(activity(&ad), Value::Str("Idle".into()));
+        assert!(p.takes_deltas, "the collector said it takes deltas");
+        // Then a change in detail: a delta, the JobId gone, the rest kept.
+        p.take(slot("Busy", 1, false));
+        p.details_join();
+        assert!(!p.send(&client).await);
+        let ad = held(&collector).unwrap();
+        assert_eq!(activity(&ad), Value::Str("Busy".into()));
+        assert_eq!(ad.eval_attr("LoadAvg"), Value::Int(1));
+        assert!(ad.get("JobId").is_none(), "unset by the delta");
+        assert_eq!(ad.eval_attr("Padding59"), Value::Str("a value of some length 59".into()));
+        {
+            let s = sizes.lock().unwrap();
+            assert!(s[1] * 4 < s[0], "a delta is a fraction of the whole ad: {s:?}");
+        }
+        // A collector that lost the ad (say, it expired there): the delta
+        // is stale, and the ad goes whole in the next round.
+        collector.lock().unwrap().remove(AdType::Machine, "slot1@exec-1");
+        p.take(slot("Idle", 2, true));
+        p.details_join();
+        assert!(!p.send(&client).await);
+        assert!(held(&collector).is_none());
+        assert_eq!(names(&p.pending), ["\"slot1@exec-1\""], "to go again, whole");
+        assert!(!p.send(&client).await);
+        let ad = held(&collector).expect("whole again");
+        assert_eq!(activity(&ad), Value::Str("Idle".into()));
+        assert_eq!(ad.eval_attr("LoadAvg"), Value::Int(2));
+        assert_eq!(ad.eval_attr("JobId"), Value::Str("12.0".into()));
+        let s = sizes.lock().unwrap();
+        assert_eq!(s.len(), 4);
+        assert!(s[3] > s[2] * 4, "the last went whole: {s:?}");
+    }
+
+    fn names(v: &[Ad]) -> Vec<String> {
+        v.iter().map(name).collect()
     }
 }

@@ -102,11 +102,7 @@ impl PoolState {
             // One request for them all (a schedd has an ad per owner).
             let updates: Vec<CollectorUpdate> = ads
                 .iter()
-                .map(|(kind, ad)| CollectorUpdate {
-                    kind: (*kind).into(),
-                    ad: ad.to_string(),
-                    private: None,
-                })
+                .map(|(kind, ad)| CollectorUpdate::whole(kind, ad.to_string(), None))
                 .collect();
             for chunk in updates.chunks(MAX_COLLECTOR_UPDATES) {
                 let body = CollectorUpdates { updates: chunk.to_vec() };
