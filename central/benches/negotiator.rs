@@ -79,7 +79,7 @@ fn slots(machines: usize) -> Vec<SlotAd> {
             text.push(']');
             let ad = parse_ad(&text).expect("slot ad parses");
             out.push(SlotAd {
-                ad,
+                ad: ad.into(),
                 claim_id: format!("<10.0.{}.{}:9618>#{m}#{s}", m / 256, m % 256),
             });
         }
@@ -133,7 +133,7 @@ fn bench(c: &mut Criterion) {
             j
         })
         .collect();
-    let machine_ads: Vec<ClassAd> = slots.iter().map(|s| s.ad.clone()).collect();
+    let machine_ads: Vec<ClassAd> = slots.iter().map(|s| (*s.ad).clone()).collect();
     let significant = significant_attributes(&machine_ads);
 
     let mut acs = Autoclusters::new(significant.clone());

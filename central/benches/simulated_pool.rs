@@ -705,7 +705,7 @@ fn plan_stats(rig: &CycleRig) -> PlanStats {
         .collector
         .lock()
         .expect("the store")
-        .ads(AdType::Machine, rig.clock.now())
+        .shared_ads(AdType::Machine, rig.clock.now())
         .into_iter()
         .filter_map(|(ad, private)| {
             let claim_id = private?.eval_attr("ClaimId").as_str()?.to_string();
@@ -718,14 +718,15 @@ fn plan_stats(rig: &CycleRig) -> PlanStats {
 }
 
 /// How long a cycle holds the collector's lock to take the slot ads out:
-/// copies of them when some schedd has idle jobs, else shared references
-/// (what `Central::cycle` does under it).
+/// shared references to them with their private parts when some schedd has
+/// idle jobs, else the shared references alone (what `Central::cycle` does
+/// under it).
 fn lock_hold(rig: &CycleRig, idle: bool) -> Duration {
     let c = rig.collector.lock().expect("the store");
     let now = rig.clock.now();
     let t = Instant::now();
     if idle {
-        let ads = c.ads(AdType::Machine, now);
+        let ads = c.shared_ads(AdType::Machine, now);
         let took = t.elapsed();
         drop(c);
         drop(ads);

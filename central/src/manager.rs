@@ -338,9 +338,9 @@ impl Central {
                 stats.total_time = started.elapsed();
                 return stats;
             }
-            (c.ads(AdType::Machine, now), schedds)
+            (c.shared_ads(AdType::Machine, now), schedds)
         };
-        let mut in_use = usage(machines.iter().map(|(ad, _)| ad));
+        let mut in_use = usage(machines.iter().map(|(ad, _)| &**ad));
         // Offers still pending (handed out, not yet claimed) are skipped.
         let mut slots = Vec::new();
         {
@@ -359,9 +359,10 @@ impl Central {
                     // Matched, not yet claimed as far as the collector knows:
                     // no candidate, but the submitter's for fair share.
                     let mut ad = ad;
-                    ad.insert_value("State", "Matched");
-                    ad.insert_value("RemoteUser", submitter.as_str());
-                    ad.insert_value("RemoteOwner", submitter.as_str());
+                    let copy = std::sync::Arc::make_mut(&mut ad);
+                    copy.insert_value("State", "Matched");
+                    copy.insert_value("RemoteUser", submitter.as_str());
+                    copy.insert_value("RemoteOwner", submitter.as_str());
                     *in_use.entry(submitter.clone()).or_default() += 1;
                     slots.push(SlotAd { ad, claim_id });
                     continue;
@@ -385,9 +386,9 @@ impl Central {
             stats.total_time = started.elapsed();
             return stats;
         }
-        // The slots' ads are moved, not copied, from the collector's copy of
-        // them to the plan's input: at 100,000 slots each copy costs seconds.
-        let significant = significant_attributes(slots.iter().map(|s| &s.ad));
+        // The slots' ads are shared with the collector, not copied, into the
+        // plan's input: at 100,000 slots a copy of them costs seconds.
+        let significant = significant_attributes(slots.iter().map(|s| &*s.ad));
         let mut demands = Vec::new();
         let asks: Vec<_> = busy_schedds
             .into_iter()

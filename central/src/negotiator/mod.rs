@@ -25,8 +25,9 @@ pub use autocluster::{Autoclusters, significant_attributes};
 #[derive(Clone)]
 pub struct SlotAd {
     /// The machine (slot) ad: Name, State, Activity, Requirements, Rank,
-    /// and, when claimed, RemoteUser, RemoteOwner and CurrentRank.
-    pub ad: ClassAd,
+    /// and, when claimed, RemoteUser, RemoteOwner and CurrentRank. Shared
+    /// with the collector's copy: a cycle takes the ads, not copies of them.
+    pub ad: std::sync::Arc<ClassAd>,
     /// The slot's claim id: secret, handed only to the matched schedd.
     pub claim_id: String,
 }
@@ -634,7 +635,7 @@ pub fn plan_watched(
             cfg,
             accountant,
             groups: &groups,
-            reps: groups.iter().filter_map(|g| input.slots.get(g.rep).map(|s| &s.ad)).collect(),
+            reps: groups.iter().filter_map(|g| input.slots.get(g.rep).map(|s| &*s.ad)).collect(),
             now,
         };
         let mut all: Vec<Vec<Candidate>> = vec![Vec::new(); input.requests.len()];

@@ -12,7 +12,7 @@ fn slot(name: &str, extra: &str) -> SlotAd {
           START = TARGET.RequestMemory <= Memory; Requirements = START; Rank = 0; {extra}]"
     ))
     .unwrap();
-    SlotAd { ad, claim_id: format!("claim-{name}") }
+    SlotAd { ad: ad.into(), claim_id: format!("claim-{name}") }
 }
 
 fn claimed(name: &str, user: &str, current_rank: f64, extra: &str) -> SlotAd {
@@ -382,7 +382,7 @@ fn odd_inputs_do_not_panic() {
     let empty = ClassAd::new();
     let snap = Snapshot {
         slots: vec![
-            SlotAd { ad: empty.clone(), claim_id: String::new() },
+            SlotAd { ad: empty.clone().into(), claim_id: String::new() },
             slot("s@a", "Rank = 0.0 / 0.0; Name = 7"),
             slot("t@a", "State = 3; CurrentRank = \"x\""),
             claimed("u@a", "", f64::INFINITY, "RemoteUser = undefined"),
@@ -435,7 +435,7 @@ fn arb_slot() -> impl Strategy<Value = SlotAd> {
                   Rank = TARGET.RequestMemory * {rank}; RemoteUser = \"{user}\"; CurrentRank = {cur}]"
             ))
             .unwrap();
-            SlotAd { ad, claim_id: format!("id{n}") }
+            SlotAd { ad: ad.into(), claim_id: format!("id{n}") }
         })
 }
 
@@ -472,7 +472,7 @@ proptest! {
             .into_iter()
             .enumerate()
             .map(|(i, mut s)| {
-                s.ad.insert_value("Name", format!("slot{i}@h"));
+                std::sync::Arc::make_mut(&mut s.ad).insert_value("Name", format!("slot{i}@h"));
                 s
             })
             .collect();
@@ -540,7 +540,7 @@ fn oracle_matchmaking_cases() {
         }
         machine.insert_value("State", "Unclaimed");
         let snap = Snapshot {
-            slots: vec![SlotAd { ad: machine, claim_id: "c".into() }],
+            slots: vec![SlotAd { ad: machine.into(), claim_id: "c".into() }],
             requests: vec![Request {
                 schedd: "s".into(),
                 submitter: "u@x".into(),
@@ -622,7 +622,7 @@ fn claimed_slots_nothing_can_preempt_are_not_evaluated() {
         let slots: Vec<SlotAd> = slots()
             .into_iter()
             .map(|mut s| {
-                s.ad.insert("Rank", parse_expr(rank).unwrap());
+                std::sync::Arc::make_mut(&mut s.ad).insert("Rank", parse_expr(rank).unwrap());
                 s
             })
             .collect();

@@ -22,7 +22,7 @@ fn slot(name: &str, memory: usize) -> SlotAd {
           START = true; Requirements = START; Rank = 0]"
     ))
     .unwrap();
-    SlotAd { ad, claim_id: format!("claim-{name}") }
+    SlotAd { ad: ad.into(), claim_id: format!("claim-{name}") }
 }
 
 #[test]
