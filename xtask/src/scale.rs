@@ -17,7 +17,9 @@
 //!    and the same from the moment every slot is claimed to the end (jobs/s
 //!    and CPU a job on claims already made: the daemons' cost a job once
 //!    the claims are made, which the target of 20 us for the central
-//!    manager is about).
+//!    manager is about); and the steady part of that, until 3 jobs a slot
+//!    are left (from then on claims are released as the queue runs out:
+//!    a cost per slot, not per job).
 //!
 //! ```sh
 //! cargo xtask scale --hosts 200 --slots 5 --jobs 5000
@@ -561,7 +563,16 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
         }
         Ok(p.totals()?.0 == 0)
     })?;
-    pool.until("every short job done", |p| Ok(p.totals()?.0 == 0))?;
+    // Until the queue's tail (3 jobs a slot left), no claim is made or
+    // released: the steady part of the run, on reused claims only.
+    let mut tail = None;
+    pool.until("every short job done", |p| {
+        let left = p.totals()?.0;
+        if tail.is_none() && claimed.is_some() && left <= 3 * slots as u64 {
+            tail = Some((Instant::now(), p.usage(), left));
+        }
+        Ok(left == 0)
+    })?;
     let took = t.elapsed();
     let after = pool.usage();
     let after_t = Instant::now();
@@ -601,10 +612,27 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
         o.jobs,
         took.as_secs_f64()
     ));
-    let reused = claimed.filter(|c| c.2 > 0).map(|(at, usage, left)| {
-        let secs = after_t.duration_since(at).as_secs_f64();
-        (cpu_by_kind(&usage, &after), left, secs)
+    let reused = claimed.as_ref().filter(|c| c.2 > 0).map(|(at, usage, left)| {
+        let secs = after_t.duration_since(*at).as_secs_f64();
+        (cpu_by_kind(usage, &after), *left, secs)
     });
+    // From every slot claimed to the queue's tail.
+    let steady = match (&claimed, &tail) {
+        (Some((from, before, left)), Some((to, after, tail_left))) if left > tail_left => Some((
+            cpu_by_kind(before, after),
+            left - tail_left,
+            to.duration_since(*from).as_secs_f64(),
+        )),
+        _ => None,
+    };
+    match &steady {
+        Some((_, n, secs)) => r.push_str(&format!(
+            "steady, on reused claims: {:.0} jobs/s ({n} jobs in {secs:.2} s, from every slot \
+             claimed until 3 jobs a slot are left: no claim made or released)\n",
+            *n as f64 / secs
+        )),
+        None => r.push_str("steady, on reused claims: not measured (too few jobs)\n"),
+    }
     match &reused {
         Some((_, left, secs)) => r.push_str(&format!(
             "on claims made: {:.0} jobs/s ({left} jobs in {secs:.2} s, from every slot claimed \
@@ -613,7 +641,7 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
         )),
         None => r.push_str("on claims made: not measured (the jobs ran out first)\n"),
     }
-    r.push_str("daemon            procs  CPU/job (us)  idle CPU/s (ms)  net CPU/job (us)  RSS max (MiB)  RSS sum (MiB)  on claims made (us)\n");
+    r.push_str("daemon            procs  CPU/job (us)  idle CPU/s (ms)  net CPU/job (us)  RSS max (MiB)  RSS sum (MiB)  on claims made (us)  steady (us)\n");
     for (kind, n, cpu) in &busy {
         let idle_rate = idle
             .iter()
@@ -633,9 +661,16 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
                 Some(format!("{:.0}", c.as_secs_f64() / *left as f64 * 1e6))
             })
             .unwrap_or_else(|| "-".into());
+        let in_steady = steady
+            .as_ref()
+            .and_then(|(cpu, n, _)| {
+                let (_, _, c) = cpu.iter().find(|(k, _, _)| k == kind)?;
+                Some(format!("{:.0}", c.as_secs_f64() / *n as f64 * 1e6))
+            })
+            .unwrap_or_else(|| "-".into());
         r.push_str(&format!(
             "{kind:<17} {n:>5}  {per_job:>12.0}  {:>15.1}  {net:>16.0}  {max:>13.1}  {sum:>13.1}  \
-             {on_claims:>19}\n",
+             {on_claims:>19}  {in_steady:>11}\n",
             idle_rate * 1e3
         ));
     }
