@@ -118,11 +118,14 @@ def test_jobs_and_procs_are_what_the_pool_queues(pool: PersonalPool, jobdir: pat
 
 
 def test_eval_and_string_in_a_description_reach_the_queued_jobs(pool: PersonalPool, jobdir: pathlib.Path) -> None:
+    # Held, so that they are still queued when asked for (a job this short
+    # may otherwise run and leave the queue before the query).
     text = """executable = primes.wasm
 n = 6
 answer = $EVAL($(n) * 7)
 arguments = $(answer) $STRING(Name,<%s>)
 +Tagged = $EVAL($(ProcId) + 10)
+hold = true
 """
     sub = andes.Submit(text, queue="Name in (alpha, beta)")
     # Evaluated as the job is made (htcondor2's expand leaves it for queue time).
