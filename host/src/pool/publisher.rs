@@ -26,8 +26,9 @@ pub const PUBLISH_RETRY: Duration = Duration::from_secs(1);
 /// the claim's user) goes at once.
 pub const PUBLISH_DETAIL_GAP: Duration = Duration::from_secs(5);
 
-/// With nothing to send for this long, one slot's ad goes anyway (to notice
-/// a collector that restarted).
+/// With nothing to send for this long at most (each publisher waits a part
+/// of it of its own, no less than half, as with details), one slot's ad
+/// goes anyway (to notice a collector that restarted).
 pub const PUBLISH_HEARTBEAT: Duration = Duration::from_secs(10);
 
 /// Sends the slot ads the daemon publishes to the collector at `client`
@@ -42,9 +43,9 @@ pub const PUBLISH_HEARTBEAT: Duration = Duration::from_secs(10);
 /// that fails is tried again every [`PUBLISH_RETRY`] (and every slot's newest
 /// ad is sent once it succeeds); a collector that answers with a new
 /// incarnation (it restarted, and holds none of our ads) gets every slot's
-/// newest ad at once; and with nothing to send for [`PUBLISH_HEARTBEAT`],
-/// one slot's ad goes anyway, so that a restart is noticed even on a host
-/// whose slots do not change.
+/// newest ad at once; and with nothing to send for [`PUBLISH_HEARTBEAT`]
+/// (at most: each publisher its own part of it), one slot's ad goes anyway,
+/// so that a restart is noticed even on a host whose slots do not change.
 pub fn spawn_publisher(
     client: andes_protocol::Client,
     rx: tokio::sync::mpsc::UnboundedReceiver<crate::remote::PublishedAd>,
@@ -54,7 +55,18 @@ pub fn spawn_publisher(
     let serial = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    tokio::spawn(Publisher { serial, ..Publisher::default() }.run(client, rx))
+    let detail_gap = detail_gap(rand_core::RngCore::next_u32(&mut rand_core::OsRng));
+    tokio::spawn(Publisher { serial, detail_gap, ..Publisher::default() }.run(client, rx))
+}
+
+/// This publisher's wait for changes in detail, from a random `draw`: between
+/// half of [`PUBLISH_DETAIL_GAP`] and all of it. Hosts whose claims were made
+/// together would otherwise send their details together, every gap, as one
+/// burst at the collector (12,500 requests at once at 100,000 slots); with
+/// gaps of their own, their rounds drift apart.
+fn detail_gap(draw: u32) -> Duration {
+    let half = PUBLISH_DETAIL_GAP / 2;
+    half + half.mul_f64(f64::from(draw) / f64::from(u32::MAX))
 }
 
 /// A slot's ad as the publisher keeps it: shared, since the newest ad of a
@@ -98,6 +110,9 @@ struct Publisher {
     held: std::collections::HashMap<String, (u64, Ad)>,
     /// The last number given to an ad sent.
     serial: u64,
+    /// How long changes in detail wait here (see [`detail_gap`]; zero:
+    /// [`PUBLISH_DETAIL_GAP`]).
+    detail_gap: Duration,
 }
 
 /// One slot's ad as it goes in a request: whole, or (to a collector that
@@ -136,14 +151,25 @@ impl Publisher {
         if key.0 == "\"Claimed\"" && self.sent.get(&n) == Some(&key) && !self.failing {
             self.pending.retain(|a| name(a) != n);
             self.details.insert(n, p);
-            self.details_due
-                .get_or_insert_with(|| tokio::time::Instant::now() + PUBLISH_DETAIL_GAP);
+            let gap = if self.detail_gap.is_zero() { PUBLISH_DETAIL_GAP } else { self.detail_gap };
+            self.details_due.get_or_insert_with(|| tokio::time::Instant::now() + gap);
             return false;
         }
         self.details.remove(&n);
         let now = unclaimed(&p);
         self.pend(p);
         now
+    }
+
+    /// How long this publisher waits with nothing to send before a
+    /// heartbeat: [`PUBLISH_HEARTBEAT`] in the proportion of its detail gap
+    /// to [`PUBLISH_DETAIL_GAP`] (idle hosts started together do not beat
+    /// together either).
+    fn heartbeat(&self) -> Duration {
+        if self.detail_gap.is_zero() {
+            return PUBLISH_HEARTBEAT;
+        }
+        PUBLISH_HEARTBEAT.mul_f64(self.detail_gap.as_secs_f64() / PUBLISH_DETAIL_GAP.as_secs_f64())
     }
 
     /// `p` goes in the next round, in place of its slot's ad there.
@@ -275,7 +301,7 @@ impl Publisher {
                     },
                     _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)),
                         if due.is_some() => self.details_join(),
-                    _ = tokio::time::sleep(PUBLISH_HEARTBEAT), if due.is_none() => {
+                    _ = tokio::time::sleep(self.heartbeat()), if due.is_none() => {
                         // Nothing to send for a while: one slot's ad, round
                         // robin, to hear the collector's incarnation.
                         if let Some(p) = self.latest.values().nth(beat % self.latest.len().max(1)) {
@@ -346,6 +372,30 @@ mod tests {
 
     fn names(v: &[Ad]) -> Vec<String> {
         v.iter().map(name).collect()
+    }
+
+    /// Each host waits a gap of its own for details, within
+    /// PUBLISH_DETAIL_GAP and no shorter than half of it, so that hosts
+    /// claimed together do not send their details together.
+    #[test]
+    fn each_publisher_has_a_detail_gap_of_its_own_within_the_bound() {
+        assert_eq!(detail_gap(0), PUBLISH_DETAIL_GAP / 2);
+        assert_eq!(detail_gap(u32::MAX), PUBLISH_DETAIL_GAP);
+        let gaps: std::collections::BTreeSet<Duration> =
+            (0..64u32).map(|i| detail_gap(i.wrapping_mul(0x9e37_79b9))).collect();
+        assert!(gaps.len() > 60, "spread: {gaps:?}");
+        assert!(gaps.iter().all(|g| *g >= PUBLISH_DETAIL_GAP / 2 && *g <= PUBLISH_DETAIL_GAP));
+        // The details wait this publisher's gap.
+        let mut p = Publisher { detail_gap: detail_gap(1 << 30), ..Publisher::default() };
+        p.sent.insert("\"s1\"".into(), decisive(&ad("s1", "Claimed", "Idle", "c1", "alice")));
+        let before = tokio::time::Instant::now();
+        p.take(ad("s1", "Claimed", "Busy", "c1", "alice"));
+        let due = p.details_due.expect("a detail waits");
+        assert!(due >= before + p.detail_gap && due <= tokio::time::Instant::now() + p.detail_gap);
+        assert!(p.detail_gap < PUBLISH_DETAIL_GAP);
+        // And its heartbeat, in the same proportion.
+        assert!(p.heartbeat() < PUBLISH_HEARTBEAT && p.heartbeat() >= PUBLISH_HEARTBEAT / 2);
+        assert_eq!(Publisher::default().heartbeat(), PUBLISH_HEARTBEAT);
     }
 
     /// What the negotiator acts on goes in the next round; what changes
