@@ -696,6 +696,14 @@ fn maxidle_holds_back_submits_while_that_many_node_jobs_are_idle() {
         },
         || p.logs(),
     );
+    // DAGMan counts a submit in flight as idle: the queue shows the two
+    // once their submits are acknowledged, and never a third while both wait.
+    wait_or(
+        "the two node jobs queued",
+        Duration::from_secs(60),
+        || p.queue().len() >= 2,
+        || p.logs(),
+    );
     let queued = p.queue();
     assert_eq!(queued.len(), 2, "{queued:?}");
     // Let them run: the third is submitted once fewer than 2 are idle.
