@@ -178,6 +178,19 @@ impl Entry {
     }
 }
 
+/// Stamps an ad the collector keeps, whole or resolved from a delta, with
+/// `MyType`, `LastHeardFrom` and `AuthenticatedIdentity`; returns its
+/// lifetime (its own `ClassAdLifetime`, else `default_lifetime`).
+fn stamp(ad: &mut ClassAd, kind: AdType, identity: &str, now: i64, default_lifetime: i64) -> i64 {
+    ad.insert_value("MyType", kind.my_type());
+    ad.insert_value("LastHeardFrom", now);
+    ad.insert_value("AuthenticatedIdentity", identity);
+    match ad.eval_attr("ClassAdLifetime") {
+        Value::Int(i) => i.max(0),
+        _ => default_lifetime,
+    }
+}
+
 /// The collector's ads, keyed by kind and `Name` (case-insensitively, as ClassAd
 /// strings compare).
 #[derive(Debug, Clone)]
@@ -262,13 +275,7 @@ impl Collector {
         let ad = Arc::make_mut(&mut e.ad);
         ad.update(delta);
         ad.remove_all(unset);
-        ad.insert_value("MyType", kind.my_type());
-        ad.insert_value("LastHeardFrom", now);
-        ad.insert_value("AuthenticatedIdentity", identity);
-        e.lifetime = match ad.eval_attr("ClassAdLifetime") {
-            Value::Int(i) => i.max(0),
-            _ => default_lifetime,
-        };
+        e.lifetime = stamp(ad, kind, identity, now, default_lifetime);
         if private.is_some() {
             e.private = private;
         }
@@ -280,7 +287,7 @@ impl Collector {
     }
 
     /// [`Collector::update`], the ad numbered `serial` by its publisher (the
-    /// base its next delta names, see [`Collector::resolve_delta`]).
+    /// base its next delta names, see [`Collector::apply_delta`]).
     pub fn update_numbered(
         &mut self,
         kind: AdType,
@@ -306,13 +313,7 @@ impl Collector {
                 identity: identity.to_string(),
             });
         }
-        let lifetime = match ad.eval_attr("ClassAdLifetime") {
-            Value::Int(i) => i.max(0),
-            _ => self.default_lifetime,
-        };
-        ad.insert_value("MyType", kind.my_type());
-        ad.insert_value("LastHeardFrom", now);
-        ad.insert_value("AuthenticatedIdentity", identity);
+        let lifetime = stamp(&mut ad, kind, identity, now, self.default_lifetime);
         self.ads.insert(
             k,
             Entry {

@@ -360,6 +360,40 @@ impl Pool {
     }
 }
 
+/// A reading taken during the throughput phase: when, each daemon's usage
+/// (as [`Pool::usage`]), and how many jobs were left in the queue.
+struct Mark(Instant, Vec<(&'static str, Duration, u64)>, u64);
+
+/// The part of the throughput phase between two [`Mark`]s.
+struct Window {
+    /// CPU per kind of daemon, as [`cpu_by_kind`].
+    cpu: Vec<(&'static str, usize, Duration)>,
+    /// Jobs done.
+    jobs: u64,
+    secs: f64,
+}
+
+impl Window {
+    /// From `from` to `to`, when jobs were done between them.
+    fn between(from: &Mark, to: &Mark) -> Option<Window> {
+        (from.2 > to.2).then(|| Window {
+            cpu: cpu_by_kind(&from.1, &to.1),
+            jobs: from.2 - to.2,
+            secs: to.0.duration_since(from.0).as_secs_f64(),
+        })
+    }
+
+    fn rate(&self) -> f64 {
+        self.jobs as f64 / self.secs
+    }
+
+    /// The CPU daemons of `kind` spent a job, in microseconds.
+    fn cpu_per_job_us(&self, kind: &str) -> Option<f64> {
+        let (_, _, c) = self.cpu.iter().find(|(k, _, _)| *k == kind)?;
+        Some(c.as_secs_f64() / self.jobs as f64 * 1e6)
+    }
+}
+
 /// `(jobs, idle, running)` from `Total for query: 3 jobs; 0 completed,
 /// 0 removed, 1 idle, 2 running, 0 held, 0 suspended`.
 fn parse_totals(line: &str) -> Option<(u64, u64, u64)> {
@@ -558,7 +592,7 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
         if p.slots()?.1 >= slots {
             let at = Instant::now();
             let usage = p.usage();
-            claimed = Some((at, usage, p.totals()?.0));
+            claimed = Some(Mark(at, usage, p.totals()?.0));
             return Ok(true);
         }
         Ok(p.totals()?.0 == 0)
@@ -569,19 +603,19 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
     pool.until("every short job done", |p| {
         let left = p.totals()?.0;
         if tail.is_none() && claimed.is_some() && left <= 3 * slots as u64 {
-            tail = Some((Instant::now(), p.usage(), left));
+            tail = Some(Mark(Instant::now(), p.usage(), left));
         }
         Ok(left == 0)
     })?;
     let took = t.elapsed();
-    let after = pool.usage();
-    let after_t = Instant::now();
+    let end = Mark(Instant::now(), pool.usage(), 0);
+    let after = &end.1;
     if let Some(mut p) = perf {
         // SIGINT: perf writes its file and exits.
         let _ = Command::new("kill").args(["-INT", &p.id().to_string()]).status();
         let _ = p.wait();
     }
-    let busy = cpu_by_kind(&before, &after);
+    let busy = cpu_by_kind(&before, after);
     let done = std::fs::read_dir(dir.join("jobs/out")).map(|d| d.count()).unwrap_or(0);
     if done != o.jobs {
         return Err(format!("{done} of {} outputs came back", o.jobs));
@@ -612,32 +646,26 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
         o.jobs,
         took.as_secs_f64()
     ));
-    let reused = claimed.as_ref().filter(|c| c.2 > 0).map(|(at, usage, left)| {
-        let secs = after_t.duration_since(*at).as_secs_f64();
-        (cpu_by_kind(usage, &after), *left, secs)
-    });
+    let reused = claimed.as_ref().and_then(|c| Window::between(c, &end));
     // From every slot claimed to the queue's tail.
-    let steady = match (&claimed, &tail) {
-        (Some((from, before, left)), Some((to, after, tail_left))) if left > tail_left => Some((
-            cpu_by_kind(before, after),
-            left - tail_left,
-            to.duration_since(*from).as_secs_f64(),
-        )),
-        _ => None,
-    };
+    let steady = claimed.as_ref().zip(tail.as_ref()).and_then(|(c, t)| Window::between(c, t));
     match &steady {
-        Some((_, n, secs)) => r.push_str(&format!(
-            "steady, on reused claims: {:.0} jobs/s ({n} jobs in {secs:.2} s, from every slot \
+        Some(w) => r.push_str(&format!(
+            "steady, on reused claims: {:.0} jobs/s ({} jobs in {:.2} s, from every slot \
              claimed until 3 jobs a slot are left: no claim made or released)\n",
-            *n as f64 / secs
+            w.rate(),
+            w.jobs,
+            w.secs
         )),
         None => r.push_str("steady, on reused claims: not measured (too few jobs)\n"),
     }
     match &reused {
-        Some((_, left, secs)) => r.push_str(&format!(
-            "on claims made: {:.0} jobs/s ({left} jobs in {secs:.2} s, from every slot claimed \
-             to empty queue)\n",
-            *left as f64 / secs
+        Some(w) => r.push_str(&format!(
+            "on claims made: {:.0} jobs/s ({} jobs in {:.2} s, from every slot claimed to \
+             empty queue)\n",
+            w.rate(),
+            w.jobs,
+            w.secs
         )),
         None => r.push_str("on claims made: not measured (the jobs ran out first)\n"),
     }
@@ -654,20 +682,12 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
             after.iter().filter(|(k, _, _)| k == kind).map(|(_, _, r)| *r).collect();
         let max = rss.iter().copied().max().unwrap_or(0) as f64 / 1024.0;
         let sum = rss.iter().sum::<u64>() as f64 / 1024.0;
-        let on_claims = reused
-            .as_ref()
-            .and_then(|(cpu, left, _)| {
-                let (_, _, c) = cpu.iter().find(|(k, _, _)| k == kind)?;
-                Some(format!("{:.0}", c.as_secs_f64() / *left as f64 * 1e6))
-            })
-            .unwrap_or_else(|| "-".into());
-        let in_steady = steady
-            .as_ref()
-            .and_then(|(cpu, n, _)| {
-                let (_, _, c) = cpu.iter().find(|(k, _, _)| k == kind)?;
-                Some(format!("{:.0}", c.as_secs_f64() / *n as f64 * 1e6))
-            })
-            .unwrap_or_else(|| "-".into());
+        let column = |w: &Option<Window>| {
+            w.as_ref()
+                .and_then(|w| w.cpu_per_job_us(kind))
+                .map_or("-".into(), |us| format!("{us:.0}"))
+        };
+        let (on_claims, in_steady) = (column(&reused), column(&steady));
         r.push_str(&format!(
             "{kind:<17} {n:>5}  {per_job:>12.0}  {:>15.1}  {net:>16.0}  {max:>13.1}  {sum:>13.1}  \
              {on_claims:>19}  {in_steady:>11}\n",

@@ -151,7 +151,7 @@ impl Publisher {
         if key.0 == "\"Claimed\"" && self.sent.get(&n) == Some(&key) && !self.failing {
             self.pending.retain(|a| name(a) != n);
             self.details.insert(n, p);
-            let gap = if self.detail_gap.is_zero() { PUBLISH_DETAIL_GAP } else { self.detail_gap };
+            let gap = self.detail_wait();
             self.details_due.get_or_insert_with(|| tokio::time::Instant::now() + gap);
             return false;
         }
@@ -166,10 +166,14 @@ impl Publisher {
     /// to [`PUBLISH_DETAIL_GAP`] (idle hosts started together do not beat
     /// together either).
     fn heartbeat(&self) -> Duration {
-        if self.detail_gap.is_zero() {
-            return PUBLISH_HEARTBEAT;
-        }
-        PUBLISH_HEARTBEAT.mul_f64(self.detail_gap.as_secs_f64() / PUBLISH_DETAIL_GAP.as_secs_f64())
+        PUBLISH_HEARTBEAT
+            .mul_f64(self.detail_wait().as_secs_f64() / PUBLISH_DETAIL_GAP.as_secs_f64())
+    }
+
+    /// How long changes in detail wait here: this publisher's own gap, or
+    /// [`PUBLISH_DETAIL_GAP`] when it has none.
+    fn detail_wait(&self) -> Duration {
+        if self.detail_gap.is_zero() { PUBLISH_DETAIL_GAP } else { self.detail_gap }
     }
 
     /// `p` goes in the next round, in place of its slot's ad there.
