@@ -433,8 +433,10 @@ fn a_kill_at_any_moment_leaves_every_snapshot_of_a_chain_restorable() {
         }
     }
     assert!(kills >= 3, "the job ended after {kills} kills");
+    // Each run waited for a snapshot of its own before its kill; a loaded
+    // machine may kill a run before its second, so one a run is the floor.
     let all = numbered(&ckpt);
-    assert!(all.len() > kills, "{all:?}");
+    assert!(all.len() >= kills, "{all:?}");
     for s in [&all[0], &all[all.len() / 2], &all[all.len() - 1]] {
         let out = run_restoring(&dir, &ckpt.join(s), &module, n);
         assert_eq!(out.status.code(), Some(0), "{s}: {}", String::from_utf8_lossy(&out.stderr));
