@@ -71,7 +71,8 @@ pub fn run(data: &[u8]) {
             continue;
         }
         let mut dest = vec![0u8; m.bytes as usize];
-        let _ = snap.restore_memory(i, &mut dest, b"", flag & 2 != 0, &packs);
+        let _ =
+            snap.restore_memory(i, &mut dest, andes_snapshot::Image::none(), flag & 2 != 0, &packs);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -266,7 +266,7 @@ mod tests {
             blobs.push(FileData::inline(hash, data.to_vec()));
         }
         let mut b = Builder::new(h);
-        b.memory(&[1u8; 65536], &[]);
+        b.memory(&[1u8; 65536], andes_snapshot::Image::none());
         let sealed = b.finish(k.public().as_bytes(), |m| k.sign(m));
         // The memory's pack travels like a file's content.
         if let Some((hash, bytes)) = sealed.pack {

@@ -54,14 +54,14 @@ fn take(mem: &[u8], key: &SigningKey) -> Sealed {
 /// As a job checkpointed periodically does: into the last pack's buffer.
 fn take_into(mem: &[u8], key: &SigningKey, buf: Vec<u8>) -> Sealed {
     let mut b = Builder::reusing(Header::new(&MODULE, "bench", 0), buf);
-    b.memory(mem, &[]);
+    b.memory(mem, andes_snapshot::Image::none());
     b.finish(&key.verifying_key().to_bytes(), |m| key.sign(m).to_bytes())
 }
 
 /// A snapshot built on `last` where every `every`-th chunk changed.
 fn take_changed(mem: &[u8], key: &SigningKey, last: &Sealed, every: usize) -> Sealed {
     let mut b = Builder::new(Header::new(&MODULE, "bench", 0)).building_on(&last.chain);
-    b.memory_changed(mem, &[], &|c| c % every == 0);
+    b.memory_changed(mem, andes_snapshot::Image::none(), &|c| c % every == 0);
     b.finish(&key.verifying_key().to_bytes(), |m| key.sign(m).to_bytes())
 }
 
@@ -116,7 +116,8 @@ fn bench(c: &mut Criterion) {
                     |mut dest| {
                         let o = open(&snap, &|p| *p == public, &MODULE).expect("open");
                         let packs = o.load_packs(&store).expect("packs");
-                        o.restore_memory(0, &mut dest, &[], true, &packs).expect("restore");
+                        o.restore_memory(0, &mut dest, andes_snapshot::Image::none(), true, &packs)
+                            .expect("restore");
                         dest
                     },
                     BatchSize::LargeInput,

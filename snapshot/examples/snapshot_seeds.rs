@@ -44,7 +44,7 @@ fn snapshots() -> Vec<Vec<u8>> {
     // WASI state, files, an unwound stack and usage.
     let base = initial_image([(1024, &b"hello, initial data"[..]), (70_000, &[9u8; 500][..])]);
     let mut mem = vec![0u8; 3 * CHUNK];
-    mem[..base.len()].copy_from_slice(&base);
+    mem[..base.bytes().len()].copy_from_slice(base.bytes());
     for (i, b) in mem[CHUNK..CHUNK + 4096].iter_mut().enumerate() {
         *b = b"the same line again\n"[i % 20];
     }
@@ -86,13 +86,13 @@ fn snapshots() -> Vec<Vec<u8>> {
     h.usage.insert("WasmFuelConsumed".into(), 12345.0);
     let mut b = Builder::new(h.clone());
     b.memory(&mem, &base);
-    b.memory(&[0u8; CHUNK], &[]);
+    b.memory(&[0u8; CHUNK], andes_snapshot::Image::none());
     out.push(seal(b));
 
     // The same memory against no base, and an empty memory.
     let mut b = Builder::new(h);
-    b.memory(&mem, &[]);
-    b.memory(&[], &[]);
+    b.memory(&mem, andes_snapshot::Image::none());
+    b.memory(&[], andes_snapshot::Image::none());
     out.push(seal(b));
     out
 }

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::CHUNK;
+use crate::{CHUNK, Image};
 
 /// A chunk equal to the initial image (zeros past it): nothing stored.
 pub(crate) const ZERO: u8 = 0;
@@ -265,11 +265,10 @@ impl Tables {
     pub(crate) fn to_read(
         &self,
         len: usize,
-        base: &[u8],
+        base: &Image,
         changed: &dyn Fn(usize) -> bool,
     ) -> Vec<usize> {
-        let base_hash = blake3::hash(base).to_hex().to_string();
-        let (previous, previous_bytes) = self.previous_of(self.memories.len(), &base_hash);
+        let (previous, previous_bytes) = self.previous_of(self.memories.len(), base.hash());
         let mut todo = Vec::new();
         classify(previous, previous_bytes, &self.retired, len, changed, |c, kept| {
             if kept.is_none() {
@@ -285,14 +284,13 @@ impl Tables {
     pub(crate) fn memory(
         &mut self,
         bytes: &dyn ChunkSource,
-        base: &[u8],
+        base: &Image,
         changed: &dyn Fn(usize) -> bool,
     ) {
         let index = self.memories.len();
-        let base_hash = blake3::hash(base).to_hex().to_string();
         let chunks = bytes.len().div_ceil(CHUNK);
         let mut refs = vec![ZERO_REF; chunks];
-        let (previous, previous_bytes) = self.previous_of(index, &base_hash);
+        let (previous, previous_bytes) = self.previous_of(index, base.hash());
         let mut todo = Vec::new();
         let mut kept = Vec::new();
         classify(previous, previous_bytes, &self.retired, bytes.len(), changed, |c, k| match k {
@@ -307,10 +305,10 @@ impl Tables {
             refs[c] = ChunkRef { pack, ..p };
         }
         self.previous = last;
-        self.encode(bytes, base, &todo, &mut refs);
+        self.encode(bytes, base.bytes(), &todo, &mut refs);
         self.memories.push(ChainMemory {
             bytes: bytes.len() as u64,
-            base: base_hash,
+            base: base.hash().to_string(),
             chunks: refs,
         });
     }

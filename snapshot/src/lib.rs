@@ -421,14 +421,14 @@ impl Builder {
     /// Adds the next linear memory, diffed against `base`, its initial
     /// image (the module's active data segments; see [`initial_image`]):
     /// every chunk is looked at.
-    pub fn memory(&mut self, bytes: &[u8], base: &[u8]) {
+    pub fn memory(&mut self, bytes: &[u8], base: &Image) {
         self.tables.memory(&bytes, base, &|_| true);
     }
 
     /// Adds the next linear memory, of which only the chunks (of [`CHUNK`]
     /// bytes) `changed` names may differ from the snapshot built on: the
     /// others are taken from it unread.
-    pub fn memory_changed(&mut self, bytes: &[u8], base: &[u8], changed: &dyn Fn(usize) -> bool) {
+    pub fn memory_changed(&mut self, bytes: &[u8], base: &Image, changed: &dyn Fn(usize) -> bool) {
         self.tables.memory(&bytes, base, changed);
     }
 
@@ -436,7 +436,7 @@ impl Builder {
     /// with only the chunks `changed` names changed, that
     /// [`Builder::memory_from`] (or [`Builder::memory_changed`]) will read,
     /// in order: the others are taken from the snapshot built on, or zero.
-    pub fn to_read(&self, len: usize, base: &[u8], changed: &dyn Fn(usize) -> bool) -> Vec<usize> {
+    pub fn to_read(&self, len: usize, base: &Image, changed: &dyn Fn(usize) -> bool) -> Vec<usize> {
         self.tables.to_read(len, base, changed)
     }
 
@@ -444,7 +444,7 @@ impl Builder {
     pub fn memory_from(
         &mut self,
         source: &dyn ChunkSource,
-        base: &[u8],
+        base: &Image,
         changed: &dyn Fn(usize) -> bool,
     ) {
         self.tables.memory(source, base, changed);
@@ -490,10 +490,47 @@ impl Builder {
     }
 }
 
+/// A memory's initial image (what instantiation writes into it: see
+/// [`initial_image`]) and the BLAKE3 hash that names it, computed once.
+/// Every snapshot of a job diffs its memory against the image and names it
+/// by the hash; an image of some megabytes hashed at each snapshot would
+/// hold the job still for milliseconds.
+#[derive(Clone, Debug)]
+pub struct Image {
+    bytes: std::sync::Arc<[u8]>,
+    hash: String,
+}
+
+impl Image {
+    /// The image of `bytes`.
+    pub fn new(bytes: impl Into<std::sync::Arc<[u8]>>) -> Image {
+        let bytes = bytes.into();
+        let hash = blake3::hash(&bytes).to_hex().to_string();
+        Image { bytes, hash }
+    }
+
+    /// The empty image: a memory no data segment writes (the checkpoint
+    /// stack, any memory but the first).
+    pub fn none() -> &'static Image {
+        static NONE: std::sync::LazyLock<Image> = std::sync::LazyLock::new(|| Image::new([]));
+        &NONE
+    }
+
+    /// The image's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Its BLAKE3 hash, hex.
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+}
+
 /// The initial image of memory 0 of a module: its active data segments with
 /// constant offsets laid out from address 0 (what instantiation writes).
 /// `segments` are (offset, bytes); overlapping segments apply in order.
-pub fn initial_image<'a>(segments: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
+pub fn initial_image<'a>(segments: impl IntoIterator<Item = (u64, &'a [u8])>) -> Image {
     let mut image = Vec::new();
     for (offset, data) in segments {
         let Ok(start) = usize::try_from(offset) else { continue };
@@ -503,7 +540,7 @@ pub fn initial_image<'a>(segments: impl IntoIterator<Item = (u64, &'a [u8])>) ->
         }
         image[start..end].copy_from_slice(data);
     }
-    image
+    Image::new(image)
 }
 
 /// What [`inspect`] finds, trusted or not.
@@ -787,7 +824,7 @@ impl Opened<'_> {
         &self,
         index: usize,
         dest: &mut [u8],
-        base: &[u8],
+        base: &Image,
         fresh: bool,
         packs: &Packs,
     ) -> Result<(), SnapshotError> {
@@ -804,12 +841,12 @@ impl Opened<'_> {
                 dest.len()
             )));
         }
-        if blake3::hash(base).to_hex().as_str() != m.base {
+        if base.hash() != m.base {
             return Err(err("it was taken against another initial image".into()));
         }
         if self.version < 2 {
             let section = &self.body[m.offset as usize..(m.offset + m.len) as usize];
-            return memory::decode(section, dest, base, fresh).map_err(err);
+            return memory::decode(section, dest, base.bytes(), fresh).map_err(err);
         }
         if packs.0.len() != self.header.packs.len() {
             return Err(err(format!(
@@ -818,7 +855,7 @@ impl Opened<'_> {
                 self.header.packs.len()
             )));
         }
-        chain::decode(&self.chain.memories[index], &packs.0, dest, base, fresh).map_err(err)
+        chain::decode(&self.chain.memories[index], &packs.0, dest, base.bytes(), fresh).map_err(err)
     }
 }
 

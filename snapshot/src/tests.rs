@@ -27,7 +27,7 @@ fn seal_in(b: Builder, k: &SigningKey, s: &Store) -> Sealed {
     sealed
 }
 
-fn restore(o: &Opened<'_>, s: &Store, dest: &mut [u8], base: &[u8], fresh: bool) {
+fn restore(o: &Opened<'_>, s: &Store, dest: &mut [u8], base: &Image, fresh: bool) {
     let packs = o.load_packs(&s.blobs).unwrap();
     o.restore_memory(0, dest, base, fresh, &packs).unwrap();
 }
@@ -37,10 +37,10 @@ fn trust(k: &SigningKey) -> impl Fn(&[u8; 32]) -> bool + '_ {
 }
 
 /// A memory with a data image, some zero pages, some text and some noise.
-fn sample_memory(pages: usize) -> (Vec<u8>, Vec<u8>) {
+fn sample_memory(pages: usize) -> (Vec<u8>, Image) {
     let base = initial_image([(1024, &b"hello, initial data"[..]), (70_000, &[9u8; 5000][..])]);
     let mut mem = vec![0u8; pages * CHUNK];
-    mem[..base.len()].copy_from_slice(&base);
+    mem[..base.bytes().len()].copy_from_slice(base.bytes());
     let mut x = 0x9E3779B97F4A7C15u64;
     for (i, b) in mem[3 * CHUNK..4 * CHUNK].iter_mut().enumerate() {
         x ^= x << 13;
@@ -63,13 +63,13 @@ fn header() -> Header {
     h
 }
 
-fn snapshot_in(mem: &[u8], base: &[u8], k: &SigningKey, s: &Store) -> Sealed {
+fn snapshot_in(mem: &[u8], base: &Image, k: &SigningKey, s: &Store) -> Sealed {
     let mut b = Builder::new(header());
     b.memory(mem, base);
     seal_in(b, k, s)
 }
 
-fn snapshot_of(mem: &[u8], base: &[u8], k: &SigningKey) -> Vec<u8> {
+fn snapshot_of(mem: &[u8], base: &Image, k: &SigningKey) -> Vec<u8> {
     snapshot_in(mem, base, k, &store()).bytes
 }
 
@@ -92,7 +92,7 @@ fn memory_round_trips_and_skips_unchanged_pages() {
     for fresh in [true, false] {
         let mut dest = vec![0u8; mem.len()];
         if fresh {
-            dest[..base.len()].copy_from_slice(&base);
+            dest[..base.bytes().len()].copy_from_slice(base.bytes());
         } else {
             dest.fill(0xAA);
         }
@@ -113,7 +113,7 @@ fn large_memories_use_every_core_and_round_trip() {
     let snap = snapshot_in(&mem, &base, &k, &s).bytes;
     let opened = open(&snap, &trust(&k), &MODULE).unwrap();
     let mut dest = vec![0u8; mem.len()];
-    dest[..base.len()].copy_from_slice(&base);
+    dest[..base.bytes().len()].copy_from_slice(base.bytes());
     restore(&opened, &s, &mut dest, &base, true);
     assert!(dest == mem);
 }
@@ -208,7 +208,7 @@ fn memory_must_fit_its_destination_and_base() {
     let mut small = vec![0u8; mem.len() - CHUNK];
     assert!(o.restore_memory(0, &mut small, &base, true, &packs).is_err());
     let mut dest = vec![0u8; mem.len()];
-    let e = o.restore_memory(0, &mut dest, b"other", true, &packs).err().unwrap();
+    let e = o.restore_memory(0, &mut dest, &Image::new(&b"other"[..]), true, &packs).err().unwrap();
     assert!(e.to_string().contains("another initial image"), "{e}");
     assert!(o.restore_memory(1, &mut dest, &base, true, &packs).is_err());
     let e = o.restore_memory(0, &mut dest, &base, true, &Packs::default()).err().unwrap();
@@ -356,7 +356,7 @@ proptest! {
         if let Ok(o) = open(&out, &trust(&k), &MODULE) {
             let mut dest = vec![0u8; dest_len];
             let packs = o.load_packs(&s.blobs).unwrap_or_default();
-            let _ = o.restore_memory(0, &mut dest, b"", false, &packs);
+            let _ = o.restore_memory(0, &mut dest, Image::none(), false, &packs);
         }
     }
 
@@ -572,13 +572,14 @@ fn another_initial_image_is_written_whole_again() {
     let s = store();
     let first = snapshot_in(&mem, &base, &k, &s);
     let mut b = Builder::new(header()).building_on(&first.chain);
-    b.memory_changed(&mem, b"another image", &|_| false);
+    let another = Image::new(&b"another image"[..]);
+    b.memory_changed(&mem, &another, &|_| false);
     let second = seal_in(b, &k, &s);
     let o = open(&second.bytes, &trust(&k), &MODULE).unwrap();
     assert_eq!(o.header.packs.len(), 1);
     assert_ne!(o.header.packs[0], first.chain.packs()[0]);
     let mut dest = vec![0u8; mem.len()];
-    restore(&o, &s, &mut dest, b"another image", false);
+    restore(&o, &s, &mut dest, &another, false);
     assert!(dest == mem);
 }
 
@@ -595,4 +596,13 @@ fn a_format_1_snapshot_is_still_read() {
     o.restore_memory(0, &mut dest, &base, false, &packs).unwrap();
     assert!(dest == mem);
     assert_eq!(inspect(bytes).unwrap().version, 1);
+}
+
+#[test]
+fn an_image_is_named_by_the_hash_of_its_bytes() {
+    let image = initial_image([(3, &b"abc"[..])]);
+    assert_eq!(image.bytes(), b"\0\0\0abc");
+    assert_eq!(image.hash(), blake3::hash(b"\0\0\0abc").to_hex().as_str());
+    assert_eq!(Image::none().bytes(), b"");
+    assert_eq!(Image::none().hash(), blake3::hash(b"").to_hex().as_str());
 }

@@ -23,7 +23,8 @@
 //!   of 64 MiB, 1 GiB or 3.5 GiB (`ANDES_BENCH_TABLE_MIB`, default
 //!   `64,1024,3584`; rows of one 64 KiB page, so the memory is the table and
 //!   little more, up to the 4 GiB a wasm32 memory can have), of
-//!   which 1 %, 10 % or 100 % of the pages change between checkpoints. For
+//!   which 1 %, 10 % or 100 % of the pages change between checkpoints
+//!   (`ANDES_BENCH_TABLE_PCT`, default `1,10,100`). For
 //!   the first snapshot and the next ones: the time from the request to the
 //!   signed snapshot in the host's hands (less the wait for its next yield
 //!   point), how long the job stood still for it (`Checkpoint::paused`: the
@@ -426,10 +427,15 @@ fn incremental(rig: &Rig, quick: bool) {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    let pcts: Vec<u32> = std::env::var("ANDES_BENCH_TABLE_PCT")
+        .unwrap_or_else(|_| "1,10,100".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
     let next = if quick { 2 } else { env_usize("ANDES_BENCH_TRIALS", 10) };
     println!("incremental (load {}):", uptime());
     for mib in sizes {
-        for pct in [1, 10, 100] {
+        for &pct in &pcts {
             let job = table_job(&lua, mib, pct);
             let dir = tempfile::tempdir().unwrap();
             let snaps = Snaps::new(dir.path());

@@ -130,7 +130,7 @@ pub(crate) struct Prepared {
     /// The `andes compile` instrumentation version, if the module has one.
     pub(crate) instrumentation: Option<u32>,
     /// Memory 0's initial image, computed at the first checkpoint.
-    image: std::sync::OnceLock<Result<Arc<[u8]>, String>>,
+    image: std::sync::OnceLock<Result<andes_snapshot::Image, String>>,
     /// On the unmetered engine: the module's function bodies, where a
     /// signal may stop or trap the guest.
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -138,9 +138,9 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    /// Memory 0's initial image (`bytes` are the module's).
-    pub(crate) fn image(&self, bytes: &[u8]) -> Result<Arc<[u8]>, String> {
-        self.image.get_or_init(|| crate::transparent::initial_image(bytes).map(Arc::from)).clone()
+    /// Memory 0's initial image (`bytes` are the module's), hashed once.
+    pub(crate) fn image(&self, bytes: &[u8]) -> Result<andes_snapshot::Image, String> {
+        self.image.get_or_init(|| crate::transparent::initial_image(bytes)).clone()
     }
 }
 

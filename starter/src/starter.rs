@@ -1475,7 +1475,7 @@ async fn resume(
     instance: &wasmtime::Instance,
     tp: &TpRun<'_>,
     (opened, packs): (&andes_snapshot::Opened<'_>, &andes_snapshot::Packs),
-    image: &[u8],
+    image: &andes_snapshot::Image,
     since: &mut transparent::Incremental,
 ) -> Result<(), String> {
     transparent::restore_instance(store, instance, opened, packs, image)?;

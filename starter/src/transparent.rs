@@ -102,7 +102,7 @@ impl fmt::Debug for Transparent {
 /// The initial image of memory 0: the module's active data segments, what
 /// a snapshot's memory 0 is diffed against. `Err` when a segment's offset
 /// is not a constant (it cannot be known before instantiation).
-pub fn initial_image(module: &[u8]) -> Result<Vec<u8>, String> {
+pub fn initial_image(module: &[u8]) -> Result<andes_snapshot::Image, String> {
     let mut segments: Vec<(u64, &[u8])> = Vec::new();
     for payload in wasmparser::Parser::new(0).parse_all(module) {
         let payload = payload.map_err(|e| e.to_string())?;
@@ -282,7 +282,7 @@ pub(crate) struct CaptureCtx<'a> {
     pub(crate) t: &'a Transparent,
     pub(crate) module_sha256: [u8; 32],
     pub(crate) version: u32,
-    pub(crate) image: &'a Arc<[u8]>,
+    pub(crate) image: &'a andes_snapshot::Image,
     pub(crate) sandbox: &'a Path,
     pub(crate) args: Vec<String>,
     pub(crate) env: Vec<(String, String)>,
@@ -550,7 +550,7 @@ pub(crate) async fn capture(
                     let frozen = frozen;
                     b.memory_from(&frozen, &image, &|i| changed.contains(i));
                 }
-                b.memory(&stack, &[]);
+                b.memory(&stack, andes_snapshot::Image::none());
                 let sealed = b.finish(&t.public, |m| (t.sign)(m));
                 sealed
                     .store_pack(&t.blobs)
@@ -590,7 +590,7 @@ pub(crate) async fn capture(
         };
     }
     b.memory_changed(memory.data(&*store), c.image, &|i| changed.contains(i));
-    b.memory(stack.data(&*store), &[]);
+    b.memory(stack.data(&*store), andes_snapshot::Image::none());
     let sealed = b.finish(&c.t.public, |m| (c.t.sign)(m));
     sealed.store_pack(&c.t.blobs).map_err(|e| format!("saving the memory's changes: {e}"))?;
     c.since.arm(store, instance, sealed.chain);
@@ -608,7 +608,7 @@ pub(crate) fn restore_instance(
     instance: &Instance,
     opened: &andes_snapshot::Opened<'_>,
     packs: &andes_snapshot::Packs,
-    image: &[u8],
+    image: &andes_snapshot::Image,
 ) -> Result<(), String> {
     let names = [ac::MEMORY_EXPORT, ac::STACK_MEMORY_EXPORT];
     if opened.header.memories.len() != names.len() {
@@ -632,7 +632,7 @@ pub(crate) fn restore_instance(
                 format!("memory {name}: growing it to {want} bytes was refused: {e}")
             })?;
         }
-        let base: &[u8] = if i == 0 { image } else { &[] };
+        let base = if i == 0 { image } else { andes_snapshot::Image::none() };
         opened
             .restore_memory(i, m.data_mut(&mut *store), base, true, packs)
             .map_err(|e| e.to_string())?;

@@ -26,7 +26,7 @@ fn inspect_shows_the_header_and_the_checks() {
     let mut b = Builder::new(h);
     let mut mem = vec![0u8; 4 << 20];
     mem[100_000..100_010].copy_from_slice(b"0123456789");
-    b.memory(&mem, &[]);
+    b.memory(&mem, andes_snapshot::Image::none());
     let sealed = b.finish(key.public().as_bytes(), |m| key.sign(m));
     let blobs = andes_snapshot::BlobStore::open(&dir.path().join("blobs"), false).unwrap();
     sealed.store_pack(&blobs).unwrap();

@@ -672,9 +672,9 @@ mod tests {
         match on {
             Some(c) => {
                 b = b.building_on(c);
-                b.memory_changed(mem, &[], &|i| changed.contains(&i));
+                b.memory_changed(mem, andes_snapshot::Image::none(), &|i| changed.contains(&i));
             }
-            None => b.memory(mem, &[]),
+            None => b.memory(mem, andes_snapshot::Image::none()),
         }
         b.finish(&[1; 32], |_| [0; 64])
     }

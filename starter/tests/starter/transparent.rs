@@ -619,14 +619,14 @@ fn tampered(job: &Job, snap: &[u8], tamper: impl FnOnce(&mut [u8])) -> Arc<[u8]>
     let mut memories = Vec::new();
     for (i, m) in opened.header.memories.iter().enumerate() {
         let mut bytes = vec![0u8; m.bytes as usize];
-        let base: &[u8] = if i == 0 { &image } else { &[] };
+        let base = if i == 0 { &image } else { andes_snapshot::Image::none() };
         opened.restore_memory(i, &mut bytes, base, false, &packs).unwrap();
         memories.push(bytes);
     }
     tamper(&mut memories[1]);
     let mut b = andes_snapshot::Builder::new(opened.header.clone());
     b.memory(&memories[0], &image);
-    b.memory(&memories[1], &[]);
+    b.memory(&memories[1], andes_snapshot::Image::none());
     let sealed = b.finish(&job.trusted, |m| job.signer.sign(m).to_bytes());
     sealed.store_pack(&job.blobs).unwrap();
     sealed.bytes.into()
