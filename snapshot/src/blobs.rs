@@ -138,7 +138,7 @@ impl BlobStore {
             ));
         }
         let bytes = fs::read(self.path(hash))?;
-        if blake3::hash(&bytes).to_hex().as_str() != hash {
+        if blob_hash(&bytes) != hash {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("the stored content {hash} does not match its hash"),
@@ -196,9 +196,7 @@ impl BlobStore {
         let bytes = fs::read(&src).map_err(|e| {
             file_err(&entry.path, format!("its content {} is missing: {e}", src.display()))
         })?;
-        if blake3::hash(&bytes).to_hex().as_str() != entry.blake3
-            || bytes.len() as u64 != entry.size
-        {
+        if blob_hash(&bytes) != entry.blake3 || bytes.len() as u64 != entry.size {
             return Err(file_err(&entry.path, "its stored content does not match its hash"));
         }
         root.write_atomic(&entry.path, &bytes, self.durable).map_err(|e| file_err(&entry.path, e))
@@ -207,7 +205,7 @@ impl BlobStore {
 
 /// The name a content has in a [`BlobStore`]: its BLAKE3, lowercase hex.
 pub fn blob_hash(data: &[u8]) -> String {
-    blake3::hash(data).to_hex().to_string()
+    crate::content_hash(data).to_hex().to_string()
 }
 
 /// True when `s` has the form of a BLAKE3 hash in lowercase hex (so it is

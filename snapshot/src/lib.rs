@@ -626,8 +626,9 @@ fn split(bytes: &[u8]) -> Result<Parts<'_>, SnapshotError> {
     })
 }
 
-/// BLAKE3 of the content, on every core for large snapshots.
-fn content_hash(content: &[u8]) -> blake3::Hash {
+/// BLAKE3 of the content, on every core for large contents (snapshots,
+/// memory packs, files).
+pub(crate) fn content_hash(content: &[u8]) -> blake3::Hash {
     if content.len() < 4 << 20 {
         return blake3::hash(content);
     }
