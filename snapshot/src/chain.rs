@@ -483,7 +483,7 @@ pub(crate) fn parse(
 /// header's pack `i`, its size and hash already checked) into `dest`.
 pub(crate) fn decode(
     m: &ChainMemory,
-    packs: &[Vec<u8>],
+    packs: &[crate::PackBytes],
     dest: &mut [u8],
     base: &[u8],
     fresh: bool,
@@ -496,7 +496,8 @@ pub(crate) fn decode(
         if e.kind == ZERO {
             return Ok(None);
         }
-        let pack = packs.get(e.pack as usize).ok_or_else(|| format!("chunk {c}: no pack"))?;
+        let pack: &[u8] =
+            (**packs.get(e.pack as usize).ok_or_else(|| format!("chunk {c}: no pack"))?).as_ref();
         let stored = usize::try_from(e.offset)
             .ok()
             .and_then(|o| pack.get(o..o + e.len as usize))

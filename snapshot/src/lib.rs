@@ -756,10 +756,20 @@ pub struct Opened<'a> {
     chain: Chain,
 }
 
+/// The bytes of one pack as its caller holds them: read into memory, or
+/// mapped from its file by a caller that may ([`Opened::load_packs_with`]).
+pub type PackBytes = Box<dyn AsRef<[u8]> + Send + Sync>;
+
 /// The bytes of the packs a snapshot names, each checked against its hash
 /// ([`Opened::load_packs`]).
-#[derive(Debug, Default)]
-pub struct Packs(Vec<Vec<u8>>);
+#[derive(Default)]
+pub struct Packs(Vec<PackBytes>);
+
+impl std::fmt::Debug for Packs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|p| (**p).as_ref().len())).finish()
+    }
+}
 
 /// Opens a snapshot of the module whose SHA-256 is `module_sha256`, signed by
 /// a key `trusted` accepts. Checks everything before using any of it.
@@ -797,13 +807,37 @@ impl Opened<'_> {
     /// against its size and BLAKE3; a missing or damaged pack is an error
     /// that names it.
     pub fn load_packs(&self, store: &BlobStore) -> Result<Packs, SnapshotError> {
+        self.load_packs_with(|hash| {
+            let bytes: PackBytes = Box::new(std::fs::read(store.path(hash))?);
+            Ok(bytes)
+        })
+    }
+
+    /// [`Opened::load_packs`] with each pack's bytes, named by its hash
+    /// (well formed: checked first), got by `open`: a caller may map the
+    /// file rather than read it. Each is checked against its size and
+    /// BLAKE3 here.
+    pub fn load_packs_with(
+        &self,
+        open: impl Fn(&str) -> std::io::Result<PackBytes>,
+    ) -> Result<Packs, SnapshotError> {
         let mut out = Vec::with_capacity(self.header.packs.len());
         for p in &self.header.packs {
             let err = |message: String| SnapshotError::Pack { hash: p.blake3.clone(), message };
-            let bytes = store.read(&p.blake3).map_err(|e| match e.kind() {
+            if !is_hash(&p.blake3) {
+                return Err(err("it is not named by a BLAKE3 content hash".into()));
+            }
+            let held = open(&p.blake3).map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => err("it is missing".into()),
                 _ => err(e.to_string()),
             })?;
+            let bytes = (*held).as_ref();
+            if blob_hash(bytes) != p.blake3 {
+                return Err(err(format!(
+                    "the stored content {} does not match its hash",
+                    p.blake3
+                )));
+            }
             if bytes.len() as u64 != p.size {
                 return Err(err(format!(
                     "it is {} bytes, the snapshot says {}",
@@ -811,7 +845,7 @@ impl Opened<'_> {
                     p.size
                 )));
             }
-            out.push(bytes);
+            out.push(held);
         }
         Ok(Packs(out))
     }

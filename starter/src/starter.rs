@@ -1216,7 +1216,9 @@ impl Host {
                 header.platform
             )));
         }
-        let packs = opened.load_packs(&t.blobs).map_err(|e| refuse(e.to_string()))?;
+        let packs = opened
+            .load_packs_with(|hash| transparent::mapped(&t.blobs.path(hash)))
+            .map_err(|e| refuse(e.to_string()))?;
         transparent::restore_sandbox(&spec.sandbox, header, &t.blobs).map_err(refuse)?;
         Ok((opened, packs))
     }
