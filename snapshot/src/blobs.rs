@@ -138,12 +138,7 @@ impl BlobStore {
             ));
         }
         let bytes = fs::read(self.path(hash))?;
-        if blob_hash(&bytes) != hash {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("the stored content {hash} does not match its hash"),
-            ));
-        }
+        check_content(hash, &bytes)?;
         Ok(bytes)
     }
 
@@ -196,7 +191,7 @@ impl BlobStore {
         let bytes = fs::read(&src).map_err(|e| {
             file_err(&entry.path, format!("its content {} is missing: {e}", src.display()))
         })?;
-        if blob_hash(&bytes) != entry.blake3 || bytes.len() as u64 != entry.size {
+        if bytes.len() as u64 != entry.size || check_content(&entry.blake3, &bytes).is_err() {
             return Err(file_err(&entry.path, "its stored content does not match its hash"));
         }
         root.write_atomic(&entry.path, &bytes, self.durable).map_err(|e| file_err(&entry.path, e))
@@ -206,6 +201,18 @@ impl BlobStore {
 /// The name a content has in a [`BlobStore`]: its BLAKE3, lowercase hex.
 pub fn blob_hash(data: &[u8]) -> String {
     crate::content_hash(data).to_hex().to_string()
+}
+
+/// Checks that `bytes` are the content named `hash`: the one check every
+/// read from a store (a blob, a memory pack, a restored file) goes through.
+pub(crate) fn check_content(hash: &str, bytes: &[u8]) -> io::Result<()> {
+    if blob_hash(bytes) != hash {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the stored content {hash} does not match its hash"),
+        ));
+    }
+    Ok(())
 }
 
 /// True when `s` has the form of a BLAKE3 hash in lowercase hex (so it is

@@ -505,7 +505,7 @@ impl Image {
     /// The image of `bytes`.
     pub fn new(bytes: impl Into<std::sync::Arc<[u8]>>) -> Image {
         let bytes = bytes.into();
-        let hash = blake3::hash(&bytes).to_hex().to_string();
+        let hash = blob_hash(&bytes);
         Image { bytes, hash }
     }
 
@@ -832,12 +832,7 @@ impl Opened<'_> {
                 _ => err(e.to_string()),
             })?;
             let bytes = (*held).as_ref();
-            if blob_hash(bytes) != p.blake3 {
-                return Err(err(format!(
-                    "the stored content {} does not match its hash",
-                    p.blake3
-                )));
-            }
+            crate::blobs::check_content(&p.blake3, bytes).map_err(|e| err(e.to_string()))?;
             if bytes.len() as u64 != p.size {
                 return Err(err(format!(
                     "it is {} bytes, the snapshot says {}",
