@@ -641,9 +641,15 @@ pub fn plan_watched(
         let mut all: Vec<Vec<Candidate>> = vec![Vec::new(); input.requests.len()];
         let (known, new): (Vec<usize>, Vec<usize>) =
             active_requests.iter().copied().partition(|r| watch.known(*r));
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
         let work = known.len() * groups.len();
-        let threads = if work < 20_000 { 1 } else { threads.min(known.len().max(1)) };
+        // Asked only for a large plan: the answer reads the cgroup's files,
+        // a cost a small pool's every cycle would pay.
+        let threads = if work < 20_000 {
+            1
+        } else {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+            cores.min(known.len().max(1))
+        };
         // Interleave so each thread gets a fair mix of requests.
         let mut chunks: Vec<(usize, bool, Vec<usize>)> = (0..threads)
             .map(|t| (t, threads == 1, known.iter().copied().skip(t).step_by(threads).collect()))
