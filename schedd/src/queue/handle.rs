@@ -449,18 +449,42 @@ impl Queue {
     /// The most bytes `owner` may upload now: what their spool quota has
     /// left, and what the spool's file system has free beyond its reserve.
     pub fn upload_room(&self, owner: &str) -> u64 {
-        let uploaded: i64 = {
+        self.room_of(owner).0
+    }
+
+    /// [`Queue::upload_room`], and how much of it `owner`'s released
+    /// uploads still take (kept for a next submit until the room is
+    /// wanted: [`Queue::charge_spool`] and an upload reclaim them).
+    fn room_of(&self, owner: &str) -> (u64, u64) {
+        // The sum in SQL; only the released rows (few) come out, to be
+        // checked against the queued jobs.
+        let (uploaded, released_rows): (i64, Vec<(String, i64)>) = {
             let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-            conn.query_row(
-                "SELECT COALESCE(SUM(size), 0) FROM upload_refs WHERE owner = ?1",
-                [owner],
-                |r| r.get(0),
-            )
-            .unwrap_or(0)
+            let uploaded = conn
+                .prepare_cached("SELECT COALESCE(SUM(size), 0) FROM upload_refs WHERE owner = ?1")
+                .and_then(|mut st| st.query_row([owner], |r| r.get(0)))
+                .unwrap_or(0);
+            let released = conn
+                .prepare_cached(
+                    "SELECT digest, size FROM upload_refs
+                     WHERE owner = ?1 AND released IS NOT NULL",
+                )
+                .and_then(|mut st| st.query_map([owner], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+                .unwrap_or_default();
+            (uploaded, released)
+        };
+        let uploaded = uploaded.max(0) as u64;
+        let released: u64 = {
+            let state = self.read();
+            released_rows
+                .iter()
+                .filter(|(digest, _)| !state.names_upload(owner, digest))
+                .map(|(_, size)| (*size).max(0) as u64)
+                .sum()
         };
         let kept = self.ledger.usage(owner, || self.read().jobs_of(owner));
-        let quota_left = self.upload_quota.saturating_sub(uploaded.max(0) as u64 + kept);
-        quota_left.min(self.disk_room())
+        let quota_left = self.upload_quota.saturating_sub(uploaded.saturating_sub(released) + kept);
+        (quota_left.min(self.disk_room()), released)
     }
 
     /// What the spool's file system may still take: its free space beyond
@@ -476,7 +500,14 @@ impl Queue {
     /// outputs, a checkpoint), or refuses them: past the owner's spool quota,
     /// or past what the file system may take beyond the reserve.
     pub fn charge_spool(&self, owner: &str, bytes: u64) -> Result<(), QueueError> {
-        let room = self.upload_room(owner);
+        let (room, released) = self.room_of(owner);
+        if bytes > room.saturating_sub(released) && bytes <= room {
+            // Room the owner's released uploads hold: they go, in the
+            // writer's next commit.
+            let (reply, _) = oneshot::channel();
+            let op = Op::ReclaimUploads(owner.to_string(), bytes);
+            let _ = self.tx.try_send(Request { op, now: 0, reply });
+        }
         if bytes > room {
             return Err(QueueError::Forbidden(format!(
                 "keeping {bytes} more bytes in the spool for {owner} would pass their spool \

@@ -89,6 +89,9 @@ pub(crate) enum Op {
     StoreFile(Actor, String, u64),
     /// Removes uploads no job refers to, older than the grace.
     CollectUploads,
+    /// Removes an owner's released uploads, oldest first, until this many
+    /// bytes are freed ([`Txn::reclaim_uploads`](super::txn::Txn)).
+    ReclaimUploads(String, u64),
     /// Spooled jobs whose output their owner fetched.
     Fetched(Actor, Vec<JobId>),
     /// Panics inside the writer (tests of its recovery).

@@ -196,6 +196,12 @@ impl QueueState {
         self.upload_uses.keys().cloned().collect()
     }
 
+    /// Whether a queued job of `owner` names the upload `digest`: a released
+    /// upload one names again holds its room and is not reclaimed.
+    pub(crate) fn names_upload(&self, owner: &str, digest: &str) -> bool {
+        self.upload_uses.contains_key(&(owner.to_string(), digest.to_string()))
+    }
+
     /// How many jobs of the queue are in each state (one pass over the
     /// jobs, reading their status only).
     pub fn totals(&self) -> Totals {

@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS submits (
     cluster INTEGER PRIMARY KEY, owner TEXT NOT NULL, token TEXT NOT NULL, at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS upload_refs (
     owner TEXT NOT NULL, digest TEXT NOT NULL, size INTEGER NOT NULL, stored INTEGER NOT NULL,
+    released INTEGER,
     PRIMARY KEY (owner, digest)) WITHOUT ROWID;
 ";
 
@@ -137,6 +138,13 @@ pub(crate) fn migrate_modules(conn: &Connection) -> Result<(), QueueError> {
         )?;
     }
     conn.execute_batch("CREATE INDEX IF NOT EXISTS modules_uploader ON modules (uploader)")?;
+    // Queues made before an upload outlived its last job: none is released.
+    let released: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('upload_refs') WHERE name = 'released'")?
+        .exists([])?;
+    if !released {
+        conn.execute_batch("ALTER TABLE upload_refs ADD COLUMN released INTEGER")?;
+    }
     Ok(())
 }
 

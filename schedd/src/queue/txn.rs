@@ -175,6 +175,10 @@ impl Txn<'_, '_> {
                 }
                 Ok(Reply::Report(report))
             }
+            Op::ReclaimUploads(owner, bytes) => {
+                self.reclaim_uploads(owner, *bytes, 0)?;
+                Ok(Reply::Done)
+            }
             Op::CollectUploads => {
                 // An owner's reference goes once no job of theirs names it
                 // (after the grace a client has between upload and submit);

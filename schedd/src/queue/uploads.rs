@@ -35,9 +35,11 @@ impl Txn<'_, '_> {
             .prepare_cached("SELECT 1 FROM upload_refs WHERE owner = ?1 AND digest = ?2")?
             .exists([actor.name.as_str(), digest])?;
         if mine {
+            // Put again: waiting for its submit, no longer released.
             self.tx
                 .prepare_cached(
-                    "UPDATE upload_refs SET stored = ?3 WHERE owner = ?1 AND digest = ?2",
+                    "UPDATE upload_refs SET stored = ?3, released = NULL
+                     WHERE owner = ?1 AND digest = ?2",
                 )?
                 .execute(params![actor.name, digest, self.now])?;
             return Ok(Reply::Done);
@@ -102,17 +104,29 @@ impl Txn<'_, '_> {
         actor: &Actor,
         size: u64,
     ) -> Result<(), QueueError> {
-        let (uploaded, count): (i64, i64) = self.tx.query_row(
-            "SELECT COALESCE(SUM(size), 0), COUNT(*) FROM upload_refs WHERE owner = ?1",
-            [actor.name.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        let state = &*self.state;
-        let kept = self.ledger.usage(&actor.name, || state.jobs_of(&actor.name));
-        let bytes_held = uploaded.max(0) as u64 + kept;
         let (max_bytes, max_count) =
             (self.config.upload_quota_bytes, self.config.upload_quota_count);
-        if bytes_held + size > max_bytes || count as u64 >= max_count {
+        let held = |t: &mut Self| -> Result<(u64, u64), QueueError> {
+            let (uploaded, count): (i64, i64) = t.tx.query_row(
+                "SELECT COALESCE(SUM(size), 0), COUNT(*) FROM upload_refs WHERE owner = ?1",
+                [actor.name.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            let state = &*t.state;
+            let kept = t.ledger.usage(&actor.name, || state.jobs_of(&actor.name));
+            Ok((uploaded.max(0) as u64 + kept, count.max(0) as u64))
+        };
+        let (mut bytes_held, mut count) = held(self)?;
+        if bytes_held + size > max_bytes || count >= max_count {
+            // Released uploads are kept for a next submit only while the
+            // room is not wanted: they go first, oldest first.
+            let over = (bytes_held + size).saturating_sub(max_bytes);
+            let extra = (count + 1).saturating_sub(max_count);
+            if self.reclaim_uploads(&actor.name, over, extra)? {
+                (bytes_held, count) = held(self)?;
+            }
+        }
+        if bytes_held + size > max_bytes || count >= max_count {
             return Err(QueueError::Forbidden(format!(
                 "{} keeps {count} uploads and {bytes_held} bytes in all in the spool (uploads, \
                  spooled outputs, checkpoints); {size} bytes more would pass the quota of \
@@ -124,9 +138,64 @@ impl Txn<'_, '_> {
         Ok(())
     }
 
+    /// Removes `owner`'s released uploads that no queued job names, oldest
+    /// first, until at least `bytes` bytes and `count` uploads are freed (or
+    /// none is left); a removed upload's bytes go when nobody else keeps
+    /// them. True when any went.
+    pub(crate) fn reclaim_uploads(
+        &mut self,
+        owner: &str,
+        bytes: u64,
+        count: u64,
+    ) -> Result<bool, QueueError> {
+        let released: Vec<(String, i64)> = self
+            .tx
+            .prepare_cached(
+                "SELECT digest, size FROM upload_refs WHERE owner = ?1 AND released IS NOT NULL
+                 ORDER BY released, digest",
+            )?
+            .query_map([owner], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let (mut freed, mut gone) = (0u64, 0u64);
+        for (digest, size) in released {
+            if freed >= bytes && gone >= count {
+                break;
+            }
+            if self.state.names_upload(owner, &digest) {
+                continue;
+            }
+            self.tx
+                .prepare_cached("DELETE FROM upload_refs WHERE owner = ?1 AND digest = ?2")?
+                .execute([owner, digest.as_str()])?;
+            self.forget_module_if_unkept(&digest)?;
+            freed += size.max(0) as u64;
+            gone += 1;
+        }
+        Ok(gone > 0)
+    }
+
+    /// Drops the stored bytes of `digest` when no owner keeps an upload of
+    /// it and no queued job names it; its file goes after the commit.
+    fn forget_module_if_unkept(&mut self, digest: &str) -> Result<(), QueueError> {
+        let kept: bool = self
+            .tx
+            .prepare_cached("SELECT 1 FROM upload_refs WHERE digest = ?1")?
+            .exists([digest])?;
+        let named = self.state.upload_uses.keys().any(|(_, d)| d == digest);
+        if !kept
+            && !named
+            && self.tx.execute("DELETE FROM modules WHERE digest = ?1", [digest])? > 0
+        {
+            self.batch.gone_uploads.push(digest.to_string());
+        }
+        Ok(())
+    }
+
     /// A job that named `digests` left: those no other job of `uploader`
-    /// names are no longer theirs, at once (not after the grace an upload
-    /// waiting for its submit has), and bytes nobody keeps go.
+    /// names are released. A released upload stays the owner's for the
+    /// upload grace, so that the same module submitted again is not sent
+    /// again, but it holds no room: it goes as soon as the owner's quota
+    /// needs the room ([`Txn::reclaim_uploads`]).
     pub(crate) fn release_uploads(
         &mut self,
         uploader: &str,
@@ -147,16 +216,13 @@ impl Txn<'_, '_> {
             }
         }
         for d in unused {
+            // The grace runs from the release.
             self.tx
-                .prepare_cached("DELETE FROM upload_refs WHERE owner = ?1 AND digest = ?2")?
-                .execute([uploader, d.as_str()])?;
-            let kept: bool = self
-                .tx
-                .prepare_cached("SELECT 1 FROM upload_refs WHERE digest = ?1")?
-                .exists([&d])?;
-            if !kept && self.tx.execute("DELETE FROM modules WHERE digest = ?1", [&d])? > 0 {
-                self.batch.gone_uploads.push(d);
-            }
+                .prepare_cached(
+                    "UPDATE upload_refs SET released = ?3, stored = ?3
+                     WHERE owner = ?1 AND digest = ?2",
+                )?
+                .execute(params![uploader, d, self.now])?;
         }
         Ok(())
     }

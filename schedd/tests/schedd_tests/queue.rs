@@ -771,12 +771,82 @@ async fn one_quota_covers_every_byte_an_owner_keeps_in_the_spool() {
     let e = q.store_upload(&bob, &andes_schedd::queue::module_digest(&more), more, 1).await;
     assert!(matches!(&e, Err(QueueError::Forbidden(m)) if m.contains("quota")), "{e:?}");
 
-    // A job names the upload; when it leaves, the upload goes at once.
+    // A job names the upload; when it leaves, its room is free at once.
     let c = q.submit(&bob, jobs(1, &format!(r#"SpooledInput = "in={d}""#)), 2).await.unwrap();
     q.change(&bob, ids(&[&format!("{c}.0")]), Change::Remove { reason: "done".into() }, 3)
         .await
         .unwrap();
     assert!(q.read().job(JobId::new(c, 0)).is_none());
-    assert!(!q.uploaded_by("bob", &d).unwrap(), "freed with its last job, within the grace");
+    // Kept for a next submit until the room is wanted: an upload that
+    // needs it takes it.
+    assert!(q.uploaded_by("bob", &d).unwrap());
+    let big = vec![9u8; 700];
+    q.store_upload(&bob, &andes_schedd::queue::module_digest(&big), big, 4).await.unwrap();
+    assert!(!q.uploaded_by("bob", &d).unwrap(), "reclaimed for the room");
     assert!(!q.has_module(&d).unwrap());
+}
+
+/// An upload whose last job left stays its owner's for the upload grace:
+/// the same module submitted again is not sent again. It holds no room: a
+/// spooled output that needs the room reclaims it, and the grace's end
+/// removes it.
+#[tokio::test]
+async fn a_released_upload_serves_a_resubmit_until_its_room_is_wanted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = QueueConfig::new(dir.path().join("queue.db"), "schedd@test");
+    cfg.upload_quota_bytes = 100;
+    cfg.upload_grace = 60;
+    let q = Queue::open(cfg).unwrap();
+    let alice = Actor::user("alice");
+    let m = vec![5u8; 60];
+    let d = andes_schedd::queue::module_digest(&m);
+    let job = format!(r#"SpooledInput = "in={d}""#);
+    let remove = |c: u32, at: i64| {
+        let q = &q;
+        let alice = &alice;
+        async move {
+            q.change(alice, ids(&[&format!("{c}.0")]), Change::Remove { reason: "x".into() }, at)
+                .await
+                .unwrap();
+        }
+    };
+    q.store_upload(&alice, &d, m, 0).await.unwrap();
+    let c = q.submit(&alice, jobs(1, &job), 1).await.unwrap();
+    remove(c, 10).await;
+    // Submitted again, without the upload, within the grace.
+    assert!(q.uploaded_by("alice", &d).unwrap());
+    let c = q.submit(&alice, jobs(1, &job), 20).await.unwrap();
+    remove(c, 30).await;
+    // The grace runs from the last release: 30 + 60.
+    assert_eq!(q.collect_uploads(80).await.unwrap(), 0);
+    assert!(q.uploaded_by("alice", &d).unwrap());
+    // A spooled output needing the room takes it from the released upload.
+    assert_eq!(q.upload_room("alice").min(10_000), 100);
+    q.charge_spool("alice", 80).unwrap();
+    // (The reclaim is the writer's next commit.)
+    assert_eq!(q.collect_uploads(81).await.unwrap(), 0);
+    assert!(!q.uploaded_by("alice", &d).unwrap(), "reclaimed for the output");
+    assert!(!q.has_module(&d).unwrap());
+    // Nothing else is over: 20 bytes left.
+    assert_eq!(q.upload_room("alice").min(10_000), 20);
+}
+
+/// A released upload goes at the end of its grace.
+#[tokio::test]
+async fn a_released_upload_goes_at_the_end_of_its_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = QueueConfig::new(dir.path().join("queue.db"), "schedd@test");
+    cfg.upload_grace = 60;
+    let q = Queue::open(cfg).unwrap();
+    let alice = Actor::user("alice");
+    let m = vec![5u8; 60];
+    let d = andes_schedd::queue::module_digest(&m);
+    q.store_upload(&alice, &d, m, 0).await.unwrap();
+    let c = q.submit(&alice, jobs(1, &format!(r#"SpooledInput = "in={d}""#)), 1).await.unwrap();
+    q.change(&alice, ids(&[&format!("{c}.0")]), Change::Remove { reason: "x".into() }, 100)
+        .await
+        .unwrap();
+    assert_eq!(q.collect_uploads(159).await.unwrap(), 0);
+    assert_eq!(q.collect_uploads(161).await.unwrap(), 1);
+    assert!(!q.uploaded_by("alice", &d).unwrap() && !q.has_module(&d).unwrap());
 }
