@@ -12,6 +12,10 @@ mod condor;
 mod logs;
 use andes_client::settings;
 
+#[cfg(unix)]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// andes: high-throughput computing for WebAssembly jobs.
 #[derive(Parser)]
 #[command(name = "andes", version, about, propagate_version = true)]
