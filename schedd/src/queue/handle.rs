@@ -297,6 +297,23 @@ impl Queue {
         self.call(Op::Pool(ids, op), now).await.map(|_| ())
     }
 
+    /// [`Queue::pool`] of `op` on `ids`, with the match of `matched`
+    /// counted ([`PoolOp::Matched`]) in the same commit: a claim's first
+    /// activation intent costs one commit, not two. The answer is `op`'s.
+    pub async fn pool_matched(
+        &self,
+        matched: JobId,
+        ids: Vec<JobId>,
+        op: PoolOp,
+        now: i64,
+    ) -> Result<(), QueueError> {
+        let ops = vec![Op::Pool(vec![matched], PoolOp::Matched), Op::Pool(ids, op)];
+        match self.call(Op::Many(ops), now).await? {
+            Reply::Many(mut r) => r.pop().unwrap_or(Ok(Reply::Done)).map(|_| ()),
+            _ => unreachable!("many ops answer with many replies"),
+        }
+    }
+
     /// A job ended; `ending` carries ExitCode/ExitBySignal/ExitSignal and usage, or a
     /// hold (HoldReasonCode, HoldReason, HoldReasonSubCode) from the execute side.
     pub async fn job_exited(&self, id: JobId, ending: ClassAd, now: i64) -> Result<(), QueueError> {

@@ -191,7 +191,10 @@ impl PoolState {
                 return;
             }
         }
-        lane.send(LaneOp::Pool(first, PoolOp::Matched));
+        // The match is counted (NumJobMatches) with the claim's first
+        // activation intent, in its commit; a job activated alone has it
+        // sent ahead of its start.
+        let mut matched = Some(first);
         lock(&self.held).insert(grant.claim_id.clone(), grant.host_address.clone());
         let claim = ClaimCtx { claim_id: grant.claim_id, slot_ad, addr: grant.host_address };
         // The claim's age to the millisecond: with whole seconds a claim of
@@ -266,7 +269,12 @@ impl PoolState {
                     // for every job of the batch: a schedd that dies while
                     // the host runs them asks the host after its restart.
                     let intent = PoolOp::Activating(self.started_attrs(&claim));
-                    let sent = match self.queue.pool(ids.clone(), intent, self.clock.now()).await {
+                    let now = self.clock.now();
+                    let recorded = match matched.take() {
+                        Some(m) => self.queue.pool_matched(m, ids.clone(), intent, now).await,
+                        None => self.queue.pool(ids.clone(), intent, now).await,
+                    };
+                    let sent = match recorded {
                         Ok(()) => self.activate(&link, &req, &digest, lease, Vec::new()).await,
                         Err(e) => Err(NotActivated {
                             reason: format!("recording the activation: {e}"),
@@ -366,6 +374,9 @@ impl PoolState {
                 }
                 None => {
                     n = 1;
+                    if let Some(m) = matched.take() {
+                        lane.send(LaneOp::Pool(m, PoolOp::Matched));
+                    }
                     // A job activated alone starts afresh: the batch ahead
                     // is taken in first.
                     if let Some((before, report)) = ahead.take() {
