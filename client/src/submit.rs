@@ -26,39 +26,6 @@ pub async fn reserve_clusters(c: &Client, count: u32) -> Result<u32> {
     Ok(first)
 }
 
-/// Queues `out` (expanded for `cluster`), for a client that queues many
-/// clusters of the same modules (DAGMan's node jobs): when every module is
-/// in `known` (this client uploaded or found it before), the submit goes at
-/// once, without asking the schedd for each module first; when the schedd
-/// answers that an upload is missing (412: collected since), or a module is
-/// new, the modules are checked and sent as [`queue`] does. `known` then
-/// holds the modules.
-pub async fn queue_known(
-    c: &Client,
-    cluster: u32,
-    out: Submission,
-    known: &std::sync::Mutex<std::collections::HashSet<String>>,
-    now: i64,
-) -> Result<SubmitReply> {
-    let is_known = |out: &Submission| {
-        let k = known.lock().unwrap_or_else(|e| e.into_inner());
-        out.modules.iter().all(|m| k.contains(&m.digest))
-    };
-    if is_known(&out) {
-        let req = request(cluster, out.jobs.clone());
-        match submit_retrying(c, &req, |_| {}).await {
-            Err(e) if precondition_failed(&e) => {
-                known.lock().unwrap_or_else(|e| e.into_inner()).clear();
-            }
-            r => return r,
-        }
-    }
-    let digests: Vec<String> = out.modules.iter().map(|m| m.digest.clone()).collect();
-    let r = queue(c, cluster, out, false, now, |_| {}).await?;
-    known.lock().unwrap_or_else(|e| e.into_inner()).extend(digests);
-    Ok(r)
-}
-
 /// True when the schedd refused a submit for an upload it lacks.
 fn precondition_failed(e: &anyhow::Error) -> bool {
     use andes_protocol::client::{ClientError, ClientErrorKind};
@@ -78,9 +45,9 @@ fn request(cluster: u32, jobs: Vec<classad::ClassAd>) -> SubmitRequest {
     }
 }
 
-/// Queues `out` (expanded for `cluster`, from [`reserve_cluster`]): uploads the
-/// modules the schedd does not have, with `spool` the jobs' input files too, then
-/// the jobs. `note` hears of each retry.
+/// Queues `out` (expanded for `cluster`, from [`reserve_cluster`]): with `spool`
+/// the jobs' input files go up first; then the jobs, and the modules only when
+/// the schedd says it lacks one (then the jobs again). `note` hears of each retry.
 pub async fn queue(
     c: &Client,
     cluster: u32,
@@ -92,32 +59,38 @@ pub async fn queue(
     if spool {
         spool_inputs(c, &mut out.jobs, now).await?;
     }
-    for m in &out.modules {
-        let path = format!("/v1/modules/{}", m.digest);
-        let have = c.get(&path).await?;
-        if have.status == http::StatusCode::NOT_FOUND {
-            upload(c, m).await?;
-        } else if !have.status.is_success() {
-            return Err(status_error(&have));
-        }
-    }
     let req = request(cluster, out.jobs);
-    // The schedd keeps an owner's upload while a job of theirs names it: the
-    // last such job may leave between the question above and the submit
-    // (412). The modules then go up again (an upload is kept for a while
-    // whether named or not) and the submit is sent again.
+    // Most submits run a module their owner has stored already (the same
+    // program again: an upload outlives its last job for a while), so the
+    // submit goes first. A 412 says an upload is missing: the modules the
+    // schedd lacks go up, and the submit again. (Also when the owner's last
+    // job naming one left between the two.)
     let mut tries = 0;
     loop {
         match submit_retrying(c, &req, &note).await {
             Err(e) if precondition_failed(&e) && tries < 3 => {
                 tries += 1;
-                note(&format!("{e}; uploading the modules again"));
+                if tries > 1 {
+                    note(&format!("{e}; uploading the modules again"));
+                }
                 for m in &out.modules {
-                    upload(c, m).await?;
+                    upload_missing(c, m).await?;
                 }
             }
             r => return r,
         }
+    }
+}
+
+/// Uploads module `m` unless the schedd has it as its caller's.
+async fn upload_missing(c: &Client, m: &andes_submit::Module) -> Result<()> {
+    let have = c.get(&format!("/v1/modules/{}", m.digest)).await?;
+    if have.status == http::StatusCode::NOT_FOUND {
+        upload(c, m).await
+    } else if have.status.is_success() {
+        Ok(())
+    } else {
+        Err(status_error(&have))
     }
 }
 

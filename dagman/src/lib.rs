@@ -798,14 +798,12 @@ pub const MAX_SUBMITS_IN_FLIGHT: usize = 16;
 /// Submits `node`'s job (attempt `retry`); `(node, retry, its cluster)`.
 /// `dag_now` is `$DAG_STATUS` and `$FAILED_COUNT` now (for a FINAL node).
 /// What the node submits of one DAGMan share: cluster ids reserved a block
-/// at a time, and the modules it has uploaded (a node's submit then goes
-/// without asking for its module first: one request per node, not three).
+/// at a time (a node's submit is then one request: `queue` sends a module
+/// only when the schedd says it lacks it).
 #[derive(Default)]
 struct Submits {
     /// Reserved ids not used yet.
     clusters: tokio::sync::Mutex<std::ops::Range<u32>>,
-    /// Digests of the modules uploaded or found at the schedd.
-    modules: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Submits {
@@ -938,11 +936,9 @@ async fn submit_one(
             sub.jobs.len()
         );
     }
-    // A module uploaded for an earlier node is not asked for again; the
-    // schedd keeps an upload for its owner only while a job of theirs names
-    // it, and says so (412) when it has let it go: then it is sent again.
-    let reply =
-        andes_client::submit::queue_known(client, cluster, sub, &submits.modules, now).await?;
+    // The submit goes first; a module the schedd lacks for the owner (412)
+    // is sent, then the submit again.
+    let reply = andes_client::submit::queue(client, cluster, sub, false, now, |_| {}).await?;
     Ok(reply.cluster)
 }
 

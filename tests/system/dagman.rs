@@ -743,7 +743,7 @@ fn node_submits_take_clusters_by_block_and_send_a_module_the_schedd_lacks() {
         (a, b)
     });
     assert_eq!(b, a + 16, "blocks are contiguous and do not overlap");
-    // The module is believed known, but alice never uploaded it: the
+    // The submit goes first, but alice never uploaded the module: the
     // schedd says 412, and the module goes up before the submit again.
     let d = jobs(&p);
     write(&d, "ok.sub", "executable = exit_code.wasm\narguments = 0\nqueue\n");
@@ -759,19 +759,21 @@ fn node_submits_take_clusters_by_block_and_send_a_module_the_schedd_lacks() {
     let digest = first.modules[0].digest.clone();
     let s = callers.call(&schedd, "alice", "GET", &format!("/v1/modules/{digest}"), b"");
     assert_eq!(s, Some(http::StatusCode::NOT_FOUND));
-    let known = std::sync::Mutex::new(std::collections::HashSet::from([digest.clone()]));
-    let r = callers.block_on(andes_client::submit::queue_known(&alice, a, first, &known, 0));
-    assert_eq!(r.unwrap().cluster, a);
+    let queue = |cluster: u32| {
+        callers.block_on(andes_client::submit::queue(
+            &alice,
+            cluster,
+            expand(cluster),
+            false,
+            0,
+            |_| {},
+        ))
+    };
+    assert_eq!(queue(a).unwrap().cluster, a);
     let s = callers.call(&schedd, "alice", "GET", &format!("/v1/modules/{digest}"), b"");
     assert_eq!(s, Some(http::StatusCode::OK), "the module was sent");
-    // Known now: the next node goes in one request.
-    let r = callers.block_on(andes_client::submit::queue_known(
-        &alice,
-        a + 1,
-        expand(a + 1),
-        &known,
-        0,
-    ));
+    // Stored now: the next node goes in one request.
+    let r = queue(a + 1);
     assert_eq!(r.unwrap().cluster, a + 1);
     // Bob may not submit into alice's reserved ids.
     let bob = callers.client(&schedd, "bob");
