@@ -153,7 +153,7 @@ impl PoolState {
         ends: &mut Ends,
         unanswered: Option<String>,
     ) -> Begun {
-        let req = WaitRequest {
+        let mut req = WaitRequest {
             incarnation: Some(self.incarnation.clone()),
             claim_id: claim.claim_id.clone(),
             since: 0,
@@ -166,12 +166,18 @@ impl PoolState {
         let pending = job.contains(ACTIVATION_PENDING)
             && self.queue.read().job(id).is_some_and(|v| v.proc.status == JobStatus::Idle);
         let ask = Reconnect { claim_id: claim.claim_id.clone(), pending, unanswered };
-        let (says, report) = match self.wait_until_lease(link, &req, run.lease).await {
-            Err(()) => (HostSays::Nothing, None),
-            Ok(r) => match ends.view(r, &run.gid) {
-                Viewed::Mine(r) => (HostSays::Runs, Some(r)),
-                Viewed::NotYet(r) => (HostSays::NotThere, Some(r)),
-            },
+        let (says, report) = loop {
+            match self.wait_until_lease(link, &req, run.lease).await {
+                Err(()) => break (HostSays::Nothing, None),
+                Ok(r) => match ends.view(r, &run.gid) {
+                    Viewed::Mine(r) => break (HostSays::Runs, Some(r)),
+                    // Jobs still wait their turn on the claim: this one may
+                    // be among them, and would run after a "not there" sent
+                    // it elsewhere. It is not there only once none waits.
+                    Viewed::NotYet(r) if r.claim_alive && r.queued > 0 => req.since = r.version,
+                    Viewed::NotYet(r) => break (HostSays::NotThere, Some(r)),
+                },
+            }
         };
         let decision = ask.decide(says);
         for op in decision.ops {

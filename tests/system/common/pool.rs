@@ -181,13 +181,16 @@ impl Pool {
         let cfg = self.path().join(format!("{name}.config"));
         std::fs::write(&cfg, config).unwrap();
         let log = self.path().join(format!("{name}.log"));
+        // Appended: a daemon started again after a kill keeps its earlier
+        // runs' lines, which a failure shows with the rest.
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
         let child = program
             .args(args)
             .env("ANDES_CONFIG_DIR", self.path())
             .env("ANDES_CONFIG", &cfg)
             .env("USER", "nobody")
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
+            .stderr(file)
             .spawn()
             .unwrap();
         Proc { child, log }
