@@ -25,6 +25,9 @@ pub(crate) struct Writer {
     pub(crate) journal: Arc<Journal>,
     pub(crate) ledger: Arc<SpoolLedger>,
     pub(crate) reserve: Option<Arc<Reserve>>,
+    /// The connection's `synchronous` setting: `FULL` (true) but for a
+    /// batch none of whose ops must sync ([`Op::must_sync`]).
+    pub(crate) synced: bool,
 }
 
 impl Writer {
@@ -125,20 +128,35 @@ impl Writer {
     /// forgotten. Not synced: a crash before this reaches the disk only
     /// writes those events again at the next start.
     pub(crate) fn forget_logged(&mut self, seq: i64) {
-        let r = self
-            .conn
-            .pragma_update(None, "synchronous", "NORMAL")
-            .and_then(|_| self.conn.execute("DELETE FROM pending_events WHERE seq <= ?1", [seq]))
-            .and_then(|_| self.conn.pragma_update(None, "synchronous", "FULL"));
-        if let Err(e) = r {
+        // (Left synced if the setting cannot change.)
+        let _ = self.sync(false);
+        if let Err(e) = self.conn.execute("DELETE FROM pending_events WHERE seq <= ?1", [seq]) {
             tracing::warn!("forgetting logged events: {e}");
-            let _ = self.conn.pragma_update(None, "synchronous", "FULL");
         }
+    }
+
+    /// Sets whether the next commits wait for the disk (`synchronous` FULL
+    /// or NORMAL, in WAL mode): a change only when it differs. On an error
+    /// the setting is as it was.
+    pub(crate) fn sync(&mut self, full: bool) -> rusqlite::Result<()> {
+        if self.synced != full {
+            let level = if full { "FULL" } else { "NORMAL" };
+            self.conn.pragma_update(None, "synchronous", level)?;
+            self.synced = full;
+        }
+        Ok(())
     }
 
     /// One try at a batch, holding the write lock throughout so that readers
     /// never see a change before its commit.
     pub(crate) fn attempt(&mut self, reqs: &[Request]) -> Attempt {
+        let must_sync = reqs.iter().any(|r| r.op.must_sync());
+        if let Err(e) = self.sync(must_sync)
+            && must_sync
+        {
+            // Never a commit that must sync without the setting that does.
+            return Attempt::Failed(QueueError::Storage(format!("setting synchronous: {e}")));
+        }
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         let mut results = Vec::with_capacity(reqs.len());
         let mut batch = Batch::default();

@@ -74,6 +74,7 @@ impl Queue {
             journal: journal.clone(),
             ledger: ledger.clone(),
             reserve: reserve.clone(),
+            synced: true,
         };
         std::thread::Builder::new()
             .name("andes-queue-writer".into())

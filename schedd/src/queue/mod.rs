@@ -5,7 +5,12 @@
 //! that moment, applies them in one transaction and commits once (group commit):
 //! a caller's future resolves only after the commit that holds its change is on
 //! disk. The in-memory queue is changed under the same write lock, held until the
-//! commit returns, so no reader ever sees a change that is not yet durable. If a
+//! commit returns, so no reader ever sees a change that is not yet written. A
+//! batch holding only changes whose loss in a power cut what is already synced
+//! makes good (a job's start, whose activation intent was synced before it was
+//! sent; match and usage counters: `PoolOp::must_sync`) commits with
+//! `synchronous = NORMAL`: written, not waited for; the next synced commit syncs
+//! it too, and a process that dies loses nothing of it. If a
 //! commit fails, every caller of the batch gets the error and the in-memory queue
 //! is reloaded from the database, the source of truth.
 //!

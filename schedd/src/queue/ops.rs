@@ -67,6 +67,27 @@ pub enum PoolOp {
     },
 }
 
+impl PoolOp {
+    /// Whether a commit holding this op waits for the disk. An op whose
+    /// loss in a power cut is made good by what is already synced need not:
+    /// a start (the activation's intent is synced before it is sent: a
+    /// schedd that finds the intent asks the host, as after any crash), and
+    /// counters and usage a later report or match brings again. Any synced
+    /// commit after it syncs it too (the log is written in order), and a
+    /// process that dies loses nothing (the operating system holds what was
+    /// written).
+    pub(crate) fn must_sync(&self) -> bool {
+        !matches!(
+            self,
+            PoolOp::Started(_)
+                | PoolOp::Matched
+                | PoolOp::Rejected(_)
+                | PoolOp::Update(_)
+                | PoolOp::Reconnected
+        )
+    }
+}
+
 /// One of a claim's queue updates, applied in order with others
 /// ([`Queue::in_order`]).
 #[derive(Clone, Debug)]
@@ -106,6 +127,18 @@ pub(crate) enum Op {
     Quarantine(quarantine::Crashed),
     /// Several ops, in order, in the same commit; each answers on its own.
     Many(Vec<Op>),
+}
+
+impl Op {
+    /// Whether a commit holding this op waits for the disk
+    /// ([`PoolOp::must_sync`]); every op but those pool ops does.
+    pub(crate) fn must_sync(&self) -> bool {
+        match self {
+            Op::Pool(_, op) => op.must_sync(),
+            Op::Many(ops) => ops.iter().any(Op::must_sync),
+            _ => true,
+        }
+    }
 }
 
 /// The schedd's deferral timer's requests.
@@ -254,3 +287,58 @@ pub type LeftHook = Box<dyn Fn(&[JobId]) + Send + Sync>;
 
 /// Receives events after each commit (the schedd writes event logs from here).
 pub type EventSink = Box<dyn Fn(&[QueueEvent]) + Send + Sync>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every op a commit may leave unsynced is named here with why its
+    /// loss in a power cut is made good; any other op, and any batch
+    /// holding one, syncs.
+    #[test]
+    fn only_ops_whose_loss_is_made_good_commit_unsynced() {
+        let ad = ClassAd::new;
+        let unsynced = [
+            PoolOp::Started(ad()),        // the synced intent: the host is asked
+            PoolOp::Matched,              // a counter the next match raises
+            PoolOp::Rejected("r".into()), // the next cycle says it again
+            PoolOp::Update(ad()),         // the next report brings it again
+            PoolOp::Reconnected,          // a counter
+        ];
+        let synced = [
+            PoolOp::Activating(ad()),
+            PoolOp::NotStarted("c".into()),
+            PoolOp::ActivationFailed("c".into(), "r".into()),
+            PoolOp::Suspension(true),
+            PoolOp::Evicted(ad()),
+            PoolOp::Logged(vec!["l".into()]),
+            PoolOp::Grid(ad()),
+            PoolOp::Quarantined { what: "w".into(), reason: "r".into() },
+        ];
+        let id = JobId { cluster: 1, proc: 0 };
+        for op in &unsynced {
+            assert!(!op.must_sync(), "{op:?}");
+            assert!(!Op::Pool(vec![id], op.clone()).must_sync(), "{op:?}");
+        }
+        for op in &synced {
+            assert!(op.must_sync(), "{op:?}");
+            let many = Op::Many(vec![
+                Op::Pool(vec![id], PoolOp::Started(ad())),
+                Op::Pool(vec![id], op.clone()),
+            ]);
+            assert!(many.must_sync(), "{op:?}");
+        }
+        assert!(Op::Exited(id, ad()).must_sync());
+        assert!(Op::Started(id).must_sync());
+        assert!(
+            Op::Many(vec![Op::Pool(vec![id], PoolOp::Matched), Op::Exited(id, ad())]).must_sync()
+        );
+        assert!(
+            !Op::Many(vec![
+                Op::Pool(vec![id], PoolOp::Matched),
+                Op::Pool(vec![id], PoolOp::Started(ad()))
+            ])
+            .must_sync()
+        );
+    }
+}
