@@ -36,17 +36,22 @@ fn start() -> Pool {
 }
 
 impl Pool {
-    /// Submits `n` trivial jobs (`exit_code 0`) as one cluster as `andes
-    /// submit` does: the submit first, and the module only when the schedd
-    /// says it lacks it (412), then the submit again.
+    /// Submits `n` trivial jobs (`exit_code 0`) as one cluster.
     fn submit(&self, n: usize) {
-        let module = std::fs::read(common::sample("exit_code")).unwrap();
+        self.submit_module("exit_code", "0", n);
+    }
+
+    /// Submits `n` jobs of sample `name` with `args` as one cluster as
+    /// `andes submit` does: the submit first, and the module only when the
+    /// schedd says it lacks it (412), then the submit again.
+    fn submit_module(&self, name: &str, args: &str, n: usize) {
+        let module = std::fs::read(common::sample(name)).unwrap();
         let digest = andes_schedd::queue::module_digest(&module);
         let iwd = self.dir.path().display();
         let req = SubmitRequest {
             cluster: None,
             cluster_ad: format!(
-                r#"[Cmd = "exit_code.wasm"; CmdDigest = "{digest}"; Arguments = "0"; Iwd = "{iwd}";
+                r#"[Cmd = "{name}.wasm"; CmdDigest = "{digest}"; Arguments = "{args}"; Iwd = "{iwd}";
                    RequestMemory = 64; RequestDisk = 1024; JobUniverse = 5;
                    Requirements = TARGET.HasWasm && TARGET.Memory >= RequestMemory]"#
             ),
@@ -59,9 +64,22 @@ impl Pool {
             let missing = matches!(e.kind, andes_protocol::client::ClientErrorKind::Status { status, .. }
                 if status == http::StatusCode::PRECONDITION_FAILED);
             assert!(missing, "{e}");
-            self.put_module("exit_code");
+            self.put_module(name);
             submit().unwrap();
         }
+    }
+
+    /// Removes every job in the queue (running ones are vacated).
+    fn remove_all(&self) {
+        let req = andes_schedd::api::ChangeRequest {
+            targets: andes_schedd::api::Targets {
+                constraint: Some("true".into()),
+                ..Default::default()
+            },
+            change: andes_schedd::api::Change::Remove { reason: "bench".into() },
+        };
+        let _: serde_json::Value =
+            self.rt.block_on(self.client.call(Method::POST, "/v1/change", Some(&req))).unwrap();
     }
 
     /// Waits until the queue is empty (every job completed), polling.
@@ -147,6 +165,25 @@ fn latency(c: &mut Criterion) {
                     std::hint::spin_loop();
                 }
                 total += t.elapsed();
+            }
+            total
+        })
+    });
+    // A job that runs on (a minute's sleep): until the schedd says it runs,
+    // not until it ends as for the trivial job above.
+    g.bench_function("submit_to_running_idle_pool", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                pool.drain();
+                pool.settle();
+                let t = Instant::now();
+                pool.submit_module("sleeper", "60", 1);
+                while !pool.none_idle() {
+                    std::hint::spin_loop();
+                }
+                total += t.elapsed();
+                pool.remove_all();
             }
             total
         })

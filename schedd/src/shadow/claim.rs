@@ -167,36 +167,64 @@ impl PoolState {
             incarnation: Some(self.incarnation.clone()),
             alive_interval: Some(self.cfg.alive_interval.as_secs().max(1)),
         };
-        let reply: Result<ClaimReply, _> =
-            link.short.call(Method::POST, "/v1/host/claim", Some(&req)).await;
-        match reply {
-            Ok(r) if r.accepted => {}
+        let claim = ClaimCtx {
+            claim_id: grant.claim_id.clone(),
+            slot_ad,
+            addr: grant.host_address.clone(),
+        };
+        // A new claim's first activation is one job (its batch grows with
+        // the answers): prepared now, and its intent (with the match,
+        // NumJobMatches) committed while the claim is on its way, not after
+        // its answer. A schedd that dies in between asks the host after its
+        // restart, which knows no such claim or no such job: it stays idle.
+        let mut prepared = self.plain_batch(first, grant.autocluster, 1, &claim);
+        let claimed = link.short.call::<_, ClaimReply>(Method::POST, "/v1/host/claim", Some(&req));
+        let (reply, mut early) = match &prepared {
+            Some((ids, ..)) => {
+                let intent = PoolOp::Activating(self.started_attrs(&claim));
+                let now = self.clock.now();
+                let record = self.queue.pool_matched(first, ids.clone(), intent, now);
+                let (reply, recorded) = tokio::join!(claimed, record);
+                (reply, Some(recorded))
+            }
+            None => (claimed.await, None),
+        };
+        let refused = match reply {
+            Ok(r) if r.accepted => None,
             Ok(r) => {
                 let reason = r.reason.unwrap_or_default();
                 tracing::info!(
                     "claim on {} refused: {reason}",
-                    str_attr(&slot_ad, "Name").unwrap_or_default(),
+                    str_attr(&claim.slot_ad, "Name").unwrap_or_default(),
                 );
-                if let Some(op) = host_quarantined(&reason, &job_ad) {
-                    lane.send(LaneOp::Pool(first, op));
-                }
-                lane.send(LaneOp::Free(first));
-                lane.close().await;
-                return;
+                Some(host_quarantined(&reason, &job_ad))
             }
             Err(e) => {
                 tracing::warn!("cannot claim a slot: {e}");
-                lane.send(LaneOp::Free(first));
-                lane.close().await;
-                return;
+                Some(None)
             }
+        };
+        if let Some(quarantined) = refused {
+            // Never activated: an intent recorded is withdrawn.
+            if let Some((ids, ..)) = &prepared
+                && matches!(early, Some(Ok(())))
+            {
+                for id in ids {
+                    lane.send(LaneOp::Pool(*id, PoolOp::NotStarted(claim.claim_id.clone())));
+                }
+            }
+            if let Some(op) = quarantined {
+                lane.send(LaneOp::Pool(first, op));
+            }
+            lane.send(LaneOp::Free(first));
+            lane.close().await;
+            return;
         }
         // The match is counted (NumJobMatches) with the claim's first
         // activation intent, in its commit; a job activated alone has it
         // sent ahead of its start.
-        let mut matched = Some(first);
+        let mut matched = prepared.is_none().then_some(first);
         lock(&self.held).insert(grant.claim_id.clone(), grant.host_address.clone());
-        let claim = ClaimCtx { claim_id: grant.claim_id, slot_ad, addr: grant.host_address };
         // The claim's age to the millisecond: with whole seconds a claim of
         // CLAIM_WORKLIFE = 1 would last anywhere from 0 to 2 s.
         let since = tokio::time::Instant::now();
@@ -235,7 +263,11 @@ impl PoolState {
                 (st.ac_jobs.get(&grant.autocluster).map_or(0, |q| q.len()), st.claims)
             };
             let size = batch_size(batch, per_job, worklife, waiting, claims);
-            match self.plain_batch(job, grant.autocluster, size, &claim) {
+            let batch_of = match prepared.take() {
+                Some(p) => Some(p),
+                None => self.plain_batch(job, grant.autocluster, size, &claim),
+            };
+            match batch_of {
                 Some((ids, mut req, lease, gid)) => {
                     n = ids.len();
                     // Short jobs, and more waiting: the next batch will
@@ -263,16 +295,23 @@ impl PoolState {
                         req.append = true;
                         req.acked = acked;
                     }
-                    req.reply_at_start = pipelined;
+                    // Answered at its first job's start: the schedd knows
+                    // at once that the job runs (a fresh activation
+                    // answered at the end or after wait_ms left a long
+                    // job idle in the queue for wait_ms).
+                    req.reply_at_start = pipelined || !req.append;
                     let digest = req.module_digest.clone();
                     // Recorded before it is sent (see PoolOp::Activating),
                     // for every job of the batch: a schedd that dies while
                     // the host runs them asks the host after its restart.
                     let intent = PoolOp::Activating(self.started_attrs(&claim));
                     let now = self.clock.now();
-                    let recorded = match matched.take() {
-                        Some(m) => self.queue.pool_matched(m, ids.clone(), intent, now).await,
-                        None => self.queue.pool(ids.clone(), intent, now).await,
+                    let recorded = match (early.take(), matched.take()) {
+                        (Some(r), _) => r,
+                        (None, Some(m)) => {
+                            self.queue.pool_matched(m, ids.clone(), intent, now).await
+                        }
+                        (None, None) => self.queue.pool(ids.clone(), intent, now).await,
                     };
                     let sent = match recorded {
                         Ok(()) => self.activate(&link, &req, &digest, lease, Vec::new()).await,
@@ -358,8 +397,9 @@ impl PoolState {
                             .take_while(|e| gid.as_deref() != Some(e.job.as_str()))
                             .map(|e| e.version)
                             .max();
-                        alive &=
+                        let (ok, _) =
                             self.take_in(&link, &claim, &lane.tx, before, report.clone()).await;
+                        alive &= ok;
                         acked = acked.max(upto.unwrap_or(0));
                     }
                     if pipelined && alive {
@@ -369,7 +409,10 @@ impl PoolState {
                         // anything more is asked of the host: it takes the
                         // next request that starts afresh as the
                         // acknowledgement that they are kept.
-                        alive &= self.take_in(&link, &claim, &lane.tx, ids, report).await;
+                        let (ok, longest) =
+                            self.take_in(&link, &claim, &lane.tx, ids, report).await;
+                        alive &= ok;
+                        job_time = longest.or(job_time);
                     }
                 }
                 None => {
@@ -380,7 +423,7 @@ impl PoolState {
                     // A job activated alone starts afresh: the batch ahead
                     // is taken in first.
                     if let Some((before, report)) = ahead.take() {
-                        alive &= self.take_in(&link, &claim, &lane.tx, before, report).await;
+                        alive &= self.take_in(&link, &claim, &lane.tx, before, report).await.0;
                     }
                     if alive {
                         let mut ends = Ends::default();
@@ -483,7 +526,9 @@ impl PoolState {
 
     /// Takes in how a batch's jobs ended (or follows them while they run),
     /// in order, from the activation's report. Returns whether the claim is
-    /// still usable.
+    /// still usable, and how long the longest of the ends seen ran on the
+    /// host (what tells short jobs from long ones when the activation was
+    /// answered at a start, before any end).
     pub(crate) async fn take_in(
         &self,
         link: &Link,
@@ -491,7 +536,7 @@ impl PoolState {
         lane: &LaneTx,
         ids: Vec<JobId>,
         report: JobReport,
-    ) -> bool {
+    ) -> (bool, Option<Duration>) {
         let lane = &lane.gathering();
         let mut ends = Ends::default();
         let mut last = Some(report);
@@ -512,7 +557,8 @@ impl PoolState {
             }
         }
         lane.committed().await;
-        alive
+        let longest = ends.ended.values().filter_map(|e| e.run_us).max();
+        (alive, longest.map(Duration::from_micros))
     }
 
     /// A batch of up to `n` jobs of autocluster `ac` starting with `first`,

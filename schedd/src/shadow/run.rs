@@ -312,7 +312,8 @@ impl PoolState {
             more: Vec::new(),
             append: false,
             acked: 0,
-            reply_at_start: false,
+            // The schedd knows at once that the job runs.
+            reply_at_start: true,
         };
         // Recorded before it is sent: see PoolOp::Activating.
         if let Err(e) = self
