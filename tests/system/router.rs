@@ -606,8 +606,10 @@ fn a_copy_of_another_universe_runs_here_once_and_nowhere_else() {
     source.submit(
         "alice",
         "v",
+        // Only the copies (set_Routed) match here: an original the local
+        // negotiator matched first would run here as itself, not be routed.
         "executable = primes.wasm\narguments = 100000\noutput = v.$(Process).out\n\
-         +WantJobRouter = true\nqueue 2\n",
+         +WantJobRouter = true\nrequirements = Routed =?= true\nqueue 2\n",
     );
     wait_or(
         "both jobs and both copies done",

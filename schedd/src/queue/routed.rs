@@ -5,7 +5,7 @@ use super::actor::*;
 use super::error::*;
 use super::ops::*;
 use super::txn::*;
-use crate::attrs::{ROUTED_FROM, ROUTED_TO};
+use crate::attrs::{ACTIVATION_PENDING, ROUTED_FROM, ROUTED_TO};
 
 use classad::{ClassAd, Expr, Value};
 
@@ -56,6 +56,11 @@ impl Txn<'_, '_> {
         };
         if v.proc.status != JobStatus::Idle {
             return Err(QueueError::Invalid(format!("job {original} is not idle")));
+        }
+        // Idle but on its way to a host (its activation recorded): the host
+        // may run it, so a copy would run it a second time.
+        if v.proc.ad.contains(ACTIVATION_PENDING) {
+            return Err(QueueError::Invalid(format!("job {original} is being started here")));
         }
         let ad = v.ad();
         if ad.contains(ROUTED_TO) || ad.contains(ROUTED_FROM) {

@@ -118,6 +118,13 @@ impl Txn<'_, '_> {
                         p.status.letter()
                     )));
                 }
+                // Routed meanwhile: its copy runs it (in the same
+                // transaction order as the route, so one or the other).
+                if p.ad.contains(ROUTED_TO) {
+                    return Err(QueueError::Invalid(format!(
+                        "job {id} cannot start: it is routed"
+                    )));
+                }
                 update_from_host(&mut p.ad, attrs);
                 p.ad.insert_value(ACTIVATION_PENDING, true);
             }

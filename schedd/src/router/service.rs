@@ -546,6 +546,7 @@ impl Inner {
         let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
         st.jobs()
             .filter(|v| v.proc.status == JobStatus::Idle && !v.routed_away())
+            .filter(|v| !v.proc.ad.contains(crate::attrs::ACTIVATION_PENDING))
             .filter(|v| !v.has(ROUTED_FROM))
             .filter_map(|v| {
                 let ad = v.ad();

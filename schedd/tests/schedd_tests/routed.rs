@@ -56,6 +56,37 @@ async fn routing_makes_a_copy_the_original_points_at() {
     assert!(q.route(copy, ad("[A = 1]"), 12).await.is_err());
 }
 
+/// A job runs here or through its copy, never both: one on its way to a
+/// host (its activation recorded) is not routed, and one routed is not
+/// activated, whichever came first.
+#[tokio::test]
+async fn a_job_being_started_is_not_routed_and_a_routed_job_is_not_started() {
+    use andes_schedd::queue::PoolOp;
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(&dir);
+    let job = ad(r#"[Cmd = "job.wasm"; JobUniverse = 5]"#);
+    let c = q.submit(&Actor::user("alice"), factor(vec![job.clone(), job]), 10).await.unwrap();
+    let (a, b) = (JobId::new(c, 0), JobId::new(c, 1));
+    let claim = ad(r#"[ClaimId = "c1"; StartdAddr = "h:1"; RemoteHost = "slot1@h"]"#);
+    let copy_ad = || ad(r#"[Cmd = "job.wasm"; JobUniverse = 9; GridResource = "andes h:1"]"#);
+    // Being started: the route is refused, nothing is copied.
+    q.pool(vec![a], PoolOp::Activating(claim.clone()), 11).await.unwrap();
+    let e = q.route(a, copy_ad(), 12).await.unwrap_err();
+    assert!(e.to_string().contains("being started here"), "{e}");
+    assert_eq!(q.read().jobs().count(), 2, "no copy was made");
+    // The activation never happened: it may be routed now.
+    q.pool(vec![a], PoolOp::NotStarted("c1".into()), 13).await.unwrap();
+    q.route(a, copy_ad(), 14).await.unwrap();
+    // Routed: its activation is refused, and it stays as it was.
+    let copy = q.route(b, copy_ad(), 15).await.unwrap();
+    let e = q.pool(vec![b], PoolOp::Activating(claim), 16).await.unwrap_err();
+    assert!(e.to_string().contains("it is routed"), "{e}");
+    let ad_b = q.read().job(b).unwrap().ad();
+    assert!(!ad_b.contains("ActivationPending") && !ad_b.contains("ClaimId"), "{ad_b}");
+    assert_eq!(status(&q, b), Some(JobStatus::Idle));
+    assert_eq!(attr(&q, b, "RoutedToJobId"), Value::from(copy.to_string()));
+}
+
 #[tokio::test]
 async fn the_original_mirrors_its_copy_and_takes_its_final_status() {
     let dir = tempfile::tempdir().unwrap();
