@@ -6,6 +6,7 @@ use super::txn::*;
 
 use classad::Value;
 
+use crate::attrs::ACTIVATION_PENDING;
 use crate::deferral::{self, Deferral, Readiness};
 use crate::job::{JobId, JobStatus, hold_code};
 use crate::policy::HoldInfo;
@@ -87,7 +88,8 @@ impl Txn<'_, '_> {
     /// cron job counts the miss and takes its next run; any other is held.
     pub(crate) fn missed(&mut self, id: JobId) -> Result<(), QueueError> {
         let Some(v) = self.state.job(id) else { return Ok(()) };
-        if v.proc.status != JobStatus::Idle {
+        // Being started (its activation recorded): its host keeps its time.
+        if v.proc.status != JobStatus::Idle || v.proc.ad.contains(ACTIVATION_PENDING) {
             return Ok(());
         }
         let ad = v.ad();

@@ -120,6 +120,9 @@ impl Txn<'_, '_> {
                     .jobs
                     .iter()
                     .filter(|(_, p)| p.status == JobStatus::Idle)
+                    // Being started: its host keeps its time (asked after
+                    // the restart, as the shadows do).
+                    .filter(|(_, p)| !p.ad.contains(crate::attrs::ACTIVATION_PENDING))
                     .map(|(id, _)| *id)
                     .collect();
                 for id in ids {

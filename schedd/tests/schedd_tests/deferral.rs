@@ -166,6 +166,25 @@ async fn a_missed_cron_run_is_counted_and_the_next_one_taken() {
     assert!(f.notes.lock().unwrap().iter().any(|n| n.contains("missed")));
 }
 
+/// A deferred job on its way to a host (its activation recorded) misses
+/// nothing: its host keeps its time. Once the activation is known not to
+/// have happened, the missed run counts.
+#[tokio::test]
+async fn a_job_being_started_misses_no_run() {
+    use andes_schedd::queue::PoolOp;
+    let f = fixture(TimeZone::UTC);
+    let id = submit(&f.q, EVERY_5, T0).await;
+    let claim = ad(r#"[ClaimId = "c1"; StartdAddr = "h:1"; RemoteHost = "slot1@h"]"#);
+    f.q.pool(vec![id], PoolOp::Activating(claim), T0 + 290).await.unwrap();
+    f.q.deferral_missed(vec![id], T0 + 300).await.unwrap();
+    assert_eq!(attr(&f.q, id, "CronMissedRuns"), Value::Undefined);
+    assert_eq!(attr(&f.q, id, "DeferralTime"), Value::Int(T0 + 300));
+    f.q.pool(vec![id], PoolOp::NotStarted("c1".into()), T0 + 301).await.unwrap();
+    f.q.deferral_missed(vec![id], T0 + 301).await.unwrap();
+    assert_eq!(attr(&f.q, id, "CronMissedRuns"), Value::Int(1));
+    assert_eq!(attr(&f.q, id, "DeferralTime"), Value::Int(T0 + 600));
+}
+
 #[tokio::test]
 async fn a_deferred_job_that_misses_its_window_unmatched_is_held() {
     let f = fixture(TimeZone::UTC);
