@@ -177,15 +177,15 @@ impl PoolState {
         // NumJobMatches) committed while the claim is on its way, not after
         // its answer. A schedd that dies in between asks the host after its
         // restart, which knows no such claim or no such job: it stays idle.
-        let mut prepared = self.plain_batch(first, grant.autocluster, 1, &claim);
+        // (The batch, and whether its intent was recorded.)
         let claimed = link.short.call::<_, ClaimReply>(Method::POST, "/v1/host/claim", Some(&req));
-        let (reply, mut early) = match &prepared {
-            Some((ids, ..)) => {
+        let (reply, mut prepared) = match self.plain_batch(first, grant.autocluster, 1, &claim) {
+            Some(batch) => {
                 let intent = PoolOp::Activating(self.started_attrs(&claim));
                 let now = self.clock.now();
-                let record = self.queue.pool_matched(first, ids.clone(), intent, now);
+                let record = self.queue.pool_matched(first, batch.0.clone(), intent, now);
                 let (reply, recorded) = tokio::join!(claimed, record);
-                (reply, Some(recorded))
+                (reply, Some((batch, recorded)))
             }
             None => (claimed.await, None),
         };
@@ -206,9 +206,7 @@ impl PoolState {
         };
         if let Some(quarantined) = refused {
             // Never activated: an intent recorded is withdrawn.
-            if let Some((ids, ..)) = &prepared
-                && matches!(early, Some(Ok(())))
-            {
+            if let Some(((ids, ..), Ok(()))) = &prepared {
                 for id in ids {
                     lane.send(LaneOp::Pool(*id, PoolOp::NotStarted(claim.claim_id.clone())));
                 }
@@ -220,10 +218,11 @@ impl PoolState {
             lane.close().await;
             return;
         }
-        // The match is counted (NumJobMatches) with the claim's first
-        // activation intent, in its commit; a job activated alone has it
-        // sent ahead of its start.
-        let mut matched = prepared.is_none().then_some(first);
+        // The match is counted (NumJobMatches) in the first intent's commit;
+        // for a job activated alone, now.
+        if prepared.is_none() {
+            lane.send(LaneOp::Pool(first, PoolOp::Matched));
+        }
         lock(&self.held).insert(grant.claim_id.clone(), grant.host_address.clone());
         // The claim's age to the millisecond: with whole seconds a claim of
         // CLAIM_WORKLIFE = 1 would last anywhere from 0 to 2 s.
@@ -263,9 +262,9 @@ impl PoolState {
                 (st.ac_jobs.get(&grant.autocluster).map_or(0, |q| q.len()), st.claims)
             };
             let size = batch_size(batch, per_job, worklife, waiting, claims);
-            let batch_of = match prepared.take() {
-                Some(p) => Some(p),
-                None => self.plain_batch(job, grant.autocluster, size, &claim),
+            let (batch_of, recorded) = match prepared.take() {
+                Some((batch, recorded)) => (Some(batch), Some(recorded)),
+                None => (self.plain_batch(job, grant.autocluster, size, &claim), None),
             };
             match batch_of {
                 Some((ids, mut req, lease, gid)) => {
@@ -304,14 +303,12 @@ impl PoolState {
                     // Recorded before it is sent (see PoolOp::Activating),
                     // for every job of the batch: a schedd that dies while
                     // the host runs them asks the host after its restart.
-                    let intent = PoolOp::Activating(self.started_attrs(&claim));
-                    let now = self.clock.now();
-                    let recorded = match (early.take(), matched.take()) {
-                        (Some(r), _) => r,
-                        (None, Some(m)) => {
-                            self.queue.pool_matched(m, ids.clone(), intent, now).await
+                    let recorded = match recorded {
+                        Some(r) => r,
+                        None => {
+                            let intent = PoolOp::Activating(self.started_attrs(&claim));
+                            self.queue.pool(ids.clone(), intent, self.clock.now()).await
                         }
-                        (None, None) => self.queue.pool(ids.clone(), intent, now).await,
                     };
                     let sent = match recorded {
                         Ok(()) => self.activate(&link, &req, &digest, lease, Vec::new()).await,
@@ -417,9 +414,6 @@ impl PoolState {
                 }
                 None => {
                     n = 1;
-                    if let Some(m) = matched.take() {
-                        lane.send(LaneOp::Pool(m, PoolOp::Matched));
-                    }
                     // A job activated alone starts afresh: the batch ahead
                     // is taken in first.
                     if let Some((before, report)) = ahead.take() {
