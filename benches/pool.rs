@@ -112,6 +112,19 @@ impl Pool {
         }
     }
 
+    /// On an idle pool (the queue drained, every slot unclaimed), how long
+    /// from `submit` until the queue has no idle job.
+    fn until_not_idle(&self, submit: impl FnOnce(&Pool)) -> Duration {
+        self.drain();
+        self.settle();
+        let t = Instant::now();
+        submit(self);
+        while !self.none_idle() {
+            std::hint::spin_loop();
+        }
+        t.elapsed()
+    }
+
     /// Whether the queue has no idle job (the one submitted has started or ended).
     fn none_idle(&self) -> bool {
         let req = QueryRequest {
@@ -154,38 +167,19 @@ fn latency(c: &mut Criterion) {
     let mut g = c.benchmark_group("pool");
     g.sample_size(50);
     g.bench_function("submit_to_start_idle_pool", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                pool.drain();
-                pool.settle();
-                let t = Instant::now();
-                pool.submit(1);
-                while !pool.none_idle() {
-                    std::hint::spin_loop();
-                }
-                total += t.elapsed();
-            }
-            total
-        })
+        b.iter_custom(|iters| (0..iters).map(|_| pool.until_not_idle(|p| p.submit(1))).sum())
     });
     // A job that runs on (a minute's sleep): until the schedd says it runs,
     // not until it ends as for the trivial job above.
     g.bench_function("submit_to_running_idle_pool", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                pool.drain();
-                pool.settle();
-                let t = Instant::now();
-                pool.submit_module("sleeper", "60", 1);
-                while !pool.none_idle() {
-                    std::hint::spin_loop();
-                }
-                total += t.elapsed();
-                pool.remove_all();
-            }
-            total
+            (0..iters)
+                .map(|_| {
+                    let t = pool.until_not_idle(|p| p.submit_module("sleeper", "60", 1));
+                    pool.remove_all();
+                    t
+                })
+                .sum()
         })
     });
     g.finish();
