@@ -650,6 +650,42 @@ fn ctrl_c_vacates_a_compiled_job_and_the_same_command_resumes_it_on_every_platfo
     }
 }
 
+/// A wineserver kept up for a prefix of a test's own, stopped on drop (as
+/// `cargo xtask portability` keeps one for the shared prefix): one that
+/// exits between two of the test's processes can refuse the second with
+/// "wine client error: recvmsg: Connection reset by peer".
+struct KeptWineserver {
+    server: PathBuf,
+    prefix: PathBuf,
+}
+
+impl KeptWineserver {
+    fn start(prefix: &Path) -> KeptWineserver {
+        let server = env_path("ANDES_WINE").with_file_name("wineserver");
+        let server = if server.is_file() { server } else { PathBuf::from("wineserver") };
+        std::fs::create_dir_all(prefix).unwrap();
+        let kept = KeptWineserver { server, prefix: prefix.to_path_buf() };
+        let up = Command::new(&kept.server).arg("-p").env("WINEPREFIX", prefix).status().unwrap();
+        assert!(up.success(), "{} -p: {up}", kept.server.display());
+        let boot = Command::new(env_path("ANDES_WINE"))
+            .arg("wineboot")
+            .env("WINEPREFIX", prefix)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(boot.success(), "wineboot in {}: {boot}", prefix.display());
+        kept
+    }
+}
+
+impl Drop for KeptWineserver {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.server).arg("-k").env("WINEPREFIX", &self.prefix).status();
+    }
+}
+
 /// The module cache's key on Windows is for its owner alone (an access
 /// control list of its own, which wine shows as the file's mode), and a key
 /// others may read is refused by name: whoever can read it could forge the
@@ -664,6 +700,7 @@ fn the_module_cache_key_on_windows_is_for_its_owner_alone() {
     let prefix = top.join("prefix");
     let sandbox = top.join("sandbox");
     std::fs::create_dir_all(&sandbox).unwrap();
+    let _server = KeptWineserver::start(&prefix);
     let run_once = || {
         windows
             .command()

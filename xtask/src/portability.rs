@@ -104,6 +104,9 @@ pub fn run_after_build(built: impl FnOnce()) -> bool {
         }
     }
     let prefix = place.join("wine-prefix");
+    let Some(_server) = Wineserver::start(&wine, &prefix) else {
+        return false;
+    };
     let cargo = crate::cargo_program();
     let arm_exe = cross_dir().join(AARCH64).join("debug").join("andes");
     eprintln!(
@@ -125,6 +128,60 @@ pub fn run_after_build(built: impl FnOnce()) -> bool {
         .env("ANDES_AARCH64_SYSROOT", AARCH64_SYSROOT)
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// A wineserver kept up for one prefix while the tests run, stopped on drop.
+///
+/// Left to itself, wine starts a wineserver with the first process of a
+/// prefix and the server exits a moment after the last one ends: a test
+/// starting `andes.exe` in that moment gets "wine client error: recvmsg:
+/// Connection reset by peer" and no process. Kept up (`wineserver -p`), it
+/// is there for every process of the run. The prefix is made by a first,
+/// silent `wineboot`, so that the services wine starts with it (which live
+/// as long as the server) hold no test's output pipe.
+pub struct Wineserver {
+    server: PathBuf,
+    prefix: PathBuf,
+}
+
+impl Wineserver {
+    /// Starts the server for `prefix` (created if missing) beside `wine`.
+    pub fn start(wine: &Path, prefix: &Path) -> Option<Wineserver> {
+        use std::process::Stdio;
+        let server = wine.with_file_name("wineserver");
+        let server = if server.is_file() { server } else { on_path("wineserver")? };
+        if let Err(e) = std::fs::create_dir_all(prefix) {
+            eprintln!("xtask: {}: {e}", prefix.display());
+            return None;
+        }
+        let kept = Wineserver { server, prefix: prefix.to_path_buf() };
+        let up = Command::new(&kept.server)
+            .arg("-p")
+            .env("WINEPREFIX", prefix)
+            .status()
+            .is_ok_and(|s| s.success());
+        let booted = up
+            && Command::new(wine)
+                .arg("wineboot")
+                .env("WINEPREFIX", prefix)
+                .env("WINEDEBUG", "-all")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+        if !booted {
+            eprintln!("xtask: no wineserver for {} ({})", prefix.display(), kept.server.display());
+            return None;
+        }
+        Some(kept)
+    }
+}
+
+impl Drop for Wineserver {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.server).arg("-k").env("WINEPREFIX", &self.prefix).status();
+    }
 }
 
 /// The target directory of the cross build: its own, so that it can build
