@@ -86,23 +86,64 @@ pub const OFFER_GRACE: i64 = 10;
 /// record. A change of a user's factor is saved at once.
 pub const ACCOUNTANT_SAVE_EVERY: i64 = 10;
 
-/// The most time between the starts of two cycles a poke starts: a burst of
-/// slots becoming Unclaimed (a schedd releasing its claims) runs a few cycles,
-/// not one per slot. A poke after a quiet spell starts one at once.
+/// The longest a poke waits for its cycle: a burst of slots becoming
+/// Unclaimed (a schedd releasing its claims) runs a few cycles, not one per
+/// slot, and none waits longer than this.
 pub const POKED_CYCLE_GAP: Duration = Duration::from_millis(50);
 
-/// A poked cycle starts no sooner after the last one started than this many
-/// times the last one's own work ([`CycleStats::busy_time`]; at most
-/// [`POKED_CYCLE_GAP`]): poked cycles take at most about a tenth of the
-/// negotiator's time however many pokes come, while after a quick cycle (a
-/// small pool, or nothing to match) a job submitted next waits next to
-/// nothing.
+/// The negotiator's time that poked cycles may take, one part in this many
+/// (kept by [`PokeBudget`]).
 pub const POKED_CYCLE_SHARE: u32 = 10;
 
-/// How long after the start of a cycle whose work took `last` a poke may
-/// start the next.
-pub fn poked_cycle_gap(last: Duration) -> Duration {
-    last.saturating_mul(POKED_CYCLE_SHARE).min(POKED_CYCLE_GAP)
+/// The work poked cycles may do back to back before their share
+/// ([`POKED_CYCLE_SHARE`]) holds them back: what a few cycles of a busy
+/// small pool take, so that a job submitted just after others came and went
+/// (each start and release pokes a cycle) waits for none of them.
+pub const POKED_CYCLE_BURST: Duration = Duration::from_millis(20);
+
+/// What poked cycles may still spend of the negotiator's time, as a credit
+/// of work: it grows by one part in [`POKED_CYCLE_SHARE`] of the time that
+/// passes, up to [`POKED_CYCLE_BURST`], and every cycle spends its own work
+/// ([`CycleStats::busy_time`]). A poke starts a cycle at once while there
+/// is credit, else once the debt is earned back, never more than
+/// [`POKED_CYCLE_GAP`] later (a debt beyond that is forgiven: a pool whose
+/// one cycle takes longer than the gap still starts jobs a poke asks for
+/// within it). However many pokes come, poked cycles take about a tenth
+/// of the negotiator's time, plus the burst.
+#[derive(Clone, Debug)]
+pub struct PokeBudget {
+    /// Credit of work, in nanoseconds; negative while in debt.
+    credit: i128,
+    /// When the credit was last brought up to date.
+    at: Instant,
+}
+
+impl PokeBudget {
+    /// A full budget at `now`.
+    pub fn new(now: Instant) -> PokeBudget {
+        PokeBudget { credit: POKED_CYCLE_BURST.as_nanos() as i128, at: now }
+    }
+
+    fn earn(&mut self, now: Instant) {
+        let passed = now.saturating_duration_since(self.at).as_nanos() as i128;
+        let burst = POKED_CYCLE_BURST.as_nanos() as i128;
+        self.credit = (self.credit + passed / POKED_CYCLE_SHARE as i128).min(burst);
+        self.at = self.at.max(now);
+    }
+
+    /// A cycle that did `work` ended at `now`.
+    pub fn spend(&mut self, now: Instant, work: Duration) {
+        self.earn(now);
+        let floor = -((POKED_CYCLE_GAP / POKED_CYCLE_SHARE).as_nanos() as i128);
+        self.credit = (self.credit - work.as_nanos() as i128).max(floor);
+    }
+
+    /// How long a poke at `now` waits before its cycle starts.
+    pub fn wait(&mut self, now: Instant) -> Duration {
+        self.earn(now);
+        let debt = u64::try_from(-self.credit).unwrap_or(0);
+        Duration::from_nanos(debt).saturating_mul(POKED_CYCLE_SHARE).min(POKED_CYCLE_GAP)
+    }
 }
 
 /// A plan of at most this many (slot, request group) pairs runs on the
@@ -294,9 +335,10 @@ impl Central {
 
     /// Runs cycles until the task is dropped.
     pub async fn run(self: Arc<Self>) {
+        let mut budget = PokeBudget::new(Instant::now());
         loop {
-            let started = tokio::time::Instant::now();
             let stats = self.cycle().await;
+            budget.spend(Instant::now(), stats.busy_time());
             if stats.matches > 0 {
                 tracing::info!(
                     "negotiation: {} slots, {} groups, {} matches ({} taken), plan {:?}, cycle {:?}",
@@ -310,7 +352,10 @@ impl Central {
             }
             tokio::select! {
                 _ = self.poke.notified() => {
-                    tokio::time::sleep_until(started + poked_cycle_gap(stats.busy_time())).await;
+                    let wait = budget.wait(Instant::now());
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
                 }
                 _ = tokio::time::sleep(lock(&self.cfg).interval) => {}
             }
