@@ -335,10 +335,12 @@ impl Central {
 
     /// Runs cycles until the task is dropped.
     pub async fn run(self: Arc<Self>) {
-        let mut budget = PokeBudget::new(Instant::now());
+        // tokio's clock, which a test may pause and advance.
+        let now = || tokio::time::Instant::now().into_std();
+        let mut budget = PokeBudget::new(now());
         loop {
             let stats = self.cycle().await;
-            budget.spend(Instant::now(), stats.busy_time());
+            budget.spend(now(), stats.busy_time());
             if stats.matches > 0 {
                 tracing::info!(
                     "negotiation: {} slots, {} groups, {} matches ({} taken), plan {:?}, cycle {:?}",
@@ -352,7 +354,7 @@ impl Central {
             }
             tokio::select! {
                 _ = self.poke.notified() => {
-                    let wait = budget.wait(Instant::now());
+                    let wait = budget.wait(now());
                     if !wait.is_zero() {
                         tokio::time::sleep(wait).await;
                     }
