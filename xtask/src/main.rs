@@ -95,6 +95,18 @@ pub(crate) fn cargo_program() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
+/// Cargo's `--config` arguments for a dev build whose dependencies are
+/// built unoptimised but for those in `raised`, at `level`: what the
+/// emulated and Python builds need fast, without the rest's compile time.
+pub(crate) fn unoptimised_but(raised: &[&str], level: u8) -> Vec<String> {
+    let mut args = vec!["--config".into(), "profile.dev.package.\"*\".opt-level=0".into()];
+    for krate in raised {
+        args.push("--config".into());
+        args.push(format!("profile.dev.package.{krate}.opt-level={level}"));
+    }
+    args
+}
+
 fn cargo(args: &[&str]) -> bool {
     run(&cargo_program(), args)
 }

@@ -255,11 +255,7 @@ pub fn build() -> bool {
         .args(["build", "-p", "andes", "--target", WINDOWS, "--target", AARCH64])
         .arg("--target-dir")
         .arg(cross_dir())
-        .args(["--config", "profile.dev.package.\"*\".opt-level=0"]);
-    for krate in HOT {
-        build.args(["--config", &format!("profile.dev.package.{krate}.opt-level=1")]);
-    }
-    build
+        .args(crate::unoptimised_but(HOT, 1))
         .env("CARGO_PROFILE_DEV_DEBUG", "0")
         // The Windows build is also its lint: clippy's driver compiles the
         // workspace's crates as rustc would and lints them as `cargo

@@ -113,19 +113,16 @@ pub(crate) fn pip(py: &Path, args: &[&str]) -> Command {
 fn wheel(py: &Path, target: &Path, out: &Path) -> bool {
     let _ = std::fs::remove_dir_all(out);
     let Some(path) = crate::wheels::zig_path(target) else { return false };
-    let mut build = Command::new(py);
-    build.args(["-m", "maturin", "build", "--profile", "dev"]);
-    // Its dependencies unoptimised (the workspace's are built at opt-level
-    // 2 for the tests' wasmtime) but for the cryptography every request
-    // signs and checks: the wheel builds in a third of the CPU time, and
-    // the tests, which spend theirs in the pools they start, no slower.
-    build.args(["--config", "profile.dev.package.\"*\".opt-level=0"]);
-    for krate in OPTIMISED {
-        build.args(["--config", &format!("profile.dev.package.{krate}.opt-level=2")]);
-    }
     step(
         "building the andes wheel (maturin --zig, manylinux2014, dev profile)",
-        build
+        Command::new(py)
+            .args(["-m", "maturin", "build", "--profile", "dev"])
+            // Its dependencies unoptimised (the workspace's are built at
+            // opt-level 2 for the tests' wasmtime) but for the cryptography
+            // every request signs and checks: the wheel builds in a third of
+            // the CPU time, and the tests, which spend theirs in the pools
+            // they start, no slower.
+            .args(crate::unoptimised_but(OPTIMISED, 2))
             .args(["--zig", "--compatibility", "manylinux2014"])
             .env("PATH", path)
             .args(["--manifest-path", "python/Cargo.toml"])
