@@ -179,6 +179,8 @@ pub struct Daemon {
     /// Claims that ended before their shadow heard how the job ended: kept
     /// (until the Unix second given) so it still can.
     pub(crate) ended: HashMap<String, (ClaimEntry, i64)>,
+    /// The ends owed to schedds, on disk until acknowledged.
+    pub(crate) owed: crate::owed::Owed,
     /// A fast shutdown was asked for: no waiting for shadows.
     pub(crate) fast_shutdown: bool,
     /// A bounded graceful shutdown ([`Command::OffWithin`]): when to kill
@@ -234,13 +236,24 @@ impl Daemon {
         // the daemon's alone (its umask).
         andes_beneath::private::create_dirs_reachable(&config.execute)
             .map_err(|error| DaemonError::Io { path: config.execute.clone(), error })?;
-        // Sandboxes a previous run left behind (a crash) belong to no job now.
+        // The ends an earlier run still owed its schedds, offered again.
+        let (owed, orphans) = crate::owed::Owed::open(&config.execute);
+        let keep: HashSet<&str> =
+            orphans.iter().filter_map(|e| e.kept.as_ref().map(|(d, _)| d.as_str())).collect();
+        // Sandboxes a previous run left behind (a crash) belong to no job
+        // now, but for those kept for an owed end's outputs. New ones are
+        // numbered past every one found, so none is named as a kept one.
+        let mut generation = 0;
         if let Ok(entries) = std::fs::read_dir(&config.execute) {
             for e in entries.flatten() {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
                 if ["dir_", "ckpt_", "out_", "in_"].iter().any(|p| name.starts_with(p)) {
-                    remove_sandbox(&e.path());
+                    let n = name.rsplit('_').next().and_then(|n| n.parse::<u64>().ok());
+                    generation = generation.max(n.unwrap_or(0));
+                    if !keep.contains(name.as_ref()) {
+                        remove_sandbox(&e.path());
+                    }
                 }
             }
         }
@@ -256,7 +269,8 @@ impl Daemon {
         let offers = startd.slots().iter().map(|s| (s.id(), new_claim_id(s.id()))).collect();
         let machine_clock =
             std::sync::Mutex::new(MachineClock::new(clock.unix_now_ms(), clock.now()));
-        Ok(Daemon {
+        let mut daemon = Daemon {
+            owed,
             startd,
             host,
             machine_clock,
@@ -280,7 +294,7 @@ impl Daemon {
             logger: None,
             update_interval,
             next_measure: now,
-            generation: 0,
+            generation,
             shutdown_complete: false,
             rejections: Vec::new(),
             offers,
@@ -313,7 +327,87 @@ impl Daemon {
                     .map_err(|e| tracing::warn!("STARTD_HISTORY {}: {e}", p.display()))
                     .ok()
             }),
-        })
+        };
+        daemon.restore_owed(orphans);
+        Ok(daemon)
+    }
+
+    /// The ends an earlier run of the host owed (read from its book, see
+    /// [`crate::owed`]) become the final reports of ended claims, kept for
+    /// the job's lease (at least [`FINAL_REPORT_KEEP`]): the shadow that
+    /// follows or reconnects to the claim takes each end in as it would
+    /// have before the host died. An end whose kept sandbox is gone is not
+    /// offered (its book line is settled as owed to nobody).
+    fn restore_owed(&mut self, orphans: Vec<crate::owed::OwedEnd>) {
+        use crate::pool::claim::{FINAL_REPORT_KEEP, KeptOutputs};
+        let mut by_claim: BTreeMap<String, Vec<crate::owed::OwedEnd>> = BTreeMap::new();
+        for e in orphans {
+            if let Some((dir, _)) = &e.kept
+                && !self.execute.join(dir).is_dir()
+            {
+                tracing::warn!("the end of {}: its kept outputs are gone; not offered", e.end.job);
+                continue;
+            }
+            by_claim.entry(e.claim.clone()).or_default().push(e);
+        }
+        let (mono, now) = (self.clock.now(), self.now());
+        for (claim_id, mut ends) in by_claim {
+            ends.sort_by_key(|e| e.end.version);
+            let Some(last) = ends.last() else { continue };
+            let lease = ends.iter().map(|e| e.lease_secs).max().unwrap_or(0);
+            let mut c =
+                ClaimEntry::new(last.slot, last.claimant.clone(), mono, Duration::from_secs(lease));
+            c.incarnation = last.incarnation.clone();
+            c.job_lease = Some(Duration::from_secs(lease));
+            c.told_end.store(false, std::sync::atomic::Ordering::Release);
+            let kept: HashMap<String, Arc<KeptOutputs>> = ends
+                .iter()
+                .filter_map(|e| {
+                    let (dir, files) = e.kept.clone()?;
+                    let dir = self.execute.join(dir);
+                    Some((e.end.job.clone(), Arc::new(KeptOutputs { dir, files })))
+                })
+                .collect();
+            let (version, job) = (last.end.version, last.end.job.clone());
+            let (ending, evicted) = (classad::parse_ad(&last.end.ending).ok(), last.end.evicted);
+            let jobs: Vec<String> = ends.iter().map(|e| e.end.job.clone()).collect();
+            c.report.send_modify(|r| {
+                r.version = version + 1;
+                r.state = andes_protocol::pool::RunState::Exited;
+                r.job = Some(job);
+                r.ending = ending;
+                r.evicted = evicted;
+                r.claim_alive = false;
+                r.ended = Arc::new(ends.into_iter().map(|e| e.end).collect());
+                r.kept = Arc::new(kept);
+            });
+            self.log(format!(
+                "claim {}: the ends of {} owed from before a restart, kept for {lease} s",
+                public_claim_id(&claim_id),
+                jobs.join(", ")
+            ));
+            let until = now.saturating_add((lease as i64).max(FINAL_REPORT_KEEP));
+            self.ended.insert(claim_id, (c, until));
+        }
+        self.settle_owed();
+    }
+
+    /// Settles, in the book of owed ends, every end no longer owed: its
+    /// claim is gone, its schedd acknowledged it (or released the claim),
+    /// or the claim's report no longer carries it (forgotten on an
+    /// appended activation's `acked`, or by a fresh activation).
+    pub(crate) fn settle_owed(&mut self) {
+        if self.owed.is_empty() {
+            return;
+        }
+        let (claims, ended) = (&self.claims, &self.ended);
+        self.owed.settle(|claim, version| {
+            let c = claims.get(claim).or_else(|| ended.get(claim).map(|(c, _)| c));
+            c.is_some_and(|c| {
+                c.owes_end()
+                    && c.report.borrow().ended.first().is_some_and(|f| version >= f.version)
+            })
+        });
     }
 
     /// Lets the daemon take and restore transparent checkpoints of jobs
@@ -456,6 +550,7 @@ impl Daemon {
     pub(crate) fn prune_ended(&mut self) {
         let now = self.now();
         self.ended.retain(|_, (c, until)| c.owes_end() && now <= *until);
+        self.settle_owed();
     }
 
     /// True while the daemon should stay up for shadows still owed the end
@@ -529,6 +624,7 @@ impl Daemon {
             acts = self.measure();
         }
         acts.extend(self.feed(Event::Tick));
+        self.settle_owed();
         acts
     }
 

@@ -13,6 +13,7 @@ pub mod benchmark;
 mod config;
 pub mod daemon;
 mod measure;
+pub mod owed;
 pub mod pool;
 pub mod quarantine;
 pub mod remote;

@@ -10,6 +10,7 @@ use classad::{ClassAd, Value};
 
 use crate::benchmark;
 use crate::daemon::*;
+use crate::owed::OwedEnd;
 use crate::pool::claim::{BlobDir, HostSnapshot, KeptOutputs};
 use crate::pool::files::{ACTIVATION_INLINE_BUDGET, Outputs, collect_outputs, write_inputs};
 use andes_protocol::stream::parse_digest;
@@ -33,6 +34,12 @@ impl Daemon {
     }
 
     pub(crate) fn on_exit(&mut self, exit: Exit) -> Option<ExitReport> {
+        let report = self.take_exit(exit);
+        self.settle_owed();
+        report
+    }
+
+    fn take_exit(&mut self, exit: Exit) -> Option<ExitReport> {
         let slot = exit.slot;
         if self.runs.get(&slot).is_none_or(|r| r.generation != exit.generation) {
             // An abandoned starter that ended after all.
@@ -250,6 +257,7 @@ impl Daemon {
             _ => String::new(),
         };
         if let Some(c) = self.claims.get(&claim_id) {
+            let owed = &mut self.owed;
             c.publish(|r| {
                 if let (n, Some(d)) = saved {
                     r.saved = Some((n, d));
@@ -280,6 +288,19 @@ impl Daemon {
                     log: log.clone(),
                     run_us: Some((result.usage.remote_wall_clock_time * 1e6) as u64),
                 };
+                // On disk before any shadow can hear of it (crate::owed).
+                owed.record(&OwedEnd {
+                    claim: claim_id.clone(),
+                    slot,
+                    claimant: c.claimant.clone(),
+                    incarnation: c.incarnation.clone(),
+                    lease_secs: c.job_lease.map_or(0, |l| l.as_secs()),
+                    end: end.clone(),
+                    kept: kept.as_ref().and_then(|k| {
+                        let name = k.dir.file_name()?.to_string_lossy().into_owned();
+                        Some((name, k.files.clone()))
+                    }),
+                });
                 Arc::make_mut(&mut r.ended).push(end);
                 if let Some(k) = kept {
                     Arc::make_mut(&mut r.kept).insert(end_job, k);

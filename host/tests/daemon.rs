@@ -49,7 +49,11 @@ struct Fixture {
 /// A one-slot daemon on a virtual clock, on an idle machine (keyboard
 /// untouched for an hour, no load but its own jobs').
 fn daemon(extra: &str) -> Fixture {
-    let execute = tempfile::tempdir().unwrap();
+    daemon_in(tempfile::tempdir().unwrap(), extra)
+}
+
+/// The same, with `execute` as its EXECUTE (what an earlier daemon left).
+fn daemon_in(execute: tempfile::TempDir, extra: &str) -> Fixture {
     let mut cfg = base_config(Vec::<(String, String)>::new());
     cfg.load_str(extra, "test.config").unwrap();
     let info = MachineInfo { cpus: 1, memory_mb: 2048, ..MachineInfo::default() };
@@ -609,11 +613,23 @@ fn activate_spin(f: &mut Fixture, id: &str) {
     let module = sample("spin");
     let digest = format!("sha256:{}", hex::encode(andes_starter::engine::module_digest(&module)));
     f.d.pool(andes_host::pool::PoolRequest::PutModule(digest.clone(), module)).unwrap();
+    activate_one(f, id, digest, VANILLA, Vec::new());
+}
+
+/// The schedd activates claim `id` with `job` alone, of the module stored
+/// as `digest`, with `inputs`, on a 40-minute lease.
+fn activate_one(
+    f: &mut Fixture,
+    id: &str,
+    digest: String,
+    job: &str,
+    inputs: Vec<andes_protocol::pool::FileData>,
+) {
     let req = andes_protocol::pool::ActivateRequest {
         claim_id: id.to_string(),
-        job: VANILLA.into(),
+        job: job.into(),
         module_digest: digest,
-        inputs: Vec::new(),
+        inputs,
         lease_secs: 2400,
         wait_ms: 0,
         saved_state: None,
@@ -626,9 +642,24 @@ fn activate_spin(f: &mut Fixture, id: &str) {
     f.d.pool(andes_host::pool::PoolRequest::Activate {
         caller: "schedd".into(),
         req: Box::new(req),
-        ads: Box::new((parse_ad(VANILLA).unwrap(), Vec::new())),
+        ads: Box::new((parse_ad(job).unwrap(), Vec::new())),
     })
     .unwrap();
+}
+
+/// Joins the fixture's daemon to a pool, has its slot claimed by the
+/// schedd (incarnation "one") and stores sample `module` there, as a shadow
+/// does: the claim id, the module's digest and the ad channel.
+fn claimed_with(
+    f: &mut Fixture,
+    module: &str,
+) -> (String, String, tokio::sync::mpsc::UnboundedReceiver<andes_host::daemon::PublishedAd>) {
+    let (id, rx) = offer(f);
+    f.d.pool(claim_request(&id, "one")).unwrap();
+    let module = sample(module);
+    let digest = format!("sha256:{}", hex::encode(andes_starter::engine::module_digest(&module)));
+    f.d.pool(andes_host::pool::PoolRequest::PutModule(digest.clone(), module)).unwrap();
+    (id, digest, rx)
 }
 
 /// The slot's RemoteOwner, from the ads published since.
@@ -776,11 +807,7 @@ async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
     use andes_host::pool::{PoolReply, PoolRequest};
     use andes_protocol::pool::ActivateRequest;
     let mut f = daemon("");
-    let (id, _rx) = offer(&mut f);
-    f.d.pool(claim_request(&id, "one")).unwrap();
-    let module = sample("exit_code");
-    let digest = format!("sha256:{}", hex::encode(andes_starter::engine::module_digest(&module)));
-    f.d.pool(PoolRequest::PutModule(digest.clone(), module)).unwrap();
+    let (id, digest, _rx) = claimed_with(&mut f, "exit_code");
     let ad = |p: u32| {
         format!(
             r#"[ ClusterId = 1; ProcId = {p}; JobUniverse = 5; Owner = "alice"; GlobalJobId = "s#1.{p}#1"; Arguments = "0" ]"#
@@ -871,4 +898,83 @@ async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
         matches!(e, andes_host::pool::PoolError::BadInput(ref m) if m.contains("checkpoint")),
         "{e:?}"
     );
+}
+
+/// A host killed after a job ended and before its schedd took the end in
+/// (its big output still to fetch: the fault harness's job 201.0) offers
+/// the end again when it starts, with the output kept: the job is not run a
+/// second time. Once the schedd has acknowledged the end, a host started
+/// again owes nothing and keeps nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_restart() {
+    use andes_host::pool::{PoolReply, PoolRequest};
+    use andes_protocol::pool::{FileData, JobReport, OutputRequest};
+    let mut f = daemon("");
+    let (id, digest, _rx) = claimed_with(&mut f, "copyfile");
+    let gid = "s#1.0#1";
+    let job = format!(
+        r#"[ ClusterId = 1; ProcId = 0; JobUniverse = 5; Owner = "alice"; GlobalJobId = "{gid}"; Arguments = "in out 3" ]"#
+    );
+    activate_one(&mut f, &id, digest, &job, vec![FileData::inline("in", vec![7u8; 600 << 10])]);
+    f.exit().await;
+    // The shadow follows the claim (a report is sent and marked so, as the
+    // route does), with the given incarnation.
+    let follow = |f: &mut Fixture, incarnation: &str| -> JobReport {
+        let sub = PoolRequest::Subscribe {
+            caller: "schedd".into(),
+            claim_id: id.clone(),
+            incarnation: Some(incarnation.into()),
+        };
+        match f.d.pool(sub).unwrap() {
+            PoolReply::Reports(rx, _, _, end_sent, _) => {
+                let r = rx.borrow().clone();
+                let w = r.to_wire(&andes_starter::SystemClock, 0, 0, None);
+                if !w.claim_alive || w.state == andes_protocol::pool::RunState::Exited {
+                    end_sent.store(true, std::sync::atomic::Ordering::Release);
+                }
+                w
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    let output = |f: &mut Fixture| -> Vec<u8> {
+        let req = OutputRequest { claim_id: id.clone(), job: gid.into(), name: "out".into() };
+        match f.d.pool(PoolRequest::Output { caller: "schedd".into(), req }) {
+            Ok(PoolReply::Output(kept, path)) => std::fs::read(kept.dir.join(path)).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let before = follow(&mut f, "one");
+    assert_eq!(before.ended.len(), 1);
+    let streamed = before.ended[0].outputs.iter().find(|o| o.name == "out").unwrap();
+    assert_eq!(streamed.streamed.as_ref().map(|s| s.size), Some(3 * (600 << 10)));
+    // Killed: no destructor runs, nothing is flushed or removed.
+    let Fixture { d, execute, .. } = f;
+    std::mem::forget(d);
+    let mut g = daemon_in(execute, "");
+    assert_ne!(g.state().0, State::Claimed, "the claim itself is over");
+    // The schedd restarted too: its new run follows the claim and hears the end.
+    let after = follow(&mut g, "two");
+    assert!(!after.claim_alive);
+    assert_eq!(after.ended, before.ended, "the end offered is the end the job had");
+    assert_eq!(output(&mut g), vec![7u8; 3 * (600 << 10)]);
+    // Killed again before the schedd said it took the end in: still owed.
+    let Fixture { d, execute, .. } = g;
+    std::mem::forget(d);
+    let mut h = daemon_in(execute, "");
+    assert_eq!(follow(&mut h, "two").ended, before.ended);
+    // The schedd asks again: it has the end; the book settles it, and the
+    // kept output goes with the claim's last report.
+    follow(&mut h, "two");
+    let Fixture { d, execute, .. } = h;
+    drop(d);
+    let k = daemon_in(execute, "");
+    let sub = PoolRequest::Subscribe {
+        caller: "schedd".into(),
+        claim_id: id.clone(),
+        incarnation: Some("two".into()),
+    };
+    let mut k = k;
+    assert!(k.d.pool(sub).is_err(), "an acknowledged end was offered again");
+    assert_eq!(k.leftovers(), 0, "the kept output outlived its end");
 }

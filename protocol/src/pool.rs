@@ -342,7 +342,7 @@ pub struct QueuedJob {
 }
 
 /// How one job of a claim ended (an entry of [`JobReport::ended`]).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobEnd {
     /// Its `GlobalJobId`.
     pub job: String,

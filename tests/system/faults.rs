@@ -273,3 +273,69 @@ fn after_five_schedd_crashes_two_jobs_start_together_on_the_two_free_slots() {
         || show(&p),
     );
 }
+
+/// A host killed after its job ended and before the schedd took the end in
+/// (the fault harness's job 201.0 on 2026-12-06: its 1.8 MiB output still to
+/// fetch) offers the end again when it is back: the job completes once, with
+/// its output whole, and does not run a second time. The schedd is stopped
+/// (SIGSTOP) from the job's start to the host's return, so nothing of the
+/// end is taken in before the kill.
+#[test]
+fn a_host_killed_before_its_schedd_took_a_jobs_end_in_offers_it_again_and_the_job_runs_once() {
+    let mut p = Pool::new("", 0);
+    let history = p.path().join("startd_history");
+    let extra = format!("STARTD_HISTORY = {}\n", history.display());
+    p.start_host(1, &extra);
+    let jobs = p.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    let input: Vec<u8> = (0..600u32 << 10).map(|i| (i % 251) as u8).collect();
+    std::fs::write(jobs.join("in"), &input).unwrap();
+    // Deferred a few seconds on the host: the schedd is stopped while the
+    // job waits there, before it runs.
+    p.submit(
+        "alice",
+        "big",
+        "executable = copyfile.wasm\narguments = in out 3\ntransfer_input_files = in\n\
+         transfer_output_files = out\nrequest_disk = 10MB\ndeferral_time = (QDate + 4)\ndeferral_window = 600\n\
+         log = big.log\nqueue\n",
+    );
+    wait_or(
+        "the job activated on the host",
+        Duration::from_secs(60),
+        || p.queue().iter().any(|a| int(a, "JobStatus") == 2),
+        || p.logs(),
+    );
+    let schedd = p.schedd.as_ref().unwrap().child.id().to_string();
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill").args([sig, &schedd]).status().unwrap();
+        assert!(ok.success(), "kill {sig} {schedd}");
+    };
+    signal("-STOP");
+    let ended = || std::fs::read_to_string(&history).unwrap_or_default();
+    wait_or(
+        "the job's end on the host",
+        Duration::from_secs(60),
+        || ended().contains("\n*** ClusterId = "),
+        || p.logs(),
+    );
+    // The host dies with the end owed, and comes back where it was.
+    let addr = std::fs::read_to_string(p.path().join(".host1_address")).unwrap();
+    Pool::kill9(&mut p.hosts[0]);
+    p.start_host(1, &format!("{extra}HOST_ADDRESS = {}\n", addr.trim()));
+    signal("-CONT");
+    wait_or(
+        "the job completed",
+        Duration::from_secs(120),
+        || p.history().iter().any(|a| int(a, "JobStatus") == 4),
+        || {
+            let q: Vec<String> = p.queue().iter().map(|a| a.to_string()).collect();
+            format!("{}\n{}", q.join("\n"), p.logs())
+        },
+    );
+    let ad = &p.history()[0];
+    let out = std::fs::read(jobs.join("out")).unwrap_or_default();
+    assert!(out == input.repeat(3), "the output is {} bytes, not the job's: {ad}", out.len());
+    assert_eq!(int(ad, "NumJobStarts"), 1, "{ad}");
+    assert_eq!(ended().matches("\n*** ClusterId = ").count(), 1, "it ran again:\n{}", ended());
+    assert!(p.queue().is_empty(), "the job is still queued");
+}

@@ -116,8 +116,15 @@ impl Daemon {
         self.claims.get(id)
     }
 
-    /// Serves a request of the pool's routes.
+    /// Serves a request of the pool's routes; the ends it acknowledges are
+    /// settled in the book of owed ends ([`crate::owed`]).
     pub fn pool(&mut self, req: PoolRequest) -> Result<PoolReply, PoolError> {
+        let reply = self.answer(req);
+        self.settle_owed();
+        reply
+    }
+
+    fn answer(&mut self, req: PoolRequest) -> Result<PoolReply, PoolError> {
         use andes_protocol::pool::ClaimReply;
         let owned = |me: &Self, caller: &str, claim_id: &str| -> Result<SlotId, PoolError> {
             let c = me.claims.get(claim_id).ok_or_else(|| {
