@@ -389,19 +389,28 @@ impl Daemon {
             let until = now.saturating_add((lease as i64).max(FINAL_REPORT_KEEP));
             self.ended.insert(claim_id, (c, until));
         }
-        self.settle_owed();
+        self.settle_owed(None);
     }
 
-    /// Settles, in the book of owed ends, every end no longer owed: its
-    /// claim is gone, its schedd acknowledged it (or released the claim),
-    /// or the claim's report no longer carries it (forgotten on an
-    /// appended activation's `acked`, or by a fresh activation).
-    pub(crate) fn settle_owed(&mut self) {
+    /// How many job ends the host owes its schedds: each kept in
+    /// `EXECUTE/.startd.owed` ([`crate::owed`]) until acknowledged.
+    pub fn owed_ends(&self) -> usize {
+        self.owed.len()
+    }
+
+    /// Settles, in the book of owed ends, the ends of `claim` (or of every
+    /// claim) no longer owed: its claim is gone, its schedd acknowledged it
+    /// (or released the claim), or the claim's report no longer carries it
+    /// (forgotten on an appended activation's `acked`, or by a fresh
+    /// activation). Called where those happen: after the requests that
+    /// acknowledge (for their claim; a keep-alive for all), as claims end
+    /// or are pruned, and at every tick (all).
+    pub(crate) fn settle_owed(&mut self, claim: Option<&str>) {
         if self.owed.is_empty() {
             return;
         }
         let (claims, ended) = (&self.claims, &self.ended);
-        self.owed.settle(|claim, version| {
+        self.owed.settle(claim, |claim, version| {
             let c = claims.get(claim).or_else(|| ended.get(claim).map(|(c, _)| c));
             c.is_some_and(|c| {
                 c.owes_end()
@@ -549,8 +558,11 @@ impl Daemon {
     /// asking.
     pub(crate) fn prune_ended(&mut self) {
         let now = self.now();
+        let before = self.ended.len();
         self.ended.retain(|_, (c, until)| c.owes_end() && now <= *until);
-        self.settle_owed();
+        if self.ended.len() != before {
+            self.settle_owed(None);
+        }
     }
 
     /// True while the daemon should stay up for shadows still owed the end
@@ -624,7 +636,7 @@ impl Daemon {
             acts = self.measure();
         }
         acts.extend(self.feed(Event::Tick));
-        self.settle_owed();
+        self.settle_owed(None);
         acts
     }
 

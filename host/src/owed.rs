@@ -177,19 +177,25 @@ impl Owed {
         }
     }
 
-    /// Settles every end no longer owed: `owed(claim, version)` says
-    /// whether the end of that report version on that claim still is.
-    pub fn settle(&mut self, owed: impl Fn(&str, u64) -> bool) {
+    /// Settles the ends no longer owed, of `claim` alone or (`None`) of
+    /// every claim: `owed(claim, version)` says whether the end of that
+    /// report version on that claim still is. Ends stop being owed oldest
+    /// first (or all at once), so a claim whose oldest end is still owed is
+    /// passed over at the cost of that one question.
+    pub fn settle(&mut self, claim: Option<&str>, owed: impl Fn(&str, u64) -> bool) {
         if self.open.is_empty() {
             return;
         }
         let mut done = String::new();
-        self.open.retain(|claim, ends| {
+        let mut settle_one = |claim: &str, ends: &mut BTreeMap<u64, String>, live: &mut u64| {
+            if ends.keys().next().is_some_and(|&v| owed(claim, v)) {
+                return;
+            }
             ends.retain(|&version, line| {
                 let keep = owed(claim, version);
                 if !keep {
-                    self.live -= line.len() as u64;
-                    let l = Line::Done { claim: claim.clone(), version };
+                    *live -= line.len() as u64;
+                    let l = Line::Done { claim: claim.to_string(), version };
                     if let Ok(s) = serde_json::to_string(&l) {
                         done.push_str(&s);
                         done.push('\n');
@@ -197,8 +203,24 @@ impl Owed {
                 }
                 keep
             });
-            !ends.is_empty()
-        });
+        };
+        match claim {
+            Some(c) => {
+                if let Some(ends) = self.open.get_mut(c) {
+                    settle_one(c, ends, &mut self.live);
+                    if ends.is_empty() {
+                        self.open.remove(c);
+                    }
+                }
+            }
+            None => {
+                let live = &mut self.live;
+                self.open.retain(|c, ends| {
+                    settle_one(c, ends, live);
+                    !ends.is_empty()
+                });
+            }
+        }
         if !done.is_empty() {
             self.append(&done);
         }
@@ -304,7 +326,7 @@ mod tests {
         for e in [&a, &b, &c] {
             book.record(e);
         }
-        book.settle(|claim, version| !(claim == "c1" && version == 3));
+        book.settle(None, |claim, version| !(claim == "c1" && version == 3));
         assert_eq!(book.len(), 2);
         // The process is gone without a word (nothing flushed, nothing dropped
         // in order): what it wrote is what the next one reads.
@@ -346,7 +368,7 @@ mod tests {
         let (mut book, _) = Owed::open(dir.path());
         for v in 0..20_000u64 {
             book.record(&end("c1", v, None));
-            book.settle(|_, version| version == v);
+            book.settle(Some("c1"), |_, version| version == v);
         }
         let size = std::fs::metadata(dir.path().join(FILE)).unwrap().len();
         assert!(size <= 2 * COMPACT_OVER, "{size} bytes");

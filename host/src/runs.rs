@@ -34,12 +34,6 @@ impl Daemon {
     }
 
     pub(crate) fn on_exit(&mut self, exit: Exit) -> Option<ExitReport> {
-        let report = self.take_exit(exit);
-        self.settle_owed();
-        report
-    }
-
-    fn take_exit(&mut self, exit: Exit) -> Option<ExitReport> {
         let slot = exit.slot;
         if self.runs.get(&slot).is_none_or(|r| r.generation != exit.generation) {
             // An abandoned starter that ended after all.
@@ -258,6 +252,7 @@ impl Daemon {
         };
         if let Some(c) = self.claims.get(&claim_id) {
             let owed = &mut self.owed;
+            let owes = c.owes_end();
             c.publish(|r| {
                 if let (n, Some(d)) = saved {
                     r.saved = Some((n, d));
@@ -288,19 +283,22 @@ impl Daemon {
                     log: log.clone(),
                     run_us: Some((result.usage.remote_wall_clock_time * 1e6) as u64),
                 };
-                // On disk before any shadow can hear of it (crate::owed).
-                owed.record(&OwedEnd {
-                    claim: claim_id.clone(),
-                    slot,
-                    claimant: c.claimant.clone(),
-                    incarnation: c.incarnation.clone(),
-                    lease_secs: c.job_lease.map_or(0, |l| l.as_secs()),
-                    end: end.clone(),
-                    kept: kept.as_ref().and_then(|k| {
-                        let name = k.dir.file_name()?.to_string_lossy().into_owned();
-                        Some((name, k.files.clone()))
-                    }),
-                });
+                // On disk before any shadow can hear of it (crate::owed),
+                // unless the claim's holder released it (owed to nobody).
+                if owes {
+                    owed.record(&OwedEnd {
+                        claim: claim_id.clone(),
+                        slot,
+                        claimant: c.claimant.clone(),
+                        incarnation: c.incarnation.clone(),
+                        lease_secs: c.job_lease.map_or(0, |l| l.as_secs()),
+                        end: end.clone(),
+                        kept: kept.as_ref().and_then(|k| {
+                            let name = k.dir.file_name()?.to_string_lossy().into_owned();
+                            Some((name, k.files.clone()))
+                        }),
+                    });
+                }
                 Arc::make_mut(&mut r.ended).push(end);
                 if let Some(k) = kept {
                     Arc::make_mut(&mut r.kept).insert(end_job, k);

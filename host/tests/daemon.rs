@@ -868,6 +868,7 @@ async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
     let ends = ended(&mut f);
     let names: Vec<&str> = ends.iter().map(|(j, _)| j.as_str()).collect();
     assert_eq!(names, ["s#1.0#1", "s#1.1#1", "s#1.2#1"], "every end is kept");
+    assert_eq!(f.d.owed_ends(), 3, "each end is on disk until acknowledged");
     // Each end says how long the job itself ran (by the daemon's clock,
     // virtual here: no time passes), by which the schedd tells short jobs
     // from long ones.
@@ -878,6 +879,7 @@ async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
     f.d.pool(activate(&[3], true, ends[1].1)).unwrap();
     let names: Vec<String> = ended(&mut f).into_iter().map(|(j, _)| j).collect();
     assert_eq!(names, ["s#1.2#1"]);
+    assert_eq!(f.d.owed_ends(), 1, "the acknowledged ends are settled on disk too");
     assert_eq!(f.d.running(1), Some(RunKind::Job));
     f.exit().await;
     let names: Vec<String> = ended(&mut f).into_iter().map(|(j, _)| j).collect();
@@ -885,6 +887,7 @@ async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
     // An activation that starts afresh acknowledges every end before it.
     f.d.pool(activate(&[4], false, 0)).unwrap();
     assert!(ended(&mut f).is_empty());
+    assert_eq!(f.d.owed_ends(), 0);
     f.exit().await;
     // A batch appended with a checkpoint is refused: a checkpoint resumes
     // one job, activated alone.
@@ -953,6 +956,7 @@ async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_rest
     std::mem::forget(d);
     let mut g = daemon_in(execute, "");
     assert_ne!(g.state().0, State::Claimed, "the claim itself is over");
+    assert_eq!(g.d.owed_ends(), 1);
     // The schedd restarted too: its new run follows the claim and hears the end.
     let after = follow(&mut g, "two");
     assert!(!after.claim_alive);
@@ -975,6 +979,7 @@ async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_rest
         incarnation: Some("two".into()),
     };
     let mut k = k;
+    assert_eq!(k.d.owed_ends(), 0);
     assert!(k.d.pool(sub).is_err(), "an acknowledged end was offered again");
     assert_eq!(k.leftovers(), 0, "the kept output outlived its end");
 }

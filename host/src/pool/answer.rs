@@ -79,7 +79,10 @@ impl Daemon {
                     }
                 });
                 if c.owes_end() {
+                    // Its end is still owed, from `ended`.
                     self.ended.insert(id, (c, until));
+                } else {
+                    self.settle_owed(Some(&id));
                 }
             }
         }
@@ -119,8 +122,24 @@ impl Daemon {
     /// Serves a request of the pool's routes; the ends it acknowledges are
     /// settled in the book of owed ends ([`crate::owed`]).
     pub fn pool(&mut self, req: PoolRequest) -> Result<PoolReply, PoolError> {
+        if self.owed.is_empty() {
+            return self.answer(req);
+        }
+        // The requests that may acknowledge an end, and the claim they name
+        // (a keep-alive names many: all are looked at).
+        let settles = match &req {
+            PoolRequest::Subscribe { claim_id, .. } | PoolRequest::Release { claim_id, .. } => {
+                Some(Some(claim_id.clone()))
+            }
+            PoolRequest::Activate { req, .. } => Some(Some(req.claim_id.clone())),
+            PoolRequest::Edit { req, .. } => Some(Some(req.claim_id.clone())),
+            PoolRequest::Alive { .. } => Some(None),
+            _ => None,
+        };
         let reply = self.answer(req);
-        self.settle_owed();
+        if let Some(claim) = settles {
+            self.settle_owed(claim.as_deref());
+        }
         reply
     }
 
