@@ -258,6 +258,8 @@ impl Owed {
     /// other, whole).
     fn compact(&mut self) {
         let Some(path) = self.path.clone() else { return };
+        // Closed first: Windows renames over a file no one holds open.
+        self.file = None;
         let tmp = path.with_file_name(format!("{FILE}.new"));
         let mut text = String::with_capacity(self.live as usize);
         for ends in self.open.values() {
@@ -269,10 +271,7 @@ impl Owed {
             .and_then(|()| andes_beneath::private::restrict_to_owner(&tmp))
             .and_then(|()| std::fs::rename(&tmp, &path));
         match r {
-            Ok(()) => {
-                self.file = None;
-                self.written = text.len() as u64;
-            }
+            Ok(()) => self.written = text.len() as u64,
             Err(e) => {
                 tracing::warn!("{}: not compacted: {e}", path.display());
                 let _ = std::fs::remove_file(&tmp);

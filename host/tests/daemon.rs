@@ -903,6 +903,62 @@ async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
     );
 }
 
+/// The shadow follows claim `id` with its run's `incarnation`: the report,
+/// sent and marked so as the route does.
+fn follow(f: &mut Fixture, id: &str, incarnation: &str) -> andes_protocol::pool::JobReport {
+    let sub = andes_host::pool::PoolRequest::Subscribe {
+        caller: "schedd".into(),
+        claim_id: id.into(),
+        incarnation: Some(incarnation.into()),
+    };
+    match f.d.pool(sub).unwrap() {
+        andes_host::pool::PoolReply::Reports(rx, _, _, end_sent, _) => {
+            let r = rx.borrow().clone();
+            let w = r.to_wire(&andes_starter::SystemClock, 0, 0, None);
+            if !w.claim_alive || w.state == andes_protocol::pool::RunState::Exited {
+                end_sent.store(true, std::sync::atomic::Ordering::Release);
+            }
+            w
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A keep-alive, an edit or a withdrawal that comes between a job's end
+/// reaching the shadow and the shadow's commit acknowledges nothing (they
+/// are not sent after it): the end stays owed, on disk too, and when the
+/// schedd restarts and its new run frees the claim, its shadow still hears
+/// the end. (Found by the fault harness, seed 20261207: a keep-alive in that
+/// window let the host drop an end whose output the shadow was fetching.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_shadows_own_next_request_acknowledges_a_jobs_end() {
+    use andes_host::pool::{PoolReply, PoolRequest};
+    let mut f = daemon("");
+    let (id, digest, _rx) = claimed_with(&mut f, "exit_code");
+    let job = r#"[ ClusterId = 1; ProcId = 0; JobUniverse = 5; Owner = "alice"; GlobalJobId = "s#1.0#1"; Arguments = "0" ]"#;
+    activate_one(&mut f, &id, digest, job, Vec::new());
+    f.exit().await;
+    assert_eq!(follow(&mut f, &id, "one").ended.len(), 1, "the shadow is told");
+    f.d.pool(alive("one", &[&id])).unwrap();
+    let edit =
+        andes_protocol::pool::EditRequest { claim_id: id.clone(), attrs: "[ A = 1 ]".into() };
+    f.d.pool(PoolRequest::Edit { caller: "schedd".into(), req: edit }).unwrap();
+    let withdraw =
+        andes_protocol::pool::WithdrawRequest { claim_id: id.clone(), cluster: 9, proc: 0 };
+    f.d.pool(PoolRequest::Withdraw { caller: "schedd".into(), req: withdraw }).unwrap();
+    assert_eq!(f.d.owed_ends(), 1, "the end was taken as acknowledged");
+    // The schedd restarts: its new run frees the claim, which runs nothing...
+    let r = f.d.pool(alive("two", &[])).unwrap();
+    assert!(matches!(r, PoolReply::Alive(ref a) if a.released == 1), "{r:?}");
+    // ... and its shadow, reconnecting, hears the end all the same.
+    let r = follow(&mut f, &id, "two");
+    assert_eq!(r.ended.len(), 1);
+    assert!(!r.claim_alive);
+    // Its next request says it has it.
+    follow(&mut f, &id, "two");
+    assert_eq!(f.d.owed_ends(), 0);
+}
+
 /// A host killed after a job ended and before its schedd took the end in
 /// (its big output still to fetch: the fault harness's job 201.0) offers
 /// the end again when it starts, with the output kept: the job is not run a
@@ -911,7 +967,7 @@ async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_restart() {
     use andes_host::pool::{PoolReply, PoolRequest};
-    use andes_protocol::pool::{FileData, JobReport, OutputRequest};
+    use andes_protocol::pool::{FileData, OutputRequest};
     let mut f = daemon("");
     let (id, digest, _rx) = claimed_with(&mut f, "copyfile");
     let gid = "s#1.0#1";
@@ -920,26 +976,6 @@ async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_rest
     );
     activate_one(&mut f, &id, digest, &job, vec![FileData::inline("in", vec![7u8; 600 << 10])]);
     f.exit().await;
-    // The shadow follows the claim (a report is sent and marked so, as the
-    // route does), with the given incarnation.
-    let follow = |f: &mut Fixture, incarnation: &str| -> JobReport {
-        let sub = PoolRequest::Subscribe {
-            caller: "schedd".into(),
-            claim_id: id.clone(),
-            incarnation: Some(incarnation.into()),
-        };
-        match f.d.pool(sub).unwrap() {
-            PoolReply::Reports(rx, _, _, end_sent, _) => {
-                let r = rx.borrow().clone();
-                let w = r.to_wire(&andes_starter::SystemClock, 0, 0, None);
-                if !w.claim_alive || w.state == andes_protocol::pool::RunState::Exited {
-                    end_sent.store(true, std::sync::atomic::Ordering::Release);
-                }
-                w
-            }
-            other => panic!("{other:?}"),
-        }
-    };
     let output = |f: &mut Fixture| -> Vec<u8> {
         let req = OutputRequest { claim_id: id.clone(), job: gid.into(), name: "out".into() };
         match f.d.pool(PoolRequest::Output { caller: "schedd".into(), req }) {
@@ -947,7 +983,7 @@ async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_rest
             other => panic!("{other:?}"),
         }
     };
-    let before = follow(&mut f, "one");
+    let before = follow(&mut f, &id, "one");
     assert_eq!(before.ended.len(), 1);
     let streamed = before.ended[0].outputs.iter().find(|o| o.name == "out").unwrap();
     assert_eq!(streamed.streamed.as_ref().map(|s| s.size), Some(3 * (600 << 10)));
@@ -958,7 +994,7 @@ async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_rest
     assert_ne!(g.state().0, State::Claimed, "the claim itself is over");
     assert_eq!(g.d.owed_ends(), 1);
     // The schedd restarted too: its new run follows the claim and hears the end.
-    let after = follow(&mut g, "two");
+    let after = follow(&mut g, &id, "two");
     assert!(!after.claim_alive);
     assert_eq!(after.ended, before.ended, "the end offered is the end the job had");
     assert_eq!(output(&mut g), vec![7u8; 3 * (600 << 10)]);
@@ -966,10 +1002,10 @@ async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_rest
     let Fixture { d, execute, .. } = g;
     std::mem::forget(d);
     let mut h = daemon_in(execute, "");
-    assert_eq!(follow(&mut h, "two").ended, before.ended);
+    assert_eq!(follow(&mut h, &id, "two").ended, before.ended);
     // The schedd asks again: it has the end; the book settles it, and the
     // kept output goes with the claim's last report.
-    follow(&mut h, "two");
+    follow(&mut h, &id, "two");
     let Fixture { d, execute, .. } = h;
     drop(d);
     let k = daemon_in(execute, "");

@@ -28,6 +28,46 @@ pub(crate) fn owned_by(c: &ClaimEntry, caller: &str, claim_id: &str) -> Result<S
     Ok(c.slot)
 }
 
+/// The claim whose ends `req` may acknowledge, forget or waive: only the
+/// shadow's own requests, each sent once what the shadow was told before is
+/// committed (its next wait, an activation, a release). The queue's, the
+/// keep-alives' and a queued job's withdrawal acknowledge nothing. Every
+/// request is named, so a new one is decided here.
+fn settles(req: &PoolRequest) -> Option<&str> {
+    match req {
+        PoolRequest::Subscribe { claim_id, .. } | PoolRequest::Release { claim_id, .. } => {
+            Some(claim_id)
+        }
+        PoolRequest::Activate { req, .. } => Some(&req.claim_id),
+        PoolRequest::Withdraw { .. }
+        | PoolRequest::Alive { .. }
+        | PoolRequest::Edit { .. }
+        | PoolRequest::VacateJob { .. }
+        | PoolRequest::Match(_)
+        | PoolRequest::Claim { .. }
+        | PoolRequest::HasModule(_)
+        | PoolRequest::PutModule(..)
+        | PoolRequest::Sandbox { .. }
+        | PoolRequest::InputDir { .. }
+        | PoolRequest::Saved { .. }
+        | PoolRequest::SnapshotPart { .. }
+        | PoolRequest::Output { .. } => None,
+    }
+}
+
+/// A keep-alive from its schedd names claim `c`: from a new run of the
+/// schedd, the claim becomes that run's, and what the old run was sent but
+/// may not have kept is sent again. A keep-alive acknowledges nothing: it
+/// goes out on its own clock, not once the shadow has committed what it
+/// was told (one between an end's report and its commit let the host drop
+/// the end, and the output the shadow was still fetching).
+pub(crate) fn kept_alive(c: &mut ClaimEntry, incarnation: &str) {
+    if c.incarnation.as_deref() != Some(incarnation) {
+        c.incarnation = Some(incarnation.to_string());
+        c.end_sent.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// A schedd asks about claim `c` again. From the run it holds the claim
 /// for, that acknowledges the end it was last sent; from a new run (it
 /// restarted), the claim becomes that run's, and what the old run was sent
@@ -125,20 +165,10 @@ impl Daemon {
         if self.owed.is_empty() {
             return self.answer(req);
         }
-        // The requests that may acknowledge an end, and the claim they name
-        // (a keep-alive names many: all are looked at).
-        let settles = match &req {
-            PoolRequest::Subscribe { claim_id, .. } | PoolRequest::Release { claim_id, .. } => {
-                Some(Some(claim_id.clone()))
-            }
-            PoolRequest::Activate { req, .. } => Some(Some(req.claim_id.clone())),
-            PoolRequest::Edit { req, .. } => Some(Some(req.claim_id.clone())),
-            PoolRequest::Alive { .. } => Some(None),
-            _ => None,
-        };
+        let settles = settles(&req).map(str::to_string);
         let reply = self.answer(req);
         if let Some(claim) = settles {
-            self.settle_owed(claim.as_deref());
+            self.settle_owed(Some(&claim));
         }
         reply
     }
@@ -325,12 +355,12 @@ impl Daemon {
                     // Behind the jobs the claim runs: they all wait their turn.
                     let req = *req;
                     let mut queued = Vec::with_capacity(req.more.len() + 1);
-                    queued.push(Queued { job, module, inputs: req.inputs });
+                    queued.push(Queued::new(job, module, req.inputs));
                     for (q, job) in req.more.into_iter().zip(more) {
                         let module =
                             self.store.get(&q.module_digest).ok_or(PoolError::NeedModule)?;
                         check_inputs(&job, &q.inputs)?;
-                        queued.push(Queued { job, module, inputs: q.inputs });
+                        queued.push(Queued::new(job, module, q.inputs));
                     }
                     let added = queued.len();
                     if let Some(c) = self.claims.get_mut(&req.claim_id) {
@@ -370,11 +400,12 @@ impl Daemon {
                 for (q, job) in req.more.into_iter().zip(more) {
                     let module = self.store.get(&q.module_digest).ok_or(PoolError::NeedModule)?;
                     check_inputs(&job, &q.inputs)?;
-                    queue.push_back(Queued { job, module, inputs: q.inputs });
+                    queue.push_back(Queued::new(job, module, q.inputs));
                 }
                 if let Some(c) = self.claims.get_mut(&req.claim_id) {
                     let n = queue.len() as u32;
-                    c.queue = queue;
+                    c.queue.clear();
+                    c.queue.extend(queue);
                     // A new activation: its jobs' ends are reported afresh
                     // (an appended one keeps those not yet acknowledged).
                     c.publish(|r| {
@@ -437,7 +468,7 @@ impl Daemon {
                     match self.claims.get_mut(&id) {
                         Some(c) if c.claimant == caller => {
                             c.renewed = mono;
-                            follows_again(c, Some(req.incarnation.clone()));
+                            kept_alive(c, &req.incarnation);
                         }
                         _ => unknown.push(id),
                     }
@@ -446,9 +477,10 @@ impl Daemon {
             }
             PoolRequest::Edit { caller, req } => {
                 let slot = owned(self, &caller, &req.claim_id)?;
+                // An edit acknowledges no end: it comes from the queue, not
+                // from the shadow once it committed what it was told.
                 if let Some(c) = self.claims.get_mut(&req.claim_id) {
                     c.renewed = self.clock.now();
-                    c.acknowledged();
                 }
                 let attrs = classad::parse_ad(&req.attrs)
                     .map_err(|e| PoolError::BadInput(format!("the attributes: {e}")))?;
@@ -467,17 +499,15 @@ impl Daemon {
             PoolRequest::VacateJob { caller, req } => {
                 // As `andes vacate` of its slot, for the claim's owner only.
                 let slot = owned(self, &caller, &req.claim_id)?;
-                if let Some(c) = self.claims.get_mut(&req.claim_id) {
-                    c.acknowledged();
-                }
                 self.feed(Event::Vacate { slot: Some(slot), kind: VacateKind::Graceful });
                 self.tick();
                 Ok(PoolReply::Done)
             }
             PoolRequest::Withdraw { caller, req } => {
                 owned(self, &caller, &req.claim_id)?;
+                // A withdrawal acknowledges no end: the shadow of a queued
+                // job sends it whether or not the ends ahead are committed.
                 let c = self.claims.get_mut(&req.claim_id).ok_or(PoolError::Stopping)?;
-                c.acknowledged();
                 let is_it = |q: &Queued| {
                     let id = |name| match q.job.eval_attr(name) {
                         classad::Value::Int(n) => u32::try_from(n).ok(),
@@ -485,10 +515,9 @@ impl Daemon {
                     };
                     id("ClusterId") == Some(req.cluster) && id("ProcId") == Some(req.proc)
                 };
-                let Some(at) = c.queue.iter().position(is_it) else {
+                if !c.queue.remove_first(is_it) {
                     return Ok(PoolReply::Withdrawn(false));
-                };
-                c.queue.remove(at);
+                }
                 let queued = c.queue.len() as u32;
                 c.publish(|r| r.queued = queued);
                 Ok(PoolReply::Withdrawn(true))
@@ -573,7 +602,7 @@ impl Daemon {
     pub(crate) fn holds_job(&self, gid: &str) -> bool {
         let is = |ad: &ClassAd| matches!(ad.eval_attr("GlobalJobId"), Value::Str(g) if *g == *gid);
         self.startd.slots().iter().any(|s| s.job().is_some_and(is))
-            || self.claims.values().any(|c| c.queue.iter().any(|q| is(&q.job)))
+            || self.claims.values().any(|c| c.queue.holds(gid))
     }
 
     /// True while claim `c`'s slot runs (or has queued) a job of it.
