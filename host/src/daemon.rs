@@ -871,7 +871,7 @@ impl Daemon {
                 let restored = self.runs.get(slot).and_then(|r| r.restored.clone());
                 if let Some(c) = self.claims.get(claim_id) {
                     c.told_end.store(false, std::sync::atomic::Ordering::Release);
-                    c.end_sent.store(false, std::sync::atomic::Ordering::Release);
+                    c.end_sent.store(0, std::sync::atomic::Ordering::Release);
                     let queued = c.queue.len() as u32;
                     c.publish(|r| {
                         r.queued = queued;

@@ -847,6 +847,7 @@ async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
             caller: "schedd".into(),
             claim_id: id.clone(),
             incarnation: None,
+            seen: 0,
         })
         .unwrap()
     {
@@ -903,20 +904,27 @@ async fn an_appended_batch_waits_its_turn_and_ends_stay_until_acknowledged() {
     );
 }
 
-/// The shadow follows claim `id` with its run's `incarnation`: the report,
-/// sent and marked so as the route does.
-fn follow(f: &mut Fixture, id: &str, incarnation: &str) -> andes_protocol::pool::JobReport {
+/// The shadow of its schedd's run `incarnation` waits on claim `id` having
+/// seen its reports up to version `seen`: the report, sent and marked so as
+/// the route does.
+fn follow(
+    f: &mut Fixture,
+    id: &str,
+    incarnation: &str,
+    seen: u64,
+) -> andes_protocol::pool::JobReport {
     let sub = andes_host::pool::PoolRequest::Subscribe {
         caller: "schedd".into(),
         claim_id: id.into(),
         incarnation: Some(incarnation.into()),
+        seen,
     };
     match f.d.pool(sub).unwrap() {
         andes_host::pool::PoolReply::Reports(rx, _, _, end_sent, _) => {
             let r = rx.borrow().clone();
             let w = r.to_wire(&andes_starter::SystemClock, 0, 0, None);
             if !w.claim_alive || w.state == andes_protocol::pool::RunState::Exited {
-                end_sent.store(true, std::sync::atomic::Ordering::Release);
+                end_sent.fetch_max(w.version, std::sync::atomic::Ordering::AcqRel);
             }
             w
         }
@@ -926,9 +934,9 @@ fn follow(f: &mut Fixture, id: &str, incarnation: &str) -> andes_protocol::pool:
 
 /// A keep-alive, an edit or a withdrawal that comes between a job's end
 /// reaching the shadow and the shadow's commit acknowledges nothing (they
-/// are not sent after it): the end stays owed, on disk too, and when the
-/// schedd restarts and its new run frees the claim, its shadow still hears
-/// the end. (Found by the fault harness, seed 20261207: a keep-alive in that
+/// are not sent after it), nor does a wait that did not see the report that
+/// told the end: the end stays owed, on disk too, and when the schedd
+/// restarts and its new run frees the claim, its shadow still hears the end. (Found by the fault harness, seed 20261207: a keep-alive in that
 /// window let the host drop an end whose output the shadow was fetching.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_shadows_own_next_request_acknowledges_a_jobs_end() {
@@ -938,7 +946,7 @@ async fn only_the_shadows_own_next_request_acknowledges_a_jobs_end() {
     let job = r#"[ ClusterId = 1; ProcId = 0; JobUniverse = 5; Owner = "alice"; GlobalJobId = "s#1.0#1"; Arguments = "0" ]"#;
     activate_one(&mut f, &id, digest, job, Vec::new());
     f.exit().await;
-    assert_eq!(follow(&mut f, &id, "one").ended.len(), 1, "the shadow is told");
+    assert_eq!(follow(&mut f, &id, "one", 0).ended.len(), 1, "the shadow is told");
     f.d.pool(alive("one", &[&id])).unwrap();
     let edit =
         andes_protocol::pool::EditRequest { claim_id: id.clone(), attrs: "[ A = 1 ]".into() };
@@ -951,11 +959,14 @@ async fn only_the_shadows_own_next_request_acknowledges_a_jobs_end() {
     let r = f.d.pool(alive("two", &[])).unwrap();
     assert!(matches!(r, PoolReply::Alive(ref a) if a.released == 1), "{r:?}");
     // ... and its shadow, reconnecting, hears the end all the same.
-    let r = follow(&mut f, &id, "two");
+    let r = follow(&mut f, &id, "two", 0);
     assert_eq!(r.ended.len(), 1);
     assert!(!r.claim_alive);
-    // Its next request says it has it.
-    follow(&mut f, &id, "two");
+    // A wait sent again that did not see that report (its answer lost to a
+    // cut) acknowledges nothing; the next one that saw it does.
+    follow(&mut f, &id, "two", 0);
+    assert_eq!(f.d.owed_ends(), 1, "a wait that had not seen the end acknowledged it");
+    follow(&mut f, &id, "two", r.version);
     assert_eq!(f.d.owed_ends(), 0);
 }
 
@@ -983,7 +994,7 @@ async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_rest
             other => panic!("{other:?}"),
         }
     };
-    let before = follow(&mut f, &id, "one");
+    let before = follow(&mut f, &id, "one", 0);
     assert_eq!(before.ended.len(), 1);
     let streamed = before.ended[0].outputs.iter().find(|o| o.name == "out").unwrap();
     assert_eq!(streamed.streamed.as_ref().map(|s| s.size), Some(3 * (600 << 10)));
@@ -994,7 +1005,7 @@ async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_rest
     assert_ne!(g.state().0, State::Claimed, "the claim itself is over");
     assert_eq!(g.d.owed_ends(), 1);
     // The schedd restarted too: its new run follows the claim and hears the end.
-    let after = follow(&mut g, &id, "two");
+    let after = follow(&mut g, &id, "two", 0);
     assert!(!after.claim_alive);
     assert_eq!(after.ended, before.ended, "the end offered is the end the job had");
     assert_eq!(output(&mut g), vec![7u8; 3 * (600 << 10)]);
@@ -1002,10 +1013,11 @@ async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_rest
     let Fixture { d, execute, .. } = g;
     std::mem::forget(d);
     let mut h = daemon_in(execute, "");
-    assert_eq!(follow(&mut h, &id, "two").ended, before.ended);
+    let again = follow(&mut h, &id, "two", 0);
+    assert_eq!(again.ended, before.ended);
     // The schedd asks again: it has the end; the book settles it, and the
     // kept output goes with the claim's last report.
-    follow(&mut h, &id, "two");
+    follow(&mut h, &id, "two", again.version);
     let Fixture { d, execute, .. } = h;
     drop(d);
     let k = daemon_in(execute, "");
@@ -1013,6 +1025,7 @@ async fn an_end_not_yet_taken_in_outlives_the_host_and_is_offered_after_its_rest
         caller: "schedd".into(),
         claim_id: id.clone(),
         incarnation: Some("two".into()),
+        seen: 0,
     };
     let mut k = k;
     assert_eq!(k.d.owed_ends(), 0);

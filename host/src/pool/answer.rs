@@ -64,21 +64,22 @@ fn settles(req: &PoolRequest) -> Option<&str> {
 pub(crate) fn kept_alive(c: &mut ClaimEntry, incarnation: &str) {
     if c.incarnation.as_deref() != Some(incarnation) {
         c.incarnation = Some(incarnation.to_string());
-        c.end_sent.store(false, std::sync::atomic::Ordering::Release);
+        c.end_sent.store(0, std::sync::atomic::Ordering::Release);
     }
 }
 
-/// A schedd asks about claim `c` again. From the run it holds the claim
-/// for, that acknowledges the end it was last sent; from a new run (it
-/// restarted), the claim becomes that run's, and what the old run was sent
-/// but may not have kept is sent again.
-pub(crate) fn follows_again(c: &mut ClaimEntry, incarnation: Option<String>) {
+/// A schedd asks about claim `c` again, having seen its reports up to
+/// version `seen`. From the run it holds the claim for, that acknowledges
+/// an end told in those; from a new run (it restarted), the claim becomes
+/// that run's, and what the old run was sent but may not have kept is sent
+/// again.
+pub(crate) fn follows_again(c: &mut ClaimEntry, incarnation: Option<String>, seen: u64) {
     match incarnation {
         Some(i) if c.incarnation.as_deref() != Some(i.as_str()) => {
             c.incarnation = Some(i);
-            c.end_sent.store(false, std::sync::atomic::Ordering::Release);
+            c.end_sent.store(0, std::sync::atomic::Ordering::Release);
         }
-        _ => c.acknowledged(),
+        _ => c.acknowledged_upto(seen),
     }
 }
 
@@ -432,12 +433,12 @@ impl Daemon {
                 }
                 Ok(PoolReply::Done)
             }
-            PoolRequest::Subscribe { caller, claim_id, incarnation } => {
+            PoolRequest::Subscribe { caller, claim_id, incarnation, seen } => {
                 self.prune_ended();
                 if let Some((c, _)) = self.ended.get_mut(&claim_id) {
                     // The claim is over; its shadow still hears how it ended.
                     owned_by(c, &caller, &claim_id)?;
-                    follows_again(c, incarnation);
+                    follows_again(c, incarnation, seen);
                     return Ok(PoolReply::Reports(
                         c.report.subscribe(),
                         self.starter_initial_update,
@@ -451,7 +452,7 @@ impl Daemon {
                 let c = self.claims.get_mut(&claim_id).ok_or(PoolError::Stopping)?;
                 c.heard.now();
                 c.renewed = mono;
-                follows_again(c, incarnation);
+                follows_again(c, incarnation, seen);
                 Ok(PoolReply::Reports(
                     c.report.subscribe(),
                     self.starter_initial_update,

@@ -442,9 +442,9 @@ pub(crate) struct ClaimEntry {
     /// after it was sent (a schedd does so only once what it was told is
     /// on its disk): the host owes it nothing more.
     pub told_end: Arc<std::sync::atomic::AtomicBool>,
-    /// Set when a report of the job's end (or the claim's) was sent, and
-    /// not yet acknowledged.
-    pub end_sent: Arc<std::sync::atomic::AtomicBool>,
+    /// The version of the last report sent that told the job's end (or the
+    /// claim's), not yet acknowledged; 0 when none is.
+    pub end_sent: Arc<std::sync::atomic::AtomicU64>,
     /// Jobs of the current activation waiting for their turn.
     pub queue: JobQueue,
     /// When a shadow last asked about the claim, or was last answered (a
@@ -470,7 +470,7 @@ impl ClaimEntry {
             report,
             updates_sent: 0,
             told_end: Arc::new(std::sync::atomic::AtomicBool::new(true)),
-            end_sent: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            end_sent: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             queue: JobQueue::default(),
             heard: Heard::default(),
         }
@@ -498,8 +498,18 @@ impl ClaimEntry {
     /// The claim's schedd asks something more of it: an end sent before is
     /// now acknowledged.
     pub(crate) fn acknowledged(&self) {
-        if self.end_sent.swap(false, std::sync::atomic::Ordering::AcqRel) {
-            self.told_end.store(true, std::sync::atomic::Ordering::Release);
+        self.acknowledged_upto(u64::MAX);
+    }
+
+    /// The claim's shadow asks again having seen the reports up to version
+    /// `seen` (a wait's `since`): an end told in one of those is now
+    /// acknowledged; one told in a later report, which this request did not
+    /// see (a wait sent again after a cut), is not.
+    pub(crate) fn acknowledged_upto(&self, seen: u64) {
+        use std::sync::atomic::Ordering;
+        let told = |v: u64| (v > 0 && v <= seen).then_some(0);
+        if self.end_sent.fetch_update(Ordering::AcqRel, Ordering::Acquire, told).is_ok() {
+            self.told_end.store(true, Ordering::Release);
         }
     }
 
@@ -534,7 +544,7 @@ impl ClaimEntry {
     /// so the end of a job still running on it is owed to nobody (`andes
     /// rm` of a running job releases its claim so).
     pub(crate) fn waive_end(&self) {
-        self.end_sent.store(false, std::sync::atomic::Ordering::Release);
+        self.end_sent.store(0, std::sync::atomic::Ordering::Release);
         self.told_end.store(true, std::sync::atomic::Ordering::Release);
     }
 
@@ -588,6 +598,9 @@ pub enum PoolRequest {
         /// The caller's incarnation, if it says (a restarted schedd takes
         /// the claim over).
         incarnation: Option<String>,
+        /// The report version the caller has seen (a wait's `since`): an
+        /// end told up to it is acknowledged.
+        seen: u64,
     },
     /// The schedd still holds these claims.
     Alive {
@@ -689,9 +702,9 @@ pub enum PoolReply {
     /// A kept sandbox and an output file's path in it.
     Output(Arc<KeptOutputs>, String),
     /// Reports to follow, the update intervals (initial, then periodic), and
-    /// the flag to set once the job's end was reported.
+    /// where to note the version of a report that told the job's end.
     /// Also when the shadow was last heard from, to renew as it is answered.
-    Reports(watch::Receiver<Report>, u64, u64, Arc<std::sync::atomic::AtomicBool>, Heard),
+    Reports(watch::Receiver<Report>, u64, u64, Arc<std::sync::atomic::AtomicU64>, Heard),
 }
 
 /// Why the daemon refused a [`PoolRequest`].

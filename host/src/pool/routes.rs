@@ -282,7 +282,7 @@ pub(crate) struct Follow {
     rx: watch::Receiver<Report>,
     initial: u64,
     periodic: u64,
-    told_end: Arc<std::sync::atomic::AtomicBool>,
+    told_end: Arc<std::sync::atomic::AtomicU64>,
     heard: Heard,
 }
 
@@ -329,10 +329,10 @@ pub(crate) async fn follow(s: &PoolState, f: Follow, req: &WaitRequest) -> JobRe
 /// Notes that `r` is about to be sent (the shadow was answered now), and
 /// whether it tells the job's end (or the claim's): acknowledged by the
 /// shadow's next request about the claim.
-pub(crate) fn told(r: &Report, end_sent: &std::sync::atomic::AtomicBool, heard: &Heard) {
+pub(crate) fn told(r: &Report, end_sent: &std::sync::atomic::AtomicU64, heard: &Heard) {
     heard.now();
     if (r.state == RunState::Exited && r.queued == 0) || !r.claim_alive {
-        end_sent.store(true, std::sync::atomic::Ordering::Release);
+        end_sent.fetch_max(r.version.max(1), std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -363,8 +363,17 @@ pub(crate) async fn activate(
     ask(&s, PoolRequest::Activate { caller: caller.identity.clone(), req: Box::new(req), ads })
         .await?;
     let PoolReply::Reports(rx, initial, periodic, told_end, heard) =
-        ask(&s, PoolRequest::Subscribe { caller: caller.identity, claim_id, incarnation: None })
-            .await?
+        // The activation acknowledged what came before it.
+        ask(
+            &s,
+            PoolRequest::Subscribe {
+                caller: caller.identity,
+                claim_id,
+                incarnation: None,
+                seen: 0,
+            },
+        )
+        .await?
     else {
         return Err(ApiError::internal("unexpected reply"));
     };
@@ -414,6 +423,7 @@ pub(crate) async fn wait(
             caller: caller.identity,
             claim_id: req.claim_id.clone(),
             incarnation: req.incarnation.clone(),
+            seen: req.since,
         },
     )
     .await?
