@@ -369,10 +369,12 @@ fn main() -> ExitCode {
                 })
                 && t.step("as root", as_root_tests)
                 && t.step("installs", installs)
-                // The cross build before the wheel (see `prebuild`): the
-                // portability step, the longer, goes first.
-                && t.step("portability and docs", portability_beside_docs)
-                && t.step("python", || python::run(&[]));
+                // Python first: the manual's Python chapters, which run
+                // beside the portability tests, use the package it installs.
+                // (Putting the cross build first in `prebuild` gained
+                // nothing: it ends when the tests leave the cores free.)
+                && t.step("python", || python::run(&[]))
+                && t.step("portability and docs", portability_beside_docs);
             t.report();
             ok
         }
@@ -387,14 +389,12 @@ fn main() -> ExitCode {
         Some("build") => {
             cargo(&[&["test"][..], &WORKSPACE, &TEST_TARGETS, &["--benches", "--no-run"]].concat())
         }
-        // The builds of `test`'s last steps, the cross build and the Python
-        // wheel, each in a target directory of its own: CI runs this in the
-        // background, at the lowest priority, while the workspace builds and
-        // the tests run (what they leave idle goes to these), and those
-        // steps then find their builds done or under way. The cross build,
-        // the larger, goes first, and its step first: the wheel then builds
-        // while the portability tests run.
-        Some("prebuild") => portability::build() && python::prebuild(),
+        // The builds of `test`'s last steps, the Python wheel and the cross
+        // build, each in a target directory of its own: CI runs this in the
+        // background, at the lowest priority, while the tests run (what
+        // they leave idle, about a fifth of a core, goes to these), and
+        // those steps then find their builds done or under way.
+        Some("prebuild") => python::prebuild() && portability::build(),
         Some("bindings") => bindings::run(),
         Some("faults") => faults(&args[1..]),
         Some("tidy") => tidy::run(),
