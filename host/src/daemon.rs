@@ -403,8 +403,8 @@ impl Daemon {
     /// (or released the claim), or the claim's report no longer carries it
     /// (forgotten on an appended activation's `acked`, or by a fresh
     /// activation). Called where those happen: after the requests that
-    /// acknowledge (for their claim; a keep-alive for all), as claims end
-    /// or are pruned, and at every tick (all).
+    /// acknowledge (for their claim, `pool::answer::settles`), as claims
+    /// end or are pruned, and at every tick (all).
     pub(crate) fn settle_owed(&mut self, claim: Option<&str>) {
         if self.owed.is_empty() {
             return;

@@ -57,15 +57,17 @@ fn settles(req: &PoolRequest) -> Option<&str> {
 
 /// A keep-alive from its schedd names claim `c`: from a new run of the
 /// schedd, the claim becomes that run's, and what the old run was sent but
-/// may not have kept is sent again. A keep-alive acknowledges nothing: it
-/// goes out on its own clock, not once the shadow has committed what it
-/// was told (one between an end's report and its commit let the host drop
-/// the end, and the output the shadow was still fetching).
-pub(crate) fn kept_alive(c: &mut ClaimEntry, incarnation: &str) {
-    if c.incarnation.as_deref() != Some(incarnation) {
-        c.incarnation = Some(incarnation.to_string());
-        c.end_sent.store(0, std::sync::atomic::Ordering::Release);
+/// may not have kept is sent again (true then). A keep-alive acknowledges
+/// nothing: it goes out on its own clock, not once the shadow has committed
+/// what it was told (one between an end's report and its commit let the
+/// host drop the end, and the output the shadow was still fetching).
+pub(crate) fn kept_alive(c: &mut ClaimEntry, incarnation: &str) -> bool {
+    if c.incarnation.as_deref() == Some(incarnation) {
+        return false;
     }
+    c.incarnation = Some(incarnation.to_string());
+    c.end_sent.store(0, std::sync::atomic::Ordering::Release);
+    true
 }
 
 /// A schedd asks about claim `c` again, having seen its reports up to
@@ -74,12 +76,8 @@ pub(crate) fn kept_alive(c: &mut ClaimEntry, incarnation: &str) {
 /// that run's, and what the old run was sent but may not have kept is sent
 /// again.
 pub(crate) fn follows_again(c: &mut ClaimEntry, incarnation: Option<String>, seen: u64) {
-    match incarnation {
-        Some(i) if c.incarnation.as_deref() != Some(i.as_str()) => {
-            c.incarnation = Some(i);
-            c.end_sent.store(0, std::sync::atomic::Ordering::Release);
-        }
-        _ => c.acknowledged_upto(seen),
+    if !incarnation.is_some_and(|i| kept_alive(c, &i)) {
+        c.acknowledged_upto(seen);
     }
 }
 
