@@ -281,7 +281,7 @@ impl Daemon {
                     outputs: outputs.clone(),
                     evicted,
                     log: log.clone(),
-                    run_us: Some((result.usage.remote_wall_clock_time * 1e6) as u64),
+                    run_us: Some(own_time_us(&result.usage)),
                 };
                 // On disk before any shadow can hear of it (crate::owed),
                 // unless the claim's holder released it (owed to nobody).
@@ -584,5 +584,30 @@ impl Daemon {
                 remove_sandbox(&dir);
             }
         }
+    }
+}
+
+/// How long a job took on its own account, in microseconds: its wall time
+/// less what it waited for a CPU the host's other jobs held. What the schedd
+/// judges a job short or long by: a trivial job among 64 on two cores took
+/// 150 ms by the wall clock, and its claim's batches fell to one job each.
+fn own_time_us(u: &andes_starter::Usage) -> u64 {
+    ((u.remote_wall_clock_time - u.cpu_wait).max(0.0) * 1e6) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own_time_us;
+    use andes_starter::Usage;
+
+    /// What tells a short job from a long one is its own time: its wall time
+    /// less what it waited for a CPU; never below nothing.
+    #[test]
+    fn a_jobs_own_time_leaves_out_its_wait_for_a_cpu() {
+        let u =
+            |wall, wait| Usage { remote_wall_clock_time: wall, cpu_wait: wait, ..Usage::default() };
+        assert_eq!(own_time_us(&u(0.25, 0.125)), 125_000);
+        assert_eq!(own_time_us(&u(0.5, 0.0)), 500_000);
+        assert_eq!(own_time_us(&u(0.25, 0.5)), 0);
     }
 }

@@ -72,6 +72,10 @@ pub struct Usage {
     pub remote_wall_clock_time: f64,
     /// Time spent suspended, in seconds (`CumulativeSuspensionTime`).
     pub cumulative_suspension_time: f64,
+    /// Time the job was ready to run but waited for a CPU the host's other
+    /// work held, in seconds; 0 where the host cannot tell (no HTCondor
+    /// attribute: what tells a short job from one the host kept waiting).
+    pub cpu_wait: f64,
     /// Linear memory, in KiB (`ImageSize`).
     pub image_size_kib: u64,
     /// Bytes the sandbox holds, in KiB (`DiskUsage`).
@@ -146,6 +150,8 @@ pub struct Control {
     cpu_ns: AtomicU64,
     /// The part of `cpu_ns` spent in the kernel for the job (`RemoteSysCpu`).
     sys_ns: AtomicU64,
+    /// Time the job was ready to run but waited for a CPU, in nanoseconds.
+    delay_ns: AtomicU64,
     pub(crate) memory_bytes: AtomicU64,
     pub(crate) disk_bytes: AtomicU64,
     pub(crate) fuel_consumed: AtomicU64,
@@ -298,6 +304,7 @@ impl Control {
         if let Some(r) = self.remote.lock().unwrap_or_else(|e| e.into_inner()).take() {
             self.cpu_ns.fetch_add(r.cpu_ns(), Ordering::Relaxed);
             self.sys_ns.fetch_add(r.sys_ns(), Ordering::Relaxed);
+            self.delay_ns.fetch_add(r.run_delay_ns(), Ordering::Relaxed);
         }
     }
 
@@ -646,12 +653,15 @@ impl Control {
         let mut cpu_ns = self.cpu_ns.load(Ordering::Relaxed);
         #[allow(unused_mut)]
         let mut sys_ns = self.sys_ns.load(Ordering::Relaxed);
+        #[allow(unused_mut)]
+        let mut delay_ns = self.delay_ns.load(Ordering::Relaxed);
         // An unmetered job's CPU time is read live from its thread's clock
         // (its system share once its run on the thread is over).
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         if let Some(r) = &*self.remote.lock().unwrap_or_else(|e| e.into_inner()) {
             cpu_ns += r.cpu_ns();
             sys_ns += r.sys_ns();
+            delay_ns += r.run_delay_ns();
         }
         let sys_ns = sys_ns.min(cpu_ns);
         let pauses = self.pauses.lock().unwrap_or_else(|e| e.into_inner());
@@ -662,6 +672,7 @@ impl Control {
                 .started
                 .map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64()),
             cumulative_suspension_time: suspended.as_secs_f64(),
+            cpu_wait: delay_ns as f64 / 1e9,
             image_size_kib: self.memory_bytes.load(Ordering::Relaxed).div_ceil(1024),
             disk_usage_kib: self.disk_bytes.load(Ordering::Relaxed).div_ceil(1024),
             fuel_consumed: self.fuel_consumed.load(Ordering::Relaxed),
@@ -706,11 +717,14 @@ impl<F: Future> Future for Controlled<F> {
             self.ctl.halted.store(false, Ordering::SeqCst);
         }
         let (t0, s0) = (crate::cputime::thread_cpu_ns(), crate::cputime::thread_sys_ns());
+        let d0 = crate::cputime::thread_run_delay_ns();
         let r = self.inner.as_mut().poll(cx);
         let spent = crate::cputime::thread_cpu_ns().saturating_sub(t0);
         let sys = crate::cputime::thread_sys_ns().saturating_sub(s0);
+        let delay = crate::cputime::thread_run_delay_ns().saturating_sub(d0);
         self.ctl.cpu_ns.fetch_add(spent, Ordering::Relaxed);
         self.ctl.sys_ns.fetch_add(sys, Ordering::Relaxed);
+        self.ctl.delay_ns.fetch_add(delay, Ordering::Relaxed);
         match r {
             Poll::Ready(v) => Poll::Ready(Ok(v)),
             Poll::Pending => Poll::Pending,

@@ -27,6 +27,40 @@ pub fn thread_sys_ns() -> u64 {
     }
 }
 
+/// Nanoseconds the calling thread has spent ready to run but waiting for a
+/// CPU (Linux: `run_delay`, the second field of `/proc/thread-self/schedstat`,
+/// read through a descriptor each thread keeps open); 0 where it cannot be
+/// told. A job's wall time less this is the time it took on its own account
+/// (running, or blocked on its own I/O and sleeps), whatever else the host
+/// ran beside it.
+pub fn thread_run_delay_ns() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::FileExt;
+        std::thread_local! {
+            static SCHEDSTAT: Option<std::fs::File> =
+                std::fs::File::open("/proc/thread-self/schedstat").ok();
+        }
+        let mut buf = [0u8; 96];
+        let n = SCHEDSTAT
+            .try_with(|f| f.as_ref().and_then(|f| f.read_at(&mut buf, 0).ok()))
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        parse_run_delay(&buf[..n]).unwrap_or(0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+/// The `run_delay` field of a schedstat line: `<on cpu ns> <run delay ns> <slices>`.
+#[cfg(target_os = "linux")]
+fn parse_run_delay(line: &[u8]) -> Option<u64> {
+    std::str::from_utf8(line).ok()?.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
 /// Nanoseconds of CPU time the whole process has used.
 pub fn process_cpu_ns() -> u64 {
     cpu_time::ProcessTime::try_now().map(|t| t.as_duration().as_nanos() as u64).unwrap_or(0)
@@ -72,7 +106,19 @@ fn timespec_ns(secs: i64, nanos: i64) -> Option<u64> {
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
-    use super::{ThreadClock, timespec_ns};
+    use super::{ThreadClock, parse_run_delay, timespec_ns};
+
+    /// A schedstat line gives its second field; anything else, nothing.
+    #[test]
+    fn run_delay_is_schedstats_second_field() {
+        assert_eq!(parse_run_delay(b"1400874726 660031674 190\n"), Some(660_031_674));
+        assert_eq!(parse_run_delay(b"1400874726\n"), None);
+        assert_eq!(parse_run_delay(b""), None);
+        assert_eq!(parse_run_delay(b"1 -5 2"), None);
+        // This thread's own reading parses (the kernel keeps it).
+        let line = std::fs::read("/proc/thread-self/schedstat").unwrap();
+        assert!(parse_run_delay(&line).is_some(), "{line:?}");
+    }
 
     #[test]
     fn a_clock_reading_negative_or_huge_is_unknown_not_a_panic() {

@@ -315,6 +315,10 @@ pub(crate) struct Remote {
     sys_base: std::sync::atomic::AtomicU64,
     /// System CPU time of the finished run, in nanoseconds.
     sys_done: std::sync::atomic::AtomicU64,
+    /// The job thread's wait for a CPU when the job began.
+    delay_base: std::sync::atomic::AtomicU64,
+    /// The finished run's wait for a CPU, in nanoseconds.
+    delay_done: std::sync::atomic::AtomicU64,
     /// The store's `VMStoreContext`, once the guest is instantiated.
     vmstore: AtomicUsize,
     /// The return address the stub continues at, while a trampoline's
@@ -348,6 +352,8 @@ impl Remote {
             cpu_done: Default::default(),
             sys_base: Default::default(),
             sys_done: Default::default(),
+            delay_base: Default::default(),
+            delay_done: Default::default(),
             vmstore: AtomicUsize::new(0),
             patched_ret: AtomicUsize::new(0),
             patched_at: AtomicUsize::new(0),
@@ -423,6 +429,12 @@ impl Remote {
     /// it runs: only the job's own thread can read it).
     pub(crate) fn sys_ns(&self) -> u64 {
         self.sys_done.load(Ordering::SeqCst)
+    }
+
+    /// How long the job's finished run waited for a CPU, in nanoseconds (0
+    /// while it runs).
+    pub(crate) fn run_delay_ns(&self) -> u64 {
+        self.delay_done.load(Ordering::SeqCst)
     }
 
     /// The CPU time the job has used so far, in nanoseconds.
@@ -795,6 +807,7 @@ impl OnThisThread {
             *remote.cpu.lock().unwrap_or_else(|e| e.into_inner()) = Some((clock, base));
         }
         remote.sys_base.store(crate::cputime::thread_sys_ns(), Ordering::SeqCst);
+        remote.delay_base.store(crate::cputime::thread_run_delay_ns(), Ordering::SeqCst);
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() };
         remote.tid.store(tid, Ordering::SeqCst);
@@ -814,6 +827,9 @@ impl Drop for OnThisThread {
         }
         let sys = crate::cputime::thread_sys_ns().saturating_sub(r.sys_base.load(Ordering::SeqCst));
         r.sys_done.store(sys, Ordering::SeqCst);
+        let delay = crate::cputime::thread_run_delay_ns()
+            .saturating_sub(r.delay_base.load(Ordering::SeqCst));
+        r.delay_done.store(delay, Ordering::SeqCst);
         drop(g);
         CURRENT.with(|c| c.store(std::ptr::null_mut(), Ordering::SeqCst));
     }
