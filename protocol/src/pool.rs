@@ -486,6 +486,14 @@ pub struct WaitRequest {
     /// second.
     #[serde(default)]
     pub report_within: Option<u64>,
+    /// Milliseconds: with jobs queued on the claim behind the running one,
+    /// the host answers once they have all ended (or the claim is gone), or
+    /// this long after the request, whichever comes first, rather than at
+    /// the next newer report. A shadow following a batch of short jobs asks
+    /// it, so that their ends come in one report, not one request each.
+    /// 0: at the next newer report.
+    #[serde(default)]
+    pub settle_ms: u64,
 }
 
 /// What a job is doing on the host.

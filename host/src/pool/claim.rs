@@ -187,7 +187,7 @@ pub(crate) fn snapshot_for(
 }
 
 impl Report {
-    fn idle(version: u64) -> Report {
+    pub(crate) fn idle(version: u64) -> Report {
         Report {
             version,
             state: RunState::Idle,

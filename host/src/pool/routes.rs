@@ -296,12 +296,17 @@ pub(crate) async fn follow(s: &PoolState, f: Follow, req: &WaitRequest) -> JobRe
         None => (initial, periodic),
     };
     let since = req.since;
+    // Asked to settle: a newer report is held back while jobs queued behind
+    // the running one have not all ended, until this deadline.
+    let settle = (req.settle_ms > 0)
+        .then(|| s.clock.now() + Duration::from_millis(req.settle_ms.min(60_000)));
     loop {
-        let (version, started, state) = {
+        let (version, started, state, idle) = {
             let r = rx.borrow_and_update();
-            (r.version, r.started, r.state)
+            let idle = (r.state == RunState::Exited && r.queued == 0) || !r.claim_alive;
+            (r.version, r.started, r.state, idle)
         };
-        if version > since {
+        if version > since && (idle || settle.is_none_or(|at| s.clock.now() >= at)) {
             break;
         }
         let now = i64::try_from(s.clock.unix_now()).unwrap_or(i64::MAX);
@@ -315,10 +320,15 @@ pub(crate) async fn follow(s: &PoolState, f: Follow, req: &WaitRequest) -> JobRe
         } else {
             periodic as i64
         };
-        let wait = Duration::from_secs(due.max(1) as u64);
+        let mut wake = s.clock.now() + Duration::from_secs(due.max(1) as u64);
+        if let Some(at) = settle
+            && version > since
+        {
+            wake = wake.min(at);
+        }
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { break },
-            _ = s.clock.sleep_until(s.clock.now() + wait) => break,
+            _ = s.clock.sleep_until(wake) => break,
         }
     }
     let r = rx.borrow().clone();
@@ -531,4 +541,84 @@ pub(crate) async fn release(
 ) -> ApiResult<StatusCode> {
     ask(&s, PoolRequest::Release { caller: caller.identity, claim_id: req.claim_id }).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use andes_starter::VirtualClock;
+
+    /// A wait asked to settle (a shadow following a batch of short jobs) is
+    /// answered once the jobs queued behind the running one have all ended,
+    /// not at the first newer report; or, if they take longer, at its
+    /// deadline with the latest report. One not asked to settle is answered
+    /// at the first newer report, as before.
+    #[tokio::test]
+    async fn a_settling_wait_is_answered_when_the_batch_has_ended_or_at_its_deadline() {
+        let vc = VirtualClock::new();
+        let (tx, _requests) = tokio::sync::mpsc::channel(1);
+        let s = PoolState { remote: Remote { tx }, clock: Arc::new(vc.clone()) };
+        let wait = |settle_ms: u64, since: u64| WaitRequest {
+            claim_id: "c".into(),
+            since,
+            saved_seq: 0,
+            snapshot: None,
+            incarnation: None,
+            report_within: None,
+            settle_ms,
+        };
+        let mut r = Report::idle(1);
+        r.state = RunState::Running;
+        r.queued = 3;
+        let (reports, rx) = watch::channel(r.clone());
+        let follow_with = |req: WaitRequest| {
+            let (s, rx) = (s.clone(), rx.clone());
+            let f = Follow {
+                rx,
+                initial: 300,
+                periodic: 300,
+                told_end: Default::default(),
+                heard: Heard::default(),
+            };
+            tokio::spawn(async move { follow(&s, f, &req).await })
+        };
+        let settling = follow_with(wait(2_000, 1));
+        let eager = follow_with(wait(0, 1));
+        // A job ends; two are still queued.
+        r.version = 2;
+        r.queued = 2;
+        reports.send_replace(r.clone());
+        let got = eager.await.unwrap();
+        assert_eq!((got.version, got.queued), (2, 2), "answered at the first newer report");
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!settling.is_finished(), "a settling wait answered with jobs still queued");
+        // The last of them ends: answered with that report.
+        r.version = 3;
+        r.queued = 0;
+        r.state = RunState::Exited;
+        reports.send_replace(r.clone());
+        let got = settling.await.unwrap();
+        assert_eq!((got.version, got.queued, got.state), (3, 0, RunState::Exited));
+
+        // Jobs that outlast the deadline: the latest report at it.
+        r.version = 4;
+        r.state = RunState::Running;
+        r.queued = 5;
+        reports.send_replace(r.clone());
+        let settling = follow_with(wait(2_000, 3));
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!settling.is_finished(), "answered before its deadline");
+        vc.advance(Duration::from_millis(1_999));
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!settling.is_finished(), "answered before its deadline");
+        vc.advance(Duration::from_millis(1));
+        let got = settling.await.unwrap();
+        assert_eq!((got.version, got.queued), (4, 5));
+    }
 }

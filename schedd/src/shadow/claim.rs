@@ -44,21 +44,32 @@ pub(crate) fn withdraw_soon((link, claim_id): (Link, String), id: JobId) {
     tokio::spawn(async move { withdraw(&link, &claim_id, id).await });
 }
 
+/// Jobs shorter than this are short: a claim's batches of them grow.
+const SHORT_JOB: Duration = Duration::from_millis(10);
+/// Jobs longer than this are long: they go one an activation. A batch of
+/// short jobs grows at once to as many as fit in this time.
+const LONG_JOB: Duration = Duration::from_millis(50);
+
 /// A claim's next batch size, and the pace its size and overlap go by:
 /// the time its jobs ran on the host (`job_time`, the longest the last answer
 /// reported) when the host says, else the schedd's own time a job
 /// (`per_job`), which grows with every slot sharing a busy machine. While
-/// jobs are short (under 10 ms) the size doubles, up to [`MAX_BATCH`]; once
-/// they are long (over 50 ms) it is one again.
+/// jobs are short (under 10 ms) the size doubles, or grows at once to as
+/// many as the pace fits in the time of one long job (50 ms), up to
+/// [`MAX_BATCH`]; once they are long (over 50 ms) it is one again. (Doubling
+/// alone, from one job, took each claim seven activations to reach full
+/// batches: with 64 slots' claims starting together, most of a trivial
+/// job's round trips.)
 pub(crate) fn next_batch(
     batch: usize,
     per_job: Duration,
     job_time: Option<Duration>,
 ) -> (usize, Duration) {
     let pace = job_time.unwrap_or(per_job);
-    let next = if pace < Duration::from_millis(10) {
-        (batch * 2).min(MAX_BATCH)
-    } else if pace > Duration::from_millis(50) {
+    let next = if pace < SHORT_JOB {
+        let fit = LONG_JOB.as_nanos() / pace.as_nanos().max(1);
+        (batch * 2).max(usize::try_from(fit).unwrap_or(usize::MAX)).min(MAX_BATCH)
+    } else if pace > LONG_JOB {
         1
     } else {
         batch
@@ -66,20 +77,37 @@ pub(crate) fn next_batch(
     (next.max(1), pace)
 }
 
+/// The jobs a claim's next batch is a share of.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Share {
+    /// Idle jobs of its autocluster not handed to any claim, besides the
+    /// one in hand.
+    pub(crate) waiting: usize,
+    /// Jobs queued on the claims' hosts behind others, not started yet.
+    pub(crate) queued: usize,
+    /// Of those, the ones queued on this claim.
+    pub(crate) mine: usize,
+    /// The schedd's claims.
+    pub(crate) claims: usize,
+}
+
 /// How many jobs a claim's next activation takes: the claim's batch size
 /// (`batch`, grown while jobs are short), but no more than fit in what is
 /// left of CLAIM_WORKLIFE (`worklife`) at `per_job` each (a batch outlasts it
 /// by at most a job: the claim takes no new jobs after it, queued ones
-/// included), and no more than this claim's share of the jobs of its
-/// autocluster (`waiting` besides the one in hand) among the schedd's
-/// `claims`: when the queue runs low, its last jobs are spread over the
-/// claims rather than queued behind one while other slots stand idle.
+/// included), and no more than this claim's share of the jobs not started
+/// yet (those waiting, the one in hand, and those queued on hosts) among the
+/// schedd's claims, less what it has queued already: each claim takes its
+/// part of a queue at once, and when the queue runs low its last jobs are
+/// spread over the claims rather than queued behind one while other slots
+/// stand idle. (A share of what no claim had taken yet shrank with every
+/// claim that took one: 64 claims took batches of 93, 92, 90, ..., and a
+/// tail of single jobs.)
 pub(crate) fn batch_size(
     batch: usize,
     per_job: Duration,
     worklife: Option<Duration>,
-    waiting: usize,
-    claims: usize,
+    share: Share,
 ) -> usize {
     let mut size = batch.max(1);
     if let Some(left) = worklife
@@ -88,7 +116,9 @@ pub(crate) fn batch_size(
         let fit = (left.as_nanos() / per_job.as_nanos()).max(1);
         size = size.min(usize::try_from(fit).unwrap_or(usize::MAX));
     }
-    size.min((waiting + 1).div_ceil(claims.max(1)).max(1))
+    let pending = share.waiting.saturating_add(share.queued).saturating_add(1);
+    let fair = pending.div_ceil(share.claims.max(1)).saturating_sub(share.mine);
+    size.min(fair.max(1))
 }
 
 /// The longest an appended batch's activation waits for the batch ahead of
@@ -257,11 +287,19 @@ impl PoolState {
             let worklife = (self.cfg.claim_worklife >= 0).then(|| {
                 Duration::from_secs(self.cfg.claim_worklife as u64).saturating_sub(since.elapsed())
             });
-            let (waiting, claims) = {
+            let share = {
                 let st = lock(&self.state);
-                (st.ac_jobs.get(&grant.autocluster).map_or(0, |q| q.len()), st.claims)
+                let mine = ahead.as_ref().map_or(0, |(ids, _)| {
+                    ids.iter().filter(|id| st.queued.contains_key(id)).count()
+                });
+                Share {
+                    waiting: st.ac_jobs.get(&grant.autocluster).map_or(0, |q| q.len()),
+                    queued: st.queued.len(),
+                    mine,
+                    claims: st.claims,
+                }
             };
-            let size = batch_size(batch, per_job, worklife, waiting, claims);
+            let size = batch_size(batch, per_job, worklife, share);
             let (batch_of, recorded) = match prepared.take() {
                 Some((batch, recorded)) => (Some(batch), Some(recorded)),
                 None => (self.plain_batch(job, grant.autocluster, size, &claim), None),
@@ -278,27 +316,32 @@ impl PoolState {
                         .is_some_and(|q| !q.is_empty());
                     // (Its first job's GlobalJobId tells the batch ahead's
                     // ends from its own in the answer: without it, no overlap.)
-                    let pipelined = more_waiting
-                        && gid.is_some()
-                        && !per_job.is_zero()
-                        && pace < Duration::from_millis(10);
-                    if let Some((before, _)) = &ahead {
+                    let short = !per_job.is_zero() && pace < SHORT_JOB;
+                    let pipelined = more_waiting && gid.is_some() && short;
+                    if ahead.is_some() {
                         // Answered once the batch ahead has ended (and, for
-                        // the last batch, this one too): long enough for it
-                        // to, so their jobs are not followed one report at
-                        // a time.
-                        let jobs = before.len() + if pipelined { 0 } else { n };
-                        let expected = per_job.saturating_mul(4 * jobs as u32);
-                        req.wait_ms = (expected.as_millis() as u64)
-                            .clamp(self.cfg.activate_wait_ms, APPENDED_WAIT_MS);
+                        // the last batch, this one too), so that their jobs
+                        // are not followed one report at a time: as long as
+                        // the host takes, up to APPENDED_WAIT_MS. (Waiting
+                        // four times the schedd's time a job, the host's
+                        // time for a batch among 64 slots' on two cores ran
+                        // past it: two requests in three were waits, each
+                        // answered at the next job's end.)
+                        req.wait_ms = APPENDED_WAIT_MS;
                         req.append = true;
                         req.acked = acked;
+                    } else if short && !pipelined {
+                        // A fresh batch of short jobs, none to follow it:
+                        // answered once it has ended, in one report, not at
+                        // its start and then report by report.
+                        req.wait_ms = APPENDED_WAIT_MS;
                     }
-                    // Answered at its first job's start: the schedd knows
-                    // at once that the job runs (a fresh activation
-                    // answered at the end or after wait_ms left a long
-                    // job idle in the queue for wait_ms).
-                    req.reply_at_start = pipelined || !req.append;
+                    // Answered at its first job's start, unless its jobs
+                    // are known short: the schedd knows at once that the
+                    // job runs (a fresh activation answered at the end or
+                    // after wait_ms left a long job idle in the queue for
+                    // wait_ms).
+                    req.reply_at_start = pipelined || (!req.append && !short);
                     let digest = req.module_digest.clone();
                     // Recorded before it is sent (see PoolOp::Activating),
                     // for every job of the batch: a schedd that dies while

@@ -233,26 +233,35 @@ fn host_ad_renames_the_streams() {
 }
 
 /// A claim's next batch: its grown size, within CLAIM_WORKLIFE, and no more
-/// than its share of the jobs left when the queue runs low, so the last jobs
-/// are spread over the claims, not queued behind one while slots stand idle.
+/// than its share of the jobs not started yet, less what it holds queued:
+/// each claim takes its part of a queue at once, and the last jobs are spread
+/// over the claims, not queued behind one while slots stand idle.
 #[test]
 fn a_batch_is_at_most_the_claims_share_of_what_is_left() {
-    use super::claim::batch_size;
+    use super::claim::{Share, batch_size};
     use std::time::Duration;
     let ms = Duration::from_millis;
+    let share = |waiting, queued, mine, claims| Share { waiting, queued, mine, claims };
     // Plenty waiting: the grown size.
-    assert_eq!(batch_size(128, ms(1), None, 10_000, 2), 128);
+    assert_eq!(batch_size(128, ms(1), None, share(10_000, 0, 0, 2)), 128);
     // 100 jobs (99 waiting and the one in hand) among 4 claims: 25 each.
-    assert_eq!(batch_size(128, ms(1), None, 99, 4), 25);
-    assert_eq!(batch_size(128, ms(1), None, 100, 4), 26);
+    assert_eq!(batch_size(128, ms(1), None, share(99, 0, 0, 4)), 25);
+    assert_eq!(batch_size(128, ms(1), None, share(100, 0, 0, 4)), 26);
+    // 6,000 jobs among 64 claims: the first claim takes 94; so does the
+    // next, the first's 93 queued behind its running job counted in (a
+    // share of what no claim had taken shrank with each: 94, 93, 91, ...).
+    assert_eq!(batch_size(128, ms(1), None, share(5_999, 0, 0, 64)), 94);
+    assert_eq!(batch_size(128, ms(1), None, share(5_905, 93, 0, 64)), 94);
+    // A claim holding its share queued already takes one more at most.
+    assert_eq!(batch_size(128, ms(1), None, share(3_000, 2_900, 93, 64)), 1);
     // The last job: one; with no claims counted, the whole rest.
-    assert_eq!(batch_size(128, ms(1), None, 0, 64), 1);
-    assert_eq!(batch_size(128, ms(1), None, 9, 0), 10);
+    assert_eq!(batch_size(128, ms(1), None, share(0, 0, 0, 64)), 1);
+    assert_eq!(batch_size(128, ms(1), None, share(9, 0, 0, 0)), 10);
     // CLAIM_WORKLIFE: 50 ms left at 10 ms a job fit 5; none left still one.
-    assert_eq!(batch_size(128, ms(10), Some(ms(50)), 10_000, 1), 5);
-    assert_eq!(batch_size(128, ms(10), Some(Duration::ZERO), 10_000, 1), 1);
+    assert_eq!(batch_size(128, ms(10), Some(ms(50)), share(10_000, 0, 0, 1)), 5);
+    assert_eq!(batch_size(128, ms(10), Some(Duration::ZERO), share(10_000, 0, 0, 1)), 1);
     // A size never falls below one.
-    assert_eq!(batch_size(0, Duration::ZERO, None, 0, 0), 1);
+    assert_eq!(batch_size(0, Duration::ZERO, None, Share::default()), 1);
 }
 
 /// A claim's batches grow while its jobs are short by the host's clock
@@ -266,15 +275,20 @@ fn a_batch_grows_by_how_long_the_jobs_ran_on_the_host() {
     use std::time::Duration;
     let (ms, us) = (Duration::from_millis, Duration::from_micros);
     // Trivial jobs on a busy machine: 40 us on the host, 20 ms a job for
-    // the schedd. They are short: the batch doubles.
-    assert_eq!(next_batch(4, ms(20), Some(us(40))), (8, us(40)));
+    // the schedd. They are short: the batch grows at once to as many as fit
+    // in a long job's 50 ms, here past the most a batch holds.
+    assert_eq!(next_batch(1, ms(20), Some(us(40))), (MAX_BATCH, us(40)));
     assert_eq!(next_batch(MAX_BATCH, ms(80), Some(us(40))), (MAX_BATCH, us(40)));
+    // 5 ms jobs: ten fit in 50 ms; past that, the batch doubles.
+    assert_eq!(next_batch(1, ms(20), Some(ms(5))), (10, ms(5)));
+    assert_eq!(next_batch(10, ms(20), Some(ms(5))), (20, ms(5)));
     // Long on the host: one at a time, whatever the schedd saw.
     assert_eq!(next_batch(64, ms(1), Some(ms(200))), (1, ms(200)));
     // Between 10 and 50 ms: the size stays.
     assert_eq!(next_batch(16, ms(1), Some(ms(20))), (16, ms(20)));
     // A host that does not say (an older one): the schedd's time.
     assert_eq!(next_batch(4, ms(20), None), (4, ms(20)));
-    assert_eq!(next_batch(4, ms(2), None), (8, ms(2)));
+    assert_eq!(next_batch(4, ms(2), None), (25, ms(2)));
+    assert_eq!(next_batch(32, ms(2), None), (64, ms(2)));
     assert_eq!(next_batch(4, ms(60), None), (1, ms(60)));
 }
