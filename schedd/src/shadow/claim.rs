@@ -83,7 +83,8 @@ pub(crate) struct Share {
     /// Idle jobs of its autocluster not handed to any claim, besides the
     /// one in hand.
     pub(crate) waiting: usize,
-    /// Jobs queued on the claims' hosts behind others, not started yet.
+    /// Jobs of its autocluster queued on the claims' hosts behind others,
+    /// not started yet.
     pub(crate) queued: usize,
     /// Of those, the ones queued on this claim.
     pub(crate) mine: usize,
@@ -95,9 +96,9 @@ pub(crate) struct Share {
 /// (`batch`, grown while jobs are short), but no more than fit in what is
 /// left of CLAIM_WORKLIFE (`worklife`) at `per_job` each (a batch outlasts it
 /// by at most a job: the claim takes no new jobs after it, queued ones
-/// included), and no more than this claim's share of the jobs not started
-/// yet (those waiting, the one in hand, and those queued on hosts) among the
-/// schedd's claims, less what it has queued already: each claim takes its
+/// included), and no more than this claim's share of its autocluster's jobs
+/// not started yet (those waiting, the one in hand, and those queued on
+/// hosts) among the schedd's claims, less what it has queued already: each claim takes its
 /// part of a queue at once, and when the queue runs low its last jobs are
 /// spread over the claims rather than queued behind one while other slots
 /// stand idle. (A share of what no claim had taken yet shrank with every
@@ -289,12 +290,12 @@ impl PoolState {
             });
             let share = {
                 let st = lock(&self.state);
-                let mine = ahead.as_ref().map_or(0, |(ids, _)| {
-                    ids.iter().filter(|id| st.queued.contains_key(id)).count()
-                });
+                let mine = ahead
+                    .as_ref()
+                    .map_or(0, |(ids, _)| ids.iter().filter(|id| st.queued.contains(id)).count());
                 Share {
                     waiting: st.ac_jobs.get(&grant.autocluster).map_or(0, |q| q.len()),
-                    queued: st.queued.len(),
+                    queued: st.queued.of(grant.autocluster),
                     mine,
                     claims: st.claims,
                 }
@@ -409,7 +410,7 @@ impl PoolState {
                     if sent.is_ok() {
                         // An appended batch waits on the host, first job and all.
                         let waiting = if req.append { &ids[..] } else { &ids[1..] };
-                        self.note_queued(&link, &claim.claim_id, waiting);
+                        self.note_queued(&link, &claim.claim_id, grant.autocluster, waiting);
                     }
                     let report = match sent {
                         Ok(r) => r,
@@ -717,11 +718,11 @@ impl PoolState {
     /// are noted before their states are read, so a hold committed meanwhile
     /// is seen by one side or the other, and withdrawn by whichever takes it
     /// off the list.
-    pub(crate) fn note_queued(&self, link: &Link, claim_id: &str, ids: &[JobId]) {
+    pub(crate) fn note_queued(&self, link: &Link, claim_id: &str, ac: u32, ids: &[JobId]) {
         {
             let mut st = lock(&self.state);
             for id in ids {
-                st.queued.insert(*id, (link.clone(), claim_id.to_string()));
+                st.queued.insert(*id, link.clone(), claim_id.to_string(), ac);
             }
         }
         let stopped: Vec<JobId> = {

@@ -116,11 +116,56 @@ pub(crate) struct Book {
     /// Running shadows.
     pub(crate) shadows: HashMap<JobId, mpsc::UnboundedSender<Signal>>,
     /// Jobs queued on a claim's host behind others, whose shadows have not
-    /// started yet: the host and claim to withdraw each from if it is held
-    /// or removed meanwhile.
-    pub(crate) queued: HashMap<JobId, (Link, String)>,
+    /// started yet.
+    pub(crate) queued: QueuedJobs,
     /// Matches being claimed or claims held.
     pub(crate) claims: usize,
+}
+
+/// Jobs queued on a claim's host behind others, whose shadows have not
+/// started yet: the host and claim to withdraw each from if it is held or
+/// removed meanwhile, and how many of each autocluster there are (what a
+/// claim's share of its autocluster counts, `shadow::claim::batch_size`).
+#[derive(Default)]
+pub(crate) struct QueuedJobs {
+    at: HashMap<JobId, (Link, String, u32)>,
+    by_ac: HashMap<u32, usize>,
+}
+
+impl QueuedJobs {
+    /// Notes `id`, of autocluster `ac`, queued on `claim_id` at `link`.
+    pub(crate) fn insert(&mut self, id: JobId, link: Link, claim_id: String, ac: u32) {
+        if let Some((_, _, was)) = self.at.insert(id, (link, claim_id, ac)) {
+            self.uncount(was);
+        }
+        *self.by_ac.entry(ac).or_default() += 1;
+    }
+
+    /// Takes `id` off the list: where it was queued, if it was.
+    pub(crate) fn remove(&mut self, id: &JobId) -> Option<(Link, String)> {
+        let (link, claim_id, ac) = self.at.remove(id)?;
+        self.uncount(ac);
+        Some((link, claim_id))
+    }
+
+    /// True when `id` is queued.
+    pub(crate) fn contains(&self, id: &JobId) -> bool {
+        self.at.contains_key(id)
+    }
+
+    /// How many jobs of autocluster `ac` are queued.
+    pub(crate) fn of(&self, ac: u32) -> usize {
+        self.by_ac.get(&ac).copied().unwrap_or(0)
+    }
+
+    fn uncount(&mut self, ac: u32) {
+        if let Some(n) = self.by_ac.get_mut(&ac) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_ac.remove(&ac);
+            }
+        }
+    }
 }
 
 pub(crate) struct PoolState {

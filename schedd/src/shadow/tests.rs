@@ -264,6 +264,33 @@ fn a_batch_is_at_most_the_claims_share_of_what_is_left() {
     assert_eq!(batch_size(0, Duration::ZERO, None, Share::default()), 1);
 }
 
+/// The jobs queued on hosts are counted by autocluster, whatever order they
+/// are noted and taken off in: a claim's share of one autocluster does not
+/// count another's queued jobs.
+#[test]
+fn queued_jobs_are_counted_by_autocluster() {
+    use super::link::Link;
+    use super::state::QueuedJobs;
+    let keypair = Arc::new(Keypair::from_seed("schedd", [9; 32]).unwrap());
+    let client = andes_protocol::Client::new("http://127.0.0.1:1", keypair).unwrap();
+    let link = || Link { short: client.clone(), long: client.clone() };
+    let id = |p| JobId { cluster: 1, proc: p };
+    let mut q = QueuedJobs::default();
+    q.insert(id(0), link(), "c1".into(), 7);
+    q.insert(id(1), link(), "c1".into(), 7);
+    q.insert(id(2), link(), "c2".into(), 9);
+    assert_eq!((q.of(7), q.of(9), q.of(1)), (2, 1, 0));
+    // Noted again (another activation): counted once, under its new one.
+    q.insert(id(1), link(), "c2".into(), 9);
+    assert_eq!((q.of(7), q.of(9)), (1, 2));
+    assert_eq!(q.remove(&id(1)).map(|(_, c)| c).as_deref(), Some("c2"));
+    assert!(q.remove(&id(1)).is_none(), "taken off once");
+    assert!(q.contains(&id(0)) && !q.contains(&id(1)));
+    q.remove(&id(0));
+    q.remove(&id(2));
+    assert_eq!((q.of(7), q.of(9)), (0, 0));
+}
+
 /// A claim's batches grow while its jobs are short by the host's clock
 /// (`JobEnd::run_us`), however long the schedd waited for each: on a machine
 /// shared by 64 slots, trivial jobs took the schedd over 10 ms each and went
