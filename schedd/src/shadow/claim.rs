@@ -98,12 +98,12 @@ pub(crate) struct Share {
 /// by at most a job: the claim takes no new jobs after it, queued ones
 /// included), and no more than this claim's share of its autocluster's jobs
 /// not started yet (those waiting, the one in hand, and those queued on
-/// hosts) among the schedd's claims, less what it has queued already: each claim takes its
-/// part of a queue at once, and when the queue runs low its last jobs are
-/// spread over the claims rather than queued behind one while other slots
-/// stand idle. (A share of what no claim had taken yet shrank with every
-/// claim that took one: 64 claims took batches of 93, 92, 90, ..., and a
-/// tail of single jobs.)
+/// hosts) among the schedd's claims, less what it has queued already: each
+/// claim takes its part of a queue at once, and when the queue runs low its
+/// last jobs are spread over the claims rather than queued behind one while
+/// other slots stand idle. (A share of what no claim had taken yet shrank
+/// with every claim that took one: 64 claims took batches of 93, 92, 90,
+/// ..., and a tail of single jobs.)
 pub(crate) fn batch_size(
     batch: usize,
     per_job: Duration,
