@@ -187,6 +187,12 @@ pub(crate) fn snapshot_for(
 }
 
 impl Report {
+    /// True when nothing more will happen on the claim for its shadow: its
+    /// last job ended and none is queued behind it, or the claim is over.
+    pub(crate) fn all_ended(&self) -> bool {
+        (self.state == RunState::Exited && self.queued == 0) || !self.claim_alive
+    }
+
     pub(crate) fn idle(version: u64) -> Report {
         Report {
             version,

@@ -301,12 +301,11 @@ pub(crate) async fn follow(s: &PoolState, f: Follow, req: &WaitRequest) -> JobRe
     let settle = (req.settle_ms > 0)
         .then(|| s.clock.now() + Duration::from_millis(req.settle_ms.min(60_000)));
     loop {
-        let (version, started, state, idle) = {
+        let (version, started, state, ended) = {
             let r = rx.borrow_and_update();
-            let idle = (r.state == RunState::Exited && r.queued == 0) || !r.claim_alive;
-            (r.version, r.started, r.state, idle)
+            (r.version, r.started, r.state, r.all_ended())
         };
-        if version > since && (idle || settle.is_none_or(|at| s.clock.now() >= at)) {
+        if version > since && (ended || settle.is_none_or(|at| s.clock.now() >= at)) {
             break;
         }
         let now = i64::try_from(s.clock.unix_now()).unwrap_or(i64::MAX);
@@ -341,7 +340,7 @@ pub(crate) async fn follow(s: &PoolState, f: Follow, req: &WaitRequest) -> JobRe
 /// shadow's next request about the claim.
 pub(crate) fn told(r: &Report, end_sent: &std::sync::atomic::AtomicU64, heard: &Heard) {
     heard.now();
-    if (r.state == RunState::Exited && r.queued == 0) || !r.claim_alive {
+    if r.all_ended() {
         end_sent.fetch_max(r.version.max(1), std::sync::atomic::Ordering::AcqRel);
     }
 }
@@ -406,7 +405,7 @@ pub(crate) async fn activate(
             let started = first
                 .as_deref()
                 .is_some_and(|g| r.job.as_deref() == Some(g) || r.ended.iter().any(|e| e.job == g));
-            started || (r.state == RunState::Exited && r.queued == 0) || !r.claim_alive
+            started || r.all_ended()
         };
         if done {
             break;

@@ -122,9 +122,12 @@ pub(crate) fn batch_size(
     size.min(fair.max(1))
 }
 
-/// The longest an appended batch's activation waits for the batch ahead of
-/// it to end before answering (its jobs are then followed report by report).
-const APPENDED_WAIT_MS: u64 = 2_000;
+/// The longest the host holds an answer while a batch of short jobs runs:
+/// an appended batch's activation waiting for the batch ahead of it to end,
+/// a fresh batch's for itself, a wait for the jobs queued behind the running
+/// one (`WaitRequest::settle_ms`). Past it, the jobs are followed report by
+/// report.
+pub(crate) const BATCH_WAIT_MS: u64 = 2_000;
 
 /// What the journal names while a shadow matches a job to its claim's slot.
 const MATCHING: &str = "Requirements, against a claimed slot";
@@ -323,19 +326,19 @@ impl PoolState {
                         // Answered once the batch ahead has ended (and, for
                         // the last batch, this one too), so that their jobs
                         // are not followed one report at a time: as long as
-                        // the host takes, up to APPENDED_WAIT_MS. (Waiting
+                        // the host takes, up to BATCH_WAIT_MS. (Waiting
                         // four times the schedd's time a job, the host's
                         // time for a batch among 64 slots' on two cores ran
                         // past it: two requests in three were waits, each
                         // answered at the next job's end.)
-                        req.wait_ms = APPENDED_WAIT_MS;
+                        req.wait_ms = BATCH_WAIT_MS;
                         req.append = true;
                         req.acked = acked;
                     } else if short && !pipelined {
                         // A fresh batch of short jobs, none to follow it:
                         // answered once it has ended, in one report, not at
                         // its start and then report by report.
-                        req.wait_ms = APPENDED_WAIT_MS;
+                        req.wait_ms = BATCH_WAIT_MS;
                     }
                     // Answered at its first job's start, unless its jobs
                     // are known short: the schedd knows at once that the

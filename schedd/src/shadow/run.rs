@@ -12,7 +12,7 @@ use andes_protocol::pool::{
 use classad::{ClassAd, Value};
 use tokio::sync::mpsc;
 
-use super::claim::withdraw;
+use super::claim::{BATCH_WAIT_MS, withdraw};
 use super::decide::{
     Activated, Answer, CLAIM_ENDED, Ended, Follow, HostSays, LEASE_MISSED, Reconnect, activated,
     ended, hold_unless_held, lost_ad,
@@ -650,9 +650,10 @@ enum Begun {
 
 /// How long a wait lets the host settle (`WaitRequest::settle_ms`) after
 /// `report`: with jobs queued behind the one running (a batch, which only
-/// jobs known short make), until they have all ended, up to two seconds;
-/// else not at all. A batch of 48 trivial jobs taken in after its claim's
-/// last activation was followed by 16 waits, each answered at the next end.
+/// jobs known short make), until they have all ended, up to
+/// [`BATCH_WAIT_MS`]; else not at all. A batch of 48 trivial jobs taken in
+/// after its claim's last activation was followed by 16 waits, each
+/// answered at the next end.
 fn settle_ms(report: &JobReport) -> u64 {
-    if report.queued > 0 { 2_000 } else { 0 }
+    if report.queued > 0 { BATCH_WAIT_MS } else { 0 }
 }
