@@ -12,7 +12,7 @@ mod condor;
 mod logs;
 use andes_client::settings;
 
-#[cfg(unix)]
+#[cfg(all(unix, feature = "jemalloc"))]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

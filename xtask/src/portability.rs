@@ -249,13 +249,19 @@ pub fn build() -> bool {
     // never debugged, and link faster. Their dependencies are not
     // optimised (the native build's are, at opt-level 2), but for what the
     // emulated tests spend their time in (see [`HOT`]), at opt-level 1:
-    // the rest compiles in about two thirds of the time.
+    // the rest compiles in about two thirds of the time. `andes compile`
+    // unoptimised too (the workspace's profile raises it): the tests
+    // compile their modules on x86-64 Linux. And without jemalloc, whose C
+    // build took 148 s of the cross build's 1,297 (by `--timings`): the
+    // system allocator serves tests of the platform as well.
     let mut build = Command::new(&cargo);
     build
-        .args(["build", "-p", "andes", "--target", WINDOWS, "--target", AARCH64])
+        .args(["build", "-p", "andes", "--no-default-features"])
+        .args(["--target", WINDOWS, "--target", AARCH64])
         .arg("--target-dir")
         .arg(cross_dir())
         .args(crate::unoptimised_but(HOT, 1))
+        .args(["--config", "profile.dev.package.andes-compile.opt-level=0"])
         .env("CARGO_PROFILE_DEV_DEBUG", "0")
         // The Windows build is also its lint: clippy's driver compiles the
         // workspace's crates as rustc would and lints them as `cargo
