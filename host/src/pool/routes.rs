@@ -619,5 +619,28 @@ mod tests {
         vc.advance(Duration::from_millis(1));
         let got = settling.await.unwrap();
         assert_eq!((got.version, got.queued), (4, 5));
+
+        // A schedd asking to settle for ever is answered at the host's bound,
+        // a minute (unbounded, its deadline overflowed the clock's instant);
+        // the job started now, its periodic update minutes away.
+        r.version = 5;
+        r.started = i64::try_from(s.clock.unix_now()).unwrap();
+        reports.send_replace(r.clone());
+        let settling = follow_with(wait(u64::MAX, 4));
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        vc.advance(Duration::from_millis(59_999));
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!settling.is_finished(), "answered before the host's bound");
+        vc.advance(Duration::from_millis(1));
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        assert!(settling.is_finished(), "not answered at the host's bound");
+        let got = settling.await.unwrap();
+        assert_eq!((got.version, got.queued), (5, 5));
     }
 }
