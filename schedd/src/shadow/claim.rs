@@ -21,7 +21,7 @@ use super::files::may_have_checkpoints;
 use super::lane::{Lane, LaneOp, LaneTx};
 use super::link::{ClaimCtx, Link, not_found, status_reason};
 use super::reports::{Ends, NotActivated, Start};
-use super::state::{MAX_BATCH, PoolState, lock};
+use super::state::{ClaimCount, MAX_BATCH, PoolState, lock};
 use crate::job::{JobId, JobStatus};
 use crate::queue::{ACTIVATION_PENDING, CLAIM_ID_ATTR, PoolOp};
 
@@ -88,7 +88,8 @@ pub(crate) struct Share {
     pub(crate) queued: usize,
     /// Of those, the ones queued on this claim.
     pub(crate) mine: usize,
-    /// The schedd's claims.
+    /// The schedd's claims of its autocluster (matches being claimed
+    /// included).
     pub(crate) claims: usize,
 }
 
@@ -98,7 +99,7 @@ pub(crate) struct Share {
 /// by at most a job: the claim takes no new jobs after it, queued ones
 /// included), and no more than this claim's share of its autocluster's jobs
 /// not started yet (those waiting, the one in hand, and those queued on
-/// hosts) among the schedd's claims, less what it has queued already: each
+/// hosts) among the autocluster's claims, less what it has queued already: each
 /// claim takes its part of a queue at once, and when the queue runs low its
 /// last jobs are spread over the claims rather than queued behind one while
 /// other slots stand idle. (A share of what no claim had taken yet shrank
@@ -181,8 +182,15 @@ impl PoolState {
         }
     }
 
-    /// Claims a matched slot and runs jobs of the group on it.
-    pub(crate) async fn run_claim(self: Arc<Self>, grant: MatchGrant, first: JobId) {
+    /// Claims the slot of `grant` and runs `first`, then the next jobs of
+    /// its autocluster, until the claim ends; counted among the claims of
+    /// its autocluster (`_counted`) until then.
+    pub(crate) async fn run_claim(
+        self: Arc<Self>,
+        grant: MatchGrant,
+        first: JobId,
+        _counted: ClaimCount,
+    ) {
         let link = self.link(&grant.host_address);
         let slot_ad = classad::parse_ad(&grant.slot_ad).unwrap_or_default();
         let lane = Lane::start(self.clone());
@@ -300,7 +308,7 @@ impl PoolState {
                     waiting: st.ac_jobs.get(&grant.autocluster).map_or(0, |q| q.len()),
                     queued: st.queued.of(grant.autocluster),
                     mine,
-                    claims: st.claims,
+                    claims: st.claims_of(grant.autocluster),
                 }
             };
             let size = batch_size(batch, per_job, worklife, share);
@@ -498,7 +506,6 @@ impl PoolState {
         lane.tx.committed().await;
         self.release(&link, &claim.claim_id).await;
         lock(&self.held).remove(&claim.claim_id);
-        lock(&self.state).claims -= 1;
         lane.close().await;
     }
 

@@ -8,7 +8,7 @@ use andes_protocol::{ApiError, ClientErrorKind, Clock, Role, SignedJson};
 use axum::extract::State;
 use http::Method;
 
-use super::state::{ScheddPool, lock};
+use super::state::{ClaimCount, ScheddPool, lock};
 use crate::job::{JobId, JobStatus};
 use crate::queue::{CLAIM_ID_ATTR, PoolOp};
 
@@ -81,8 +81,8 @@ pub(crate) async fn matches(
         let Some(job) = inner.next_job(grant.autocluster, slot.as_ref()) else { continue };
         taken += 1;
         claimed.push(grant.claim_id.clone());
-        lock(&inner.state).claims += 1;
-        tokio::spawn(inner.clone().run_claim(grant, job));
+        let counted = ClaimCount::new(inner, grant.autocluster);
+        tokio::spawn(inner.clone().run_claim(grant, job, counted));
     }
     if !req.rejections.is_empty() {
         let now = inner.clock.now();

@@ -118,8 +118,46 @@ pub(crate) struct Book {
     /// Jobs queued on a claim's host behind others, whose shadows have not
     /// started yet.
     pub(crate) queued: QueuedJobs,
-    /// Matches being claimed or claims held.
-    pub(crate) claims: usize,
+    /// Matches being claimed or claims held, by autocluster: each counted by
+    /// its [`ClaimCount`] while it lives.
+    pub(crate) claims: HashMap<u32, usize>,
+}
+
+impl Book {
+    /// Matches being claimed or claims held for `autocluster`.
+    pub(crate) fn claims_of(&self, autocluster: u32) -> usize {
+        self.claims.get(&autocluster).copied().unwrap_or(0)
+    }
+}
+
+/// A match taken for claiming, counted in [`Book::claims`] under its
+/// autocluster from when it is taken until it is dropped, however its claim
+/// ends: released, refused, or its job gone before the claim was made. (A
+/// count kept by hand missed the early ends: a refused claim stayed counted
+/// for good, and every later claim's share of the queue shrank with it.)
+pub(crate) struct ClaimCount {
+    pool: Arc<PoolState>,
+    autocluster: u32,
+}
+
+impl ClaimCount {
+    /// Counts a claim of `autocluster` until the value is dropped.
+    pub(crate) fn new(pool: &Arc<PoolState>, autocluster: u32) -> ClaimCount {
+        *lock(&pool.state).claims.entry(autocluster).or_default() += 1;
+        ClaimCount { pool: pool.clone(), autocluster }
+    }
+}
+
+impl Drop for ClaimCount {
+    fn drop(&mut self) {
+        let mut st = lock(&self.pool.state);
+        if let Some(n) = st.claims.get_mut(&self.autocluster) {
+            *n -= 1;
+            if *n == 0 {
+                st.claims.remove(&self.autocluster);
+            }
+        }
+    }
 }
 
 /// Jobs queued on a claim's host behind others, whose shadows have not

@@ -19,13 +19,13 @@ fn ad(text: &str) -> ClassAd {
     classad::parse_ad(text).unwrap()
 }
 
-/// A job edited after its autocluster was filed (here: asking for more
-/// memory than the slot has) is not taken by a claim reused for that
-/// autocluster; the next one that fits is.
-#[tokio::test]
-async fn a_reused_claim_takes_only_a_job_that_still_matches_its_slot() {
-    use crate::job::JobSelector;
-    use crate::queue::{Actor, Change, Submit, Targets};
+/// A schedd (its pool side started, its collector nowhere) with a cluster
+/// of `n` jobs of alice's; the directory, the schedd, its pool side, the
+/// cluster and the jobs' autocluster.
+async fn schedd_with_jobs(
+    n: usize,
+) -> (tempfile::TempDir, crate::schedd::Schedd, ScheddPool, u32, u32) {
+    use crate::queue::{Actor, Submit};
     let dir = tempfile::tempdir().unwrap();
     let config = crate::schedd::ScheddConfig {
         name: "schedd@test".into(),
@@ -59,7 +59,7 @@ async fn a_reused_claim_takes_only_a_job_that_still_matches_its_slot() {
         .queue
         .submit(
             &alice,
-            Submit { cluster: None, cluster_ad: job, procs: vec![ClassAd::new(); 3] },
+            Submit { cluster: None, cluster_ad: job, procs: vec![ClassAd::new(); n] },
             1_800_000_000,
         )
         .await
@@ -67,6 +67,18 @@ async fn a_reused_claim_takes_only_a_job_that_still_matches_its_slot() {
     let demand = pool.inner.demand(&[]);
     assert_eq!(demand.groups.len(), 1, "{demand:?}");
     let ac = demand.groups[0].autocluster;
+    (dir, schedd, pool, c, ac)
+}
+
+/// A job edited after its autocluster was filed (here: asking for more
+/// memory than the slot has) is not taken by a claim reused for that
+/// autocluster; the next one that fits is.
+#[tokio::test]
+async fn a_reused_claim_takes_only_a_job_that_still_matches_its_slot() {
+    use crate::job::JobSelector;
+    use crate::queue::{Actor, Change, Targets};
+    let (_dir, schedd, pool, c, ac) = schedd_with_jobs(3).await;
+    let alice = Actor::user("alice");
     let edit = Change::Edit { attr: "RequestMemory".into(), expr: "99999999".into() };
     let one = Targets { ids: vec![JobSelector::Job(JobId::new(c, 1))], ..Default::default() };
     schedd.queue.change(&alice, one, edit, 1_800_000_001).await.unwrap();
@@ -75,6 +87,38 @@ async fn a_reused_claim_takes_only_a_job_that_still_matches_its_slot() {
     assert_eq!(pool.inner.next_job(ac, Some(&slot)), Some(JobId::new(c, 0)));
     assert_eq!(pool.inner.next_job(ac, Some(&slot)), Some(JobId::new(c, 2)));
     assert_eq!(pool.inner.next_job(ac, Some(&slot)), None);
+}
+
+/// A claim counts among its autocluster's claims (what each claim's share of
+/// the queue is divided by) from its match until it ends, however it ends:
+/// one refused (here: no host where the match says) is counted no more, nor
+/// is one whose job went before the claim was made. Another autocluster's
+/// claims never count in this one's.
+#[tokio::test]
+async fn a_claim_is_counted_in_its_autoclusters_share_until_it_ends_however_it_ends() {
+    use super::state::{ClaimCount, lock};
+    use andes_protocol::pool::MatchGrant;
+    let (_dir, _schedd, pool, c, ac) = schedd_with_jobs(2).await;
+    let claims = |ac| lock(&pool.inner.state).claims_of(ac);
+    let grant = |id: &str| MatchGrant {
+        autocluster: ac,
+        slot_ad: r#"[Name = "slot1@h"; Memory = 1024; Disk = 100000; Cpus = 1]"#.into(),
+        claim_id: id.into(),
+        // Nothing listens there: the claim fails.
+        host_address: "127.0.0.1:1".into(),
+        preempting: false,
+    };
+    let first = pool.inner.next_job(ac, None).unwrap();
+    let counted = ClaimCount::new(&pool.inner, ac);
+    let other = ClaimCount::new(&pool.inner, ac + 1);
+    assert_eq!((claims(ac), claims(ac + 1)), (1, 1));
+    pool.inner.clone().run_claim(grant("c1"), first, counted).await;
+    assert_eq!((claims(ac), claims(ac + 1)), (0, 1), "a refused claim still counted");
+    drop(other);
+    let counted = ClaimCount::new(&pool.inner, ac);
+    pool.inner.clone().run_claim(grant("c2"), JobId::new(c, 99), counted).await;
+    assert_eq!(claims(ac), 0, "a claim whose job was gone still counted");
+    assert!(lock(&pool.inner.state).claims.is_empty());
 }
 
 /// A batch of two: job 2 ends and job 3 starts in one step of the host,
