@@ -547,6 +547,13 @@ mod tests {
     use super::*;
     use andes_starter::VirtualClock;
 
+    /// Lets every other task on the test's runtime run until it waits.
+    async fn let_others_run() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// A wait asked to settle (a shadow following a batch of short jobs) is
     /// answered once the jobs queued behind the running one have all ended,
     /// not at the first newer report; or, if they take longer, at its
@@ -589,9 +596,7 @@ mod tests {
         reports.send_replace(r.clone());
         let got = eager.await.unwrap();
         assert_eq!((got.version, got.queued), (2, 2), "answered at the first newer report");
-        for _ in 0..50 {
-            tokio::task::yield_now().await;
-        }
+        let_others_run().await;
         assert!(!settling.is_finished(), "a settling wait answered with jobs still queued");
         // The last of them ends: answered with that report.
         r.version = 3;
@@ -607,14 +612,10 @@ mod tests {
         r.queued = 5;
         reports.send_replace(r.clone());
         let settling = follow_with(wait(2_000, 3));
-        for _ in 0..50 {
-            tokio::task::yield_now().await;
-        }
+        let_others_run().await;
         assert!(!settling.is_finished(), "answered before its deadline");
         vc.advance(Duration::from_millis(1_999));
-        for _ in 0..50 {
-            tokio::task::yield_now().await;
-        }
+        let_others_run().await;
         assert!(!settling.is_finished(), "answered before its deadline");
         vc.advance(Duration::from_millis(1));
         let got = settling.await.unwrap();
@@ -627,18 +628,12 @@ mod tests {
         r.started = i64::try_from(s.clock.unix_now()).unwrap();
         reports.send_replace(r.clone());
         let settling = follow_with(wait(u64::MAX, 4));
-        for _ in 0..50 {
-            tokio::task::yield_now().await;
-        }
+        let_others_run().await;
         vc.advance(Duration::from_millis(59_999));
-        for _ in 0..50 {
-            tokio::task::yield_now().await;
-        }
+        let_others_run().await;
         assert!(!settling.is_finished(), "answered before the host's bound");
         vc.advance(Duration::from_millis(1));
-        for _ in 0..50 {
-            tokio::task::yield_now().await;
-        }
+        let_others_run().await;
         assert!(settling.is_finished(), "not answered at the host's bound");
         let got = settling.await.unwrap();
         assert_eq!((got.version, got.queued), (5, 5));
