@@ -99,6 +99,8 @@ struct Chapter {
 enum Outcome {
     Ok {
         blocks: usize,
+        /// The blocks that took longest, as (line, seconds).
+        slowest: Vec<(usize, f64)>,
     },
     Failed(String),
     NotRun(String),
@@ -192,12 +194,19 @@ pub fn run(args: &[String]) -> bool {
         let outcome = run_chapter(c, &env, Duration::from_secs(timeout));
         let secs = t.elapsed().as_secs_f64();
         match outcome {
-            Outcome::Ok { blocks } => {
+            Outcome::Ok { blocks, slowest } => {
                 passed += 1;
+                let slow: Vec<String> =
+                    slowest.iter().map(|(line, s)| format!("line {line} {s:.1} s")).collect();
                 println!(
-                    "ok       {} ({blocks} block{} run, {secs:.1} s)",
+                    "ok       {} ({blocks} block{} run, {secs:.1} s{})",
                     c.file,
-                    if blocks == 1 { "" } else { "s" }
+                    if blocks == 1 { "" } else { "s" },
+                    if slow.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; blocks of {SLOW_BLOCK:.0} s or more: {}", slow.join(", "))
+                    }
                 );
             }
             Outcome::Failed(why) => {
@@ -555,6 +564,10 @@ fn script(c: &Chapter, meta: &Path) -> Result<String, String> {
     let mut s = String::new();
     let _ = writeln!(s, "# {}: written by cargo xtask docs", c.file);
     for (i, b) in c.blocks.iter().enumerate() {
+        // When each block begins (bash's clock): a slow chapter names its slow blocks.
+        if !matches!(b.kind, Kind::Output | Kind::Shown) {
+            let _ = writeln!(s, "echo \"{i} $EPOCHREALTIME\" >> {m}/times");
+        }
         match &b.kind {
             Kind::Run => {
                 let _ = writeln!(s, "echo {i} > {m}/current");
@@ -580,6 +593,7 @@ fn script(c: &Chapter, meta: &Path) -> Result<String, String> {
             Kind::Output | Kind::Shown => {}
         }
     }
+    let _ = writeln!(s, "echo \"{} $EPOCHREALTIME\" >> {m}/times", c.blocks.len());
     let _ = writeln!(s, "echo done > {m}/current");
     Ok(s)
 }
@@ -784,9 +798,38 @@ fn run_chapter(c: &Chapter, env: &Env, timeout: Duration) -> Outcome {
              e.g. `andes pool down`"
                 .into(),
         ),
-        Some(_) => Outcome::Ok { blocks: runs },
+        Some(_) => Outcome::Ok {
+            blocks: runs,
+            slowest: slowest_blocks(
+                c,
+                &std::fs::read_to_string(meta.join("times")).unwrap_or_default(),
+            ),
+        },
     }
 }
+
+/// The blocks of `c` that took at least [`SLOW_BLOCK`] seconds, slowest
+/// first, from the script's `times` (each block's index and the time it
+/// began, then the end's), as (line, seconds).
+fn slowest_blocks(c: &Chapter, times: &str) -> Vec<(usize, f64)> {
+    let marks: Vec<(usize, f64)> = times
+        .lines()
+        .filter_map(|l| {
+            let (i, t) = l.split_once(' ')?;
+            Some((i.parse().ok()?, t.replace(',', ".").parse().ok()?))
+        })
+        .collect();
+    let mut slow: Vec<(usize, f64)> = marks
+        .windows(2)
+        .filter_map(|w| Some((c.blocks.get(w[0].0)?.line, w[1].1 - w[0].1)))
+        .filter(|&(_, secs)| secs >= SLOW_BLOCK)
+        .collect();
+    slow.sort_by(|a, b| b.1.total_cmp(&a.1));
+    slow
+}
+
+/// A block that takes this long (seconds) is named in the chapter's line.
+const SLOW_BLOCK: f64 = 5.0;
 
 /// Ends the process group `pgid` (TERM, then KILL); true if any process of it
 /// was still there after the group's shell ended.
@@ -907,6 +950,16 @@ mod tests {
         assert!(parse_chapter("t.md", "```text output\nx\n```\n").is_err());
         assert!(parse_chapter("t.md", "```text file=../x\nx\n```\n").is_err());
         assert!(parse_chapter("t.md", "```sh\nls\n").is_err());
+    }
+
+    #[test]
+    fn slow_blocks_are_named_by_their_lines_slowest_first() {
+        let md = "```sh\na\n```\n```text output\nx\n```\n```sh\nb\n```\n```text file=f\ny\n```\n";
+        let c = parse_chapter("t.md", md).unwrap();
+        // Blocks 0, 2 and 3 run (1 is output); then the end, block count 4.
+        let times = "0 100.0\n2 106,5\n3 150.0\n4 150.2\nnot a mark\n";
+        assert_eq!(slowest_blocks(&c, times), [(7, 43.5), (1, 6.5)]);
+        assert!(slowest_blocks(&c, "").is_empty());
     }
 
     #[test]
