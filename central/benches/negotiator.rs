@@ -52,7 +52,7 @@ fn slots(machines: usize) -> Vec<SlotAd> {
                 "[MyType = \"Machine\"; TargetType = \"Job\"; Name = \"slot{s}@exec{m:05}.cs.example.edu\"; \
                   Machine = \"exec{m:05}.cs.example.edu\"; SlotID = {s}; Arch = \"{arch}\"; OpSys = \"{opsys}\"; \
                   Cpus = {cpus}; Memory = {memory}; Disk = {disk}; TotalCpus = {tc}; Mips = {mips}; KFlops = {kf}; \
-                  HasWasm = true; WasmtimeVersion = \"36.0.0\"; CheckpointPlatform = \"andes-snapshot-2\"; \
+                  HasWasm = true; WasmtimeVersion = \"36.0.0\"; CheckpointPlatform = \"andes-snapshot-3\"; \
                   Department = \"{dept}\"; LoadAvg = {load}; KeyboardIdle = {kbd}; \
                   EnteredCurrentState = {ecs}; State = \"{state}\"; Activity = \"{activity}\"; \
                   START = (TARGET.RequestMemory <= Memory) && (TARGET.RequestCpus <= Cpus) && \

@@ -295,7 +295,7 @@ mod tests {
         let (b1, blobs1) = snapshot(&host, &MODULE, &[("in.txt", b"input"), ("out.txt", b"12")]);
         let first = data(b1, blobs1);
         let kept = spool.keep_snapshot(id, &MODULE, &trusted, &first, &HashMap::new()).unwrap();
-        assert_eq!(kept.platform, "andes-snapshot-2/instrumentation-1");
+        assert_eq!(kept.platform, andes_snapshot::platform(Some(1)));
         assert_eq!(spool.snapshot_hash(id), Some(first.hash.clone()));
         // The next one carries only what changed: the input is already here.
         let (b2, mut blobs2) =

@@ -18,7 +18,7 @@
 //! end-64   64    ed25519 signature, by the signer, of SIGNATURE_CONTEXT ++ that hash
 //! ```
 //!
-//! A memory section (format 2) is `u64 length`, `u32 chunks`, then per 64 KiB
+//! A memory section (format 2 and 3) is `u64 length`, `u32 chunks`, then per 64 KiB
 //! chunk a table entry: a kind byte, the pack (`u32`, an index into the
 //! header's `packs`), the offset in it (`u64`) and the stored length (`u32`).
 //! Each chunk is first XORed with the module's initial image (its active
@@ -27,8 +27,12 @@
 //! blobs of the job's [`BlobStore`] (BLAKE3-named, like the sandbox's files):
 //! a snapshot built on the last one ([`Builder::building_on`]) writes only
 //! the chunks that changed into a new pack and names the older packs for the
-//! rest (see [`Chain`]). Format 1 sections, which held their chunks inline,
-//! are still read.
+//! rest (see [`Chain`]). From format 3 a section ends with `u32 patches` and
+//! a patch table: per patched chunk (in chunk order) its index (`u32`), a kind
+//! byte, pack, offset and stored length as above, and which of its 4 KiB
+//! pages the patch holds (`u16`, page 0 the lowest bit): those pages replace
+//! the chunk's entry's. Format 1 sections, which held their chunks inline,
+//! and format 2's, without patches, are still read.
 //!
 //! # Trust
 //!
@@ -62,7 +66,7 @@ use serde::{Deserialize, Serialize};
 /// The first eight bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"ANDESNAP";
 /// The format version this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// The largest header accepted, in bytes.
 pub const MAX_HEADER: usize = 16 << 20;
 /// Memory is encoded in chunks of this many bytes (one Wasm page).
@@ -683,7 +687,7 @@ fn parse_header(p: &Parts<'_>) -> Result<(Header, Chain), SnapshotError> {
     let mut memories = Vec::with_capacity(h.memories.len());
     for (i, m) in h.memories.iter().enumerate() {
         let section = &p.body[m.offset as usize..(m.offset + m.len) as usize];
-        let parsed = chain::parse(section, &m.base, &h.packs)
+        let parsed = chain::parse(section, &m.base, &h.packs, p.version)
             .map_err(|message| SnapshotError::Memory { index: i, message })?;
         if parsed.bytes != m.bytes {
             return Err(SnapshotError::Memory {
@@ -693,7 +697,7 @@ fn parse_header(p: &Parts<'_>) -> Result<(Header, Chain), SnapshotError> {
         }
         memories.push(parsed);
     }
-    let chain = Chain { packs: h.packs.clone(), memories };
+    let chain = Chain { packs: h.packs.clone(), memories: std::sync::Arc::new(memories) };
     Ok((h, chain))
 }
 
@@ -719,8 +723,7 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspection, SnapshotError> {
             (header, sizes)
         }
         Ok((header, chain)) => {
-            let stored = |m: &chain::ChainMemory| m.chunks.iter().map(|c| u64::from(c.len)).sum();
-            let sizes = chain.memories.iter().map(stored).collect();
+            let sizes = chain.memories.iter().map(chain::ChainMemory::stored).collect();
             (header, sizes)
         }
         // A damaged table of a file whose hash fails: what can be read of

@@ -4,7 +4,7 @@
 //! same code as format 2.
 
 use crate::CHUNK;
-use crate::chain::{LZ4, RAW, ZERO, decode_chunks};
+use crate::chain::{LZ4, RAW, Stored, ZERO, decode_chunks};
 
 const ENTRY: usize = 5;
 
@@ -64,6 +64,10 @@ pub(crate) fn decode(
     }
     decode_chunks(dest, base, fresh, |c| {
         let e = &entries[c];
-        Ok((e.kind != ZERO).then(|| (e.kind, &data[e.offset..e.offset + e.len])))
+        Ok((e.kind != ZERO).then(|| Stored {
+            kind: e.kind,
+            bytes: &data[e.offset..e.offset + e.len],
+            patch: None,
+        }))
     })
 }

@@ -178,10 +178,11 @@ fn a_wrong_signer_a_different_module_and_a_future_version_are_refused() {
     assert!(matches!(e, SnapshotError::WrongModule { .. }), "{e}");
     assert!(e.to_string().contains(&hex::encode(MODULE)), "{e}");
     let mut future = snap.clone();
-    future[8..12].copy_from_slice(&3u32.to_le_bytes());
+    let next = FORMAT_VERSION + 1;
+    future[8..12].copy_from_slice(&next.to_le_bytes());
     let e = open(&future, &trust(&mallory), &MODULE).err().unwrap();
-    assert_eq!(e, SnapshotError::FutureVersion { found: 3 });
-    assert!(e.to_string().contains("version 3 is newer"), "{e}");
+    assert_eq!(e, SnapshotError::FutureVersion { found: next });
+    assert!(e.to_string().contains(&format!("version {next} is newer")), "{e}");
 }
 
 #[test]
@@ -234,8 +235,8 @@ fn inspect_reports_without_trusting() {
 
 #[test]
 fn platform_names_only_versions() {
-    assert_eq!(platform(Some(1)), "andes-snapshot-2/instrumentation-1");
-    assert_eq!(platform(None), "andes-snapshot-2");
+    assert_eq!(platform(Some(1)), "andes-snapshot-3/instrumentation-1");
+    assert_eq!(platform(None), "andes-snapshot-3");
 }
 
 #[test]
@@ -605,4 +606,196 @@ fn an_image_is_named_by_the_hash_of_its_bytes() {
     assert_eq!(image.hash(), blake3::hash(b"\0\0\0abc").to_hex().as_str());
     assert_eq!(Image::none().bytes(), b"");
     assert_eq!(Image::none().hash(), blake3::hash(b"").to_hex().as_str());
+}
+
+/// Writes noise from `seed` over page `page` (4 KiB) of chunk `c` of `mem`.
+fn scribble_page(mem: &mut [u8], c: usize, page: usize, seed: u64) {
+    let mut x = seed | 1;
+    let at = c * CHUNK + page * chain::PAGE;
+    for b in &mut mem[at..at + chain::PAGE] {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+}
+
+/// `sealed` restored from its own packs alone into memory full of garbage.
+fn restored_alone(sealed: &Sealed, s: &Store, k: &SigningKey, base: &Image, len: usize) -> Vec<u8> {
+    let only = store();
+    let o = open(&sealed.bytes, &trust(k), &MODULE).unwrap();
+    for p in &o.header.packs {
+        only.blobs.put(&s.blobs.read(&p.blake3).unwrap()).unwrap();
+    }
+    let mut dest = vec![0xEEu8; len];
+    restore(&o, &only, &mut dest, base, false);
+    dest
+}
+
+fn added(sealed: &Sealed) -> usize {
+    sealed.pack.as_ref().map_or(0, |p| p.1.len())
+}
+
+#[test]
+fn a_chunk_with_few_pages_changed_is_stored_as_its_pages_over_its_anchor() {
+    let k = key(1);
+    let (mut mem, base) = sample_memory(8);
+    mem.resize(64 * CHUNK, 0);
+    for c in 8..64 {
+        for p in 0..chain::PAGES {
+            scribble_page(&mut mem, c, p, (c * 100 + p) as u64);
+        }
+    }
+    let s = store();
+    let first = snapshot_in(&mem, &base, &k, &s);
+    let mut chain = first.chain.clone();
+    let step = |mem: &[u8], chain: &Chain, changed: &dyn Fn(usize) -> bool| {
+        let mut b = Builder::new(header()).building_on(chain);
+        b.memory_changed(mem, &base, changed);
+        seal_in(b, &k, &s)
+    };
+    // One page of each of 32 noisy chunks: 32 pages stored, not 32 chunks.
+    for c in 8..40 {
+        scribble_page(&mut mem, c, 3, c as u64 + 7);
+    }
+    let second = step(&mem, &chain, &|c| (8..40).contains(&c));
+    assert!(added(&second) <= 33 * chain::PAGE, "{} bytes added", added(&second));
+    assert!(restored_alone(&second, &s, &k, &base, mem.len()) == mem);
+    chain = second.chain;
+    // Two more pages of the same chunks: each patch holds the three that
+    // differ from its anchor, over the anchor (never over the last patch).
+    for c in 8..40 {
+        scribble_page(&mut mem, c, 9, c as u64 + 70);
+        scribble_page(&mut mem, c, 15, c as u64 + 700);
+    }
+    let third = step(&mem, &chain, &|c| (8..40).contains(&c));
+    assert!(added(&third) <= 32 * 3 * chain::PAGE + 1024, "{} bytes added", added(&third));
+    assert!(added(&third) >= 32 * 3 * chain::PAGE - 1024, "{} bytes added", added(&third));
+    assert!(restored_alone(&third, &s, &k, &base, mem.len()) == mem);
+    chain = third.chain;
+    // Most of a chunk changed: stored whole, and the anchor of what follows.
+    for p in 0..12 {
+        scribble_page(&mut mem, 50, p, p as u64 + 9000);
+    }
+    let fourth = step(&mem, &chain, &|c| c == 50);
+    assert!(added(&fourth) >= CHUNK, "{} bytes added", added(&fourth));
+    chain = fourth.chain;
+    scribble_page(&mut mem, 50, 13, 31337);
+    let fifth = step(&mem, &chain, &|c| c == 50);
+    assert!(added(&fifth) <= chain::PAGE, "{} bytes added", added(&fifth));
+    assert!(restored_alone(&fifth, &s, &k, &base, mem.len()) == mem);
+    chain = fifth.chain;
+    // Written back as its anchor was, and a zero chunk given one page:
+    // nothing stored for the first, a page for the second.
+    let anchor_page = first_page(&first, &s, &k, &base, 20);
+    mem[20 * CHUNK + 3 * chain::PAGE..20 * CHUNK + 4 * chain::PAGE].copy_from_slice(&anchor_page);
+    mem[20 * CHUNK + 9 * chain::PAGE..20 * CHUNK + 10 * chain::PAGE]
+        .copy_from_slice(&first_page_at(&first, &s, &k, &base, 20, 9));
+    mem[20 * CHUNK + 15 * chain::PAGE..20 * CHUNK + 16 * chain::PAGE]
+        .copy_from_slice(&first_page_at(&first, &s, &k, &base, 20, 15));
+    scribble_page(&mut mem, 6, 2, 4242);
+    let sixth = step(&mem, &chain, &|c| c == 20 || c == 6);
+    assert!(added(&sixth) <= chain::PAGE, "{} bytes added", added(&sixth));
+    let last = restored_alone(&sixth, &s, &k, &base, mem.len());
+    assert!(last == mem);
+    // Inspection counts a patch's bytes with its anchor's.
+    let stored = inspect(&sixth.bytes).unwrap().memory_sizes[0];
+    let o = open(&sixth.bytes, &trust(&k), &MODULE).unwrap();
+    assert!(stored > o.chain().memories[0].chunks.iter().map(|c| u64::from(c.len)).sum::<u64>());
+}
+
+/// Page `page` of chunk `c` as the snapshot `sealed` holds it.
+fn first_page_at(
+    sealed: &Sealed,
+    s: &Store,
+    k: &SigningKey,
+    base: &Image,
+    c: usize,
+    page: usize,
+) -> Vec<u8> {
+    let len = sealed.chain.memories[0].bytes as usize;
+    let m = restored_alone(sealed, s, k, base, len);
+    m[c * CHUNK + page * chain::PAGE..c * CHUNK + (page + 1) * chain::PAGE].to_vec()
+}
+
+fn first_page(sealed: &Sealed, s: &Store, k: &SigningKey, base: &Image, c: usize) -> Vec<u8> {
+    first_page_at(sealed, s, k, base, c, 3)
+}
+
+#[test]
+fn a_chain_read_from_a_file_stores_each_written_chunk_whole_once_then_patches() {
+    let k = key(1);
+    let (mut mem, base) = sample_memory(8);
+    mem.resize(32 * CHUNK, 0);
+    for c in 8..24 {
+        for p in 0..chain::PAGES {
+            scribble_page(&mut mem, c, p, (c * 31 + p) as u64);
+        }
+    }
+    let s = store();
+    let first = snapshot_in(&mem, &base, &k, &s);
+    // What a host resuming the job has: the file, not the builder's hashes.
+    let o = open(&first.bytes, &trust(&k), &MODULE).unwrap();
+    scribble_page(&mut mem, 10, 1, 5);
+    scribble_page(&mut mem, 28, 1, 6); // a zero chunk: its hashes are known
+    let mut b = Builder::new(header()).building_on(o.chain());
+    b.memory_changed(&mem, &base, &|c| c == 10 || c == 28);
+    let second = seal_in(b, &k, &s);
+    let n = added(&second);
+    assert!((CHUNK..CHUNK + 2 * chain::PAGE).contains(&n), "{n} bytes added");
+    scribble_page(&mut mem, 10, 2, 55);
+    let mut b = Builder::new(header()).building_on(&second.chain);
+    b.memory_changed(&mem, &base, &|c| c == 10);
+    let third = seal_in(b, &k, &s);
+    assert!(added(&third) <= chain::PAGE, "{} bytes added", added(&third));
+    assert!(restored_alone(&third, &s, &k, &base, mem.len()) == mem);
+}
+
+/// `sealed`'s file with `edit` applied to memory 0's section, signed again by `k`.
+fn with_section_edited(sealed: &Sealed, k: &SigningKey, edit: impl FnOnce(&mut [u8])) -> Vec<u8> {
+    let mut bytes = sealed.bytes[..sealed.bytes.len() - 128].to_vec();
+    let len = sealed.header.memories[0].len as usize;
+    edit(&mut bytes[16..16 + len]);
+    let hash = blake3::hash(&bytes);
+    bytes.extend_from_slice(&k.verifying_key().to_bytes());
+    bytes.extend_from_slice(hash.as_bytes());
+    let mut msg = SIGNATURE_CONTEXT.to_vec();
+    msg.extend_from_slice(hash.as_bytes());
+    bytes.extend_from_slice(&k.sign(&msg).to_bytes());
+    bytes
+}
+
+#[test]
+fn a_malformed_patch_table_is_refused_with_the_chunk_named() {
+    let k = key(1);
+    let (mut mem, base) = sample_memory(8);
+    let s = store();
+    let first = snapshot_in(&mem, &base, &k, &s);
+    scribble_page(&mut mem, 3, 4, 99);
+    let mut b = Builder::new(header()).building_on(&first.chain);
+    b.memory_changed(&mem, &base, &|c| c == 3);
+    let second = seal_in(b, &k, &s);
+    assert!(open(&second.bytes, &trust(&k), &MODULE).is_ok());
+    let e = |bytes: Vec<u8>| open(&bytes, &trust(&k), &MODULE).err().unwrap().to_string();
+    // The one patch's entry is the section's last 23 bytes.
+    let no_pages = with_section_edited(&second, &k, |sec| {
+        let n = sec.len();
+        sec[n - 2..].copy_from_slice(&0u16.to_le_bytes());
+    });
+    assert!(e(no_pages).contains("chunk 3: a patch of kind"));
+    let past_the_end = with_section_edited(&second, &k, |sec| {
+        let n = sec.len();
+        sec[n - 23..n - 19].copy_from_slice(&8u32.to_le_bytes());
+    });
+    assert!(e(past_the_end).contains("a patch of chunk 8"));
+    let more_pages = with_section_edited(&second, &k, |sec| {
+        let n = sec.len();
+        sec[n - 2..].copy_from_slice(&0xFFFFu16.to_le_bytes());
+    });
+    assert!(e(more_pages).contains("is invalid"));
+    let counted_twice = with_section_edited(&second, &k, |sec| {
+        let n = sec.len();
+        sec[n - 27..n - 23].copy_from_slice(&2u32.to_le_bytes());
+    });
+    assert!(e(counted_twice).contains("table of 2 patches"));
 }

@@ -24,7 +24,9 @@
 //!   `64,1024,3584`; rows of one 64 KiB page, so the memory is the table and
 //!   little more, up to the 4 GiB a wasm32 memory can have), of
 //!   which 1 %, 10 % or 100 % of the pages change between checkpoints
-//!   (`ANDES_BENCH_TABLE_PCT`, default `1,10,100`). For
+//!   (`ANDES_BENCH_TABLE_PCT`, default `1,10,100`), one entry of each
+//!   (`ANDES_BENCH_TABLE_SPREAD`, default 1; 32 change every 4 KiB page of
+//!   each: what change tracked by the 4 KiB page cannot save). For
 //!   the first snapshot and the next ones: the time from the request to the
 //!   signed snapshot in the host's hands (less the wait for its next yield
 //!   point), how long the job stood still for it (`Checkpoint::paused`: the
@@ -400,14 +402,19 @@ fn checkpoints(rig: &Rig, quick: bool) {
     }
 }
 
-/// The Lua table job filling `mib` MiB, changing `pct` % of its pages.
-fn table_job(lua: &Path, mib: u64, pct: u32) -> Job {
+/// The Lua table job filling `mib` MiB, changing `pct` % of its 64 KiB
+/// pages, `spread` entries of each (32: every 4 KiB page of it).
+fn table_job(lua: &Path, mib: u64, pct: u32, spread: u32) -> Job {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/realprograms/lua/table.lua");
     Job {
-        name: format!("table {mib} MiB, {pct}%"),
+        name: if spread == 1 {
+            format!("table {mib} MiB, {pct}%")
+        } else {
+            format!("table {mib} MiB, {pct}% x{spread}")
+        },
         module: compiled(&std::fs::read(lua).unwrap()).into(),
         ad: format!(
-            r#"[ Cmd = "lua.wasm"; Arguments = "table.lua {mib} {pct}"; Out = "out.txt"; RequestMemory = {} ]"#,
+            r#"[ Cmd = "lua.wasm"; Arguments = "table.lua {mib} {pct} {spread}"; Out = "out.txt"; RequestMemory = {} ]"#,
             (mib * 9 / 8 + 64).min(4096)
         ),
         inputs: vec![("table.lua".into(), std::fs::read(script).unwrap())],
@@ -441,11 +448,12 @@ fn incremental(rig: &Rig, quick: bool) {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    let spread = env_usize("ANDES_BENCH_TABLE_SPREAD", 1) as u32;
     let next = if quick { 2 } else { env_usize("ANDES_BENCH_TRIALS", 10) };
     println!("incremental (load {}):", uptime());
     for mib in sizes {
         for &pct in &pcts {
-            let job = table_job(&lua, mib, pct);
+            let job = table_job(&lua, mib, pct, spread);
             let dir = tempfile::tempdir().unwrap();
             let snaps = Snaps::new(dir.path());
             let sandbox = rig.sandbox(&job, true);

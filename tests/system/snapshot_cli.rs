@@ -40,7 +40,7 @@ fn inspect_shows_the_header_and_the_checks() {
     let (code, out) = inspect(&path, &["--trust", trust.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{out}");
     for want in [
-        "platform      andes-snapshot-2",
+        "platform      andes-snapshot-3",
         "memory packs  1 (",
         ", every content present in ",
         &format!("module        sha256:{}", hex::encode([9; 32])),

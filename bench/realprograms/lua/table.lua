@@ -3,8 +3,9 @@
 -- 64 KiB page each (each row made at its full size, so the memory holds the
 -- table and little else; a row of a whole page would, with the allocator's
 -- header, take two pages of a wasm memory, which grows by whole pages),
--- prints "built", then round after round changes one entry in every STEP-th
--- row (PCT % of its pages: STEP = 100 / PCT), with a little arithmetic
+-- prints "built", then round after round changes SPREAD entries (default 1,
+-- evenly spaced: 32 reach every 4 KiB page of a row) in every STEP-th row
+-- (PCT % of its 64 KiB pages: STEP = 100 / PCT), with a little arithmetic
 -- between rounds. Runs until it is stopped. Written for the andes
 -- incremental-checkpoint benchmark.
 -- Nothing here is garbage: the collector stays off. (In a 32-bit Lua, a wasm32
@@ -13,6 +14,7 @@
 collectgarbage("stop")
 local mib = tonumber(arg and arg[1]) or 64
 local pct = tonumber(arg and arg[2]) or 1
+local spread = math.max(1, math.floor(tonumber(arg and arg[3]) or 1))
 local per = 4064 -- entries in a row: 63.5 KiB, and room for the row's header
 local rows = mib * 16
 -- A constructor of `per` entries allocates the row's array once, whole.
@@ -27,10 +29,17 @@ end
 print("built " .. rows * per)
 io.stdout:flush()
 local step = math.max(1, math.floor(100 / pct + 0.5))
+local gap = math.max(1, math.floor(per / spread))
 local round = 0
 while true do
   round = round + 1
-  for r = 1, rows, step do local row = t[r]; row[1] = row[1] + 1 end
+  for r = 1, rows, step do
+    local row = t[r]
+    for j = 0, spread - 1 do
+      local i = 1 + j * gap
+      row[i] = row[i] + 1
+    end
+  end
   local s = 0
   for k = 1, 100000 do s = s + k end
 end

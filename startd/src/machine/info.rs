@@ -46,7 +46,7 @@ impl Default for MachineInfo {
 /// The `CheckpointPlatform` of this andes: snapshot format 2, instrumentation
 /// 3 (`andes compile`'s own unwinding). Independent of OS and CPU. The execute
 /// host states its own (the same, which its tests check).
-pub const DEFAULT_CHECKPOINT_PLATFORM: &str = "andes-snapshot-2/instrumentation-3";
+pub const DEFAULT_CHECKPOINT_PLATFORM: &str = "andes-snapshot-3/instrumentation-3";
 
 /// Idle time reported when there is no keyboard or console (a headless
 /// server): large, as HTCondor reports it.
