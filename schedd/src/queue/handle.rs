@@ -67,7 +67,7 @@ impl Queue {
             .then(|| Arc::new(Reserve::new(spool.join(".reserve"), reserve_bytes)));
         let (journal, crashed) = Journal::open(&config.path);
         let journal = Arc::new(journal);
-        let writer = Writer {
+        let mut writer = Writer {
             conn,
             state: state.clone(),
             config,
@@ -76,21 +76,30 @@ impl Queue {
             reserve: reserve.clone(),
             synced: true,
         };
+        // The jobs it died evaluating are held before anything can read
+        // the queue: a router's or policy's first pass, reading it before
+        // the quarantine was applied, would evaluate the job again and die
+        // again.
+        let quarantines: Vec<Request> = crashed
+            .into_iter()
+            .map(|c| {
+                tracing::error!(
+                    "the schedd stopped while evaluating the {} of job {}: quarantining it",
+                    c.what,
+                    c.job
+                );
+                let (reply, _) = oneshot::channel();
+                let now = jiff::Timestamp::now().as_second();
+                Request { op: Op::Quarantine(c), now, reply }
+            })
+            .collect();
+        if !quarantines.is_empty() {
+            writer.batch(quarantines);
+        }
         std::thread::Builder::new()
             .name("andes-queue-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| QueueError::Storage(format!("cannot start the queue writer: {e}")))?;
-        for c in crashed {
-            // The writer's first commits: nobody waits for their answer.
-            tracing::error!(
-                "the schedd stopped while evaluating the {} of job {}: quarantining it",
-                c.what,
-                c.job
-            );
-            let (reply, _) = oneshot::channel();
-            let now = jiff::Timestamp::now().as_second();
-            let _ = tx.send(Request { op: Op::Quarantine(c), now, reply });
-        }
         Ok(Queue {
             deferral_config,
             state,

@@ -69,3 +69,26 @@ async fn an_events_ad_answers_what_it_binds_before_it_is_made_and_is_the_jobs_ad
     }
     assert!(events.iter().any(|e| e.ad.has("MyOwn")) && !events.iter().all(|e| e.ad.has("MyOwn")));
 }
+
+#[tokio::test]
+async fn a_job_the_schedd_died_evaluating_is_held_before_the_reopened_queue_can_be_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("q.db");
+    let q = Queue::open(QueueConfig::new(db.clone(), "test")).unwrap();
+    let submit = Submit {
+        cluster: None,
+        cluster_ad: classad::parse_ad("[Cmd = \"job.wasm\"]").unwrap(),
+        procs: vec![ClassAd::new()],
+    };
+    let c = q.submit(&Actor::user("bob"), submit, 1).await.unwrap();
+    // It dies evaluating the job's periodic policy.
+    std::mem::forget(q.journal().enter(crate::job::JobId::new(c, 0), "periodic policy"));
+    drop(q);
+    andes_protocol::journal::mark_aborted(&db.with_extension("evaluating")).unwrap();
+    let q = Queue::open(QueueConfig::new(db, "test")).unwrap();
+    // The first read, before any request: already held and marked.
+    let st = q.read();
+    let v = st.jobs().next().unwrap();
+    assert_eq!(v.proc.status, crate::job::JobStatus::Held);
+    assert!(v.ad().contains(crate::quarantine::QUARANTINED));
+}
