@@ -8,7 +8,7 @@
 //! writes its pack and the file with fsync; "restore" verifies, loads its
 //! pack from a store and decodes into a new, lazily zeroed memory (as a new
 //! Wasm instance has). "incremental/N%" takes a snapshot built on the last
-//! one after N % of the chunks changed (as the job's write tracking says).
+//! one after a word of N % of the chunks changed (as the job's write tracking says).
 #![allow(missing_docs, reason = "criterion_group! defines an undocumented public function")]
 
 use andes_snapshot::{BlobStore, Builder, CHUNK, Header, Sealed, open};
@@ -56,6 +56,15 @@ fn take_into(mem: &[u8], key: &SigningKey, buf: Vec<u8>) -> Sealed {
     let mut b = Builder::reusing(Header::new(&MODULE, "bench", 0), buf);
     b.memory(mem, andes_snapshot::Image::none());
     b.finish(&key.verifying_key().to_bytes(), |m| key.sign(m).to_bytes())
+}
+
+/// `mem` with a word of every `every`-th chunk changed.
+fn changed(mem: &[u8], every: usize) -> Vec<u8> {
+    let mut m = mem.to_vec();
+    for c in (0..m.len() / CHUNK).step_by(every) {
+        m[c * CHUNK] ^= 0xFF;
+    }
+    m
 }
 
 /// A snapshot built on `last` where every `every`-th chunk changed.
@@ -124,6 +133,7 @@ fn bench(c: &mut Criterion) {
                 )
             });
             for (pct, every) in [(1, 100), (10, 10)] {
+                let mem = changed(&mem, every);
                 let s = take_changed(&mem, &key, &sealed, every);
                 let added = s.pack.as_ref().map_or(0, |p| p.1.len());
                 println!(
