@@ -32,6 +32,18 @@ fn restore(o: &Opened<'_>, s: &Store, dest: &mut [u8], base: &Image, fresh: bool
     o.restore_memory(0, dest, base, fresh, &packs).unwrap();
 }
 
+/// `content` (a snapshot up to its trailer) with the trailer: `k`'s key,
+/// the content's hash, `k`'s signature.
+fn signed(mut content: Vec<u8>, k: &SigningKey) -> Vec<u8> {
+    let hash = blake3::hash(&content);
+    content.extend_from_slice(&k.verifying_key().to_bytes());
+    content.extend_from_slice(hash.as_bytes());
+    let mut msg = SIGNATURE_CONTEXT.to_vec();
+    msg.extend_from_slice(hash.as_bytes());
+    content.extend_from_slice(&k.sign(&msg).to_bytes());
+    content
+}
+
 fn trust(k: &SigningKey) -> impl Fn(&[u8; 32]) -> bool + '_ {
     move |p| *p == k.verifying_key().to_bytes()
 }
@@ -348,12 +360,7 @@ proptest! {
         out.extend_from_slice(&(header.len() as u32).to_le_bytes());
         out.extend_from_slice(&body);
         out.extend_from_slice(&header);
-        let hash = blake3::hash(&out);
-        out.extend_from_slice(&k.verifying_key().to_bytes());
-        out.extend_from_slice(hash.as_bytes());
-        let mut msg = SIGNATURE_CONTEXT.to_vec();
-        msg.extend_from_slice(hash.as_bytes());
-        out.extend_from_slice(&k.sign(&msg).to_bytes());
+        let out = signed(out, &k);
         if let Ok(o) = open(&out, &trust(&k), &MODULE) {
             let mut dest = vec![0u8; dest_len];
             let packs = o.load_packs(&s.blobs).unwrap_or_default();
@@ -556,13 +563,7 @@ fn a_chunk_outside_its_pack_is_refused_when_opened() {
     bytes.truncate(json_at);
     bytes[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
     bytes.extend_from_slice(&json);
-    let hash = blake3::hash(&bytes);
-    bytes.extend_from_slice(&k.verifying_key().to_bytes());
-    bytes.extend_from_slice(hash.as_bytes());
-    let mut msg = SIGNATURE_CONTEXT.to_vec();
-    msg.extend_from_slice(hash.as_bytes());
-    bytes.extend_from_slice(&k.sign(&msg).to_bytes());
-    let e = open(&bytes, &trust(&k), &MODULE).err().unwrap().to_string();
+    let e = open(&signed(bytes, &k), &trust(&k), &MODULE).err().unwrap().to_string();
     assert!(e.contains("lie outside pack"), "{e}");
 }
 
@@ -632,6 +633,18 @@ fn restored_alone(sealed: &Sealed, s: &Store, k: &SigningKey, base: &Image, len:
     dest
 }
 
+/// `sample_memory(8)` grown to `chunks`, every page of chunks `noisy` noise.
+fn noisy_memory(chunks: usize, noisy: std::ops::Range<usize>) -> (Vec<u8>, Image) {
+    let (mut mem, base) = sample_memory(8);
+    mem.resize(chunks * CHUNK, 0);
+    for c in noisy {
+        for p in 0..chain::PAGES {
+            scribble_page(&mut mem, c, p, (c * 100 + p) as u64);
+        }
+    }
+    (mem, base)
+}
+
 fn added(sealed: &Sealed) -> usize {
     sealed.pack.as_ref().map_or(0, |p| p.1.len())
 }
@@ -639,13 +652,7 @@ fn added(sealed: &Sealed) -> usize {
 #[test]
 fn a_chunk_with_few_pages_changed_is_stored_as_its_pages_over_its_anchor() {
     let k = key(1);
-    let (mut mem, base) = sample_memory(8);
-    mem.resize(64 * CHUNK, 0);
-    for c in 8..64 {
-        for p in 0..chain::PAGES {
-            scribble_page(&mut mem, c, p, (c * 100 + p) as u64);
-        }
-    }
+    let (mut mem, base) = noisy_memory(64, 8..64);
     let s = store();
     let first = snapshot_in(&mem, &base, &k, &s);
     let mut chain = first.chain.clone();
@@ -687,12 +694,8 @@ fn a_chunk_with_few_pages_changed_is_stored_as_its_pages_over_its_anchor() {
     chain = fifth.chain;
     // Written back as its anchor was, and a zero chunk given one page:
     // nothing stored for the first, a page for the second.
-    let anchor_page = first_page(&first, &s, &k, &base, 20);
-    mem[20 * CHUNK + 3 * chain::PAGE..20 * CHUNK + 4 * chain::PAGE].copy_from_slice(&anchor_page);
-    mem[20 * CHUNK + 9 * chain::PAGE..20 * CHUNK + 10 * chain::PAGE]
-        .copy_from_slice(&first_page_at(&first, &s, &k, &base, 20, 9));
-    mem[20 * CHUNK + 15 * chain::PAGE..20 * CHUNK + 16 * chain::PAGE]
-        .copy_from_slice(&first_page_at(&first, &s, &k, &base, 20, 15));
+    let original = restored_alone(&first, &s, &k, &base, mem.len());
+    mem[20 * CHUNK..21 * CHUNK].copy_from_slice(&original[20 * CHUNK..21 * CHUNK]);
     scribble_page(&mut mem, 6, 2, 4242);
     let sixth = step(&mem, &chain, &|c| c == 20 || c == 6);
     assert!(added(&sixth) <= chain::PAGE, "{} bytes added", added(&sixth));
@@ -704,34 +707,10 @@ fn a_chunk_with_few_pages_changed_is_stored_as_its_pages_over_its_anchor() {
     assert!(stored > o.chain().memories[0].chunks.iter().map(|c| u64::from(c.len)).sum::<u64>());
 }
 
-/// Page `page` of chunk `c` as the snapshot `sealed` holds it.
-fn first_page_at(
-    sealed: &Sealed,
-    s: &Store,
-    k: &SigningKey,
-    base: &Image,
-    c: usize,
-    page: usize,
-) -> Vec<u8> {
-    let len = sealed.chain.memories[0].bytes as usize;
-    let m = restored_alone(sealed, s, k, base, len);
-    m[c * CHUNK + page * chain::PAGE..c * CHUNK + (page + 1) * chain::PAGE].to_vec()
-}
-
-fn first_page(sealed: &Sealed, s: &Store, k: &SigningKey, base: &Image, c: usize) -> Vec<u8> {
-    first_page_at(sealed, s, k, base, c, 3)
-}
-
 #[test]
 fn a_chain_read_from_a_file_stores_each_written_chunk_whole_once_then_patches() {
     let k = key(1);
-    let (mut mem, base) = sample_memory(8);
-    mem.resize(32 * CHUNK, 0);
-    for c in 8..24 {
-        for p in 0..chain::PAGES {
-            scribble_page(&mut mem, c, p, (c * 31 + p) as u64);
-        }
-    }
+    let (mut mem, base) = noisy_memory(32, 8..24);
     let s = store();
     let first = snapshot_in(&mem, &base, &k, &s);
     // What a host resuming the job has: the file, not the builder's hashes.
@@ -756,13 +735,7 @@ fn with_section_edited(sealed: &Sealed, k: &SigningKey, edit: impl FnOnce(&mut [
     let mut bytes = sealed.bytes[..sealed.bytes.len() - 128].to_vec();
     let len = sealed.header.memories[0].len as usize;
     edit(&mut bytes[16..16 + len]);
-    let hash = blake3::hash(&bytes);
-    bytes.extend_from_slice(&k.verifying_key().to_bytes());
-    bytes.extend_from_slice(hash.as_bytes());
-    let mut msg = SIGNATURE_CONTEXT.to_vec();
-    msg.extend_from_slice(hash.as_bytes());
-    bytes.extend_from_slice(&k.sign(&msg).to_bytes());
-    bytes
+    signed(bytes, k)
 }
 
 #[test]
