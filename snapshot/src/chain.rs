@@ -461,46 +461,39 @@ impl Tables {
             patches.resize(chunks, None);
             patches[c] = Some(p);
         };
-        if let Some(m) = prev {
-            for &c in &kept {
-                hashes[c] = m.hashes.get(c).copied().unwrap_or(UNKNOWN);
-                let p = m.chunks[c];
-                if p.kind != ZERO {
-                    refs[c] = ChunkRef { pack: self.reuse(p.pack, last.as_ref()), ..p };
-                }
-                if let Some(&q) = m.patch(c) {
-                    let pack = self.reuse(q.pack, last.as_ref());
-                    patch(&mut patches, c, PatchRef { pack, ..q });
-                }
+        // Chunk `c`'s anchor in the previous snapshot, named in this one
+        // (a chunk kept, or read with an anchor, had `prev`), and its hashes.
+        let anchor = |t: &mut Tables, c: usize| match prev.map_or(ZERO_REF, |m| m.chunks[c]) {
+            a if a.kind == ZERO => a,
+            a => ChunkRef { pack: t.reuse(a.pack, last.as_ref()), ..a },
+        };
+        let anchor_hashes =
+            |c: usize| prev.and_then(|m| m.hashes.get(c).copied()).unwrap_or(UNKNOWN);
+        for &c in &kept {
+            refs[c] = anchor(self, c);
+            hashes[c] = anchor_hashes(c);
+            if let Some(&q) = prev.and_then(|m| m.patch(c)) {
+                let pack = self.reuse(q.pack, last.as_ref());
+                patch(&mut patches, c, PatchRef { pack, ..q });
             }
         }
         let mut whole_hashes = vec![UNKNOWN; todo.len()];
         let encoded =
             encode(&mut self.pack, bytes, base.bytes(), &todo, &anchors, &mut whole_hashes);
         for ((&c, (what, at)), h) in todo.iter().zip(encoded).zip(whole_hashes) {
-            // The anchor, named in this snapshot (a chunk with one had `prev`).
-            let anchor = |t: &mut Tables| {
-                let a = prev.map_or(ZERO_REF, |m| m.chunks[c]);
-                if a.kind == ZERO {
-                    a
-                } else {
-                    ChunkRef { pack: t.reuse(a.pack, last.as_ref()), ..a }
-                }
-            };
-            let anchor_hashes = || prev.and_then(|m| m.hashes.get(c).copied()).unwrap_or(UNKNOWN);
             match what {
                 Encoded::Zero => hashes[c] = zero_hashes(),
                 Encoded::Same => {
-                    refs[c] = anchor(self);
-                    hashes[c] = anchor_hashes();
+                    refs[c] = anchor(self, c);
+                    hashes[c] = anchor_hashes(c);
                 }
                 Encoded::Whole(kind, len) => {
                     refs[c] = ChunkRef { kind, pack: NEW, offset: at, len };
                     hashes[c] = h;
                 }
                 Encoded::Patch(kind, len, pages) => {
-                    refs[c] = anchor(self);
-                    hashes[c] = anchor_hashes();
+                    refs[c] = anchor(self, c);
+                    hashes[c] = anchor_hashes(c);
                     patch(&mut patches, c, PatchRef { kind, pack: NEW, offset: at, len, pages });
                 }
             }
