@@ -200,6 +200,20 @@ fn kind_of(m: &Metadata) -> Kind {
     }
 }
 
+/// Reads `f`, the regular file `path` of `len` bytes as opened, at most
+/// `limit` bytes (a file that grew past `limit` since is refused too).
+pub fn read_opened(path: &str, f: File, len: u64, limit: u64) -> Result<Vec<u8>, Refused> {
+    if len > limit {
+        return Err(Refused::TooLarge { path: path.to_string(), len, limit });
+    }
+    let mut data = Vec::with_capacity(len as usize);
+    f.take(limit.saturating_add(1)).read_to_end(&mut data).map_err(|e| Refused::io(path, e))?;
+    if data.len() as u64 > limit {
+        return Err(Refused::TooLarge { path: path.to_string(), len: data.len() as u64, limit });
+    }
+    Ok(data)
+}
+
 fn join(prefix: &str, name: &str) -> String {
     if prefix.is_empty() { name.to_string() } else { format!("{prefix}/{name}") }
 }
@@ -312,18 +326,35 @@ impl Beneath {
 
     /// Opens the regular file `path` for reading; returns it with its length.
     pub fn open_file(&self, path: &str) -> Result<(File, u64), Refused> {
+        self.open_for_reading(path, true)
+    }
+
+    /// Opens for reading the regular file `path` that a listing or a look
+    /// ([`Beneath::list`], [`Beneath::walk`], [`Beneath::entry`]) has just
+    /// found: without [`Beneath::open_file`]'s look first. The open follows no
+    /// link and cannot block on a FIFO, and what it opened is checked: a link
+    /// or special file put in the file's place since is refused all the
+    /// same. Returns the file with its length.
+    pub fn open_found(&self, path: &str) -> Result<(File, u64), Refused> {
+        self.open_for_reading(path, false)
+    }
+
+    /// [`Beneath::open_file`] (`look`: a look first, so that a device or
+    /// FIFO is never opened at all) or [`Beneath::open_found`].
+    fn open_for_reading(&self, path: &str, look: bool) -> Result<(File, u64), Refused> {
         let parts = components(path)?;
         let parent = self.parent(&parts, false)?;
         let dir = parent.as_ref().unwrap_or(&self.dir);
         let last = parts.len() - 1;
-        // Look first, so that a device or FIFO is never opened at all; the
-        // opened file is checked again below.
-        let m = dir.symlink_metadata(parts[last]).map_err(|e| Refused::io(path, e))?;
-        match kind_of(&m) {
-            Kind::File => {}
-            Kind::Dir => return Err(Refused::WrongKind { path: path.to_string(), dir: true }),
-            _ => return Err(self.classify(dir, &parts, last, io::ErrorKind::Other.into())),
+        if look {
+            let m = dir.symlink_metadata(parts[last]).map_err(|e| Refused::io(path, e))?;
+            match kind_of(&m) {
+                Kind::File => {}
+                Kind::Dir => return Err(Refused::WrongKind { path: path.to_string(), dir: true }),
+                _ => return Err(self.classify(dir, &parts, last, io::ErrorKind::Other.into())),
+            }
         }
+        // The opened file is checked whether or not it was looked at first.
         let f = dir
             .open_with(parts[last], &nofollow(true, false, false))
             .map_err(|e| self.classify(dir, &parts, last, e))?;
@@ -338,19 +369,7 @@ impl Beneath {
     /// Reads the regular file `path`, at most `limit` bytes.
     pub fn read(&self, path: &str, limit: u64) -> Result<Vec<u8>, Refused> {
         let (f, len) = self.open_file(path)?;
-        if len > limit {
-            return Err(Refused::TooLarge { path: path.to_string(), len, limit });
-        }
-        let mut data = Vec::with_capacity(len as usize);
-        f.take(limit.saturating_add(1)).read_to_end(&mut data).map_err(|e| Refused::io(path, e))?;
-        if data.len() as u64 > limit {
-            return Err(Refused::TooLarge {
-                path: path.to_string(),
-                len: data.len() as u64,
-                limit,
-            });
-        }
-        Ok(data)
+        read_opened(path, f, len, limit)
     }
 
     /// Creates or replaces the regular file `path` with `data`, creating the
@@ -524,79 +543,89 @@ impl Beneath {
     /// Removes everything under the root (the root stays), following no link.
     /// Works at any depth with a bounded number of open directories: a
     /// directory deeper than a few levels is first moved up to the root.
+    ///
+    /// Each directory is listed once, and what its listing says is not a
+    /// directory is unlinked without a look first: emptying a sandbox of a
+    /// few files costs a listing and an unlink each (a job's end on an
+    /// execute host does this for every job).
     pub fn clear(&self) -> io::Result<()> {
         let mut moved = 0u64;
         loop {
-            let names: Vec<String> = self
-                .dir
-                .entries()?
-                .filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().to_str().map(str::to_string))
-                .collect();
-            if names.is_empty() {
-                // Names that are not UTF-8 are removed by cap-std's walk, which
-                // does not follow links either.
-                return self.clear_rest();
-            }
-            for name in names {
-                self.remove_tree(&self.dir, &name, 0, &mut moved)?;
+            let before = moved;
+            self.empty(&self.dir, 0, &mut moved)?;
+            // Directories moved up to the root during the pass were not in
+            // its listing: another pass takes them.
+            if moved == before {
+                return Ok(());
             }
         }
     }
 
-    /// Removes entries whose names are not UTF-8 (never links' targets).
-    fn clear_rest(&self) -> io::Result<()> {
-        for e in self.dir.entries()? {
-            let e = e?;
-            let name = e.file_name();
-            if e.file_type()?.is_dir() {
-                self.dir.remove_dir_all(&name)?;
-            } else {
-                self.dir.remove_file_or_symlink(&name)?;
-            }
+    /// Removes what `dir` (at `depth` below the root) holds.
+    fn empty(&self, dir: &Dir, depth: usize, moved: &mut u64) -> io::Result<()> {
+        // Listed whole before anything goes: removing while reading the
+        // directory could skip entries.
+        let found: Vec<(std::ffi::OsString, bool)> = dir
+            .entries()?
+            .filter_map(|e| e.ok())
+            .map(|e| {
+                // The listing's own type where the file system gives one
+                // (no look at the entry); a look where it does not.
+                let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+                (e.file_name(), is_dir)
+            })
+            .collect();
+        for (name, is_dir) in found {
+            self.remove_entry(dir, &name, is_dir, depth, moved)?;
         }
         Ok(())
     }
 
-    fn remove_tree(&self, dir: &Dir, name: &str, depth: usize, moved: &mut u64) -> io::Result<()> {
-        let m = match dir.symlink_metadata(name) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
+    /// Removes `name` from `dir`, a tree if it is a directory (`is_dir`: what
+    /// the listing said; what it is now decides when the two differ).
+    fn remove_entry(
+        &self,
+        dir: &Dir,
+        name: &std::ffi::OsStr,
+        is_dir: bool,
+        depth: usize,
+        moved: &mut u64,
+    ) -> io::Result<()> {
+        let gone = |r: io::Result<()>| match r {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
         };
-        if !m.file_type().is_dir() {
-            return match dir.remove_file_or_symlink(name) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            };
+        if !is_dir {
+            match dir.remove_file_or_symlink(name) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    // A directory after all (EISDIR, or EPERM on some
+                    // systems), or a real failure: a look decides which.
+                    match dir.symlink_metadata(name) {
+                        Ok(m) if m.file_type().is_dir() => {}
+                        Ok(_) => return Err(e),
+                        Err(e) => return gone(Err(e)),
+                    }
+                }
+                _ => return Ok(()),
+            }
         }
         if depth >= CLEAR_DEPTH {
             // Too deep to descend with one handle per level: move it to the
             // root, whose next pass removes it.
             *moved += 1;
             let to = format!("{CLEAR_PREFIX}{}-{moved}", std::process::id());
-            return dir.rename(name, &self.dir, to);
+            return gone(dir.rename(name, &self.dir, to));
         }
-        let sub = dir.open_dir_nofollow(name)?;
-        let names: Vec<std::ffi::OsString> =
-            sub.entries()?.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
-        for n in names {
-            match n.to_str() {
-                Some(n) => self.remove_tree(&sub, n, depth + 1, moved)?,
-                None => {
-                    if sub.symlink_metadata(&n)?.file_type().is_dir() {
-                        sub.remove_dir_all(&n)?;
-                    } else {
-                        sub.remove_file_or_symlink(&n)?;
-                    }
-                }
-            }
-        }
+        let sub = match dir.open_dir_nofollow(name) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            // Not a directory now (a link or file in its place): removed as
+            // that, never followed.
+            Err(_) => return gone(dir.remove_file_or_symlink(name)),
+        };
+        self.empty(&sub, depth + 1, moved)?;
         drop(sub);
-        match dir.remove_dir(name) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        gone(dir.remove_dir(name))
     }
 
     /// Bytes held by the regular files under the root (links not followed),

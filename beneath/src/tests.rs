@@ -75,6 +75,15 @@ fn special_files_are_refused_without_blocking() {
     assert_eq!(b.entry("fifo").unwrap().kind, Kind::Special);
     std::os::unix::fs::symlink("/dev/zero", root.join("zero")).unwrap();
     assert!(matches!(b.read("zero", 10), Err(Refused::Link { .. })));
+    // Opened without a look first (a name a listing found a file, replaced
+    // since): refused all the same, without blocking or following.
+    assert!(matches!(b.open_found("fifo"), Err(Refused::Special { .. })));
+    assert!(matches!(b.open_found("zero"), Err(Refused::Link { .. })));
+    std::fs::write(root.join("file"), b"four").unwrap();
+    let (f, len) = b.open_found("file").unwrap();
+    assert_eq!(read_opened("file", f, len, 10).unwrap(), b"four");
+    let (f, len) = b.open_found("file").unwrap();
+    assert!(matches!(read_opened("file", f, len, 3), Err(Refused::TooLarge { .. })));
 }
 
 #[test]
@@ -170,4 +179,26 @@ fn a_file_for_its_owner_alone_is_told_from_one_open_to_others() {
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
     let who = crate::private::open_to_others(&f).unwrap().expect("open to its group");
     assert!(who.contains("640"), "{who}");
+}
+
+/// Whatever a listing says an entry is, clearing removes it as what it is:
+/// FIFOs and sockets unopened, names that are not UTF-8, directories among
+/// files at every level, and nothing outside.
+#[cfg(unix)]
+#[test]
+fn clear_removes_special_files_and_names_that_are_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let (t, root, b) = setup();
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    std::fs::write(root.join(odd), b"x").unwrap();
+    std::fs::create_dir_all(root.join("d").join(odd)).unwrap();
+    std::fs::write(root.join("d").join(odd).join("f"), b"y").unwrap();
+    let fifo = std::ffi::CString::new(root.join("d/fifo").as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid C string; mkfifo only creates the named FIFO.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let _sock = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+    std::os::unix::fs::symlink("../outside", root.join("d/link")).unwrap();
+    b.clear().unwrap();
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0);
+    assert_eq!(std::fs::read(t.path().join("outside/secret")).unwrap(), b"the host's key");
 }

@@ -202,6 +202,9 @@ pub(crate) fn collect_outputs(
     let mut error: Option<String> = None;
     let mut errno = 0;
     let mut sandbox_empty = false;
+    // What the root's listing said of the standard streams' files, when the
+    // root was listed: no look at them again.
+    let mut streams: Option<Vec<(&str, Kind)>> = None;
     let listed = match job.eval_attr("TransferOutput") {
         Value::Str(s) if !s.trim().is_empty() => Some(
             s.split(',')
@@ -294,6 +297,12 @@ pub(crate) fn collect_outputs(
         None => match b.list("", MAX_OUTPUT_FILES) {
             Ok(found) => {
                 sandbox_empty = found.is_empty();
+                streams = Some(
+                    [STDOUT_NAME, STDERR_NAME]
+                        .into_iter()
+                        .filter_map(|s| found.iter().find(|e| e.path == s).map(|e| (s, e.kind)))
+                        .collect(),
+                );
                 for e in found {
                     let name = e.path;
                     if e.kind != Kind::File
@@ -318,11 +327,16 @@ pub(crate) fn collect_outputs(
             }
         },
     }
-    // (Nothing to look for in a sandbox just listed empty.)
-    for s in [STDOUT_NAME, STDERR_NAME].into_iter().filter(|_| !sandbox_empty) {
-        match b.entry(s) {
-            Ok(e) if e.kind == Kind::File => wanted.push((s.to_string(), s.to_string())),
-            Ok(_) => {
+    let streams = streams.unwrap_or_else(|| {
+        [STDOUT_NAME, STDERR_NAME]
+            .into_iter()
+            .filter_map(|s| b.entry(s).ok().map(|e| (s, e.kind)))
+            .collect()
+    });
+    for (s, kind) in streams {
+        match kind {
+            Kind::File => wanted.push((s.to_string(), s.to_string())),
+            _ => {
                 let why = b.read(s, 0).err().map(|e| e.to_string()).unwrap_or_default();
                 error.get_or_insert_with(|| {
                     format!(
@@ -331,7 +345,6 @@ pub(crate) fn collect_outputs(
                     )
                 });
             }
-            Err(_) => {}
         }
     }
     wanted.sort();
@@ -347,24 +360,30 @@ pub(crate) fn collect_outputs(
     let mut total = 0u64;
     let mut carried = 0u64;
     for (name, path) in wanted {
+        // Each was just found a regular file (listed or looked at): opened
+        // without another look, and checked once open.
+        let (f, len) = match b.open_found(&path) {
+            Ok(opened) => opened,
+            Err(e) => {
+                error.get_or_insert_with(|| format!("cannot send back output file {name}: {e}"));
+                continue;
+            }
+        };
         // A big file (or any past what one report carries) stays where it
         // is, for the shadow to fetch as a stream.
-        if let Ok(e) = b.entry(&path)
-            && e.kind == Kind::File
-            && (e.len > pool::STREAM_OVER || carried + e.len > budget.min(pool::INLINE_BUDGET))
-        {
-            total = total.saturating_add(e.len);
+        if len > pool::STREAM_OVER || carried + len > budget.min(pool::INLINE_BUDGET) {
+            total = total.saturating_add(len);
             if total > limit {
                 error.get_or_insert_with(|| {
                     format!("the output files exceed the job's RequestDisk ({limit} bytes)")
                 });
                 break;
             }
-            out.push(FileData::streamed(name.clone(), e.len, None));
+            out.push(FileData::streamed(name.clone(), len, None));
             streamed.insert(name, path);
             continue;
         }
-        match b.read(&path, limit.saturating_sub(total)) {
+        match andes_beneath::read_opened(&path, f, len, limit.saturating_sub(total)) {
             Ok(data) => {
                 total += data.len() as u64;
                 carried += data.len() as u64;
