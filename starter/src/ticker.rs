@@ -25,8 +25,16 @@ impl Ticking {
 
     /// The ticker runs while the returned hold lives.
     pub(crate) fn hold(self: &Arc<Self>) -> Ticks {
-        self.lock().0 += 1;
-        self.wake.notify_all();
+        let first = {
+            let mut st = self.lock();
+            st.0 += 1;
+            st.0 == 1
+        };
+        // The ticker waits only while no job holds it: a hold beside
+        // others has nobody to wake (a wake is a system call).
+        if first {
+            self.wake.notify_all();
+        }
         Ticks(self.clone())
     }
 
@@ -78,6 +86,14 @@ mod tests {
         assert!(t.wait_for_work(), "still held");
         drop(b);
         assert_eq!(t.holds(), 0);
+        // Once nothing holds it, the next hold is a first one again.
+        let waiter = {
+            let t = t.clone();
+            std::thread::spawn(move || t.wait_for_work())
+        };
+        let c = t.hold();
+        assert!(waiter.join().unwrap(), "a hold after none wakes the ticker again");
+        drop(c);
         let waiter = {
             let t = t.clone();
             std::thread::spawn(move || t.wait_for_work())
