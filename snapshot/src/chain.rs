@@ -158,7 +158,27 @@ pub struct Chain {
     pub(crate) memories: Arc<Vec<ChainMemory>>,
 }
 
+/// What restoring one memory learned of its chunks as they are stored
+/// ([`crate::Opened::restore_memory`]), for [`Chain::learn`].
+#[derive(Debug)]
+pub struct Anchors {
+    pub(crate) index: usize,
+    pub(crate) hashes: Vec<PageHashes>,
+}
+
 impl Chain {
+    /// Takes in what a restore learned of a memory's stored chunks, so that
+    /// the next snapshot built on this chain stores a restored chunk with
+    /// few pages changed as those pages, not whole. What does not fit (a
+    /// memory the chain lacks, or another count of chunks) is ignored: the
+    /// next snapshot then stores written chunks whole, as without it.
+    pub fn learn(&mut self, anchors: Anchors) {
+        let fits = |m: &ChainMemory| m.chunks.len() == anchors.hashes.len();
+        if self.memories.get(anchors.index).is_some_and(fits) {
+            std::sync::Arc::make_mut(&mut self.memories)[anchors.index].hashes = anchors.hashes;
+        }
+    }
+
     /// The packs the snapshot names.
     pub fn packs(&self) -> &[PackEntry] {
         &self.packs
@@ -771,13 +791,17 @@ pub(crate) struct Stored<'a> {
 
 /// Writes a memory from its table and the packs' bytes (`packs[i]` is the
 /// header's pack `i`, its size and hash already checked) into `dest`.
+/// Writes memory `m` into `dest` from `packs`; returns the pages' hashes of
+/// each chunk's anchor as stored (as [`ChainMemory::hashes`]: the next
+/// snapshot of a restored job can patch its chunks at once, not store each
+/// written one whole first).
 pub(crate) fn decode(
     m: &ChainMemory,
     packs: &[crate::PackBytes],
     dest: &mut [u8],
     base: &[u8],
     fresh: bool,
-) -> Result<(), String> {
+) -> Result<Vec<PageHashes>, String> {
     if m.bytes != dest.len() as u64 {
         return Err(format!("it is {} bytes, the destination {} bytes", m.bytes, dest.len()));
     }
@@ -789,7 +813,9 @@ pub(crate) fn decode(
             .and_then(|o| pack.get(o..o.checked_add(len as usize)?))
             .ok_or_else(|| format!("chunk {c}: outside its pack"))
     };
-    decode_chunks(dest, base, fresh, |c| {
+    let mut hashes = m.hashes.clone();
+    hashes.resize(m.chunks.len(), UNKNOWN);
+    decode_chunks(dest, base, fresh, Some(&mut hashes), |c| {
         let e = m.chunks.get(c).ok_or_else(|| format!("chunk {c}: not in the table"))?;
         let patch = match m.patch(c) {
             Some(p) => Some((p.kind, bytes_of(c, p.pack, p.offset, p.len)?, p.pages)),
@@ -800,23 +826,34 @@ pub(crate) fn decode(
         }
         let bytes = if e.kind == ZERO { &[][..] } else { bytes_of(c, e.pack, e.offset, e.len)? };
         Ok(Some(Stored { kind: e.kind, bytes, patch }))
-    })
+    })?;
+    Ok(hashes)
 }
 
 /// Writes each chunk of `dest` from what `stored` says of it (`None`: equal
 /// to the initial image; else how it is stored), XORed back with `base`, on
 /// every core. Both formats decode through it. With `fresh`, `dest` already
-/// holds `base` then zeros and `None` chunks are left untouched.
+/// holds `base` then zeros and `None` chunks are left untouched. With
+/// `hashes` (one a chunk), each whole chunk stored not as zero gets its
+/// pages' hashes as stored (its anchor's, before any patch), while it is in
+/// the cache anyway.
 pub(crate) fn decode_chunks<'a>(
     dest: &mut [u8],
     base: &[u8],
     fresh: bool,
+    hashes: Option<&mut [PageHashes]>,
     stored: impl Fn(usize) -> Result<Option<Stored<'a>>, String> + Sync,
 ) -> Result<(), String> {
     let chunks = dest.len().div_ceil(CHUNK);
     let n = threads(chunks);
     let per = chunks.div_ceil(n.max(1)).max(1);
-    let work = |first: usize, dest: &mut [u8]| -> Result<(), String> {
+    if hashes.as_ref().is_some_and(|h| h.len() != chunks) {
+        return Err(format!(
+            "{} chunks' hashes for {chunks} chunks",
+            hashes.map_or(0, |h| h.len())
+        ));
+    }
+    let work = |first: usize, dest: &mut [u8], mut hashes: Option<&mut [PageHashes]>| {
         let mut scratch = Vec::new();
         for (i, out) in dest.chunks_mut(CHUNK).enumerate() {
             let c = first + i;
@@ -829,6 +866,12 @@ pub(crate) fn decode_chunks<'a>(
                 continue;
             };
             unpack(c, st.kind, st.bytes, out)?;
+            if let Some(h) = hashes.as_deref_mut().and_then(|h| h.get_mut(i))
+                && st.kind != ZERO
+                && out.len() == CHUNK
+            {
+                *h = page_hashes(out);
+            }
             if let Some((kind, bytes, pages)) = st.patch {
                 let n = pages.count_ones() as usize * PAGE;
                 if out.len() != CHUNK {
@@ -845,18 +888,20 @@ pub(crate) fn decode_chunks<'a>(
                 *o ^= x;
             }
         }
-        Ok(())
+        Ok::<(), String>(())
     };
     if n == 1 {
-        return work(0, dest);
+        return work(0, dest, hashes);
     }
+    let mut hashes = hashes.map(|h| h.chunks_mut(per));
     std::thread::scope(|s| {
         let handles: Vec<_> = dest
             .chunks_mut(per * CHUNK)
             .enumerate()
             .map(|(t, part)| {
                 let work = &work;
-                s.spawn(move || work(t * per, part))
+                let hashes = hashes.as_mut().and_then(|h| h.next());
+                s.spawn(move || work(t * per, part, hashes))
             })
             .collect();
         handles.into_iter().try_for_each(|h| h.join().unwrap_or(Err("decoder thread".into())))

@@ -52,7 +52,7 @@ mod chain;
 mod memory;
 mod pages;
 
-pub use chain::{Chain, ChunkSource, MAX_PACKS, PackEntry};
+pub use chain::{Anchors, Chain, ChunkSource, MAX_PACKS, PackEntry};
 
 pub use blobs::{
     BlobStore, HashCache, MAX_SANDBOX_ENTRIES, blob_hash, is_hash, list_files, restore_files,
@@ -853,6 +853,11 @@ impl Opened<'_> {
     /// `packs` are the snapshot's ([`Opened::load_packs`]). With `fresh`,
     /// `dest` already holds `base` followed by zeros (a new instance's
     /// memory) and unchanged chunks are left untouched.
+    ///
+    /// Returns what the restore learned of the chunks as they are stored
+    /// (their pages' hashes): given to the chain the next snapshot builds on
+    /// ([`Chain::learn`]), the first snapshot after a restore stores a chunk
+    /// with a few pages changed as those pages, as any later one does.
     pub fn restore_memory(
         &self,
         index: usize,
@@ -860,7 +865,7 @@ impl Opened<'_> {
         base: &Image,
         fresh: bool,
         packs: &Packs,
-    ) -> Result<(), SnapshotError> {
+    ) -> Result<Anchors, SnapshotError> {
         let err = |message: String| SnapshotError::Memory { index, message };
         let m = self
             .header
@@ -879,7 +884,8 @@ impl Opened<'_> {
         }
         if self.version < 2 {
             let section = &self.body[m.offset as usize..(m.offset + m.len) as usize];
-            return memory::decode(section, dest, base.bytes(), fresh).map_err(err);
+            memory::decode(section, dest, base.bytes(), fresh).map_err(err)?;
+            return Ok(Anchors { index, hashes: Vec::new() });
         }
         if packs.0.len() != self.header.packs.len() {
             return Err(err(format!(
@@ -888,7 +894,10 @@ impl Opened<'_> {
                 self.header.packs.len()
             )));
         }
-        chain::decode(&self.chain.memories[index], &packs.0, dest, base.bytes(), fresh).map_err(err)
+        let hashes =
+            chain::decode(&self.chain.memories[index], &packs.0, dest, base.bytes(), fresh)
+                .map_err(err)?;
+        Ok(Anchors { index, hashes })
     }
 }
 

@@ -62,7 +62,7 @@ pub(crate) fn decode(
             data.len()
         ));
     }
-    decode_chunks(dest, base, fresh, |c| {
+    decode_chunks(dest, base, fresh, None, |c| {
         let e = &entries[c];
         Ok((e.kind != ZERO).then(|| Stored {
             kind: e.kind,

@@ -772,3 +772,45 @@ fn a_malformed_patch_table_is_refused_with_the_chunk_named() {
     });
     assert!(e(counted_twice).contains("table of 2 patches"));
 }
+
+/// A job resumed from a snapshot knows its chunks as stored once they are
+/// restored: its first snapshot stores a chunk with a page changed as that
+/// page (over the anchor, also where the restored chunk was itself a
+/// patch), as any later snapshot does, and it restores to the memory.
+#[test]
+fn a_restored_chain_stores_only_the_changed_pages_in_its_first_snapshot() {
+    let k = key(1);
+    let (mut mem, base) = noisy_memory(32, 8..24);
+    let s = store();
+    let first = snapshot_in(&mem, &base, &k, &s);
+    scribble_page(&mut mem, 12, 3, 7);
+    let mut b = Builder::new(header()).building_on(&first.chain);
+    b.memory_changed(&mem, &base, &|c| c == 12);
+    let second = seal_in(b, &k, &s);
+    assert!(added(&second) <= chain::PAGE, "{} bytes added", added(&second));
+    // What a host resuming the job does: open, restore, learn.
+    let o = open(&second.bytes, &trust(&k), &MODULE).unwrap();
+    let packs = o.load_packs(&s.blobs).unwrap();
+    let mut dest = vec![0xEEu8; mem.len()];
+    let anchors = o.restore_memory(0, &mut dest, &base, false, &packs).unwrap();
+    assert!(dest == mem);
+    let mut chain = o.chain().clone();
+    chain.learn(anchors);
+    scribble_page(&mut mem, 10, 1, 5);
+    scribble_page(&mut mem, 12, 9, 8);
+    let mut b = Builder::new(header()).building_on(&chain);
+    b.memory_changed(&mem, &base, &|c| c == 10 || c == 12);
+    let third = seal_in(b, &k, &s);
+    // A page for chunk 10; for chunk 12 its two pages that differ from its
+    // anchor. Without what the restore learned: both chunks whole.
+    let n = added(&third);
+    assert!(n <= 3 * chain::PAGE, "{n} bytes added");
+    assert!(restored_alone(&third, &s, &k, &base, mem.len()) == mem);
+    // What does not fit the chain is ignored, not trusted.
+    let mut other = o.chain().clone();
+    let small = snapshot_in(&mem[..8 * CHUNK], &base, &k, &s);
+    let so = open(&small.bytes, &trust(&k), &MODULE).unwrap();
+    let sp = so.load_packs(&s.blobs).unwrap();
+    other.learn(so.restore_memory(0, &mut vec![0u8; 8 * CHUNK], &base, false, &sp).unwrap());
+    assert!(other == *o.chain());
+}

@@ -1480,9 +1480,15 @@ async fn resume(
     image: &andes_snapshot::Image,
     since: &mut transparent::Incremental,
 ) -> Result<(), String> {
-    transparent::restore_instance(store, instance, opened, packs, image)?;
-    // The next snapshot builds on this one: its packs are in the store.
-    since.arm(store, instance, opened.chain().clone());
+    let learned = transparent::restore_instance(store, instance, opened, packs, image)?;
+    // The next snapshot builds on this one (its packs are in the store),
+    // knowing its chunks as stored: a restored chunk with a few pages
+    // changed is stored as those pages.
+    let mut chain = opened.chain().clone();
+    for a in learned {
+        chain.learn(a);
+    }
+    since.arm(store, instance, chain);
     let dir = cap_std::fs::Dir::open_ambient_dir(&tp.sandbox, cap_std::ambient_authority())
         .map_err(|e| format!("opening the sandbox: {e}"))?;
     let root = QuotaDir::new(wasi_dir(dir, tp.in_place_io), store.data().quota.clone());

@@ -619,14 +619,17 @@ pub(crate) fn mapped(path: &Path) -> std::io::Result<andes_snapshot::PackBytes> 
     Ok(Box::new(map))
 }
 
-/// Writes a snapshot's memories and globals into a fresh instance.
+/// Writes a snapshot's memories and globals into a fresh instance; returns
+/// what the restore learned of each memory's stored chunks, for the chain
+/// the next snapshot builds on.
 pub(crate) fn restore_instance(
     store: &mut Store<JobState>,
     instance: &Instance,
     opened: &andes_snapshot::Opened<'_>,
     packs: &andes_snapshot::Packs,
     image: &andes_snapshot::Image,
-) -> Result<(), String> {
+) -> Result<Vec<andes_snapshot::Anchors>, String> {
+    let mut learned = Vec::with_capacity(opened.header.memories.len());
     let names = [ac::MEMORY_EXPORT, ac::STACK_MEMORY_EXPORT];
     if opened.header.memories.len() != names.len() {
         return Err(format!(
@@ -650,9 +653,11 @@ pub(crate) fn restore_instance(
             })?;
         }
         let base = if i == 0 { image } else { andes_snapshot::Image::none() };
-        opened
-            .restore_memory(i, m.data_mut(&mut *store), base, true, packs)
-            .map_err(|e| e.to_string())?;
+        learned.push(
+            opened
+                .restore_memory(i, m.data_mut(&mut *store), base, true, packs)
+                .map_err(|e| e.to_string())?,
+        );
     }
     for g in &opened.header.globals {
         let global = instance
@@ -666,7 +671,7 @@ pub(crate) fn restore_instance(
         };
         global.set(&mut *store, v).map_err(|e| format!("global {}: {e}", g.name))?;
     }
-    Ok(())
+    Ok(learned)
 }
 
 /// Reopens the guest's descriptors at their numbers and offsets.
