@@ -790,9 +790,8 @@ pub(crate) struct Stored<'a> {
 }
 
 /// Writes a memory from its table and the packs' bytes (`packs[i]` is the
-/// header's pack `i`, its size and hash already checked) into `dest`.
-/// Writes memory `m` into `dest` from `packs`; returns the pages' hashes of
-/// each chunk's anchor as stored (as [`ChainMemory::hashes`]: the next
+/// header's pack `i`, its size and hash already checked) into `dest`;
+/// returns the pages' hashes of each chunk's anchor as stored (as [`ChainMemory::hashes`]: the next
 /// snapshot of a restored job can patch its chunks at once, not store each
 /// written one whole first).
 pub(crate) fn decode(
