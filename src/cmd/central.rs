@@ -28,14 +28,12 @@ pub fn run(args: CentralArgs) -> Result<ExitCode> {
     let s = Settings::load()?;
     use crate::logs::Daemon;
     crate::logs::init(&s, &[Daemon::Collector, Daemon::Negotiator])?;
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(async {
+    super::run_daemon(|| {
         let stop = super::stop_signal();
         serve(s, args.listen, None, None, async move {
             stop.await;
             tracing::info!("andes central-manager: interrupted, stopping");
         })
-        .await
     })?;
     Ok(ExitCode::SUCCESS)
 }

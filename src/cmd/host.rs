@@ -115,10 +115,9 @@ fn daemon(listen: Option<SocketAddr>) -> Result<ExitCode> {
     let base = andes_host::daemon::base_config(std::env::vars());
     let s = Settings::load_over(base)?;
     crate::logs::init(&s, &[crate::logs::Daemon::Startd])?;
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(async {
+    super::run_daemon(|| {
         let stop = super::stop_signal();
-        serve(s, listen, None, stop).await
+        serve(s, listen, None, stop)
     })?;
     Ok(ExitCode::SUCCESS)
 }

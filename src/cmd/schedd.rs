@@ -25,14 +25,12 @@ pub struct ScheddArgs {
 pub fn run(args: ScheddArgs) -> Result<ExitCode> {
     let s = Settings::load()?;
     crate::logs::init(&s, &[crate::logs::Daemon::Schedd])?;
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(async {
+    super::run_daemon(|| {
         let stop = super::stop_signal();
         serve(s, args.listen, None, async move {
             stop.await;
             tracing::info!("andes schedd: interrupted, stopping");
         })
-        .await
     })?;
     Ok(ExitCode::SUCCESS)
 }
