@@ -697,6 +697,8 @@ pub(crate) enum Stopped {
 pub(crate) struct Controlled<F> {
     pub(crate) inner: Pin<Box<F>>,
     pub(crate) ctl: Arc<Control>,
+    /// The job's hold on the epoch ticker, taken at its first yield.
+    pub(crate) ticks: crate::ticker::LazyTicks,
 }
 
 impl<F: Future> Future for Controlled<F> {
@@ -727,7 +729,10 @@ impl<F: Future> Future for Controlled<F> {
         self.ctl.delay_ns.fetch_add(delay, Ordering::Relaxed);
         match r {
             Poll::Ready(v) => Poll::Ready(Ok(v)),
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                self.ticks.arm();
+                Poll::Pending
+            }
         }
     }
 }

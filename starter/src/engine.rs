@@ -282,6 +282,13 @@ impl Host {
         self.unmetered_off.as_deref()
     }
 
+    /// How many times the epoch ticker was woken from rest: once for each
+    /// stretch of time in which metered jobs that outlasted their first
+    /// yield ran (jobs that end within it never wake it).
+    pub fn epoch_ticker_starts(&self) -> u64 {
+        self.ticking.starts()
+    }
+
     /// The engine.
     pub fn engine(&self) -> &Engine {
         &self.engine

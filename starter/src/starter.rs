@@ -553,7 +553,11 @@ impl Host {
             #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
             Some(_) => Box::pin(with_watchdog(self.start_unmetered(setup, ctl.clone()), watch)),
             _ => Box::pin(with_watchdog(
-                Controlled { inner: Box::pin(instantiate_and_run(setup, tp)), ctl: ctl.clone() },
+                Controlled {
+                    inner: Box::pin(instantiate_and_run(setup, tp)),
+                    ctl: ctl.clone(),
+                    ticks: self.ticking.hold_lazily(),
+                },
                 watch,
             )),
         };
@@ -829,7 +833,6 @@ impl Host {
                 vacate_checkpointed: false,
                 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
                 remote: unmetered.map(|u| u.remote.clone()),
-                _ticks: unmetered.is_none().then(|| self.ticking.hold()),
             },
         );
         store.limiter(|s| &mut s.limiter);
@@ -1519,7 +1522,6 @@ pub fn andes_import_signatures(host: &Host) -> Vec<(String, String, Vec<String>,
         vacate_checkpointed: false,
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         remote: None,
-        _ticks: None,
     };
     let mut store = Store::new(&host.engine, state);
     let mut linker: Linker<JobState> = Linker::new(&host.engine);

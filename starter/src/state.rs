@@ -57,9 +57,6 @@ pub(crate) struct JobState {
     /// An unmetered job's link to its thread.
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     pub(crate) remote: Option<Arc<crate::preempt::Remote>>,
-    /// A metered job's hold on the epoch ticker, for as long as its store
-    /// lives.
-    pub(crate) _ticks: Option<crate::ticker::Ticks>,
 }
 
 impl JobState {

@@ -126,6 +126,32 @@ async fn the_host_environment_never_leaks_in() {
     assert!(out.contains("GREETING = hello\n") && !out.contains("leak"), "{out}");
 }
 
+/// A metered job that ends within its first poll never wakes the epoch
+/// ticker (a wake, a tick's sleep and a wake again, for nothing); one that
+/// runs through fuel intervals holds it while it runs, and its deadline
+/// callback counts its fuel as it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_metered_job_that_yields_wakes_the_epoch_ticker() {
+    let host = Host::new(HostConfig { max_instances: 2, ..Default::default() }).expect("host");
+    let sb = Sandbox::new();
+    let short = wat(r#"(module (memory (export "memory") 1) (func (export "_start")))"#);
+    for _ in 0..3 {
+        let r = host.run(spec(short.clone(), "[]", &sb), Control::new(), Arc::new(SystemClock));
+        assert_eq!(r.await.ending, Ending::Exited(0));
+    }
+    assert_eq!(host.epoch_ticker_starts(), 0, "a job that never yielded woke the ticker");
+    // Twenty million iterations: many fuel intervals of a million.
+    let long = wat(r#"(module (memory (export "memory") 1)
+             (func (export "_start") (local $i i32)
+               (local.set $i (i32.const 20000000))
+               (loop $l (local.set $i (i32.sub (local.get $i) (i32.const 1)))
+                        (br_if $l (local.get $i)))))"#);
+    let r = host.run(spec(long, "[]", &sb), Control::new(), Arc::new(SystemClock)).await;
+    assert_eq!(r.ending, Ending::Exited(0));
+    assert!(r.usage.fuel_consumed > 20_000_000, "{:?}", r.usage);
+    assert_eq!(host.epoch_ticker_starts(), 1, "a job that yielded holds the ticker");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_codes_come_back() {
     for code in [0, 3, 85, 126, 255] {
