@@ -252,6 +252,12 @@ impl ClassAd {
         ClassAd::default()
     }
 
+    /// An empty ad with room for `n` attributes (when many ads of about the
+    /// same size are made in a row, as `andes submit` makes a cluster's).
+    pub fn with_capacity(n: usize) -> ClassAd {
+        ClassAd { attrs: crate::table::Table::with_capacity(n), specials: 0 }
+    }
+
     /// Binds `name` to `expr`, replacing any earlier binding of the same
     /// name (case-insensitively) but keeping the first spelling and position.
     pub fn insert(&mut self, name: impl Into<AttrName>, expr: Expr) {

@@ -141,6 +141,11 @@ impl Table {
     /// An empty table (usable in constants).
     pub(crate) const EMPTY: Table = Table { entries: Vec::new(), index: Vec::new() };
 
+    /// An empty table with room for `n` bindings.
+    pub(crate) fn with_capacity(n: usize) -> Table {
+        Table { entries: Vec::with_capacity(n), index: Vec::new() }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }

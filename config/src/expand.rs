@@ -295,7 +295,7 @@ impl<'a> Expander<'a> {
         let cfg = self.cfg;
         match cfg.lookup(name) {
             Some((key, e)) if !e.raw.is_empty() => {
-                if let Some(v) = self.memo.get(&key) {
+                if let Some(v) = self.memo.get(key) {
                     let v = v.clone();
                     self.push(out, &v)?;
                     return Ok(true);
@@ -310,13 +310,13 @@ impl<'a> Expander<'a> {
                     )
                     .at_location(cfg.entry_exact(&self.stack[at].0).map(|e| &e.loc)));
                 }
-                self.stack.push((key.clone(), e.name.clone()));
+                self.stack.push((key.to_string(), e.name.clone()));
                 let mut buf = String::new();
                 let r = self.expand_text(&e.raw, &mut buf);
                 self.stack.pop();
                 r?;
                 self.push(out, &buf)?;
-                self.memo.insert(key, buf);
+                self.memo.insert(key.to_string(), buf);
                 Ok(true)
             }
             _ => {

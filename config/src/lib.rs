@@ -374,15 +374,24 @@ impl Config {
 
     /// Finds the entry `name` refers to: `SUBSYSTEM.name` first when a
     /// subsystem is set, then `name`. Returns the entry's key too.
-    pub(crate) fn lookup(&self, name: &str) -> Option<(String, &Entry)> {
-        let lower = name.to_ascii_lowercase();
+    /// The key is the table's own: a name already in lower case (as every
+    /// name `andes submit` asks about, once a job) is looked up without
+    /// allocating.
+    pub(crate) fn lookup(&self, name: &str) -> Option<(&str, &Entry)> {
+        let lower: std::borrow::Cow<'_, str> = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            name.to_ascii_lowercase().into()
+        } else {
+            name.into()
+        };
+        let at =
+            |key: &str| self.index.get_key_value(key).map(|(k, &i)| (k.as_str(), &self.entries[i]));
         if let Some(sub) = &self.subsystem {
             let key = format!("{}.{}", sub.to_ascii_lowercase(), lower);
-            if let Some(e) = self.entry_exact(&key) {
-                return Some((key, e));
+            if let Some(found) = at(&key) {
+                return Some(found);
             }
         }
-        self.entry_exact(&lower).map(|e| (lower, e))
+        at(&lower)
     }
 
     /// The raw (unexpanded) value of `name`, if it is defined.
@@ -407,7 +416,7 @@ impl Config {
         };
         let mut ex = Expander::new(self);
         let mut out = String::new();
-        ex.stack.push((key.clone(), entry.name.clone()));
+        ex.stack.push((key.to_string(), entry.name.clone()));
         ex.expand_text(&entry.raw, &mut out)?;
         Ok(Some(finish_dollar(&out)))
     }

@@ -224,7 +224,9 @@ impl<'c, 'f> Run<'c, 'f> {
                     self.macros.builtin(n, &proc.to_string());
                 }
                 let ad = JobBuilder::new(self, origin, proc as i64).build()?;
-                self.ad_bytes = self.ad_bytes.saturating_add(ad.to_string().len());
+                let mut size = crate::run::ByteCount(0);
+                let _ = std::fmt::Write::write_fmt(&mut size, format_args!("{ad}"));
+                self.ad_bytes = self.ad_bytes.saturating_add(size.0);
                 if self.ad_bytes > self.ctx.max_ad_bytes {
                     return Err(origin.error(
                         ErrorKind::TooManyJobs,

@@ -61,7 +61,9 @@ fn unquote(s: &str) -> &str {
 
 impl<'r, 'c, 'f> JobBuilder<'r, 'c, 'f> {
     pub fn new(run: &'r mut Run<'c, 'f>, queue: &'r Origin, proc: i64) -> Self {
-        JobBuilder { run, queue, proc, iwd: String::new(), ad: ClassAd::new(), numeric: Vec::new() }
+        // About as many attributes as the job before it: no growing copies.
+        let ad = ClassAd::with_capacity(run.jobs.last().map_or(0, ClassAd::len));
+        JobBuilder { run, queue, proc, iwd: String::new(), ad, numeric: Vec::new() }
     }
 
     /// The expanded, trimmed value of the first of `names` that is defined

@@ -71,10 +71,19 @@ impl Macros {
         self.defs.remove(&name.to_ascii_lowercase());
     }
 
+    /// Records that `name` was read (without allocating when it was already).
+    fn note_used(&self, name: &str) {
+        let mut used = self.used.borrow_mut();
+        if !used.contains(lower(name).as_ref()) {
+            used.insert(name.to_ascii_lowercase());
+        }
+    }
+
+    /// Whether `name` is defined; a defined name counts as read.
     pub fn is_defined(&self, name: &str) -> bool {
         let defined = self.cfg.is_defined(name);
         if defined {
-            self.used.borrow_mut().insert(name.to_ascii_lowercase());
+            self.note_used(name);
         }
         defined
     }
@@ -127,7 +136,7 @@ impl Macros {
 
     /// Where `name` was defined, for messages about its value.
     pub fn origin(&self, name: &str, fallback: &str) -> Origin {
-        match self.defs.get(&name.to_ascii_lowercase()) {
+        match self.defs.get(lower(name).as_ref()) {
             Some((s, l)) => Origin { source: s.clone(), line: Some(*l) },
             None => Origin { source: fallback.to_string(), line: None },
         }
@@ -153,7 +162,7 @@ impl Macros {
         let Some(raw) = self.cfg.raw(name).map(str::to_string) else {
             return Ok(None);
         };
-        self.used.borrow_mut().insert(name.to_ascii_lowercase());
+        self.note_used(name);
         let origin = self.origin(name, fallback);
         self.expand_depth(&raw, iwd, &origin, depth).map(Some)
     }
@@ -411,6 +420,16 @@ pub(crate) fn file_parts(path: &str, mods: &str, iwd: &str) -> String {
         out = format!("'{out}'");
     }
     out
+}
+
+/// `name` in lower case, borrowed when it already is (as the names of
+/// submit commands, asked about once a job, are).
+fn lower(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        name.to_ascii_lowercase().into()
+    } else {
+        name.into()
+    }
 }
 
 #[cfg(test)]

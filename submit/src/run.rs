@@ -50,6 +50,17 @@ pub(crate) struct Run<'c, 'f> {
     pub ad_bytes: usize,
 }
 
+/// Counts the bytes written to it (an ad's printed size, without printing it
+/// anywhere).
+pub(crate) struct ByteCount(pub(crate) usize);
+
+impl std::fmt::Write for ByteCount {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 = self.0.saturating_add(s.len());
+        Ok(())
+    }
+}
+
 /// `path` made absolute against `dir`.
 pub(crate) fn resolve(dir: &str, path: &str) -> String {
     if path.starts_with('/') || dir.is_empty() {
