@@ -48,11 +48,34 @@ pub enum KeyParseError {
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PublicKey(pub(crate) VerifyingKey);
 
+/// How many keys [`PublicKey::from_bytes`] keeps, checked, for the next time
+/// (a pool's daemons and users; anyone's keys past that start it again).
+pub const KNOWN_KEYS: usize = 4096;
+
+/// Keys already checked to be points, by their bytes.
+static KNOWN: std::sync::LazyLock<
+    std::sync::RwLock<std::collections::HashMap<[u8; 32], VerifyingKey>>,
+> = std::sync::LazyLock::new(Default::default);
+
 impl PublicKey {
-    /// The key from its 32 bytes.
+    /// The key from its 32 bytes. Keys met before are taken from
+    /// [`KNOWN_KEYS`]: a request's signer and destination are parsed from
+    /// its headers at every request, and checking that 32 bytes are a point
+    /// of the curve (decompressing it) is most of that parse.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, KeyParseError> {
         let arr: [u8; 32] = bytes.try_into().map_err(|_| KeyParseError::Length(bytes.len()))?;
-        VerifyingKey::from_bytes(&arr).map(PublicKey).map_err(|_| KeyParseError::NotAPoint)
+        let known = || KNOWN.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = known().get(&arr) {
+            return Ok(PublicKey(*k));
+        }
+        let key = VerifyingKey::from_bytes(&arr).map_err(|_| KeyParseError::NotAPoint)?;
+        let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+        // Bounded whoever sends keys: past the bound it starts again.
+        if known.len() >= KNOWN_KEYS {
+            known.clear();
+        }
+        known.insert(arr, key);
+        Ok(PublicKey(key))
     }
 
     /// The key from its standard base64 text (44 characters).
@@ -418,6 +441,39 @@ fn check_private(file: &File, path: &Path) -> Result<(), KeyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A key parsed again is the same key (it verifies what it signed); bytes
+    /// that are not a point are refused every time; and however many keys
+    /// come, the ones kept stay within the bound.
+    #[test]
+    fn keys_met_before_are_the_same_keys_and_those_kept_are_bounded() {
+        let kp = Keypair::generate("alice").unwrap();
+        let bytes = *kp.public().as_bytes();
+        let (a, b) =
+            (PublicKey::from_bytes(&bytes).unwrap(), PublicKey::from_bytes(&bytes).unwrap());
+        assert_eq!(a, b);
+        let sig = ed25519_dalek::Signature::from_bytes(&kp.sign(b"x"));
+        assert!(b.0.verify_strict(b"x", &sig).is_ok());
+        let not_a_point = (0..=255u8)
+            .map(|i| [i; 32])
+            .find(|b| VerifyingKey::from_bytes(b).is_err())
+            .expect("some repeated byte is not a point");
+        for _ in 0..2 {
+            assert!(matches!(PublicKey::from_bytes(&not_a_point), Err(KeyParseError::NotAPoint)));
+        }
+        let mut seen = 0;
+        let mut n = 0u64;
+        while seen <= KNOWN_KEYS {
+            let mut b = [0u8; 32];
+            b[..8].copy_from_slice(&n.to_le_bytes());
+            n += 1;
+            if PublicKey::from_bytes(&b).is_ok() {
+                seen += 1;
+            }
+            assert!(KNOWN.read().unwrap().len() <= KNOWN_KEYS);
+        }
+        assert_eq!(PublicKey::from_bytes(&bytes).unwrap(), a, "parsed again after the bound");
+    }
 
     #[test]
     fn save_then_load_gives_the_same_key() {

@@ -583,6 +583,7 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
     let before = pool.usage();
     let t = Instant::now();
     pool.andes(&["submit", "short.sub"])?;
+    let submitted = t.elapsed();
     // Once every slot is claimed, the jobs left run on claims already made:
     // what each daemon spends from then on is its cost a job on reused
     // claims (the collector is asked only until then, so its answers are
@@ -645,6 +646,15 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
         rate,
         o.jobs,
         took.as_secs_f64()
+    ));
+    r.push_str(&format!(
+        "`andes submit` returned {:.2} s after it started; every slot claimed at {}\n",
+        submitted.as_secs_f64(),
+        claimed.as_ref().map_or("-".to_string(), |c| format!(
+            "{:.2} s, {} jobs done",
+            c.0.duration_since(t).as_secs_f64(),
+            o.jobs as u64 - c.2
+        ))
     ));
     let reused = claimed.as_ref().and_then(|c| Window::between(c, &end));
     // From every slot claimed to the queue's tail.
