@@ -82,6 +82,17 @@ pub const MAX_SOURCE_LEN: u64 = 16 << 20;
 /// [`Config::set_version`] says otherwise.
 pub const DEFAULT_VERSION: (u32, u32, u32) = (24, 0, 0);
 
+/// A macro name as the table keys it (names are case-insensitive): in lower
+/// case, borrowed when it already is, as the names a program asks about
+/// (submit commands, once a job) are.
+pub fn key_case(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        name.to_ascii_lowercase().into()
+    } else {
+        name.into()
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------
@@ -374,15 +385,10 @@ impl Config {
 
     /// Finds the entry `name` refers to: `SUBSYSTEM.name` first when a
     /// subsystem is set, then `name`. Returns the entry's key too.
-    /// The key is the table's own: a name already in lower case (as every
-    /// name `andes submit` asks about, once a job) is looked up without
-    /// allocating.
+    /// The key is the table's own: a name already in lower case is looked
+    /// up without allocating ([`key_case`]).
     pub(crate) fn lookup(&self, name: &str) -> Option<(&str, &Entry)> {
-        let lower: std::borrow::Cow<'_, str> = if name.bytes().any(|b| b.is_ascii_uppercase()) {
-            name.to_ascii_lowercase().into()
-        } else {
-            name.into()
-        };
+        let lower = key_case(name);
         let at =
             |key: &str| self.index.get_key_value(key).map(|(k, &i)| (k.as_str(), &self.entries[i]));
         if let Some(sub) = &self.subsystem {

@@ -74,7 +74,7 @@ impl Macros {
     /// Records that `name` was read (without allocating when it was already).
     fn note_used(&self, name: &str) {
         let mut used = self.used.borrow_mut();
-        if !used.contains(lower(name).as_ref()) {
+        if !used.contains(andes_config::key_case(name).as_ref()) {
             used.insert(name.to_ascii_lowercase());
         }
     }
@@ -136,7 +136,7 @@ impl Macros {
 
     /// Where `name` was defined, for messages about its value.
     pub fn origin(&self, name: &str, fallback: &str) -> Origin {
-        match self.defs.get(lower(name).as_ref()) {
+        match self.defs.get(andes_config::key_case(name).as_ref()) {
             Some((s, l)) => Origin { source: s.clone(), line: Some(*l) },
             None => Origin { source: fallback.to_string(), line: None },
         }
@@ -420,16 +420,6 @@ pub(crate) fn file_parts(path: &str, mods: &str, iwd: &str) -> String {
         out = format!("'{out}'");
     }
     out
-}
-
-/// `name` in lower case, borrowed when it already is (as the names of
-/// submit commands, asked about once a job, are).
-fn lower(name: &str) -> std::borrow::Cow<'_, str> {
-    if name.bytes().any(|b| b.is_ascii_uppercase()) {
-        name.to_ascii_lowercase().into()
-    } else {
-        name.into()
-    }
 }
 
 #[cfg(test)]

@@ -653,7 +653,7 @@ fn measure(pool: &mut Pool, o: &Options) -> Result<String, String> {
         claimed.as_ref().map_or("-".to_string(), |c| format!(
             "{:.2} s, {} jobs done",
             c.0.duration_since(t).as_secs_f64(),
-            o.jobs as u64 - c.2
+            (o.jobs as u64).saturating_sub(c.2)
         ))
     ));
     let reused = claimed.as_ref().and_then(|c| Window::between(c, &end));
