@@ -39,7 +39,7 @@ use anyhow::{Context, Result};
 
 use crate::state::JobState;
 use sha2::{Digest, Sha256};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, Module, PoolingAllocationConfig};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, Module};
 
 /// How the host's engine is set up.
 #[derive(Clone, Debug)]
@@ -150,6 +150,7 @@ pub fn module_digest(bytes: &[u8]) -> [u8; 32] {
 }
 
 /// Bytes of each pool slot's table kept resident after its instance ends.
+#[cfg(not(target_os = "linux"))]
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
 /// The engine configuration: `metered` compiles fuel and epoch checks in.
@@ -171,7 +172,32 @@ fn engine_config(config: &HostConfig, metered: bool) -> Config {
     }
     cfg.max_wasm_stack(config.max_wasm_stack);
     cfg.async_stack_size(config.max_wasm_stack + (1 << 20));
-    let mut pool = PoolingAllocationConfig::default();
+    allocation(&mut cfg, config);
+    cfg
+}
+
+/// Where the engine's instances, memories and stacks come from.
+///
+/// On Linux, memories and stacks a job leaves are kept for the next job,
+/// zeroed in place where few of their pages were used ([`crate::memory`]):
+/// a short job's start then neither faults nor shoots down another CPU's
+/// TLB. Data segments are copied in (a copy-on-write image needs wasmtime's
+/// own mappings); a module with more than three memories is refused by the
+/// job's limiter ([`crate::state::Limiter`]), as the pool refused it.
+#[cfg(target_os = "linux")]
+fn allocation(cfg: &mut Config, _config: &HostConfig) {
+    let reuse = std::sync::Arc::new(crate::memory::Memories(crate::memory::Reuse::process()));
+    cfg.memory_init_cow(false);
+    cfg.with_host_memory(reuse.clone());
+    cfg.with_host_stack(reuse);
+    cfg.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+}
+
+/// Where the engine's instances, memories and stacks come from: wasmtime's
+/// pooling allocator, one slot per job that may run at once.
+#[cfg(not(target_os = "linux"))]
+fn allocation(cfg: &mut Config, config: &HostConfig) {
+    let mut pool = wasmtime::PoolingAllocationConfig::default();
     // A module instrumented by `andes compile` has two more memories: the
     // word the host sets to ask for a checkpoint, and its checkpoint stack.
     pool.total_memories(config.max_instances.saturating_mul(3))
@@ -187,7 +213,6 @@ fn engine_config(config: &HostConfig, metered: bool) -> Config {
     // megabyte (the stack's top, then data), and zeroing it all costs more.
     pool.table_keep_resident(TABLE_KEEP_RESIDENT);
     cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    cfg
 }
 
 /// The cache key of an engine's compiled code.

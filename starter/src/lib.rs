@@ -36,6 +36,8 @@ pub mod engine;
 pub mod imports;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod jobthread;
+#[cfg(target_os = "linux")]
+mod memory;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod park;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

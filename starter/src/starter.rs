@@ -819,7 +819,9 @@ impl Host {
         wasi.push_preopened_dir(Box::new(sandbox), SANDBOX_PREOPEN).map_err(|e| {
             held(HOLD_FAILED_TO_START, 0, format!("cannot preopen the sandbox: {e}"))
         })?;
-        let limiter = Limiter { max: spec.limits.memory_bytes, refused: None, ctl: ctl.clone() };
+        // The host's own cap on any memory bounds the job's.
+        let max = spec.limits.memory_bytes.min(self.config.max_memory_bytes);
+        let limiter = Limiter { max, refused: None, ctl: ctl.clone() };
         let mut store = Store::new(
             engine,
             JobState {

@@ -37,9 +37,27 @@ impl ResourceLimiter for Limiter {
         Ok(true)
     }
     fn table_growing(&mut self, _cur: usize, desired: usize, _max: Option<usize>) -> Result<bool> {
-        Ok(desired <= 1 << 20)
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+    /// A module instrumented by `andes compile` has three memories (its
+    /// own, the word the host sets to ask for a checkpoint, its checkpoint
+    /// stack); more are refused at instantiation, each being a reservation
+    /// of address space the host would keep.
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+    /// One table, as compilers targeting wasm32-wasip1 make.
+    fn tables(&self) -> usize {
+        MAX_TABLES
     }
 }
+
+/// Most memories a job's module may define.
+pub(crate) const MAX_MEMORIES: usize = 3;
+/// Most tables a job's module may define.
+pub(crate) const MAX_TABLES: usize = 1;
+/// Most elements a job's table may grow to.
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
 pub(crate) struct JobState {
     pub(crate) wasi: WasiCtx,

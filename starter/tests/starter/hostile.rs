@@ -148,3 +148,104 @@ async fn attribute_floods_are_refused_past_their_bounds() {
         assert!(bytes <= andes_starter::imports::MAX_SET_BYTES + 64 * 1024, "{engine}: {bytes}");
     }
 }
+
+/// A module whose memory is `pages` pages from the start, all set to 0xAA.
+fn leaves_bytes(pages: u32) -> Arc<[u8]> {
+    crate::common::wat(&format!(
+        r#"(module
+          (memory (export "memory") {pages})
+          (func (export "_start")
+            (memory.fill (i32.const 0) (i32.const 0xAA) (i32.const {bytes}))))"#,
+        bytes = pages * 65536
+    ))
+}
+
+/// A module that starts with `initial` pages, grows to `pages`, and exits 1
+/// if any byte of them is not zero.
+fn finds_bytes(initial: u32, pages: u32) -> Arc<[u8]> {
+    crate::common::wat(&format!(
+        r#"(module
+          (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+          (memory (export "memory") {initial})
+          (func (export "_start") (local $i i32)
+            (drop (memory.grow (i32.const {grow})))
+            (block $done (loop $scan
+              (br_if $done (i32.ge_u (local.get $i) (i32.const {bytes})))
+              (if (i64.ne (i64.load (local.get $i)) (i64.const 0))
+                (then (call $exit (i32.const 1))))
+              (local.set $i (i32.add (local.get $i) (i32.const 8)))
+              (br $scan)))))"#,
+        grow = pages - initial,
+        bytes = pages * 65536
+    ))
+}
+
+/// The host keeps a job's memory for the next one (zeroed in place where the
+/// job used little of it, given back to the kernel where it used much): the
+/// next job, of the same size or another, finds only zeros, on both engines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_never_finds_what_an_earlier_job_left_in_its_memory() {
+    for (engine, host) in hosts() {
+        // 2 MiB is zeroed in place; 10 MiB is more than a memory keeps.
+        for pages in [32, 160] {
+            for initial in [pages, 1] {
+                for round in 0..3 {
+                    let sb = Sandbox::new();
+                    let ad = "[ RequestMemory = 64 ]";
+                    let w = host
+                        .run(
+                            spec(leaves_bytes(pages), ad, &sb),
+                            Control::new(),
+                            Arc::new(SystemClock),
+                        )
+                        .await;
+                    assert_eq!(w.ending, Ending::Exited(0), "{engine}: {:?}", w.ending);
+                    let r = host
+                        .run(
+                            spec(finds_bytes(initial, pages), ad, &sb),
+                            Control::new(),
+                            Arc::new(SystemClock),
+                        )
+                        .await;
+                    assert_eq!(
+                        r.ending,
+                        Ending::Exited(0),
+                        "{engine}, {pages} pages from {initial}, round {round}: the earlier job's bytes"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Each memory and table is address space or host memory the host keeps for
+/// the job: a module defining more than a job may have (three memories, one
+/// table) is refused at instantiation, on both engines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_memories_or_tables_than_a_job_may_have_are_refused() {
+    let many = |what: &str, n: usize| {
+        let defs = (0..n).map(|i| {
+            format!("({what} ${what}{i} 1 {})", if what == "table" { "funcref" } else { "" })
+        });
+        crate::common::wat(&format!(
+            "(module {} (memory (export \"memory\") 1) (func (export \"_start\")))",
+            defs.collect::<Vec<_>>().join(" ")
+        ))
+    };
+    for (engine, host) in hosts() {
+        for (module, what) in
+            [(many("memory", 3), "four memories"), (many("table", 2), "two tables")]
+        {
+            let sb = Sandbox::new();
+            let r = host.run(spec(module, "[]", &sb), Control::new(), Arc::new(SystemClock)).await;
+            let (_, reason) = held(&r);
+            assert!(reason.contains("limit"), "{engine}, {what}: {reason}");
+        }
+        // Three memories and one table are allowed.
+        let sb = Sandbox::new();
+        let ok = host
+            .run(spec(many("memory", 2), "[]", &sb), Control::new(), Arc::new(SystemClock))
+            .await;
+        assert_eq!(ok.ending, Ending::Exited(0), "{engine}: {:?}", ok.ending);
+    }
+}
