@@ -56,7 +56,9 @@ impl Daemon {
 
     /// Whether an event of `target` (its module path) is this daemon's work.
     fn owns(self, target: &str) -> bool {
-        let under = |p: &str| target == p || target.starts_with(&format!("{p}::"));
+        // Without allocating: this runs for every event the process logs.
+        let under =
+            |p: &str| target.strip_prefix(p).is_some_and(|r| r.is_empty() || r.starts_with("::"));
         match self {
             Daemon::Schedd => false,
             Daemon::Startd => {
