@@ -44,7 +44,9 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, Module};
 /// How the host's engine is set up.
 #[derive(Clone, Debug)]
 pub struct HostConfig {
-    /// Jobs that may be instantiated at once (pooling allocator slots).
+    /// Jobs that may be instantiated at once: the pooling allocator's slots,
+    /// where it is used (not on Linux, where a job's memories come from
+    /// the starter's `memory` module and the host's slots bound how many run).
     pub max_instances: u32,
     /// The largest linear memory any job may have, in bytes (a job's own cap
     /// is its `RequestMemory`).
