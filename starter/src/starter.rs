@@ -648,14 +648,19 @@ impl Host {
         ctl: &Control,
     ) -> Ending {
         let memory_hold = |asked: u64| {
+            // The limiter's cap: RequestMemory, unless the host allows less.
+            let allows = if self.config.max_memory_bytes < spec.limits.memory_bytes {
+                format!("this host allows any job {}", mib(self.config.max_memory_bytes))
+            } else {
+                format!("RequestMemory allows {}", mib(spec.limits.memory_bytes))
+            };
             held(
                 HOLD_MEMORY,
                 0,
                 format!(
                     "memory usage exceeded the job's limit: it asked for {} of linear memory, \
-                     RequestMemory allows {}",
+                     {allows}",
                     mib(asked),
-                    mib(spec.limits.memory_bytes)
                 ),
             )
         };

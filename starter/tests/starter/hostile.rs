@@ -249,3 +249,27 @@ async fn more_memories_or_tables_than_a_job_may_have_are_refused() {
         assert_eq!(ok.ending, Ending::Exited(0), "{engine}: {:?}", ok.ending);
     }
 }
+
+/// A job may ask for more memory than the host lets any job have: it is held
+/// at the host's cap, and the hold says it is the host's (not RequestMemory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosts_cap_on_memory_bounds_a_job_that_asks_for_more() {
+    // 1.5 GiB, past the hosts' 1 GiB (`max_memory_bytes`), within RequestMemory.
+    let grows = crate::common::wat(
+        r#"(module
+          (memory (export "memory") 1)
+          (func (export "_start") (drop (memory.grow (i32.const 24576)))))"#,
+    );
+    for (engine, host) in hosts() {
+        let sb = Sandbox::new();
+        let r = host
+            .run(
+                spec(grows.clone(), "[ RequestMemory = 2048 ]", &sb),
+                Control::new(),
+                Arc::new(SystemClock),
+            )
+            .await;
+        let (_, reason) = held(&r);
+        assert!(reason.contains("this host allows any job 1024.0 MiB"), "{engine}: {reason}");
+    }
+}
