@@ -17,13 +17,17 @@ use crate::value::Value;
 /// one word, which keeps a name at 24 bytes.
 #[derive(Clone, Debug)]
 pub struct AttrName {
-    text: Arc<str>,
+    text: crate::text::NameText,
     /// The low 32 bits of the case-insensitive hash.
     hash: u32,
     /// Bits 0-23: the name's identity (0: none); bits 24-30: its [`Special`];
     /// bit 31 ([`QUOTED`]): the name needs quotes to be read back.
     meta: u32,
 }
+
+// A name stays three words: it is in every attribute table and expression.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<AttrName>() == 24);
 
 /// Names that the scope rules treat specially.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,7 +132,7 @@ impl AttrName {
 
     /// The name as written.
     pub fn as_str(&self) -> &str {
-        &self.text
+        self.text.as_str()
     }
 
     /// Whether the scope rules treat this name specially (`MY`, `TARGET`,
@@ -192,7 +196,8 @@ impl PartialEq for AttrName {
             return a == b;
         }
         self.hash == other.hash
-            && (Arc::ptr_eq(&self.text, &other.text) || self.text.eq_ignore_ascii_case(&other.text))
+            && (self.text.same(&other.text)
+                || self.text.as_str().eq_ignore_ascii_case(other.text.as_str()))
     }
 }
 impl Eq for AttrName {}
@@ -211,7 +216,7 @@ impl From<&str> for AttrName {
 
 impl std::fmt::Display for AttrName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(self.text.as_str())
     }
 }
 

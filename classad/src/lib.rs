@@ -11,6 +11,7 @@ pub mod matching;
 pub mod parser;
 pub mod refs;
 mod table;
+mod text;
 pub mod unparse;
 pub mod value;
 
@@ -19,4 +20,5 @@ pub use budget::Budget;
 pub use eval::{EvalOptions, Evaluator};
 pub use matching::{rank, symmetric_match};
 pub use parser::{ParseError, parse_ad, parse_ads, parse_expr, parse_old_ad};
+pub use table::{Interned, interned};
 pub use value::Value;

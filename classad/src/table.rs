@@ -16,6 +16,7 @@ use std::hash::BuildHasherDefault;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::ast::{AttrName, Expr, ID_MASK, PassThrough};
+use crate::text::NameText;
 use crate::value::Value;
 
 /// Ads with at most this many attributes are scanned rather than indexed.
@@ -413,95 +414,154 @@ impl Bucket {
     }
 }
 
-/// How many distinct strings the interner keeps; past this, strings are
-/// simply allocated (correct, only less shared).
+/// How many distinct names the interner keeps (and how many distinct
+/// values the value interner keeps); past this, texts are simply allocated
+/// (correct, only less shared).
 const INTERN_MAX: usize = 1 << 16;
-/// Only short string values are interned; names of any length are.
+/// Only names this long or shorter are interned: a longer one (which no
+/// daemon's own ads have) is allocated and compared by its text.
+pub(crate) const INTERN_NAME_MAX_LEN: usize = 256;
+/// The bytes of names' text the interner keeps, in all, for the life of the
+/// process: names come from anyone's ads, and what is interned is never
+/// given back, so this (with [`INTERN_MAX`]) is all any sender can make a
+/// daemon keep through names, however many ads it sends.
+pub(crate) const INTERN_NAME_BYTES: usize = 4 << 20;
+/// Only short string values are interned.
 pub(crate) const INTERN_VALUE_MAX_LEN: usize = 32;
 
-/// Spellings by case-insensitive hash, each with the identity of its
-/// case-folded text.
-type Interned = HashMap<u64, Vec<(Arc<str>, u32)>, BuildHasherDefault<PassThrough>>;
+/// Texts by case-insensitive hash.
+type Map<E> = HashMap<u64, Vec<E>, BuildHasherDefault<PassThrough>>;
 
-/// The map, how many spellings it holds, and the last identity given.
-static INTERNER: RwLock<Option<(Interned, usize, u32)>> = RwLock::new(None);
+/// The names interned: each spelling with the identity of its case-folded
+/// text; how many; their bytes; the last identity given.
+#[derive(Default)]
+struct Names {
+    map: Map<(&'static str, u32)>,
+    count: usize,
+    bytes: usize,
+    last: u32,
+}
 
-/// How many spellings a thread keeps at hand before it starts afresh.
+/// The values interned, and how many.
+type Values = (Map<Arc<str>>, usize);
+
+static NAMES: RwLock<Option<Names>> = RwLock::new(None);
+static VALUES: RwLock<Option<Values>> = RwLock::new(None);
+
+/// How many texts a thread keeps at hand (of each kind) before it starts
+/// afresh.
 const LOCAL_MAX: usize = 4096;
 
 thread_local! {
-    /// The spellings this thread got from the interner, and how many: a
+    /// The spellings this thread got from the interners, and how many: a
     /// daemon's threads make the same few hundred names and values all the
-    /// time, and the shared map's lock, which every thread takes, costs them
+    /// time, and the shared maps' locks, which every thread takes, cost them
     /// more than the lookup. What a thread holds here the interner holds too
     /// (identities never change), so a copy is never stale.
-    static LOCAL: std::cell::RefCell<(Interned, usize)> =
-        std::cell::RefCell::new((Interned::default(), 0));
+    static LOCAL_NAMES: std::cell::RefCell<(Map<(&'static str, u32)>, usize)> =
+        std::cell::RefCell::new((Map::default(), 0));
+    static LOCAL_VALUES: std::cell::RefCell<(Map<Arc<str>>, usize)> =
+        std::cell::RefCell::new((Map::default(), 0));
 }
 
-/// One shared copy of `s` (exact spelling), keyed by the caller's
-/// case-insensitive hash of it, and the identity of its case-folded text:
-/// from this thread's copies when it has one, else from the interner.
+/// What this thread holds in `local` for `hash` that `is` accepts.
+#[inline]
+fn local_find<E: Clone>(
+    local: &'static std::thread::LocalKey<std::cell::RefCell<(Map<E>, usize)>>,
+    hash: u64,
+    is: impl Fn(&E) -> bool,
+) -> Option<E> {
+    local
+        .try_with(|l| l.borrow().0.get(&hash).and_then(|v| v.iter().find(|e| is(e)).cloned()))
+        .ok()?
+}
+
+/// Keeps `e` in this thread's `local` (bounded: past [`LOCAL_MAX`] it starts
+/// afresh; what is used often comes back).
+fn local_keep<E>(
+    local: &'static std::thread::LocalKey<std::cell::RefCell<(Map<E>, usize)>>,
+    hash: u64,
+    e: E,
+) {
+    let _ = local.try_with(|l| {
+        let mut l = l.borrow_mut();
+        if l.1 >= LOCAL_MAX {
+            *l = (Map::default(), 0);
+        }
+        l.0.entry(hash).or_default().push(e);
+        l.1 += 1;
+    });
+}
+
+/// A name's text, keyed by the caller's case-insensitive hash of it, and
+/// the identity of its case-folded text: from this thread's copies when it
+/// has one, else from the interner. An interned text is kept for the life
+/// of the process and shared as a plain pointer; any other is allocated.
 ///
-/// Identities are given to texts only while the interner has room, and
-/// one is never given to a text whose case-folded form already has one.
-/// So two non-zero identities are equal exactly when the texts are equal
-/// ignoring ASCII case, and a text that gets 0 equals no text with an
-/// identity: it was made after the interner filled up, and no equal text
-/// was in it then, nor can be added later. The identity's
-/// [`crate::ast::QUOTED`] bit tells whether the text, as a name, needs quotes.
-pub(crate) fn intern(s: &str, hash: u64) -> (Arc<str>, u32) {
-    let find = |m: &Interned| {
-        m.get(&hash).and_then(|v| v.iter().find(|(x, _)| &**x == s)).map(|(a, id)| (a.clone(), *id))
-    };
-    if let Ok(Some(hit)) = LOCAL.try_with(|l| find(&l.borrow().0)) {
-        return hit;
+/// Identities are given to texts only while the interner has room (in
+/// count and in bytes, and for names of at most [`INTERN_NAME_MAX_LEN`]
+/// bytes), and one is never given to a text whose case-folded form already
+/// has one. So two non-zero identities are equal exactly when the texts are
+/// equal ignoring ASCII case, and a text that gets 0 equals no text with an
+/// identity: no equal text was in the interner when it was made, nor can be
+/// added later (what did not fit then never fits: the interner only grows,
+/// and equal texts have equal lengths). The identity's [`crate::ast::QUOTED`]
+/// bit tells whether the text, as a name, needs quotes.
+pub(crate) fn intern(s: &str, hash: u64) -> (NameText, u32) {
+    if let Some((t, id)) = local_find(&LOCAL_NAMES, hash, |(x, _)| *x == s) {
+        return (NameText::from_static(t), id);
     }
-    let got = intern_shared(s, hash);
-    if got.1 & crate::ast::ID_MASK != 0 {
-        let _ = LOCAL.try_with(|l| {
-            let mut l = l.borrow_mut();
-            if l.1 >= LOCAL_MAX {
-                // Bounded: start afresh; what is used often comes back.
-                *l = (Interned::default(), 0);
-            }
-            l.0.entry(hash).or_default().push(got.clone());
-            l.1 += 1;
-        });
-    }
-    got
+    intern_shared(s, hash)
 }
 
 /// [`intern`] through the interner shared by every thread.
-fn intern_shared(s: &str, hash: u64) -> (Arc<str>, u32) {
-    {
-        let guard = INTERNER.read().unwrap_or_else(PoisonError::into_inner);
-        if let Some((map, _, _)) = guard.as_ref()
-            && let Some((a, id)) = map.get(&hash).and_then(|v| v.iter().find(|(x, _)| &**x == s))
-        {
-            return (a.clone(), *id);
+fn intern_shared(s: &str, hash: u64) -> (NameText, u32) {
+    let found = |n: &Names| n.map.get(&hash).and_then(|v| v.iter().find(|(x, _)| *x == s).copied());
+    let hit = NAMES.read().unwrap_or_else(PoisonError::into_inner).as_ref().and_then(found);
+    let (t, id) = match hit {
+        Some(hit) => hit,
+        None => {
+            let mut guard = NAMES.write().unwrap_or_else(PoisonError::into_inner);
+            let names = guard.get_or_insert_with(Names::default);
+            match found(names) {
+                Some(hit) => hit,
+                None => match add_name(names, s, hash) {
+                    Ok(hit) => hit,
+                    Err(id) => return (NameText::from_arc(s.into()), id),
+                },
+            }
         }
+    };
+    if id & crate::ast::ID_MASK != 0 {
+        local_keep(&LOCAL_NAMES, hash, (t, id));
     }
-    let mut guard = INTERNER.write().unwrap_or_else(PoisonError::into_inner);
-    let (map, count, last) = guard.get_or_insert_with(Default::default);
-    let bucket = map.entry(hash).or_default();
-    if let Some((a, id)) = bucket.iter().find(|(x, _)| &**x == s) {
-        return (a.clone(), *id);
-    }
+    (NameText::from_static(t), id)
+}
+
+/// Interns `s` (not interned in this spelling): its kept text and identity,
+/// or, when the interner has no room for it, the identity it has anyway
+/// (its case-folded form's, else none).
+fn add_name(names: &mut Names, s: &str, hash: u64) -> Result<(&'static str, u32), u32> {
+    let bucket = names.map.entry(hash).or_default();
     let folded = bucket.iter().find(|(x, _)| x.eq_ignore_ascii_case(s)).map(|(_, id)| *id);
-    let a: Arc<str> = s.into();
     // Whether the name needs quotes does not depend on its case: found once.
     let quoted = folded.map_or_else(|| quoted_bit(s), |id| id & crate::ast::QUOTED);
-    if *count >= INTERN_MAX {
-        return (a, folded.unwrap_or(quoted));
+    if names.count >= INTERN_MAX
+        || s.len() > INTERN_NAME_MAX_LEN
+        || names.bytes + s.len() > INTERN_NAME_BYTES
+    {
+        return Err(folded.unwrap_or(quoted));
     }
     let id = folded.unwrap_or_else(|| {
-        *last += 1;
-        *last | quoted
+        names.last += 1;
+        names.last | quoted
     });
-    bucket.push((a.clone(), id));
-    *count += 1;
-    (a, id)
+    // Kept for the life of the process: bounded by the checks above.
+    let kept: &'static str = Box::leak(Box::<str>::from(s));
+    bucket.push((kept, id));
+    names.count += 1;
+    names.bytes += s.len();
+    Ok((kept, id))
 }
 
 /// [`crate::ast::QUOTED`] when `s` as a name needs quotes, else 0.
@@ -509,10 +569,61 @@ fn quoted_bit(s: &str) -> u32 {
     if crate::ast::quoting_needed(s) { crate::ast::QUOTED } else { 0 }
 }
 
-/// A string value: short ones are shared through the interner, so that
-/// values repeated across many ads (`"X86_64"`, `"LINUX"`) are one copy.
+/// A string value: short ones are shared through the value interner, so
+/// that values repeated across many ads (`"X86_64"`, `"LINUX"`) are one copy.
 pub(crate) fn intern_value(s: &str) -> Arc<str> {
-    if s.len() <= INTERN_VALUE_MAX_LEN { intern(s, crate::ast::name_hash(s)).0 } else { s.into() }
+    if s.len() > INTERN_VALUE_MAX_LEN {
+        return s.into();
+    }
+    let hash = crate::ast::name_hash(s);
+    if let Some(a) = local_find(&LOCAL_VALUES, hash, |x| &**x == s) {
+        return a;
+    }
+    let found =
+        |m: &Map<Arc<str>>| m.get(&hash).and_then(|v| v.iter().find(|x| &***x == s).cloned());
+    let hit =
+        VALUES.read().unwrap_or_else(PoisonError::into_inner).as_ref().and_then(|v| found(&v.0));
+    let a = match hit {
+        Some(a) => a,
+        None => {
+            let mut guard = VALUES.write().unwrap_or_else(PoisonError::into_inner);
+            let (map, count) = guard.get_or_insert_with(Default::default);
+            match found(map) {
+                Some(a) => a,
+                None if *count >= INTERN_MAX => return s.into(),
+                None => {
+                    let a: Arc<str> = s.into();
+                    map.entry(hash).or_default().push(a.clone());
+                    *count += 1;
+                    a
+                }
+            }
+        }
+    };
+    local_keep(&LOCAL_VALUES, hash, a.clone());
+    a
+}
+
+/// What the process's name interner keeps, for good: see [`interned`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Interned {
+    /// Distinct spellings kept (at most 65,536).
+    pub names: usize,
+    /// Their text's bytes (at most 4 MiB).
+    pub bytes: usize,
+}
+
+/// What the process's name interner keeps for the life of the process:
+/// every attribute name of at most 256 bytes is kept once, while there is
+/// room (65,536 spellings, 4 MiB of text), so that names compare by a
+/// number and copy as a pointer. Past that, or for a longer name, a name
+/// is allocated like any string and freed with its last copy.
+pub fn interned() -> Interned {
+    NAMES
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .map_or_else(Interned::default, |n| Interned { names: n.count, bytes: n.bytes })
 }
 
 /// A prefetch hint; it never faults and has no effect on the program's meaning.
