@@ -516,18 +516,30 @@ pub(crate) fn intern(s: &str, hash: u64) -> (NameText, u32) {
 
 /// [`intern`] through the interner shared by every thread.
 fn intern_shared(s: &str, hash: u64) -> (NameText, u32) {
+    if s.len() > INTERN_NAME_MAX_LEN {
+        // Never interned, nor any text equal to it: no lock to take.
+        return (NameText::from_arc(s.into()), quoted_bit(s));
+    }
     let found = |n: &Names| n.map.get(&hash).and_then(|v| v.iter().find(|(x, _)| *x == s).copied());
-    let hit = NAMES.read().unwrap_or_else(PoisonError::into_inner).as_ref().and_then(found);
-    let (t, id) = match hit {
-        Some(hit) => hit,
-        None => {
+    // Without the write lock while the text is there or cannot be added.
+    let seen = match NAMES.read().unwrap_or_else(PoisonError::into_inner).as_ref() {
+        Some(names) => match found(names) {
+            Some(hit) => Ok(hit),
+            None => Err(refused(names, s, hash)),
+        },
+        None => Err(None),
+    };
+    let (t, id) = match seen {
+        Ok(hit) => hit,
+        Err(Some(id)) => return (NameText::from_arc(s.into()), id),
+        Err(None) => {
             let mut guard = NAMES.write().unwrap_or_else(PoisonError::into_inner);
             let names = guard.get_or_insert_with(Names::default);
             match found(names) {
                 Some(hit) => hit,
-                None => match add_name(names, s, hash) {
-                    Ok(hit) => hit,
-                    Err(id) => return (NameText::from_arc(s.into()), id),
+                None => match refused(names, s, hash) {
+                    Some(id) => return (NameText::from_arc(s.into()), id),
+                    None => add_name(names, s, hash),
                 },
             }
         }
@@ -538,30 +550,37 @@ fn intern_shared(s: &str, hash: u64) -> (NameText, u32) {
     (NameText::from_static(t), id)
 }
 
-/// Interns `s` (not interned in this spelling): its kept text and identity,
-/// or, when the interner has no room for it, the identity it has anyway
-/// (its case-folded form's, else none).
-fn add_name(names: &mut Names, s: &str, hash: u64) -> Result<(&'static str, u32), u32> {
-    let bucket = names.map.entry(hash).or_default();
-    let folded = bucket.iter().find(|(x, _)| x.eq_ignore_ascii_case(s)).map(|(_, id)| *id);
-    // Whether the name needs quotes does not depend on its case: found once.
-    let quoted = folded.map_or_else(|| quoted_bit(s), |id| id & crate::ast::QUOTED);
-    if names.count >= INTERN_MAX
-        || s.len() > INTERN_NAME_MAX_LEN
-        || names.bytes + s.len() > INTERN_NAME_BYTES
+/// The identity `s` (not interned in this spelling) has without being kept,
+/// when the interner has no room for it: its case-folded form's, else none.
+fn refused(names: &Names, s: &str, hash: u64) -> Option<u32> {
+    if names.count < INTERN_MAX
+        && s.len() <= INTERN_NAME_MAX_LEN
+        && names.bytes + s.len() <= INTERN_NAME_BYTES
     {
-        return Err(folded.unwrap_or(quoted));
+        return None;
     }
-    let id = folded.unwrap_or_else(|| {
+    Some(folded_id(names, s, hash).unwrap_or_else(|| quoted_bit(s)))
+}
+
+/// The identity of a spelling of `s` that differs only in case, if any.
+fn folded_id(names: &Names, s: &str, hash: u64) -> Option<u32> {
+    names.map.get(&hash)?.iter().find(|(x, _)| x.eq_ignore_ascii_case(s)).map(|(_, id)| *id)
+}
+
+/// Interns `s` (not interned in this spelling; [`refused`] found room):
+/// its kept text and identity, its case-folded form's when it has one.
+fn add_name(names: &mut Names, s: &str, hash: u64) -> (&'static str, u32) {
+    let id = folded_id(names, s, hash).unwrap_or_else(|| {
+        // Whether a name needs quotes does not depend on its case: found once.
         names.last += 1;
-        names.last | quoted
+        names.last | quoted_bit(s)
     });
-    // Kept for the life of the process: bounded by the checks above.
+    // Kept for the life of the process: bounded by `refused`.
     let kept: &'static str = Box::leak(Box::<str>::from(s));
-    bucket.push((kept, id));
+    names.map.entry(hash).or_default().push((kept, id));
     names.count += 1;
     names.bytes += s.len();
-    Ok((kept, id))
+    (kept, id)
 }
 
 /// [`crate::ast::QUOTED`] when `s` as a name needs quotes, else 0.
