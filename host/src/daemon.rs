@@ -210,7 +210,9 @@ pub struct Daemon {
     pub(crate) starter_update: u64,
     pub(crate) alive_interval: u64,
     pub(crate) max_alives_missed: u64,
-    pub(crate) address: Option<String>,
+    /// `MyAddress` and `StartdIpAddr` once the daemon has an address, made
+    /// once for every ad published.
+    pub(crate) address: Option<[Value; 2]>,
     pub(crate) publisher: Option<mpsc::UnboundedSender<PublishedAd>>,
     pub(crate) history: Option<std::fs::File>,
     /// Slots whose job waits for its DeferralTime (the ad's JobDeferredUntil).
@@ -466,7 +468,11 @@ impl Daemon {
     /// (with `MyAddress = address` and the slot's current claim id in the
     /// private part), starting with the current ones.
     pub fn join_pool(&mut self, address: String, publisher: mpsc::UnboundedSender<PublishedAd>) {
-        self.address = Some(address);
+        // HTCondor's form of the same: `<host:port>`.
+        let authority = address.split_once("://").map_or(address.as_str(), |(_, rest)| rest);
+        let authority = authority.split('/').next().unwrap_or(authority);
+        let ip = Value::from(format!("<{authority}>"));
+        self.address = Some([Value::from(address), ip]);
         self.publisher = Some(publisher);
         for (slot, ad) in std::mem::take(&mut self.ads) {
             let ad = self.addressed(ClassAd::clone(&ad));
@@ -478,12 +484,9 @@ impl Daemon {
     /// A slot's ad with the daemon's address in it (`MyAddress`, and
     /// HTCondor's `StartdIpAddr`), once it has one.
     fn addressed(&self, mut ad: ClassAd) -> Arc<ClassAd> {
-        if let Some(a) = &self.address {
-            ad.insert_value("MyAddress", a.as_str());
-            // HTCondor's form of the same: `<host:port>`.
-            let authority = a.split_once("://").map_or(a.as_str(), |(_, rest)| rest);
-            let authority = authority.split('/').next().unwrap_or(authority);
-            ad.insert_value("StartdIpAddr", format!("<{authority}>"));
+        if let Some([mine, ip]) = &self.address {
+            ad.insert_value("MyAddress", mine.clone());
+            ad.insert_value("StartdIpAddr", ip.clone());
         }
         Arc::new(ad)
     }

@@ -77,6 +77,13 @@ fn name(p: &Ad) -> String {
     p.ad.get("Name").map(|e| e.to_string()).unwrap_or_default()
 }
 
+/// Whether two ads are the same slot's (their `Name`s are [`name`]'s same
+/// text), without printing either: a round holds an ad of every slot that
+/// changed, and each new ad is compared with all of them.
+fn same_slot(a: &Ad, b: &Ad) -> bool {
+    a.ad.get("Name") == b.ad.get("Name")
+}
+
 fn unclaimed(p: &Ad) -> bool {
     matches!(p.ad.eval_attr("State"), Value::Str(s) if &*s == "Unclaimed")
 }
@@ -149,7 +156,7 @@ impl Publisher {
         self.latest.insert(n.clone(), p.clone());
         let key = decisive(&p);
         if key.0 == "\"Claimed\"" && self.sent.get(&n) == Some(&key) && !self.failing {
-            self.pending.retain(|a| name(a) != n);
+            self.pending.retain(|a| !same_slot(a, &p));
             self.details.insert(n, p);
             let gap = self.detail_wait();
             self.details_due.get_or_insert_with(|| tokio::time::Instant::now() + gap);
@@ -178,8 +185,7 @@ impl Publisher {
 
     /// `p` goes in the next round, in place of its slot's ad there.
     fn pend(&mut self, p: Ad) {
-        let n = name(&p);
-        self.pending.retain(|a| name(a) != n);
+        self.pending.retain(|a| !same_slot(a, &p));
         self.pending.push(p);
     }
 
