@@ -799,6 +799,28 @@ fn bench_parse(c: &mut Criterion, data: &Data) {
     g.finish();
 }
 
+/// Printing ads, as every daemon does for each job (a batch to a host, an
+/// end to the schedd, a history row): the 1,000 job ads and 10,000 machine
+/// ads (which hold many reals: loads, MIPS, ...), in new and old syntax.
+fn bench_unparse(c: &mut Criterion, data: &Data) {
+    let jobs = parse_ads(&data.jobs_new_text).expect("new-syntax corpus parses");
+    let machines = parse_ads(&data.machines_text).expect("machine corpus parses");
+    let mut g = c.benchmark_group("unparse");
+    g.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
+    g.throughput(Throughput::Elements(jobs.len() as u64));
+    g.bench_function("new_jobs", |b| {
+        b.iter(|| jobs.iter().map(|ad| black_box(ad).to_string().len()).sum::<usize>())
+    });
+    g.bench_function("old_jobs", |b| {
+        b.iter(|| jobs.iter().map(|ad| black_box(ad).to_old_syntax().len()).sum::<usize>())
+    });
+    g.throughput(Throughput::Elements(machines.len() as u64));
+    g.bench_function("new_machines_10k", |b| {
+        b.iter(|| machines.iter().map(|ad| black_box(ad).to_string().len()).sum::<usize>())
+    });
+    g.finish();
+}
+
 fn main() {
     let data = generate();
     if let Ok(dir) = std::env::var("ANDES_BENCH_DUMP") {
@@ -807,5 +829,6 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     bench_matchmaking(&mut c, &data);
     bench_parse(&mut c, &data);
+    bench_unparse(&mut c, &data);
     c.final_summary();
 }

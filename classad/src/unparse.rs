@@ -6,7 +6,7 @@
 //! classad2's `printOld` print: its `%.16G`).
 
 use crate::ast::{AttrName, ClassAd, Expr, UnOp};
-use crate::value::{Value, format_e15, format_real_g16, write_quoted};
+use crate::value::{Value, format_real_g16, write_quoted};
 
 /// Which of HTCondor's two printed forms: new syntax (reals as `%.15E`, or
 /// as many digits as read back exactly) or old syntax (reals as `%.16G`, as
@@ -42,7 +42,13 @@ pub fn format_real_exact(r: f64) -> String {
     if !r.is_finite() || r == 0.0 {
         return crate::value::format_real(r);
     }
-    let s = format_e15(r);
+    if let Some((digits, e)) = crate::value::shortest_digits(r) {
+        // Its 16 digits hold the shortest that read back: exact.
+        let mut s = String::with_capacity(24);
+        crate::value::e15_of_digits(&mut s, r < 0.0, digits.as_bytes(), e);
+        return s;
+    }
+    let s = crate::value::format_e15_exact(r);
     if s.parse::<f64>().ok() == Some(r) {
         return s;
     }
@@ -62,9 +68,13 @@ fn value_in(out: &mut String, v: &Value, syntax: Syntax) {
         Value::Undefined => out.push_str("undefined"),
         Value::Error => out.push_str("error"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int(i) => out.push_str(&i.to_string()),
+        Value::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
         Value::Real(r) if syntax == Syntax::Old => out.push_str(&format_real_g16(*r)),
-        Value::Real(r) => out.push_str(&format_real_exact(*r)),
+        Value::Real(r) => match crate::value::shortest_digits(*r) {
+            // (What `format_real_exact` prints, written in place.)
+            Some((digits, e)) => crate::value::e15_of_digits(out, *r < 0.0, digits.as_bytes(), e),
+            None => out.push_str(&format_real_exact(*r)),
+        },
         Value::Str(s) => write_quoted(out, s),
         Value::List(items) => {
             out.push_str("{ ");
@@ -301,7 +311,8 @@ impl std::fmt::Display for Expr {
 impl std::fmt::Display for ClassAd {
     /// New syntax on one line.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut s = String::new();
+        // (About 32 bytes an attribute: a few growths, not a dozen.)
+        let mut s = String::with_capacity(32 * self.len() + 4);
         ad_to(&mut s, self);
         f.write_str(&s)
     }
@@ -310,7 +321,7 @@ impl std::fmt::Display for ClassAd {
 impl ClassAd {
     /// The ad in old syntax (`Name = Expr` per line), as `condor_q -long` prints.
     pub fn to_old_syntax(&self) -> String {
-        let mut s = String::new();
+        let mut s = String::with_capacity(32 * self.len());
         old_ad_to(&mut s, self);
         s
     }
