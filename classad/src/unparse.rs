@@ -191,6 +191,26 @@ pub fn old_ad_to(out: &mut String, ad: &ClassAd) {
     }
 }
 
+/// Appends, in old syntax as [`old_ad_to`] does, the ad that `layers`
+/// make when each is bound over the ones before it (later wins): the same
+/// text as copying the first and updating the copy with the others
+/// ([`ClassAd::update`], which keeps a rebound attribute in its place),
+/// without the copy.
+pub fn old_overlaid_to(out: &mut String, layers: &[&ClassAd]) {
+    for (i, ad) in layers.iter().enumerate() {
+        for (k, v) in ad.iter() {
+            if layers[..i].iter().any(|a| a.lookup(k).is_some()) {
+                continue; // printed in its place, with its last value
+            }
+            let v = layers[i + 1..].iter().rev().find_map(|a| a.lookup(k)).unwrap_or(v);
+            name_to(out, k);
+            out.push_str(" = ");
+            expr_in(out, v, Syntax::Old);
+            out.push('\n');
+        }
+    }
+}
+
 /// Appends the canonical text of an expression.
 pub fn expr_to(out: &mut String, e: &Expr) {
     expr_in(out, e, Syntax::New)
@@ -330,6 +350,28 @@ impl ClassAd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Layers print as the copy updated with them would.
+    #[test]
+    fn overlaid_ads_print_as_the_updated_copy() {
+        let a = crate::parse_ad("[A = 1; B = \"b\"; C = 2.5; D = A + 1]").unwrap();
+        let b = crate::parse_ad("[C = 3; E = true; B = undefined]").unwrap();
+        let c = crate::parse_ad("[E = false; F = {1, 2}; A = 7]").unwrap();
+        let empty = ClassAd::new();
+        for layers in [
+            vec![&a],
+            vec![&a, &b],
+            vec![&a, &b, &c],
+            vec![&empty, &c, &a],
+            vec![&b, &empty, &a, &c],
+        ] {
+            let mut copy = layers[0].clone();
+            layers[1..].iter().for_each(|l| copy.update(l));
+            let mut out = String::new();
+            old_overlaid_to(&mut out, &layers);
+            assert_eq!(out, copy.to_old_syntax());
+        }
+    }
 
     #[test]
     fn pretty_printing_lays_out_as_htcondors_printer() {

@@ -137,27 +137,35 @@ impl Daemon {
     /// Appends the startd's copy of a finished job's ad to STARTD_HISTORY, in
     /// HTCondor's history-file form (the ad, then a `***` banner). A failure
     /// is logged and otherwise dropped, as HTCondor's startd does.
-    pub(crate) fn write_history(&mut self, job: &ClassAd, ending: &ClassAd) {
+    /// (The job's ad is printed with its ending bound over it, not copied.)
+    pub(crate) fn write_history(
+        history: &mut Option<std::fs::File>,
+        now: i64,
+        job: &ClassAd,
+        ending: &ClassAd,
+    ) {
         use std::io::Write as _;
-        let now = self.now();
-        let Some(f) = &mut self.history else { return };
-        let mut ad = job.clone();
-        ad.update(ending);
-        ad.insert_value("CompletionDate", now);
-        let int = |n: &str| match ad.eval_attr(n) {
-            Value::Int(v) => v,
+        let Some(f) = history else { return };
+        let mut completion = ClassAd::new();
+        completion.insert_value("CompletionDate", now);
+        let layers = [job, ending, &completion];
+        let value = |n: &str| layers.iter().rev().find(|a| a.contains(n)).map(|a| a.eval_attr(n));
+        let int = |n: &str| match value(n) {
+            Some(Value::Int(v)) => v,
             _ => -1,
         };
-        let owner = match ad.eval_attr("Owner") {
-            Value::Str(s) => s.to_string(),
+        let owner = match value("Owner") {
+            Some(Value::Str(s)) => s.to_string(),
             _ => String::new(),
         };
-        let text = format!(
-            "{}\n*** ClusterId = {} ProcId = {} Owner = \"{owner}\" CompletionDate = {now}\n",
-            ad.to_old_syntax().trim_end(),
+        let mut text = String::with_capacity(48 * (job.len() + ending.len()) + 96);
+        classad::unparse::old_overlaid_to(&mut text, &layers);
+        text.truncate(text.trim_end().len());
+        text.push_str(&format!(
+            "\n*** ClusterId = {} ProcId = {} Owner = \"{owner}\" CompletionDate = {now}\n",
             int("ClusterId"),
             int("ProcId")
-        );
+        ));
         if let Err(e) = f.write_all(text.as_bytes()) {
             tracing::warn!("cannot write STARTD_HISTORY: {e}");
         }
@@ -167,12 +175,15 @@ impl Daemon {
     /// true when collecting them found the sandbox empty (it needs no
     /// emptying for the slot's next job).
     pub(crate) fn report_exit(&mut self, slot: SlotId, run: &Run, result: &JobResult) -> bool {
+        let now = self.now();
+        // The job's ad is read where the machine keeps it (borrowed, not
+        // copied: only other fields of the daemon change below).
         let Some((claim_id, job)) = self
             .startd
             .slots()
             .iter()
             .find(|s| s.id() == slot)
-            .and_then(|s| Some((s.claim_id()?.to_string(), s.job()?.clone())))
+            .and_then(|s| Some((s.claim_id()?.to_string(), s.job()?)))
         else {
             return false;
         };
@@ -180,7 +191,7 @@ impl Daemon {
         for (name, expr) in &result.updates {
             ending.insert(name.as_str(), expr.clone());
         }
-        self.write_history(&job, &ending);
+        Self::write_history(&mut self.history, now, job, &ending);
         let evicted = matches!(result.ending, Ending::Evicted { .. });
         let limit = match job.eval_attr("RequestDisk") {
             Value::Int(kib) if kib > 0 => (kib as u64).saturating_mul(1024),
@@ -201,7 +212,7 @@ impl Daemon {
                     .sum()
             });
             let budget = ACTIVATION_INLINE_BUDGET.saturating_sub(carried);
-            collect_outputs(&run.sandbox, &job, &sizes, limit, budget)
+            collect_outputs(&run.sandbox, job, &sizes, limit, budget)
         };
         // Output files too big for the report stay in the sandbox, renamed
         // out of the slot's way, until the shadow has fetched them.

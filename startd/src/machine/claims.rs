@@ -62,13 +62,16 @@ impl Startd {
         {
             c.run_time += j.run_time(now);
             c.suspend_time += j.suspend_time(now);
+            // As HTCondor's startd does, the claim now stands for the job it
+            // ran: until the next, Claimed/Idle judges START (transition 10)
+            // and RANK against it, not the request the claim was first made
+            // with. (Moved here at its end, not copied at its start.)
+            c.req.ad = j.ad;
         }
         let mut gone = vec!["JobId", "JobStart", "LastPeriodicCheckpoint"];
         gone.extend(SLOT_JOB_ATTRS);
         s.ad.remove_all(&gone);
-        for (name, e) in CLAIM_EXPR_NAMES.iter().zip(self.policy.standard.iter()) {
-            s.ad.insert(*name, e.clone());
-        }
+        set_exprs(&mut s.ad, &self.policy.standard);
         s.vacate_ckpt_pending = false;
         s.last_periodic_ckpt = None;
         s.retire_deadline = None;
@@ -259,12 +262,9 @@ impl Startd {
         }
         let checkpointable = can_checkpoint(&job);
         let rank = self.pol_with(i, |p| &p.rank, &job).as_real().unwrap_or(0.0);
-        let exprs: ClaimExprs =
-            if checkpointable { self.policy.standard.clone() } else { self.policy.vanilla.clone() };
+        let exprs = if checkpointable { &self.policy.standard } else { &self.policy.vanilla };
         let s = &mut self.slots[i];
-        for (name, e) in CLAIM_EXPR_NAMES.iter().zip(exprs.iter()) {
-            s.ad.insert(*name, e.clone());
-        }
+        set_exprs(&mut s.ad, exprs);
         let job_id = match (job.eval_attr("ClusterId").as_int(), job.eval_attr("ProcId").as_int()) {
             (Some(c), Some(p)) => format!("{c}.{p}"),
             _ => job.eval_attr("GlobalJobId").as_str().unwrap_or("0.0").to_string(),
@@ -286,11 +286,6 @@ impl Startd {
         }
         if let Some(c) = &mut s.claim {
             c.activations += 1;
-            // As HTCondor's startd does, the claim now stands for the job it
-            // runs: between this job and the next, Claimed/Idle judges START
-            // (transition 10) and RANK against the last job activated, not
-            // the request the claim was first made with.
-            c.req.ad = job.clone();
         }
         s.job = Some(Job {
             ad: job.clone(),
@@ -383,6 +378,17 @@ impl Startd {
                 self.finish_preempting(i, now, acts);
             }
             _ => self.end_job(i, now),
+        }
+    }
+}
+
+/// Binds the claim's policy expressions in a slot's ad, each only when it
+/// differs from what the ad holds (the same between one job and the next
+/// unless a job's kind changes them: no copy of them per job).
+fn set_exprs(ad: &mut ClassAd, exprs: &ClaimExprs) {
+    for (name, e) in CLAIM_EXPR_NAMES.iter().zip(exprs.iter()) {
+        if ad.get(name) != Some(e) {
+            ad.insert(*name, e.clone());
         }
     }
 }
