@@ -98,27 +98,37 @@ impl FnEnv<'_> {
 
 /// A small, seedable pseudo-random generator (splitmix64).
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub struct Rng {
+    state: u64,
+    /// Whether `state` is seeded: one from the clock is seeded at its first
+    /// draw, not when made (an evaluator is made for every attribute a
+    /// daemon reads, and reading the clock each time was 1 % of a busy
+    /// pool's CPU; few expressions call `random`).
+    seeded: bool,
+}
 
 impl Rng {
     /// A generator with a fixed seed.
     pub fn seeded(seed: u64) -> Rng {
-        Rng(seed)
+        Rng { state: seed, seeded: true }
     }
 
-    /// A generator seeded from the clock.
+    /// A generator seeded from the clock (when first drawn from).
     pub fn from_time() -> Rng {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0x9e37_79b9);
-        Rng(t)
+        Rng { state: 0, seeded: false }
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
+        if !self.seeded {
+            self.state = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0x9e37_79b9);
+            self.seeded = true;
+        }
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
