@@ -197,16 +197,40 @@ pub fn old_ad_to(out: &mut String, ad: &ClassAd) {
 /// ([`ClassAd::update`], which keeps a rebound attribute in its place),
 /// without the copy.
 pub fn old_overlaid_to(out: &mut String, layers: &[&ClassAd]) {
+    overlaid(layers, |k, v| {
+        name_to(out, k);
+        out.push_str(" = ");
+        expr_in(out, v, Syntax::Old);
+        out.push('\n');
+    });
+}
+
+/// [`old_overlaid_to`] in new syntax on one line, as [`ad_to`] prints the
+/// updated copy.
+pub fn ad_overlaid_to(out: &mut String, layers: &[&ClassAd]) {
+    out.push_str("[ ");
+    let mut first = true;
+    overlaid(layers, |k, v| {
+        if !first {
+            out.push_str("; ");
+        }
+        first = false;
+        name_to(out, k);
+        out.push_str(" = ");
+        expr_in(out, v, Syntax::New);
+    });
+    out.push_str(" ]");
+}
+
+/// Each attribute of `layers` bound over one another, in the updated
+/// copy's order, with its last binding.
+fn overlaid<'a>(layers: &[&'a ClassAd], mut each: impl FnMut(&'a AttrName, &'a Expr)) {
     for (i, ad) in layers.iter().enumerate() {
         for (k, v) in ad.iter() {
             if layers[..i].iter().any(|a| a.lookup(k).is_some()) {
                 continue; // printed in its place, with its last value
             }
-            let v = layers[i + 1..].iter().rev().find_map(|a| a.lookup(k)).unwrap_or(v);
-            name_to(out, k);
-            out.push_str(" = ");
-            expr_in(out, v, Syntax::Old);
-            out.push('\n');
+            each(k, layers[i + 1..].iter().rev().find_map(|a| a.lookup(k)).unwrap_or(v));
         }
     }
 }
@@ -370,6 +394,9 @@ mod tests {
             let mut out = String::new();
             old_overlaid_to(&mut out, &layers);
             assert_eq!(out, copy.to_old_syntax());
+            let mut out = String::new();
+            ad_overlaid_to(&mut out, &layers);
+            assert_eq!(out, copy.to_string());
         }
     }
 

@@ -89,6 +89,22 @@ pub(crate) const SYNTHESIZED: [&str; 4] =
 pub(crate) fn full_ad(cluster: &ClassAd, proc: &Proc, id: JobId, schedd: &str) -> ClassAd {
     let mut ad = cluster.clone();
     ad.update(&proc.ad);
+    ad.update(&synthesized(cluster, proc, id, schedd));
+    ad
+}
+
+/// The text of the job's [`full_ad`], printed from its parts without
+/// making it.
+pub(crate) fn full_ad_text(cluster: &ClassAd, proc: &Proc, id: JobId, schedd: &str) -> String {
+    let own = synthesized(cluster, proc, id, schedd);
+    let mut text = String::with_capacity(32 * (cluster.len() + proc.ad.len() + own.len()));
+    classad::unparse::ad_overlaid_to(&mut text, &[cluster, &proc.ad, &own]);
+    text
+}
+
+/// The attributes the queue keeps apart ([`SYNTHESIZED`]), as an ad.
+fn synthesized(cluster: &ClassAd, proc: &Proc, id: JobId, schedd: &str) -> ClassAd {
+    let mut ad = ClassAd::with_capacity(SYNTHESIZED.len());
     ad.insert_value("ProcId", id.proc as i64);
     ad.insert_value("JobStatus", proc.status.code());
     ad.insert_value("EnteredCurrentStatus", proc.entered);
@@ -112,6 +128,25 @@ impl JobView<'_> {
     /// The job's full ad.
     pub fn ad(&self) -> ClassAd {
         full_ad(&self.cluster.ad, self.proc, self.id, self.schedd)
+    }
+
+    /// The text of the job's full ad (as `self.ad().to_string()`, without
+    /// making the ad).
+    pub fn ad_text(&self) -> String {
+        full_ad_text(&self.cluster.ad, self.proc, self.id, self.schedd)
+    }
+
+    /// [`crate::attrs::str_attr`] of the job's full ad: read from its parts
+    /// when `name` is bound to a string literal there (as `CmdDigest` is),
+    /// else evaluated in the full ad.
+    pub fn str_attr(&self, name: &str) -> Option<String> {
+        let synthesized = SYNTHESIZED.iter().any(|n| n.eq_ignore_ascii_case(name));
+        match self.proc.ad.get(name).or_else(|| self.cluster.ad.get(name)) {
+            Some(Expr::Lit(Value::Str(s))) if !synthesized => {
+                (!s.is_empty()).then(|| s.to_string())
+            }
+            _ => crate::attrs::str_attr(&self.ad(), name),
+        }
     }
 
     /// Whether the job's full ad binds `name` (without making it).

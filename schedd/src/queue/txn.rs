@@ -461,7 +461,7 @@ impl Txn<'_, '_> {
     /// Moves a job from the queue to history; drops its cluster with its last job.
     pub(crate) fn leave(&mut self, id: JobId) -> Result<(), QueueError> {
         let Some(v) = self.state.job(id) else { return Ok(()) };
-        let ad = v.ad();
+        let text = v.ad_text();
         let owner = v.owner().to_string();
         let uploader = uploader_of(&v.cluster.ad);
         let digests = proc_uploads(&v.cluster.ad, &v.proc.ad);
@@ -470,7 +470,7 @@ impl Txn<'_, '_> {
             .prepare_cached(
                 "INSERT INTO history (cluster, proc, owner, left_queue, ad) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?
-            .execute(params![id.cluster as i64, id.proc as i64, owner, self.now, ad.to_string()])?;
+            .execute(params![id.cluster as i64, id.proc as i64, owner, self.now, text])?;
         self.tx
             .prepare_cached("DELETE FROM jobs WHERE cluster = ?1 AND proc = ?2")?
             .execute(params![id.cluster as i64, id.proc as i64])?;

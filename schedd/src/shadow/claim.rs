@@ -150,6 +150,12 @@ impl PoolState {
     /// since its autocluster was filed may no longer fit the claim it would
     /// reuse; it waits for the next negotiation, filed anew.
     pub(crate) fn next_job(&self, ac: u32, slot: Option<&ClassAd>) -> Option<JobId> {
+        self.next_job_ad(ac, slot).map(|(id, _)| id)
+    }
+
+    /// [`PoolState::next_job`], with the job's full ad when matching it to
+    /// `slot` made it.
+    fn next_job_ad(&self, ac: u32, slot: Option<&ClassAd>) -> Option<(JobId, Option<ClassAd>)> {
         let mut state = lock(&self.state);
         let st = self.queue.read();
         loop {
@@ -157,21 +163,28 @@ impl PoolState {
             if state.busy.contains(&id) {
                 continue;
             }
-            if st.job(id).is_some_and(|v| {
-                v.proc.status == JobStatus::Idle
-                    && !v.proc.ad.contains(ACTIVATION_PENDING)
-                    && !v.routed_away()
-                    && self.offerable(&v, self.clock.now())
-                    && slot.is_none_or(|s| {
-                        let ad = v.ad();
-                        let _evaluating = self.queue.journal().enter(id, MATCHING);
-                        crate::quarantine::fault_point("match", &ad);
-                        classad::symmetric_match(&ad, s)
-                    })
-            }) {
-                state.busy.insert(id);
-                return Some(id);
+            let Some(v) = st.job(id) else { continue };
+            let ready = v.proc.status == JobStatus::Idle
+                && !v.proc.ad.contains(ACTIVATION_PENDING)
+                && !v.routed_away()
+                && self.offerable(&v, self.clock.now());
+            if !ready {
+                continue;
             }
+            let ad = match slot {
+                None => None,
+                Some(s) => {
+                    let ad = v.ad();
+                    let _evaluating = self.queue.journal().enter(id, MATCHING);
+                    crate::quarantine::fault_point("match", &ad);
+                    if !classad::symmetric_match(&ad, s) {
+                        continue;
+                    }
+                    Some(ad)
+                }
+            };
+            state.busy.insert(id);
+            return Some((id, ad));
         }
     }
 
@@ -674,15 +687,14 @@ impl PoolState {
         if n == 0 {
             return Vec::new();
         }
-        let Some(digest) =
-            self.queue.read().job(first).and_then(|v| str_attr(&v.ad(), "CmdDigest"))
+        let Some(digest) = self.queue.read().job(first).and_then(|v| v.str_attr("CmdDigest"))
         else {
             return Vec::new();
         };
         let mut out = Vec::new();
         while out.len() < n {
-            let Some(id) = self.next_job(ac, Some(&claim.slot_ad)) else { break };
-            let Some(job) = self.queue.read().job(id).map(|v| v.ad()) else {
+            let Some((id, matched)) = self.next_job_ad(ac, Some(&claim.slot_ad)) else { break };
+            let Some(job) = matched.or_else(|| self.queue.read().job(id).map(|v| v.ad())) else {
                 lock(&self.state).busy.remove(&id);
                 continue;
             };
