@@ -12,6 +12,10 @@
 # directory (`output = out/$(Process).out`; hello.out by the default
 # transfer of new files), as a job that writes and returns a file.
 #
+# It also prints how busy the machine was from the submit's return to the
+# empty queue (/proc/stat: busy, idle and iowait shares): time the pool spent
+# waiting on its commits shows as idle and iowait.
+#
 # Build first: `cargo build --release --bin andes` and `cargo xtask samples`.
 # Compare two builds by giving each its binary, interleaving the runs.
 set -euo pipefail
@@ -47,13 +51,19 @@ a=$(cpu)
 t0=$(date +%s.%N)
 "$BIN" submit job.sub >/dev/null
 ts=$(date +%s.%N)
+s0=$(head -1 /proc/stat)
 # The totals line only (a summary): asking for the jobs' ads would cost the
 # schedd more than the jobs do.
 until "$BIN" q -totals 2>/dev/null | grep -q "^Total for query: 0 jobs"; do sleep 0.05; done
 t1=$(date +%s.%N)
+s1=$(head -1 /proc/stat)
 b=$(cpu)
 hwm=$(awk '/^VmHWM:/ {print int($2 / 1024)}' "/proc/$PID/status")
 echo "submit took $(python3 -c "print(round($ts - $t0, 3))") s"
 python3 -c "
 s = $t1 - $t0; c = ($b - $a) / $(getconf CLK_TCK)
 print(f'files=$FILES slots={$SLOTS} jobs={$JOBS} {s:.2f} s {$JOBS / s:.0f} jobs/s pool CPU {c:.2f} s {c * 1e6 / $JOBS:.0f} us/job peak RSS {$hwm} MiB')"
+python3 -c "
+d = [y - x for x, y in zip(map(int, '$s0'.split()[1:]), map(int, '$s1'.split()[1:]))]
+t = sum(d) or 1
+print(f'machine after the submit: busy {100 * (t - d[3] - d[4]) / t:.0f}% idle {100 * d[3] / t:.0f}% iowait {100 * d[4] / t:.0f}%')"
