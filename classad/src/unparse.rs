@@ -48,6 +48,12 @@ pub fn format_real_exact(r: f64) -> String {
         crate::value::e15_of_digits(&mut s, r < 0.0, digits.as_bytes(), e);
         return s;
     }
+    format_real_exact_slow(r)
+}
+
+/// [`format_real_exact`] the slow way, for any finite non-zero real:
+/// `%.15E` exactly rounded, read back, and `%.16E` when it does not.
+pub(crate) fn format_real_exact_slow(r: f64) -> String {
     let s = crate::value::format_e15_exact(r);
     if s.parse::<f64>().ok() == Some(r) {
         return s;

@@ -499,17 +499,9 @@ impl From<String> for Value {
 mod tests {
     use super::*;
 
-    /// `format_real_exact` as it was before its fast way: `%.15E` when that
-    /// reads back, else `%.16E`.
+    /// `format_real_exact` as it was before its fast way.
     fn exact_reference(r: f64) -> String {
-        let s = format_e15_exact(r);
-        if s.parse::<f64>().ok() == Some(r) {
-            return s;
-        }
-        let s = format!("{r:.16E}");
-        let (mant, exp) = s.split_once('E').unwrap_or((&s, "0"));
-        let exp: i32 = exp.parse().unwrap_or(0);
-        format!("{mant}E{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+        crate::unparse::format_real_exact_slow(r)
     }
 
     /// Reals of every kind: random bit patterns (every exponent), the
