@@ -39,16 +39,21 @@ fn prec(e: &Expr) -> u8 {
 /// A real as the unparser prints it: `%.15E` like HTCondor when that reads
 /// back exactly, else with one more digit so that nothing is lost.
 pub fn format_real_exact(r: f64) -> String {
+    let mut s = String::with_capacity(24);
+    real_exact_to(&mut s, r);
+    s
+}
+
+/// Appends [`format_real_exact`]'s text of `r`.
+fn real_exact_to(out: &mut String, r: f64) {
     if !r.is_finite() || r == 0.0 {
-        return crate::value::format_real(r);
+        return out.push_str(&crate::value::format_real(r));
     }
-    if let Some((digits, e)) = crate::value::shortest_digits(r) {
+    match crate::value::shortest_digits(r) {
         // Its 16 digits hold the shortest that read back: exact.
-        let mut s = String::with_capacity(24);
-        crate::value::e15_of_digits(&mut s, r < 0.0, digits.as_bytes(), e);
-        return s;
+        Some((digits, e)) => crate::value::e15_of_digits(out, r < 0.0, digits.as_bytes(), e),
+        None => out.push_str(&format_real_exact_slow(r)),
     }
-    format_real_exact_slow(r)
 }
 
 /// [`format_real_exact`] the slow way, for any finite non-zero real:
@@ -76,11 +81,7 @@ fn value_in(out: &mut String, v: &Value, syntax: Syntax) {
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
         Value::Real(r) if syntax == Syntax::Old => out.push_str(&format_real_g16(*r)),
-        Value::Real(r) => match crate::value::shortest_digits(*r) {
-            // (What `format_real_exact` prints, written in place.)
-            Some((digits, e)) => crate::value::e15_of_digits(out, *r < 0.0, digits.as_bytes(), e),
-            None => out.push_str(&format_real_exact(*r)),
-        },
+        Value::Real(r) => real_exact_to(out, *r),
         Value::Str(s) => write_quoted(out, s),
         Value::List(items) => {
             out.push_str("{ ");
