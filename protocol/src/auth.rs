@@ -137,6 +137,14 @@ impl Auth {
         let a = &*self.inner;
         let conn =
             req.extensions().get::<ConnectionInfo>().cloned().ok_or(AuthError::NoConnection)?;
+        if let Some(key) = &conn.peer_key
+            && crate::sign::is_unsigned(req.headers())
+        {
+            // The TLS handshake proved the key: the connection authenticates its
+            // requests (see `crate::sign`).
+            let caller = a.verifier.connection_caller(key, a.clock.now())?;
+            return self.with_body(req, caller).await;
+        }
         let pending = a.verifier.check_headers(req.headers(), a.clock.now())?;
         if let Some(tls) = &conn.peer_key
             && *tls != pending.headers().key
@@ -152,13 +160,7 @@ impl Auth {
             // A streamed body: the signature covers the digest the client declared,
             // checked now; the handler checks the body against it as it arrives
             // (`stream::SignedStream`), never holding it whole.
-            let digest =
-                declared.to_str().ok().and_then(crate::stream::parse_hex).ok_or_else(|| {
-                    AuthError::MalformedHeader {
-                        header: "Andes-Body-Sha256",
-                        reason: "expected the body's SHA-256 as 64 hex digits".into(),
-                    }
-                })?;
+            let digest = parse_body_digest(declared)?;
             let uri = parts.extensions.get::<OriginalUri>().map_or(&parts.uri, |o| &o.0);
             let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
             let caller = a.verifier.finish_digest(
@@ -174,24 +176,7 @@ impl Auth {
             parts.extensions.insert(Streamed(digest));
             return Ok(Request::from_parts(parts, body));
         }
-        let declared = parts
-            .headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > a.body_limit as u64) {
-            return Err(AuthError::TooLarge { limit: a.body_limit });
-        }
-        let deadline = self.body_timeout();
-        let collected = tokio::time::timeout(deadline, Limited::new(body, a.body_limit).collect());
-        let bytes = match collected.await {
-            Err(_) => return Err(AuthError::BodyTimeout { secs: deadline.as_secs().max(1) }),
-            Ok(Ok(c)) => c.to_bytes(),
-            Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-                return Err(AuthError::TooLarge { limit: a.body_limit });
-            }
-            Ok(Err(e)) => return Err(AuthError::BodyRead(e.to_string())),
-        };
+        let bytes = self.read_body(&parts, body).await?;
         // Nested routers strip their prefix from the URI; the signature covers the
         // path the client sent.
         let uri = parts.extensions.get::<OriginalUri>().map_or(&parts.uri, |o| &o.0);
@@ -209,6 +194,66 @@ impl Auth {
         parts.extensions.insert(VerifiedBody(bytes.clone()));
         Ok(Request::from_parts(parts, Body::from(bytes)))
     }
+
+    /// The rest of [`Auth::authenticate`] for a request its connection
+    /// authenticated as `caller`: the request line is checked and the body read
+    /// within the limits as for a signed request; a streamed body (declaring its
+    /// SHA-256) is checked against that digest by its handler as it arrives.
+    async fn with_body(&self, req: Request, caller: Caller) -> Result<Request, AuthError> {
+        let (mut parts, body) = req.into_parts();
+        let uri = parts.extensions.get::<OriginalUri>().map_or(&parts.uri, |o| &o.0);
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        crate::sign::check_request_line(parts.method.as_str(), path)?;
+        if let Some(declared) = parts.headers.get(&crate::sign::BODY_SHA256) {
+            let digest = parse_body_digest(declared)?;
+            admit(&parts, &caller)?;
+            parts.extensions.insert(caller);
+            parts.extensions.insert(Streamed(digest));
+            return Ok(Request::from_parts(parts, body));
+        }
+        let bytes = self.read_body(&parts, body).await?;
+        admit(&parts, &caller)?;
+        parts.extensions.insert(caller);
+        parts.extensions.insert(VerifiedBody(bytes.clone()));
+        Ok(Request::from_parts(parts, Body::from(bytes)))
+    }
+
+    /// A whole body, up to the limit and within the body deadline.
+    async fn read_body(
+        &self,
+        parts: &http::request::Parts,
+        body: Body,
+    ) -> Result<bytes::Bytes, AuthError> {
+        let a = &*self.inner;
+        let declared = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > a.body_limit as u64) {
+            return Err(AuthError::TooLarge { limit: a.body_limit });
+        }
+        let deadline = self.body_timeout();
+        let collected = tokio::time::timeout(deadline, Limited::new(body, a.body_limit).collect());
+        match collected.await {
+            Err(_) => Err(AuthError::BodyTimeout { secs: deadline.as_secs().max(1) }),
+            Ok(Ok(c)) => Ok(c.to_bytes()),
+            Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                Err(AuthError::TooLarge { limit: a.body_limit })
+            }
+            Ok(Err(e)) => Err(AuthError::BodyRead(e.to_string())),
+        }
+    }
+}
+
+/// The `Andes-Body-Sha256` a streamed request declares.
+fn parse_body_digest(declared: &http::HeaderValue) -> Result<[u8; 32], AuthError> {
+    declared.to_str().ok().and_then(crate::stream::parse_hex).ok_or_else(|| {
+        AuthError::MalformedHeader {
+            header: "Andes-Body-Sha256",
+            reason: "expected the body's SHA-256 as 64 hex digits".into(),
+        }
+    })
 }
 
 /// A request proved its caller's key: its connection (over plain HTTP, not

@@ -1,11 +1,12 @@
 //! The HTTP client every andes part uses to call another: it connects (over TLS with
 //! the pool's raw public keys, see [`crate::tls`], or plain HTTP to a loopback daemon),
-//! signs each request for the daemon the connection reached, and returns the status
-//! and the JSON body.
+//! authenticates each request (over TLS by its connection's handshake; over plain HTTP
+//! by signing it for the daemon the connection reached, see [`crate::sign`]), and
+//! returns the status and the JSON body.
 //!
 //! Built on hyper 1's HTTP/1.1 connections with a small pool of its own: a request is
-//! signed only once its connection is chosen, because the signature names the
-//! destination, which over TLS is the key the server's handshake proved.
+//! built only once its connection is chosen, because a signature names the
+//! destination.
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -412,8 +413,8 @@ impl Client {
         }
     }
 
-    /// The signed request for `path` (starting with `/`, relative to the base URL,
-    /// with its query if any) to the daemon `dest`.
+    /// The request for `path` (starting with `/`, relative to the base URL, with its
+    /// query if any) to the daemon `dest`, signed if its connection is plain HTTP.
     fn build(
         &self,
         method: &Method,
@@ -434,7 +435,8 @@ impl Client {
     }
 
     /// The request head for `path` (starting with `/`), signed for `dest` by `sign`
-    /// (given the key pair, destination, method, signed path and timestamp).
+    /// (given the key pair, destination, method, signed path and timestamp) when `dest`
+    /// is a plain HTTP daemon's address; over TLS the connection authenticates it.
     fn build_signed(
         &self,
         method: &Method,
@@ -447,23 +449,33 @@ impl Client {
         }
         let target = format!("{}{}", self.prefix, path);
         let uri: Uri = target.parse().map_err(|e| ClientErrorKind::BadUrl(format!("{e}")))?;
-        // Sign exactly what is sent, as the server will see it.
-        let signed_path = uri.path_and_query().map_or("/", |p| p.as_str());
-        let signed = sign(&self.keypair, dest, method.as_str(), signed_path, self.clock.now());
+        // Over TLS the connection authenticates the request: no signature (see
+        // `crate::sign`). Over plain HTTP, signed exactly as sent, as the server will
+        // see it.
+        let signed = match dest {
+            Destination::Key(_) => None,
+            Destination::Addr(_) => {
+                let signed_path = uri.path_and_query().map_or("/", |p| p.as_str());
+                Some(sign(&self.keypair, dest, method.as_str(), signed_path, self.clock.now()))
+            }
+        };
         let mut req = http::Request::new(());
         *req.method_mut() = method.clone();
         *req.uri_mut() = uri;
         let h = req.headers_mut();
-        signed.apply(h);
+        if let Some(signed) = signed {
+            signed.apply(h);
+        }
         if let Ok(host) = header::HeaderValue::try_from(self.authority.as_str()) {
             h.insert(header::HOST, host);
         }
         Ok(req)
     }
 
-    /// Builds the signed request for `path` (starting with `/`, relative to the base
-    /// URL, with its query if any), without sending it. It is signed for the daemon
-    /// this client reaches, which over TLS means connecting first to learn its key.
+    /// Builds the request for `path` (starting with `/`, relative to the base URL,
+    /// with its query if any), without sending it: over plain HTTP signed for the
+    /// daemon this client reaches; over TLS unsigned, for a connection of this
+    /// client's key to authenticate (see [`crate::sign`]).
     pub async fn prepare(
         &self,
         method: Method,

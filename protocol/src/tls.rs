@@ -5,9 +5,10 @@
 //! * A server presents its daemon key; a client accepts it only if the trust file
 //!   gives that key one of the roles the client expects (by default a daemon role:
 //!   schedd, host or negotiator).
-//! * A client presents the key it signs its requests with; the server accepts the
-//!   handshake only if the trust file knows that key, and then
-//!   ([`crate::Auth`]) only requests signed by that same key.
+//! * A client presents its key; the server accepts the handshake only if the trust
+//!   file knows that key. The connection then authenticates the client's requests,
+//!   unsigned ([`crate::sign`]); a request that does carry a signature
+//!   ([`crate::Auth`]) must be signed by that same key.
 //!
 //! rustls with its `ring` provider; TLS 1.3 only; session resumption is off, so every
 //! connection's identities come from a full handshake.

@@ -386,20 +386,7 @@ impl Verifier {
                 retry_after: until_oldest,
             });
         }
-        let (rate, burst) =
-            (u64::from(self.config.per_key_rate), u64::from(self.config.per_key_burst));
-        let bucket = cache.buckets.entry(key).or_insert(Bucket { tokens: burst, at: now });
-        let elapsed = now.saturating_sub(bucket.at).max(0).unsigned_abs();
-        bucket.tokens = bucket.tokens.saturating_add(elapsed.saturating_mul(rate)).min(burst);
-        bucket.at = bucket.at.max(now);
-        if bucket.tokens == 0 {
-            return Err(AuthError::TooManyRequests {
-                identity: identity.name,
-                why: format!("more than {rate} requests a second (burst {burst})"),
-                retry_after: 1,
-            });
-        }
-        bucket.tokens -= 1;
+        let identity = self.take_token(&mut cache, key, identity, now)?;
         let record = Record {
             key,
             id,
@@ -422,6 +409,49 @@ impl Verifier {
             }
         }
         Ok(Caller { identity: identity.name, role: identity.role, key: headers.key })
+    }
+
+    /// Takes one request of `key`'s rate (its token bucket), or refuses it with 429.
+    fn take_token(
+        &self,
+        cache: &mut NonceCache,
+        key: [u8; 32],
+        identity: Identity,
+        now: i64,
+    ) -> Result<Identity, AuthError> {
+        let (rate, burst) =
+            (u64::from(self.config.per_key_rate), u64::from(self.config.per_key_burst));
+        let bucket = cache.buckets.entry(key).or_insert(Bucket { tokens: burst, at: now });
+        let elapsed = now.saturating_sub(bucket.at).max(0).unsigned_abs();
+        bucket.tokens = bucket.tokens.saturating_add(elapsed.saturating_mul(rate)).min(burst);
+        bucket.at = bucket.at.max(now);
+        if bucket.tokens == 0 {
+            return Err(AuthError::TooManyRequests {
+                identity: identity.name,
+                why: format!("more than {rate} requests a second (burst {burst})"),
+                retry_after: 1,
+            });
+        }
+        bucket.tokens -= 1;
+        Ok(identity)
+    }
+
+    /// The caller of an unsigned request on a TLS connection whose handshake proved
+    /// `key` (the connection is the request's authentication, see [`crate::sign`]):
+    /// the key must be in the trust file in force now (a key removed from it is
+    /// refused on the connections it already holds) and within its rate. No nonce is
+    /// kept: TLS refuses a replayed or altered record, and no one else can speak on
+    /// the connection.
+    pub fn connection_caller(&self, key: &PublicKey, now: i64) -> Result<Caller, AuthError> {
+        let identity = self
+            .trust()
+            .lookup(key)
+            .cloned()
+            .ok_or_else(|| AuthError::UnknownKey { key: key.to_base64() })?;
+        let mut cache = self.nonces.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = now.max(cache.high_water);
+        let identity = self.take_token(&mut cache, *key.as_bytes(), identity, now)?;
+        Ok(Caller { identity: identity.name, role: identity.role, key: *key })
     }
 
     /// Both stages at once, for a request whose body is already in memory.

@@ -39,11 +39,11 @@ REASONS = [
     ("htcondor2.Placementd", "andes has no placement daemon"),
     (
         "htcondor2.SecurityContext",
-        "every request is signed by its user's key; there is no security session to set up",
+        "each connection is authenticated by its user's key in its TLS handshake; there is no security session to set up",
     ),
     (
         "htcondor2.ping",
-        "every request is signed by its user's key; there is no security session to test",
+        "each connection is authenticated by its user's key in its TLS handshake; there is no security session to test",
     ),
     (
         "htcondor2.*able_debug",

@@ -1,5 +1,6 @@
-//! A real server on 127.0.0.1 (TLS, as every daemon serves) and the real client:
-//! every acceptance and rejection, each with its status and reason.
+//! A real server on 127.0.0.1 (TLS, as every daemon serves, or plain HTTP where a
+//! signature is what authenticates a request) and the real client: every acceptance
+//! and rejection, each with its status and reason.
 
 use std::sync::Arc;
 
@@ -20,6 +21,10 @@ const LIMIT: usize = 1024;
 
 struct Pool {
     base: String,
+    /// Plain HTTP (requests signed) instead of TLS (requests authenticated by their
+    /// connection).
+    plain: bool,
+    auth: Auth,
     trust: Arc<TrustFile>,
     clock: Arc<ManualClock>,
     alice: Arc<Keypair>,
@@ -30,7 +35,9 @@ struct Pool {
 
 impl Pool {
     fn client(&self, kp: &Arc<Keypair>) -> Client {
-        Client::with_transport(&self.base, kp.clone(), &Transport::Tls(self.trust.clone()))
+        let transport =
+            if self.plain { Transport::Plain } else { Transport::Tls(self.trust.clone()) };
+        Client::with_transport(&self.base, kp.clone(), &transport)
             .unwrap()
             .with_clock(self.clock.clone())
     }
@@ -51,6 +58,15 @@ async fn whoami(caller: Caller, VerifiedBody(body): VerifiedBody) -> Json<Value>
 }
 
 async fn start() -> Pool {
+    start_with(false).await
+}
+
+/// The server over plain HTTP: every request is signed.
+async fn start_plain() -> Pool {
+    start_with(true).await
+}
+
+async fn start_with(plain: bool) -> Pool {
     let kp = |name: &str, seed: u8| Arc::new(Keypair::from_seed(name, [seed; 32]).unwrap());
     let (alice, schedd, root, eve) = (kp("alice", 1), kp("schedd", 2), kp("root", 3), kp("eve", 4));
     let trust = TrustFile::parse(
@@ -78,10 +94,16 @@ async fn start() -> Pool {
     let app = users.merge(schedds).layer(auth.layer());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = Server::tls(listener, &schedd, &auth).unwrap();
+    let server = if plain {
+        Server::plain(listener).unwrap()
+    } else {
+        Server::tls(listener, &schedd, &auth).unwrap()
+    };
     tokio::spawn(server.serve(app, std::future::pending()));
     Pool {
-        base: format!("https://{addr}"),
+        base: if plain { format!("http://{addr}") } else { format!("https://{addr}") },
+        plain,
+        auth,
         trust: Arc::new(trust),
         clock,
         alice,
@@ -134,8 +156,8 @@ async fn accepted_with_caller_and_body() {
 }
 
 #[tokio::test]
-async fn unsigned_is_401() {
-    let p = start().await;
+async fn unsigned_is_401_over_plain_http() {
+    let p = start_plain().await;
     let c = p.client(&p.alice);
     let req = http::Request::builder().uri("/v1/queue").body(Full::new(Bytes::new())).unwrap();
     let r = c.send(req).await.unwrap();
@@ -143,8 +165,56 @@ async fn unsigned_is_401() {
 }
 
 #[tokio::test]
-async fn tampered_body_path_or_key_is_401() {
+async fn over_tls_the_connection_authenticates_an_unsigned_request() {
     let p = start().await;
+    let c = p.client(&p.alice);
+    // What the client sends over TLS: no signature.
+    let req = c.prepare(Method::GET, "/v1/queue", Bytes::new()).await.unwrap();
+    assert!(andes_protocol::sign::is_unsigned(req.headers()));
+    let r = c.send(req).await.unwrap();
+    assert_eq!(
+        r.json::<Value>().unwrap(),
+        json!({"identity": "alice", "role": "user", "body_len": 0})
+    );
+    // The same unsigned request sent twice is two requests of alice's (no one else
+    // can speak on her connection: there is nothing to replay).
+    let req = c.prepare(Method::POST, "/v1/jobs", Bytes::from_static(br#"{"cmd":"a","count":1}"#));
+    let req = req.await.unwrap();
+    let again = req.clone();
+    assert_eq!(c.send(req).await.unwrap().status, StatusCode::OK);
+    assert_eq!(c.send(again).await.unwrap().status, StatusCode::OK);
+    // The body limit and the roles hold as for a signed request.
+    let r = c.request(Method::POST, "/v1/jobs", Bytes::from(vec![b' '; LIMIT + 1])).await.unwrap();
+    refused(&r, StatusCode::PAYLOAD_TOO_LARGE, "larger than the limit of 1024 bytes");
+    let r = c.post_json("/v1/claims", &json!({})).await.unwrap();
+    refused(&r, StatusCode::FORBIDDEN, "it needs role schedd");
+    // A signed request over TLS is still checked whole: a tampered one is refused.
+    let dest = Destination::Key(p.schedd.public());
+    let mut req = http::Request::post("/v1/jobs")
+        .body(Full::new(Bytes::from_static(br#"{"cmd":"b","count":1}"#)))
+        .unwrap();
+    andes_protocol::SignedHeaders::sign(&p.alice, &dest, "POST", "/v1/jobs", br#"{"cmd":"a"}"#, T0)
+        .apply(req.headers_mut());
+    refused(&c.send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "bad signature from alice");
+}
+
+#[tokio::test]
+async fn a_key_taken_out_of_the_trust_file_is_refused_on_its_open_connection() {
+    let p = start().await;
+    let c = p.client(&p.alice);
+    assert_eq!(c.get("/v1/queue").await.unwrap().status, StatusCode::OK);
+    // Alice's key leaves the trust file; her pooled connection stays open.
+    let trust =
+        TrustFile::parse(&format!("schedd schedd@submit ed25519 {}\n", p.schedd.public()), "trust")
+            .unwrap();
+    p.auth.verifier().set_trust(trust);
+    let r = c.get("/v1/queue").await.unwrap();
+    refused(&r, StatusCode::UNAUTHORIZED, "unknown key");
+}
+
+#[tokio::test]
+async fn tampered_body_path_or_key_is_401() {
+    let p = start_plain().await;
     let c = p.client(&p.alice);
     let body = Bytes::from_static(br#"{"cmd":"a","count":1}"#);
 
@@ -156,20 +226,11 @@ async fn tampered_body_path_or_key_is_401() {
     *req.uri_mut() = "/v1/queue?x=2".parse().unwrap();
     refused(&c.send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "bad signature");
 
-    // Signed by alice, claiming to be root: refused before the signature is even
-    // checked, as alice's TLS session is not root's.
+    // Signed by alice, claiming to be root: the signature is not root's.
     let mut req = c.prepare(Method::POST, "/v1/jobs", body).await.unwrap();
     req.headers_mut()
         .insert("andes-key", HeaderValue::from_str(&p.root.public().to_base64()).unwrap());
-    refused(
-        &c.send(req).await.unwrap(),
-        StatusCode::UNAUTHORIZED,
-        &format!(
-            "signed by key {} but its TLS connection was authenticated as key {}",
-            p.root.public(),
-            p.alice.public()
-        ),
-    );
+    refused(&c.send(req).await.unwrap(), StatusCode::UNAUTHORIZED, "bad signature from root");
 
     let mut req = c.prepare(Method::GET, "/v1/queue", Bytes::new()).await.unwrap();
     req.headers_mut().insert("andes-signature", HeaderValue::from_static("bm90IGEgc2lnbmF0dXJl"));
@@ -188,7 +249,7 @@ async fn unknown_key_is_refused_at_the_handshake() {
 
 #[tokio::test]
 async fn expired_or_early_is_401() {
-    let p = start().await;
+    let p = start_plain().await;
     let late = Arc::new(ManualClock::new(T0 - 301));
     let c = p.client(&p.alice).with_clock(late.clone());
     refused(&c.get("/v1/queue").await.unwrap(), StatusCode::UNAUTHORIZED, "301 s behind");
@@ -204,7 +265,7 @@ async fn expired_or_early_is_401() {
 
 #[tokio::test]
 async fn replay_is_401() {
-    let p = start().await;
+    let p = start_plain().await;
     let c = p.client(&p.alice);
     let req = c
         .prepare(Method::POST, "/v1/jobs", Bytes::from_static(br#"{"cmd":"a","count":1}"#))

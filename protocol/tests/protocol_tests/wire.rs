@@ -75,8 +75,31 @@ async fn daemon(
     key: Option<&Keypair>,
     limits: Limits,
 ) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    daemon_at("127.0.0.1:0", verifier, clock, key, limits).await
+}
+
+/// [`daemon`] listening on `addr`.
+async fn daemon_at(
+    addr: &str,
+    verifier: Verifier,
+    clock: Arc<ManualClock>,
+    key: Option<&Keypair>,
+    limits: Limits,
+) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
     let auth = Auth::new(verifier, clock);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // A daemon started again on its address: the stopped one lets go of it when its
+    // task has wound down.
+    let begun = std::time::Instant::now();
+    let listener = loop {
+        match TcpListener::bind(addr).await {
+            Ok(l) => break l,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                assert!(begun.elapsed() < std::time::Duration::from_secs(10), "{addr}: {e}");
+                tokio::task::yield_now().await;
+            }
+            Err(e) => panic!("{addr}: {e}"),
+        }
+    };
     let addr = listener.local_addr().unwrap();
     let server = match key {
         Some(k) => Server::tls(listener, k, &auth).unwrap(),
@@ -112,10 +135,9 @@ async fn tls_round_trip_with_raw_public_keys() {
         let r = c.get("/v1/whoami").await.unwrap();
         assert_eq!((r.status, &r.body[..]), (StatusCode::OK, &b"alice"[..]), "{}", reason(&r));
     }
-    // The request was signed for the key the handshake proved.
+    // The request carries no signature: the handshake proved the client's key.
     let req = c.prepare(Method::GET, "/v1/whoami", Bytes::new()).await.unwrap();
-    let h = SignedHeaders::from_headers(req.headers()).unwrap();
-    assert_eq!(h.destination, Destination::Key(k.schedd.public()));
+    assert!(andes_protocol::sign::is_unsigned(req.headers()));
     // A plain-HTTP client cannot talk to a TLS daemon.
     let plain =
         Client::with_transport(&addr.to_string(), k.alice.clone(), &Transport::Plain).unwrap();
@@ -227,8 +249,10 @@ async fn a_replay_after_a_restart_is_refused() {
     let clock = Arc::new(ManualClock::new(T0));
     let v = Verifier::with_replay_file((*k.trust).clone(), VerifierConfig::default(), &file, T0)
         .unwrap();
-    let (addr, stop) = daemon(v, clock.clone(), Some(&k.schedd), Limits::default()).await;
-    let c = tls_client(&k, addr, &k.alice);
+    // Over plain HTTP, where the signature authenticates a request (over TLS no one but
+    // the key's holder can send on its connection).
+    let (addr, stop) = daemon(v, clock.clone(), None, Limits::default()).await;
+    let c = plain_client(&k, addr, &clock);
     let captured = c.prepare(Method::POST, "/v1/jobs", Bytes::new()).await.unwrap();
     let again = captured.clone();
     let r = c.send(captured).await.unwrap();
@@ -242,8 +266,9 @@ async fn a_replay_after_a_restart_is_refused() {
         Verifier::with_replay_file((*k.trust).clone(), VerifierConfig::default(), &file, T0 + 30)
             .unwrap();
     assert_eq!(v.nonces_held(), 1);
-    let (addr, _stop) = daemon(v, clock, Some(&k.schedd), Limits::default()).await;
-    let c = tls_client(&k, addr, &k.alice);
+    let (addr, _stop) =
+        daemon_at(&addr.to_string(), v, clock.clone(), None, Limits::default()).await;
+    let c = plain_client(&k, addr, &clock);
     let r = c.send(again).await.unwrap();
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     assert!(reason(&r).contains("replayed request"), "{}", reason(&r));
@@ -259,20 +284,29 @@ async fn a_request_signed_for_one_daemon_is_refused_by_another() {
     // Over TLS: daemons X and Y trust the same keys.
     let (x, _sx) = daemon(v(), clock.clone(), Some(&k.schedd), Limits::default()).await;
     let (y, _sy) = daemon(v(), clock.clone(), Some(&k.host), Limits::default()).await;
-    let to_x = tls_client(&k, x, &k.alice);
-    let for_x = to_x.prepare(Method::GET, "/v1/whoami", Bytes::new()).await.unwrap();
-    let r = tls_client(&k, y, &k.alice).send(for_x.clone()).await.unwrap();
-    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    // (A client sends no signature over TLS; one that does is checked.)
+    let for_x = |host: std::net::SocketAddr| {
+        let dest = Destination::Key(k.schedd.public());
+        let mut req = http::Request::get("/v1/whoami")
+            .header(http::header::HOST, host.to_string())
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        SignedHeaders::sign_with_nonce(&k.alice, &dest, "GET", "/v1/whoami", b"", T0, vec![9; 16])
+            .apply(req.headers_mut());
+        req
+    };
+    let (status, text) = send_over_tls_as(&k, y, &k.alice, for_x(y)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(
-        reason(&r).contains(&format!(
+        text.contains(&format!(
             "signed for another daemon (key ed25519 {}); this one is key ed25519 {}",
             k.schedd.public(),
             k.host.public()
         )),
-        "{}",
-        reason(&r)
+        "{text}"
     );
-    assert_eq!(tls_client(&k, x, &k.alice).send(for_x).await.unwrap().status, StatusCode::OK);
+    let (status, text) = send_over_tls_as(&k, x, &k.alice, for_x(x)).await;
+    assert_eq!((status, text.as_str()), (StatusCode::OK, "alice"));
     // Over plain HTTP on loopback: the address dialled.
     let (x, _px) = daemon(v(), clock.clone(), None, Limits::default()).await;
     let (y, _py) = daemon(v(), clock.clone(), None, Limits::default()).await;
@@ -298,8 +332,9 @@ async fn one_key_flooding_nonces_gets_429_and_others_pass() {
     let clock = Arc::new(ManualClock::new(T0));
     let config = VerifierConfig { per_key_nonces: 5, nonce_cap: 10, ..VerifierConfig::default() };
     let v = Verifier::new((*k.trust).clone(), config);
-    let (addr, _stop) = daemon(v, clock, Some(&k.schedd), Limits::default()).await;
-    let alice = tls_client(&k, addr, &k.alice);
+    // Nonces are kept for signed requests: over plain HTTP.
+    let (addr, _stop) = daemon(v, clock.clone(), None, Limits::default()).await;
+    let alice = plain_client(&k, addr, &clock);
     for _ in 0..5 {
         assert_eq!(alice.get("/v1/whoami").await.unwrap().status, StatusCode::OK);
     }
@@ -307,8 +342,28 @@ async fn one_key_flooding_nonces_gets_429_and_others_pass() {
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
     assert!(reason(&r).contains("too many requests from alice"), "{}", reason(&r));
     assert!(r.status.is_client_error());
-    let bob = tls_client(&k, addr, &k.bob);
+    let bob = Client::with_transport(&addr.to_string(), k.bob.clone(), &Transport::Plain)
+        .unwrap()
+        .with_clock(clock.clone());
     let r = bob.get("/v1/whoami").await.unwrap();
+    assert_eq!((r.status, &r.body[..]), (StatusCode::OK, &b"bob"[..]));
+}
+
+#[tokio::test]
+async fn a_key_over_its_rate_gets_429_over_tls_too() {
+    let k = keys();
+    let clock = Arc::new(ManualClock::new(T0));
+    let config = VerifierConfig { per_key_rate: 1, per_key_burst: 3, ..VerifierConfig::default() };
+    let v = Verifier::new((*k.trust).clone(), config);
+    let (addr, _stop) = daemon(v, clock, Some(&k.schedd), Limits::default()).await;
+    let alice = tls_client(&k, addr, &k.alice);
+    for _ in 0..3 {
+        assert_eq!(alice.get("/v1/whoami").await.unwrap().status, StatusCode::OK);
+    }
+    let r = alice.get("/v1/whoami").await.unwrap();
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(reason(&r).contains("more than 1 requests a second"), "{}", reason(&r));
+    let r = tls_client(&k, addr, &k.bob).get("/v1/whoami").await.unwrap();
     assert_eq!((r.status, &r.body[..]), (StatusCode::OK, &b"bob"[..]));
 }
 
