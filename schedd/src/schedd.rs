@@ -556,12 +556,19 @@ async fn submit(
             };
         }
     }
-    // A DAGMan job runs no module: the schedd runs it itself, as its owner.
-    let dagman = |p: &ClassAd| {
-        let mut job = cluster_ad.clone();
-        job.update(p);
-        andes_job::dagman::is_dagman(&job)
+    // Each job's whole ad: its cluster's own when the job adds nothing (the common
+    // case, and no copy of the cluster's ad for each of thousands of jobs).
+    let job_of = |p: &ClassAd| -> std::borrow::Cow<'_, ClassAd> {
+        if p.is_empty() {
+            std::borrow::Cow::Borrowed(&cluster_ad)
+        } else {
+            let mut job = cluster_ad.clone();
+            job.update(p);
+            std::borrow::Cow::Owned(job)
+        }
     };
+    // A DAGMan job runs no module: the schedd runs it itself, as its owner.
+    let dagman = |p: &ClassAd| andes_job::dagman::is_dagman(&job_of(p));
     if procs.iter().any(dagman) {
         if caller.role == Role::Schedd || !procs.iter().all(dagman) {
             return Err(ApiError::bad_request(
@@ -581,9 +588,16 @@ async fn submit(
     // that each module and input is the submitter's own); any other
     // job's files are read and written in its owner's directories, which
     // this schedd may do only with the owner's rights.
+    // (Jobs that add nothing to their cluster's ad are checked once.)
+    let mut cluster_checked = false;
     for (i, p) in procs.iter().enumerate() {
-        let mut job = cluster_ad.clone();
-        job.update(p);
+        if p.is_empty() {
+            if cluster_checked {
+                continue;
+            }
+            cluster_checked = true;
+        }
+        let job = job_of(p);
         if crate::transfer::is_spooled(&job) {
             let list = job.eval_attr(crate::transfer::SPOOLED_INPUT);
             for (name, digest) in crate::transfer::spooled_inputs(list.as_str().unwrap_or("")) {
