@@ -170,7 +170,8 @@ struct Conn {
     idle_since: Instant,
 }
 
-/// A signing HTTP client for one daemon.
+/// An HTTP client for one daemon, authenticated by its key pair (the TLS handshake
+/// presents it; over plain HTTP each request is signed with it).
 #[derive(Clone)]
 pub struct Client {
     scheme_authority: String,
@@ -197,7 +198,7 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// A client for the daemon at `base_url`, signing with `keypair`, over the process's
+    /// A client for the daemon at `base_url`, authenticated by `keypair`, over the process's
     /// installed [`Transport`]. `base_url` is `HOST:PORT` or `http://HOST:PORT`
     /// (optionally with a path prefix); the transport, not the scheme, decides between
     /// TLS and plain HTTP. `https://` insists on TLS.
@@ -306,7 +307,8 @@ impl Client {
         self
     }
 
-    /// The key pair requests are signed with.
+    /// The key pair the client is authenticated by (presented in the TLS handshake,
+    /// or signing each request over plain HTTP).
     pub fn keypair(&self) -> &Keypair {
         &self.keypair
     }
@@ -574,9 +576,9 @@ impl Client {
         Ok((conn, resp))
     }
 
-    /// Signs and sends a request with a raw body. A request on a pooled connection
-    /// that the server had closed, and which therefore never reached it, is signed
-    /// again and sent once more on a new connection.
+    /// Sends a request with a raw body (signed over plain HTTP). A request on a pooled
+    /// connection that the server had closed, and which therefore never reached it, is
+    /// built again and sent once more on a new connection.
     pub async fn request(
         &self,
         method: Method,

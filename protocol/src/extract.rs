@@ -11,7 +11,8 @@ use crate::error::AuthError;
 use crate::verify::Caller;
 
 /// The marker [`crate::Auth`] puts on a streamed request it accepted: the
-/// SHA-256 the signature covers.
+/// SHA-256 the client declared (and, over plain HTTP, signed), which the body
+/// must hash to.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Streamed(pub [u8; 32]);
 

@@ -1,9 +1,10 @@
-//! Identities, signed requests and wire types shared by every andes daemon and the
-//! `andes` command.
+//! Identities, authenticated requests and wire types shared by every andes daemon and
+//! the `andes` command.
 //!
 //! * [`key`]: ed25519 key pairs and their files (`andes keygen`).
 //! * [`trust`]: the pool's trust file, mapping public keys to identities and roles.
-//! * [`sign`]: what a request's signature covers and the `Andes-*` headers.
+//! * [`sign`]: which requests are signed (those over plain HTTP; TLS authenticates the
+//!   rest by their connection), what a signature covers and the `Andes-*` headers.
 //! * [`verify`]: the receiver's checks (trust, clock skew, destination, signature,
 //!   replay, per-key limits); [`replay`]: its file, which survives a restart.
 //! * [`tls`]: TLS 1.3 authenticated by the pool's keys as raw public keys.
@@ -14,7 +15,7 @@
 //! * [`connection`]: what a connection proved (its TLS keys, its addresses).
 //! * [`journal`]: what a daemon is evaluating of a user's input, kept so that
 //!   it never dies on the same input twice.
-//! * [`client`]: the signing HTTP client.
+//! * [`client`]: the HTTP client (signing over plain HTTP).
 //! * [`stream`]: files as streamed bodies (big inputs, outputs, modules, snapshots).
 //! * [`pool`]: the messages between negotiator, schedd and execute host.
 //! * [`error`]: rejections and the `{"error": "..."}` body every daemon answers with.
