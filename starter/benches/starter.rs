@@ -5,8 +5,8 @@
 //!
 //! * `startup` (criterion): start-to-exit of a trivial job whose module is
 //!   already compiled and pre-linked (one warm-up run first), with its digest
-//!   given so that hashing is not measured. Two modules: an empty `_start` in
-//!   WAT, and `hello.wasm` with no stdin. `inline` runs `host.run` with
+//!   given so that hashing is not measured. Three modules: an empty `_start` in
+//!   WAT, one that calls `proc_exit(0)`, and `hello.wasm` with no stdin. `inline` runs `host.run` with
 //!   `block_on` on the bench thread; `spawned` runs it as a tokio task on the
 //!   one worker thread, as the startd would. Then a plain loop of sequential
 //!   runs gives jobs per second on one core. Each case runs on a metered
@@ -46,6 +46,12 @@ use tokio::runtime::Runtime;
 
 /// The smallest job: one page of memory and an empty `_start`.
 const TRIVIAL_WAT: &str = r#"(module (memory (export "memory") 1) (func (export "_start")))"#;
+/// The smallest job that ends through `proc_exit`, as C, Go and Rust programs
+/// that exit with a code do.
+const EXIT_WAT: &str = r#"(module
+    (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+    (memory (export "memory") 1)
+    (func (export "_start") (call $exit (i32.const 0))))"#;
 /// The smallest job that never ends.
 const LOOP_WAT: &str =
     r#"(module (memory (export "memory") 1) (func (export "_start") (loop (br 0))))"#;
@@ -237,7 +243,11 @@ fn bench_startup(c: &mut Criterion, opts: &Opts) {
     let sb = startup_sandbox();
     println!("startup: sandbox {}; load average {}", sb.path().display(), uptime());
     let clock = clock();
-    let modules = [("wat_trivial", wat(TRIVIAL_WAT)), ("hello", sample("hello"))];
+    let modules = [
+        ("wat_trivial", wat(TRIVIAL_WAT)),
+        ("wat_exit", wat(EXIT_WAT)),
+        ("hello", sample("hello")),
+    ];
     // Unmetered jobs also as the startd and `andes run` start them: in place
     // on the calling thread (`Host::run_in_place`), no job thread to wake.
     let unmetered = &hosts[1].1;

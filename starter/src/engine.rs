@@ -162,11 +162,11 @@ fn engine_config(config: &HostConfig, metered: bool) -> Config {
     cfg.async_support(true);
     cfg.consume_fuel(metered);
     cfg.epoch_interruption(metered);
-    if !metered {
-        // A killed unmetered guest traps at the pad, in another module:
-        // there is no backtrace to take, and no frames to walk.
-        cfg.wasm_backtrace(false);
-    }
+    // No backtraces, on either engine: a job's ending is told by its trap's
+    // code or its exit status alone, and taking one walks the guest's frames
+    // at every `proc_exit`. (A killed unmetered guest traps at the pad, in
+    // another module: there would be none to take anyway.)
+    cfg.wasm_backtrace(false);
     // For profiling a job's code with `perf`: /tmp/perf-PID.map names the
     // guest's functions.
     if std::env::var_os("ANDES_PERF_MAP").is_some() {
