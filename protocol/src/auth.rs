@@ -155,7 +155,7 @@ impl Auth {
             });
         }
         let this = conn.accepts(&pending.headers().destination);
-        let (mut parts, body) = req.into_parts();
+        let (parts, body) = req.into_parts();
         if let Some(declared) = parts.headers.get(&crate::sign::BODY_SHA256) {
             // A streamed body: the signature covers the digest the client declared,
             // checked now; the handler checks the body against it as it arrives
@@ -171,10 +171,7 @@ impl Auth {
                 &this,
                 a.clock.now(),
             )?;
-            admit(&parts, &caller)?;
-            parts.extensions.insert(caller);
-            parts.extensions.insert(Streamed(digest));
-            return Ok(Request::from_parts(parts, body));
+            return accept_streamed(parts, body, caller, digest);
         }
         let bytes = self.read_body(&parts, body).await?;
         // Nested routers strip their prefix from the URI; the signature covers the
@@ -189,10 +186,7 @@ impl Auth {
             &this,
             a.clock.now(),
         )?;
-        admit(&parts, &caller)?;
-        parts.extensions.insert(caller);
-        parts.extensions.insert(VerifiedBody(bytes.clone()));
-        Ok(Request::from_parts(parts, Body::from(bytes)))
+        accept_whole(parts, bytes, caller)
     }
 
     /// The rest of [`Auth::authenticate`] for a request its connection
@@ -200,22 +194,16 @@ impl Auth {
     /// within the limits as for a signed request; a streamed body (declaring its
     /// SHA-256) is checked against that digest by its handler as it arrives.
     async fn with_body(&self, req: Request, caller: Caller) -> Result<Request, AuthError> {
-        let (mut parts, body) = req.into_parts();
+        let (parts, body) = req.into_parts();
         let uri = parts.extensions.get::<OriginalUri>().map_or(&parts.uri, |o| &o.0);
         let path = uri.path_and_query().map_or("/", |p| p.as_str());
         crate::sign::check_request_line(parts.method.as_str(), path)?;
         if let Some(declared) = parts.headers.get(&crate::sign::BODY_SHA256) {
             let digest = parse_body_digest(declared)?;
-            admit(&parts, &caller)?;
-            parts.extensions.insert(caller);
-            parts.extensions.insert(Streamed(digest));
-            return Ok(Request::from_parts(parts, body));
+            return accept_streamed(parts, body, caller, digest);
         }
         let bytes = self.read_body(&parts, body).await?;
-        admit(&parts, &caller)?;
-        parts.extensions.insert(caller);
-        parts.extensions.insert(VerifiedBody(bytes.clone()));
-        Ok(Request::from_parts(parts, Body::from(bytes)))
+        accept_whole(parts, bytes, caller)
     }
 
     /// A whole body, up to the limit and within the body deadline.
@@ -244,6 +232,33 @@ impl Auth {
             Ok(Err(e)) => Err(AuthError::BodyRead(e.to_string())),
         }
     }
+}
+
+/// An authenticated request with a streamed body, for its handler to check against
+/// `digest` as it arrives: its connection established, `caller` attached.
+fn accept_streamed(
+    mut parts: http::request::Parts,
+    body: Body,
+    caller: Caller,
+    digest: [u8; 32],
+) -> Result<Request, AuthError> {
+    admit(&parts, &caller)?;
+    parts.extensions.insert(caller);
+    parts.extensions.insert(Streamed(digest));
+    Ok(Request::from_parts(parts, body))
+}
+
+/// An authenticated request with its whole body read: its connection established,
+/// `caller` and the body attached.
+fn accept_whole(
+    mut parts: http::request::Parts,
+    bytes: bytes::Bytes,
+    caller: Caller,
+) -> Result<Request, AuthError> {
+    admit(&parts, &caller)?;
+    parts.extensions.insert(caller);
+    parts.extensions.insert(VerifiedBody(bytes.clone()));
+    Ok(Request::from_parts(parts, Body::from(bytes)))
 }
 
 /// The `Andes-Body-Sha256` a streamed request declares.

@@ -352,14 +352,7 @@ impl Verifier {
             id
         };
         let mut cache = self.nonces.lock().unwrap_or_else(PoisonError::into_inner);
-        // A clock stepped back by more than half the window is followed (requests
-        // signed by the stepped clock would be refused otherwise); smaller differences
-        // are concurrent requests reading the clock at slightly different moments.
-        if now < cache.high_water.saturating_sub_unsigned(self.config.max_skew / 2) {
-            cache.high_water = now;
-        }
-        let now = now.max(cache.high_water);
-        cache.high_water = now;
+        let now = self.cache_now(&mut cache, now);
         // Checked again under the lock: the body may have taken a while.
         self.check_time(headers.timestamp, now)?;
         cache.purge(now);
@@ -411,6 +404,19 @@ impl Verifier {
         Ok(Caller { identity: identity.name, role: identity.role, key: headers.key })
     }
 
+    /// The time the cache goes by, from the clock's `now`: never back (a nonce purged
+    /// by one request is never accepted by a slower one), except that a clock stepped
+    /// back by more than half the window is followed (requests signed by the stepped
+    /// clock would be refused otherwise); smaller differences are concurrent requests
+    /// reading the clock at slightly different moments.
+    fn cache_now(&self, cache: &mut NonceCache, now: i64) -> i64 {
+        if now < cache.high_water.saturating_sub_unsigned(self.config.max_skew / 2) {
+            cache.high_water = now;
+        }
+        cache.high_water = now.max(cache.high_water);
+        cache.high_water
+    }
+
     /// Takes one request of `key`'s rate (its token bucket), or refuses it with 429.
     fn take_token(
         &self,
@@ -449,7 +455,7 @@ impl Verifier {
             .cloned()
             .ok_or_else(|| AuthError::UnknownKey { key: key.to_base64() })?;
         let mut cache = self.nonces.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = now.max(cache.high_water);
+        let now = self.cache_now(&mut cache, now);
         let identity = self.take_token(&mut cache, *key.as_bytes(), identity, now)?;
         Ok(Caller { identity: identity.name, role: identity.role, key: *key })
     }
