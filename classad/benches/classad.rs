@@ -821,6 +821,57 @@ fn bench_unparse(c: &mut Criterion, data: &Data) {
     g.finish();
 }
 
+/// Attribute names made from their text, as the daemons' code does at every
+/// `ad.get("JobStatus")`: the 24 names a job's end reads and writes, made
+/// one after another (`names/new_24`), and the same lookups in a job ad by
+/// text (`names/get_24`) and by names made once (`names/lookup_24`).
+fn bench_names(c: &mut Criterion, data: &Data) {
+    const NAMES: [&str; 24] = [
+        "ClusterId",
+        "ProcId",
+        "Owner",
+        "JobStatus",
+        "RequestDisk",
+        "RequestMemory",
+        "GlobalJobId",
+        "ExitCode",
+        "ExitBySignal",
+        "CompletionDate",
+        "RemoteWallClockTime",
+        "HoldReasonCode",
+        "HoldReason",
+        "TransferOutput",
+        "Out",
+        "Err",
+        "Cmd",
+        "Arguments",
+        "Iwd",
+        "JobUniverse",
+        "NumJobStarts",
+        "LastJobStatus",
+        "EnteredCurrentStatus",
+        "RemoteSysCpu",
+    ];
+    let jobs = parse_ads(&data.jobs_new_text).expect("new-syntax corpus parses");
+    let job = &jobs[0];
+    let made: Vec<classad::AttrName> = NAMES.iter().map(|n| classad::AttrName::new(n)).collect();
+    let mut g = c.benchmark_group("names");
+    g.sample_size(30).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    g.throughput(Throughput::Elements(NAMES.len() as u64));
+    g.bench_function("new_24", |b| {
+        b.iter(|| {
+            NAMES.iter().map(|n| classad::AttrName::new(black_box(n)).as_str().len()).sum::<usize>()
+        })
+    });
+    g.bench_function("get_24", |b| {
+        b.iter(|| NAMES.iter().filter(|n| black_box(job).get(black_box(n)).is_some()).count())
+    });
+    g.bench_function("lookup_24", |b| {
+        b.iter(|| made.iter().filter(|n| black_box(job).lookup(black_box(n)).is_some()).count())
+    });
+    g.finish();
+}
+
 fn main() {
     let data = generate();
     if let Ok(dir) = std::env::var("ANDES_BENCH_DUMP") {
@@ -830,5 +881,6 @@ fn main() {
     bench_matchmaking(&mut c, &data);
     bench_parse(&mut c, &data);
     bench_unparse(&mut c, &data);
+    bench_names(&mut c, &data);
     c.final_summary();
 }

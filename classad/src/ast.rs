@@ -73,11 +73,28 @@ impl Special {
 pub(crate) const ID_MASK: u32 = (1 << 24) - 1;
 
 pub(crate) fn name_hash(s: &str) -> u64 {
-    // FNV-1a over the ASCII-lowercased bytes, then a final mix.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= b.to_ascii_lowercase() as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
+    // Eight bytes at a time, ASCII-lowercased together, each word mixed in
+    // by a multiply; the length seeds it. The last word is the text's last
+    // eight bytes (overlapping the one before), a text shorter than eight
+    // is read as two overlapping halves: no byte-by-byte tail.
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let b = s.as_bytes();
+    let n = b.len();
+    let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or_default());
+    let half = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or_default()) as u64;
+    let mix = |h: u64, w: u64| (h ^ ascii_lower8(w)).wrapping_mul(K).rotate_left(31);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (n as u64).wrapping_mul(K);
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 < n {
+            h = mix(h, word(i));
+            i += 8;
+        }
+        h = mix(h, word(n - 8));
+    } else if n >= 4 {
+        h = mix(h, half(0) | half(n - 4) << 32);
+    } else if n > 0 {
+        h = mix(h, b[0] as u64 | (b[n / 2] as u64) << 8 | (b[n - 1] as u64) << 16);
     }
     // murmur3's fmix64: every input bit reaches the high bits, which the
     // hash table uses for its control bytes.
@@ -88,9 +105,37 @@ pub(crate) fn name_hash(s: &str) -> u64 {
     h ^ (h >> 33)
 }
 
+/// The eight bytes of `w` with `A`-`Z` made `a`-`z` (every other byte,
+/// including those of multi-byte characters, as it was): what
+/// `to_ascii_lowercase` does to each, done to all eight at once.
+#[inline]
+pub(crate) fn ascii_lower8(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Each byte's low seven bits plus an offset carry into its high bit
+    // exactly when they are at least `A` (0x41), or past `Z` (0x5a); a byte
+    // whose own high bit is set is no ASCII letter.
+    let low = w & !HIGH;
+    let from_a = low + (0x80 - 0x41) * ONES;
+    let past_z = low + (0x80 - 0x5b) * ONES;
+    let upper = from_a & !past_z & !w & HIGH;
+    w | (upper >> 2)
+}
+
 impl AttrName {
     /// Makes a name from its text.
     pub fn new(text: &str) -> AttrName {
+        let hash = name_hash(text);
+        // `meta` carries the identity, the QUOTED bit the interner found
+        // with the name and its `Special`, all found once per spelling.
+        let (text, meta) =
+            crate::table::intern(text, hash, || (Self::special_of(text) as u32) << 24);
+        debug_assert!(meta & ID_MASK == meta & !QUOTED & !(SPECIAL_MASK << 24));
+        AttrName { text, hash: hash as u32, meta }
+    }
+
+    /// The scope rules' kind of the name `text`.
+    fn special_of(text: &str) -> Special {
         const NAMES: [(&str, Special); 9] = [
             ("my", Special::My),
             ("self", Special::SelfAd),
@@ -102,19 +147,13 @@ impl AttrName {
             ("root", Special::Root),
             ("currenttime", Special::CurrentTime),
         ];
-        let special = if text.len() <= 11 {
-            NAMES
-                .iter()
-                .find(|(n, _)| n.len() == text.len() && n.eq_ignore_ascii_case(text))
-                .map_or(Special::None, |(_, s)| *s)
-        } else {
-            Special::None
-        };
-        let hash = name_hash(text);
-        let (text, id) = crate::table::intern(text, hash);
-        debug_assert!(id & !QUOTED <= ID_MASK);
-        // `id` carries the QUOTED bit the interner found with the name.
-        AttrName { text, hash: hash as u32, meta: id | (special as u32) << 24 }
+        if text.len() > 11 {
+            return Special::None;
+        }
+        NAMES
+            .iter()
+            .find(|(n, _)| n.len() == text.len() && n.eq_ignore_ascii_case(text))
+            .map_or(Special::None, |(_, s)| *s)
     }
 
     /// The name's case-insensitive hash (its low 32 bits).

@@ -448,48 +448,75 @@ type Values = (Map<Arc<str>>, usize);
 static NAMES: RwLock<Option<Names>> = RwLock::new(None);
 static VALUES: RwLock<Option<Values>> = RwLock::new(None);
 
-/// How many texts a thread keeps at hand (of each kind) before it starts
-/// afresh.
-const LOCAL_MAX: usize = 4096;
+/// How many texts a thread keeps at hand (of each kind): a direct-mapped
+/// cache, one text a slot, the slot picked by the text's hash.
+const RECENT_SLOTS: usize = 1024;
 
-thread_local! {
-    /// The spellings this thread got from the interners, and how many: a
-    /// daemon's threads make the same few hundred names and values all the
-    /// time, and the shared maps' locks, which every thread takes, cost them
-    /// more than the lookup. What a thread holds here the interner holds too
-    /// (identities never change), so a copy is never stale.
-    static LOCAL_NAMES: std::cell::RefCell<(Map<(&'static str, u32)>, usize)> =
-        std::cell::RefCell::new((Map::default(), 0));
-    static LOCAL_VALUES: std::cell::RefCell<(Map<Arc<str>>, usize)> =
-        std::cell::RefCell::new((Map::default(), 0));
+/// A thread's cache of texts it got from an interner, one a slot, each
+/// with its hash. Direct-mapped: a text whose slot another took is looked up
+/// in the interner again (and takes the slot back), so a lookup reads one
+/// slot and never allocates.
+struct Recent<E>(Vec<Option<(u64, E)>>);
+
+impl<E: Clone> Recent<E> {
+    const fn new() -> Self {
+        Recent(Vec::new())
+    }
+
+    /// What the slot of `hash` holds, when `is` accepts it.
+    #[inline]
+    fn find(&self, hash: u64, is: impl Fn(&E) -> bool) -> Option<E> {
+        match self.0.get(hash as usize % RECENT_SLOTS)? {
+            Some((h, e)) if *h == hash && is(e) => Some(e.clone()),
+            _ => None,
+        }
+    }
+
+    /// Puts `e` in the slot of `hash` (made on the thread's first use).
+    fn keep(&mut self, hash: u64, e: E) {
+        if self.0.is_empty() {
+            self.0.resize_with(RECENT_SLOTS, || None);
+        }
+        self.0[hash as usize % RECENT_SLOTS] = Some((hash, e));
+    }
 }
 
-/// What this thread holds in `local` for `hash` that `is` accepts.
+thread_local! {
+    /// The spellings this thread got from the name interner, with the
+    /// whole `meta` word of their names (identity, quoting, [`Special`]): a
+    /// daemon's threads make the same few hundred names all the time, and
+    /// the shared map's lock, which every thread takes, costs more than the
+    /// lookup. What a thread holds here the interner holds too (identities
+    /// never change), so a copy is never stale.
+    ///
+    /// [`Special`]: crate::ast::Special
+    static RECENT_NAMES: std::cell::RefCell<Recent<(&'static str, u32)>> =
+        const { std::cell::RefCell::new(Recent::new()) };
+    /// The same for the string values this thread interned.
+    static RECENT_VALUES: std::cell::RefCell<Recent<Arc<str>>> =
+        const { std::cell::RefCell::new(Recent::new()) };
+}
+
+/// What this thread holds in `recent` for `hash` that `is` accepts.
 #[inline]
-fn local_find<E: Clone>(
-    local: &'static std::thread::LocalKey<std::cell::RefCell<(Map<E>, usize)>>,
+fn recent_find<E: Clone>(
+    recent: &'static std::thread::LocalKey<std::cell::RefCell<Recent<E>>>,
     hash: u64,
     is: impl Fn(&E) -> bool,
 ) -> Option<E> {
-    local
-        .try_with(|l| l.borrow().0.get(&hash).and_then(|v| v.iter().find(|e| is(e)).cloned()))
-        .ok()?
+    recent.try_with(|r| r.try_borrow().ok()?.find(hash, is)).ok()?
 }
 
-/// Keeps `e` in this thread's `local` (bounded: past [`LOCAL_MAX`] it starts
-/// afresh; what is used often comes back).
-fn local_keep<E>(
-    local: &'static std::thread::LocalKey<std::cell::RefCell<(Map<E>, usize)>>,
+/// Keeps `e` in this thread's `recent`.
+fn recent_keep<E: Clone>(
+    recent: &'static std::thread::LocalKey<std::cell::RefCell<Recent<E>>>,
     hash: u64,
     e: E,
 ) {
-    let _ = local.try_with(|l| {
-        let mut l = l.borrow_mut();
-        if l.1 >= LOCAL_MAX {
-            *l = (Map::default(), 0);
+    let _ = recent.try_with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            r.keep(hash, e)
         }
-        l.0.entry(hash).or_default().push(e);
-        l.1 += 1;
     });
 }
 
@@ -507,18 +534,40 @@ fn local_keep<E>(
 /// added later (what did not fit then never fits: the interner only grows,
 /// and equal texts have equal lengths). The identity's [`crate::ast::QUOTED`]
 /// bit tells whether the text, as a name, needs quotes.
-pub(crate) fn intern(s: &str, hash: u64) -> (NameText, u32) {
-    if let Some((t, id)) = local_find(&LOCAL_NAMES, hash, |(x, _)| *x == s) {
-        return (NameText::from_static(t), id);
+///
+/// What it gives is the name's whole `meta` word: the identity with
+/// `special` (the name's [`crate::ast::Special`] bits, asked for only when
+/// the thread has not seen the spelling) or'd in.
+#[inline]
+pub(crate) fn intern(s: &str, hash: u64, special: impl FnOnce() -> u32) -> (NameText, u32) {
+    match recent_find(&RECENT_NAMES, hash, |(x, _)| x.len() == s.len() && *x == s) {
+        Some((t, meta)) => (NameText::from_static(t), meta),
+        None => intern_new(s, hash, special()),
     }
-    intern_shared(s, hash)
 }
 
-/// [`intern`] through the interner shared by every thread.
-fn intern_shared(s: &str, hash: u64) -> (NameText, u32) {
+/// [`intern`] of a spelling this thread does not have at hand.
+#[cold]
+#[inline(never)]
+fn intern_new(s: &str, hash: u64, special: u32) -> (NameText, u32) {
+    match intern_shared(s, hash) {
+        Ok((t, id)) => {
+            let meta = id | special;
+            if id & crate::ast::ID_MASK != 0 {
+                recent_keep(&RECENT_NAMES, hash, (t, meta));
+            }
+            (NameText::from_static(t), meta)
+        }
+        Err((t, id)) => (t, id | special),
+    }
+}
+
+/// [`intern`] through the interner shared by every thread: the kept text,
+/// or (`Err`) a text of its own when the name is not kept.
+fn intern_shared(s: &str, hash: u64) -> Result<(&'static str, u32), (NameText, u32)> {
     if s.len() > INTERN_NAME_MAX_LEN {
         // Never interned, nor any text equal to it: no lock to take.
-        return (NameText::from_arc(s.into()), quoted_bit(s));
+        return Err((NameText::from_arc(s.into()), quoted_bit(s)));
     }
     let found = |n: &Names| n.map.get(&hash).and_then(|v| v.iter().find(|(x, _)| *x == s).copied());
     // Without the write lock while the text is there or cannot be added.
@@ -529,25 +578,21 @@ fn intern_shared(s: &str, hash: u64) -> (NameText, u32) {
         },
         None => Err(None),
     };
-    let (t, id) = match seen {
-        Ok(hit) => hit,
-        Err(Some(id)) => return (NameText::from_arc(s.into()), id),
+    match seen {
+        Ok(hit) => Ok(hit),
+        Err(Some(id)) => Err((NameText::from_arc(s.into()), id)),
         Err(None) => {
             let mut guard = NAMES.write().unwrap_or_else(PoisonError::into_inner);
             let names = guard.get_or_insert_with(Names::default);
             match found(names) {
-                Some(hit) => hit,
+                Some(hit) => Ok(hit),
                 None => match refused(names, s, hash) {
-                    Some(id) => return (NameText::from_arc(s.into()), id),
-                    None => add_name(names, s, hash),
+                    Some(id) => Err((NameText::from_arc(s.into()), id)),
+                    None => Ok(add_name(names, s, hash)),
                 },
             }
         }
-    };
-    if id & crate::ast::ID_MASK != 0 {
-        local_keep(&LOCAL_NAMES, hash, (t, id));
     }
-    (NameText::from_static(t), id)
 }
 
 /// The identity `s` (not interned in this spelling) has without being kept,
@@ -595,7 +640,7 @@ pub(crate) fn intern_value(s: &str) -> Arc<str> {
         return s.into();
     }
     let hash = crate::ast::name_hash(s);
-    if let Some(a) = local_find(&LOCAL_VALUES, hash, |x| &**x == s) {
+    if let Some(a) = recent_find(&RECENT_VALUES, hash, |x| &**x == s) {
         return a;
     }
     let found =
@@ -619,7 +664,7 @@ pub(crate) fn intern_value(s: &str) -> Arc<str> {
             }
         }
     };
-    local_keep(&LOCAL_VALUES, hash, a.clone());
+    recent_keep(&RECENT_VALUES, hash, a.clone());
     a
 }
 
@@ -765,8 +810,12 @@ mod tests {
             if (t + i).is_multiple_of(2) { text } else { text.to_ascii_uppercase() }
         };
         let ids = |t: usize| -> Vec<u32> {
-            // Past LOCAL_MAX names, so each thread's copies start afresh once.
-            (0..LOCAL_MAX + 100).chain(0..50).map(|i| AttrName::new(&name(t, i)).id()).collect()
+            // More names than a thread's cache has slots: each slot taken
+            // over and over, then the first names again.
+            (0..RECENT_SLOTS * 4 + 100)
+                .chain(0..50)
+                .map(|i| AttrName::new(&name(t, i)).id())
+                .collect()
         };
         let here = ids(0);
         assert!(here.iter().all(|&id| id != 0));
@@ -777,6 +826,33 @@ mod tests {
         for other in there {
             assert_eq!(other, here);
         }
+    }
+
+    /// The name hash lowercases eight bytes at once: for every byte at
+    /// every position, exactly as `to_ascii_lowercase` does, so names that
+    /// differ in ASCII case alone hash alike and no others are folded.
+    #[test]
+    fn names_hash_alike_exactly_when_they_differ_in_ascii_case_alone() {
+        for b in 0..=255u8 {
+            for at in 0..8 {
+                let mut word = *b"zZ_09aA~";
+                word[at] = b;
+                let want = u64::from_le_bytes(word.map(|c| c.to_ascii_lowercase()));
+                assert_eq!(
+                    crate::ast::ascii_lower8(u64::from_le_bytes(word)),
+                    want,
+                    "byte {b:#x} at {at}"
+                );
+            }
+        }
+        let h = crate::ast::name_hash;
+        assert_eq!(h("RequestMemory"), h("requestmemory"));
+        assert_eq!(h("TransferOutputRemaps"), h("TRANSFEROUTPUTREMAPS"));
+        assert_eq!(h("É_x"), h("É_X"));
+        assert_ne!(h("é_x"), h("É_x"));
+        assert_ne!(h("ab"), h("ab\0"));
+        assert_ne!(h("RequestMemory"), h("RequestMemorx"));
+        assert_ne!(h(""), h("\0"));
     }
 
     #[test]
