@@ -253,6 +253,107 @@ impl From<&str> for AttrName {
     }
 }
 
+impl From<&AttrName> for AttrName {
+    fn from(n: &AttrName) -> AttrName {
+        n.clone()
+    }
+}
+
+/// What names an attribute in [`ClassAd::get`], [`ClassAd::contains`],
+/// [`ClassAd::remove`], [`ClassAd::eval_attr`] and their kin: its text
+/// (`ad.get("JobStatus")`, made into an [`AttrName`] at each call: hashed and
+/// looked up in the interner), or an [`AttrName`] made once
+/// (`ad.get(classad::name!("JobStatus"))`: nothing to do but the lookup),
+/// which is what a daemon's hot paths use.
+pub trait NameRef {
+    /// The name, borrowed when it is one already.
+    fn attr_name(&self) -> std::borrow::Cow<'_, AttrName>;
+}
+
+impl NameRef for str {
+    #[inline]
+    fn attr_name(&self) -> std::borrow::Cow<'_, AttrName> {
+        std::borrow::Cow::Owned(AttrName::new(self))
+    }
+}
+
+impl NameRef for String {
+    #[inline]
+    fn attr_name(&self) -> std::borrow::Cow<'_, AttrName> {
+        std::borrow::Cow::Owned(AttrName::new(self))
+    }
+}
+
+impl NameRef for std::sync::Arc<str> {
+    #[inline]
+    fn attr_name(&self) -> std::borrow::Cow<'_, AttrName> {
+        std::borrow::Cow::Owned(AttrName::new(self))
+    }
+}
+
+impl NameRef for AttrName {
+    #[inline]
+    fn attr_name(&self) -> std::borrow::Cow<'_, AttrName> {
+        std::borrow::Cow::Borrowed(self)
+    }
+}
+
+impl<N: NameRef + ?Sized> NameRef for &N {
+    #[inline]
+    fn attr_name(&self) -> std::borrow::Cow<'_, AttrName> {
+        (**self).attr_name()
+    }
+}
+
+/// A fixed list of attribute names, made into [`AttrName`]s once, the
+/// first time they are asked for, and kept for the life of the process: a
+/// daemon's tables of names (the attributes a slot copies from its job, those
+/// an event log reads) in a `static`, looked up without hashing any text.
+///
+/// ```
+/// static WATCHED: classad::Names<2> = classad::Names::new(["JobStatus", "HoldReason"]);
+/// let ad = classad::parse_ad("[ JobStatus = 5 ]").unwrap();
+/// assert_eq!(WATCHED.get().iter().filter(|n| ad.contains(*n)).count(), 1);
+/// ```
+pub struct Names<const N: usize> {
+    texts: [&'static str; N],
+    made: std::sync::OnceLock<[AttrName; N]>,
+}
+
+impl<const N: usize> Names<N> {
+    /// The list, its names not made yet.
+    pub const fn new(texts: [&'static str; N]) -> Names<N> {
+        Names { texts, made: std::sync::OnceLock::new() }
+    }
+
+    /// The names, made on the first call.
+    #[inline]
+    pub fn get(&self) -> &[AttrName; N] {
+        self.made.get_or_init(|| self.texts.map(AttrName::new))
+    }
+
+    /// The names as written.
+    pub fn texts(&self) -> &[&'static str; N] {
+        &self.texts
+    }
+}
+
+/// An [`AttrName`] made once, the first time this line runs, and kept for the
+/// life of the process: `ad.get(classad::name!("JobStatus"))` looks the
+/// attribute up without hashing its text or asking the interner again.
+///
+/// ```
+/// let ad = classad::parse_ad("[ JobStatus = 2 ]").unwrap();
+/// assert_eq!(ad.eval_attr(classad::name!("jobstatus")), classad::Value::Int(2));
+/// ```
+#[macro_export]
+macro_rules! name {
+    ($text:expr) => {{
+        static NAME: ::std::sync::OnceLock<$crate::AttrName> = ::std::sync::OnceLock::new();
+        NAME.get_or_init(|| $crate::AttrName::new($text))
+    }};
+}
+
 impl std::fmt::Display for AttrName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.text.as_str())
@@ -323,8 +424,8 @@ impl ClassAd {
     }
 
     /// The expression bound to `name`, if any.
-    pub fn get(&self, name: &str) -> Option<&Expr> {
-        self.lookup(&AttrName::new(name))
+    pub fn get<N: NameRef + ?Sized>(&self, name: &N) -> Option<&Expr> {
+        self.lookup(&name.attr_name())
     }
 
     /// The expression bound to `name`, if any, with a prepared name.
@@ -378,34 +479,36 @@ impl ClassAd {
     }
 
     /// The name as spelled in this ad and its expression.
-    pub fn get_entry(&self, name: &str) -> Option<(&AttrName, &Expr)> {
-        let i = self.attrs.position(&AttrName::new(name))?;
+    pub fn get_entry<N: NameRef + ?Sized>(&self, name: &N) -> Option<(&AttrName, &Expr)> {
+        let i = self.attrs.position(&name.attr_name())?;
         self.attrs.get_index(i)
     }
 
     /// Removes `name`, returning its expression. Keeps the others' order.
-    pub fn remove(&mut self, name: &str) -> Option<Expr> {
-        self.attrs.remove(&AttrName::new(name))
+    pub fn remove<N: NameRef + ?Sized>(&mut self, name: &N) -> Option<Expr> {
+        self.attrs.remove(&name.attr_name())
     }
 
     /// Removes every attribute named in `names` (case-insensitively), at the
     /// cost of one removal; how many were bound.
-    pub fn remove_all<S: AsRef<str>>(&mut self, names: &[S]) -> usize {
-        let names: Vec<AttrName> = names.iter().map(|n| AttrName::new(n.as_ref())).collect();
+    pub fn remove_all<N: NameRef>(&mut self, names: &[N]) -> usize {
+        let names: Vec<std::borrow::Cow<'_, AttrName>> =
+            names.iter().map(|n| n.attr_name()).collect();
         match names.len() {
             0 => 0,
             // Few names (a slot's job attributes): compared in place.
-            1..=16 => self.attrs.remove_where(|k| names.contains(k)),
+            1..=16 => self.attrs.remove_where(|k| names.iter().any(|n| **n == *k)),
             // Many (a batch's `unset`): one probe of a set each.
             _ => {
-                let names: std::collections::HashSet<AttrName> = names.into_iter().collect();
+                let names: std::collections::HashSet<AttrName> =
+                    names.into_iter().map(std::borrow::Cow::into_owned).collect();
                 self.attrs.remove_where(|k| names.contains(k))
             }
         }
     }
 
     /// True when `name` is bound.
-    pub fn contains(&self, name: &str) -> bool {
+    pub fn contains<N: NameRef + ?Sized>(&self, name: &N) -> bool {
         self.get(name).is_some()
     }
 
@@ -467,7 +570,7 @@ impl ClassAd {
     }
 
     /// Evaluates attribute `name` with this ad as the only scope.
-    pub fn eval_attr(&self, name: &str) -> Value {
+    pub fn eval_attr<N: NameRef + ?Sized>(&self, name: &N) -> Value {
         crate::eval::Evaluator::new().eval_attr(self, None, name)
     }
 

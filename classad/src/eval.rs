@@ -242,8 +242,13 @@ impl Evaluator {
 
     /// Evaluates attribute `name` of `ad` (undefined when absent), with
     /// `target` as the other ad of a match, if any.
-    pub fn eval_attr(&mut self, ad: &ClassAd, target: Option<&ClassAd>, name: &str) -> Value {
-        let e = Expr::Attr { name: AttrName::new(name), absolute: false };
+    pub fn eval_attr<N: crate::ast::NameRef + ?Sized>(
+        &mut self,
+        ad: &ClassAd,
+        target: Option<&ClassAd>,
+        name: &N,
+    ) -> Value {
+        let e = Expr::Attr { name: name.attr_name().into_owned(), absolute: false };
         self.eval(&e, Some(ad), target)
     }
 }

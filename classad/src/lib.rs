@@ -15,7 +15,7 @@ mod text;
 pub mod unparse;
 pub mod value;
 
-pub use ast::{AttrName, BinOp, ClassAd, Expr, UnOp};
+pub use ast::{AttrName, BinOp, ClassAd, Expr, NameRef, Names, UnOp};
 pub use budget::Budget;
 pub use eval::{EvalOptions, Evaluator};
 pub use matching::{rank, symmetric_match};

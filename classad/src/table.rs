@@ -855,6 +855,28 @@ mod tests {
         assert_ne!(h(""), h("\0"));
     }
 
+    /// Every way of naming an attribute (text, owned text, a name made
+    /// once by `name!`, a `Names` table) finds and removes what the others
+    /// do, in any case.
+    #[test]
+    fn a_name_made_once_finds_what_its_text_finds() {
+        static TABLE: crate::Names<2> = crate::Names::new(["JOBSTATUS", "Missing"]);
+        let mut ad = crate::parse_ad("[ JobStatus = 2; Owner = \"u\" ]").unwrap();
+        let text = String::from("jobstatus");
+        let made = AttrName::new("JobStatus");
+        let want = ad.get("JobStatus").cloned();
+        assert!(want.is_some());
+        assert_eq!(ad.get(&text).cloned(), want);
+        assert_eq!(ad.get(&made).cloned(), want);
+        assert_eq!(ad.get(crate::name!("jobSTATUS")).cloned(), want);
+        assert_eq!(ad.get(&TABLE.get()[0]).cloned(), want);
+        assert!(!ad.contains(&TABLE.get()[1]));
+        assert_eq!(ad.eval_attr(crate::name!("Owner")), Value::Str("u".into()));
+        assert_eq!(ad.remove_all(TABLE.get()), 1);
+        assert!(ad.get("JobStatus").is_none() && ad.contains(crate::name!("owner")));
+        assert_eq!(TABLE.texts(), &["JOBSTATUS", "Missing"]);
+    }
+
     #[test]
     fn string_tags_ignore_case() {
         for (a, b) in [("X86_64", "x86_64"), ("LINUX", "linux"), ("", ""), ("a", "A")] {
