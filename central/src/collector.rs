@@ -13,7 +13,7 @@
 //! c.update(AdType::Machine, ad, None, "exec-1", 1000).unwrap();
 //! let found = c.query(Some(AdType::Machine), None, &[], 1000);
 //! assert_eq!(found.len(), 1);
-//! assert_eq!(found[0].eval_attr("LastHeardFrom"), classad::Value::Int(1000));
+//! assert_eq!(found[0].eval_attr(classad::name!("LastHeardFrom")), classad::Value::Int(1000));
 //! // Silent for longer than CLASSAD_LIFETIME: gone.
 //! assert!(c.query(None, None, &[], 1000 + DEFAULT_CLASSAD_LIFETIME + 1).is_empty());
 //! ```
@@ -171,7 +171,7 @@ impl Entry {
     }
 
     fn name(&self) -> String {
-        match self.ad.eval_attr("Name") {
+        match self.ad.eval_attr(classad::name!("Name")) {
             Value::Str(s) => s.to_string(),
             _ => String::new(),
         }
@@ -182,10 +182,10 @@ impl Entry {
 /// `MyType`, `LastHeardFrom` and `AuthenticatedIdentity`; returns its
 /// lifetime (its own `ClassAdLifetime`, else `default_lifetime`).
 fn stamp(ad: &mut ClassAd, kind: AdType, identity: &str, now: i64, default_lifetime: i64) -> i64 {
-    ad.insert_value("MyType", kind.my_type());
-    ad.insert_value("LastHeardFrom", now);
-    ad.insert_value("AuthenticatedIdentity", identity);
-    match ad.eval_attr("ClassAdLifetime") {
+    ad.insert_value(classad::name!("MyType"), kind.my_type());
+    ad.insert_value(classad::name!("LastHeardFrom"), now);
+    ad.insert_value(classad::name!("AuthenticatedIdentity"), identity);
+    match ad.eval_attr(classad::name!("ClassAdLifetime")) {
         Value::Int(i) => i.max(0),
         _ => default_lifetime,
     }
@@ -259,7 +259,7 @@ impl Collector {
         identity: &str,
         now: i64,
     ) -> Result<(i64, Arc<ClassAd>), CollectorError> {
-        let name = match delta.eval_attr("Name") {
+        let name = match delta.eval_attr(classad::name!("Name")) {
             Value::Str(s) if !s.is_empty() => s.to_string(),
             _ => return Err(CollectorError::NoName { kind }),
         };
@@ -297,7 +297,7 @@ impl Collector {
         now: i64,
         serial: Option<u64>,
     ) -> Result<i64, CollectorError> {
-        let name = match ad.eval_attr("Name") {
+        let name = match ad.eval_attr(classad::name!("Name")) {
             Value::Str(s) if !s.is_empty() => s.to_string(),
             _ => return Err(CollectorError::NoName { kind }),
         };
@@ -412,7 +412,7 @@ impl Collector {
         let mut machines = self.live(Some(AdType::Machine), now).peekable();
         machines.peek().is_none()
             || machines.any(|(_, e)| {
-                matches!(e.ad.eval_attr("State"), classad::Value::Str(s) if &*s == "Unclaimed")
+                matches!(e.ad.eval_attr(classad::name!("State")), classad::Value::Str(s) if &*s == "Unclaimed")
             })
     }
 

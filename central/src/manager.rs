@@ -179,7 +179,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn str_attr(ad: &ClassAd, name: &str) -> Option<String> {
+fn str_attr<N: classad::NameRef + ?Sized>(ad: &ClassAd, name: &N) -> Option<String> {
     match ad.eval_attr(name) {
         Value::Str(s) if !s.is_empty() => Some(s.to_string()),
         _ => None,
@@ -374,7 +374,7 @@ impl Central {
             let mut c = lock(&self.collector);
             c.expire(now);
             let schedds = c.ads(AdType::Schedd, now);
-            let idle = |(ad, _): &(ClassAd, Option<ClassAd>)| matches!(ad.eval_attr("TotalIdleJobs"), Value::Int(n) if n > 0);
+            let idle = |(ad, _): &(ClassAd, Option<ClassAd>)| matches!(ad.eval_attr(classad::name!("TotalIdleJobs")), Value::Int(n) if n > 0);
             if !schedds.iter().any(idle) {
                 // No idle job anywhere: nothing to match, and the slots'
                 // ads need not be copied; only usage is counted.
@@ -394,8 +394,10 @@ impl Central {
             let mut handed = lock(&self.handed);
             let mut live = HashSet::new();
             for (ad, private) in machines {
-                let Some(name) = str_attr(&ad, "Name") else { continue };
-                let Some(claim_id) = private.as_ref().and_then(|p| str_attr(p, "ClaimId")) else {
+                let Some(name) = str_attr(&ad, classad::name!("Name")) else { continue };
+                let Some(claim_id) =
+                    private.as_ref().and_then(|p| str_attr(p, classad::name!("ClaimId")))
+                else {
                     continue;
                 };
                 live.insert(name.clone());
@@ -407,9 +409,9 @@ impl Central {
                     // no candidate, but the submitter's for fair share.
                     let mut ad = ad;
                     let copy = std::sync::Arc::make_mut(&mut ad);
-                    copy.insert_value("State", "Matched");
-                    copy.insert_value("RemoteUser", submitter.as_str());
-                    copy.insert_value("RemoteOwner", submitter.as_str());
+                    copy.insert_value(classad::name!("State"), "Matched");
+                    copy.insert_value(classad::name!("RemoteUser"), submitter.as_str());
+                    copy.insert_value(classad::name!("RemoteOwner"), submitter.as_str());
                     *in_use.entry(submitter.clone()).or_default() += 1;
                     slots.push(SlotAd { ad, claim_id });
                     continue;
@@ -422,8 +424,13 @@ impl Central {
         stats.slots = slots.len();
         let busy_schedds: Vec<(String, String)> = schedds
             .iter()
-            .filter(|(ad, _)| matches!(ad.eval_attr("TotalIdleJobs"), Value::Int(n) if n > 0))
-            .filter_map(|(ad, _)| Some((str_attr(ad, "Name")?, str_attr(ad, "MyAddress")?)))
+            .filter(|(ad, _)| matches!(ad.eval_attr(classad::name!("TotalIdleJobs")), Value::Int(n) if n > 0))
+            .filter_map(|(ad, _)| {
+                Some((
+                    str_attr(ad, classad::name!("Name"))?,
+                    str_attr(ad, classad::name!("MyAddress"))?,
+                ))
+            })
             .collect();
         // With no slots at all the cycle still runs: each idle job hears "no
         // match found" (LastRejMatchTime), which is what the job router and
@@ -549,8 +556,8 @@ impl Central {
             for m in &plan.matches {
                 let Some(req) = snapshot.requests.get(m.request) else { continue };
                 let Some(slot) = snapshot.slots.get(m.slot_index) else { continue };
-                let Some(host) = str_attr(&slot.ad, "MyAddress") else { continue };
-                let name = str_attr(&slot.ad, "Name").unwrap_or_default();
+                let Some(host) = str_attr(&slot.ad, classad::name!("MyAddress")) else { continue };
+                let name = str_attr(&slot.ad, classad::name!("Name")).unwrap_or_default();
                 handed.insert(name.clone(), (slot.claim_id.clone(), req.submitter.clone(), now));
                 offered.push((name.clone(), slot.claim_id.clone()));
                 *in_use.entry(req.submitter.clone()).or_default() += 1;
@@ -563,7 +570,7 @@ impl Central {
                 });
                 // Preempting, and not because the machine's RANK prefers the
                 // job: by user priority, which only the negotiator may say.
-                let current = match slot.ad.eval_attr("CurrentRank") {
+                let current = match slot.ad.eval_attr(classad::name!("CurrentRank")) {
                     classad::Value::Int(i) => i as f64,
                     classad::Value::Real(r) => r,
                     _ => 0.0,
@@ -659,8 +666,9 @@ impl Central {
 fn usage<'a>(machines: impl Iterator<Item = &'a ClassAd>) -> HashMap<String, u32> {
     let mut in_use: HashMap<String, u32> = HashMap::new();
     for ad in machines {
-        if str_attr(ad, "State").as_deref() == Some("Claimed")
-            && let Some(u) = str_attr(ad, "RemoteOwner").or_else(|| str_attr(ad, "RemoteUser"))
+        if str_attr(ad, classad::name!("State")).as_deref() == Some("Claimed")
+            && let Some(u) = str_attr(ad, classad::name!("RemoteOwner"))
+                .or_else(|| str_attr(ad, classad::name!("RemoteUser")))
         {
             *in_use.entry(u).or_default() += 1;
         }

@@ -56,8 +56,17 @@ impl Field {
     pub const ALL: [Field; 5] =
         [Field::Minute, Field::Hour, Field::DayOfMonth, Field::Month, Field::DayOfWeek];
 
+    /// The five fields' job attributes in order ([`Field::attribute`]).
+    pub const ALL_ATTRIBUTES: [&'static str; 5] = [
+        Field::Minute.attribute(),
+        Field::Hour.attribute(),
+        Field::DayOfMonth.attribute(),
+        Field::Month.attribute(),
+        Field::DayOfWeek.attribute(),
+    ];
+
     /// The job attribute: `CronMinute`, …, `CronDayOfWeek`.
-    pub fn attribute(self) -> &'static str {
+    pub const fn attribute(self) -> &'static str {
         match self {
             Field::Minute => "CronMinute",
             Field::Hour => "CronHour",

@@ -485,8 +485,8 @@ impl Daemon {
     /// HTCondor's `StartdIpAddr`), once it has one.
     fn addressed(&self, mut ad: ClassAd) -> Arc<ClassAd> {
         if let Some([mine, ip]) = &self.address {
-            ad.insert_value("MyAddress", mine.clone());
-            ad.insert_value("StartdIpAddr", ip.clone());
+            ad.insert_value(classad::name!("MyAddress"), mine.clone());
+            ad.insert_value(classad::name!("StartdIpAddr"), ip.clone());
         }
         Arc::new(ad)
     }
@@ -495,7 +495,7 @@ impl Daemon {
         let Some(p) = &self.publisher else { return };
         let mut private = ClassAd::new();
         if let Some(offer) = self.offers.get(&slot) {
-            private.insert_value("ClaimId", offer.as_str());
+            private.insert_value(classad::name!("ClaimId"), offer.as_str());
         }
         let _ = p.send(PublishedAd { ad, private });
     }
@@ -849,13 +849,13 @@ impl Daemon {
                     return;
                 };
                 let ad = std::mem::take(job);
-                let gid = match ad.eval_attr("GlobalJobId") {
+                let gid = match ad.eval_attr(classad::name!("GlobalJobId")) {
                     Value::Str(s) => Some(s.to_string()),
                     _ => None,
                 };
                 let deferral = match Deferral::decide(&ad, self.clock.unix_now_ms()) {
                     Deferral::Wait(t) => Some(Some(t)),
-                    _ if ad.contains("DeferralTime") => Some(None),
+                    _ if ad.contains(classad::name!("DeferralTime")) => Some(None),
                     _ => None,
                 };
                 let handling = self.quarantine.handling(&ad);
@@ -953,7 +953,7 @@ impl Daemon {
                 let cooperative =
                     self.startd.slots().iter().find(|s| s.id() == *slot).is_some_and(|s| {
                         s.job().is_some_and(|j| {
-                            j.eval_attr("WasmCheckpoint")
+                            j.eval_attr(classad::name!("WasmCheckpoint"))
                                 .as_str()
                                 .is_some_and(|m| m.eq_ignore_ascii_case("cooperative"))
                         })

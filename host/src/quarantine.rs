@@ -74,7 +74,7 @@ impl Quarantine {
         let journal = self.journal.clone();
         Box::new(move |ad: Option<&ClassAd>| match ad {
             Some(ad) => {
-                if let Value::Str(gid) = ad.eval_attr("GlobalJobId") {
+                if let Value::Str(gid) = ad.eval_attr(classad::name!("GlobalJobId")) {
                     journal.mark(0, &gid);
                 }
                 fault_point("startd", |a| ad.contains(a));
@@ -88,7 +88,7 @@ impl Quarantine {
     /// startd) until the guard drops. The startd's own evaluations have
     /// record 0; this is record 1.
     pub fn handling(&self, ad: &ClassAd) -> Handling {
-        let gid = match ad.eval_attr("GlobalJobId") {
+        let gid = match ad.eval_attr(classad::name!("GlobalJobId")) {
             Value::Str(gid) => Some(gid.to_string()),
             _ => None,
         };
@@ -106,7 +106,7 @@ impl Quarantine {
 
     /// Whether the job of `ad` is quarantined here.
     pub fn holds_ad(&self, ad: &ClassAd) -> Option<String> {
-        match ad.eval_attr("GlobalJobId") {
+        match ad.eval_attr(classad::name!("GlobalJobId")) {
             Value::Str(gid) if self.holds(&gid) => Some(gid.to_string()),
             _ => None,
         }

@@ -147,14 +147,16 @@ impl Daemon {
         use std::io::Write as _;
         let Some(f) = history else { return };
         let mut completion = ClassAd::new();
-        completion.insert_value("CompletionDate", now);
+        completion.insert_value(classad::name!("CompletionDate"), now);
         let layers = [job, ending, &completion];
-        let value = |n: &str| layers.iter().rev().find(|a| a.contains(n)).map(|a| a.eval_attr(n));
-        let int = |n: &str| match value(n) {
+        let value = |n: &classad::AttrName| {
+            layers.iter().rev().find(|a| a.contains(n)).map(|a| a.eval_attr(n))
+        };
+        let int = |n: &classad::AttrName| match value(n) {
             Some(Value::Int(v)) => v,
             _ => -1,
         };
-        let owner = match value("Owner") {
+        let owner = match value(classad::name!("Owner")) {
             Some(Value::Str(s)) => s.to_string(),
             _ => String::new(),
         };
@@ -163,8 +165,8 @@ impl Daemon {
         text.truncate(text.trim_end().len());
         text.push_str(&format!(
             "\n*** ClusterId = {} ProcId = {} Owner = \"{owner}\" CompletionDate = {now}\n",
-            int("ClusterId"),
-            int("ProcId")
+            int(classad::name!("ClusterId")),
+            int(classad::name!("ProcId"))
         ));
         if let Err(e) = f.write_all(text.as_bytes()) {
             tracing::warn!("cannot write STARTD_HISTORY: {e}");
@@ -193,7 +195,7 @@ impl Daemon {
         }
         Self::write_history(&mut self.history, now, job, &ending);
         let evicted = matches!(result.ending, Ending::Evicted { .. });
-        let limit = match job.eval_attr("RequestDisk") {
+        let limit = match job.eval_attr(classad::name!("RequestDisk")) {
             Value::Int(kib) if kib > 0 => (kib as u64).saturating_mul(1024),
             _ => u64::MAX,
         };
@@ -226,8 +228,11 @@ impl Daemon {
             match std::fs::rename(&run.sandbox, &dir) {
                 Ok(()) => Some(Arc::new(KeptOutputs { dir, files: streamed })),
                 Err(e) => {
-                    ending.insert_value("HoldReasonCode", 12i64);
-                    ending.insert_value("HoldReasonSubCode", e.raw_os_error().unwrap_or(0) as i64);
+                    ending.insert_value(classad::name!("HoldReasonCode"), 12i64);
+                    ending.insert_value(
+                        classad::name!("HoldReasonSubCode"),
+                        e.raw_os_error().unwrap_or(0) as i64,
+                    );
                     ending.insert_value(
                         "HoldReason",
                         format!("cannot keep the output files for transfer: {e}").as_str(),
@@ -237,13 +242,13 @@ impl Daemon {
             }
         };
         if let Some(e) = error
-            && !ending.contains("HoldReasonCode")
+            && !ending.contains(classad::name!("HoldReasonCode"))
         {
             // HTCondor's "Transfer output files failure" hold; its subcode
             // is the errno (2: a file named that the job did not create).
-            ending.insert_value("HoldReasonCode", 12i64);
-            ending.insert_value("HoldReasonSubCode", errno as i64);
-            ending.insert_value("HoldReason", e.as_str());
+            ending.insert_value(classad::name!("HoldReasonCode"), 12i64);
+            ending.insert_value(classad::name!("HoldReasonSubCode"), errno as i64);
+            ending.insert_value(classad::name!("HoldReason"), e.as_str());
         }
         let saved = run.ctl.saved();
         // What the job wrote to its log goes to its user log, as HTCondor's
@@ -257,7 +262,7 @@ impl Daemon {
             .collect();
         let more = result.log_dropped.saturating_add((result.log.len() - shown) as u64);
         let log = andes_protocol::pool::bounded_log(&lines, more);
-        let gid = match job.eval_attr("GlobalJobId") {
+        let gid = match job.eval_attr(classad::name!("GlobalJobId")) {
             Value::Str(s) => s.to_string(),
             _ => String::new(),
         };
@@ -270,15 +275,16 @@ impl Daemon {
                 }
                 r.state = andes_protocol::pool::RunState::Exited;
                 r.ctl = None;
-                let mut update = ClassAd::new();
-                for n in [
+                static USAGE: classad::Names<6> = classad::Names::new([
                     "RemoteUserCpu",
                     "RemoteSysCpu",
                     "ImageSize",
                     "ResidentSetSize",
                     "MemoryUsage",
                     "DiskUsage",
-                ] {
+                ]);
+                let mut update = ClassAd::new();
+                for n in USAGE.get() {
                     if let Some(e) = ending.get(n) {
                         update.insert(n, e.clone());
                     }
@@ -368,18 +374,18 @@ impl Daemon {
                 .map_err(|e| format!("writing the input files: {e}"))?;
             sandbox_empty = false;
         }
-        let digest = match ad.eval_attr("CmdDigest") {
+        let digest = match ad.eval_attr(classad::name!("CmdDigest")) {
             Value::Str(d) => parse_digest(&d),
             _ => None,
         };
         // Every job, from a schedd or backfill, is held to its slot's size.
         let limits = {
             let slot_ad = self.ads.get(&slot);
-            let int = |n: &str| match slot_ad.map(|a| a.eval_attr(n)) {
+            let int = |n: &classad::AttrName| match slot_ad.map(|a| a.eval_attr(n)) {
                 Some(Value::Int(v)) => Some(v),
                 _ => None,
             };
-            Limits::in_slot(&ad, int("Memory"), int("Disk"))
+            Limits::in_slot(&ad, int(classad::name!("Memory")), int(classad::name!("Disk")))
         };
         let saved_state = match kind {
             RunKind::Job => self.saved_in.get(&slot).cloned(),
@@ -504,7 +510,7 @@ impl Daemon {
             restored = Some((snap.hash, Arc::new(names)));
             restore = Some(Arc::from(bytes));
         }
-        let job = match ad.eval_attr("GlobalJobId") {
+        let job = match ad.eval_attr(classad::name!("GlobalJobId")) {
             Value::Str(s) => s.to_string(),
             _ => format!("slot{slot}"),
         };

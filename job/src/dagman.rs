@@ -20,6 +20,6 @@ pub const DAG_ENV: &str = "DAGManEnvironment";
 
 /// True for a DAGMan job: universe 7 with a DAG file.
 pub fn is_dagman(ad: &ClassAd) -> bool {
-    matches!(ad.eval_attr("JobUniverse"), Value::Int(SCHEDULER_UNIVERSE))
-        && matches!(ad.eval_attr(DAG_FILE), Value::Str(_))
+    matches!(ad.eval_attr(classad::name!("JobUniverse")), Value::Int(SCHEDULER_UNIVERSE))
+        && matches!(ad.eval_attr(classad::name!(DAG_FILE)), Value::Str(_))
 }

@@ -59,7 +59,7 @@ pub const SPOOLED_LOG: &str = "_andes_userlog";
 pub const SPOOLED_LEAVE_IN_QUEUE: &str = "JobStatus == 4 && StageOutFinish =?= undefined && \
      (CompletionDate =?= undefined || CompletionDate == 0 || time() - CompletionDate < 864000)";
 
-fn str_attr(job: &ClassAd, name: &str) -> Option<String> {
+fn str_attr<N: classad::NameRef + ?Sized>(job: &ClassAd, name: &N) -> Option<String> {
     match job.eval_attr(name) {
         Value::Str(s) => Some(s.to_string()),
         _ => None,
@@ -69,12 +69,12 @@ fn str_attr(job: &ClassAd, name: &str) -> Option<String> {
 /// True when the job was submitted with `--spool`: its inputs were uploaded,
 /// its outputs stay in the schedd's spool.
 pub fn is_spooled(job: &ClassAd) -> bool {
-    matches!(job.eval_attr(SPOOLED_INPUT), Value::Str(_))
+    matches!(job.eval_attr(classad::name!(SPOOLED_INPUT)), Value::Str(_))
 }
 
 /// The job's initial working directory (`Iwd`), where relative paths start.
 pub fn iwd_of(job: &ClassAd) -> PathBuf {
-    PathBuf::from(str_attr(job, "Iwd").unwrap_or_else(|| ".".into()))
+    PathBuf::from(str_attr(job, classad::name!("Iwd")).unwrap_or_else(|| ".".into()))
 }
 
 /// `p` against `iwd` unless absolute.
@@ -85,7 +85,7 @@ pub fn resolve(iwd: &Path, p: &str) -> PathBuf {
 
 /// The bytes a job's input files may hold in all: its RequestDisk, else 1 GiB.
 pub fn input_limit(job: &ClassAd) -> u64 {
-    match job.eval_attr("RequestDisk") {
+    match job.eval_attr(classad::name!("RequestDisk")) {
         Value::Int(kib) if kib > 0 => (kib as u64).saturating_mul(1024),
         _ => 1 << 30,
     }
@@ -150,7 +150,7 @@ pub const MAX_REMAPS: usize = 1_000;
 
 /// True when the job asks for [`PRESERVE_RELATIVE_PATHS`].
 pub fn preserves_relative_paths(job: &ClassAd) -> bool {
-    matches!(job.eval_attr(PRESERVE_RELATIVE_PATHS), Value::Bool(true))
+    matches!(job.eval_attr(classad::name!(PRESERVE_RELATIVE_PATHS)), Value::Bool(true))
 }
 
 /// The `name = newname` pairs of a [`OUTPUT_REMAPS`] value, in order, as
@@ -288,7 +288,7 @@ pub fn input_files(job: &ClassAd) -> Result<Vec<(String, PathBuf)>, String> {
         out.push((name, path));
         Ok(())
     };
-    if let Some(list) = str_attr(job, "TransferInput") {
+    if let Some(list) = str_attr(job, classad::name!("TransferInput")) {
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let path = resolve(&iwd, item);
             let base = if preserve && !Path::new(item).is_absolute() {
@@ -319,7 +319,7 @@ pub fn input_files(job: &ClassAd) -> Result<Vec<(String, PathBuf)>, String> {
             }
         }
     }
-    if let Some(input) = str_attr(job, "In")
+    if let Some(input) = str_attr(job, classad::name!("In"))
         && input != "/dev/null"
     {
         push(STDIN_NAME.to_string(), resolve(&iwd, &input), &mut out)?;
@@ -453,8 +453,8 @@ impl OutputPlaces {
         };
         Ok(OutputPlaces {
             iwd: iwd_of(job),
-            out: str_attr(job, "Out"),
-            err: str_attr(job, "Err"),
+            out: str_attr(job, classad::name!("Out")),
+            err: str_attr(job, classad::name!("Err")),
             remaps,
         })
     }

@@ -268,7 +268,7 @@ pub const GRID_JOB_ID: &str = "GridJobId";
 pub const GRID_JOB_STATUS: &str = "GridJobStatus";
 
 /// An attribute's value as a string, if it is a non-empty string.
-pub fn str_attr(ad: &ClassAd, name: &str) -> Option<String> {
+pub fn str_attr<N: classad::NameRef + ?Sized>(ad: &ClassAd, name: &N) -> Option<String> {
     match ad.eval_attr(name) {
         classad::Value::Str(s) if !s.is_empty() => Some(s.to_string()),
         _ => None,

@@ -66,7 +66,7 @@ impl Deferral {
     /// `None` when the job has no DeferralTime; an error when it is not a
     /// number. `schedd_interval` stands in for a missing ScheddInterval.
     pub fn of(ad: &ClassAd, now: i64, schedd_interval: i64) -> Option<Result<Deferral, String>> {
-        let expr = ad.get("DeferralTime")?;
+        let expr = ad.get(classad::name!("DeferralTime"))?;
         let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
         let time = match int(ev.eval(expr, Some(ad), None)) {
             Some(t) => t,

@@ -18,18 +18,18 @@ use crate::userlog::{self, EventJobId, FormatOptions, JobEvent, UserLog};
 
 /// The path of a job's event log: `UserLog`, relative to `Iwd` unless absolute.
 pub fn log_path(ad: &ClassAd) -> Option<PathBuf> {
-    path_attr(ad, "UserLog")
+    path_attr(ad, &LOG_ATTRS.get()[0])
 }
 
 /// The attributes naming a log a job's events go to: its own (`UserLog`)
 /// and, for a DAG node, its DAG's node log (`DAGManNodesLog`, which DAGMan
 /// reads to follow its nodes), as HTCondor's schedd writes both.
-pub const LOG_ATTRS: [&str; 2] = ["UserLog", "DAGManNodesLog"];
+pub static LOG_ATTRS: classad::Names<2> = classad::Names::new(["UserLog", "DAGManNodesLog"]);
 
 /// Every log the job's events go to (see [`LOG_ATTRS`]), each once.
 pub fn log_paths(ad: &ClassAd) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
-    for p in LOG_ATTRS.iter().filter_map(|a| path_attr(ad, a)) {
+    for p in LOG_ATTRS.get().iter().filter_map(|a| path_attr(ad, a)) {
         if !out.contains(&p) {
             out.push(p);
         }
@@ -38,7 +38,7 @@ pub fn log_paths(ad: &ClassAd) -> Vec<PathBuf> {
 }
 
 /// A path attribute, relative to `Iwd` unless absolute.
-fn path_attr(ad: &ClassAd, attr: &str) -> Option<PathBuf> {
+fn path_attr(ad: &ClassAd, attr: &classad::AttrName) -> Option<PathBuf> {
     let Value::Str(log) = ad.eval_attr(attr) else { return None };
     if log.is_empty() {
         return None;
@@ -47,7 +47,7 @@ fn path_attr(ad: &ClassAd, attr: &str) -> Option<PathBuf> {
     if p.is_absolute() {
         return Some(p.to_path_buf());
     }
-    match ad.eval_attr("Iwd") {
+    match ad.eval_attr(classad::name!("Iwd")) {
         Value::Str(iwd) => Some(Path::new(&*iwd).join(p)),
         _ => Some(p.to_path_buf()),
     }
@@ -71,7 +71,7 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
         EventKind::Submitted => vec![U::Submit(userlog::Submit {
             submit_host: submit_host.to_string(),
             // `submit_event_notes` (DAGMan's `DAG Node: NAME`), one line.
-            log_notes: match ad.eval_attr("SubmitEventNotes") {
+            log_notes: match ad.eval_attr(classad::name!("SubmitEventNotes")) {
                 Value::Str(s) if !s.is_empty() => {
                     Some(s.lines().next().unwrap_or_default().chars().take(1024).collect())
                 }
@@ -80,7 +80,7 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
             ..Default::default()
         })],
         EventKind::Executing => vec![U::Execute(userlog::Execute {
-            execute_host: match ad.eval_attr("RemoteHost") {
+            execute_host: match ad.eval_attr(classad::name!("RemoteHost")) {
                 Value::Str(s) => s.to_string(),
                 _ => String::new(),
             },
@@ -126,7 +126,7 @@ pub fn events_for(e: &QueueEvent, submit_host: &str) -> Vec<userlog::EventKind> 
             } else {
                 userlog::Eviction::NotCheckpointed
             };
-            let reason = match ad.eval_attr("LastVacateReason") {
+            let reason = match ad.eval_attr(classad::name!("LastVacateReason")) {
                 Value::Str(s) => Some(s.to_string()),
                 _ => None,
             };
@@ -168,7 +168,7 @@ fn evicted(
 
 /// How the job's last run ended, from its ad.
 fn ending_of(ad: &ClassAd) -> userlog::Ending {
-    if ad.eval_attr("ExitBySignal") == Value::Bool(true) {
+    if ad.eval_attr(classad::name!("ExitBySignal")) == Value::Bool(true) {
         userlog::Ending::Abnormal {
             signal: int(ad, "ExitSignal").unwrap_or(0) as i32,
             core_file: None,
@@ -188,7 +188,7 @@ pub fn sink_for(submit_host: String, accounts: Arc<Accounts>, spool: Option<Path
         let mut logs: HashMap<(PathBuf, String, bool), Vec<JobEvent>> = HashMap::new();
         for e in events {
             // A job naming no log is passed over without making its ad.
-            if !LOG_ATTRS.iter().any(|a| e.ad.has(a)) {
+            if !LOG_ATTRS.get().iter().any(|a| e.ad.has(a)) {
                 continue;
             }
             let spooled = transfer::is_spooled(&e.ad);
@@ -202,7 +202,7 @@ pub fn sink_for(submit_host: String, accounts: Arc<Accounts>, spool: Option<Path
             } else {
                 log_paths(&e.ad)
             };
-            let owner = match e.ad.eval_attr("Owner") {
+            let owner = match e.ad.eval_attr(classad::name!("Owner")) {
                 Value::Str(o) => o.to_string(),
                 _ => String::new(),
             };

@@ -39,7 +39,7 @@ pub(crate) fn read_inputs(
         }
         out
     } else {
-        let owner = str_attr(job, "Owner").unwrap_or_default();
+        let owner = str_attr(job, classad::name!("Owner")).unwrap_or_default();
         let access = accounts.access(&owner);
         Accounts::run(&access, || {
             transfer::input_files(job)
@@ -72,7 +72,7 @@ pub(crate) fn write_outputs(
             &staged.files,
         )?);
     }
-    let owner = str_attr(job, "Owner").unwrap_or_default();
+    let owner = str_attr(job, classad::name!("Owner")).unwrap_or_default();
     let access = accounts.access(&owner);
     let mut opened = staged.open()?;
     Accounts::run(&access, || transfer::write_outputs(job, outputs, &mut opened))?

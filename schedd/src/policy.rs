@@ -46,17 +46,18 @@ impl HoldInfo {
     /// The hold `ad` records, if it has a HoldReasonCode: its HoldReason
     /// (else `default_reason`) and HoldReasonSubCode (else 0).
     pub fn from_ad(ad: &ClassAd, default_reason: &str) -> Option<HoldInfo> {
-        let Some(Value::Int(code)) = ad.get("HoldReasonCode").and_then(|e| e.as_literal().cloned())
+        let Some(Value::Int(code)) =
+            ad.get(classad::name!("HoldReasonCode")).and_then(|e| e.as_literal().cloned())
         else {
             return None;
         };
         Some(HoldInfo {
             code,
-            reason: match ad.eval_attr("HoldReason") {
+            reason: match ad.eval_attr(classad::name!("HoldReason")) {
                 Value::Str(s) => s.to_string(),
                 _ => default_reason.to_string(),
             },
-            subcode: match ad.eval_attr("HoldReasonSubCode") {
+            subcode: match ad.eval_attr(classad::name!("HoldReasonSubCode")) {
                 Value::Int(s) => s,
                 _ => 0,
             },
@@ -86,7 +87,7 @@ enum Fired {
     Undefined,
 }
 
-fn fire(ev: &mut Evaluator, ad: &ClassAd, attr: &str) -> Fired {
+fn fire(ev: &mut Evaluator, ad: &ClassAd, attr: &classad::AttrName) -> Fired {
     let Some(expr) = ad.get(attr) else { return Fired::No };
     if matches!(expr.unparen(), Expr::Lit(Value::Undefined)) {
         return Fired::No;
@@ -140,14 +141,18 @@ fn undefined_hold(ad: &ClassAd, attr: &str) -> HoldInfo {
     }
 }
 
-fn string_attr(ev: &mut Evaluator, ad: &ClassAd, attr: &str) -> Option<String> {
+fn string_attr<N: classad::NameRef + ?Sized>(
+    ev: &mut Evaluator,
+    ad: &ClassAd,
+    attr: &N,
+) -> Option<String> {
     match ev.eval_attr(ad, None, attr) {
         Value::Str(s) if !s.is_empty() => Some(s.to_string()),
         _ => None,
     }
 }
 
-fn int_attr(ev: &mut Evaluator, ad: &ClassAd, attr: &str) -> i64 {
+fn int_attr<N: classad::NameRef + ?Sized>(ev: &mut Evaluator, ad: &ClassAd, attr: &N) -> i64 {
     match ev.eval_attr(ad, None, attr) {
         Value::Int(i) => i,
         Value::Real(r) if r.is_finite() => r as i64,
@@ -169,13 +174,13 @@ fn policy_hold(ev: &mut Evaluator, ad: &ClassAd, attr: &str) -> HoldInfo {
 /// ending (`ExitCode` or `ExitSignal`, `ExitBySignal`, usage).
 pub fn on_exit(ad: &ClassAd, now: i64) -> ExitDecision {
     let mut ev = evaluator(now);
-    match fire(&mut ev, ad, "OnExitHold") {
+    match fire(&mut ev, ad, classad::name!("OnExitHold")) {
         Fired::Yes => return ExitDecision::Hold(policy_hold(&mut ev, ad, "OnExitHold")),
         Fired::Undefined => return ExitDecision::Hold(undefined_hold(ad, "OnExitHold")),
         Fired::No => {}
     }
-    match fire(&mut ev, ad, "OnExitRemove") {
-        Fired::No if ad.contains("OnExitRemove") => ExitDecision::Requeue,
+    match fire(&mut ev, ad, classad::name!("OnExitRemove")) {
+        Fired::No if ad.contains(classad::name!("OnExitRemove")) => ExitDecision::Requeue,
         Fired::Undefined => ExitDecision::Hold(undefined_hold(ad, "OnExitRemove")),
         _ => ExitDecision::Complete,
     }
@@ -187,7 +192,7 @@ pub fn periodic(ad: &ClassAd, status: JobStatus, now: i64) -> Option<PeriodicAct
         return None;
     }
     let mut ev = evaluator(now);
-    if let Value::Int(t) = ev.eval_attr(ad, None, "TimerRemove")
+    if let Value::Int(t) = ev.eval_attr(ad, None, classad::name!("TimerRemove"))
         && t >= 0
         && t < now
     {
@@ -199,7 +204,7 @@ pub fn periodic(ad: &ClassAd, status: JobStatus, now: i64) -> Option<PeriodicAct
         _ => Some(PeriodicAction::Hold(undefined_hold(ad, attr))),
     };
     if status != JobStatus::Held {
-        match fire(&mut ev, ad, "PeriodicHold") {
+        match fire(&mut ev, ad, classad::name!("PeriodicHold")) {
             Fired::Yes => {
                 return Some(PeriodicAction::Hold(policy_hold(&mut ev, ad, "PeriodicHold")));
             }
@@ -208,9 +213,9 @@ pub fn periodic(ad: &ClassAd, status: JobStatus, now: i64) -> Option<PeriodicAct
         }
     }
     if status == JobStatus::Held {
-        match fire(&mut ev, ad, "PeriodicRelease") {
+        match fire(&mut ev, ad, classad::name!("PeriodicRelease")) {
             Fired::Yes => {
-                let reason = string_attr(&mut ev, ad, "PeriodicReleaseReason")
+                let reason = string_attr(&mut ev, ad, classad::name!("PeriodicReleaseReason"))
                     .unwrap_or_else(|| default_reason(ad, "PeriodicRelease"));
                 return Some(PeriodicAction::Release(reason));
             }
@@ -218,9 +223,9 @@ pub fn periodic(ad: &ClassAd, status: JobStatus, now: i64) -> Option<PeriodicAct
             Fired::No => {}
         }
     }
-    match fire(&mut ev, ad, "PeriodicRemove") {
+    match fire(&mut ev, ad, classad::name!("PeriodicRemove")) {
         Fired::Yes => {
-            let reason = string_attr(&mut ev, ad, "PeriodicRemoveReason")
+            let reason = string_attr(&mut ev, ad, classad::name!("PeriodicRemoveReason"))
                 .unwrap_or_else(|| default_reason(ad, "PeriodicRemove"));
             Some(PeriodicAction::Remove(reason))
         }
@@ -232,7 +237,9 @@ pub fn periodic(ad: &ClassAd, status: JobStatus, now: i64) -> Option<PeriodicAct
 /// True when the ad has any periodic expression worth evaluating, so that a
 /// periodic pass can skip the (many) jobs that have none.
 pub fn has_periodic(ad: &ClassAd) -> bool {
-    ["PeriodicHold", "PeriodicRelease", "PeriodicRemove", "TimerRemove"].iter().any(|a| {
+    static PERIODIC: classad::Names<4> =
+        classad::Names::new(["PeriodicHold", "PeriodicRelease", "PeriodicRemove", "TimerRemove"]);
+    PERIODIC.get().iter().any(|a| {
         ad.get(a).is_some_and(|e| {
             !matches!(e.unparen(), Expr::Lit(Value::Bool(false)) | Expr::Lit(Value::Undefined))
         })

@@ -401,12 +401,12 @@ impl Table {
         }
         for r in &mut routes {
             if let Some(m) = named.max_jobs
-                && !r.ad.contains("MaxJobs")
+                && !r.ad.contains(classad::name!("MaxJobs"))
             {
                 r.max_jobs = m;
             }
             if let Some(m) = named.max_idle_jobs
-                && !r.ad.contains("MaxIdleJobs")
+                && !r.ad.contains(classad::name!("MaxIdleJobs"))
             {
                 r.max_idle_jobs = m;
             }
@@ -497,8 +497,10 @@ impl Route {
             _ if !grid_resource.is_empty() => grid_resource.clone(),
             _ => return Err("a route needs a Name or a GridResource".into()),
         };
-        let edit_in_place =
-            ad.get("EditJobInPlace").cloned().unwrap_or(Expr::from(Value::Bool(false)));
+        let edit_in_place = ad
+            .get(classad::name!("EditJobInPlace"))
+            .cloned()
+            .unwrap_or(Expr::from(Value::Bool(false)));
         let in_place_always = matches!(eval_in(&ad, "EditJobInPlace"), Some(Value::Bool(true)));
         let target = if in_place_always {
             None
@@ -553,8 +555,11 @@ impl Route {
         }
         let transforms = copies.into_iter().chain(deletes).chain(sets).chain(evals).collect();
         Ok(Route {
-            requirements: ad.get("Requirements").cloned().unwrap_or(Expr::from(Value::Bool(true))),
-            job_failure_test: ad.get("JobFailureTest").cloned(),
+            requirements: ad
+                .get(classad::name!("Requirements"))
+                .cloned()
+                .unwrap_or(Expr::from(Value::Bool(true))),
+            job_failure_test: ad.get(classad::name!("JobFailureTest")).cloned(),
             target_universe: int("TargetUniverse", 9)?,
             name,
             grid_resource,
@@ -637,11 +642,11 @@ impl Route {
         for a in COPY_DROPS {
             ad.remove(a);
         }
-        ad.insert_value("JobUniverse", self.target_universe);
-        ad.insert_value("GridResource", self.grid_resource.as_str());
+        ad.insert_value(classad::name!("JobUniverse"), self.target_universe);
+        ad.insert_value(classad::name!("GridResource"), self.grid_resource.as_str());
         self.transform(ev, original, &mut ad);
-        ad.insert_value("RoutedFromJobId", from.to_string());
-        ad.insert_value("RouteName", self.name.as_str());
+        ad.insert_value(classad::name!("RoutedFromJobId"), from.to_string());
+        ad.insert_value(classad::name!("RouteName"), self.name.as_str());
         ad
     }
 

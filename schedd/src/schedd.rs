@@ -545,7 +545,7 @@ async fn submit(
     // Every module the jobs run must be stored: the cluster's, or each job's own.
     let mut digests = std::collections::BTreeSet::new();
     for ad in std::iter::once(&cluster_ad).chain(procs.iter()) {
-        if let Some(e) = ad.get("CmdDigest") {
+        if let Some(e) = ad.get(classad::name!("CmdDigest")) {
             match e.as_literal() {
                 Some(classad::Value::Str(d)) => digests.insert(d.to_string()),
                 _ => {
@@ -576,8 +576,8 @@ async fn submit(
             ));
         }
     } else if digests.is_empty()
-        || procs.iter().any(|p| p.get("CmdDigest").is_none())
-            && cluster_ad.get("CmdDigest").is_none()
+        || procs.iter().any(|p| p.get(classad::name!("CmdDigest")).is_none())
+            && cluster_ad.get(classad::name!("CmdDigest")).is_none()
     {
         return Err(ApiError::bad_request("a job has no CmdDigest (its module's sha256)"));
     }
@@ -599,7 +599,7 @@ async fn submit(
         }
         let job = job_of(p);
         if crate::transfer::is_spooled(&job) {
-            let list = job.eval_attr(crate::transfer::SPOOLED_INPUT);
+            let list = job.eval_attr(classad::name!(crate::transfer::SPOOLED_INPUT));
             for (name, digest) in crate::transfer::spooled_inputs(list.as_str().unwrap_or("")) {
                 if !andes_protocol::pool::safe_relative_name(&name) {
                     return Err(ApiError::bad_request(format!(
@@ -631,7 +631,7 @@ async fn submit(
 /// it does not know is refused, so routed jobs never run as an anonymous
 /// router user.
 fn routed_owner(auth: &Auth, caller: &Caller, ad: &ClassAd) -> Result<(), ApiError> {
-    let owner = match ad.get("Owner").and_then(|e| e.as_literal()) {
+    let owner = match ad.get(classad::name!("Owner")).and_then(|e| e.as_literal()) {
         Some(classad::Value::Str(o)) => o.to_string(),
         _ => {
             return Err(ApiError::bad_request(format!(
@@ -709,9 +709,9 @@ fn group_ads<'a>(
         .take(limit.unwrap_or(usize::MAX))
         .enumerate()
         .map(|(i, (mut g, count))| {
-            g.insert_value("JobCount", count);
-            g.insert_value("AutoClusterId", i as i64 + 1);
-            g.insert_value("AutoClusterAttrs", list.clone());
+            g.insert_value(classad::name!("JobCount"), count);
+            g.insert_value(classad::name!("AutoClusterId"), i as i64 + 1);
+            g.insert_value(classad::name!("AutoClusterAttrs"), list.clone());
             g.to_string()
         })
         .collect()

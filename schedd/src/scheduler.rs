@@ -42,7 +42,7 @@ pub const MAX_ARGS: usize = 64;
 /// [`is_dagman`] of a queued job, looking at its ads' attributes first (most
 /// jobs name no DAG file: they are told apart without building their ad).
 pub fn is_dagman_view(v: &crate::queue::JobView<'_>) -> bool {
-    v.has(DAG_FILE) && is_dagman(&v.ad())
+    v.has(classad::name!(DAG_FILE)) && is_dagman(&v.ad())
 }
 
 /// What a running DAGMan process is told.
@@ -92,7 +92,7 @@ impl Dagmen {
             }
             while let Some(batch) = events.recv().await {
                 for e in batch {
-                    if !e.ad.has(DAG_FILE) || !is_dagman(&e.ad) {
+                    if !e.ad.has(classad::name!(DAG_FILE)) || !is_dagman(&e.ad) {
                         continue;
                     }
                     match &e.kind {
@@ -155,9 +155,12 @@ impl Dagmen {
             Err(why) => {
                 tracing::warn!("DAGMan job {id}: {why}");
                 let mut ending = ClassAd::new();
-                ending.insert_value("HoldReasonCode", 6i64);
-                ending.insert_value("HoldReasonSubCode", 0i64);
-                ending.insert_value("HoldReason", format!("cannot run DAGMan: {why}"));
+                ending.insert_value(classad::name!("HoldReasonCode"), 6i64);
+                ending.insert_value(classad::name!("HoldReasonSubCode"), 0i64);
+                ending.insert_value(
+                    classad::name!("HoldReason"),
+                    format!("cannot run DAGMan: {why}"),
+                );
                 let now = self.schedd.clock().now();
                 let _ = self.schedd.queue.job_exited(id, ending, now).await;
                 return;
@@ -198,7 +201,7 @@ impl Dagmen {
             .env_clear()
             .stdin(Stdio::null())
             .kill_on_drop(false);
-        if let Value::List(items) = ad.eval_attr(DAG_ENV) {
+        if let Value::List(items) = ad.eval_attr(classad::name!(DAG_ENV)) {
             for v in items.iter() {
                 if let Value::Str(s) = v
                     && let Some((k, v)) = s.split_once('=')
@@ -288,12 +291,12 @@ fn exit_ad(code: i32, signal: Option<i32>) -> ClassAd {
     let mut ad = ClassAd::new();
     match signal {
         Some(s) => {
-            ad.insert_value("ExitBySignal", true);
-            ad.insert_value("ExitSignal", i64::from(s));
+            ad.insert_value(classad::name!("ExitBySignal"), true);
+            ad.insert_value(classad::name!("ExitSignal"), i64::from(s));
         }
         None => {
-            ad.insert_value("ExitBySignal", false);
-            ad.insert_value("ExitCode", i64::from(code));
+            ad.insert_value(classad::name!("ExitBySignal"), false);
+            ad.insert_value(classad::name!("ExitCode"), i64::from(code));
         }
     }
     ad

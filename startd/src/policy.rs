@@ -106,8 +106,8 @@ pub struct ClaimExprs {
 }
 
 /// The names of [`ClaimExprs`], as published in the machine ad.
-pub const CLAIM_EXPR_NAMES: [&str; 6] =
-    ["WANT_SUSPEND", "SUSPEND", "CONTINUE", "PREEMPT", "WANT_VACATE", "KILL"];
+pub static CLAIM_EXPR_NAMES: classad::Names<6> =
+    classad::Names::new(["WANT_SUSPEND", "SUSPEND", "CONTINUE", "PREEMPT", "WANT_VACATE", "KILL"]);
 
 impl ClaimExprs {
     /// The expressions in the order of [`CLAIM_EXPR_NAMES`].

@@ -70,7 +70,7 @@ impl Deferral {
     /// `DeferralWindow` are evaluated with `CurrentTime` the host's now; a job
     /// up to `DeferralWindow` seconds late starts at once (the manual).
     pub fn decide(ad: &ClassAd, now_ms: i64) -> Deferral {
-        let Some(expr) = ad.get("DeferralTime") else { return Deferral::Now };
+        let Some(expr) = ad.get(classad::name!("DeferralTime")) else { return Deferral::Now };
         let now = now_ms.div_euclid(1000);
         let mut ev = classad::Evaluator::with_options(classad::EvalOptions {
             now: Some(now),
@@ -91,7 +91,7 @@ impl Deferral {
         if time.saturating_mul(1000) > now_ms {
             return Deferral::Wait(time);
         }
-        let window = match ad.get("DeferralWindow") {
+        let window = match ad.get(classad::name!("DeferralWindow")) {
             Some(e) => num(ev.eval(e, Some(ad), None)).unwrap_or(0).max(0),
             None => 0,
         };
@@ -133,7 +133,7 @@ impl Default for Limits {
     }
 }
 
-fn ad_int(ad: &ClassAd, name: &str) -> Option<i64> {
+fn ad_int<N: classad::NameRef + ?Sized>(ad: &ClassAd, name: &N) -> Option<i64> {
     match ad.eval_attr(name) {
         Value::Int(i) => Some(i),
         Value::Real(r) if r.is_finite() => Some(r as i64),
@@ -183,17 +183,17 @@ impl Limits {
     pub fn from_ad(ad: &ClassAd) -> Limits {
         let d = Limits::default();
         Limits {
-            memory_bytes: ad_int(ad, "RequestMemory")
+            memory_bytes: ad_int(ad, classad::name!("RequestMemory"))
                 .filter(|m| *m > 0)
                 .map_or(d.memory_bytes, |m| (m as u64).saturating_mul(1 << 20)),
-            execute_duration: ad_int(ad, "AllowedExecuteDuration")
+            execute_duration: ad_int(ad, classad::name!("AllowedExecuteDuration"))
                 .filter(|s| *s > 0)
                 .map(|s| Duration::from_secs(s as u64)),
-            fuel: ad_int(ad, "MaxFuel").filter(|f| *f > 0).map(|f| f as u64),
-            disk_bytes: ad_int(ad, "RequestDisk")
+            fuel: ad_int(ad, classad::name!("MaxFuel")).filter(|f| *f > 0).map(|f| f as u64),
+            disk_bytes: ad_int(ad, classad::name!("RequestDisk"))
                 .filter(|k| *k > 0)
                 .map_or(d.disk_bytes, |k| (k as u64).saturating_mul(1024)),
-            output_bytes: ad_int(ad, "MaxOutputBytes")
+            output_bytes: ad_int(ad, classad::name!("MaxOutputBytes"))
                 .filter(|b| *b > 0)
                 .map_or(d.output_bytes, |b| b as u64),
             max_open_files: d.max_open_files,
@@ -252,33 +252,33 @@ impl JobResult {
         let mut ad = ClassAd::new();
         match &self.ending {
             Ending::Exited(code) => {
-                ad.insert_value("ExitCode", *code as i64);
-                ad.insert_value("ExitBySignal", false);
+                ad.insert_value(classad::name!("ExitCode"), *code as i64);
+                ad.insert_value(classad::name!("ExitBySignal"), false);
             }
             Ending::Trapped { signal, trap } => {
-                ad.insert_value("ExitBySignal", true);
-                ad.insert_value("ExitSignal", *signal as i64);
-                ad.insert_value("WasmTrap", trap.as_str());
+                ad.insert_value(classad::name!("ExitBySignal"), true);
+                ad.insert_value(classad::name!("ExitSignal"), *signal as i64);
+                ad.insert_value(classad::name!("WasmTrap"), trap.as_str());
             }
             Ending::Held { code, subcode, reason } => {
-                ad.insert_value("HoldReasonCode", *code as i64);
-                ad.insert_value("HoldReasonSubCode", *subcode as i64);
-                ad.insert_value("HoldReason", reason.as_str());
+                ad.insert_value(classad::name!("HoldReasonCode"), *code as i64);
+                ad.insert_value(classad::name!("HoldReasonSubCode"), *subcode as i64);
+                ad.insert_value(classad::name!("HoldReason"), reason.as_str());
             }
             Ending::Evicted { .. } => {}
         }
         let u = &self.usage;
-        ad.insert_value("RemoteUserCpu", u.remote_user_cpu);
-        ad.insert_value("RemoteSysCpu", u.remote_sys_cpu);
-        ad.insert_value("RemoteWallClockTime", u.remote_wall_clock_time);
-        ad.insert_value("CumulativeSuspensionTime", u.cumulative_suspension_time);
+        ad.insert_value(classad::name!("RemoteUserCpu"), u.remote_user_cpu);
+        ad.insert_value(classad::name!("RemoteSysCpu"), u.remote_sys_cpu);
+        ad.insert_value(classad::name!("RemoteWallClockTime"), u.remote_wall_clock_time);
+        ad.insert_value(classad::name!("CumulativeSuspensionTime"), u.cumulative_suspension_time);
         for (n, v) in u.memory_attrs() {
             ad.insert_value(n, v);
         }
-        ad.insert_value("DiskUsage", u.disk_usage_kib as i64);
+        ad.insert_value(classad::name!("DiskUsage"), u.disk_usage_kib as i64);
         // Nobody counted an unmetered job's fuel: no figure rather than 0.
         if !u.fuel_unmetered {
-            ad.insert_value("WasmFuelConsumed", u.fuel_consumed as i64);
+            ad.insert_value(classad::name!("WasmFuelConsumed"), u.fuel_consumed as i64);
         }
         ad
     }
@@ -347,13 +347,13 @@ fn mib(b: u64) -> String {
 /// The job's argv: argv\[0\] is the executable's name, then `Arguments`
 /// (V2) or else `Args` (V1).
 pub fn job_argv(ad: &ClassAd) -> Result<Vec<String>, String> {
-    let cmd = match ad.eval_attr("Cmd") {
+    let cmd = match ad.eval_attr(classad::name!("Cmd")) {
         Value::Str(s) => s.to_string(),
         _ => "job.wasm".into(),
     };
     let argv0 = Path::new(&cmd).file_name().map_or(cmd.clone(), |n| n.to_string_lossy().into());
     let mut argv = vec![argv0];
-    match (ad.eval_attr("Arguments"), ad.eval_attr("Args")) {
+    match (ad.eval_attr(classad::name!("Arguments")), ad.eval_attr(classad::name!("Args"))) {
         (Value::Str(s), _) => {
             argv.extend(classad::argenv::split_v2(&s).map_err(|e| format!("Arguments: {e}"))?)
         }
@@ -365,7 +365,7 @@ pub fn job_argv(ad: &ClassAd) -> Result<Vec<String>, String> {
 
 /// The job's environment: `Environment` (V2) or else `Env` (V1); never the host's.
 pub fn job_env(ad: &ClassAd) -> Result<Vec<(String, String)>, String> {
-    match (ad.eval_attr("Environment"), ad.eval_attr("Env")) {
+    match (ad.eval_attr(classad::name!("Environment")), ad.eval_attr(classad::name!("Env"))) {
         (Value::Str(s), _) => {
             classad::argenv::parse_env_v2(&s).map_err(|e| format!("Environment: {e}"))
         }
@@ -375,7 +375,7 @@ pub fn job_env(ad: &ClassAd) -> Result<Vec<(String, String)>, String> {
 }
 
 /// A stream's file name in the sandbox, or `None` for `/dev/null` or unset.
-fn stream_path(ad: &ClassAd, attr: &str) -> Option<String> {
+fn stream_path<N: classad::NameRef + ?Sized>(ad: &ClassAd, attr: &N) -> Option<String> {
     match ad.eval_attr(attr) {
         Value::Str(s) if !s.is_empty() && &*s != "/dev/null" => Some(s.to_string()),
         _ => None,
@@ -770,7 +770,7 @@ impl Host {
                 held(HOLD_CHECKPOINT, 1, format!("cannot resume the job's stream {name}: {e}"))
             })
         };
-        if let Some(name) = stream_path(&spec.ad, "In") {
+        if let Some(name) = stream_path(&spec.ad, classad::name!("In")) {
             let mut f = dir.open(&name).map_err(|e| {
                 held(
                     HOLD_OPEN_INPUT,
@@ -783,7 +783,7 @@ impl Host {
             }
             wasi.set_stdin(reader(wasi_file(f)));
         }
-        for (attr, is_err) in [("Out", false), ("Err", true)] {
+        for (attr, is_err) in [(classad::name!("Out"), false), (classad::name!("Err"), true)] {
             let Some(name) = stream_path(&spec.ad, attr) else { continue };
             // A restored job's output continues where it was, in the file
             // the snapshot put back; a new job's starts empty.

@@ -198,11 +198,11 @@ impl Checked {
         // A Scheduler ad changes no slot ad: judged before or after alike.
         let wakes = |store: &Collector, ad: &ClassAd| match kind {
             AdType::Schedd => {
-                matches!(ad.eval_attr("TotalIdleJobs"), classad::Value::Int(n) if n > 0)
+                matches!(ad.eval_attr(classad::name!("TotalIdleJobs")), classad::Value::Int(n) if n > 0)
                     && store.negotiation_may_match(now)
             }
             AdType::Machine => {
-                matches!(ad.eval_attr("State"), classad::Value::Str(st) if &*st == "Unclaimed")
+                matches!(ad.eval_attr(classad::name!("State")), classad::Value::Str(st) if &*st == "Unclaimed")
             }
             _ => false,
         };

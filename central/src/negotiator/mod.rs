@@ -277,7 +277,8 @@ fn preemptible(
         .first()
         .and_then(|n| ad.lookup(n))
         .map_or(0.0, |e| finite(ev.eval(e, Some(ad), None).as_real().unwrap_or(0.0)));
-    let current = finite(ev.eval_attr(ad, None, "CurrentRank").as_real().unwrap_or(0.0));
+    let current =
+        finite(ev.eval_attr(ad, None, classad::name!("CurrentRank")).as_real().unwrap_or(0.0));
     rank > current
 }
 
@@ -399,10 +400,13 @@ impl Ctx<'_> {
                     let aug = augmented.entry(gi as u32).or_insert_with(|| {
                         let mut a = (*slot).clone();
                         let remote = g.remote_user.as_deref().unwrap_or("");
-                        a.insert_value("RemoteUserPrio", self.accountant.effective(remote));
+                        a.insert_value(
+                            classad::name!("RemoteUserPrio"),
+                            self.accountant.effective(remote),
+                        );
                         a
                     });
-                    aug.insert_value("SubmitterUserPrio", submitter_prio);
+                    aug.insert_value(classad::name!("SubmitterUserPrio"), submitter_prio);
                     if need_prio {
                         let ok = self.cfg.preemption_requirements.as_ref().is_some_and(|e| {
                             ev.eval(e, Some(aug), Some(job)).as_bool() == Some(true)
@@ -505,7 +509,11 @@ fn group_slots(
             None => {
                 let claimed = class == SlotClass::Claimed;
                 let current_rank = if claimed {
-                    finite(ev.eval_attr(&slot.ad, None, "CurrentRank").as_real().unwrap_or(0.0))
+                    finite(
+                        ev.eval_attr(&slot.ad, None, classad::name!("CurrentRank"))
+                            .as_real()
+                            .unwrap_or(0.0),
+                    )
                 } else {
                     0.0
                 };

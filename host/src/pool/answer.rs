@@ -300,7 +300,7 @@ impl Daemon {
                 // A job runs once: a second activation of a job this host
                 // already runs or holds queued (its schedd lost track) is
                 // refused.
-                if let Value::Str(gid) = job.eval_attr("GlobalJobId")
+                if let Value::Str(gid) = job.eval_attr(classad::name!("GlobalJobId"))
                     && self.holds_job(&gid)
                 {
                     return Err(PoolError::Refused(format!(
@@ -526,7 +526,7 @@ impl Daemon {
                 let dir = self.uploaded_dir(slot);
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| PoolError::Refused(format!("{}: {e}", dir.display())))?;
-                let disk = match self.ads.get(&slot).map(|a| a.eval_attr("Disk")) {
+                let disk = match self.ads.get(&slot).map(|a| a.eval_attr(classad::name!("Disk"))) {
                     Some(Value::Int(kib)) if kib > 0 => (kib as u64).saturating_mul(1024),
                     _ => 0,
                 };
@@ -599,7 +599,7 @@ impl Daemon {
 
     /// True when a slot runs, or a claim holds queued, the job `gid`.
     pub(crate) fn holds_job(&self, gid: &str) -> bool {
-        let is = |ad: &ClassAd| matches!(ad.eval_attr("GlobalJobId"), Value::Str(g) if *g == *gid);
+        let is = |ad: &ClassAd| matches!(ad.eval_attr(classad::name!("GlobalJobId")), Value::Str(g) if *g == *gid);
         self.startd.slots().iter().any(|s| s.job().is_some_and(is))
             || self.claims.values().any(|c| c.queue.holds(gid))
     }

@@ -243,17 +243,20 @@ impl Report {
         let mut update = ClassAd::new();
         if let Some(ctl) = &self.ctl {
             let u = ctl.usage(clock);
-            update.insert_value("RemoteUserCpu", u.remote_user_cpu);
-            update.insert_value("RemoteSysCpu", u.remote_sys_cpu);
+            update.insert_value(classad::name!("RemoteUserCpu"), u.remote_user_cpu);
+            update.insert_value(classad::name!("RemoteSysCpu"), u.remote_sys_cpu);
             for (n, v) in u.memory_attrs() {
                 update.insert_value(n, v);
             }
-            update.insert_value("DiskUsage", u.disk_usage_kib as i64);
+            update.insert_value(classad::name!("DiskUsage"), u.disk_usage_kib as i64);
             // Nobody counts an unmetered job's fuel: no figure rather than 0.
             if !u.fuel_unmetered {
-                update.insert_value("WasmFuelConsumed", u.fuel_consumed as i64);
+                update.insert_value(classad::name!("WasmFuelConsumed"), u.fuel_consumed as i64);
             }
-            update.insert_value("CumulativeSuspensionTime", u.cumulative_suspension_time);
+            update.insert_value(
+                classad::name!("CumulativeSuspensionTime"),
+                u.cumulative_suspension_time,
+            );
             // What the job set (Progress, Chirp*) reaches its queue while it
             // runs, not only at its end.
             for (name, value) in ctl.guest_attrs() {
@@ -266,10 +269,10 @@ impl Report {
             RunState::Suspended => "Suspended",
             RunState::Exited => "Exited",
         };
-        update.insert_value("JobState", job_state);
+        update.insert_value(classad::name!("JobState"), job_state);
         match self.deferral {
-            Some(Some(t)) => update.insert_value("JobDeferredUntil", t),
-            Some(None) => update.insert_value("JobDeferredUntil", Value::Undefined),
+            Some(Some(t)) => update.insert_value(classad::name!("JobDeferredUntil"), t),
+            Some(None) => update.insert_value(classad::name!("JobDeferredUntil"), Value::Undefined),
             None => {}
         }
         JobReport {
@@ -314,7 +317,7 @@ pub(crate) struct Queued {
 
 impl Queued {
     pub(crate) fn new(job: ClassAd, module: Arc<[u8]>, inputs: Vec<FileData>) -> Queued {
-        let gid = match job.eval_attr("GlobalJobId") {
+        let gid = match job.eval_attr(classad::name!("GlobalJobId")) {
             Value::Str(g) => Some(g.to_string()),
             _ => None,
         };

@@ -154,7 +154,7 @@ pub(crate) fn check_inputs(job: &ClassAd, inputs: &[FileData]) -> Result<(), Poo
         }
     }
     let total: u64 = inputs.iter().map(FileData::len).sum();
-    if let Value::Int(kib) = job.eval_attr("RequestDisk")
+    if let Value::Int(kib) = job.eval_attr(classad::name!("RequestDisk"))
         && kib > 0
         && total > (kib as u64).saturating_mul(1024)
     {
@@ -205,7 +205,7 @@ pub(crate) fn collect_outputs(
     // What the root's listing said of the standard streams' files, when the
     // root was listed: no look at them again.
     let mut streams: Option<Vec<(&str, Kind)>> = None;
-    let listed = match job.eval_attr("TransferOutput") {
+    let listed = match job.eval_attr(classad::name!("TransferOutput")) {
         Value::Str(s) if !s.trim().is_empty() => Some(
             s.split(',')
                 .map(|n| n.trim().to_string())
@@ -216,7 +216,8 @@ pub(crate) fn collect_outputs(
     };
     // With PreserveRelativePaths a relative entry comes back under its
     // relative path (its trailing slash ignored), as HTCondor does.
-    let preserve = matches!(job.eval_attr("PreserveRelativePaths"), Value::Bool(true));
+    let preserve =
+        matches!(job.eval_attr(classad::name!("PreserveRelativePaths")), Value::Bool(true));
     match &listed {
         Some(list) => {
             for n in list {

@@ -74,27 +74,32 @@ fn detail_gap(draw: u32) -> Duration {
 type Ad = std::sync::Arc<crate::remote::PublishedAd>;
 
 fn name(p: &Ad) -> String {
-    p.ad.get("Name").map(|e| e.to_string()).unwrap_or_default()
+    p.ad.get(classad::name!("Name")).map(|e| e.to_string()).unwrap_or_default()
 }
 
 /// Whether two ads are the same slot's (their `Name`s are [`name`]'s same
 /// text), without printing either: a round holds an ad of every slot that
 /// changed, and each new ad is compared with all of them.
 fn same_slot(a: &Ad, b: &Ad) -> bool {
-    a.ad.get("Name") == b.ad.get("Name")
+    a.ad.get(classad::name!("Name")) == b.ad.get(classad::name!("Name"))
 }
 
 fn unclaimed(p: &Ad) -> bool {
-    matches!(p.ad.eval_attr("State"), Value::Str(s) if &*s == "Unclaimed")
+    matches!(p.ad.eval_attr(classad::name!("State")), Value::Str(s) if &*s == "Unclaimed")
 }
 
 /// What the negotiator acts on in a slot's ad: its State, its claim, the
 /// claim's user. Two ads of a Claimed slot with the same differ only in
 /// detail.
 fn decisive(p: &Ad) -> (String, String, String) {
-    let text =
-        |ad: &classad::ClassAd, n: &str| ad.get(n).map(|e| e.to_string()).unwrap_or_default();
-    (text(&p.ad, "State"), text(&p.private, "ClaimId"), text(&p.ad, "RemoteOwner"))
+    let text = |ad: &classad::ClassAd, n: &classad::AttrName| {
+        ad.get(n).map(|e| e.to_string()).unwrap_or_default()
+    };
+    (
+        text(&p.ad, classad::name!("State")),
+        text(&p.private, classad::name!("ClaimId")),
+        text(&p.ad, classad::name!("RemoteOwner")),
+    )
 }
 
 #[derive(Default)]
@@ -128,7 +133,7 @@ fn update_for(p: &Ad, serial: u64, held: Option<&(u64, Ad)>) -> pool::CollectorU
     match held {
         Some((base, old)) => {
             let (mut delta, unset) = p.ad.delta_from(&old.ad);
-            if let Some((n, e)) = p.ad.get_entry("Name") {
+            if let Some((n, e)) = p.ad.get_entry(classad::name!("Name")) {
                 delta.insert(n.clone(), e.clone());
             }
             pool::CollectorUpdate {

@@ -46,7 +46,7 @@ impl Actor {
         }
         if self.schedd {
             return matches!(
-                job.cluster.ad.get(ROUTED_BY),
+                job.cluster.ad.get(classad::name!(ROUTED_BY)),
                 Some(Expr::Lit(Value::Str(s))) if **s == *self.name
             );
         }

@@ -21,12 +21,14 @@ pub(crate) fn proc_uploads(cluster: &ClassAd, proc: &ClassAd) -> Vec<String> {
     uploads_named(|a| proc.get(a).or_else(|| cluster.get(a)))
 }
 
-pub(crate) fn uploads_named<'a>(get: impl Fn(&str) -> Option<&'a Expr>) -> Vec<String> {
+pub(crate) fn uploads_named<'a>(
+    get: impl Fn(&classad::AttrName) -> Option<&'a Expr>,
+) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(Expr::Lit(Value::Str(d))) = get("CmdDigest") {
+    if let Some(Expr::Lit(Value::Str(d))) = get(classad::name!("CmdDigest")) {
         out.push(d.to_string());
     }
-    if let Some(Expr::Lit(Value::Str(list))) = get(SPOOLED_INPUT) {
+    if let Some(Expr::Lit(Value::Str(list))) = get(classad::name!(SPOOLED_INPUT)) {
         out.extend(spooled_inputs(list).into_iter().map(|(_, d)| d));
     }
     out.sort();
@@ -37,7 +39,8 @@ pub(crate) fn uploads_named<'a>(get: impl Fn(&str) -> Option<&'a Expr>) -> Vec<S
 /// Whose uploads a job (its cluster ad) may name: those of the schedd that
 /// routed it here ([`ROUTED_BY`]), else its owner's.
 pub fn uploader_of(cluster_ad: &ClassAd) -> String {
-    for a in [ROUTED_BY, "Owner"] {
+    static UPLOADERS: classad::Names<2> = classad::Names::new([ROUTED_BY, "Owner"]);
+    for a in UPLOADERS.get() {
         if let Some(Expr::Lit(Value::Str(s))) = cluster_ad.get(a) {
             return s.to_string();
         }
@@ -52,15 +55,15 @@ pub(crate) fn submitted_held(e: Option<&Expr>) -> bool {
 
 pub(crate) fn hold_info_of(ad: &ClassAd) -> HoldInfo {
     HoldInfo {
-        reason: match ad.eval_attr("HoldReason") {
+        reason: match ad.eval_attr(classad::name!("HoldReason")) {
             Value::Str(s) => s.to_string(),
             _ => String::new(),
         },
-        code: match ad.eval_attr("HoldReasonCode") {
+        code: match ad.eval_attr(classad::name!("HoldReasonCode")) {
             Value::Int(c) => c,
             _ => 0,
         },
-        subcode: match ad.eval_attr("HoldReasonSubCode") {
+        subcode: match ad.eval_attr(classad::name!("HoldReasonSubCode")) {
             Value::Int(c) => c,
             _ => 0,
         },

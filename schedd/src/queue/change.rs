@@ -175,16 +175,19 @@ impl Txn<'_, '_> {
             // Leaving a suspension, however (resumed, vacated, ended): its
             // time counts, as HTCondor's CumulativeSuspensionTime.
             if p.status == JobStatus::Suspended && status != JobStatus::Suspended {
-                let since = match p.ad.eval_attr("LastSuspensionTime") {
+                let since = match p.ad.eval_attr(classad::name!("LastSuspensionTime")) {
                     Value::Int(t) if t > 0 => t,
                     _ => self.now,
                 };
-                let total = match p.ad.eval_attr("CumulativeSuspensionTime") {
+                let total = match p.ad.eval_attr(classad::name!("CumulativeSuspensionTime")) {
                     Value::Int(t) => t,
                     _ => 0,
                 };
-                p.ad.insert_value("CumulativeSuspensionTime", total + (self.now - since).max(0));
-                p.ad.insert_value("LastSuspensionTime", 0i64);
+                p.ad.insert_value(
+                    classad::name!("CumulativeSuspensionTime"),
+                    total + (self.now - since).max(0),
+                );
+                p.ad.insert_value(classad::name!("LastSuspensionTime"), 0i64);
             }
             p.status = status;
             p.entered = self.now;
@@ -203,15 +206,15 @@ impl Txn<'_, '_> {
         if p.status.is_terminal() {
             return Ok(Some("already leaving the queue"));
         }
-        let holds = match p.ad.eval_attr("NumHolds") {
+        let holds = match p.ad.eval_attr(classad::name!("NumHolds")) {
             Value::Int(n) => n,
             _ => 0,
         };
-        p.ad.insert_value("NumHolds", holds + 1);
-        p.ad.insert_value("HoldReason", info.reason.as_str());
-        p.ad.insert_value("HoldReasonCode", info.code);
-        p.ad.insert_value("HoldReasonSubCode", info.subcode);
-        p.ad.remove("ReleaseReason");
+        p.ad.insert_value(classad::name!("NumHolds"), holds + 1);
+        p.ad.insert_value(classad::name!("HoldReason"), info.reason.as_str());
+        p.ad.insert_value(classad::name!("HoldReasonCode"), info.code);
+        p.ad.insert_value(classad::name!("HoldReasonSubCode"), info.subcode);
+        p.ad.remove(classad::name!("ReleaseReason"));
         self.set_status(id, JobStatus::Held);
         self.persist(id)?;
         self.event(id, EventKind::Held(info))?;
@@ -223,7 +226,7 @@ impl Txn<'_, '_> {
             .is_some_and(|c| c.status == JobStatus::Held);
         if copy_held {
             if let Some(p) = self.state.jobs.get_mut(&id) {
-                p.ad.insert_value(ROUTED_COPY_HELD, true);
+                p.ad.insert_value(classad::name!(ROUTED_COPY_HELD), true);
             }
             self.persist(id)?;
         } else {
@@ -264,12 +267,12 @@ impl Txn<'_, '_> {
                 p.ad.insert(to, e);
             }
         }
-        p.ad.insert_value("ReleaseReason", reason.as_str());
-        p.ad.remove(ROUTED_COPY_HELD);
-        p.ad.remove(QUARANTINED);
+        p.ad.insert_value(classad::name!("ReleaseReason"), reason.as_str());
+        p.ad.remove(classad::name!(ROUTED_COPY_HELD));
+        p.ad.remove(classad::name!(QUARANTINED));
         // An activation pending when it was held is no more: released, it is
         // matched afresh.
-        if p.ad.remove(ACTIVATION_PENDING).is_some() {
+        if p.ad.remove(classad::name!(ACTIVATION_PENDING)).is_some() {
             for a in [CLAIM_ID_ATTR, "StartdAddr", "RemoteHost"] {
                 p.ad.remove(a);
             }
@@ -296,9 +299,9 @@ impl Txn<'_, '_> {
         if p.status == JobStatus::Removed {
             return Ok(Some("already being removed"));
         }
-        p.ad.insert_value("RemoveReason", reason.as_str());
+        p.ad.insert_value(classad::name!("RemoveReason"), reason.as_str());
         // A routed original has no shadow: it leaves at once.
-        let active = p.status.is_active() && !p.ad.contains(ROUTED_TO);
+        let active = p.status.is_active() && !p.ad.contains(classad::name!(ROUTED_TO));
         self.set_status(id, JobStatus::Removed);
         self.event(id, EventKind::Removed(reason))?;
         self.remove_copy_of(id, "removed")?;

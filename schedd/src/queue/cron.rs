@@ -21,15 +21,17 @@ pub(crate) fn fmt_time(t: i64) -> String {
     }
 }
 
+/// The attributes of a cron schedule ([`andes_cron::Field::attribute`]).
+pub(crate) static CRON_ATTRS: classad::Names<5> =
+    classad::Names::new(andes_cron::Field::ALL_ATTRIBUTES);
+
 impl Txn<'_, '_> {
     /// True when the job has a cron schedule.
     pub(crate) fn is_cron(&self, id: JobId) -> bool {
-        self.state
-            .job(id)
-            .is_some_and(|v| andes_cron::Field::ALL.iter().any(|f| v.has(f.attribute())))
+        self.state.job(id).is_some_and(|v| CRON_ATTRS.get().iter().any(|n| v.has(n)))
     }
 
-    pub(crate) fn int_attr(&self, id: JobId, name: &str) -> i64 {
+    pub(crate) fn int_attr<N: classad::NameRef + ?Sized>(&self, id: JobId, name: &N) -> i64 {
         match self.state.job(id).map(|v| v.ad().eval_attr(name)) {
             Some(Value::Int(n)) => n,
             _ => 0,
@@ -46,7 +48,7 @@ impl Txn<'_, '_> {
         match deferral::next_run(&ad, self.now, &self.config.cron_time_zone) {
             Some(Ok(t)) => {
                 if let Some(p) = self.state.jobs.get_mut(&id) {
-                    p.ad.insert_value("DeferralTime", t);
+                    p.ad.insert_value(classad::name!("DeferralTime"), t);
                 }
                 Ok(())
             }
@@ -66,14 +68,14 @@ impl Txn<'_, '_> {
     /// running when they came due (never two instances at once).
     pub(crate) fn note_skipped(&mut self, id: JobId) -> Result<(), QueueError> {
         let Some(ad) = self.state.job(id).map(|v| v.ad()) else { return Ok(()) };
-        let Value::Int(last) = ad.eval_attr("DeferralTime") else { return Ok(()) };
+        let Value::Int(last) = ad.eval_attr(classad::name!("DeferralTime")) else { return Ok(()) };
         let n = deferral::runs_between(&ad, last, self.now, &self.config.cron_time_zone);
         if n == 0 {
             return Ok(());
         }
-        let total = self.int_attr(id, "CronSkippedRuns") + n as i64;
+        let total = self.int_attr(id, classad::name!("CronSkippedRuns")) + n as i64;
         if let Some(p) = self.state.jobs.get_mut(&id) {
-            p.ad.insert_value("CronSkippedRuns", total);
+            p.ad.insert_value(classad::name!("CronSkippedRuns"), total);
         }
         self.event(
             id,
@@ -89,7 +91,9 @@ impl Txn<'_, '_> {
     pub(crate) fn missed(&mut self, id: JobId) -> Result<(), QueueError> {
         let Some(v) = self.state.job(id) else { return Ok(()) };
         // Being started (its activation recorded): its host keeps its time.
-        if v.proc.status != JobStatus::Idle || v.proc.ad.contains(ACTIVATION_PENDING) {
+        if v.proc.status != JobStatus::Idle
+            || v.proc.ad.contains(classad::name!(ACTIVATION_PENDING))
+        {
             return Ok(());
         }
         let ad = v.ad();
@@ -105,9 +109,9 @@ impl Txn<'_, '_> {
                 &self.config.cron_time_zone,
             );
             let n = 1 + extra as i64;
-            let total = self.int_attr(id, "CronMissedRuns") + n;
+            let total = self.int_attr(id, classad::name!("CronMissedRuns")) + n;
             if let Some(p) = self.state.jobs.get_mut(&id) {
-                p.ad.insert_value("CronMissedRuns", total);
+                p.ad.insert_value(classad::name!("CronMissedRuns"), total);
             }
             self.event(
                 id,

@@ -213,7 +213,7 @@ impl EventAd {
     }
 
     /// Whether the job's full ad binds `name`, without making it.
-    pub fn has(&self, name: &str) -> bool {
+    pub fn has<N: classad::NameRef + ?Sized>(&self, name: &N) -> bool {
         match (&self.parts, self.ad.get()) {
             (_, Some(ad)) => ad.contains(name),
             (Some(p), None) => super::state::binds(&p.cluster, &p.proc, name),

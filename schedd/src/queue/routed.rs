@@ -59,29 +59,29 @@ impl Txn<'_, '_> {
         }
         // Idle but on its way to a host (its activation recorded): the host
         // may run it, so a copy would run it a second time.
-        if v.proc.ad.contains(ACTIVATION_PENDING) {
+        if v.proc.ad.contains(classad::name!(ACTIVATION_PENDING)) {
             return Err(QueueError::Invalid(format!("job {original} is being started here")));
         }
         let ad = v.ad();
-        if ad.contains(ROUTED_TO) || ad.contains(ROUTED_FROM) {
+        if ad.contains(classad::name!(ROUTED_TO)) || ad.contains(classad::name!(ROUTED_FROM)) {
             return Err(QueueError::Invalid(format!(
                 "job {original} is already routed or is a routed copy"
             )));
         }
         let owner = v.owner().to_string();
-        let route = match copy.eval_attr("RouteName") {
+        let route = match copy.eval_attr(classad::name!("RouteName")) {
             Value::Str(s) => s.to_string(),
             _ => String::new(),
         };
         let mut copy = copy.clone();
-        copy.insert_value(ROUTED_FROM, original.to_string());
+        copy.insert_value(classad::name!(ROUTED_FROM), original.to_string());
         let submit = Submit { cluster: None, cluster_ad: copy, procs: vec![ClassAd::new()] };
         let cluster = self.submit(&Actor::user(&owner), &submit, Origin::Router)?;
         let to = JobId::new(cluster, 0);
         if let Some(p) = self.state.jobs.get_mut(&original) {
-            p.ad.insert_value(ROUTED_TO, to.to_string());
-            p.ad.insert_value("RouteName", route.as_str());
-            p.ad.insert_value("RoutedBy", "andes router");
+            p.ad.insert_value(classad::name!(ROUTED_TO), to.to_string());
+            p.ad.insert_value(classad::name!("RouteName"), route.as_str());
+            p.ad.insert_value(classad::name!("RoutedBy"), "andes router");
         }
         self.persist(original)?;
         self.event(
@@ -94,7 +94,12 @@ impl Txn<'_, '_> {
     /// The job a routed copy was routed from, if `id` is one.
     pub(crate) fn original_of(&self, id: JobId) -> Option<JobId> {
         let v = self.state.job(id)?;
-        let text = match v.proc.ad.get(ROUTED_FROM).or_else(|| v.cluster.ad.get(ROUTED_FROM))? {
+        let text = match v
+            .proc
+            .ad
+            .get(classad::name!(ROUTED_FROM))
+            .or_else(|| v.cluster.ad.get(classad::name!(ROUTED_FROM)))?
+        {
             Expr::Lit(Value::Str(s)) => s.to_string(),
             _ => return None,
         };
@@ -106,7 +111,7 @@ impl Txn<'_, '_> {
 
     /// The routed copy of `id`, if it is routed.
     pub(crate) fn copy_of(&self, id: JobId) -> Option<JobId> {
-        match self.state.jobs.get(&id)?.ad.get(ROUTED_TO)? {
+        match self.state.jobs.get(&id)?.ad.get(classad::name!(ROUTED_TO))? {
             Expr::Lit(Value::Str(s)) => match s.parse() {
                 Ok(crate::job::JobSelector::Job(j)) => Some(j),
                 _ => None,
@@ -180,12 +185,12 @@ impl Txn<'_, '_> {
     pub(crate) fn copy_removed(&mut self, copy: JobId) -> Result<(), QueueError> {
         let Some(original) = self.original_of(copy) else { return Ok(()) };
         let Some(p) = self.state.jobs.get_mut(&original) else { return Ok(()) };
-        if let Some(e) = p.ad.remove(ROUTED_TO) {
-            p.ad.insert("LastRoutedToJobId", e);
+        if let Some(e) = p.ad.remove(classad::name!(ROUTED_TO)) {
+            p.ad.insert(classad::name!("LastRoutedToJobId"), e);
         }
         // An original that only mirrored its copy's hold is not held itself:
         // released, it is idle again.
-        if p.status == JobStatus::Held && p.ad.contains(ROUTED_COPY_HELD) {
+        if p.status == JobStatus::Held && p.ad.contains(classad::name!(ROUTED_COPY_HELD)) {
             let why = format!("job router: routed copy {copy} was removed");
             return self.release(original, why).map(|_| ());
         }

@@ -18,8 +18,8 @@ pub use andes_job::files::{SPOOLED_INPUT, module_digest, spooled_inputs};
 
 /// Attributes of the job's whole life that the schedd keeps itself: an
 /// execute host's figure for its own run never replaces them.
-pub(crate) const LIFETIME_ATTRS: [&str; 3] =
-    ["CumulativeSuspensionTime", "RemoteWallClockTime", "CumulativeSlotTime"];
+pub(crate) static LIFETIME_ATTRS: classad::Names<3> =
+    classad::Names::new(["CumulativeSuspensionTime", "RemoteWallClockTime", "CumulativeSlotTime"]);
 
 /// A run is over: its wall-clock time (the host's figure for it, else the
 /// time since JobCurrentStartDate) is added to the job's RemoteWallClockTime
@@ -31,25 +31,26 @@ pub(crate) fn add_run_time(ad: &mut ClassAd, run: &ClassAd, now: i64) {
         Value::Real(r) if r.is_finite() => Some(r),
         _ => None,
     };
-    let wall = num(run.eval_attr("RemoteWallClockTime"))
-        .or_else(|| num(ad.eval_attr("JobCurrentStartDate")).map(|t| now as f64 - t))
+    let wall = num(run.eval_attr(classad::name!("RemoteWallClockTime")))
+        .or_else(|| {
+            num(ad.eval_attr(classad::name!("JobCurrentStartDate"))).map(|t| now as f64 - t)
+        })
         .map(|w| w.clamp(0.0, 1e12));
     let Some(wall) = wall else { return };
-    let cpus = num(ad.eval_attr("RequestCpus")).filter(|c| *c >= 1.0).unwrap_or(1.0);
-    let total = num(ad.eval_attr("RemoteWallClockTime")).unwrap_or(0.0) + wall;
-    let slot = num(ad.eval_attr("CumulativeSlotTime")).unwrap_or(0.0) + wall * cpus;
-    ad.insert_value("RemoteWallClockTime", total);
-    ad.insert_value("CumulativeSlotTime", slot);
+    let cpus =
+        num(ad.eval_attr(classad::name!("RequestCpus"))).filter(|c| *c >= 1.0).unwrap_or(1.0);
+    let total = num(ad.eval_attr(classad::name!("RemoteWallClockTime"))).unwrap_or(0.0) + wall;
+    let slot = num(ad.eval_attr(classad::name!("CumulativeSlotTime"))).unwrap_or(0.0) + wall * cpus;
+    ad.insert_value(classad::name!("RemoteWallClockTime"), total);
+    ad.insert_value(classad::name!("CumulativeSlotTime"), slot);
 }
 
 /// Merges what an execute host reports into a job's ad, but for
 /// [`LIFETIME_ATTRS`].
 pub(crate) fn update_from_host(ad: &mut ClassAd, attrs: &ClassAd) {
-    if LIFETIME_ATTRS.iter().any(|a| attrs.contains(a)) {
+    if LIFETIME_ATTRS.get().iter().any(|a| attrs.contains(a)) {
         let mut attrs = attrs.clone();
-        for a in LIFETIME_ATTRS {
-            attrs.remove(a);
-        }
+        attrs.remove_all(LIFETIME_ATTRS.get());
         ad.update(&attrs);
     } else {
         ad.update(attrs);
@@ -68,16 +69,16 @@ impl Txn<'_, '_> {
                 p.status.letter()
             )));
         }
-        let starts = match p.ad.eval_attr("NumJobStarts") {
+        let starts = match p.ad.eval_attr(classad::name!("NumJobStarts")) {
             Value::Int(n) => n,
             _ => 0,
         };
-        p.ad.insert_value("NumJobStarts", starts + 1);
-        p.ad.insert_value("NumShadowStarts", starts + 1);
-        if !p.ad.contains("JobStartDate") {
-            p.ad.insert_value("JobStartDate", now);
+        p.ad.insert_value(classad::name!("NumJobStarts"), starts + 1);
+        p.ad.insert_value(classad::name!("NumShadowStarts"), starts + 1);
+        if !p.ad.contains(classad::name!("JobStartDate")) {
+            p.ad.insert_value(classad::name!("JobStartDate"), now);
         }
-        p.ad.insert_value("JobCurrentStartDate", now);
+        p.ad.insert_value(classad::name!("JobCurrentStartDate"), now);
         self.set_status(id, JobStatus::Running);
         self.persist(id)?;
         self.event(id, EventKind::Executing)?;
@@ -101,15 +102,15 @@ impl Txn<'_, '_> {
             PoolOp::Quarantined { .. } => {}
             PoolOp::Matched => {
                 let n = int(&p.ad, "NumJobMatches");
-                p.ad.insert_value("NumJobMatches", n + 1);
-                p.ad.insert_value("LastMatchTime", now);
+                p.ad.insert_value(classad::name!("NumJobMatches"), n + 1);
+                p.ad.insert_value(classad::name!("LastMatchTime"), now);
             }
             PoolOp::Rejected(reason) => {
                 if p.status != JobStatus::Idle {
                     return Ok(());
                 }
-                p.ad.insert_value("LastRejMatchReason", reason.as_str());
-                p.ad.insert_value("LastRejMatchTime", now);
+                p.ad.insert_value(classad::name!("LastRejMatchReason"), reason.as_str());
+                p.ad.insert_value(classad::name!("LastRejMatchTime"), now);
             }
             PoolOp::Activating(attrs) => {
                 if p.status != JobStatus::Idle {
@@ -120,36 +121,36 @@ impl Txn<'_, '_> {
                 }
                 // Routed meanwhile: its copy runs it (in the same
                 // transaction order as the route, so one or the other).
-                if p.ad.contains(ROUTED_TO) {
+                if p.ad.contains(classad::name!(ROUTED_TO)) {
                     return Err(QueueError::Invalid(format!(
                         "job {id} cannot start: it is routed"
                     )));
                 }
                 update_from_host(&mut p.ad, attrs);
-                p.ad.insert_value(ACTIVATION_PENDING, true);
+                p.ad.insert_value(classad::name!(ACTIVATION_PENDING), true);
             }
             PoolOp::NotStarted(claim) => {
-                let same = matches!(p.ad.eval_attr(CLAIM_ID_ATTR), Value::Str(c) if *c == **claim);
+                let same = matches!(p.ad.eval_attr(classad::name!(CLAIM_ID_ATTR)), Value::Str(c) if *c == **claim);
                 // Idle, or held or removed meanwhile: the claim is not the job's.
                 let running = p.status.is_active();
-                if !running && same && p.ad.remove(ACTIVATION_PENDING).is_some() {
+                if !running && same && p.ad.remove(classad::name!(ACTIVATION_PENDING)).is_some() {
                     for a in [CLAIM_ID_ATTR, "StartdAddr", "RemoteHost"] {
                         p.ad.remove(a);
                     }
                 }
             }
             PoolOp::ActivationFailed(claim, reason) => {
-                let same = matches!(p.ad.eval_attr(CLAIM_ID_ATTR), Value::Str(c) if *c == **claim);
+                let same = matches!(p.ad.eval_attr(classad::name!(CLAIM_ID_ATTR)), Value::Str(c) if *c == **claim);
                 if p.status.is_active() || !same {
                     return Ok(());
                 }
-                p.ad.remove(ACTIVATION_PENDING);
+                p.ad.remove(classad::name!(ACTIVATION_PENDING));
                 for a in [CLAIM_ID_ATTR, "StartdAddr", "RemoteHost"] {
                     p.ad.remove(a);
                 }
                 let n = int(&p.ad, "NumShadowExceptions") + 1;
-                p.ad.insert_value("NumShadowExceptions", n);
-                p.ad.insert_value("LastShadowException", reason.as_str());
+                p.ad.insert_value(classad::name!("NumShadowExceptions"), n);
+                p.ad.insert_value(classad::name!("LastShadowException"), reason.as_str());
                 if n >= MAX_ACTIVATION_FAILURES && p.status == JobStatus::Idle {
                     let info = HoldInfo {
                         reason: format!(
@@ -170,8 +171,8 @@ impl Txn<'_, '_> {
                     )));
                 }
                 update_from_host(&mut p.ad, attrs);
-                p.ad.remove(ACTIVATION_PENDING);
-                p.ad.remove("NumShadowExceptions");
+                p.ad.remove(classad::name!(ACTIVATION_PENDING));
+                p.ad.remove(classad::name!("NumShadowExceptions"));
                 return self.started(id);
             }
             PoolOp::Update(attrs) => {
@@ -181,8 +182,11 @@ impl Txn<'_, '_> {
                 update_from_host(&mut p.ad, attrs);
                 // The host reports `JobDeferredUntil = undefined` once the
                 // job's wait for its DeferralTime is over.
-                if matches!(attrs.get("JobDeferredUntil"), Some(Expr::Lit(Value::Undefined))) {
-                    p.ad.remove("JobDeferredUntil");
+                if matches!(
+                    attrs.get(classad::name!("JobDeferredUntil")),
+                    Some(Expr::Lit(Value::Undefined))
+                ) {
+                    p.ad.remove(classad::name!("JobDeferredUntil"));
                 }
             }
             PoolOp::Grid(attrs) => {
@@ -206,8 +210,8 @@ impl Txn<'_, '_> {
             PoolOp::Suspension(on) => match (p.status, *on) {
                 (JobStatus::Running, true) => {
                     let n = int(&p.ad, "TotalSuspensions").max(0);
-                    p.ad.insert_value("TotalSuspensions", n + 1);
-                    p.ad.insert_value("LastSuspensionTime", now);
+                    p.ad.insert_value(classad::name!("TotalSuspensions"), n + 1);
+                    p.ad.insert_value(classad::name!("LastSuspensionTime"), now);
                     self.set_status(id, JobStatus::Suspended);
                     self.event(id, EventKind::Suspended)?;
                     self.mirror(id)?;
@@ -229,8 +233,8 @@ impl Txn<'_, '_> {
             }
             PoolOp::Reconnected => {
                 let n = int(&p.ad, "NumJobReconnects");
-                p.ad.insert_value("NumJobReconnects", n + 1);
-                p.ad.insert_value("JobLastReconnectTime", now);
+                p.ad.insert_value(classad::name!("NumJobReconnects"), n + 1);
+                p.ad.insert_value(classad::name!("JobLastReconnectTime"), now);
             }
             PoolOp::Evicted(attrs) => {
                 let was = p.status;
@@ -238,24 +242,24 @@ impl Txn<'_, '_> {
                 if was.is_active() || was == JobStatus::Removed {
                     add_run_time(&mut p.ad, attrs, now);
                 }
-                p.ad.remove(ACTIVATION_PENDING);
-                if let Some(host) = p.ad.remove("RemoteHost") {
-                    p.ad.insert("LastRemoteHost", host);
+                p.ad.remove(classad::name!(ACTIVATION_PENDING));
+                if let Some(host) = p.ad.remove(classad::name!("RemoteHost")) {
+                    p.ad.insert(classad::name!("LastRemoteHost"), host);
                 }
-                p.ad.remove(CLAIM_ID_ATTR);
-                p.ad.remove("StartdAddr");
-                p.ad.insert_value("LastVacateTime", now);
+                p.ad.remove(classad::name!(CLAIM_ID_ATTR));
+                p.ad.remove(classad::name!("StartdAddr"));
+                p.ad.insert_value(classad::name!("LastVacateTime"), now);
                 match was {
                     // Vacated while suspended, as running: idle again (its
                     // suspension's time counted as it leaves it).
                     JobStatus::Running | JobStatus::Suspended => {
                         self.set_status(id, JobStatus::Idle);
                         if let Some(p) = self.state.jobs.get_mut(&id) {
-                            p.ad.remove("JobDeferredUntil");
+                            p.ad.remove(classad::name!("JobDeferredUntil"));
                         }
                         self.schedule_cron(id)?;
                         self.persist(id)?;
-                        let checkpointed = attrs.contains("LastCkptTime");
+                        let checkpointed = attrs.contains(classad::name!("LastCkptTime"));
                         self.event(id, EventKind::Evicted { checkpointed })?;
                         self.mirror(id)?;
                     }
@@ -281,10 +285,10 @@ impl Txn<'_, '_> {
         }
         update_from_host(&mut p.ad, ending);
         add_run_time(&mut p.ad, ending, self.now);
-        p.ad.remove(CLAIM_ID_ATTR);
-        p.ad.remove("JobDeferredUntil");
-        if let Some(host) = p.ad.remove("RemoteHost") {
-            p.ad.insert("LastRemoteHost", host);
+        p.ad.remove(classad::name!(CLAIM_ID_ATTR));
+        p.ad.remove(classad::name!("JobDeferredUntil"));
+        if let Some(host) = p.ad.remove(classad::name!("RemoteHost")) {
+            p.ad.insert(classad::name!("LastRemoteHost"), host);
         }
         if was == JobStatus::Removed {
             return self.leave(id);
@@ -297,14 +301,14 @@ impl Txn<'_, '_> {
         }
         // The job ran to its end (HTCondor's shadow counts it before the exit
         // policy reads it: `max_retries` is `NumJobCompletions > JobMaxRetries`).
-        if matches!(ending.eval_attr("ExitCode"), Value::Int(_))
-            || matches!(ending.eval_attr("ExitBySignal"), Value::Bool(true))
+        if matches!(ending.eval_attr(classad::name!("ExitCode")), Value::Int(_))
+            || matches!(ending.eval_attr(classad::name!("ExitBySignal")), Value::Bool(true))
         {
-            let n = match p.ad.eval_attr("NumJobCompletions") {
+            let n = match p.ad.eval_attr(classad::name!("NumJobCompletions")) {
                 Value::Int(n) => n.max(0) + 1,
                 _ => 1,
             };
-            p.ad.insert_value("NumJobCompletions", n);
+            p.ad.insert_value(classad::name!("NumJobCompletions"), n);
         }
         let ad = self.state.job(id).expect("present").ad();
         let decision = {
@@ -333,9 +337,9 @@ impl Txn<'_, '_> {
                 // A routed copy's run at its target is over: the router
                 // submits it there again, as a new run.
                 if let Some(p) = self.state.jobs.get_mut(&id)
-                    && p.ad.remove(crate::attrs::GRID_JOB_ID).is_some()
+                    && p.ad.remove(classad::name!(crate::attrs::GRID_JOB_ID)).is_some()
                 {
-                    p.ad.remove(crate::attrs::GRID_JOB_STATUS);
+                    p.ad.remove(classad::name!(crate::attrs::GRID_JOB_STATUS));
                 }
                 self.persist(id)?;
                 self.mirror(id)?;
@@ -359,7 +363,9 @@ impl Txn<'_, '_> {
             }
             // A routed original evaluates no periodic expressions; its copy
             // does. A quarantined job evaluates none until released.
-            if v.proc.ad.contains(ROUTED_TO) || v.proc.ad.contains(QUARANTINED) {
+            if v.proc.ad.contains(classad::name!(ROUTED_TO))
+                || v.proc.ad.contains(classad::name!(QUARANTINED))
+            {
                 continue;
             }
             let ad = v.ad();
@@ -400,7 +406,7 @@ impl Txn<'_, '_> {
     /// and it leaves the queue.
     pub(crate) fn complete(&mut self, id: JobId) -> Result<(), QueueError> {
         if let Some(p) = self.state.jobs.get_mut(&id) {
-            p.ad.insert_value("CompletionDate", self.now);
+            p.ad.insert_value(classad::name!("CompletionDate"), self.now);
         }
         self.set_status(id, JobStatus::Completed);
         self.event(id, EventKind::Terminated)?;
@@ -421,12 +427,12 @@ impl Txn<'_, '_> {
     /// True when the job's `LeaveJobInQueue` is true now.
     pub(crate) fn leave_in_queue(&self, id: JobId) -> bool {
         let Some(v) = self.state.job(id) else { return false };
-        if v.proc.ad.get("LeaveJobInQueue").is_none()
-            && v.cluster.ad.get("LeaveJobInQueue").is_none()
+        if v.proc.ad.get(classad::name!("LeaveJobInQueue")).is_none()
+            && v.cluster.ad.get(classad::name!("LeaveJobInQueue")).is_none()
         {
             return false;
         }
-        if v.proc.ad.contains(QUARANTINED) {
+        if v.proc.ad.contains(classad::name!(QUARANTINED)) {
             return false;
         }
         let ad = v.ad();
@@ -434,7 +440,7 @@ impl Txn<'_, '_> {
         quarantine::fault_point("LeaveJobInQueue", &ad);
         let mut ev =
             Evaluator::with_options(EvalOptions { now: Some(self.now), ..Default::default() });
-        is_true(&ev.eval_attr(&ad, None, "LeaveJobInQueue"))
+        is_true(&ev.eval_attr(&ad, None, classad::name!("LeaveJobInQueue")))
     }
 
     /// Holds job `job`, whose `what` a daemon died (or failed) evaluating,
@@ -447,7 +453,7 @@ impl Txn<'_, '_> {
         reason: String,
     ) -> Result<(), QueueError> {
         let Some(p) = self.state.jobs.get_mut(&job) else { return Ok(()) };
-        p.ad.insert_value(QUARANTINED, what);
+        p.ad.insert_value(classad::name!(QUARANTINED), what);
         let info = HoldInfo { reason, code: hold_code::JOB_POLICY_UNDEFINED, subcode: 0 };
         if self.hold(job, info.clone())?.is_none() {
             return Ok(());
@@ -457,9 +463,9 @@ impl Txn<'_, '_> {
         if let Some(p) = self.state.jobs.get_mut(&job)
             && p.status == JobStatus::Held
         {
-            p.ad.insert_value("HoldReason", info.reason.as_str());
-            p.ad.insert_value("HoldReasonCode", info.code);
-            p.ad.insert_value("HoldReasonSubCode", info.subcode);
+            p.ad.insert_value(classad::name!("HoldReason"), info.reason.as_str());
+            p.ad.insert_value(classad::name!("HoldReasonCode"), info.code);
+            p.ad.insert_value(classad::name!("HoldReasonSubCode"), info.subcode);
             self.event(job, EventKind::Note(info.reason))?;
         }
         self.persist(job)

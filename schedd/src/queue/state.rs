@@ -7,7 +7,7 @@ use crate::attrs::ROUTED_TO;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use classad::{AttrName, ClassAd, Expr, Value};
+use classad::{AttrName, ClassAd, Expr, NameRef, Value};
 
 use crate::job::{JobId, JobStatus};
 pub use andes_job::api::{Change, ChangeReport, Submit, SummaryRow, Targets, Totals, factor};
@@ -81,8 +81,8 @@ pub struct JobView<'a> {
 
 /// The attributes a job's full ad holds beyond its cluster's and its own
 /// ([`JobView::ad`] sets them).
-pub(crate) const SYNTHESIZED: [&str; 4] =
-    ["ProcId", "JobStatus", "EnteredCurrentStatus", "GlobalJobId"];
+pub(crate) static SYNTHESIZED: classad::Names<4> =
+    classad::Names::new(["ProcId", "JobStatus", "EnteredCurrentStatus", "GlobalJobId"]);
 
 /// A job's full ad: its cluster's ad overlaid with its own part, and the
 /// attributes the queue keeps apart ([`SYNTHESIZED`]).
@@ -104,24 +104,26 @@ pub(crate) fn full_ad_text(cluster: &ClassAd, proc: &Proc, id: JobId, schedd: &s
 
 /// The attributes the queue keeps apart ([`SYNTHESIZED`]), as an ad.
 fn synthesized(cluster: &ClassAd, proc: &Proc, id: JobId, schedd: &str) -> ClassAd {
-    let mut ad = ClassAd::with_capacity(SYNTHESIZED.len());
-    ad.insert_value("ProcId", id.proc as i64);
-    ad.insert_value("JobStatus", proc.status.code());
-    ad.insert_value("EnteredCurrentStatus", proc.entered);
-    let qdate = match cluster.eval_attr("QDate") {
+    let [proc_id, status, entered, global] = SYNTHESIZED.get();
+    let mut ad = ClassAd::with_capacity(4);
+    ad.insert_value(proc_id, id.proc as i64);
+    ad.insert_value(status, proc.status.code());
+    ad.insert_value(entered, proc.entered);
+    let qdate = match cluster.eval_attr(classad::name!("QDate")) {
         Value::Int(q) => q,
         _ => 0,
     };
-    ad.insert_value("GlobalJobId", format!("{schedd}#{id}#{qdate}"));
+    ad.insert_value(global, format!("{schedd}#{id}#{qdate}"));
     ad
 }
 
 /// Whether the job's full ad ([`full_ad`]) binds `name`, asked of its parts
 /// without making it.
-pub(crate) fn binds(cluster: &ClassAd, proc: &Proc, name: &str) -> bool {
-    proc.ad.contains(name)
-        || cluster.contains(name)
-        || SYNTHESIZED.iter().any(|s| s.eq_ignore_ascii_case(name))
+pub(crate) fn binds<N: NameRef + ?Sized>(cluster: &ClassAd, proc: &Proc, name: &N) -> bool {
+    let name = name.attr_name();
+    proc.ad.lookup(&name).is_some()
+        || cluster.lookup(&name).is_some()
+        || SYNTHESIZED.get().contains(&name)
 }
 
 impl JobView<'_> {
@@ -139,18 +141,19 @@ impl JobView<'_> {
     /// [`crate::attrs::str_attr`] of the job's full ad: read from its parts
     /// when `name` is bound to a string literal there (as `CmdDigest` is),
     /// else evaluated in the full ad.
-    pub fn str_attr(&self, name: &str) -> Option<String> {
-        let synthesized = SYNTHESIZED.iter().any(|n| n.eq_ignore_ascii_case(name));
-        match self.proc.ad.get(name).or_else(|| self.cluster.ad.get(name)) {
+    pub fn str_attr<N: NameRef + ?Sized>(&self, name: &N) -> Option<String> {
+        let name = name.attr_name();
+        let synthesized = SYNTHESIZED.get().contains(&name);
+        match self.proc.ad.lookup(&name).or_else(|| self.cluster.ad.lookup(&name)) {
             Some(Expr::Lit(Value::Str(s))) if !synthesized => {
                 (!s.is_empty()).then(|| s.to_string())
             }
-            _ => crate::attrs::str_attr(&self.ad(), name),
+            _ => crate::attrs::str_attr(&self.ad(), &*name),
         }
     }
 
     /// Whether the job's full ad binds `name` (without making it).
-    pub fn has(&self, name: &str) -> bool {
+    pub fn has<N: NameRef + ?Sized>(&self, name: &N) -> bool {
         binds(&self.cluster.ad, self.proc, name)
     }
 
@@ -158,9 +161,12 @@ impl JobView<'_> {
     /// original (it mirrors its copy) or a grid-universe job (a routed copy,
     /// run elsewhere).
     pub fn routed_away(&self) -> bool {
-        self.proc.ad.contains(ROUTED_TO)
+        self.proc.ad.contains(classad::name!(ROUTED_TO))
             || matches!(
-                self.proc.ad.get("JobUniverse").or_else(|| self.cluster.ad.get("JobUniverse")),
+                {
+                    let universe = classad::name!("JobUniverse");
+                    self.proc.ad.get(universe).or_else(|| self.cluster.ad.get(universe))
+                },
                 Some(Expr::Lit(Value::Int(9)))
             )
     }
@@ -338,7 +344,7 @@ impl QueueState {
     }
 
     pub(crate) fn qdate(&self, c: &Cluster) -> i64 {
-        match c.ad.eval_attr("QDate") {
+        match c.ad.eval_attr(classad::name!("QDate")) {
             Value::Int(q) => q,
             _ => 0,
         }

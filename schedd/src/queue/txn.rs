@@ -122,7 +122,9 @@ impl Txn<'_, '_> {
                     .filter(|(_, p)| p.status == JobStatus::Idle)
                     // Being started: its host keeps its time (asked after
                     // the restart, as the shadows do).
-                    .filter(|(_, p)| !p.ad.contains(crate::attrs::ACTIVATION_PENDING))
+                    .filter(|(_, p)| {
+                        !p.ad.contains(classad::name!(crate::attrs::ACTIVATION_PENDING))
+                    })
                     .map(|(id, _)| *id)
                     .collect();
                 for id in ids {
@@ -166,8 +168,8 @@ impl Txn<'_, '_> {
                     }
                     let status = v.proc.status;
                     if let Some(p) = self.state.jobs.get_mut(id) {
-                        p.ad.insert_value("StageOutStart", self.now);
-                        p.ad.insert_value("StageOutFinish", self.now);
+                        p.ad.insert_value(classad::name!("StageOutStart"), self.now);
+                        p.ad.insert_value(classad::name!("StageOutFinish"), self.now);
                     }
                     if status == JobStatus::Completed && !self.leave_in_queue(*id) {
                         self.leave(*id)?;
@@ -276,13 +278,13 @@ impl Txn<'_, '_> {
                 .execute(params![i64::from(cluster), actor.name, submit_token(s), self.now])?;
         }
         let mut ad = s.cluster_ad.clone();
-        let cluster_held = submitted_held(ad.get("JobStatus"));
+        let cluster_held = submitted_held(ad.get(classad::name!("JobStatus")));
         let cluster_cron = andes_cron::Field::ALL.iter().any(|f| ad.contains(f.attribute()));
         // A deferred job becomes matchable ScheddInterval before its prep
         // time: this schedd's own interval, not the 300 s a submit file
         // assumes.
-        let wants_interval =
-            ad.contains("ScheddInterval") || s.procs.iter().any(|p| p.contains("ScheddInterval"));
+        let wants_interval = ad.contains(classad::name!("ScheddInterval"))
+            || s.procs.iter().any(|p| p.contains(classad::name!("ScheddInterval")));
         // Nothing the schedd sets comes from the submitter; a routed copy
         // (built here from its original and the admin's route) keeps its
         // route's attributes and loses only the original's identity.
@@ -290,31 +292,31 @@ impl Txn<'_, '_> {
         if let Origin::Outside = origin {
             self.check_uploads(actor, &ad)?;
         }
-        ad.insert_value("ClusterId", cluster as i64);
+        ad.insert_value(classad::name!("ClusterId"), cluster as i64);
         if actor.schedd {
             // Routed here for the owner its ad names (the API checked that
             // this pool trusts them), by the schedd recorded beside it.
-            if !matches!(ad.get("Owner"), Some(Expr::Lit(Value::Str(_)))) {
+            if !matches!(ad.get(classad::name!("Owner")), Some(Expr::Lit(Value::Str(_)))) {
                 return Err(QueueError::Invalid(
                     "a routed job's ad must name its Owner as a string".into(),
                 ));
             }
-            ad.insert_value(ROUTED_BY, actor.name.as_str());
+            ad.insert_value(classad::name!(ROUTED_BY), actor.name.as_str());
         } else {
-            ad.insert_value("Owner", actor.name.as_str());
+            ad.insert_value(classad::name!("Owner"), actor.name.as_str());
         }
         // HTCondor's User: Owner@UID_DOMAIN.
-        let user = match ad.get("Owner") {
+        let user = match ad.get(classad::name!("Owner")) {
             Some(Expr::Lit(Value::Str(o))) => format!("{o}@{}", self.config.uid_domain),
             _ => format!("{}@{}", actor.name, self.config.uid_domain),
         };
-        ad.insert_value("User", user.as_str());
-        ad.insert_value("QDate", self.now);
-        if !ad.contains("MyType") {
-            ad.insert_value("MyType", "Job");
+        ad.insert_value(classad::name!("User"), user.as_str());
+        ad.insert_value(classad::name!("QDate"), self.now);
+        if !ad.contains(classad::name!("MyType")) {
+            ad.insert_value(classad::name!("MyType"), "Job");
         }
         if wants_interval {
-            ad.insert_value("ScheddInterval", self.config.schedd_interval);
+            ad.insert_value(classad::name!("ScheddInterval"), self.config.schedd_interval);
         }
         // The counters a job starts with, as condor_submit sets them (and
         // NumHolds, so that a policy such as `NumHolds >= 2` is false rather
@@ -329,7 +331,7 @@ impl Txn<'_, '_> {
         for (i, p) in s.procs.iter().enumerate() {
             let mut p = p.clone();
             // A job submitted with `hold = true` starts held; every other starts idle.
-            let held = match p.get("JobStatus") {
+            let held = match p.get(classad::name!("JobStatus")) {
                 Some(e) => submitted_held(Some(e)),
                 None => cluster_held,
             };
@@ -338,20 +340,23 @@ impl Txn<'_, '_> {
                 self.check_uploads(actor, &p)?;
             }
             let status = if held { JobStatus::Held } else { JobStatus::Idle };
-            if cluster_cron || andes_cron::Field::ALL.iter().any(|f| p.contains(f.attribute())) {
+            if cluster_cron || super::cron::CRON_ATTRS.get().iter().any(|n| p.contains(n)) {
                 let mut whole = ad.clone();
                 whole.update(&p);
                 match deferral::next_run(&whole, self.now, &self.config.cron_time_zone) {
-                    Some(Ok(t)) => p.insert_value("DeferralTime", t),
+                    Some(Ok(t)) => p.insert_value(classad::name!("DeferralTime"), t),
                     Some(Err(e)) => {
                         return Err(QueueError::Invalid(format!("job {cluster}.{i}: {e}")));
                     }
                     None => {}
                 }
             }
-            if held && !p.contains("HoldReasonCode") && !ad.contains("HoldReasonCode") {
-                p.insert_value("HoldReasonCode", hold_code::SUBMITTED_ON_HOLD);
-                p.insert_value("HoldReason", "submitted on hold at user's request");
+            if held
+                && !p.contains(classad::name!("HoldReasonCode"))
+                && !ad.contains(classad::name!("HoldReasonCode"))
+            {
+                p.insert_value(classad::name!("HoldReasonCode"), hold_code::SUBMITTED_ON_HOLD);
+                p.insert_value(classad::name!("HoldReason"), "submitted on hold at user's request");
             }
             procs.push((JobId::new(cluster, i as u32), status, p));
         }
@@ -419,7 +424,9 @@ impl Txn<'_, '_> {
             // transaction as its change until the log has it: a crash between
             // the commit and the log's write loses nothing (it is written at
             // the next start).
-            if self.config.sink.is_some() && crate::eventlog::LOG_ATTRS.iter().any(|a| ad.has(a)) {
+            if self.config.sink.is_some()
+                && crate::eventlog::LOG_ATTRS.get().iter().any(|a| ad.has(a))
+            {
                 let kind_text = serde_json::to_string(&kind)
                     .map_err(|e| QueueError::Storage(format!("an event: {e}")))?;
                 self.tx
@@ -500,7 +507,7 @@ impl Txn<'_, '_> {
                 limits.per_submission
             )));
         }
-        let owner: &str = match (actor.schedd, s.cluster_ad.get("Owner")) {
+        let owner: &str = match (actor.schedd, s.cluster_ad.get(classad::name!("Owner"))) {
             (true, Some(Expr::Lit(Value::Str(o)))) => o,
             _ => &actor.name,
         };

@@ -64,7 +64,8 @@ impl Txn<'_, '_> {
     pub(crate) fn check_uploads(&mut self, actor: &Actor, ad: &ClassAd) -> Result<(), QueueError> {
         // A spooled input or module must be named as a literal string: that
         // is what is checked here and what the shadow reads.
-        for a in ["CmdDigest", SPOOLED_INPUT] {
+        static NAMED: classad::Names<2> = classad::Names::new(["CmdDigest", SPOOLED_INPUT]);
+        for a in NAMED.get() {
             if let Some(e) = ad.get(a)
                 && !matches!(e, Expr::Lit(Value::Str(_)))
             {
@@ -82,7 +83,10 @@ impl Txn<'_, '_> {
                     .exists([digest.as_str(), actor.name.as_str()])?
             };
             if !known {
-                let path = if ad.get("CmdDigest").and_then(Expr::as_literal).and_then(Value::as_str)
+                let path = if ad
+                    .get(classad::name!("CmdDigest"))
+                    .and_then(Expr::as_literal)
+                    .and_then(Value::as_str)
                     == Some(digest.as_str())
                 {
                     "modules"

@@ -288,7 +288,7 @@ impl JobRouter {
     }
 }
 
-fn str_attr(ad: &ClassAd, name: &str) -> Option<String> {
+fn str_attr<N: classad::NameRef + ?Sized>(ad: &ClassAd, name: &N) -> Option<String> {
     match ad.eval_attr(name) {
         Value::Str(s) => Some(s.to_string()),
         _ => None,
@@ -429,12 +429,12 @@ impl Inner {
         let now = self.clock.now();
         let table = lock(&self.table).clone();
         for e in batch {
-            let copy = e.ad.has(ROUTED_FROM);
+            let copy = e.ad.has(classad::name!(ROUTED_FROM));
             match &e.kind {
                 // A run a copy's policy requeued (max_retries) ended too:
                 // it counts for the route's failure rate.
                 EventKind::Requeued if copy => {
-                    let name = str_attr(&e.ad, "RouteName").unwrap_or_default();
+                    let name = str_attr(&e.ad, classad::name!("RouteName")).unwrap_or_default();
                     let failed =
                         judged_failed(self.queue.journal(), e.id, &table, &name, &e.ad, now);
                     lock(&self.failures).entry(name.clone()).or_default().ended(failed, now);
@@ -447,7 +447,7 @@ impl Inner {
                 }
                 EventKind::Terminated | EventKind::Removed(_) if copy => {
                     let completed = matches!(e.kind, EventKind::Terminated);
-                    let name = str_attr(&e.ad, "RouteName").unwrap_or_default();
+                    let name = str_attr(&e.ad, classad::name!("RouteName")).unwrap_or_default();
                     let failed = !completed
                         || judged_failed(self.queue.journal(), e.id, &table, &name, &e.ad, now);
                     lock(&self.failures).entry(name.clone()).or_default().ended(failed, now);
@@ -458,13 +458,14 @@ impl Inner {
                     );
                     self.record(HistoryRecord {
                         route: name,
-                        grid_resource: str_attr(&e.ad, "GridResource").unwrap_or_default(),
-                        routed: match e.ad.eval_attr("QDate") {
+                        grid_resource: str_attr(&e.ad, classad::name!("GridResource"))
+                            .unwrap_or_default(),
+                        routed: match e.ad.eval_attr(classad::name!("QDate")) {
                             Value::Int(q) => q,
                             _ => now,
                         },
                         ended: now,
-                        wall_seconds: match e.ad.eval_attr("RemoteWallClockTime") {
+                        wall_seconds: match e.ad.eval_attr(classad::name!("RemoteWallClockTime")) {
                             Value::Real(r) => r,
                             Value::Int(i) => i as f64,
                             _ => 0.0,
@@ -514,10 +515,10 @@ impl Inner {
     fn loads(&self, st: &QueueState, table: &Table) -> Vec<RouteLoad> {
         let mut counts: HashMap<String, (u32, u32)> = HashMap::new();
         for v in st.jobs() {
-            if !v.has(ROUTED_FROM) {
+            if !v.has(classad::name!(ROUTED_FROM)) {
                 continue;
             }
-            let name = str_attr(&v.ad(), "RouteName").unwrap_or_default();
+            let name = str_attr(&v.ad(), classad::name!("RouteName")).unwrap_or_default();
             let c = counts.entry(name).or_default();
             if !v.proc.status.is_terminal() {
                 c.0 += 1;
@@ -546,8 +547,8 @@ impl Inner {
         let mut ev = Evaluator::with_options(EvalOptions { now: Some(now), ..Default::default() });
         st.jobs()
             .filter(|v| v.proc.status == JobStatus::Idle && !v.routed_away())
-            .filter(|v| !v.proc.ad.contains(crate::attrs::ACTIVATION_PENDING))
-            .filter(|v| !v.has(ROUTED_FROM))
+            .filter(|v| !v.proc.ad.contains(classad::name!(crate::attrs::ACTIVATION_PENDING)))
+            .filter(|v| !v.has(classad::name!(ROUTED_FROM)))
             .filter_map(|v| {
                 let ad = v.ad();
                 if let Some(c) = &self.source {
@@ -621,16 +622,16 @@ impl Inner {
         let copies: Vec<(JobId, ClassAd, JobStatus)> = {
             let st = self.queue.read();
             st.jobs()
-                .filter(|v| v.has(ROUTED_FROM))
+                .filter(|v| v.has(classad::name!(ROUTED_FROM)))
                 .map(|v| (v.id, v.ad(), v.proc.status))
                 .collect()
         };
         for (id, ad, status) in copies {
             // Copies of another universe run here, like any job.
-            if ad.eval_attr("JobUniverse") != Value::Int(9) {
+            if ad.eval_attr(classad::name!("JobUniverse")) != Value::Int(9) {
                 continue;
             }
-            let Some(gr) = str_attr(&ad, "GridResource") else { continue };
+            let Some(gr) = str_attr(&ad, classad::name!("GridResource")) else { continue };
             match (Target::parse(&gr), str_attr(&ad, GRID_JOB_ID)) {
                 (Ok(Target::Andes(addr)), None) if status == JobStatus::Idle => {
                     self.submit_remote(id, &ad, &addr).await
@@ -679,11 +680,11 @@ impl Inner {
         {
             remote.remove(a);
         }
-        remote.insert_value("JobUniverse", 5i64);
-        if let Some(g) = str_attr(ad, "GlobalJobId") {
-            remote.insert_value("RoutedFromGlobalJobId", g.as_str());
+        remote.insert_value(classad::name!("JobUniverse"), 5i64);
+        if let Some(g) = str_attr(ad, classad::name!("GlobalJobId")) {
+            remote.insert_value(classad::name!("RoutedFromGlobalJobId"), g.as_str());
         }
-        if let Some(digest) = str_attr(ad, "CmdDigest") {
+        if let Some(digest) = str_attr(ad, classad::name!("CmdDigest")) {
             let path = format!("/v1/modules/{digest}");
             if let Err(e) = self.queue.send_upload(&client, &path, &digest).await {
                 tracing::warn!("job router: {id}: sending the module to {addr}: {e}");
@@ -719,8 +720,8 @@ impl Inner {
             Ok(r) => {
                 let g = format!("andes {addr} {}.0", r.cluster);
                 let mut attrs = ClassAd::new();
-                attrs.insert_value(GRID_JOB_ID, g.as_str());
-                attrs.insert_value(GRID_JOB_STATUS, JobStatus::Idle.code());
+                attrs.insert_value(classad::name!(GRID_JOB_ID), g.as_str());
+                attrs.insert_value(classad::name!(GRID_JOB_STATUS), JobStatus::Idle.code());
                 if let Err(e) =
                     self.queue.pool(vec![id], PoolOp::Grid(attrs), self.clock.now()).await
                 {
@@ -796,7 +797,7 @@ impl Inner {
                 return;
             };
             let Some(end) = r.ads.first().and_then(|t| classad::parse_ad(t).ok()) else { return };
-            if end.eval_attr("JobStatus") == Value::Int(JobStatus::Removed.code()) {
+            if end.eval_attr(classad::name!("JobStatus")) == Value::Int(JobStatus::Removed.code()) {
                 let change = Change::Remove { reason: format!("removed at {addr}") };
                 let t = Targets { ids: vec![JobSelector::Job(id)], ..Default::default() };
                 let _ = self.queue.change(&Actor::schedd(), t, change, now).await;
@@ -806,7 +807,7 @@ impl Inner {
             self.ended(id, ad, status, &end, &there).await;
             return;
         };
-        let Some(remote_status) = (match remote.eval_attr("JobStatus") {
+        let Some(remote_status) = (match remote.eval_attr(classad::name!("JobStatus")) {
             Value::Int(c) => JobStatus::from_code(c),
             _ => None,
         }) else {
@@ -821,7 +822,7 @@ impl Inner {
                 usage.insert(*a, e.clone());
             }
         }
-        let seen = match ad.eval_attr(GRID_JOB_STATUS) {
+        let seen = match ad.eval_attr(classad::name!(GRID_JOB_STATUS)) {
             Value::Int(c) => JobStatus::from_code(c),
             _ => None,
         };
@@ -831,13 +832,13 @@ impl Inner {
             // here before the hold there was seen is not taken back).
             let pushed = match (status, remote_status) {
                 (JobStatus::Held, s) if s != JobStatus::Held => {
-                    let reason = str_attr(ad, "HoldReason").unwrap_or_default();
+                    let reason = str_attr(ad, classad::name!("HoldReason")).unwrap_or_default();
                     self.change_remote(&client, remote_id, Change::Hold { reason })
                         .await
                         .then_some(JobStatus::Held)
                 }
                 (JobStatus::Idle, JobStatus::Held) => {
-                    let reason = str_attr(ad, "ReleaseReason").unwrap_or_default();
+                    let reason = str_attr(ad, classad::name!("ReleaseReason")).unwrap_or_default();
                     self.change_remote(&client, remote_id, Change::Release { reason })
                         .await
                         .then_some(JobStatus::Idle)
@@ -845,7 +846,7 @@ impl Inner {
                 _ => None,
             };
             if let Some(s) = pushed {
-                usage.insert_value(GRID_JOB_STATUS, s.code());
+                usage.insert_value(classad::name!(GRID_JOB_STATUS), s.code());
             }
             if !usage.is_empty() {
                 let _ = self.queue.pool(vec![id], PoolOp::Grid(usage), now).await;
@@ -881,13 +882,13 @@ impl Inner {
                 let _ = self.queue.pool(vec![id], PoolOp::Evicted(ClassAd::new()), now).await;
             }
             (s, JobStatus::Held) if s != JobStatus::Held => {
-                let reason = str_attr(&remote, "HoldReason").unwrap_or_default();
+                let reason = str_attr(&remote, classad::name!("HoldReason")).unwrap_or_default();
                 let change = Change::Hold { reason: format!("held at {addr}: {reason}") };
                 let _ = self.queue.change(&Actor::schedd(), one, change, now).await;
             }
             _ => {}
         }
-        usage.insert_value(GRID_JOB_STATUS, remote_status.code());
+        usage.insert_value(classad::name!(GRID_JOB_STATUS), remote_status.code());
         let _ = self.queue.pool(vec![id], PoolOp::Grid(usage), now).await;
     }
 
@@ -906,7 +907,7 @@ impl Inner {
     ) {
         let now = self.clock.now();
         let Remote { client, addr, job: remote_id, queued } = *there;
-        if crate::transfer::is_spooled(end) && end.get("StageOutFinish").is_none() {
+        if crate::transfer::is_spooled(end) && end.get(classad::name!("StageOutFinish")).is_none() {
             // The target states the output's size; the copy's RequestDisk
             // bounds what this schedd takes in, as it bounds a host's.
             let limit = crate::transfer::input_limit(copy);
@@ -929,7 +930,7 @@ impl Inner {
             if crate::transfer::is_spooled(copy) {
                 let bytes: u64 =
                     fetched.reply.files.iter().map(andes_protocol::pool::FileData::len).sum();
-                let owner = str_attr(copy, "Owner").unwrap_or_default();
+                let owner = str_attr(copy, classad::name!("Owner")).unwrap_or_default();
                 if let Err(e) = self.queue.charge_spool(&owner, bytes) {
                     return self
                         .hold_copy(id, format!("its output from {addr} is not kept: {e}"))
@@ -1042,7 +1043,8 @@ impl Inner {
         let dir = self.slurm_dir(id);
         let prepared = (|| -> Result<PathBuf, String> {
             std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let digest = str_attr(ad, "CmdDigest").ok_or("the job has no CmdDigest")?;
+            let digest =
+                str_attr(ad, classad::name!("CmdDigest")).ok_or("the job has no CmdDigest")?;
             let module = self
                 .queue
                 .module(&digest)
@@ -1050,9 +1052,11 @@ impl Inner {
                 .ok_or_else(|| format!("module {digest} is not in the schedd's store"))?;
             std::fs::write(dir.join("job.wasm"), module).map_err(|e| e.to_string())?;
             let mut job = ad.clone();
-            job.insert_value("JobUniverse", 5i64);
+            job.insert_value(classad::name!("JobUniverse"), 5i64);
             std::fs::write(dir.join("job.ad"), job.to_string()).map_err(|e| e.to_string())?;
-            let iwd = str_attr(ad, "Iwd").map(PathBuf::from).unwrap_or_else(|| dir.clone());
+            let iwd = str_attr(ad, classad::name!("Iwd"))
+                .map(PathBuf::from)
+                .unwrap_or_else(|| dir.clone());
             let q =
                 |p: &std::path::Path| quoted(p).ok_or(format!("{}: unusable path", p.display()));
             // The node must see this directory and the job's Iwd (a shared
@@ -1105,7 +1109,7 @@ impl Inner {
                     return;
                 }
                 let mut attrs = ClassAd::new();
-                attrs.insert_value(GRID_JOB_ID, format!("slurm {partition} {job}"));
+                attrs.insert_value(classad::name!(GRID_JOB_ID), format!("slurm {partition} {job}"));
                 let _ = self.queue.pool(vec![id], PoolOp::Grid(attrs), self.clock.now()).await;
             }
             Err(e) => tracing::warn!("job router: {id}: {e}"),
@@ -1200,7 +1204,7 @@ async fn router_q(
         .queue
         .read()
         .jobs()
-        .filter(|v| v.has(ROUTED_FROM))
+        .filter(|v| v.has(classad::name!(ROUTED_FROM)))
         .map(|v| {
             let reader = crate::queue::reader_of(&viewer, &v);
             crate::attrs::visible(v.ad(), reader).to_string()

@@ -145,7 +145,7 @@ fn pattern(text: &str) -> Result<(Pattern, &str), String> {
 /// configuration's macros it may use).
 pub fn parse(name: &str, text: &str, config: &HashMap<String, String>) -> Result<Parsed, String> {
     let mut p = Parsed::default();
-    p.settings.insert_value("Name", name);
+    p.settings.insert_value(classad::name!("Name"), name);
     let mut local: HashMap<String, String> = HashMap::new();
     // Join continued lines first, keeping each statement's first line number.
     let mut statements: Vec<(usize, String)> = Vec::new();
@@ -217,10 +217,13 @@ pub fn parse(name: &str, text: &str, config: &HashMap<String, String>) -> Result
         match word.to_ascii_uppercase().as_str() {
             "UNIVERSE" => {
                 let u = universe(&rest).ok_or_else(|| at(format!("unknown universe `{rest}`")))?;
-                p.settings.insert_value("TargetUniverse", u);
+                p.settings.insert_value(classad::name!("TargetUniverse"), u);
             }
             "REQUIREMENTS" => {
-                p.settings.insert("Requirements", expr(&rest, "REQUIREMENTS").map_err(at)?);
+                p.settings.insert(
+                    classad::name!("Requirements"),
+                    expr(&rest, "REQUIREMENTS").map_err(at)?,
+                );
             }
             "SET" | "DEFAULT" | "EVALSET" => {
                 let (a, v) = split_attr(&rest).map_err(at)?;

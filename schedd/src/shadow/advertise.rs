@@ -94,7 +94,7 @@ impl PoolState {
             let ads = self.ads();
             for (kind, ad) in &ads {
                 if *kind == "Scheduler"
-                    && let Value::Int(n) = ad.eval_attr("TotalIdleJobs")
+                    && let Value::Int(n) = ad.eval_attr(classad::name!("TotalIdleJobs"))
                 {
                     self.last_idle.store(n, std::sync::atomic::Ordering::Relaxed);
                 }
@@ -193,28 +193,31 @@ impl PoolState {
                 total[i] += n[i];
             }
             let mut ad = ClassAd::new();
-            ad.insert_value("Name", format!("{owner}@{}", self.cfg.name));
-            ad.insert_value("Owner", owner.as_str());
-            ad.insert_value("ScheddName", self.cfg.name.as_str());
-            ad.insert_value("MyAddress", self.cfg.address.as_str());
-            ad.insert_value("IdleJobs", n[0]);
-            ad.insert_value("RunningJobs", n[1]);
-            ad.insert_value("HeldJobs", n[2]);
-            ad.insert_value("MyCurrentTime", now);
+            ad.insert_value(classad::name!("Name"), format!("{owner}@{}", self.cfg.name));
+            ad.insert_value(classad::name!("Owner"), owner.as_str());
+            ad.insert_value(classad::name!("ScheddName"), self.cfg.name.as_str());
+            ad.insert_value(classad::name!("MyAddress"), self.cfg.address.as_str());
+            ad.insert_value(classad::name!("IdleJobs"), n[0]);
+            ad.insert_value(classad::name!("RunningJobs"), n[1]);
+            ad.insert_value(classad::name!("HeldJobs"), n[2]);
+            ad.insert_value(classad::name!("MyCurrentTime"), now);
             out.push(("Submitter", ad));
         }
         let mut ad = ClassAd::new();
-        ad.insert_value("Name", self.cfg.name.as_str());
-        ad.insert_value("Machine", self.cfg.name.rsplit('@').next().unwrap_or(&self.cfg.name));
-        ad.insert_value("MyAddress", self.cfg.address.as_str());
-        ad.insert_value("TotalIdleJobs", total[0]);
-        ad.insert_value("TotalRunningJobs", total[1]);
-        ad.insert_value("TotalHeldJobs", total[2]);
-        ad.insert_value("IdleJobs", total[0]);
-        ad.insert_value("RunningJobs", total[1]);
-        ad.insert_value("HeldJobs", total[2]);
-        ad.insert_value("NumUsers", owners.len() as i64);
-        ad.insert_value("MyCurrentTime", now);
+        ad.insert_value(classad::name!("Name"), self.cfg.name.as_str());
+        ad.insert_value(
+            classad::name!("Machine"),
+            self.cfg.name.rsplit('@').next().unwrap_or(&self.cfg.name),
+        );
+        ad.insert_value(classad::name!("MyAddress"), self.cfg.address.as_str());
+        ad.insert_value(classad::name!("TotalIdleJobs"), total[0]);
+        ad.insert_value(classad::name!("TotalRunningJobs"), total[1]);
+        ad.insert_value(classad::name!("TotalHeldJobs"), total[2]);
+        ad.insert_value(classad::name!("IdleJobs"), total[0]);
+        ad.insert_value(classad::name!("RunningJobs"), total[1]);
+        ad.insert_value(classad::name!("HeldJobs"), total[2]);
+        ad.insert_value(classad::name!("NumUsers"), owners.len() as i64);
+        ad.insert_value(classad::name!("MyCurrentTime"), now);
         // The Scheduler ad first: it is what wakes the negotiator.
         out.insert(0, ("Scheduler", ad));
         out
@@ -222,7 +225,11 @@ impl PoolState {
 
     pub(crate) fn demand(&self, significant: &[String]) -> DemandReply {
         *lock(&self.significant) = significant.to_vec();
-        let sig = crate::schedd::autocluster_attrs(significant);
+        // Made into names once for all the jobs below.
+        let sig: Vec<classad::AttrName> = crate::schedd::autocluster_attrs(significant)
+            .iter()
+            .map(|a| classad::AttrName::new(a))
+            .collect();
         let now = self.clock.now();
         let mut state = lock(&self.state);
         let st = self.queue.read();
@@ -238,7 +245,7 @@ impl PoolState {
                 continue;
             }
             // An activation sent and not resolved: its host may be running it.
-            if v.proc.ad.contains(ACTIVATION_PENDING) {
+            if v.proc.ad.contains(classad::name!(ACTIVATION_PENDING)) {
                 continue;
             }
             if v.routed_away() || !self.offerable(&v, now) || crate::scheduler::is_dagman_view(&v) {
@@ -248,7 +255,7 @@ impl PoolState {
                 let mut k = v.owner().to_string();
                 for a in &sig {
                     k.push('\u{1}');
-                    if let Some(e) = v.cluster.ad.get(a) {
+                    if let Some(e) = v.cluster.ad.lookup(a) {
                         k.push_str(&e.to_string());
                     }
                 }
@@ -256,9 +263,9 @@ impl PoolState {
             });
             let mut key = base.clone();
             for a in &sig {
-                if let Some(e) = v.proc.ad.get(a) {
+                if let Some(e) = v.proc.ad.lookup(a) {
                     key.push('\u{2}');
-                    key.push_str(a);
+                    key.push_str(a.as_str());
                     key.push('=');
                     key.push_str(&e.to_string());
                 }

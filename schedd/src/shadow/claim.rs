@@ -137,9 +137,11 @@ const MATCHING: &str = "Requirements, against a claimed slot";
 /// quarantined that job (see [`andes_protocol::pool::quarantined_refusal`]).
 pub(crate) fn host_quarantined(reason: &str, ad: &ClassAd) -> Option<PoolOp> {
     let gid = andes_protocol::pool::quarantined_job(reason)?;
-    (str_attr(ad, "GlobalJobId").as_deref() == Some(gid)).then(|| PoolOp::Quarantined {
-        what: "ad, against an execute host's policy".into(),
-        reason: reason.to_string(),
+    (str_attr(ad, classad::name!("GlobalJobId")).as_deref() == Some(gid)).then(|| {
+        PoolOp::Quarantined {
+            what: "ad, against an execute host's policy".into(),
+            reason: reason.to_string(),
+        }
     })
 }
 
@@ -165,7 +167,7 @@ impl PoolState {
             }
             let Some(v) = st.job(id) else { continue };
             let ready = v.proc.status == JobStatus::Idle
-                && !v.proc.ad.contains(ACTIVATION_PENDING)
+                && !v.proc.ad.contains(classad::name!(ACTIVATION_PENDING))
                 && !v.routed_away()
                 && self.offerable(&v, self.clock.now());
             if !ready {
@@ -212,7 +214,7 @@ impl PoolState {
             lane.close().await;
             return;
         };
-        let owner = str_attr(&job_ad, "Owner").unwrap_or_default();
+        let owner = str_attr(&job_ad, classad::name!("Owner")).unwrap_or_default();
         let req = ClaimRequest {
             claim_id: grant.claim_id.clone(),
             owner: owner.clone(),
@@ -250,7 +252,7 @@ impl PoolState {
                 let reason = r.reason.unwrap_or_default();
                 tracing::info!(
                     "claim on {} refused: {reason}",
-                    str_attr(&claim.slot_ad, "Name").unwrap_or_default(),
+                    str_attr(&claim.slot_ad, classad::name!("Name")).unwrap_or_default(),
                 );
                 Some(host_quarantined(&reason, &job_ad))
             }
@@ -565,7 +567,7 @@ impl PoolState {
         let mut hosts = HashSet::new();
         for text in found.ads {
             if let Ok(ad) = classad::parse_ad(&text)
-                && let Some(addr) = str_attr(&ad, "MyAddress")
+                && let Some(addr) = str_attr(&ad, classad::name!("MyAddress"))
             {
                 hosts.insert(addr);
             }
@@ -635,12 +637,12 @@ impl PoolState {
         claim: &ClaimCtx,
     ) -> Option<(Vec<JobId>, ActivateRequest, u64, Option<String>)> {
         let job = self.queue.read().job(first).map(|v| v.ad())?;
-        if may_have_checkpoints(&job) || job.contains("DeferralTime") {
+        if may_have_checkpoints(&job) || job.contains(classad::name!("DeferralTime")) {
             return None;
         }
         // A job with big input files uploads them first: not for a batch.
         let inputs = self.read_inputs(&job, None).ok().filter(|i| !i.streams())?.files;
-        let lease = match job.eval_attr("JobLeaseDuration") {
+        let lease = match job.eval_attr(classad::name!("JobLeaseDuration")) {
             Value::Int(n) if n > 0 => n as u64,
             _ => self.cfg.job_lease,
         };
@@ -648,15 +650,16 @@ impl PoolState {
         let first_ad = host_ad(self.queue.journal(), first, &job, &claim.slot_ad);
         // A host that takes deltas gets each queued job as what differs
         // from the first (a cluster's ad printed and parsed once a batch).
-        let base = matches!(claim.slot_ad.eval_attr("HasJobAdDeltas"), Value::Bool(true))
-            .then_some(&first_ad);
+        let base =
+            matches!(claim.slot_ad.eval_attr(classad::name!("HasJobAdDeltas")), Value::Bool(true))
+                .then_some(&first_ad);
         let more = self.batch_behind(first, ac, n - 1, claim, carried, base);
         let mut ids = vec![first];
         ids.extend(more.iter().map(|(id, _)| *id));
         let req = ActivateRequest {
             claim_id: claim.claim_id.clone(),
             job: first_ad.to_string(),
-            module_digest: str_attr(&job, "CmdDigest").unwrap_or_default(),
+            module_digest: str_attr(&job, classad::name!("CmdDigest")).unwrap_or_default(),
             inputs,
             lease_secs: lease,
             wait_ms: self.cfg.activate_wait_ms,
@@ -667,7 +670,7 @@ impl PoolState {
             acked: 0,
             reply_at_start: false,
         };
-        Some((ids, req, lease, str_attr(&job, "GlobalJobId")))
+        Some((ids, req, lease, str_attr(&job, classad::name!("GlobalJobId"))))
     }
 
     /// Up to `n` more jobs of autocluster `ac` to queue on the claim behind
@@ -687,7 +690,8 @@ impl PoolState {
         if n == 0 {
             return Vec::new();
         }
-        let Some(digest) = self.queue.read().job(first).and_then(|v| v.str_attr("CmdDigest"))
+        let Some(digest) =
+            self.queue.read().job(first).and_then(|v| v.str_attr(classad::name!("CmdDigest")))
         else {
             return Vec::new();
         };
@@ -698,9 +702,10 @@ impl PoolState {
                 lock(&self.state).busy.remove(&id);
                 continue;
             };
-            let fits = str_attr(&job, "CmdDigest").as_deref() == Some(digest.as_str())
+            let fits = str_attr(&job, classad::name!("CmdDigest")).as_deref()
+                == Some(digest.as_str())
                 && !may_have_checkpoints(&job)
-                && !job.contains("DeferralTime");
+                && !job.contains(classad::name!("DeferralTime"));
             // The batch's files travel in one message: within its budget.
             let inputs = if fits {
                 self.read_inputs(&job, None).ok().filter(|i| !i.streams()).map(|i| i.files).filter(
@@ -779,11 +784,11 @@ impl PoolState {
 
     pub(crate) fn started_attrs(&self, claim: &ClaimCtx) -> ClassAd {
         let mut a = ClassAd::new();
-        if let Some(n) = str_attr(&claim.slot_ad, "Name") {
-            a.insert_value("RemoteHost", n.as_str());
+        if let Some(n) = str_attr(&claim.slot_ad, classad::name!("Name")) {
+            a.insert_value(classad::name!("RemoteHost"), n.as_str());
         }
-        a.insert_value(CLAIM_ID_ATTR, claim.claim_id.as_str());
-        a.insert_value("StartdAddr", claim.addr.as_str());
+        a.insert_value(classad::name!(CLAIM_ID_ATTR), claim.claim_id.as_str());
+        a.insert_value(classad::name!("StartdAddr"), claim.addr.as_str());
         a
     }
 

@@ -29,7 +29,7 @@ pub(crate) const LEASE_MISSED: &str = "the job's host did not answer within its 
 /// The ad of a run that stopped without ending: its `LastVacateReason`.
 pub(crate) fn lost_ad(reason: &str) -> ClassAd {
     let mut a = ClassAd::new();
-    a.insert_value("LastVacateReason", reason);
+    a.insert_value(classad::name!("LastVacateReason"), reason);
     a
 }
 
@@ -144,7 +144,7 @@ pub(crate) fn activated(
     match answer {
         Answer::Report => {
             if resuming {
-                started.insert_value("NumRestarts", restarts + 1);
+                started.insert_value(classad::name!("NumRestarts"), restarts + 1);
             }
             Activated::Runs(vec![PoolOp::Started(started)])
         }
@@ -204,7 +204,7 @@ impl Follow {
             (RunState::Suspended, RunState::Running) => ops.push(PoolOp::Suspension(false)),
             _ => {}
         }
-        let deferred = update.get("JobDeferredUntil").map(|e| e.to_string());
+        let deferred = update.get(classad::name!("JobDeferredUntil")).map(|e| e.to_string());
         let due = self.every_report || now - self.last_push >= self.update_every;
         if due || state != self.last_state || deferred != self.last_deferred {
             ops.push(PoolOp::Update(update));
@@ -220,11 +220,11 @@ impl Follow {
     pub(crate) fn checkpoint_kept(&mut self, now: i64, kib: i64, platform: Option<&str>) -> PoolOp {
         self.ckpts += 1;
         let mut a = ClassAd::new();
-        a.insert_value("NumCkpts", self.ckpts);
-        a.insert_value("LastCkptTime", now);
-        a.insert_value("CkptSize", kib);
+        a.insert_value(classad::name!("NumCkpts"), self.ckpts);
+        a.insert_value(classad::name!("LastCkptTime"), now);
+        a.insert_value(classad::name!("CkptSize"), kib);
         if let Some(p) = platform {
-            a.insert_value("LastCheckpointPlatform", p);
+            a.insert_value(classad::name!("LastCheckpointPlatform"), p);
         }
         PoolOp::Update(a)
     }
@@ -250,13 +250,13 @@ pub(crate) fn ended(
     ending: &ClassAd,
     checkpoint_code: Option<i64>,
 ) -> Ended {
-    let exit = match ending.eval_attr("ExitCode") {
+    let exit = match ending.eval_attr(classad::name!("ExitCode")) {
         Value::Int(c) => Some(c),
         _ => None,
     };
     if !evicted
         && transferred
-        && !ending.contains("HoldReasonCode")
+        && !ending.contains(classad::name!("HoldReasonCode"))
         && checkpoint_code.is_some()
         && exit == checkpoint_code
     {
@@ -271,10 +271,10 @@ pub(crate) fn ended(
 /// Puts a hold of `code` (subcode `sub`) with `reason` on `ending`, unless
 /// the host held it already: the host's reason is the first cause.
 pub(crate) fn hold_unless_held(ending: &mut ClassAd, code: i64, sub: i64, reason: &str) {
-    if !ending.contains("HoldReasonCode") {
-        ending.insert_value("HoldReasonCode", code);
-        ending.insert_value("HoldReasonSubCode", sub);
-        ending.insert_value("HoldReason", reason);
+    if !ending.contains(classad::name!("HoldReasonCode")) {
+        ending.insert_value(classad::name!("HoldReasonCode"), code);
+        ending.insert_value(classad::name!("HoldReasonSubCode"), sub);
+        ending.insert_value(classad::name!("HoldReason"), reason);
     }
 }
 

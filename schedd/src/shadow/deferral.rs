@@ -26,7 +26,7 @@ impl PoolState {
     /// True when an idle job may be offered to the negotiator now: it has no
     /// deferral, or its deferral is ready.
     pub(crate) fn offerable(&self, v: &crate::queue::JobView<'_>, now: i64) -> bool {
-        if !v.has("DeferralTime") {
+        if !v.has(classad::name!("DeferralTime")) {
             return true;
         }
         match self.deferral_of(&v.ad(), now) {
@@ -41,10 +41,10 @@ impl PoolState {
     pub(crate) fn watch_deferral(&self, id: JobId, ad: Option<&crate::queue::EventAd>) {
         let owned;
         let ad: &ClassAd = match ad {
-            Some(a) if a.has("DeferralTime") => a,
+            Some(a) if a.has(classad::name!("DeferralTime")) => a,
             Some(_) => return,
             None => match self.queue.read().job(id) {
-                Some(v) if v.has("DeferralTime") => {
+                Some(v) if v.has(classad::name!("DeferralTime")) => {
                     owned = v.ad();
                     &owned
                 }

@@ -21,14 +21,18 @@ pub(crate) fn host_ad(journal: &Journal, id: JobId, job: &ClassAd, slot: &ClassA
     } else {
         job.clone()
     };
-    for (attr, name) in [("In", STDIN_NAME), ("Out", STDOUT_NAME), ("Err", STDERR_NAME)] {
+    for (attr, name) in [
+        (classad::name!("In"), STDIN_NAME),
+        (classad::name!("Out"), STDOUT_NAME),
+        (classad::name!("Err"), STDERR_NAME),
+    ] {
         if let Some(p) = str_attr(&ad, attr)
             && p != "/dev/null"
         {
             ad.insert_value(attr, name);
         }
     }
-    ad.remove(CLAIM_ID_ATTR);
+    ad.remove(classad::name!(CLAIM_ID_ATTR));
     ad
 }
 

@@ -300,7 +300,7 @@ impl PoolState {
 /// Whether a job may keep something in the spool's checkpoints: it
 /// checkpoints (`WasmCheckpoint`, `CheckpointExitCode`) or has (`NumCkpts`).
 pub(crate) fn may_have_checkpoints(job: &ClassAd) -> bool {
-    job.contains("WasmCheckpoint")
-        || job.contains("CheckpointExitCode")
-        || matches!(job.eval_attr("NumCkpts"), classad::Value::Int(n) if n > 0)
+    job.contains(classad::name!("WasmCheckpoint"))
+        || job.contains(classad::name!("CheckpointExitCode"))
+        || matches!(job.eval_attr(classad::name!("NumCkpts")), classad::Value::Int(n) if n > 0)
 }

@@ -29,7 +29,7 @@ pub(crate) async fn tail(
         .job(req.job)
         .map(|v| (v.ad(), v.proc.status))
         .ok_or_else(|| ApiError::not_found(format!("no job {} in the queue", req.job)))?;
-    let owner = str_attr(&ad, "Owner").unwrap_or_default();
+    let owner = str_attr(&ad, classad::name!("Owner")).unwrap_or_default();
     if caller.role != Role::Admin && owner != caller.identity {
         return Err(ApiError::forbidden(format!(
             "job {} is {owner}'s, not {}'s",
@@ -38,7 +38,7 @@ pub(crate) async fn tail(
     }
     let running = matches!(status, JobStatus::Running | JobStatus::Suspended);
     let (true, Some(claim_id), Some(addr)) =
-        (running, str_attr(&ad, CLAIM_ID_ATTR), str_attr(&ad, "StartdAddr"))
+        (running, str_attr(&ad, CLAIM_ID_ATTR), str_attr(&ad, classad::name!("StartdAddr")))
     else {
         return Err(ApiError::new(
             http::StatusCode::CONFLICT,

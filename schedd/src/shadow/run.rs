@@ -118,7 +118,7 @@ impl PoolState {
 
     /// What the shadow reads of `job` once, for the whole run.
     fn run_of(&self, job: &ClassAd, id: JobId) -> RunOf {
-        let lease = match job.eval_attr("JobLeaseDuration") {
+        let lease = match job.eval_attr(classad::name!("JobLeaseDuration")) {
             Value::Int(n) if n > 0 => n as u64,
             _ => self.cfg.job_lease,
         };
@@ -126,9 +126,9 @@ impl PoolState {
         // Only a job that checkpoints has anything in the spool.
         let checkpoints = may_have_checkpoints(job);
         RunOf {
-            gid: str_attr(job, "GlobalJobId").unwrap_or_default(),
+            gid: str_attr(job, classad::name!("GlobalJobId")).unwrap_or_default(),
             lease,
-            module: str_attr(job, "CmdDigest")
+            module: str_attr(job, classad::name!("CmdDigest"))
                 .as_deref()
                 .and_then(andes_protocol::stream::parse_digest),
             // A job whose periodic policy reads its usage gets it fresh: the
@@ -164,7 +164,7 @@ impl PoolState {
         };
         // A job whose activation was recorded but never seen to start (the
         // schedd died in between): the host says whether it runs.
-        let pending = job.contains(ACTIVATION_PENDING)
+        let pending = job.contains(classad::name!(ACTIVATION_PENDING))
             && self.queue.read().job(id).is_some_and(|v| v.proc.status == JobStatus::Idle);
         let ask = Reconnect { claim_id: claim.claim_id.clone(), pending, unanswered };
         let (says, report) = loop {
@@ -279,16 +279,16 @@ impl PoolState {
                     // Cannot start: hold it here, keep the claim.
                     let mut attrs = ClassAd::new();
                     // HTCondor's subcode: the errno (2: no such file).
-                    attrs.insert_value("HoldReasonCode", HOLD_TRANSFER_INPUT);
-                    attrs.insert_value("HoldReasonSubCode", e.errno as i64);
-                    attrs.insert_value("HoldReason", e.message.as_str());
+                    attrs.insert_value(classad::name!("HoldReasonCode"), HOLD_TRANSFER_INPUT);
+                    attrs.insert_value(classad::name!("HoldReasonSubCode"), e.errno as i64);
+                    attrs.insert_value(classad::name!("HoldReason"), e.message.as_str());
                     lane.send(LaneOp::Pool(id, PoolOp::Started(self.started_attrs(claim))));
                     lane.send(LaneOp::Exited(id, attrs));
                     // The jobs meant to follow it never went out.
                     return Begun::Over(true, Some(no_report(true)));
                 }
             };
-        let digest = str_attr(job, "CmdDigest").unwrap_or_default();
+        let digest = str_attr(job, classad::name!("CmdDigest")).unwrap_or_default();
         let snapshot = if run.checkpoints {
             self.snapshot_to_send(id, run.module.as_ref()).map(|(snap, more)| {
                 sources.extend(more);
@@ -340,7 +340,7 @@ impl PoolState {
                 (Answer::Refused(e.reason), None)
             }
         };
-        let restarts = match job.eval_attr("NumRestarts") {
+        let restarts = match job.eval_attr(classad::name!("NumRestarts")) {
             Value::Int(n) => n,
             _ => 0,
         };
@@ -382,7 +382,7 @@ impl PoolState {
         ends: &mut Ends,
         signals: &mut mpsc::UnboundedReceiver<Signal>,
     ) -> (bool, Option<JobReport>) {
-        let ckpts = match job.eval_attr("NumCkpts") {
+        let ckpts = match job.eval_attr(classad::name!("NumCkpts")) {
             Value::Int(n) => n,
             _ => 0,
         };
@@ -554,7 +554,7 @@ impl PoolState {
                 (Staged::default(), false)
             }
         };
-        let checkpoint_code = match job.eval_attr("CheckpointExitCode") {
+        let checkpoint_code = match job.eval_attr(classad::name!("CheckpointExitCode")) {
             Value::Int(c) => Some(c),
             _ => None,
         };
@@ -564,23 +564,25 @@ impl PoolState {
                 // are kept in the spool and go with it next time.
                 let dir = self.ckpt_dir(id).expect("checked");
                 match save_checkpoint(&dir, &report.outputs, &staged) {
-                    Ok(()) => ending.insert_value("LastCkptTime", self.clock.now()),
+                    Ok(()) => ending.insert_value(classad::name!("LastCkptTime"), self.clock.now()),
                     Err(e) => tracing::warn!("job {id}: checkpoint not kept: {e}"),
                 }
-                ending
-                    .insert_value("LastVacateReason", "the job checkpointed (CheckpointExitCode)");
+                ending.insert_value(
+                    classad::name!("LastVacateReason"),
+                    "the job checkpointed (CheckpointExitCode)",
+                );
                 lane.send(LaneOp::Pool(id, PoolOp::Evicted(ending)));
             }
             Ended::Evicted => {
                 if stopped_with_snapshot {
                     // It left with a snapshot taken as it went.
-                    ending.insert_value("LastCkptTime", self.clock.now());
+                    ending.insert_value(classad::name!("LastCkptTime"), self.clock.now());
                 }
                 lane.send(LaneOp::Pool(id, PoolOp::Evicted(ending)));
             }
             Ended::Checkpointed | Ended::Exited => {
                 if run.checkpoints
-                    && !ending.contains("HoldReasonCode")
+                    && !ending.contains(classad::name!("HoldReasonCode"))
                     && let Some(spool) = self.spool()
                 {
                     // Done: its checkpoints are of no more use. A held job
@@ -591,7 +593,7 @@ impl PoolState {
                     // A spooled job's outputs stay in the spool: within its
                     // owner's quota and the spool's room.
                     let bytes: u64 = report.outputs.iter().map(FileData::len).sum();
-                    let owner = str_attr(job, "Owner").unwrap_or_default();
+                    let owner = str_attr(job, classad::name!("Owner")).unwrap_or_default();
                     self.queue.charge_spool(&owner, bytes).err()
                 } else {
                     None
@@ -599,10 +601,15 @@ impl PoolState {
                 if !transferred {
                     // Held for it: its outputs are not half delivered.
                 } else if let Some(e) = spool_refused {
-                    ending
-                        .insert_value("HoldReasonCode", crate::job::hold_code::DISK_QUOTA_EXCEEDED);
-                    ending.insert_value("HoldReasonSubCode", 0i64);
-                    ending.insert_value("HoldReason", format!("its output: {e}").as_str());
+                    ending.insert_value(
+                        classad::name!("HoldReasonCode"),
+                        crate::job::hold_code::DISK_QUOTA_EXCEEDED,
+                    );
+                    ending.insert_value(classad::name!("HoldReasonSubCode"), 0i64);
+                    ending.insert_value(
+                        classad::name!("HoldReason"),
+                        format!("its output: {e}").as_str(),
+                    );
                 } else if let Err(e) = write_outputs(
                     id,
                     job,
@@ -611,9 +618,9 @@ impl PoolState {
                     &self.cfg.accounts,
                     self.cfg.spool.as_deref(),
                 ) {
-                    ending.insert_value("HoldReasonCode", HOLD_TRANSFER_OUTPUT);
-                    ending.insert_value("HoldReasonSubCode", e.errno as i64);
-                    ending.insert_value("HoldReason", e.message.as_str());
+                    ending.insert_value(classad::name!("HoldReasonCode"), HOLD_TRANSFER_OUTPUT);
+                    ending.insert_value(classad::name!("HoldReasonSubCode"), e.errno as i64);
+                    ending.insert_value(classad::name!("HoldReason"), e.message.as_str());
                 }
                 lane.send(LaneOp::Exited(id, ending));
             }

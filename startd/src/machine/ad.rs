@@ -68,8 +68,28 @@ fn share(part: u64, whole: u64, now: u64, n: usize) -> u64 {
 
 /// The running job's attributes a slot's ad carries while it runs, kept
 /// current from the starter (HTCondor's STARTD_JOB_ATTRS).
-pub const SLOT_JOB_ATTRS: [&str; 6] =
-    ["JobUniverse", "ImageSize", "MemoryUsage", "ResidentSetSize", "ExecutableSize", "NiceUser"];
+pub static SLOT_JOB_ATTRS: classad::Names<6> = classad::Names::new([
+    "JobUniverse",
+    "ImageSize",
+    "MemoryUsage",
+    "ResidentSetSize",
+    "ExecutableSize",
+    "NiceUser",
+]);
+
+/// What a slot's ad loses when its job ends: the job's id, its start, its
+/// last periodic checkpoint and [`SLOT_JOB_ATTRS`].
+pub(super) static SLOT_JOB_ENDED: classad::Names<9> = classad::Names::new([
+    "JobId",
+    "JobStart",
+    "LastPeriodicCheckpoint",
+    "JobUniverse",
+    "ImageSize",
+    "MemoryUsage",
+    "ResidentSetSize",
+    "ExecutableSize",
+    "NiceUser",
+]);
 
 impl Startd {
     pub(super) fn measure(&mut self, now: i64, m: Measurements) {
@@ -117,7 +137,10 @@ impl Startd {
             // Disk and VirtualMemory are what is free now, each slot keeping
             // its share (the spec: the space available in EXECUTE).
             if let Some(free) = m.disk_free_kb {
-                ad.insert_value("Disk", share(s.spec.disk_kb, totals.0, free, n) as i64);
+                ad.insert_value(
+                    classad::name!("Disk"),
+                    share(s.spec.disk_kb, totals.0, free, n) as i64,
+                );
             }
             if let Some(free) = m.swap_free_kb {
                 ad.insert_value(

@@ -23,7 +23,7 @@ impl Startd {
             let running = s.state == State::Claimed && s.activity == Activity::Busy;
             if running && s.job.as_ref().is_some_and(|j| j.checkpointable) {
                 s.last_periodic_ckpt = Some(now);
-                s.ad.insert_value("LastPeriodicCheckpoint", now);
+                s.ad.insert_value(classad::name!("LastPeriodicCheckpoint"), now);
                 s.dirty = true;
                 acts.push(Action::Checkpoint { slot: s.id, kind: CheckpointKind::Periodic });
                 asked += 1;
@@ -46,7 +46,7 @@ impl Startd {
         if truthy(&self.eval_named(i, |n| &n.periodic_checkpoint)) {
             let s = &mut self.slots[i];
             s.last_periodic_ckpt = Some(now);
-            s.ad.insert_value("LastPeriodicCheckpoint", now);
+            s.ad.insert_value(classad::name!("LastPeriodicCheckpoint"), now);
             s.dirty = true;
             acts.push(Action::Checkpoint { slot: s.id, kind: CheckpointKind::Periodic });
         }

@@ -22,10 +22,10 @@ impl Startd {
             self.ev.eval(&self.policy.rank, Some(&s.ad), Some(&req.ad)).as_real().unwrap_or(0.0)
         };
         let s = &mut self.slots[i];
-        s.ad.insert_value("RemoteOwner", req.owner.as_str());
-        s.ad.insert_value("RemoteUser", req.user.as_deref().unwrap_or(&req.owner));
-        s.ad.insert_value("ClientMachine", req.client_machine.as_str());
-        s.ad.insert_value("CurrentRank", rank);
+        s.ad.insert_value(classad::name!("RemoteOwner"), req.owner.as_str());
+        s.ad.insert_value(classad::name!("RemoteUser"), req.user.as_deref().unwrap_or(&req.owner));
+        s.ad.insert_value(classad::name!("ClientMachine"), req.client_machine.as_str());
+        s.ad.insert_value(classad::name!("CurrentRank"), rank);
         acts.push(Action::ClaimAccepted { slot: s.id, claim_id: req.claim_id.clone() });
         s.claim = Some(Claim {
             req,
@@ -48,10 +48,10 @@ impl Startd {
                 ClaimEnd::Released => {}
             }
         }
-        for n in ["RemoteOwner", "RemoteUser", "ClientMachine"] {
-            s.ad.remove(n);
-        }
-        s.ad.insert_value("CurrentRank", 0.0);
+        static CLAIM_ATTRS: classad::Names<3> =
+            classad::Names::new(["RemoteOwner", "RemoteUser", "ClientMachine"]);
+        s.ad.remove_all(CLAIM_ATTRS.get());
+        s.ad.insert_value(classad::name!("CurrentRank"), 0.0);
         s.retire = Retire::default();
     }
 
@@ -68,9 +68,7 @@ impl Startd {
             // with. (Moved here at its end, not copied at its start.)
             c.req.ad = j.ad;
         }
-        let mut gone = vec!["JobId", "JobStart", "LastPeriodicCheckpoint"];
-        gone.extend(SLOT_JOB_ATTRS);
-        s.ad.remove_all(&gone);
+        s.ad.remove_all(super::ad::SLOT_JOB_ENDED.get());
         set_exprs(&mut s.ad, &self.policy.standard);
         s.vacate_ckpt_pending = false;
         s.last_periodic_ckpt = None;
@@ -188,7 +186,11 @@ impl Startd {
             (State::Claimed, _) => {
                 if !forced {
                     let new_rank = self.pol_with(i, |p| &p.rank, &req.ad).as_real().unwrap_or(0.0);
-                    let cur = self.slots[i].ad.eval_attr("CurrentRank").as_real().unwrap_or(0.0);
+                    let cur = self.slots[i]
+                        .ad
+                        .eval_attr(classad::name!("CurrentRank"))
+                        .as_real()
+                        .unwrap_or(0.0);
                     if new_rank <= cur {
                         return refuse(
                             acts,
@@ -265,13 +267,16 @@ impl Startd {
         let exprs = if checkpointable { &self.policy.standard } else { &self.policy.vanilla };
         let s = &mut self.slots[i];
         set_exprs(&mut s.ad, exprs);
-        let job_id = match (job.eval_attr("ClusterId").as_int(), job.eval_attr("ProcId").as_int()) {
+        let job_id = match (
+            job.eval_attr(classad::name!("ClusterId")).as_int(),
+            job.eval_attr(classad::name!("ProcId")).as_int(),
+        ) {
             (Some(c), Some(p)) => format!("{c}.{p}"),
-            _ => job.eval_attr("GlobalJobId").as_str().unwrap_or("0.0").to_string(),
+            _ => job.eval_attr(classad::name!("GlobalJobId")).as_str().unwrap_or("0.0").to_string(),
         };
-        s.ad.insert_value("JobId", job_id);
-        s.ad.insert_value("JobStart", now);
-        for n in SLOT_JOB_ATTRS {
+        s.ad.insert_value(classad::name!("JobId"), job_id);
+        s.ad.insert_value(classad::name!("JobStart"), now);
+        for n in SLOT_JOB_ATTRS.get() {
             match job.get(n) {
                 Some(e) => s.ad.insert(n, e.clone()),
                 None => {
@@ -279,10 +284,10 @@ impl Startd {
                 }
             }
         }
-        s.ad.insert_value("CurrentRank", rank);
+        s.ad.insert_value(classad::name!("CurrentRank"), rank);
         if checkpointable {
             // The first periodic checkpoint counts from the job's start.
-            s.ad.insert_value("LastPeriodicCheckpoint", now);
+            s.ad.insert_value(classad::name!("LastPeriodicCheckpoint"), now);
         }
         if let Some(c) = &mut s.claim {
             c.activations += 1;
@@ -386,9 +391,9 @@ impl Startd {
 /// differs from what the ad holds (the same between one job and the next
 /// unless a job's kind changes them: no copy of them per job).
 fn set_exprs(ad: &mut ClassAd, exprs: &ClaimExprs) {
-    for (name, e) in CLAIM_EXPR_NAMES.iter().zip(exprs.iter()) {
+    for (name, e) in CLAIM_EXPR_NAMES.get().iter().zip(exprs.iter()) {
         if ad.get(name) != Some(e) {
-            ad.insert(*name, e.clone());
+            ad.insert(name, e.clone());
         }
     }
 }

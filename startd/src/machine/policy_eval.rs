@@ -97,8 +97,12 @@ impl Startd {
     }
 
     pub(super) fn requirements_hold(&mut self, i: usize, ad: &ClassAd) -> bool {
-        let start = self.ev.eval_attr(&self.slots[i].ad, Some(ad), "START");
-        let ckpt = self.ev.eval_attr(&self.slots[i].ad, Some(ad), "IS_VALID_CHECKPOINT_PLATFORM");
+        let start = self.ev.eval_attr(&self.slots[i].ad, Some(ad), classad::name!("START"));
+        let ckpt = self.ev.eval_attr(
+            &self.slots[i].ad,
+            Some(ad),
+            classad::name!("IS_VALID_CHECKPOINT_PLATFORM"),
+        );
         truthy(&start) && truthy(&ckpt)
     }
 }

@@ -93,11 +93,16 @@ impl Startd {
             return None;
         }
         let job = s.job.as_ref().map(|j| &j.ad);
-        let machine = self.ev.eval_attr(&s.ad, job, "MaxJobRetirementTime").as_int().unwrap_or(0);
+        let machine = self
+            .ev
+            .eval_attr(&s.ad, job, classad::name!("MaxJobRetirementTime"))
+            .as_int()
+            .unwrap_or(0);
         let mut grant = machine.max(0);
         if let Some(j) = job
-            && j.contains("MaxJobRetirementTime")
-            && let Some(v) = self.ev.eval_attr(j, Some(&s.ad), "MaxJobRetirementTime").as_int()
+            && j.contains(classad::name!("MaxJobRetirementTime"))
+            && let Some(v) =
+                self.ev.eval_attr(j, Some(&s.ad), classad::name!("MaxJobRetirementTime")).as_int()
         {
             grant = grant.min(v.max(0));
         }
@@ -127,7 +132,8 @@ impl Startd {
         let mut g = self.policy.machine_max_vacate_time;
         let s = &self.slots[i];
         if let Some(j) = &s.job
-            && let Some(v) = self.ev.eval_attr(&j.ad, Some(&s.ad), "JobMaxVacateTime").as_int()
+            && let Some(v) =
+                self.ev.eval_attr(&j.ad, Some(&s.ad), classad::name!("JobMaxVacateTime")).as_int()
         {
             g = g.min(v.max(0));
         }

@@ -25,7 +25,7 @@ pub(super) fn published_policy(policy: &Policy) -> Vec<(String, Expr)> {
         ("PERIODIC_CHECKPOINT".to_string(), policy.periodic_checkpoint.clone()),
         ("MaxJobRetirementTime".to_string(), policy.max_job_retirement_time.clone()),
     ];
-    for (name, e) in CLAIM_EXPR_NAMES.iter().zip(policy.standard.iter()) {
+    for (name, e) in CLAIM_EXPR_NAMES.texts().iter().zip(policy.standard.iter()) {
         out.push((name.to_string(), e.clone()));
     }
     out.extend(policy.startd_attrs.iter().cloned());
@@ -56,10 +56,10 @@ fn policy_knobs(p: &Policy) -> Vec<(String, String)> {
         ("BACKFILL_JOBS".into(), p.backfill_jobs.join(",")),
         ("STARTD_SLOT_ATTRS".into(), p.cross_slot_attrs.join(",")),
     ];
-    for (name, e) in CLAIM_EXPR_NAMES.iter().zip(p.standard.iter()) {
+    for (name, e) in CLAIM_EXPR_NAMES.texts().iter().zip(p.standard.iter()) {
         out.push((name.to_string(), e.to_string()));
     }
-    for (name, e) in CLAIM_EXPR_NAMES.iter().zip(p.vanilla.iter()) {
+    for (name, e) in CLAIM_EXPR_NAMES.texts().iter().zip(p.vanilla.iter()) {
         out.push((format!("{name}_VANILLA"), e.to_string()));
     }
     let attrs: Vec<String> = p.startd_attrs.iter().map(|(n, e)| format!("{n} = {e}")).collect();

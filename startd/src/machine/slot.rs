@@ -63,7 +63,7 @@ pub(super) enum BackfillCause {
 /// Whether a job can checkpoint: its ad says `WasmCheckpoint =
 /// "transparent"` or `"cooperative"`.
 pub fn can_checkpoint(job: &ClassAd) -> bool {
-    job.eval_attr("WasmCheckpoint").as_str().is_some_and(|s| {
+    job.eval_attr(classad::name!("WasmCheckpoint")).as_str().is_some_and(|s| {
         s.eq_ignore_ascii_case("transparent") || s.eq_ignore_ascii_case("cooperative")
     })
 }

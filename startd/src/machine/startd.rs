@@ -59,20 +59,20 @@ impl Startd {
         for (n, spec) in layout.into_iter().enumerate() {
             let id = n as SlotId + 1;
             let mut ad = ClassAd::new();
-            ad.insert_value("MyType", "Machine");
-            ad.insert_value("TargetType", "Job");
-            ad.insert_value("Name", format!("slot{id}@{}", info.hostname));
-            ad.insert_value("Machine", info.hostname.as_str());
-            ad.insert_value("SlotID", id as i64);
-            ad.insert_value("VirtualMachineID", id as i64);
-            ad.insert_value("SlotType", spec.slot_type as i64);
-            ad.insert_value("Arch", info.arch.as_str());
-            ad.insert_value("OpSys", info.opsys.as_str());
-            ad.insert_value("Cpus", spec.cpus as i64);
-            ad.insert_value("TotalCpus", info.cpus as i64);
-            ad.insert_value("Memory", spec.memory_mb as i64);
-            ad.insert_value("Disk", spec.disk_kb as i64);
-            ad.insert_value("VirtualMemory", spec.virtual_memory_kb as i64);
+            ad.insert_value(classad::name!("MyType"), "Machine");
+            ad.insert_value(classad::name!("TargetType"), "Job");
+            ad.insert_value(classad::name!("Name"), format!("slot{id}@{}", info.hostname));
+            ad.insert_value(classad::name!("Machine"), info.hostname.as_str());
+            ad.insert_value(classad::name!("SlotID"), id as i64);
+            ad.insert_value(classad::name!("VirtualMachineID"), id as i64);
+            ad.insert_value(classad::name!("SlotType"), spec.slot_type as i64);
+            ad.insert_value(classad::name!("Arch"), info.arch.as_str());
+            ad.insert_value(classad::name!("OpSys"), info.opsys.as_str());
+            ad.insert_value(classad::name!("Cpus"), spec.cpus as i64);
+            ad.insert_value(classad::name!("TotalCpus"), info.cpus as i64);
+            ad.insert_value(classad::name!("Memory"), spec.memory_mb as i64);
+            ad.insert_value(classad::name!("Disk"), spec.disk_kb as i64);
+            ad.insert_value(classad::name!("VirtualMemory"), spec.virtual_memory_kb as i64);
             ad.insert_value(
                 "UidDomain",
                 policy.uid_domain.as_deref().unwrap_or(info.hostname.as_str()),
@@ -81,30 +81,33 @@ impl Startd {
                 "FileSystemDomain",
                 policy.filesystem_domain.as_deref().unwrap_or(info.hostname.as_str()),
             );
-            ad.insert_value("CheckpointPlatform", info.checkpoint_platform.as_str());
-            ad.insert_value("HasWasm", true);
-            ad.insert_value("HasJobDeferral", true);
-            ad.insert_value("HasFileTransfer", true);
+            ad.insert_value(
+                classad::name!("CheckpointPlatform"),
+                info.checkpoint_platform.as_str(),
+            );
+            ad.insert_value(classad::name!("HasWasm"), true);
+            ad.insert_value(classad::name!("HasJobDeferral"), true);
+            ad.insert_value(classad::name!("HasFileTransfer"), true);
             // A batch's jobs may come as deltas from its first job's ad.
-            ad.insert_value("HasJobAdDeltas", true);
-            ad.insert_value("WasmtimeVersion", info.wasmtime_version.as_str());
+            ad.insert_value(classad::name!("HasJobAdDeltas"), true);
+            ad.insert_value(classad::name!("WasmtimeVersion"), info.wasmtime_version.as_str());
             ad.insert_value(
                 "WasmFeatures",
                 Value::list(info.wasm_features.iter().map(|f| Value::from(f.as_str())).collect()),
             );
-            ad.insert_value("LastBenchmark", 0i64);
-            ad.insert_value("Mips", 0i64);
-            ad.insert_value("KFlops", 0i64);
-            ad.insert_value("CurrentRank", 0.0);
+            ad.insert_value(classad::name!("LastBenchmark"), 0i64);
+            ad.insert_value(classad::name!("Mips"), 0i64);
+            ad.insert_value(classad::name!("KFlops"), 0i64);
+            ad.insert_value(classad::name!("CurrentRank"), 0.0);
             for (name, e) in published_policy(&policy) {
                 ad.insert(name.as_str(), e);
             }
             let static_ad = ad.clone();
-            ad.insert("Requirements", requirements.clone());
-            ad.insert_value("State", State::Owner.as_str());
-            ad.insert_value("Activity", Activity::Idle.as_str());
-            ad.insert_value("EnteredCurrentState", now);
-            ad.insert_value("EnteredCurrentActivity", now);
+            ad.insert(classad::name!("Requirements"), requirements.clone());
+            ad.insert_value(classad::name!("State"), State::Owner.as_str());
+            ad.insert_value(classad::name!("Activity"), Activity::Idle.as_str());
+            ad.insert_value(classad::name!("EnteredCurrentState"), now);
+            ad.insert_value(classad::name!("EnteredCurrentActivity"), now);
             slots.push(Slot {
                 id,
                 spec,
@@ -296,7 +299,7 @@ impl Startd {
                     match (&mut s.job, s.claim.as_ref()) {
                         (Some(job), Some(c)) if c.req.claim_id == claim_id => {
                             job.ad.update(&attrs);
-                            for n in SLOT_JOB_ATTRS {
+                            for n in SLOT_JOB_ATTRS.get() {
                                 if let Some(e) = attrs.get(n) {
                                     s.ad.insert(n, e.clone());
                                 }

@@ -36,21 +36,21 @@ impl Startd {
         }
         if s.state != state {
             s.entered_state = now;
-            s.ad.insert_value("EnteredCurrentState", now);
+            s.ad.insert_value(classad::name!("EnteredCurrentState"), now);
         }
         if s.state != state || s.activity != activity {
             s.entered_activity = now;
-            s.ad.insert_value("EnteredCurrentActivity", now);
+            s.ad.insert_value(classad::name!("EnteredCurrentActivity"), now);
         }
         s.state = state;
         s.activity = activity;
-        s.ad.insert_value("State", state.as_str());
-        s.ad.insert_value("Activity", activity.as_str());
+        s.ad.insert_value(classad::name!("State"), state.as_str());
+        s.ad.insert_value(classad::name!("Activity"), activity.as_str());
         // A slot matched, being preempted or drained matches no job.
         if matches!(state, State::Matched | State::Preempting | State::Drained) {
-            s.ad.insert_value("Requirements", false);
+            s.ad.insert_value(classad::name!("Requirements"), false);
         } else {
-            s.ad.insert("Requirements", self.requirements.clone());
+            s.ad.insert(classad::name!("Requirements"), self.requirements.clone());
         }
         if state != State::Matched {
             s.match_deadline = None;

@@ -24,7 +24,7 @@ pub(super) struct Watched {
 }
 
 fn job_id(ad: Option<&ClassAd>) -> Option<&str> {
-    match ad?.get("GlobalJobId")? {
+    match ad?.get(classad::name!("GlobalJobId"))? {
         Expr::Lit(Value::Str(s)) => Some(s),
         _ => None,
     }
@@ -74,11 +74,11 @@ impl Watched {
         self.ev.eval(e, my, target)
     }
 
-    pub(super) fn eval_attr(
+    pub(super) fn eval_attr<N: classad::NameRef + ?Sized>(
         &mut self,
         my: &ClassAd,
         target: Option<&ClassAd>,
-        name: &str,
+        name: &N,
     ) -> Value {
         self.note(Some(my), target);
         self.ev.eval_attr(my, target, name)
