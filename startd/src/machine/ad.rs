@@ -68,28 +68,22 @@ fn share(part: u64, whole: u64, now: u64, n: usize) -> u64 {
 
 /// The running job's attributes a slot's ad carries while it runs, kept
 /// current from the starter (HTCondor's STARTD_JOB_ATTRS).
-pub static SLOT_JOB_ATTRS: classad::Names<6> = classad::Names::new([
-    "JobUniverse",
-    "ImageSize",
-    "MemoryUsage",
-    "ResidentSetSize",
-    "ExecutableSize",
-    "NiceUser",
-]);
+pub static SLOT_JOB_ATTRS: classad::Names<6> = classad::Names::new(JOB_ATTRS);
+
+const JOB_ATTRS: [&str; 6] =
+    ["JobUniverse", "ImageSize", "MemoryUsage", "ResidentSetSize", "ExecutableSize", "NiceUser"];
 
 /// What a slot's ad loses when its job ends: the job's id, its start, its
 /// last periodic checkpoint and [`SLOT_JOB_ATTRS`].
-pub(super) static SLOT_JOB_ENDED: classad::Names<9> = classad::Names::new([
-    "JobId",
-    "JobStart",
-    "LastPeriodicCheckpoint",
-    "JobUniverse",
-    "ImageSize",
-    "MemoryUsage",
-    "ResidentSetSize",
-    "ExecutableSize",
-    "NiceUser",
-]);
+pub(super) static SLOT_JOB_ENDED: classad::Names<9> = classad::Names::new({
+    let mut all = ["JobId", "JobStart", "LastPeriodicCheckpoint", "", "", "", "", "", ""];
+    let mut i = 0;
+    while i < JOB_ATTRS.len() {
+        all[3 + i] = JOB_ATTRS[i];
+        i += 1;
+    }
+    all
+});
 
 impl Startd {
     pub(super) fn measure(&mut self, now: i64, m: Measurements) {
