@@ -540,7 +540,7 @@ fn recent_keep<E: Clone>(
 /// the thread has not seen the spelling) or'd in.
 #[inline]
 pub(crate) fn intern(s: &str, hash: u64, special: impl FnOnce() -> u32) -> (NameText, u32) {
-    match recent_find(&RECENT_NAMES, hash, |(x, _)| x.len() == s.len() && *x == s) {
+    match recent_find(&RECENT_NAMES, hash, |(x, _)| *x == s) {
         Some((t, meta)) => (NameText::from_static(t), meta),
         None => intern_new(s, hash, special()),
     }

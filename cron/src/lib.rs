@@ -57,13 +57,15 @@ impl Field {
         [Field::Minute, Field::Hour, Field::DayOfMonth, Field::Month, Field::DayOfWeek];
 
     /// The five fields' job attributes in order ([`Field::attribute`]).
-    pub const ALL_ATTRIBUTES: [&'static str; 5] = [
-        Field::Minute.attribute(),
-        Field::Hour.attribute(),
-        Field::DayOfMonth.attribute(),
-        Field::Month.attribute(),
-        Field::DayOfWeek.attribute(),
-    ];
+    pub const ALL_ATTRIBUTES: [&'static str; 5] = {
+        let mut all = [""; 5];
+        let mut i = 0;
+        while i < Field::ALL.len() {
+            all[i] = Field::ALL[i].attribute();
+            i += 1;
+        }
+        all
+    };
 
     /// The job attribute: `CronMinute`, …, `CronDayOfWeek`.
     pub const fn attribute(self) -> &'static str {
