@@ -52,6 +52,7 @@ pub const WORKSPACE: [&str; 3] = ["--workspace", "--exclude", "andes-python"];
 const TEST_TARGETS: [&str; 4] = ["--lib", "--bins", "--tests", "--examples"];
 mod bindings;
 mod portability;
+mod profile;
 mod python;
 mod scale;
 mod setup;

@@ -14,6 +14,9 @@
 //!   above it (but in the guest SDK's generated bindings).
 //! - **Bindings**: the guest SDK's bindings were made from `wit/job.wit` as
 //!   it is (see `cargo xtask bindings`).
+//! - **Profile**: what only runs while building (proc-macros, build
+//!   scripts' dependencies) is compiled unoptimised in the test build, and
+//!   nothing a shipped program links is (see `xtask/src/profile.rs`).
 //! - **Standard output**: the `andes` binary's sources (`src/`) print
 //!   through `out!` and `outln!` (`src/out.rs`), never `print!` or
 //!   `println!`, which panic when the reader of a pipe stopped early.
@@ -157,6 +160,7 @@ pub fn run() -> bool {
     failures.extend(unsafe_blocks(&root));
     failures.extend(stdout_prints(&root));
     failures.extend(crate::bindings::check(&root));
+    failures.extend(crate::profile::check(&root));
     if failures.is_empty() {
         eprintln!("tidy: ok");
         return true;
