@@ -430,7 +430,10 @@ impl Verifier {
         let bucket = cache.buckets.entry(key).or_insert(Bucket { tokens: burst, at: now });
         let elapsed = now.saturating_sub(bucket.at).max(0).unsigned_abs();
         bucket.tokens = bucket.tokens.saturating_add(elapsed.saturating_mul(rate)).min(burst);
-        bucket.at = bucket.at.max(now);
+        // `now` is the cache's time, which goes back only when the clock was
+        // stepped back (see `cache_now`): the bucket follows it, or it would
+        // refill nothing until the clock came back to where it was.
+        bucket.at = now;
         if bucket.tokens == 0 {
             return Err(AuthError::TooManyRequests {
                 identity: identity.name,
@@ -709,6 +712,29 @@ mod tests {
                 .unwrap();
         }
         let e = v.verify("POST", "/jobs", &signed(&alice, T0 + 1, 6, b""), b"", &here(), T0 + 1);
+        assert!(matches!(e, Err(AuthError::TooManyRequests { .. })), "{e:?}");
+    }
+
+    #[test]
+    fn a_key_keeps_its_rate_after_the_clock_is_stepped_back() {
+        let config =
+            VerifierConfig { per_key_rate: 2, per_key_burst: 3, ..VerifierConfig::default() };
+        let (v, alice, _) = two_users(config);
+        let key = alice.public();
+        let later = T0 + 3600;
+        for _ in 0..3 {
+            v.connection_caller(&key, later).unwrap();
+        }
+        let e = v.connection_caller(&key, later);
+        assert!(matches!(e, Err(AuthError::TooManyRequests { .. })), "{e:?}");
+        // The clock is stepped back an hour: a second later the bucket has
+        // refilled a second's worth, as it would have without the step.
+        let e = v.connection_caller(&key, T0);
+        assert!(matches!(e, Err(AuthError::TooManyRequests { .. })), "{e:?}");
+        for _ in 0..2 {
+            v.connection_caller(&key, T0 + 1).unwrap();
+        }
+        let e = v.connection_caller(&key, T0 + 1);
         assert!(matches!(e, Err(AuthError::TooManyRequests { .. })), "{e:?}");
     }
 
