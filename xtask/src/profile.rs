@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -162,21 +161,11 @@ fn unoptimised_entries(manifest: &str) -> BTreeSet<String> {
 /// The check: every build-only package is listed at opt-level 0, and no
 /// listed package is one a shipped program links.
 pub fn check(root: &Path) -> Vec<String> {
-    let out = Command::new(crate::cargo_program())
-        .args(["metadata", "--format-version", "1", "--locked"])
-        .current_dir(root)
-        .output();
-    let text = match out {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
-        Ok(o) => return vec![format!("cargo metadata: {}", String::from_utf8_lossy(&o.stderr))],
-        Err(e) => return vec![format!("cargo metadata: {e}")],
-    };
-    let graph = match serde_json::from_str(&text)
-        .map_err(|e| e.to_string())
-        .and_then(|m| Graph::from_metadata(&m))
+    let graph = match crate::tidy::cargo_metadata(root, &["--locked"])
+        .and_then(|m| Graph::from_metadata(&m).map_err(|e| format!("cargo metadata's answer: {e}")))
     {
         Ok(g) => g,
-        Err(e) => return vec![format!("cargo metadata's answer: {e}")],
+        Err(e) => return vec![e],
     };
     let manifest = match std::fs::read_to_string(root.join("Cargo.toml")) {
         Ok(t) => t,

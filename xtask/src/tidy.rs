@@ -182,20 +182,27 @@ fn git_files(root: &Path) -> Vec<String> {
     }
 }
 
-/// Every edge between workspace crates is allowed.
-fn layering(root: &Path) -> Vec<String> {
+/// `cargo metadata --format-version 1` with `args`, in `root`, parsed; the
+/// error says which step failed.
+pub(crate) fn cargo_metadata(root: &Path, args: &[&str]) -> Result<serde_json::Value, String> {
     let out = Command::new(crate::cargo_program())
-        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .args(["metadata", "--format-version", "1"])
+        .args(args)
         .current_dir(root)
         .output();
     let text = match out {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
-        Ok(o) => return vec![format!("cargo metadata: {}", String::from_utf8_lossy(&o.stderr))],
-        Err(e) => return vec![format!("cargo metadata: {e}")],
+        Ok(o) => return Err(format!("cargo metadata: {}", String::from_utf8_lossy(&o.stderr))),
+        Err(e) => return Err(format!("cargo metadata: {e}")),
     };
-    let meta: serde_json::Value = match serde_json::from_str(&text) {
-        Ok(v) => v,
-        Err(e) => return vec![format!("cargo metadata's answer: {e}")],
+    serde_json::from_str(&text).map_err(|e| format!("cargo metadata's answer: {e}"))
+}
+
+/// Every edge between workspace crates is allowed.
+fn layering(root: &Path) -> Vec<String> {
+    let meta = match cargo_metadata(root, &["--no-deps"]) {
+        Ok(m) => m,
+        Err(e) => return vec![e],
     };
     let packages = meta["packages"].as_array().cloned().unwrap_or_default();
     let ours: BTreeSet<String> =
