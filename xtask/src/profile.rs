@@ -123,15 +123,14 @@ impl Graph {
         })
     }
 
-    /// What only runs while building: reached from the workspace, linked
-    /// into none of its targets.
-    fn build_only(&self) -> BTreeSet<String> {
+    /// What only runs while building: reached from the workspace, not in
+    /// `linked` (what its targets link, [`Graph::linked`] from the members).
+    fn build_only(&self, linked: &BTreeSet<String>) -> BTreeSet<String> {
         let members: BTreeSet<&str> = self.members.iter().map(String::as_str).collect();
         let all = self.reach(&self.members, |from, _, kinds| {
             kinds.iter().any(|k| k.as_deref() != Some("dev")) || members.contains(from)
         });
-        let linked = self.linked(&self.members, true);
-        all.difference(&linked).cloned().collect()
+        all.difference(linked).cloned().collect()
     }
 }
 
@@ -182,13 +181,10 @@ fn problems(graph: &Graph, listed: &BTreeSet<String>) -> Vec<String> {
         .cloned()
         .collect();
     let shipped = graph.linked(&shipped_roots, false);
-    let build_only = graph.build_only();
-    let covers = |entry: &str, p: &Package| p.name == entry;
-    let linked_names: BTreeSet<&str> = graph
-        .linked(&graph.members, true)
-        .iter()
-        .filter_map(|id| graph.packages.get(id).map(|p| p.name.as_str()))
-        .collect();
+    let linked = graph.linked(&graph.members, true);
+    let build_only = graph.build_only(&linked);
+    let linked_names: BTreeSet<&str> =
+        linked.iter().filter_map(|id| graph.packages.get(id).map(|p| p.name.as_str())).collect();
     let mut out = Vec::new();
     for id in &build_only {
         let p = &graph.packages[id];
@@ -198,7 +194,7 @@ fn problems(graph: &Graph, listed: &BTreeSet<String>) -> Vec<String> {
         if linked_names.contains(p.name.as_str()) {
             continue;
         }
-        if !listed.iter().any(|e| covers(e, p)) {
+        if !listed.contains(&p.name) {
             out.push(format!(
                 "{} {} only runs while building: list it in Cargo.toml's \
                  [profile.dev.package] at opt-level 0",
@@ -216,7 +212,7 @@ fn problems(graph: &Graph, listed: &BTreeSet<String>) -> Vec<String> {
             continue;
         }
         let matched: Vec<&String> =
-            graph.packages.iter().filter(|(_, p)| covers(entry, p)).map(|(id, _)| id).collect();
+            graph.packages.iter().filter(|(_, p)| p.name == *entry).map(|(id, _)| id).collect();
         if matched.is_empty() {
             out.push(format!(
                 "Cargo.toml's [profile.dev.package] names `{entry}` at opt-level 0, which is \
