@@ -121,7 +121,7 @@ impl Accountant {
     /// Ages every priority to `now` and records `in_use` (slots per
     /// submitter; a submitter absent from it uses none). Usage since the
     /// last update is charged at the previously recorded counts. A clock
-    /// that goes backwards ages nothing.
+    /// that goes backwards ages nothing, and ageing goes on from there.
     pub fn update(&mut self, now: i64, in_use: &HashMap<String, u32>) {
         let dt = match self.last_update {
             Some(t) => now.saturating_sub(t).max(0) as f64,
@@ -151,7 +151,9 @@ impl Accountant {
             s.real_priority = if p.is_finite() { p.max(MIN_PRIORITY) } else { MIN_PRIORITY };
             s.in_use = used;
         }
-        self.last_update = Some(self.last_update.map_or(now, |t| t.max(now)));
+        // Followed back when the clock is stepped back: kept at the later
+        // time, nothing would age until the clock came back there.
+        self.last_update = Some(now);
     }
 
     /// The submitter's record, if it has one.
@@ -260,6 +262,19 @@ mod tests {
         let before = a.real("bob@x");
         a.update(10, &usage(&[]));
         assert_eq!(a.real("bob@x"), before);
+    }
+
+    #[test]
+    fn ageing_goes_on_after_the_clock_is_stepped_back() {
+        let mut a = Accountant::new(AccountantConfig { halflife: 100.0, default_factor: 1.0 });
+        a.update(10_000, &usage(&[]));
+        assert!(a.set_real("alice@x", 10.0));
+        // Stepped back an hour: nothing ages then, and one halflife later
+        // the priority has halved, as it would have without the step.
+        a.update(6_400, &usage(&[]));
+        assert_eq!(a.real("alice@x"), 10.0);
+        a.update(6_500, &usage(&[]));
+        assert!((a.real("alice@x") - 5.0).abs() < 1e-9, "{}", a.real("alice@x"));
     }
 
     #[test]
