@@ -24,7 +24,8 @@ pub struct InspectArgs {
     /// is trusted, and by what name.
     #[arg(long, value_name = "FILE")]
     trust: Option<PathBuf>,
-    /// Print the whole header as JSON.
+    /// Print one JSON document instead of the text: the whole header and
+    /// every check (content hash, signature, trust, packs missing).
     #[arg(long)]
     json: bool,
 }
@@ -59,10 +60,40 @@ fn inspect(a: InspectArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    if a.json {
-        outln!("{}", serde_json::to_string_pretty(&i.header)?);
-    }
     let h = &i.header;
+    // A checkpoint directory keeps the contents beside its snapshots.
+    let blobs = a.file.parent().map(|d| d.join("blobs")).filter(|d| d.is_dir());
+    let missing: Vec<&str> = match &blobs {
+        Some(dir) => h
+            .contents()
+            .filter(|c| std::fs::metadata(dir.join(c.blake3)).ok().map(|m| m.len()) != Some(c.size))
+            .map(|c| c.blake3)
+            .collect(),
+        None => Vec::new(),
+    };
+    let good = i.hash_ok && i.signature_ok && !matches!(trusted, Some(None)) && missing.is_empty();
+    let status = if good { ExitCode::SUCCESS } else { ExitCode::from(1) };
+    if a.json {
+        // One document, for a program to read: the header and every check.
+        let doc = serde_json::json!({
+            "file": a.file.display().to_string(),
+            "version": i.version,
+            "size": i.size,
+            "header": h,
+            "memory_stored": i.memory_sizes,
+            "content_hash": { "blake3": i.hash, "ok": i.hash_ok },
+            "signer": { "ed25519": i.signer, "signature_ok": i.signature_ok },
+            "trusted": match &trusted {
+                Some(Some(name)) => serde_json::json!(name),
+                Some(None) => serde_json::json!(false),
+                None => serde_json::Value::Null,
+            },
+            "blobs": blobs.as_ref().map(|d| d.display().to_string()),
+            "missing": missing,
+        });
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(status);
+    }
     let ok = |b: bool| if b { "ok" } else { "FAILED" };
     outln!("snapshot      {}", a.file.display());
     outln!("format        version {}", i.version);
@@ -86,16 +117,6 @@ fn inspect(a: InspectArgs) -> Result<ExitCode> {
     outln!("globals       {}", h.globals.len());
     outln!("descriptors   {}", h.wasi.descriptors.len());
     outln!("files         {} ({})", h.files.len(), size(h.files.iter().map(|f| f.size).sum()));
-    // A checkpoint directory keeps the contents beside its snapshots.
-    let blobs = a.file.parent().map(|d| d.join("blobs")).filter(|d| d.is_dir());
-    let missing: Vec<&str> = match &blobs {
-        Some(dir) => h
-            .contents()
-            .filter(|c| std::fs::metadata(dir.join(c.blake3)).ok().map(|m| m.len()) != Some(c.size))
-            .map(|c| c.blake3)
-            .collect(),
-        None => Vec::new(),
-    };
     outln!(
         "memory packs  {} ({}){}",
         h.packs.len(),
@@ -115,6 +136,5 @@ fn inspect(a: InspectArgs) -> Result<ExitCode> {
         Some(None) => outln!("trusted       NO: the trust file does not list this key"),
         None => {}
     }
-    let good = i.hash_ok && i.signature_ok && !matches!(trusted, Some(None)) && missing.is_empty();
-    Ok(if good { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(status)
 }

@@ -54,6 +54,18 @@ fn inspect_shows_the_header_and_the_checks() {
     }
     assert!(out.contains("content hash  blake3:") && out.contains(" ok\n"), "{out}");
 
+    // --json: one document a program can read, with the header and the checks.
+    let (code, out) = inspect(&path, &["--json", "--trust", trust.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(doc["header"]["packs"][0]["blake3"], pack.as_str(), "{out}");
+    assert_eq!(doc["header"]["job"], "submit#4.0", "{out}");
+    assert_eq!(doc["content_hash"]["ok"], true, "{out}");
+    assert_eq!(doc["signer"]["signature_ok"], true, "{out}");
+    assert!(doc["trusted"].as_str().is_some_and(|t| t.starts_with("exec1")), "{out}");
+    assert_eq!(doc["missing"], serde_json::json!([]), "{out}");
+
     // Its pack gone from the directory: said, and the exit status says so.
     std::fs::remove_file(blobs.path(&pack)).unwrap();
     let (code, out) = inspect(&path, &[]);
@@ -62,6 +74,11 @@ fn inspect_shows_the_header_and_the_checks() {
         out.contains(&format!("MISSING from {}: {pack}", dir.path().join("blobs").display())),
         "{out}"
     );
+    let (code, out) = inspect(&path, &["--json"]);
+    assert_eq!(code, Some(1), "{out}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(doc["missing"], serde_json::json!([pack]), "{out}");
 
     // One flipped byte: the content hash check fails, and the exit status says so.
     let mut bad = snap.clone();
