@@ -1,7 +1,7 @@
 //! Expression trees and ClassAds.
 
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, OnceLock};
 
 use crate::builtins::Builtin;
 use crate::value::Value;
@@ -72,37 +72,54 @@ impl Special {
 /// The bits of [`AttrName`]'s identity.
 pub(crate) const ID_MASK: u32 = (1 << 24) - 1;
 
+/// A name's case-insensitive hash in this process: SipHash-1-3 under a key
+/// drawn once per process ([`name_hash_key`]). Names come from anyone's ads
+/// (quoted names may hold any text), and every table of names (the
+/// interner, each ad's index, the threads' caches) places them by this
+/// hash: under a hash anyone could compute, a sender could choose thousands
+/// of names that share one place and make every look-up of them walk all
+/// the others, in every daemon that reads its ads.
 pub(crate) fn name_hash(s: &str) -> u64 {
-    // Eight bytes at a time, ASCII-lowercased together, each word mixed in
-    // by a multiply; the length seeds it. The last word is the text's last
-    // eight bytes (overlapping the one before), a text shorter than eight
-    // is read as two overlapping halves: no byte-by-byte tail.
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    name_hash_keyed(name_hash_key(), s)
+}
+
+/// The key of [`name_hash`], drawn once per process from the operating
+/// system's randomness (std's `RandomState` holds 128 random bits; two of
+/// its hashes are the key).
+#[inline]
+fn name_hash_key() -> (u64, u64) {
+    static KEY: OnceLock<(u64, u64)> = OnceLock::new();
+    *KEY.get_or_init(|| {
+        let random = std::hash::RandomState::new();
+        (random.hash_one(0u64), random.hash_one(1u64))
+    })
+}
+
+/// [`name_hash`] under `key`. The text goes in eight bytes at a time,
+/// ASCII-lowercased together, after its length: the last word is the
+/// text's last eight bytes (overlapping the one before), and a text
+/// shorter than eight goes in as two overlapping halves, or three of its
+/// bytes, which with the length determine it.
+pub(crate) fn name_hash_keyed(key: (u64, u64), s: &str) -> u64 {
     let b = s.as_bytes();
     let n = b.len();
     let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or_default());
     let half = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or_default()) as u64;
-    let mix = |h: u64, w: u64| (h ^ ascii_lower8(w)).wrapping_mul(K).rotate_left(31);
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (n as u64).wrapping_mul(K);
+    let mut h = siphasher::sip::SipHasher13::new_with_keys(key.0, key.1);
+    h.write_u64(n as u64);
     if n >= 8 {
         let mut i = 0;
         while i + 8 < n {
-            h = mix(h, word(i));
+            h.write_u64(ascii_lower8(word(i)));
             i += 8;
         }
-        h = mix(h, word(n - 8));
+        h.write_u64(ascii_lower8(word(n - 8)));
     } else if n >= 4 {
-        h = mix(h, half(0) | half(n - 4) << 32);
+        h.write_u64(ascii_lower8(half(0) | half(n - 4) << 32));
     } else if n > 0 {
-        h = mix(h, b[0] as u64 | (b[n / 2] as u64) << 8 | (b[n - 1] as u64) << 16);
+        h.write_u64(ascii_lower8(b[0] as u64 | (b[n / 2] as u64) << 8 | (b[n - 1] as u64) << 16));
     }
-    // murmur3's fmix64: every input bit reaches the high bits, which the
-    // hash table uses for its control bytes.
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
+    h.finish()
 }
 
 /// The eight bytes of `w` with `A`-`Z` made `a`-`z` (every other byte,

@@ -855,6 +855,31 @@ mod tests {
         assert_ne!(h(""), h("\0"));
     }
 
+    /// Names a sender chose to share one place in every table, as it could
+    /// under a hash it can compute (here, under a key it knows), are spread
+    /// over this process's tables as any names are: its key is its own.
+    #[test]
+    fn names_chosen_to_collide_under_a_known_key_are_spread_here() {
+        use crate::ast::{name_hash, name_hash_keyed};
+        let known = (0, 0);
+        // A table of 4,096 places, as an ad's index or the interner's map.
+        let place = |h: u64| h & 0xfff;
+        let target = place(name_hash_keyed(known, "x0"));
+        let chosen: Vec<String> = (0u64..)
+            .map(|i| format!("x{i}"))
+            .filter(|s| place(name_hash_keyed(known, s)) == target)
+            .take(64)
+            .collect();
+        assert!(chosen.iter().all(|s| place(name_hash_keyed(known, s)) == target));
+        let here: std::collections::HashSet<u64> =
+            chosen.iter().map(|s| place(name_hash(s))).collect();
+        assert!(here.len() > 48, "64 chosen names in {} places of 4,096", here.len());
+        // Every table of the crate places names by `name_hash`: an ad's
+        // index by the hash an `AttrName` carries, the interner by its own.
+        let name = AttrName::new(&chosen[1]);
+        assert_eq!(name.hash_value(), name_hash(&chosen[1]) as u32);
+    }
+
     /// Every way of naming an attribute (text, owned text, a name made
     /// once by `name!`, a `Names` table) finds and removes what the others
     /// do, in any case.
