@@ -485,7 +485,7 @@ impl Central {
         let mut sigs = Vec::with_capacity(requests.len());
         requests.retain(|r| {
             let sig = Signature::of(r);
-            let Some(why) = self.quarantine.why(sig) else {
+            let Some(why) = self.quarantine.why(sig, r) else {
                 sigs.push(sig);
                 return true;
             };

@@ -9,7 +9,10 @@
 //! - A resource request is named by its [`Signature`]: the schedd, the
 //!   submitter and the text of the job's `Requirements`, `Rank` and
 //!   `Request*`. It stays the same while the request's jobs do, whichever
-//!   of them stands for the others, across restarts of either daemon.
+//!   of them stands for the others, across restarts of either daemon. A
+//!   signature is a hash anyone can compute: a quarantine entry holds only
+//!   requests of its own schedd and submitter, so a request made to share
+//!   another user's signature can only quarantine its own user's jobs.
 //! - The planner evaluates a request it has not evaluated before alone, one
 //!   at a time, before any other thread starts ([`crate::negotiator::Watch`]);
 //!   requests evaluated before without harm go on both cores. Before each
@@ -117,12 +120,18 @@ pub struct Entry {
     pub why: String,
 }
 
+/// What a quarantine entry holds: the signature, and the schedd and
+/// submitter whose request it was. A signature is a 64-bit hash that anyone
+/// can compute, so one user could choose a request whose signature is
+/// another's: an entry holds only requests of its own schedd and submitter.
+type Key = (Signature, String, String);
+
 /// The negotiator's journal, its quarantine, and the signatures it has
 /// evaluated without harm.
 pub struct Quarantine {
     journal: Journal,
     file: Option<PathBuf>,
-    entries: Mutex<BTreeMap<Signature, Entry>>,
+    entries: Mutex<BTreeMap<Key, Entry>>,
     known: Mutex<HashSet<Signature>>,
 }
 
@@ -145,9 +154,12 @@ impl Quarantine {
             };
         };
         let file = dir.join("negotiator.quarantine");
-        let entries: BTreeMap<Signature, Entry> = match std::fs::read(&file) {
+        let entries: BTreeMap<Key, Entry> = match std::fs::read(&file) {
             Ok(b) => match serde_json::from_slice::<Vec<(Signature, Entry)>>(&b) {
-                Ok(v) => v.into_iter().collect(),
+                Ok(v) => v
+                    .into_iter()
+                    .map(|(s, e)| ((s, e.schedd.clone(), e.submitter.clone()), e))
+                    .collect(),
                 Err(e) => {
                     tracing::warn!("{}: not a quarantine list ({e}); ignored", file.display());
                     BTreeMap::new()
@@ -186,9 +198,11 @@ impl Quarantine {
         q
     }
 
-    /// Whether `sig` is quarantined, and why.
-    pub fn why(&self, sig: Signature) -> Option<String> {
-        lock(&self.entries).get(&sig).map(|e| e.why.clone())
+    /// Whether `request`, whose signature is `sig`, is quarantined, and why:
+    /// only by an entry of its own schedd and submitter.
+    pub fn why(&self, sig: Signature, request: &Request) -> Option<String> {
+        let key = (sig, request.schedd.clone(), request.submitter.clone());
+        lock(&self.entries).get(&key).map(|e| e.why.clone())
     }
 
     /// How many requests are quarantined.
@@ -204,16 +218,17 @@ impl Quarantine {
     /// Quarantines `sig` and keeps the list on disk.
     pub fn add(&self, sig: Signature, schedd: String, submitter: String, now: i64, why: String) {
         let mut entries = lock(&self.entries);
-        entries.insert(sig, Entry { schedd, submitter, since: now, why });
+        let key = (sig, schedd.clone(), submitter.clone());
+        entries.insert(key, Entry { schedd, submitter, since: now, why });
         while entries.len() > MAX_QUARANTINED {
-            let oldest = entries.iter().min_by_key(|(_, e)| e.since).map(|(s, _)| *s);
+            let oldest = entries.iter().min_by_key(|(_, e)| e.since).map(|(k, _)| k.clone());
             match oldest {
-                Some(s) => entries.remove(&s),
+                Some(k) => entries.remove(&k),
                 None => break,
             };
         }
         let Some(file) = &self.file else { return };
-        let list: Vec<(&Signature, &Entry)> = entries.iter().collect();
+        let list: Vec<(&Signature, &Entry)> = entries.iter().map(|((s, ..), e)| (s, e)).collect();
         // Atomically and durably, as the accountant's state; the daemon's alone.
         let write = serde_json::to_vec_pretty(&list)
             .map_err(std::io::Error::other)

@@ -137,11 +137,11 @@ fn a_request_named_alone_in_the_journal_is_quarantined_and_stays_so() {
     andes_protocol::journal::mark_aborted(&journal).unwrap();
     let q = Quarantine::open(Some(dir.path()), 200);
     assert_eq!(q.len(), 1);
-    assert_eq!(q.why(sigs[1]).as_deref(), Some(STOPPED));
-    assert_eq!(q.why(sigs[0]), None);
+    assert_eq!(q.why(sigs[1], &reqs[1]).as_deref(), Some(STOPPED));
+    assert_eq!(q.why(sigs[0], &reqs[0]), None);
     // Kept across restarts, once the journal is clear.
     let q = Quarantine::open(Some(dir.path()), 300);
-    assert_eq!(q.why(sigs[1]).as_deref(), Some(STOPPED));
+    assert_eq!(q.why(sigs[1], &reqs[1]).as_deref(), Some(STOPPED));
     // What passed is known from then on.
     q.passed([sigs[0]]);
     let w = q.watch(&reqs, &sigs);
@@ -170,11 +170,38 @@ fn a_request_named_beside_others_is_only_evaluated_alone_next_time() {
 fn the_quarantine_is_bounded_and_a_damaged_list_is_ignored() {
     let q = Quarantine::open(None, 0);
     for i in 0..(MAX_QUARANTINED as u64 + 5) {
-        q.add(Signature(i), "s".into(), "u".into(), i as i64, FAILED.into());
+        q.add(Signature(i), "s".into(), "bob@pool".into(), i as i64, FAILED.into());
     }
     assert_eq!(q.len(), MAX_QUARANTINED);
-    assert_eq!(q.why(Signature(0)), None, "the oldest forgotten");
+    let r = request("s", 0, "true");
+    assert_eq!(q.why(Signature(0), &r), None, "the oldest forgotten");
+    assert_eq!(q.why(Signature(5), &r).as_deref(), Some(FAILED));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("negotiator.quarantine"), "{not json").unwrap();
     assert!(Quarantine::open(Some(dir.path()), 0).is_empty());
+}
+
+/// A signature is a hash anyone can compute: a user who chose a request with
+/// another's signature, and had it quarantined, neither holds the other's
+/// jobs nor lifts the other's quarantine; across a restart too.
+#[test]
+fn a_quarantine_holds_only_its_own_submitters_requests_whatever_their_signature() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = request("schedd@a", 0, "TARGET.Memory > 1");
+    let mut other = request("schedd@a", 0, "TARGET.Memory > 1");
+    other.submitter = "mallory@pool".into();
+    let sig = Signature::of(&victim);
+    let q = Quarantine::open(Some(dir.path()), 100);
+    q.add(sig, other.schedd.clone(), other.submitter.clone(), 100, FAILED.into());
+    assert_eq!(q.why(sig, &other).as_deref(), Some(FAILED));
+    assert_eq!(q.why(sig, &victim), None, "another submitter's entry holds no job of bob's");
+    // Both quarantined under one signature: two entries, each its own.
+    q.add(sig, victim.schedd.clone(), victim.submitter.clone(), 101, STOPPED.into());
+    assert_eq!(q.len(), 2);
+    let q = Quarantine::open(Some(dir.path()), 200);
+    assert_eq!(q.why(sig, &victim).as_deref(), Some(STOPPED));
+    assert_eq!(q.why(sig, &other).as_deref(), Some(FAILED));
+    let mut elsewhere = victim.clone();
+    elsewhere.schedd = "schedd@b".into();
+    assert_eq!(q.why(sig, &elsewhere), None, "nor another schedd's");
 }
